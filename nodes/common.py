@@ -1,0 +1,75 @@
+"""Conversions between ComfyUI values and core types, and shared node declarations.
+
+ComfyUI IMAGE: float32 torch tensor [B, H, W, C] in 0..1. MASK: float32 [B, H, W] (or [H, W]).
+The core works on uint8 H×W×C arrays / PIL images (respec/images.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..respec.errors import InputError
+from ..respec.images import as_array, to_uint8
+
+CATEGORY = "ReSpec"
+
+# Custom socket types that flow between our nodes.
+HISTORY = "RESPEC_HISTORY"
+PLAN = "RESPEC_PLAN"
+SCENARIO = "OCCUR_SCENARIO"
+VLM = "RESPEC_VLM"          # a loaded controller backend
+EDITOR = "RESPEC_EDITOR"    # a loaded in-context editor
+MASKER = "RESPEC_MASKER"    # loaded YOLO-World + SAM
+SCORER = "RESPEC_SCORER"    # loaded LPIPS + CLIP
+MASK_RECORDS = "RESPEC_MASKS"  # masks of every turn of a trajectory (for the score)
+
+
+def images_from_comfy(image) -> list[np.ndarray]:
+    """IMAGE [B,H,W,C] float -> list of uint8 H×W×C arrays (C = 1, 3 or 4)."""
+    arr = image.detach().cpu().numpy() if hasattr(image, "detach") else np.asarray(image)
+    if arr.ndim == 3:
+        arr = arr[None]
+    if arr.ndim != 4 or arr.shape[-1] not in (1, 3, 4):
+        raise InputError(f"expected an IMAGE tensor [B,H,W,C] with C in 1, 3, 4; got shape {tuple(arr.shape)}")
+    if arr.shape[0] == 0:
+        raise InputError("the IMAGE batch is empty")
+    return [to_uint8(a) for a in arr]
+
+
+def image_from_comfy(image, what: str = "image") -> np.ndarray:
+    """IMAGE with exactly one picture -> uint8 array; a batch of several is refused clearly."""
+    frames = images_from_comfy(image)
+    if len(frames) != 1:
+        raise InputError(f"{what}: expected one image, got a batch of {len(frames)}; "
+                         "pick one with ComfyUI's 'ImageFromBatch' node")
+    return frames[0]
+
+
+def images_to_comfy(images) -> "torch.Tensor":
+    """Arrays / PIL / StoredImage -> IMAGE [B,H,W,C] float32. Sizes must match (resize first)."""
+    import torch
+    arrs = [as_array(getattr(im, "array", im)) for im in images]
+    if not arrs:
+        raise InputError("no images to output")
+    shapes = {a.shape for a in arrs}
+    if len(shapes) != 1:
+        raise InputError(f"images in one IMAGE batch must share a size and channel count; got {sorted(shapes)}")
+    return torch.from_numpy(np.stack(arrs).astype(np.float32) / 255.0)
+
+
+def masks_from_comfy(mask) -> list[np.ndarray]:
+    """MASK [B,H,W] or [H,W] -> list of bool H×W arrays (> 0.5)."""
+    arr = mask.detach().cpu().numpy() if hasattr(mask, "detach") else np.asarray(mask)
+    if arr.ndim == 2:
+        arr = arr[None]
+    if arr.ndim != 3:
+        raise InputError(f"expected a MASK [B,H,W]; got shape {tuple(arr.shape)}")
+    return [a > 0.5 for a in arr]
+
+
+def masks_to_comfy(masks) -> "torch.Tensor":
+    """bool/float H×W arrays -> MASK [B,H,W] float32 0/1."""
+    import torch
+    arrs = [np.asarray(m, dtype=np.float32) for m in masks]
+    if not arrs:
+        raise InputError("no masks to output")
+    return torch.from_numpy(np.stack(arrs))

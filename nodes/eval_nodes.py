@@ -1,0 +1,3 @@
+"""(being written)"""
+NODE_CLASS_MAPPINGS: dict = {}
+NODE_DISPLAY_NAME_MAPPINGS: dict = {}

@@ -1,0 +1,1 @@
+"""ReSpec core: usable without ComfyUI (python -m respec ...)."""

@@ -1,0 +1,152 @@
+"""The editing history H_{t-1} = (I_0, P_1, I_1, ..., P_{t-1}, I_{t-1}) as an immutable value.
+
+Appending returns a new History that shares every earlier Turn (and so every image array):
+nothing is copied when a history flows from node to node. The persistent, multi-prompt form
+lives in respec/store.py.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any, Iterable
+
+import numpy as np
+from PIL import Image
+
+from .errors import InputError
+from .images import as_array, as_pil, as_rgb, content_hash
+from .plan import Plan
+
+
+class StoredImage:
+    """A read-only uint8 H×W×C image with its content hash, shared by every holder."""
+
+    __slots__ = ("array", "digest")
+
+    def __init__(self, array: np.ndarray, digest: str | None = None):
+        arr = as_array(array)
+        if arr.flags.writeable:
+            arr = arr.copy()  # the one copy: we own it and freeze it
+            arr.flags.writeable = False
+        self.array = arr
+        self.digest = digest or content_hash(arr)
+
+    @classmethod
+    def of(cls, img: Any) -> "StoredImage":
+        return img if isinstance(img, StoredImage) else cls(as_array(img))
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """(width, height), as PIL reports it."""
+        return (self.array.shape[1], self.array.shape[0])
+
+    def pil(self) -> Image.Image:
+        return as_pil(self.array)
+
+    def rgb(self) -> Image.Image:
+        return as_rgb(self.array)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, StoredImage) and other.digest == self.digest
+
+    def __hash__(self) -> int:
+        return hash(self.digest)
+
+    def __repr__(self) -> str:
+        return f"StoredImage({self.array.shape}, {self.digest[:10]})"
+
+
+@dataclass(frozen=True)
+class Turn:
+    """Turn t: the user's P_t, what the editor was actually sent, the plan, and I_t.
+    Turn 0 holds the original image I_0 and empty instructions."""
+
+    index: int
+    image: StoredImage
+    instruction: str = ""
+    sent_instruction: str = ""
+    plan: Plan | None = None
+    meta: dict = field(default_factory=dict)   # seed, editor, timings, ... (JSON-able)
+
+    def to_record(self) -> dict:
+        """JSON-able description (the image by digest only)."""
+        return {"index": self.index, "image": self.image.digest, "size": list(self.image.size),
+                "instruction": self.instruction, "sent_instruction": self.sent_instruction,
+                "plan": self.plan.to_dict() if self.plan else None, "meta": self.meta}
+
+
+@dataclass(frozen=True)
+class History:
+    """All turns so far. `session_id`/`version` tie it to a persistent session, when it has one."""
+
+    turns: tuple[Turn, ...]
+    session_id: str | None = None
+    version: int = 0
+
+    def __post_init__(self):
+        if not self.turns:
+            raise InputError("a history needs at least the original image (turn 0)")
+        for i, t in enumerate(self.turns):
+            if t.index != i:
+                raise InputError(f"turn indices must be 0..n-1 in order; turn at {i} says {t.index}")
+
+    @classmethod
+    def start(cls, image: Any, session_id: str | None = None, meta: dict | None = None) -> "History":
+        """A history holding only I_0."""
+        return cls((Turn(0, StoredImage.of(image), meta=dict(meta or {})),), session_id, 0)
+
+    # -- reading -----------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.turns)
+
+    @property
+    def next_turn(self) -> int:
+        """t for the edit about to happen (1 after only I_0)."""
+        return len(self.turns)
+
+    @property
+    def current(self) -> Turn:
+        """The latest turn: its image is I_{t-1}, the editor's input."""
+        return self.turns[-1]
+
+    @property
+    def images(self) -> list[StoredImage]:
+        """[I_0, ..., I_{t-1}]; index = image id used by the controller."""
+        return [t.image for t in self.turns]
+
+    @property
+    def instructions(self) -> list[str]:
+        """[P_1, ..., P_{t-1}] (turn 0 has none)."""
+        return [t.instruction for t in self.turns[1:]]
+
+    def image(self, image_id: int) -> StoredImage:
+        if not 0 <= image_id < len(self.turns):
+            raise InputError(f"image id {image_id} does not exist; this history has ids 0..{len(self.turns) - 1}")
+        return self.turns[image_id].image
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """Changes whenever any turn changes (used as ComfyUI's IS_CHANGED value)."""
+        import hashlib, json
+        h = hashlib.sha256()
+        for t in self.turns:
+            h.update(json.dumps(t.to_record(), sort_keys=True, default=str).encode())
+        return h.hexdigest()
+
+    # -- new values --------------------------------------------------------------------
+    def append(self, image: Any, instruction: str, sent_instruction: str | None = None,
+               plan: Plan | None = None, meta: dict | None = None) -> "History":
+        """A new history with turn t added; this one is unchanged."""
+        turn = Turn(len(self.turns), StoredImage.of(image), instruction,
+                    instruction if sent_instruction is None else sent_instruction,
+                    plan, dict(meta or {}))
+        return replace(self, turns=self.turns + (turn,), version=self.version + 1)
+
+    def rewind(self, k: int) -> "History":
+        """Keep turns 0..k (undo the later ones)."""
+        if not 0 <= k < len(self.turns):
+            raise InputError(f"cannot rewind to turn {k}: this history has turns 0..{len(self.turns) - 1}")
+        return replace(self, turns=self.turns[: k + 1], version=self.version + 1)
+
+    def with_turns(self, turns: Iterable[Turn]) -> "History":
+        return replace(self, turns=tuple(turns))
