@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Set up everything on a fresh machine that has only Python: a venv in .venv with the pinned
+# torch, the pack's runtime requirements and the test tools. Safe to run again (fast when done).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+VENV=${RESPEC_VENV:-.venv}
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY" -m venv "$VENV"
+fi
+STAMP="$VENV/.respec-installed"
+WANT="$(cat requirements.txt pyproject.toml | sha256sum | cut -c1-16)"
+if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  # Exactly these: a looser pin can pull another multi-GB build.
+  "$VENV/bin/python" -m pip install -q torch==2.14.1 torchvision==0.29.1
+  "$VENV/bin/python" -m pip install -q -r requirements.txt
+  "$VENV/bin/python" -m pip install -q "pytest>=8" "hypothesis>=6" pytest-timeout "websockets>=12" "xgrammar>=0.2"
+  echo "$WANT" > "$STAMP"
+fi
+# The frontend's unit tests use Node's built-in test runner (no npm packages).
+if ! command -v node >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && apt-get install -y -qq nodejs) >/dev/null
+  else
+    echo "Node.js is needed for the frontend tests; install it (https://nodejs.org)." >&2
+    exit 1
+  fi
+fi
