@@ -1,0 +1,146 @@
+"""The pack loads the way ComfyUI loads it, and every node keeps the V1 node contract."""
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+WIDGET_TYPES = {"INT", "FLOAT", "STRING", "BOOLEAN"}
+
+
+def test_pack_imports_as_a_hyphenated_package_without_touching_sys_path():
+    """ComfyUI imports the folder as a package named after it; nothing may leak to top level."""
+    code = f"""
+import importlib.util, json, sys
+before_path = list(sys.path)
+before_mods = set(sys.modules)
+name = "ReSpec-ComfyUI-{'x' * 3}"
+spec = importlib.util.spec_from_file_location(name, {str(ROOT / '__init__.py')!r},
+                                              submodule_search_locations=[{str(ROOT)!r}])
+m = importlib.util.module_from_spec(spec); sys.modules[name] = m; spec.loader.exec_module(m)
+new_top = sorted(k for k in set(sys.modules) - before_mods if k in ("nodes", "respec") or k.startswith(("nodes.", "respec.")))
+print(json.dumps({{"nodes": sorted(m.NODE_CLASS_MAPPINGS), "web": m.WEB_DIRECTORY,
+                  "path_changed": sys.path != before_path, "leaked": new_top,
+                  "display": sorted(m.NODE_DISPLAY_NAME_MAPPINGS)}}))
+"""
+    out = subprocess.run([sys.executable, "-c", code], cwd="/", capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    info = json.loads(out.stdout.strip().splitlines()[-1])
+    assert info["path_changed"] is False
+    assert info["leaked"] == [], "a top-level 'nodes'/'respec' module would shadow ComfyUI's own"
+    assert info["web"] == "./js"
+    assert info["nodes"] and info["nodes"] == info["display"]
+
+
+def test_core_never_imports_comfyui():
+    """Only respec/comfy.py may reach ComfyUI; the rest of the core runs without it."""
+    pattern = re.compile(r"^\s*(import|from)\s+(comfy|comfy_extras|comfy_execution|folder_paths|server|execution|node_helpers)\b", re.M)
+    offenders = []
+    for path in (ROOT / "respec").rglob("*.py"):
+        if path.name == "comfy.py" and path.parent.name == "respec":
+            continue
+        if pattern.search(path.read_text(encoding="utf-8")):
+            offenders.append(str(path.relative_to(ROOT)))
+    assert offenders == []
+
+
+def test_nodes_use_relative_imports_only():
+    """A top-level import of `respec` or `nodes` from the adapters would break inside ComfyUI."""
+    pattern = re.compile(r"^\s*(import|from)\s+(respec|nodes)\b", re.M)
+    offenders = [str(p.relative_to(ROOT)) for p in (ROOT / "nodes").rglob("*.py") if pattern.search(p.read_text())]
+    offenders += [str(p.relative_to(ROOT)) for p in (ROOT / "respec").rglob("*.py")
+                  if re.search(r"^\s*(import|from)\s+(respec|nodes)\b", p.read_text(), re.M)]
+    assert offenders == []
+
+
+def _node_items():
+    from conftest import load_pack
+    pack = load_pack()
+    return sorted(pack.NODE_CLASS_MAPPINGS.items())
+
+
+def _inputs(cls) -> dict:
+    spec = cls.INPUT_TYPES()
+    assert isinstance(spec, dict) and "required" in spec, f"{cls.__name__}.INPUT_TYPES needs a 'required' dict"
+    assert set(spec) <= {"required", "optional", "hidden"}, f"{cls.__name__}: unknown INPUT_TYPES sections {set(spec)}"
+    return spec
+
+
+def pytest_generate_tests(metafunc):
+    if "node" in metafunc.fixturenames:
+        items = _node_items()
+        metafunc.parametrize("node", items, ids=[name for name, _ in items])
+
+
+def test_node_declares_the_v1_contract(node):
+    name, cls = node
+    assert isinstance(getattr(cls, "CATEGORY", None), str) and cls.CATEGORY.startswith("ReSpec"), name
+    assert isinstance(getattr(cls, "DESCRIPTION", None), str) and cls.DESCRIPTION.strip(), f"{name} needs a DESCRIPTION"
+    assert isinstance(cls.RETURN_TYPES, tuple), f"{name}.RETURN_TYPES must be a tuple"
+    for t in cls.RETURN_TYPES:
+        assert isinstance(t, (str, list)), f"{name}: return type {t!r}"
+    if hasattr(cls, "RETURN_NAMES"):
+        assert len(cls.RETURN_NAMES) == len(cls.RETURN_TYPES), f"{name}: RETURN_NAMES and RETURN_TYPES differ in length"
+    if hasattr(cls, "OUTPUT_TOOLTIPS"):
+        assert len(cls.OUTPUT_TOOLTIPS) == len(cls.RETURN_TYPES)
+    if not cls.RETURN_TYPES:
+        assert getattr(cls, "OUTPUT_NODE", False), f"{name} returns nothing, so it must be an OUTPUT_NODE"
+
+
+def test_every_input_is_well_formed_and_has_a_tooltip(node):
+    name, cls = node
+    spec = _inputs(cls)
+    for section in ("required", "optional"):
+        for inp, decl in spec.get(section, {}).items():
+            assert isinstance(decl, tuple) and 1 <= len(decl) <= 2, f"{name}.{inp}: spec must be (type,) or (type, options)"
+            typ = decl[0]
+            opts = decl[1] if len(decl) == 2 else {}
+            assert isinstance(typ, (str, list)), f"{name}.{inp}: type {typ!r}"
+            assert isinstance(opts, dict), f"{name}.{inp}: options must be a dict"
+            assert isinstance(opts.get("tooltip"), str) and opts["tooltip"].strip(), f"{name}.{inp} has no tooltip"
+            if typ in ("INT", "FLOAT"):
+                assert "default" in opts and "min" in opts and "max" in opts, f"{name}.{inp}: numeric widgets need default/min/max"
+                assert opts["min"] <= opts["default"] <= opts["max"], f"{name}.{inp}: default outside [min, max]"
+            if typ == "BOOLEAN":
+                assert isinstance(opts.get("default"), bool), f"{name}.{inp}: BOOLEAN needs a bool default"
+            if isinstance(typ, list) and typ and "default" in opts:
+                assert opts["default"] in typ, f"{name}.{inp}: default not among the choices"
+
+
+def test_function_takes_exactly_the_declared_inputs(node):
+    name, cls = node
+    spec = _inputs(cls)
+    declared = set()
+    for section in ("required", "optional", "hidden"):
+        declared |= set(spec.get(section, {}))
+    fn = getattr(cls, cls.FUNCTION, None)
+    assert callable(fn), f"{name}.FUNCTION names {cls.FUNCTION!r}, which is not a method"
+    params = inspect.signature(fn).parameters
+    kinds = {p.kind for p in params.values()}
+    assert inspect.Parameter.VAR_KEYWORD not in kinds and inspect.Parameter.VAR_POSITIONAL not in kinds, \
+        f"{name}.{cls.FUNCTION} must name its inputs, not take *args/**kwargs"
+    accepted = {p for p in params if p != "self"}
+    assert accepted == declared, f"{name}: FUNCTION params {sorted(accepted)} != inputs {sorted(declared)}"
+    required = {p for p, v in params.items() if p != "self" and v.default is inspect.Parameter.empty}
+    assert required <= set(spec["required"]), f"{name}: optional/hidden inputs must have defaults in the signature"
+
+
+def test_is_changed_and_validate_inputs_accept_what_comfyui_passes(node):
+    name, cls = node
+    spec = _inputs(cls)
+    declared = set(spec["required"]) | set(spec.get("optional", {})) | set(spec.get("hidden", {}))
+    for hook in ("IS_CHANGED", "VALIDATE_INPUTS"):
+        fn = getattr(cls, hook, None)
+        if fn is None:
+            continue
+        assert isinstance(inspect.getattr_static(cls, hook), classmethod), f"{name}.{hook} must be a classmethod"
+        params = inspect.signature(fn).parameters
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            continue
+        assert set(params) <= declared | {"input_types"}, f"{name}.{hook} names unknown inputs {set(params) - declared}"
