@@ -77,11 +77,13 @@ class Turn:
 
 @dataclass(frozen=True)
 class History:
-    """All turns so far. `session_id`/`version` tie it to a persistent session, when it has one."""
+    """All turns so far. `session_id`/`version` tie it to a persistent session, when it has one;
+    `store_root` names the session store (directory) it lives in."""
 
     turns: tuple[Turn, ...]
     session_id: str | None = None
     version: int = 0
+    store_root: str | None = None
 
     def __post_init__(self):
         if not self.turns:
