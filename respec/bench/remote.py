@@ -1,0 +1,530 @@
+"""Queue the benchmark's API workflow to running ComfyUI servers (headless, one or many).
+
+For every scenario the API-format workflow is filled in (scenario index, dataset path, seed,
+config switches) and sent to a server's `POST /prompt`; progress is followed on that server's
+websocket (`/ws?clientId=...`), the outputs are read from `GET /history/<prompt_id>`, and the
+results row the workflow's results-writer node reported is written locally as soon as the
+scenario finishes, so a crash or Ctrl-C loses nothing and a re-run resumes.
+
+Scenarios are spread over the servers (one prompt in flight per server: ComfyUI executes its
+queue one prompt at a time anyway). A server that cannot be reached, answers 5xx, drops its
+websocket or stops answering is a *server failure*: the scenario goes back to the pool, is
+preferably given to another server, and a server with `max_server_failures` failures in a row
+is not used again. A prompt the server rejects (validation, HTTP 400) or whose execution fails
+is a *scenario failure on that server*: it is tried on another server that has not failed it
+(servers may differ in installed models or nodes), never twice on the same one. Every scenario
+gets at most `max_attempts` attempts; scenarios that still fail are reported together in one
+RemoteBenchError after everything else has finished.
+"""
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from ..errors import InputError, ReSpecError
+
+log = logging.getLogger("respec.bench.remote")
+
+# Node classes and input names the filler looks for in a benchmark workflow.
+SCENARIO_LOADER = "ReSpecScenarioLoader"
+RESULTS_WRITER = "ReSpecResultsWriter"
+DATASET_INPUT = "dataset"
+INDEX_INPUT = "index"
+SEED_INPUTS = ("seed", "noise_seed")
+# The key under which the results writer's UI output carries its row(s) in /history outputs.
+ROW_UI_KEY = "respec_results"
+
+DEFAULT_WORKFLOW = Path(__file__).resolve().parents[2] / "workflows" / "benchmark_flux2.api.json"
+
+
+class RemoteBenchError(ReSpecError):
+    """Some scenarios could not be run on any server; `.summary` says which and why."""
+
+    def __init__(self, summary: "RemoteSummary"):
+        self.summary = summary
+        lines = [f"{len(summary.failed)} scenario(s) failed on every server they were tried on "
+                 f"({len(summary.done)} done, {len(summary.skipped)} already in the results file):"]
+        for sid, attempts in summary.failed.items():
+            lines.append(f"  {sid}:")
+            lines.extend(f"    - {a.server} [{a.kind}] {a.message}" for a in attempts)
+            if not attempts:
+                lines.append("    - never sent: no usable server was left")
+        retired = [f"  {url}: {why}" for url, why in summary.retired.items()]
+        if retired:
+            lines.append("Servers taken out of the run:")
+            lines.extend(retired)
+        lines.append("Fix the cause and run the same command again: finished scenarios are kept "
+                     "and only the missing ones are queued.")
+        super().__init__("\n".join(lines))
+
+
+class _ServerFailure(Exception):
+    """The server is unusable right now (unreachable, 5xx, websocket dropped, silent)."""
+
+
+class _ScenarioFailure(Exception):
+    """The server worked but refused or failed this prompt (400 validation, execution error)."""
+
+
+@dataclass
+class Attempt:
+    """One try of one scenario on one server."""
+    server: str
+    kind: str      # "unreachable" | "server_error" | "rejected" | "execution_error" | "interrupted" | "no_row"
+    message: str
+
+    @property
+    def server_fault(self) -> bool:
+        return self.kind in ("unreachable", "server_error")
+
+
+@dataclass
+class _Job:
+    index: int
+    scenario_id: str
+    prompt: dict
+    attempts: list[Attempt] = field(default_factory=list)
+
+    def tried(self, url: str) -> bool:
+        return any(a.server == url for a in self.attempts)
+
+    def refused_by(self, url: str) -> bool:
+        # A scenario failure is deterministic for that server: never send it there again.
+        return any(a.server == url and not a.server_fault for a in self.attempts)
+
+
+@dataclass
+class _Server:
+    url: str
+    client_id: str
+    failures_in_row: int = 0
+    retired: str | None = None   # why it was taken out of the run
+    done: int = 0
+
+
+@dataclass
+class RemoteSummary:
+    """What a remote run did: scenario ids done now, skipped (already done), failed (+ why)."""
+    done: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    failed: dict[str, list[Attempt]] = field(default_factory=dict)
+    per_server: dict[str, int] = field(default_factory=dict)
+    retired: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+# --------------------------------------------------------------------------- workflow filling
+
+def load_api_workflow(workflow: str | Path | dict) -> dict:
+    """An API-format workflow ({id: {"class_type", "inputs"}}) from a path or a dict (copied)."""
+    if isinstance(workflow, dict):
+        wf = copy.deepcopy(workflow)
+        where = "the workflow given"
+    else:
+        path = Path(workflow)
+        if not path.is_file():
+            raise InputError(f"workflow file {path} does not exist; use one of the *.api.json files "
+                             f"in the pack's workflows/ folder")
+        try:
+            wf = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise InputError(f"workflow file {path} is not valid JSON: {e}") from e
+        where = str(path)
+    if "nodes" in wf and "links" in wf:
+        raise InputError(f"{where} is a UI-format workflow; /prompt needs the API format "
+                         f"(the matching <name>.api.json file, or ComfyUI's 'Export (API)')")
+    if not wf or not all(isinstance(v, dict) and "class_type" in v and "inputs" in v for v in wf.values()):
+        raise InputError(f"{where} is not an API-format workflow: expected "
+                         '{"<node id>": {"class_type": ..., "inputs": {...}}, ...}')
+    return wf
+
+
+def _is_link(value: Any) -> bool:
+    return (isinstance(value, list) and len(value) == 2 and isinstance(value[0], str)
+            and isinstance(value[1], int))
+
+
+def fill_workflow(workflow: dict, *, dataset: str, index: int, seed: int | None = None,
+                  config: dict[str, Any] | None = None) -> dict:
+    """A copy of `workflow` set up for scenario `index` of `dataset`.
+
+    The Scenario Loader's dataset/index widgets are set; every seed widget gets `seed` (when
+    given); each `config` entry sets a widget value: `"input"` sets that input on every node that
+    has it as a widget, `"ClassType.input"` only on nodes of that class, `"<node id>.input"` on
+    one node. A config key that matches no widget is an error (a typo would silently run the
+    wrong experiment otherwise).
+    """
+    wf = copy.deepcopy(workflow)
+    loaders = [n for n in wf.values() if n["class_type"] == SCENARIO_LOADER]
+    if not loaders:
+        raise InputError(f"the workflow has no {SCENARIO_LOADER} node: use a benchmark workflow "
+                         f"(workflows/benchmark_*.api.json)")
+    for node in loaders:
+        node["inputs"][DATASET_INPUT] = str(dataset)
+        node["inputs"][INDEX_INPUT] = int(index)
+    if seed is not None:
+        for node in wf.values():
+            for name in SEED_INPUTS:
+                if name in node["inputs"] and not _is_link(node["inputs"][name]):
+                    node["inputs"][name] = int(seed)
+    for key, value in (config or {}).items():
+        scope, _, name = key.rpartition(".")
+        hits = 0
+        for node_id, node in wf.items():
+            if scope and scope not in (node_id, node["class_type"]):
+                continue
+            if name in node["inputs"] and not _is_link(node["inputs"][name]):
+                node["inputs"][name] = value
+                hits += 1
+        if not hits:
+            known = sorted({k for n in wf.values() for k, v in n["inputs"].items() if not _is_link(v)})
+            raise InputError(f"config key {key!r} matches no widget input in the workflow; "
+                             f"widget inputs are: {', '.join(known)}")
+    return wf
+
+
+def rows_from_history(entry: dict, prompt: dict) -> list[dict]:
+    """The results rows the workflow's results-writer node(s) reported in a /history entry."""
+    outputs = entry.get("outputs") or {}
+    rows: list[dict] = []
+    for node_id, node in prompt.items():
+        if node["class_type"] != RESULTS_WRITER:
+            continue
+        for item in (outputs.get(node_id) or {}).get(ROW_UI_KEY) or []:
+            rows.append(json.loads(item) if isinstance(item, str) else dict(item))
+    return rows
+
+
+def _execution_message(entry_or_event: dict) -> str:
+    """A one-line reason from an execution_error / execution_interrupted payload."""
+    d = entry_or_event
+    where = f"node {d.get('node_id')} ({d.get('node_type')})" if d.get("node_id") else "a node"
+    if "exception_message" in d:
+        return f"{where} raised {d.get('exception_type', 'an exception')}: {str(d['exception_message']).strip()}"
+    return f"interrupted at {where}"
+
+
+def _rejection_message(status: int, body: Any) -> str:
+    """ComfyUI's 400 body {"error": {...}, "node_errors": {...}} as one readable line."""
+    if not isinstance(body, dict):
+        return f"HTTP {status}: {str(body)[:500]}"
+    err = body.get("error")
+    parts = []
+    if isinstance(err, dict):
+        parts.append(f"{err.get('message', '')} {err.get('details', '')}".strip())
+    elif err:
+        parts.append(str(err))
+    for node_id, ne in (body.get("node_errors") or {}).items():
+        for e in ne.get("errors", []):
+            parts.append(f"node {node_id} ({ne.get('class_type')}): {e.get('message')}: {e.get('details')}")
+    return f"HTTP {status}: " + "; ".join(p for p in parts if p)
+
+
+# --------------------------------------------------------------------------- one prompt
+
+async def _json_or_text(resp) -> Any:
+    try:
+        return await resp.json(content_type=None)
+    except Exception:
+        return await resp.text()
+
+
+async def _check_nodes(session, server: _Server, class_types: set[str], timeout: float) -> None:
+    """Pre-flight: the server answers and knows every node type of the workflow."""
+    import aiohttp
+    missing = []
+    for ct in sorted(class_types):
+        try:
+            async with session.get(f"{server.url}/object_info/{ct}",
+                                   timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+                if resp.status >= 400:
+                    raise _ServerFailure(f"GET /object_info/{ct} answered HTTP {resp.status}")
+                info = await _json_or_text(resp)
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+            raise _ServerFailure(f"unreachable: {type(e).__name__}: {e}") from e
+        if not isinstance(info, dict) or ct not in info:
+            missing.append(ct)
+    if missing:
+        raise _ScenarioFailure(f"the server has no node type(s) {', '.join(missing)}: install the "
+                               f"ReSpec pack (and restart ComfyUI) there, or leave this server out")
+
+
+async def _run_prompt(session, server: _Server, prompt: dict, *, timeout: float | None,
+                      poll_interval: float, on_event: Callable | None, label: str) -> dict:
+    """Queue one prompt, follow it on the websocket, return its /history entry."""
+    import aiohttp
+    base = server.url
+    ws_url = base.replace("http://", "ws://", 1).replace("https://", "wss://", 1) + f"/ws?clientId={server.client_id}"
+    started = time.monotonic()
+    try:
+        # Connect first so no event of this prompt is missed.
+        ws = await session.ws_connect(ws_url, heartbeat=None, timeout=aiohttp.ClientWSTimeout(ws_close=5))
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+        raise _ServerFailure(f"unreachable: websocket {ws_url}: {type(e).__name__}: {e}") from e
+    prompt_id = None
+    try:
+        payload = {"prompt": prompt, "client_id": server.client_id, "prompt_id": str(uuid.uuid4())}
+        try:
+            async with session.post(f"{base}/prompt", json=payload,
+                                    timeout=aiohttp.ClientTimeout(total=120)) as resp:
+                body = await _json_or_text(resp)
+                if resp.status >= 500:
+                    raise _ServerFailure(f"POST /prompt answered HTTP {resp.status}: {str(body)[:300]}")
+                if resp.status >= 400:
+                    raise _ScenarioFailure("rejected: " + _rejection_message(resp.status, body))
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+            raise _ServerFailure(f"POST /prompt failed: {type(e).__name__}: {e}") from e
+        if not isinstance(body, dict) or "prompt_id" not in body:
+            raise _ServerFailure(f"POST /prompt gave no prompt_id: {str(body)[:300]}")
+        prompt_id = body["prompt_id"]
+        _emit(on_event, server.url, label, "queued", {"prompt_id": prompt_id})
+
+        finished: str | None = None   # "success" | "error" | "interrupted"
+        failure: dict = {}
+        while finished is None:
+            if timeout is not None and time.monotonic() - started > timeout:
+                raise _ServerFailure(f"no result after {timeout:.0f} s (prompt {prompt_id})")
+            try:
+                msg = await ws.receive(timeout=poll_interval)
+            except asyncio.TimeoutError:
+                # A long node (model load, a VLM call) may send nothing for minutes: ask /history
+                # directly; this also notices a server that died without closing the socket.
+                entry = await _history(session, base, prompt_id)
+                if entry is not None and (entry.get("status") or {}).get("completed") is not None:
+                    return _finish_from_history(entry, prompt_id)
+                continue
+            if msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED,
+                            aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.ERROR):
+                # The prompt may still have finished just before the drop: /history decides.
+                entry = await _history(session, base, prompt_id)
+                if entry is not None and entry.get("status") is not None:
+                    return _finish_from_history(entry, prompt_id)
+                raise _ServerFailure(f"websocket closed while prompt {prompt_id} was running")
+            if msg.type != aiohttp.WSMsgType.TEXT:
+                continue   # binary preview frames
+            try:
+                event = json.loads(msg.data)
+            except json.JSONDecodeError:
+                continue
+            kind, data = event.get("type"), event.get("data") or {}
+            if data.get("prompt_id") not in (None, prompt_id):
+                continue
+            if kind in ("execution_start", "executing", "progress", "executed", "execution_cached"):
+                if kind == "executing" and data.get("node") is None and data.get("prompt_id") == prompt_id:
+                    finished = finished or "success"   # ComfyUI's "queue item done" marker
+                else:
+                    _emit(on_event, server.url, label, kind, data)
+            elif kind == "execution_success":
+                finished = "success"
+            elif kind == "execution_error":
+                finished, failure = "error", data
+            elif kind == "execution_interrupted":
+                finished, failure = "interrupted", data
+        if finished == "error":
+            raise _ScenarioFailure("execution_error: " + _execution_message(failure))
+        if finished == "interrupted":
+            raise _ScenarioFailure("interrupted: " + _execution_message(failure))
+        # execution_success comes just before the server stores the history entry: wait for it.
+        for _ in range(50):
+            entry = await _history(session, base, prompt_id)
+            if entry is not None and entry.get("status") is not None:
+                return _finish_from_history(entry, prompt_id)
+            await asyncio.sleep(0.1)
+        raise _ServerFailure(f"prompt {prompt_id} finished but /history/{prompt_id} never listed it")
+    finally:
+        await ws.close()
+
+
+def _finish_from_history(entry: dict, prompt_id: str) -> dict:
+    status = entry.get("status") or {}
+    if status.get("status_str") == "error" or status.get("completed") is False:
+        for name, data in status.get("messages") or []:
+            if name in ("execution_error", "execution_interrupted"):
+                kind = "execution_error" if name == "execution_error" else "interrupted"
+                raise _ScenarioFailure(f"{kind}: " + _execution_message(data))
+        raise _ScenarioFailure(f"execution_error: prompt {prompt_id} did not complete")
+    return entry
+
+
+async def _history(session, base: str, prompt_id: str) -> dict | None:
+    import aiohttp
+    try:
+        async with session.get(f"{base}/history/{prompt_id}", timeout=aiohttp.ClientTimeout(total=30)) as resp:
+            if resp.status >= 400:
+                raise _ServerFailure(f"GET /history/{prompt_id} answered HTTP {resp.status}")
+            body = await _json_or_text(resp)
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+        raise _ServerFailure(f"GET /history failed: {type(e).__name__}: {e}") from e
+    return body.get(prompt_id) if isinstance(body, dict) else None
+
+
+def _emit(on_event: Callable | None, server: str, label: str, kind: str, data: dict) -> None:
+    if on_event is not None:
+        on_event(server, label, kind, data)
+    else:
+        log.debug("%s %s %s %s", server, label, kind, data)
+
+
+# --------------------------------------------------------------------------- scheduling
+
+class _Pool:
+    """Pending scenarios, shared by one worker per server."""
+
+    def __init__(self, jobs: list[_Job], servers: list[_Server], max_attempts: int):
+        self.pending = list(jobs)
+        self.in_flight = 0
+        self.servers = servers
+        self.max_attempts = max_attempts
+        self.failed: list[_Job] = []
+        self.cond = asyncio.Condition()
+
+    def _candidates(self, job: _Job) -> list[_Server]:
+        return [s for s in self.servers if s.retired is None and not job.refused_by(s.url)]
+
+    def _sweep(self) -> None:
+        """Give up on pending jobs no live server may take."""
+        keep = []
+        for job in self.pending:
+            if len(job.attempts) >= self.max_attempts or not self._candidates(job):
+                self.failed.append(job)
+            else:
+                keep.append(job)
+        self.pending = keep
+
+    async def take(self, server: _Server) -> _Job | None:
+        async with self.cond:
+            while True:
+                self._sweep()
+                if server.retired is not None or (not self.pending and not self.in_flight):
+                    self.cond.notify_all()
+                    return None
+                mine = [j for j in self.pending if not j.refused_by(server.url)]
+                # Prefer a scenario this server has not tried; take one it failed for transport
+                # reasons only when no other live server could take it.
+                pick = next((j for j in mine if not j.tried(server.url)), None)
+                if pick is None:
+                    pick = next((j for j in mine if all(
+                        s is server or j.tried(s.url) for s in self._candidates(j))), None)
+                if pick is not None:
+                    self.pending.remove(pick)
+                    self.in_flight += 1
+                    return pick
+                await self.cond.wait()
+
+    async def settle(self, job: _Job, ok: bool) -> None:
+        async with self.cond:
+            self.in_flight -= 1
+            if not ok:
+                self.pending.append(job)
+            self._sweep()
+            self.cond.notify_all()
+
+    async def wake(self) -> None:
+        async with self.cond:
+            self._sweep()
+            self.cond.notify_all()
+
+
+async def _worker(session, server: _Server, pool: _Pool, write_row: Callable[[_Job, dict, str], None],
+                  summary: RemoteSummary, class_types: set[str], *, timeout: float | None,
+                  poll_interval: float, max_server_failures: int, on_event: Callable | None) -> None:
+    try:
+        await _check_nodes(session, server, class_types, timeout=30)
+    except (_ServerFailure, _ScenarioFailure) as e:
+        server.retired = str(e)
+        log.warning("server %s left out: %s", server.url, e)
+        _emit(on_event, server.url, "", "server_retired", {"reason": str(e)})
+        await pool.wake()
+        return
+    while True:
+        job = await pool.take(server)
+        if job is None:
+            return
+        label = job.scenario_id
+        _emit(on_event, server.url, label, "start", {"attempt": len(job.attempts) + 1})
+        try:
+            entry = await _run_prompt(session, server, job.prompt, timeout=timeout,
+                                      poll_interval=poll_interval, on_event=on_event, label=label)
+            rows = rows_from_history(entry, job.prompt)
+            if not rows:
+                raise _ScenarioFailure(f"no_row: the workflow finished but its {RESULTS_WRITER} node "
+                                       f"reported no row (outputs of nodes {sorted(entry.get('outputs') or {})})")
+        except _ServerFailure as e:
+            msg = str(e)
+            job.attempts.append(Attempt(server.url, "unreachable" if msg.startswith("unreachable") else "server_error", msg))
+            server.failures_in_row += 1
+            if server.failures_in_row >= max_server_failures:
+                server.retired = f"{server.failures_in_row} failure(s) in a row, last: {msg}"
+                log.warning("server %s left out: %s", server.url, server.retired)
+                _emit(on_event, server.url, label, "server_retired", {"reason": server.retired})
+            _emit(on_event, server.url, label, "retry", {"reason": msg})
+            await pool.settle(job, ok=False)
+            continue
+        except _ScenarioFailure as e:
+            msg = str(e)
+            kind = msg.split(":", 1)[0] if msg.split(":", 1)[0] in (
+                "rejected", "execution_error", "interrupted", "no_row") else "rejected"
+            job.attempts.append(Attempt(server.url, kind, msg))
+            server.failures_in_row = 0   # the server itself answered properly
+            _emit(on_event, server.url, label, "retry", {"reason": msg})
+            await pool.settle(job, ok=False)
+            continue
+        server.failures_in_row = 0
+        for row in rows:
+            write_row(job, row, server.url)
+        server.done += 1
+        summary.done.append(job.scenario_id)
+        _emit(on_event, server.url, label, "done", {"rows": len(rows)})
+        await pool.settle(job, ok=True)
+
+
+async def run_jobs(jobs: Iterable[tuple[int, str, dict]], servers: list[str],
+                   write_row: Callable[[int, str, dict, str], None], *, timeout: float | None = None,
+                   poll_interval: float = 5.0, max_attempts: int = 3, max_server_failures: int = 2,
+                   on_event: Callable | None = None) -> RemoteSummary:
+    """Run filled prompts `(index, scenario_id, prompt)` on `servers`; `write_row(index,
+    scenario_id, row, server)` is called once per reported row as each scenario finishes."""
+    import aiohttp
+    urls = [_normalise_url(u) for u in servers]
+    if not urls:
+        raise InputError("no server given: pass at least one ComfyUI URL (--server http://host:8188)")
+    if len(set(urls)) != len(urls):
+        raise InputError(f"a server is listed twice: {urls}")
+    if max_attempts < 1:
+        raise InputError("max_attempts must be at least 1")
+    job_list = [_Job(i, sid, p) for i, sid, p in jobs]
+    class_types = {n["class_type"] for j in job_list for n in j.prompt.values()}
+    state = [_Server(u, client_id=uuid.uuid4().hex) for u in urls]
+    pool = _Pool(job_list, state, max_attempts)
+    summary = RemoteSummary()
+    started = time.monotonic()
+
+    def _write(job: _Job, row: dict, server: str) -> None:
+        write_row(job.index, job.scenario_id, row, server)
+
+    async with aiohttp.ClientSession() as session:
+        await asyncio.gather(*(_worker(session, s, pool, _write, summary, class_types, timeout=timeout,
+                                       poll_interval=poll_interval,
+                                       max_server_failures=max_server_failures, on_event=on_event)
+                               for s in state))
+    pool._sweep()
+    for job in pool.failed + pool.pending:
+        summary.failed[job.scenario_id] = list(job.attempts)
+    summary.per_server = {s.url: s.done for s in state}
+    summary.retired = {s.url: s.retired for s in state if s.retired}
+    summary.seconds = time.monotonic() - started
+    return summary
+
+
+def _normalise_url(url: str) -> str:
+    url = url.strip().rstrip("/")
+    if not url.startswith(("http://", "https://")):
+        url = "http://" + url
+    return url
