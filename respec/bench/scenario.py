@@ -1,0 +1,552 @@
+"""OCCUR scenarios: the JSON format, its validation, and loading a scenario's source image.
+
+A dataset file is one JSON object (see respec/bench/scenario.schema.json and docs/benchmark.md):
+
+    {"format": "occur-scenarios", "version": 1, "name": "...", "description": "...",
+     "licence": "...", "sources": {"skimage:astronaut": {"title": ..., "licence": ...}},
+     "scenarios": [ {scenario}, ... ]}
+
+and each scenario is
+
+    {"id": "astronaut_2t_remove", "image": "skimage:astronaut",
+     "template": "2turn", "revelation_type": "remove", "occluders": ["bouquet"],
+     "occludee": "round mission patch", "reference_turn": 0,
+     "turns": [{"instruction": "...", "stage": "O", "new_objects": []},
+               {"instruction": "...", "stage": "R", "new_objects": []}],
+     "notes": "...", "licence": "..."}
+
+Turn t of the list (1-based) produces I_t from I_{t-1}. Stages follow the paper's table 3:
+O occlusion, M intermediate edit, S global style, R revelation. `reference_turn` is the id of
+the ground-truth restoration reference I_ref (appendix A.4: the latest image in which the
+occludee is visible and valid). It is used for scoring and reference accuracy only; it is
+never shown to the controller or the editor.
+
+Validation refuses unknown fields and names the file, the scenario and the field of every
+problem it finds.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from ..errors import InputError
+
+FORMAT = "occur-scenarios"
+FORMAT_VERSION = 1
+
+STAGES = ("O", "M", "S", "R")
+STAGE_NAMES = {"O": "occlusion", "M": "intermediate edit", "S": "style transformation", "R": "revelation"}
+
+# Table 3 of the paper. 5-turn v1-v4 place the occlusion at turn k = 1..4 with intermediate
+# edits around it; v5 starts with a style transformation.
+TEMPLATES: dict[str, str] = {
+    "2turn": "OR",
+    "3turn": "OMR",
+    "4turn_v1": "OMMR",
+    "4turn_v2": "SOMR",
+    "5turn_v1": "OMMMR",
+    "5turn_v2": "MOMMR",
+    "5turn_v3": "MMOMR",
+    "5turn_v4": "MMMOR",
+    "5turn_v5": "SOMMR",
+}
+CUSTOM_TEMPLATE = "custom"
+TEMPLATE_BY_STAGES = {v: k for k, v in TEMPLATES.items()}
+
+REVELATION_TYPES = ("resize", "move", "replace", "remove", "multi")
+
+# Paper §3.1: user instructions never ask for the hidden content back. These words would.
+_RESTORE_WORDS = re.compile(
+    r"\b(restor\w*|recover\w*|reveal\w*|uncover\w*|reappear\w*|unhid\w*|bring(s|ing)? back|put back)\b",
+    re.IGNORECASE)
+
+_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,80}$")
+
+# Images that ship inside the scikit-image wheel (no download needed).
+SKIMAGE_BUNDLED = (
+    "astronaut", "brick", "camera", "cat", "chelsea", "coffee", "coins", "colorwheel", "grass",
+    "gravel", "horse", "hubble_deep_field", "immunohistochemistry", "logo", "moon", "page",
+    "retina", "rocket", "text",
+)
+
+DATASET_FIELDS = {"format", "version", "name", "description", "licence", "sources", "scenarios"}
+SOURCE_FIELDS = {"title", "credit", "url", "licence", "package"}
+SCENARIO_FIELDS = {"id", "image", "turns", "occluders", "revelation_type", "reference_turn",
+                   "template", "occludee", "notes", "licence"}
+TURN_FIELDS = {"instruction", "stage", "new_objects", "note"}
+
+SAMPLES_DIR = Path(__file__).resolve().parent / "samples"
+
+
+class ScenarioError(InputError):
+    """A dataset file breaks the scenario format. `.problems` lists (scenario id, field, message)."""
+
+    def __init__(self, where: str, problems: list[tuple[str | None, str, str]]):
+        self.where = where
+        self.problems = list(problems)
+        lines = [f"{where}: {len(problems)} problem(s) in the scenario file:"]
+        for sid, fld, msg in problems:
+            who = f"scenario {sid!r}" if sid is not None else "dataset"
+            lines.append(f"  - {where}: {who}, field '{fld}': {msg}")
+        lines.append("Fix these fields (the format is described in docs/benchmark.md and "
+                     "respec/bench/scenario.schema.json), then run `python -m respec validate FILE`.")
+        super().__init__("\n".join(lines))
+
+
+@dataclass(frozen=True)
+class ScenarioTurn:
+    """One user turn of a scenario: P_t, its stage, and the objects it introduces."""
+
+    instruction: str
+    stage: str
+    new_objects: tuple[str, ...] = ()
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        d = {"instruction": self.instruction, "stage": self.stage, "new_objects": list(self.new_objects)}
+        if self.note:
+            d["note"] = self.note
+        return d
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One OCCUR scenario (validated). Turns are 1-based: `turns[t-1]` makes I_t."""
+
+    id: str
+    image: str
+    turns: tuple[ScenarioTurn, ...]
+    occluders: tuple[str, ...]
+    revelation_type: str
+    reference_turn: int
+    template: str
+    occludee: str = ""
+    notes: str = ""
+    licence: str = ""
+    base_dir: str = ""          # folder that relative image paths are resolved against
+    dataset: str = ""           # the dataset's name
+
+    # -- derived ---------------------------------------------------------------------------
+    @property
+    def num_turns(self) -> int:
+        """N, the number of edit turns (2-5 in the paper)."""
+        return len(self.turns)
+
+    @property
+    def stages(self) -> str:
+        """The stage string, e.g. 'SOMR'."""
+        return "".join(t.stage for t in self.turns)
+
+    @property
+    def occlusion_turn(self) -> int:
+        """t of the occlusion (O) turn."""
+        return self.stages.index("O") + 1
+
+    @property
+    def restoration_turn(self) -> int:
+        """t of the revelation (R) turn: the turn whose ground truth says 'restoration'."""
+        return self.stages.index("R") + 1
+
+    @property
+    def reference_distance(self) -> int:
+        """Paper D.2: turns between the restoration reference and the final revelation turn."""
+        return self.restoration_turn - self.reference_turn
+
+    @property
+    def occluder(self) -> str:
+        """The occluder label (several joined with ' + ' for multi-occluder scenarios)."""
+        return " + ".join(self.occluders)
+
+    def is_restoration(self, t: int) -> bool:
+        """Ground truth: does turn t reveal the occludee? (the paper's runner uses this flag)."""
+        return 1 <= t <= self.num_turns and self.turns[t - 1].stage == "R"
+
+    def new_labels_per_turn(self) -> list[list[str]]:
+        """For I_1..I_N: the labels of every new (non-occluder) object introduced so far.
+
+        An object added at turn t stays in the picture afterwards, so the new-object mask of
+        I_t looks for everything introduced at turns <= t (appendix A.5's M^t_new)."""
+        seen: list[str] = []
+        out: list[list[str]] = []
+        for turn in self.turns:
+            for label in turn.new_objects:
+                if label not in seen:
+                    seen.append(label)
+            out.append(list(seen))
+        return out
+
+    def load_image(self, max_side: int | None = None, multiple: int = 16, min_side: int = 64) -> Image.Image:
+        """I_0 as an RGB PIL image, resized so its longer side is `max_side` (None/0: original
+        size) and both sides are multiples of `multiple` (editors work on latent grids)."""
+        img = load_image_ref(self.image, self.base_dir)
+        size = fit_size(img.size, max_side, multiple, min_side)
+        return img if size == img.size else img.resize(size, Image.LANCZOS)
+
+    def to_dict(self) -> dict:
+        """The scenario as it appears in a dataset file (plus nothing derived)."""
+        d: dict[str, Any] = {"id": self.id, "image": self.image, "template": self.template,
+                             "revelation_type": self.revelation_type, "occluders": list(self.occluders),
+                             "reference_turn": self.reference_turn,
+                             "turns": [t.to_dict() for t in self.turns]}
+        for k in ("occludee", "notes", "licence"):
+            if getattr(self, k):
+                d[k] = getattr(self, k)
+        return d
+
+    def summary(self) -> dict:
+        """The scenario's derived facts (what the results rows and the report group by)."""
+        return {"scenario_id": self.id, "dataset": self.dataset, "template": self.template,
+                "stages": self.stages, "num_turns": self.num_turns,
+                "revelation_type": self.revelation_type, "occluders": list(self.occluders),
+                "occlusion_turn": self.occlusion_turn, "restoration_turn": self.restoration_turn,
+                "reference_turn": self.reference_turn, "reference_distance": self.reference_distance}
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A validated scenario file."""
+
+    name: str
+    scenarios: tuple[Scenario, ...]
+    path: str = ""
+    description: str = ""
+    licence: str = ""
+    version: int = FORMAT_VERSION
+    sources: dict = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.scenarios)
+
+    def __getitem__(self, i: int) -> Scenario:
+        return self.scenarios[i]
+
+    def __iter__(self):
+        return iter(self.scenarios)
+
+    def by_id(self, scenario_id: str) -> Scenario:
+        for s in self.scenarios:
+            if s.id == scenario_id:
+                return s
+        raise InputError(f"{self.path or self.name}: no scenario with id {scenario_id!r}")
+
+
+# ------------------------------------------------------------------------------ images
+
+def fit_size(size: tuple[int, int], max_side: int | None, multiple: int = 16, min_side: int = 64) -> tuple[int, int]:
+    """(w, h) scaled so the longer side is max_side (None/0 keeps the scale), rounded to
+    multiples of `multiple`, each side at least `min_side`."""
+    w, h = size
+    if max_side:
+        s = float(max_side) / max(w, h)
+        w, h = w * s, h * s
+    m = max(1, int(multiple))
+    w = max(min_side, int(round(w / m)) * m)
+    h = max(min_side, int(round(h / m)) * m)
+    return (int(w), int(h))
+
+
+def _to_rgb_array(arr: np.ndarray) -> np.ndarray:
+    arr = np.asarray(arr)
+    if arr.dtype != np.uint8:
+        arr = np.clip(arr * (255.0 if arr.max() <= 1.0 else 1.0), 0, 255).astype(np.uint8)
+    if arr.ndim == 2:
+        arr = np.stack([arr] * 3, axis=-1)
+    if arr.shape[2] == 4:
+        rgb = arr[..., :3].astype(np.float32)
+        a = arr[..., 3:4].astype(np.float32) / 255.0
+        arr = (rgb * a + 255.0 * (1 - a)).round().astype(np.uint8)
+    return arr
+
+
+def image_ref_problem(ref: Any, base_dir: str | Path | None) -> str | None:
+    """Why `ref` is not a usable image reference, or None when it is."""
+    if not isinstance(ref, str) or not ref.strip():
+        return "must be a non-empty string: a path relative to the dataset file, 'skimage:<name>' or 'matplotlib:<file>'"
+    if ref.startswith("skimage:"):
+        name = ref.split(":", 1)[1]
+        if name not in SKIMAGE_BUNDLED:
+            return f"unknown scikit-image sample {name!r}; bundled ones: {', '.join(SKIMAGE_BUNDLED)}"
+        return None
+    if ref.startswith("matplotlib:"):
+        name = ref.split(":", 1)[1]
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+\.(png|jpg|jpeg)", name):
+            return f"matplotlib sample {name!r} must be an image file name such as 'grace_hopper.jpg'"
+        return None
+    p = Path(ref)
+    if not p.is_absolute() and base_dir is not None:
+        p = Path(base_dir) / p
+    if not p.is_file():
+        return f"image file {str(p)!r} does not exist (relative paths are resolved against the dataset file's folder)"
+    return None
+
+
+@lru_cache(maxsize=32)
+def _load_ref_cached(ref: str, base_dir: str) -> np.ndarray:
+    if ref.startswith("skimage:"):
+        import skimage.data
+        arr = getattr(skimage.data, ref.split(":", 1)[1])()
+    elif ref.startswith("matplotlib:"):
+        import matplotlib.cbook
+        name = ref.split(":", 1)[1]
+        try:
+            with matplotlib.cbook.get_sample_data(name) as fh:
+                arr = np.asarray(Image.open(fh).convert("RGB"))
+        except (OSError, ValueError) as e:
+            raise InputError(f"matplotlib sample image {name!r} is not installed: {e}") from e
+    else:
+        p = Path(ref)
+        if not p.is_absolute():
+            p = Path(base_dir) / p
+        try:
+            with Image.open(p) as im:
+                arr = np.asarray(im.convert("RGBA" if "A" in im.getbands() else "RGB"))
+        except (OSError, ValueError) as e:
+            raise InputError(f"could not read the scenario image {p}: {e}") from e
+    out = _to_rgb_array(arr)
+    out.flags.writeable = False
+    return out
+
+
+def load_image_ref(ref: str, base_dir: str | Path | None = None) -> Image.Image:
+    """An image reference -> RGB PIL image ('skimage:astronaut', 'matplotlib:grace_hopper.jpg',
+    or a path, relative paths against `base_dir`)."""
+    problem = image_ref_problem(ref, base_dir)
+    if problem:
+        raise InputError(f"image {ref!r}: {problem}")
+    return Image.fromarray(_load_ref_cached(ref, str(base_dir or "")))
+
+
+# ------------------------------------------------------------------------------ validation
+
+def _validate_scenario(raw: Any, index: int, base_dir: str, problems: list) -> Scenario | None:
+    sid_for_msg = f"#{index}"
+    if not isinstance(raw, dict):
+        problems.append((sid_for_msg, f"scenarios[{index}]", f"must be an object, got {type(raw).__name__}"))
+        return None
+    sid = raw.get("id")
+    if isinstance(sid, str) and _ID_RE.match(sid):
+        sid_for_msg = sid
+    n_before = len(problems)
+
+    def bad(fld: str, msg: str) -> None:
+        problems.append((sid_for_msg, fld, msg))
+
+    for k in sorted(set(raw) - SCENARIO_FIELDS):
+        bad(k, f"unknown field; allowed: {', '.join(sorted(SCENARIO_FIELDS))}")
+    if not (isinstance(sid, str) and _ID_RE.match(sid)):
+        bad("id", f"must be 1-80 characters of letters, digits, '_', '.', '-'; got {sid!r}")
+    for k in ("id", "image", "turns", "occluders", "revelation_type", "reference_turn"):
+        if k not in raw:
+            bad(k, "is required")
+    if "image" in raw:
+        p = image_ref_problem(raw["image"], base_dir)
+        if p:
+            bad("image", p)
+    for k in ("occludee", "notes", "licence", "template"):
+        if k in raw and not isinstance(raw[k], str):
+            bad(k, f"must be a string, got {type(raw[k]).__name__}")
+
+    occluders: list[str] = []
+    if "occluders" in raw:
+        occ = raw["occluders"]
+        if isinstance(occ, str):
+            occ = [occ]
+        if not isinstance(occ, list) or not occ or not all(isinstance(o, str) and o.strip() for o in occ):
+            bad("occluders", "must be a non-empty list of non-empty labels (the detector's text queries)")
+        elif len(set(occ)) != len(occ):
+            bad("occluders", f"labels repeat: {occ}")
+        else:
+            occluders = [o.strip() for o in occ]
+
+    rtype = raw.get("revelation_type")
+    if "revelation_type" in raw:
+        if rtype not in REVELATION_TYPES:
+            bad("revelation_type", f"must be one of {', '.join(REVELATION_TYPES)}; got {rtype!r}")
+        elif occluders:
+            if rtype == "multi" and len(occluders) < 2:
+                bad("occluders", "a 'multi' revelation needs at least two occluders")
+            if rtype != "multi" and len(occluders) != 1:
+                bad("occluders", f"a {rtype!r} revelation has exactly one occluder (use 'multi' for several); got {occluders}")
+
+    turns: list[ScenarioTurn] = []
+    raw_turns = raw.get("turns")
+    if "turns" in raw:
+        if not isinstance(raw_turns, list) or len(raw_turns) < 2:
+            bad("turns", "must be a list of at least two turns (an occlusion and a revelation)")
+            raw_turns = raw_turns if isinstance(raw_turns, list) else []
+        for i, rt in enumerate(raw_turns):
+            f = f"turns[{i}]"
+            if not isinstance(rt, dict):
+                bad(f, f"must be an object, got {type(rt).__name__}")
+                continue
+            for k in sorted(set(rt) - TURN_FIELDS):
+                bad(f"{f}.{k}", f"unknown field; allowed: {', '.join(sorted(TURN_FIELDS))}")
+            ins = rt.get("instruction")
+            if not isinstance(ins, str) or not ins.strip():
+                bad(f"{f}.instruction", "must be a non-empty string")
+                ins = ""
+            stage = rt.get("stage")
+            if stage not in STAGES:
+                bad(f"{f}.stage", f"must be one of O, M, S, R; got {stage!r}")
+                stage = "?"
+            new = rt.get("new_objects", [])
+            if not isinstance(new, list) or not all(isinstance(o, str) and o.strip() for o in new):
+                bad(f"{f}.new_objects", "must be a list of non-empty labels")
+                new = []
+            clash = [o for o in new if o.strip() in occluders]
+            if clash:
+                bad(f"{f}.new_objects", f"{clash} is an occluder label; occluders are listed in 'occluders' only")
+            note = rt.get("note", "")
+            if not isinstance(note, str):
+                bad(f"{f}.note", "must be a string")
+                note = ""
+            turns.append(ScenarioTurn(ins.strip(), stage, tuple(o.strip() for o in new), note))
+
+    stages = "".join(t.stage for t in turns)
+    template = raw.get("template") if isinstance(raw.get("template"), str) else None
+    derived = TEMPLATE_BY_STAGES.get(stages, CUSTOM_TEMPLATE)
+    occ_turn = res_turn = None
+    if turns and "?" not in stages:
+        if stages.count("O") != 1:
+            bad("turns", f"needs exactly one occlusion (O) turn; stages are {stages!r}")
+        if stages.count("R") != 1 or not stages.endswith("R"):
+            bad("turns", f"needs exactly one revelation (R) turn, and it must be the last; stages are {stages!r}")
+        if stages.count("O") == 1 and stages.count("R") == 1 and stages.index("O") < stages.index("R"):
+            occ_turn, res_turn = stages.index("O") + 1, stages.index("R") + 1
+        elif stages.count("O") == 1 and "R" in stages:
+            bad("turns", f"the occlusion must come before the revelation; stages are {stages!r}")
+        if template is not None and template != derived:
+            if template in TEMPLATES:
+                bad("template", f"{template!r} means stages {TEMPLATES[template]!r} but the turns are {stages!r}")
+            elif template != CUSTOM_TEMPLATE:
+                bad("template", f"unknown template {template!r}; table 3's are {', '.join(TEMPLATES)} "
+                                f"(or 'custom'; it can also be left out: it is derived from the stages)")
+            else:
+                bad("template", f"the stages {stages!r} are table 3's {derived!r}; say so or leave 'template' out")
+        if rtype == "replace" and res_turn and not turns[res_turn - 1].new_objects:
+            bad(f"turns[{res_turn - 1}].new_objects",
+                "a 'replace' revelation introduces the replacement object: list its label here "
+                "(otherwise its pixels would count as restored content)")
+
+    # Instructions never mention restoration (paper §3.1); from the occlusion on they also
+    # never name the occludee (an earlier turn may edit it: appendix A.4).
+    occludee = raw.get("occludee") if isinstance(raw.get("occludee"), str) else ""
+    occludee_key = re.sub(r"^(the|a|an)\s+", "", occludee.strip().lower())
+    for i, t in enumerate(turns):
+        m = _RESTORE_WORDS.search(t.instruction)
+        if m:
+            bad(f"turns[{i}].instruction", f"asks for restoration ({m.group(0)!r}); OCCUR instructions never "
+                                           f"request the hidden content back")
+        if occ_turn and i + 1 >= occ_turn and occludee_key and occludee_key in t.instruction.lower():
+            bad(f"turns[{i}].instruction", f"names the occludee ({occludee!r}); from the occlusion on, "
+                                           f"instructions never mention it")
+
+    ref = raw.get("reference_turn")
+    if "reference_turn" in raw:
+        if not isinstance(ref, int) or isinstance(ref, bool):
+            bad("reference_turn", f"must be an integer image id (0 = the original image); got {ref!r}")
+        elif occ_turn is not None:
+            if not 0 <= ref < occ_turn:
+                bad("reference_turn", f"must be an image before the occlusion (0..{occ_turn - 1}); got {ref}")
+            else:
+                styles = [i + 1 for i, t in enumerate(turns[: occ_turn - 1]) if t.stage == "S"]
+                if styles and ref < styles[-1]:
+                    bad("reference_turn", f"turn {styles[-1]} restyles the whole picture, so I_ref is "
+                                          f"turn {styles[-1]} or later; got {ref}")
+
+    if len(problems) > n_before:
+        return None
+    return Scenario(id=sid, image=raw["image"], turns=tuple(turns), occluders=tuple(occluders),
+                    revelation_type=rtype, reference_turn=ref, template=template or derived,
+                    occludee=occludee, notes=raw.get("notes", ""), licence=raw.get("licence", ""),
+                    base_dir=base_dir)
+
+
+def validate_dataset(data: Any, where: str = "<dataset>", base_dir: str | Path | None = None) -> Dataset:
+    """Validate a parsed dataset object; raise ScenarioError listing every problem."""
+    problems: list[tuple[str | None, str, str]] = []
+    base = str(base_dir) if base_dir is not None else ""
+    if not isinstance(data, dict):
+        raise ScenarioError(where, [(None, "(top level)", f"must be a JSON object with 'format' and 'scenarios'; "
+                                                          f"got {type(data).__name__}")])
+    for k in sorted(set(data) - DATASET_FIELDS):
+        problems.append((None, k, f"unknown field; allowed: {', '.join(sorted(DATASET_FIELDS))}"))
+    if data.get("format") != FORMAT:
+        problems.append((None, "format", f"must be {FORMAT!r}; got {data.get('format')!r}"))
+    if data.get("version", FORMAT_VERSION) != FORMAT_VERSION:
+        problems.append((None, "version", f"this pack reads version {FORMAT_VERSION}; got {data.get('version')!r}"))
+    for k in ("name", "description", "licence"):
+        if k in data and not isinstance(data[k], str):
+            problems.append((None, k, "must be a string"))
+    sources = data.get("sources", {})
+    if not isinstance(sources, dict):
+        problems.append((None, "sources", "must be an object mapping image references to {title, credit, url, licence}"))
+        sources = {}
+    for ref, info in sources.items():
+        if not isinstance(info, dict):
+            problems.append((None, f"sources[{ref!r}]", "must be an object"))
+            continue
+        for k in sorted(set(info) - SOURCE_FIELDS):
+            problems.append((None, f"sources[{ref!r}].{k}", f"unknown field; allowed: {', '.join(sorted(SOURCE_FIELDS))}"))
+        if not isinstance(info.get("licence"), str) or not info.get("licence"):
+            problems.append((None, f"sources[{ref!r}].licence", "is required: say under which licence the image may be used"))
+    raw_scenarios = data.get("scenarios")
+    if not isinstance(raw_scenarios, list) or not raw_scenarios:
+        problems.append((None, "scenarios", "must be a non-empty list of scenarios"))
+        raw_scenarios = []
+    name = data.get("name") if isinstance(data.get("name"), str) and data.get("name") else Path(where).stem
+    scenarios: list[Scenario] = []
+    seen: dict[str, int] = {}
+    for i, raw in enumerate(raw_scenarios):
+        s = _validate_scenario(raw, i, base, problems)
+        rid = raw.get("id") if isinstance(raw, dict) else None
+        if isinstance(rid, str):
+            if rid in seen:
+                problems.append((rid, "id", f"repeats scenario #{seen[rid]}'s id; ids must be unique"))
+            seen.setdefault(rid, i)
+        if s is not None:
+            scenarios.append(replace(s, dataset=name))
+    if problems:
+        raise ScenarioError(where, problems)
+    return Dataset(name=name, scenarios=tuple(scenarios), path=where, description=data.get("description", ""),
+                   licence=data.get("licence", ""), version=data.get("version", FORMAT_VERSION),
+                   sources=dict(sources))
+
+
+def packaged_datasets() -> dict[str, Path]:
+    """Scenario files that ship with the pack: name -> path."""
+    return {p.stem: p for p in sorted(SAMPLES_DIR.glob("*.json"))}
+
+
+def resolve_dataset(name_or_path: str | Path | None) -> Path:
+    """A dataset file path from a path, or a packaged sample's name (default: 'occur_sample')."""
+    if name_or_path in (None, ""):
+        name_or_path = "occur_sample"
+    p = Path(str(name_or_path)).expanduser()
+    if p.is_file():
+        return p.resolve()
+    packaged = packaged_datasets()
+    key = p.name[:-5] if p.name.endswith(".json") else p.name
+    if key in packaged and (len(p.parts) == 1):
+        return packaged[key]
+    raise InputError(f"dataset {str(name_or_path)!r} not found: give a path to a scenario JSON file or the name "
+                     f"of a packaged set ({', '.join(packaged) or 'none installed'})")
+
+
+def load_dataset(name_or_path: str | Path | None = None) -> Dataset:
+    """Read and validate a dataset file (a path or a packaged sample's name)."""
+    path = resolve_dataset(name_or_path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ScenarioError(str(path), [(None, "(file)", f"is not valid JSON: {e}")]) from e
+    except OSError as e:
+        raise InputError(f"could not read the dataset file {path}: {e}") from e
+    return validate_dataset(data, str(path), path.parent)
