@@ -1,3 +1,246 @@
-"""(being written)"""
-NODE_CLASS_MAPPINGS: dict = {}
-NODE_DISPLAY_NAME_MAPPINGS: dict = {}
+"""History Store and History Append: the editing history H_{t-1}, inside one graph or kept in a
+persistent session across prompts (respec/history.py, respec/store.py)."""
+from __future__ import annotations
+
+import hashlib
+import json
+
+from ..respec import comfy
+from ..respec.errors import InputError, StoreError
+from ..respec.history import History
+from ..respec.images import content_hash
+from ..respec.store import open_store, plan_summary, validate_session_id
+from .common import HISTORY, PLAN, image_from_comfy, images_to_comfy
+
+CATEGORY = "ReSpec/history"
+MODES = ["new", "load", "rewind", "branch", "in-graph"]
+RUN_META = "_respec_run"   # turn meta key: which prompt and node appended the turn
+
+
+def _info(hist: History, mode: str) -> str:
+    return json.dumps({"mode": mode, "session_id": hist.session_id, "version": hist.version,
+                       "turns": len(hist), "latest_turn": hist.next_turn - 1,
+                       "store": hist.store_root, "current_image": hist.current.image.digest})
+
+
+def _send(hist: History, node_id, action: str) -> None:
+    """Tell the frontend what the history looks like now (ids, text, digests; no pixels)."""
+    comfy.send_event("history", {
+        "node": node_id, "action": action, "session_id": hist.session_id, "version": hist.version,
+        "store": hist.store_root,
+        "turns": [{"index": t.index, "instruction": t.instruction, "sent_instruction": t.sent_instruction,
+                   "image": t.image.digest, "size": list(t.image.size), "plan": plan_summary(t.plan)}
+                  for t in hist.turns]})
+
+
+class ReSpecHistoryStore:
+    """Start, load, rewind or branch an editing session; or start a history inside this graph."""
+
+    CATEGORY = CATEGORY
+    FUNCTION = "run"
+    RETURN_TYPES = (HISTORY, "IMAGE", "INT", "STRING")
+    RETURN_NAMES = ("history", "current_image", "turn_count", "session_info")
+    OUTPUT_TOOLTIPS = ("The editing history (turn 0 = original image).",
+                       "The latest image I_{t-1}: the input of the next edit.",
+                       "Edits made so far = index of the latest turn (0 when only the original exists).",
+                       "JSON: session id, version, number of turns, store directory.")
+    DESCRIPTION = ("Holds the editing history. 'new' starts a session from an image (or continues it "
+                   "when it already exists with the same original image); 'load' continues a session; "
+                   "'rewind' undoes the turns after a given turn; 'branch' copies a session up to a turn "
+                   "under a new id; 'in-graph' keeps the history only inside this prompt. Sessions are "
+                   "saved on disk and re-run only when they changed.")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "mode": (MODES, {"default": "new", "tooltip":
+                         "new: start a session from 'image' (continue it if it exists with the same image). "
+                         "load: continue an existing session. rewind: keep turns 0..turn, undo the rest. "
+                         "branch: copy the session up to 'turn' into 'new_session_id'. "
+                         "in-graph: history of this prompt only, nothing saved."}),
+                "session_id": ("STRING", {"default": "my-session", "tooltip":
+                               "Name of the session: 1-64 letters, digits, '_' or '-'. Ignored in in-graph mode."}),
+                "turn": ("INT", {"default": -1, "min": -1, "max": 1_000_000, "tooltip":
+                         "rewind: the last turn to keep (0 = only the original image). "
+                         "branch: the turn to branch at (-1 = the latest). Unused otherwise."}),
+                "new_session_id": ("STRING", {"default": "", "tooltip":
+                                   "branch: the id of the new session. Unused otherwise."}),
+                "store_dir": ("STRING", {"default": "", "tooltip":
+                              "Folder of the session store; empty = ComfyUI's user folder "
+                              "(user/respec/sessions) or RESPEC_SESSIONS_DIR."}),
+            },
+            "optional": {
+                "image": ("IMAGE", {"tooltip": "The original image I_0 (new and in-graph modes); one image, not a batch."}),
+            },
+            "hidden": {"unique_id": "UNIQUE_ID"},
+        }
+
+    @classmethod
+    def IS_CHANGED(cls, mode=None, session_id=None, turn=None, new_session_id=None, store_dir=None,
+                   image=None, unique_id=None):
+        # The session's version (and creation uid) is the cache key: re-run exactly when it changed.
+        if mode == "in-graph":
+            return "in-graph"
+        try:
+            store = open_store((store_dir or "").strip() or None)
+            token = f"{mode}|{turn}|{store.token(session_id)}"
+            if mode == "branch":
+                token += "|" + store.token(new_session_id)
+            return token
+        except Exception:
+            return float("nan")   # let the run itself report the problem
+
+    def run(self, mode, session_id, turn, new_session_id, store_dir, image=None, unique_id=None):
+        if mode not in MODES:
+            raise InputError(f"unknown mode {mode!r}; choose one of {MODES}")
+        if mode in ("new", "in-graph") and image is None:
+            raise InputError(f"mode '{mode}' needs the original image: connect 'image'")
+        if mode == "in-graph":
+            hist = History.start(image_from_comfy(image, "image"))
+        else:
+            store = open_store(store_dir.strip() or None)
+            if mode == "new":
+                hist = store.create(session_id, image_from_comfy(image, "image"), exist_ok=True)
+            elif mode == "load":
+                hist = store.load(session_id)
+            elif mode == "rewind":
+                if turn < 0:
+                    raise InputError("rewind needs 'turn' >= 0: the last turn to keep (0 keeps only the original)")
+                hist = store.rewind(session_id, turn)
+            else:
+                hist = self._branch(store, session_id, new_session_id.strip(), turn)
+        _send(hist, unique_id, mode)
+        return (hist, images_to_comfy([hist.current.image]), hist.next_turn - 1, _info(hist, mode))
+
+    @staticmethod
+    def _branch(store, session_id, new_id, turn):
+        sid, nid = validate_session_id(session_id), validate_session_id(new_id)
+        at = None if turn < 0 else turn
+        if store.exists(nid):
+            # Queueing the same branch again: the branch made last time is what we want.
+            info = store.info(nid)
+            if info["parent_id"] == sid and (at is None or info["parent_turn"] == at):
+                return store.load(nid)
+            raise StoreError(f"session {nid!r} already exists and is not the branch of {sid!r} at turn "
+                             f"{'latest' if at is None else at}; choose another new_session_id")
+        return store.branch(sid, nid, at)
+
+
+class ReSpecHistoryAppend:
+    """Add this turn (instruction, sent instruction, plan, edited image) to the history."""
+
+    CATEGORY = CATEGORY
+    FUNCTION = "append"
+    RETURN_TYPES = (HISTORY, "IMAGE")
+    RETURN_NAMES = ("history", "current_image")
+    OUTPUT_TOOLTIPS = ("The history with this turn added.", "This turn's image I_t (the next turn's input).")
+    DESCRIPTION = ("Appends turn t to the history. A session history is saved to its store; queueing "
+                   "the same prompt again, or re-running this node on the same inputs, never adds "
+                   "the turn twice. An in-graph history is extended in memory only.")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "history": (HISTORY, {"tooltip": "The history before this turn (from History Store or a previous Append)."}),
+                "image": ("IMAGE", {"tooltip": "This turn's edited image I_t (one image)."}),
+                "instruction": ("STRING", {"multiline": True, "default": "", "tooltip":
+                                "The user's instruction P_t for this turn."}),
+            },
+            "optional": {
+                "sent_instruction": ("STRING", {"multiline": True, "default": "", "tooltip":
+                                     "The instruction actually sent to the editor (the rewritten one); "
+                                     "empty = same as 'instruction'."}),
+                "plan": (PLAN, {"tooltip": "The controller's plan for this turn, kept with the turn."}),
+                "meta": ("STRING", {"multiline": True, "default": "", "tooltip":
+                         "Extra data to keep with the turn as a JSON object, e.g. {\"seed\": 1, \"editor\": \"klein\"}."}),
+            },
+            "hidden": {"prompt": "PROMPT", "unique_id": "UNIQUE_ID"},
+        }
+
+    def append(self, history, image, instruction, sent_instruction="", plan=None, meta="",
+               prompt=None, unique_id=None):
+        if not isinstance(history, History):
+            raise InputError(f"'history' must come from a History Store or Append node, got {type(history).__name__}")
+        arr = image_from_comfy(image, "image")
+        sent = sent_instruction if (sent_instruction or "").strip() else instruction
+        meta_d = self._meta(meta)
+        if history.session_id is None:
+            new = history.append(arr, instruction, sent, plan, meta_d)
+            _send(new, unique_id, "append")
+            return (new, images_to_comfy([new.current.image]))
+
+        store = open_store(history.store_root)
+        sid = history.session_id
+        run = self._run_id(sid, prompt, unique_id)
+        done = self._already_done_by_this_prompt(store, sid, run)
+        if done is not None:
+            return (done, images_to_comfy([done.current.image]))
+        if run is not None:
+            meta_d[RUN_META] = run
+        key = self._idempotency_key(history, arr, instruction, sent, plan)
+        new = store.append(sid, arr, instruction, sent, plan, meta_d, idempotency_key=key,
+                           expected_version=history.version)
+        _send(new, unique_id, "append")
+        return (new, images_to_comfy([new.current.image]))
+
+    @staticmethod
+    def _meta(meta: str) -> dict:
+        if not (meta or "").strip():
+            return {}
+        try:
+            value = json.loads(meta)
+        except ValueError as e:
+            raise InputError(f"meta must be a JSON object like {{\"seed\": 1}}: {e}") from e
+        if not isinstance(value, dict):
+            raise InputError(f"meta must be a JSON object like {{\"seed\": 1}}, got {type(value).__name__}")
+        if RUN_META in value:
+            raise InputError(f"meta key {RUN_META!r} is reserved")
+        return value
+
+    @staticmethod
+    def _idempotency_key(history: History, arr, instruction: str, sent: str, plan) -> str:
+        """Same loaded session state + same turn content = same key: a re-run adds nothing."""
+        h = hashlib.sha256()
+        h.update(json.dumps({"session": history.session_id, "version": history.version,
+                             "turns": len(history), "instruction": instruction, "sent": sent,
+                             "image": content_hash(arr),
+                             "plan": plan.to_dict() if plan is not None else None},
+                            sort_keys=True, default=str).encode())
+        return h.hexdigest()
+
+    @staticmethod
+    def _run_id(sid: str, prompt, unique_id) -> dict | None:
+        """Which queued prompt (its whole API graph) and which node is appending, if ComfyUI said."""
+        if prompt is None or unique_id is None:
+            return None
+        digest = hashlib.sha256(json.dumps({"session": sid, "prompt": prompt}, sort_keys=True,
+                                           default=str).encode()).hexdigest()[:32]
+        return {"prompt": digest, "node": str(unique_id)}
+
+    @staticmethod
+    def _already_done_by_this_prompt(store, sid: str, run: dict | None) -> History | None:
+        """Queueing the same prompt again re-runs the session load (its version changed) and so
+        this node; if the latest turns were appended by this same prompt, and one of them by this
+        node, return the history as this node left it instead of appending a duplicate turn."""
+        if run is None:
+            return None
+        current = store.load(sid)
+        for t in reversed(current.turns[1:]):
+            mark = t.meta.get(RUN_META) if isinstance(t.meta, dict) else None
+            if not isinstance(mark, dict) or mark.get("prompt") != run["prompt"]:
+                break
+            if mark.get("node") == run["node"]:
+                return current.with_turns(current.turns[: t.index + 1])
+        return None
+
+
+NODE_CLASS_MAPPINGS = {
+    "ReSpecHistoryStore": ReSpecHistoryStore,
+    "ReSpecHistoryAppend": ReSpecHistoryAppend,
+}
+NODE_DISPLAY_NAME_MAPPINGS = {
+    "ReSpecHistoryStore": "History Store",
+    "ReSpecHistoryAppend": "History Append",
+}

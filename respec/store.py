@@ -1,0 +1,776 @@
+"""Persistent editing sessions: an artist's conversation that spans many ComfyUI prompts.
+
+Layout of a store directory (default: <ComfyUI user dir>/respec/sessions, standalone
+<RESPEC_HOME>/sessions, or RESPEC_SESSIONS_DIR):
+
+    sessions.sqlite3            SQLite in WAL mode: sessions and turns (text, plan, meta, digests)
+    images/ab/<sha256>.png      every image once, named by its content hash (respec.images.content_hash)
+
+Guarantees (tests/test_history_store.py checks each one):
+- An image file is complete (temp file + fsync + rename) before the transaction that refers to
+  it commits, so a committed turn never points at a half-written PNG. A process killed in the
+  middle of an append leaves at most an unreferenced PNG behind (harmless; `gc` removes it).
+- Every change runs in one `BEGIN IMMEDIATE` transaction that also assigns the turn index, so
+  concurrent appends from several processes serialise: nothing is lost, nothing interleaves.
+- Each change bumps the session's version (never decreasing); together with a per-creation uid
+  it is the cache key for ComfyUI (IS_CHANGED) and for this process's history cache.
+- A file that is not a ReSpec store (random bytes, another program's database, a newer schema)
+  raises StoreError saying so; the file is never modified.
+- Loading a session decodes no image: turns carry LazyStoredImage values that decode their PNG
+  (and verify its hash) the first time their pixels are read.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import threading
+import time
+import uuid
+import weakref
+from contextlib import contextmanager
+from io import BytesIO
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+from PIL import Image
+
+from . import comfy
+from .errors import InputError, StoreError
+from .history import History, StoredImage, Turn
+from .images import as_array, as_pil
+from .plan import Plan
+
+SCHEMA_VERSION = 1
+APP_ID = "respec-session-store"
+DB_NAME = "sessions.sqlite3"
+MAX_KEY_LEN = 256
+
+_SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+_BASE_ARRAY = StoredImage.__dict__["array"]   # the slot that holds a decoded array
+
+
+def _checkpoint(point: str) -> None:
+    """No-op. Crash-safety tests replace it to stop a process at a named point of a write
+    ("image_written": PNG on disk, no transaction yet; "before_commit": turn inserted, not committed)."""
+
+
+def validate_session_id(s: Any) -> str:
+    """Return `s` if it is a safe session id ([A-Za-z0-9_-], 1 to 64 characters); InputError otherwise."""
+    if not isinstance(s, str) or not _SESSION_ID.fullmatch(s):
+        shown = repr(s) if not isinstance(s, str) or len(s) <= 80 else repr(s[:80] + "...")
+        raise InputError(
+            f"session id {shown} is not allowed: use 1 to 64 characters, each a letter A-Z or a-z, "
+            "a digit 0-9, '_' or '-' (no spaces, dots, slashes or other path characters), "
+            "e.g. 'portrait-2' or 'kitchen_edit'")
+    return s
+
+
+def default_root() -> Path:
+    """Where sessions live unless told otherwise: RESPEC_SESSIONS_DIR, else <user dir>/sessions."""
+    env = os.environ.get("RESPEC_SESSIONS_DIR")
+    return Path(env).expanduser() if env else comfy.user_dir() / "sessions"
+
+
+# ------------------------------------------------------------------------------- image files
+
+class LazyStoredImage(StoredImage):
+    """A StoredImage whose pixels stay in their PNG until first read (then kept, read-only).
+
+    Loading a long session therefore costs no decoding; the size is known without decoding.
+    Pickling or deep-copying yields a plain StoredImage with the pixels.
+    """
+
+    __slots__ = ("_files", "_shape", "__weakref__")
+
+    def __init__(self, files: "ImageFiles", digest: str, shape: tuple[int, int, int],
+                 array: np.ndarray | None = None):
+        self.digest = digest
+        self._files = files
+        self._shape = tuple(int(x) for x in shape)
+        if array is not None:
+            _BASE_ARRAY.__set__(self, array)
+
+    @property
+    def array(self) -> np.ndarray:  # type: ignore[override]
+        try:
+            return _BASE_ARRAY.__get__(self, StoredImage)
+        except AttributeError:
+            arr = self._files.get(self.digest)
+            _BASE_ARRAY.__set__(self, arr)
+            return arr
+
+    @property
+    def decoded(self) -> bool:
+        """True once the pixels are in memory."""
+        try:
+            _BASE_ARRAY.__get__(self, StoredImage)
+            return True
+        except AttributeError:
+            return False
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """(height, width, channels) without decoding."""
+        return self._shape
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return (self._shape[1], self._shape[0])
+
+    def __reduce__(self):
+        return (StoredImage, (self.array, self.digest))
+
+    def __repr__(self) -> str:
+        return f"LazyStoredImage({self._shape}, {self.digest[:10]}, decoded={self.decoded})"
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # e.g. Windows cannot open directories; the rename is still atomic there
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class ImageFiles:
+    """Content-addressed, lossless PNG files: `<dir>/<d[:2]>/<digest>.png`, one per distinct image.
+
+    L, RGB and RGBA uint8 images (H×W×C, C = 1, 3, 4) of any size round-trip bit-identically;
+    a (B,H,W,C) stack is stored as one file per frame (`put_frames` / `get_frames`).
+    """
+
+    def __init__(self, directory: Path, compress_level: int = 4):
+        self.dir = Path(directory)
+        self.compress_level = int(compress_level)
+        self._live: "weakref.WeakValueDictionary[str, LazyStoredImage]" = weakref.WeakValueDictionary()
+        self._lock = threading.Lock()
+
+    def path(self, digest: str) -> Path:
+        """Where the PNG of `digest` lives (whether or not it exists)."""
+        if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
+            raise InputError(f"{digest!r} is not an image digest (64 lowercase hex characters)")
+        return self.dir / digest[:2] / f"{digest}.png"
+
+    def put(self, image: Any) -> LazyStoredImage:
+        """Store an image (array, PIL or StoredImage) once; return it as a shared stored image."""
+        src = StoredImage.of(image)
+        arr = src.array
+        path = self.path(src.digest)
+        if path.exists():
+            # Fresh mtime: `gc` only removes unreferenced files older than its age limit, so a
+            # file about to be referenced by a transaction in progress is never collected.
+            try:
+                os.utime(path)
+            except OSError:
+                pass
+        else:
+            buf = BytesIO()
+            as_pil(arr).save(buf, format="PNG", compress_level=self.compress_level)
+            self._write_atomic(path, buf.getvalue())
+        return self._share(src.digest, arr.shape, arr)
+
+    def _write_atomic(self, path: Path, data: bytes) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.stem}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+        try:
+            with open(tmp, "xb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except OSError as e:
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
+            raise StoreError(f"could not write image file {path}: {e}. Check free disk space and "
+                             f"that the store directory {self.dir.parent} is writable.") from e
+        _fsync_dir(path.parent)
+
+    def _share(self, digest: str, shape, array: np.ndarray | None = None) -> LazyStoredImage:
+        with self._lock:
+            img = self._live.get(digest)
+            if img is None:
+                img = LazyStoredImage(self, digest, shape, array)
+                self._live[digest] = img
+            elif array is not None and not img.decoded:
+                _BASE_ARRAY.__set__(img, array)
+            return img
+
+    def lazy(self, digest: str, shape) -> LazyStoredImage:
+        """The stored image `digest` without decoding it (shared with every other holder)."""
+        return self._share(digest, shape)
+
+    def get(self, digest: str) -> np.ndarray:
+        """Decode the PNG of `digest` into a read-only uint8 H×W×C array, checking its hash."""
+        from .images import content_hash
+        path = self.path(digest)
+        try:
+            with Image.open(path) as im:
+                im.load()
+                arr = as_array(im)
+        except FileNotFoundError as e:
+            raise StoreError(f"image file {path} is missing: the store directory {self.dir.parent} "
+                             "was changed outside ReSpec. Restore the file or rewind the session "
+                             "before the turn that uses it.") from e
+        except (OSError, ValueError, InputError) as e:
+            raise StoreError(f"image file {path} is damaged ({e}); restore it from a backup or "
+                             "rewind the session before the turn that uses it.") from e
+        if arr.flags.writeable:
+            arr.flags.writeable = False
+        if content_hash(arr) != digest:
+            raise StoreError(f"image file {path} does not hold the image it is named after "
+                             "(damaged or replaced); restore it or rewind the session.")
+        return arr
+
+    def put_frames(self, images: Any) -> list[str]:
+        """Store a (B,H,W,C) uint8 stack (or a list of images), one PNG per frame; return digests."""
+        if isinstance(images, np.ndarray):
+            if images.ndim != 4:
+                raise InputError(f"expected a (B,H,W,C) stack, got shape {images.shape}")
+            frames = list(images)
+        else:
+            frames = list(images)
+        if not frames:
+            raise InputError("no frames to store")
+        return [self.put(f).digest for f in frames]
+
+    def get_frames(self, digests: list[str]) -> np.ndarray:
+        """The (B,H,W,C) stack stored by `put_frames` (frames must share a shape)."""
+        arrs = [self.get(d) for d in digests]
+        if not arrs:
+            raise InputError("no frames to load")
+        if len({a.shape for a in arrs}) != 1:
+            raise InputError(f"frames differ in shape: {sorted({a.shape for a in arrs})}")
+        return np.stack(arrs)
+
+
+# ------------------------------------------------------------------------------- helpers
+
+def _json_dict(value: Any, what: str) -> tuple[dict, str]:
+    """(normalised dict, JSON text): what a reload would give, so cached and loaded agree."""
+    if value is None:
+        value = {}
+    if not isinstance(value, dict):
+        raise InputError(f"{what} must be a JSON object (dict), got {type(value).__name__}")
+    try:
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError) as e:
+        raise InputError(f"{what} must be JSON-serialisable: {e}") from e
+    return json.loads(text), text
+
+
+def _plan_json(plan: Plan | None) -> tuple[Plan | None, str | None]:
+    if plan is None:
+        return None, None
+    if not isinstance(plan, Plan):
+        raise InputError(f"plan must be a respec Plan (RESPEC_PLAN), got {type(plan).__name__}")
+    try:
+        text = json.dumps(plan.to_dict(), ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError) as e:
+        raise InputError(f"the plan holds a value that cannot be stored as JSON: {e}") from e
+    return Plan.from_dict(json.loads(text)), text
+
+
+def plan_summary(plan: Plan | None) -> dict | None:
+    """The few plan fields a timeline shows (no raw VLM text)."""
+    if plan is None:
+        return None
+    return {"is_restoration": plan.is_restoration, "preservation_target": plan.preservation_target,
+            "restoration_source_id": plan.restoration_source_id,
+            "identity_anchor_id": plan.identity_anchor_id, "image_ids": list(plan.image_ids),
+            "fallbacks": list(plan.fallbacks), "vlm_called": plan.vlm_called}
+
+
+_SCHEMA = """
+CREATE TABLE store_info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE sessions (
+    id TEXT PRIMARY KEY,
+    uid TEXT NOT NULL,              -- new for every creation: a re-created id is a new session
+    version INTEGER NOT NULL,       -- bumped by every change, never decreases
+    n_turns INTEGER NOT NULL,       -- turns 0..n_turns-1 are live
+    created REAL NOT NULL,
+    updated REAL NOT NULL,
+    parent_id TEXT,                 -- set by branch
+    parent_turn INTEGER
+);
+CREATE TABLE turns (
+    session_id TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    instruction TEXT NOT NULL,
+    sent_instruction TEXT NOT NULL,
+    plan TEXT,                      -- Plan.to_dict() as JSON, or NULL
+    meta TEXT NOT NULL,             -- JSON object
+    image TEXT NOT NULL,            -- content hash, the PNG is images/<image[:2]>/<image>.png
+    height INTEGER NOT NULL,
+    width INTEGER NOT NULL,
+    channels INTEGER NOT NULL,
+    idem_key TEXT,                  -- idempotency key of the append that made this turn
+    created REAL NOT NULL,
+    PRIMARY KEY (session_id, idx)
+);
+CREATE UNIQUE INDEX turns_idem ON turns (session_id, idem_key) WHERE idem_key IS NOT NULL;
+CREATE INDEX turns_image ON turns (image);
+"""
+
+_TURN_COLS = "idx, instruction, sent_instruction, plan, meta, image, height, width, channels"
+
+
+# ------------------------------------------------------------------------------- the store
+
+class SessionStore:
+    """Sessions of editing turns on disk. Safe to use from several threads and processes at once.
+
+    `root`: the store directory (created on first use). `timeout`: seconds to wait for another
+    writer before giving up. `png_compress_level`: zlib level of new PNG files (lossless at any level).
+    """
+
+    def __init__(self, root: str | os.PathLike | None = None, *, timeout: float = 30.0,
+                 png_compress_level: int = 4):
+        self.root = Path(root).expanduser().resolve() if root else default_root().resolve()
+        self.db_path = self.root / DB_NAME
+        self.timeout = float(timeout)
+        self.files = ImageFiles(self.root / "images", png_compress_level)
+        self._local = threading.local()
+        self._schema_checked = False
+        self._cache: dict[str, tuple[str, History]] = {}   # id -> (uid, latest History seen here)
+        self._cache_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"SessionStore({str(self.root)!r})"
+
+    # -- database plumbing -------------------------------------------------------------
+    def _error(self, e: sqlite3.Error) -> StoreError:
+        msg = str(e)
+        if isinstance(e, sqlite3.OperationalError) and "locked" in msg:
+            return StoreError(f"the session store {self.db_path} stayed busy for more than {self.timeout:g} s "
+                              "(another process is writing to it); try again")
+        if isinstance(e, sqlite3.OperationalError) and "unable to open" in msg:
+            return StoreError(f"cannot open the session store {self.db_path} ({msg}); check that "
+                              "the directory exists and is writable, or choose another store directory")
+        return StoreError(f"the session store {self.db_path} is unreadable ({msg}): it is damaged or "
+                          "not a ReSpec session store. Move the file away (a new store is created "
+                          "in its place) or choose another store directory.")
+
+    @contextmanager
+    def _db_errors(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as e:
+            raise self._error(e) from e
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None and self._local.pid == os.getpid():
+            return conn
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StoreError(f"cannot create the session store directory {self.root}: {e}") from e
+        if self.db_path.is_dir():
+            raise StoreError(f"{self.db_path} is a directory, not a session database; "
+                             "choose another store directory")
+        with self._db_errors():
+            # Autocommit mode: every transaction below is opened explicitly (BEGIN IMMEDIATE).
+            conn = sqlite3.connect(str(self.db_path), timeout=self.timeout, isolation_level=None,
+                                   check_same_thread=False)
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+                if not self._schema_checked:
+                    self._check_schema(conn)
+                    self._schema_checked = True
+                conn.execute("PRAGMA synchronous = FULL")
+            except BaseException:
+                conn.close()
+                raise
+        self._local.conn, self._local.pid = conn, os.getpid()
+        return conn
+
+    def _check_schema(self, conn: sqlite3.Connection) -> None:
+        """Accept our own schema, create it in an empty file, refuse anything else untouched."""
+        def inspect_file():
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            uv = conn.execute("PRAGMA user_version").fetchone()[0]
+            return tables, uv
+
+        tables, uv = inspect_file()   # "file is not a database" surfaces here for random bytes
+        if not tables and uv == 0:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                tables, uv = inspect_file()   # another process may have created it meanwhile
+                if not tables and uv == 0:
+                    # executescript() would commit on its own: run the statements one by one
+                    for stmt in filter(str.strip, _SCHEMA.split(";")):
+                        conn.execute(stmt)
+                    conn.execute("INSERT INTO store_info VALUES ('app', ?), ('schema', ?)",
+                                 (APP_ID, str(SCHEMA_VERSION)))
+                    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            tables, uv = inspect_file()
+        app = None
+        if "store_info" in tables:
+            row = conn.execute("SELECT value FROM store_info WHERE key='app'").fetchone()
+            app = row[0] if row else None
+        if app != APP_ID:
+            raise StoreError(
+                f"{self.db_path} is an SQLite database of another program (tables: "
+                f"{', '.join(sorted(tables)) or 'none'}), not a ReSpec session store. It was left "
+                "untouched: choose another store directory or move the file away.")
+        if uv != SCHEMA_VERSION:
+            newer = uv > SCHEMA_VERSION
+            raise StoreError(
+                f"the session store {self.db_path} has schema version {uv}, but this ReSpec reads "
+                f"version {SCHEMA_VERSION}" + (": it was written by a newer ReSpec; update the pack."
+                                               if newer else "; it cannot be read by this version."))
+        if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+            conn.execute("PRAGMA journal_mode = WAL")
+
+    @contextmanager
+    def _tx(self, write: bool) -> Iterator[sqlite3.Connection]:
+        """One transaction: IMMEDIATE (takes the write lock at once) for writes, deferred for reads."""
+        conn = self._conn()
+        with self._db_errors():
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield conn
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            else:
+                conn.execute("COMMIT")
+
+    def close(self) -> None:
+        """Close this thread's connection (others close when their threads end)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    # -- reading -----------------------------------------------------------------------
+    @staticmethod
+    def _session_row(conn, sid: str):
+        return conn.execute("SELECT uid, version, n_turns, created, updated, parent_id, parent_turn "
+                            "FROM sessions WHERE id = ?", (sid,)).fetchone()
+
+    def _missing(self, sid: str) -> StoreError:
+        return StoreError(f"there is no session {sid!r} in the store {self.root}; start it with "
+                          "mode 'new' (or check the id and the store directory)")
+
+    def _turn(self, row) -> Turn:
+        idx, instruction, sent, plan_text, meta_text, digest, h, w, c = row
+        try:
+            plan = Plan.from_dict(json.loads(plan_text)) if plan_text else None
+            meta = json.loads(meta_text)
+        except (ValueError, TypeError) as e:
+            raise StoreError(f"turn {idx} in {self.db_path} has an unreadable plan or meta ({e}); "
+                             "the store was written by another version or edited by hand") from e
+        return Turn(idx, self.files.lazy(digest, (h, w, c)), instruction, sent, plan, meta)
+
+    def exists(self, session_id: str) -> bool:
+        """Whether the session exists."""
+        sid = validate_session_id(session_id)
+        with self._tx(False) as conn:
+            return self._session_row(conn, sid) is not None
+
+    def version(self, session_id: str) -> int:
+        """The session's version: it grows with every change (append, rewind)."""
+        sid = validate_session_id(session_id)
+        with self._tx(False) as conn:
+            row = self._session_row(conn, sid)
+        if row is None:
+            raise self._missing(sid)
+        return int(row[1])
+
+    def token(self, session_id: str) -> str:
+        """A string that changes whenever the session changes, is re-created or deleted
+        (ComfyUI's IS_CHANGED value); cheap: one row read."""
+        sid = validate_session_id(session_id)
+        with self._tx(False) as conn:
+            row = self._session_row(conn, sid)
+        return f"{self.root}|{sid}|absent" if row is None else f"{self.root}|{sid}|{row[0]}|v{row[1]}"
+
+    def info(self, session_id: str) -> dict:
+        """Session metadata: id, version, turns (count including turn 0), times, parent."""
+        sid = validate_session_id(session_id)
+        with self._tx(False) as conn:
+            row = self._session_row(conn, sid)
+        if row is None:
+            raise self._missing(sid)
+        uid, version, n, created, updated, parent, parent_turn = row
+        return {"session_id": sid, "uid": uid, "version": version, "turns": n, "created": created,
+                "updated": updated, "parent_id": parent, "parent_turn": parent_turn,
+                "store": str(self.root)}
+
+    def load(self, session_id: str) -> History:
+        """The session's current History. Decodes no image; unchanged sessions come from a cache."""
+        sid = validate_session_id(session_id)
+        with self._tx(False) as conn:
+            row = self._session_row(conn, sid)
+            if row is None:
+                raise self._missing(sid)
+            uid, version, n = row[0], row[1], row[2]
+            cached = self._cached(sid, uid, version)
+            if cached is not None:
+                return cached
+            rows = conn.execute(f"SELECT {_TURN_COLS} FROM turns WHERE session_id = ? ORDER BY idx",
+                                (sid,)).fetchall()
+        if len(rows) != n or any(r[0] != i for i, r in enumerate(rows)):
+            raise StoreError(f"session {sid!r} in {self.db_path} is inconsistent (expected turns "
+                             f"0..{n - 1}, found {[r[0] for r in rows][:10]}...); it was edited by hand")
+        hist = History(tuple(self._turn(r) for r in rows), sid, int(version), str(self.root))
+        self._remember(sid, uid, hist)
+        return hist
+
+    def _cached(self, sid: str, uid: str, version: int) -> History | None:
+        with self._cache_lock:
+            entry = self._cache.get(sid)
+        if entry is not None and entry[0] == uid and entry[1].version == version:
+            return entry[1]
+        return None
+
+    def _remember(self, sid: str, uid: str, hist: History) -> None:
+        with self._cache_lock:
+            self._cache[sid] = (uid, hist)
+
+    def list_sessions(self) -> list[dict]:
+        """Every session (newest change first): id, version, turns, times, parent, current image digest."""
+        with self._tx(False) as conn:
+            rows = conn.execute(
+                "SELECT s.id, s.version, s.n_turns, s.created, s.updated, s.parent_id, s.parent_turn, t.image "
+                "FROM sessions s LEFT JOIN turns t ON t.session_id = s.id AND t.idx = s.n_turns - 1 "
+                "ORDER BY s.updated DESC, s.id").fetchall()
+        return [{"session_id": r[0], "version": r[1], "turns": r[2], "created": r[3], "updated": r[4],
+                 "parent_id": r[5], "parent_turn": r[6], "current_image": r[7]} for r in rows]
+
+    def list_turns(self, session_id: str) -> list[dict]:
+        """Small per-turn records for a timeline: index, instructions, image digest and size,
+        plan summary, meta. No pixels."""
+        hist = self.load(session_id)
+        out = []
+        for t in hist.turns:
+            out.append({"index": t.index, "instruction": t.instruction,
+                        "sent_instruction": t.sent_instruction, "image": t.image.digest,
+                        "size": list(t.image.size), "plan": plan_summary(t.plan), "meta": t.meta})
+        return out
+
+    def image_path(self, session_id: str, digest: str) -> Path:
+        """The PNG of an image of this session (InputError/StoreError if it is not one of its images)."""
+        sid = validate_session_id(session_id)
+        path = self.files.path(digest)
+        with self._tx(False) as conn:
+            if self._session_row(conn, sid) is None:
+                raise self._missing(sid)
+            used = conn.execute("SELECT 1 FROM turns WHERE session_id = ? AND image = ? LIMIT 1",
+                                (sid, digest)).fetchone()
+        if used is None:
+            raise StoreError(f"image {digest[:12]}... is not part of session {sid!r}")
+        if not path.is_file():
+            raise StoreError(f"image file {path} is missing from the store")
+        return path
+
+    # -- writing -----------------------------------------------------------------------
+    def create(self, session_id: str, image: Any, meta: dict | None = None,
+               exist_ok: bool = False) -> History:
+        """Start a session whose turn 0 is `image`. With exist_ok, an existing session with the same
+        original image is loaded instead (a different original image is refused)."""
+        sid = validate_session_id(session_id)
+        meta, meta_text = _json_dict(meta, "meta")
+        img = self.files.put(image)
+        _checkpoint("image_written")
+        now = time.time()
+        uid = uuid.uuid4().hex
+        with self._tx(True) as conn:
+            row = self._session_row(conn, sid)
+            if row is not None:
+                if not exist_ok:
+                    raise StoreError(f"session {sid!r} already exists in {self.root}; load it, "
+                                     "branch it, or choose another id")
+                first = conn.execute("SELECT image FROM turns WHERE session_id = ? AND idx = 0",
+                                     (sid,)).fetchone()
+                if first is None or first[0] != img.digest:
+                    raise StoreError(f"session {sid!r} already exists with a different original image; "
+                                     "choose another session id or load the existing one")
+            else:
+                conn.execute("INSERT INTO sessions VALUES (?, ?, 1, 1, ?, ?, NULL, NULL)", (sid, uid, now, now))
+                h, w, c = img.shape
+                conn.execute("INSERT INTO turns VALUES (?, 0, '', '', NULL, ?, ?, ?, ?, ?, NULL, ?)",
+                             (sid, meta_text, img.digest, h, w, c, now))
+                _checkpoint("before_commit")
+        if row is not None:
+            return self.load(sid)
+        hist = History((Turn(0, img, meta=meta),), sid, 1, str(self.root))
+        self._remember(sid, uid, hist)
+        return hist
+
+    def append(self, session_id: str, image: Any, instruction: str, sent_instruction: str | None = None,
+               plan: Plan | None = None, meta: dict | None = None, idempotency_key: str | None = None,
+               expected_version: int | None = None) -> History:
+        """Add turn t (index assigned atomically) and return the session's new History.
+
+        `idempotency_key`: if a live turn of this session already carries it, nothing is added and
+        the current History is returned (re-running the same append is harmless).
+        `expected_version`: refuse (StoreError) if the session changed since that version.
+        """
+        sid = validate_session_id(session_id)
+        if not isinstance(instruction, str):
+            raise InputError(f"instruction must be text, got {type(instruction).__name__}")
+        sent = instruction if sent_instruction is None else sent_instruction
+        if not isinstance(sent, str):
+            raise InputError(f"sent_instruction must be text, got {type(sent).__name__}")
+        if idempotency_key is not None and (not isinstance(idempotency_key, str)
+                                            or not 0 < len(idempotency_key) <= MAX_KEY_LEN):
+            raise InputError(f"idempotency_key must be a non-empty string of at most {MAX_KEY_LEN} characters")
+        plan, plan_text = _plan_json(plan)
+        meta, meta_text = _json_dict(meta, "meta")
+        img = self.files.put(image)          # complete on disk before any row refers to it
+        _checkpoint("image_written")
+        duplicate = False
+        with self._tx(True) as conn:
+            row = self._session_row(conn, sid)
+            if row is None:
+                raise self._missing(sid)
+            uid, version, n = row[0], row[1], row[2]
+            if idempotency_key is not None and conn.execute(
+                    "SELECT 1 FROM turns WHERE session_id = ? AND idem_key = ?",
+                    (sid, idempotency_key)).fetchone() is not None:
+                duplicate = True
+            else:
+                if expected_version is not None and int(expected_version) != version:
+                    raise StoreError(
+                        f"session {sid!r} changed since this history was loaded (version "
+                        f"{expected_version} -> {version}); load it again and redo this turn")
+                h, w, c = img.shape
+                now = time.time()
+                conn.execute("INSERT INTO turns VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                             (sid, n, instruction, sent, plan_text, meta_text, img.digest, h, w, c,
+                              idempotency_key, now))
+                conn.execute("UPDATE sessions SET version = version + 1, n_turns = n_turns + 1, "
+                             "updated = ? WHERE id = ?", (now, sid))
+                _checkpoint("before_commit")
+        if duplicate:
+            return self.load(sid)
+        prev = self._cached(sid, uid, version)
+        if prev is None or len(prev) != n:
+            return self.load(sid)
+        hist = History(prev.turns + (Turn(n, img, instruction, sent, plan, meta),), sid, version + 1,
+                       str(self.root))
+        self._remember(sid, uid, hist)
+        return hist
+
+    def rewind(self, session_id: str, k: int) -> History:
+        """Undo the turns after k (keep 0..k; the later rows are deleted, the version still grows).
+        Rewinding to the current last turn changes nothing."""
+        sid = validate_session_id(session_id)
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+            raise InputError(f"turn must be an integer, got {k!r}")
+        k = int(k)
+        with self._tx(True) as conn:
+            row = self._session_row(conn, sid)
+            if row is None:
+                raise self._missing(sid)
+            uid, version, n = row[0], row[1], row[2]
+            if not 0 <= k < n:
+                raise InputError(f"cannot rewind session {sid!r} to turn {k}: it has turns 0..{n - 1}")
+            if k == n - 1:
+                changed = False
+            else:
+                changed = True
+                conn.execute("DELETE FROM turns WHERE session_id = ? AND idx > ?", (sid, k))
+                conn.execute("UPDATE sessions SET version = version + 1, n_turns = ?, updated = ? "
+                             "WHERE id = ?", (k + 1, time.time(), sid))
+                _checkpoint("before_commit")
+        prev = self._cached(sid, uid, version)
+        if not changed or prev is None or len(prev) != n:
+            return self.load(sid)
+        hist = History(prev.turns[: k + 1], sid, version + 1, str(self.root))
+        self._remember(sid, uid, hist)
+        return hist
+
+    def branch(self, session_id: str, new_id: str, at_turn: int | None = None) -> History:
+        """A new session `new_id` holding turns 0..at_turn (default: all) of `session_id`.
+        Image files are shared, not copied."""
+        sid = validate_session_id(session_id)
+        nid = validate_session_id(new_id)
+        if nid == sid:
+            raise InputError("a branch needs a new session id different from the source's")
+        now = time.time()
+        with self._tx(True) as conn:
+            row = self._session_row(conn, sid)
+            if row is None:
+                raise self._missing(sid)
+            n = row[2]
+            at = n - 1 if at_turn is None else int(at_turn)
+            if not 0 <= at < n:
+                raise InputError(f"cannot branch session {sid!r} at turn {at}: it has turns 0..{n - 1}")
+            if self._session_row(conn, nid) is not None:
+                raise StoreError(f"session {nid!r} already exists in {self.root}; choose another id for the branch")
+            conn.execute("INSERT INTO sessions VALUES (?, ?, 1, ?, ?, ?, ?, ?)",
+                         (nid, uuid.uuid4().hex, at + 1, now, now, sid, at))
+            conn.execute(f"INSERT INTO turns SELECT ?, {_TURN_COLS}, NULL, ? FROM turns "
+                         "WHERE session_id = ? AND idx <= ?", (nid, now, sid, at))
+            _checkpoint("before_commit")
+        return self.load(nid)
+
+    def delete_session(self, session_id: str) -> bool:
+        """Remove a session's rows (its image files go with the next `gc`). False if it did not exist."""
+        sid = validate_session_id(session_id)
+        with self._tx(True) as conn:
+            gone = conn.execute("DELETE FROM sessions WHERE id = ?", (sid,)).rowcount
+            conn.execute("DELETE FROM turns WHERE session_id = ?", (sid,))
+        with self._cache_lock:
+            self._cache.pop(sid, None)
+        return bool(gone)
+
+    def gc(self, min_age_s: float = 3600.0) -> int:
+        """Delete image files (and leftover temp files) no turn refers to and older than min_age_s.
+        The age limit protects appends in flight, whose PNG is written before their transaction."""
+        with self._tx(False) as conn:
+            used = {r[0] for r in conn.execute("SELECT DISTINCT image FROM turns")}
+        cutoff = time.time() - float(min_age_s)
+        removed = 0
+        if not self.files.dir.is_dir():
+            return 0
+        for path in self.files.dir.glob("*/*"):
+            name = path.name
+            digest = name[:-4] if name.endswith(".png") else None
+            if digest in used or not (name.endswith(".tmp") or digest is not None):
+                continue
+            try:
+                if path.stat().st_mtime < cutoff:
+                    path.unlink()
+                    removed += 1
+            except FileNotFoundError:
+                pass
+        return removed
+
+
+# ------------------------------------------------------------------------------- shared stores
+
+_STORES: dict[str, SessionStore] = {}
+_STORES_LOCK = threading.Lock()
+
+
+def open_store(root: str | os.PathLike | None = None) -> SessionStore:
+    """The process-wide SessionStore for `root` (default store when empty), so that every node
+    shares one connection per thread and one history cache."""
+    path = Path(root).expanduser().resolve() if root else default_root().resolve()
+    with _STORES_LOCK:
+        store = _STORES.get(str(path))
+        if store is None:
+            store = _STORES[str(path)] = SessionStore(path)
+        return store
