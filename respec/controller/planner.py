@@ -1,0 +1,117 @@
+"""Preservation Target Identification (paper §4.1-4.3, appendix C.1): one controller call per
+turn from turn 2 on, turned into a Plan.
+
+Turn 1 makes no call (the editor gets I_0 and P_1). Later turns make exactly one call: the
+restoration prompt on restoration turns, the mid-turn rewrite prompt otherwise (or none at
+all when the caller chooses to skip non-restoration turns).
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from .. import comfy
+from ..errors import InputError
+from ..history import History
+from ..plan import Plan
+from . import parsing
+from .prompts import DEFAULT_MAX_PIXELS, MIDTURN, RESTORATION, Templates, build_parts, load_templates
+from .schemas import midturn_schema, restoration_schema
+
+DEFAULT_MAX_NEW_TOKENS = 768
+
+SKIPPED_FIRST_TURN = "first_turn"
+SKIPPED_NON_RESTORATION = "non_restoration_turn_skipped"
+
+
+def count_vlm_calls(history: History) -> int:
+    """VLM calls recorded in the plans of the history's turns (plan.meta["vlm_calls"])."""
+    return sum(int(t.plan.meta.get("vlm_calls", 0)) for t in history.turns if t.plan is not None)
+
+
+def _passthrough(history: History, user_instruction: str, is_restoration: bool, reason: str,
+                 meta: dict) -> Plan:
+    prior = count_vlm_calls(history)
+    return Plan(turn=history.next_turn, user_instruction=user_instruction,
+                synthesis_instruction=user_instruction, is_restoration=is_restoration,
+                meta={**meta, "skipped": reason, "vlm_calls": 0, "vlm_calls_so_far": prior})
+
+
+def plan_turn(history: History, user_instruction: str, backend: Any, is_restoration: bool, *,
+              skip_non_restoration: bool = False, templates: Templates | None = None,
+              max_pixels: int | None = None, max_new_tokens: int | None = None,
+              meta: dict | None = None) -> Plan:
+    """This turn's plan from the history H_{t-1}, the request P_t and the controller.
+
+    is_restoration: whether turn t reveals hidden content (the benchmark's ground-truth flag,
+    or detect_restoration's answer); it picks the prompt, never enters it.
+    skip_non_restoration: pass P_t through on non-restoration turns without a call.
+    max_pixels / max_new_tokens: None takes the backend's own settings (else the defaults).
+    meta: extra entries for plan.meta (e.g. how is_restoration was decided).
+    plan.meta["vlm_calls"] is 1 when this turn called the controller, else 0."""
+    if not isinstance(history, History):
+        raise InputError(f"plan_turn needs a History, got {type(history).__name__}")
+    if not isinstance(user_instruction, str) or not user_instruction.strip():
+        raise InputError("the current request P_t is empty; type the edit you want for this turn")
+    user_instruction = user_instruction.strip()
+    is_restoration = bool(is_restoration)
+    meta = dict(meta or {})
+    t = history.next_turn
+    if t == 1:
+        return _passthrough(history, user_instruction, is_restoration, SKIPPED_FIRST_TURN, meta)
+    if not is_restoration and skip_non_restoration:
+        return _passthrough(history, user_instruction, is_restoration, SKIPPED_NON_RESTORATION, meta)
+    if backend is None or not callable(getattr(backend, "chat", None)):
+        raise InputError("turn %d needs a controller: connect a VLM (ReSpec VLM Loader or OpenAI-compatible "
+                         "Controller)" % t)
+
+    templates = templates or load_templates()
+    kind = RESTORATION if is_restoration else MIDTURN
+    if max_pixels is None:
+        max_pixels = int(getattr(backend, "max_pixels", 0) or DEFAULT_MAX_PIXELS)
+    if max_new_tokens is None:
+        max_new_tokens = int(getattr(backend, "max_new_tokens", 0) or DEFAULT_MAX_NEW_TOKENS)
+    schema = restoration_schema(t) if is_restoration else midturn_schema()
+    parts = build_parts(history, user_instruction, max_pixels)
+
+    comfy.check_interrupted()
+    start = time.perf_counter()
+    raw = backend.chat(parts, system=templates.text(kind), max_new_tokens=max_new_tokens, json_schema=schema)
+    seconds = time.perf_counter() - start
+    if not isinstance(raw, str):
+        raw = "" if raw is None else str(raw)
+
+    if is_restoration:
+        parsed = parsing.parse_restoration(raw, t, user_instruction)
+    else:
+        parsed = parsing.parse_midturn(raw, user_instruction)
+    meta.update({
+        "vlm_calls": 1,
+        "vlm_calls_so_far": count_vlm_calls(history) + 1,
+        "prompt": kind,
+        "template": templates.describe(kind),
+        "parse": parsed.found,
+        "images_shown": list(range(t)),
+        "max_pixels": max_pixels,
+        "max_new_tokens": max_new_tokens,
+    })
+    if parsed.preservation_target_from:
+        meta["preservation_target_from"] = parsed.preservation_target_from
+    return Plan(
+        turn=t,
+        user_instruction=user_instruction,
+        synthesis_instruction=parsed.synthesis_instruction,
+        is_restoration=is_restoration,
+        preservation_target=parsed.preservation_target,
+        restoration_source_id=parsed.restoration_source_id,
+        identity_anchor_id=parsed.identity_anchor_id,
+        restoration_region=parsed.restoration_region,
+        image_ids=tuple(parsed.image_ids),
+        reasoning=parsed.reasoning,
+        raw_text=raw,
+        fallbacks=tuple(parsed.fallbacks),
+        vlm_called=True,
+        controller=str(getattr(backend, "name", type(backend).__name__)),
+        seconds=seconds,
+        meta=meta,
+    )

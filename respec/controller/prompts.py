@@ -1,0 +1,114 @@
+"""The controller's two prompts (paper appendix C.2, figures 12 and 13) and the message built
+around them.
+
+The template is the system message. The user message interleaves the history images, each
+preceded by its label ("Image k:"), then the edit history and the current request. Image ids
+follow the paper: Image 0 is the original I_0, Images 1..N-1 are the earlier edits, and the
+last one, I_{N-1}, is the editor's input; it is shown once, not duplicated.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from PIL import Image
+
+from ..errors import InputError
+from ..history import History
+from ..images import as_rgb, downscale_to_budget
+
+RESTORATION = "restoration"
+MIDTURN = "midturn"
+
+# Default pixel budget per history image: 512x512 gives Qwen3-VL 256 visual tokens an image,
+# so a 5-turn history stays well inside its context and memory on a 24 GB card.
+DEFAULT_MAX_PIXELS = 512 * 512
+
+TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
+
+
+@dataclass(frozen=True)
+class Templates:
+    """The restoration prompt (figure 12) and the mid-turn rewrite prompt (figure 13)."""
+
+    restoration: str
+    midturn: str
+    restoration_source: str = "built-in"
+    midturn_source: str = "built-in"
+
+    def text(self, kind: str) -> str:
+        """The template for `kind` ("restoration" or "midturn")."""
+        if kind == RESTORATION:
+            return self.restoration
+        if kind == MIDTURN:
+            return self.midturn
+        raise ValueError(f"unknown prompt kind {kind!r}; use 'restoration' or 'midturn'")
+
+    def describe(self, kind: str) -> dict:
+        """Where the template came from and a short digest of its text (for plan.meta)."""
+        text = self.text(kind)
+        src = self.restoration_source if kind == RESTORATION else self.midturn_source
+        return {"source": src, "sha256": hashlib.sha256(text.encode()).hexdigest()[:16]}
+
+
+def builtin_template(kind: str) -> str:
+    """The template text shipped with the pack (respec/controller/templates/<kind>.txt)."""
+    if kind not in (RESTORATION, MIDTURN):
+        raise ValueError(f"unknown prompt kind {kind!r}; use 'restoration' or 'midturn'")
+    return (TEMPLATE_DIR / f"{kind}.txt").read_text(encoding="utf-8")
+
+
+def _read_override(path: str, kind: str) -> str:
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise InputError(f"the {kind} prompt template file {str(p)!r} does not exist; give the path of a "
+                         f"UTF-8 text file, or leave the field empty to use the built-in template")
+    text = p.read_text(encoding="utf-8")
+    if not text.strip():
+        raise InputError(f"the {kind} prompt template file {str(p)!r} is empty")
+    return text
+
+
+def load_templates(restoration_path: str | None = None, midturn_path: str | None = None) -> Templates:
+    """The built-in templates, each replaced by the text of a file when its path is given."""
+    rest = _read_override(restoration_path, RESTORATION) if restoration_path else builtin_template(RESTORATION)
+    mid = _read_override(midturn_path, MIDTURN) if midturn_path else builtin_template(MIDTURN)
+    return Templates(rest, mid,
+                     str(Path(restoration_path).expanduser()) if restoration_path else "built-in",
+                     str(Path(midturn_path).expanduser()) if midturn_path else "built-in")
+
+
+def history_text(history: History, user_instruction: str) -> str:
+    """The edit history and the current request, as text (user instructions only: the
+    controller never sees ground truth or earlier rewrites)."""
+    t = history.next_turn
+    lines = ["Edit history:"]
+    if t == 1:
+        lines.append("(no earlier turns)")
+    for k, instr in enumerate(history.instructions, start=1):
+        lines.append(f"Turn {k} (Image {k - 1} -> Image {k}): {instr}")
+    lines.append("")
+    lines.append(f"This is turn N = {t}. Images 0 to {t - 1} are shown above; Image {t - 1} is I_{{N-1}}, "
+                 f"the current image the editor will edit.")
+    lines.append(f"[Current Request] (turn {t}): {user_instruction}")
+    return "\n".join(lines)
+
+
+def build_parts(history: History, user_instruction: str, max_pixels: int = DEFAULT_MAX_PIXELS) -> list:
+    """The user message: "Image k:" then I_k for k = 0..t-1 (downscaled to `max_pixels`),
+    then the edit history and the current request."""
+    parts: list = []
+    for k, img in enumerate(history.images):
+        parts.append(f"Image {k}:")
+        parts.append(downscale_to_budget(as_rgb(img.array), max_pixels))
+    parts.append(history_text(history, user_instruction))
+    return parts
+
+
+def part_summary(parts: list) -> list:
+    """A JSON-able outline of a parts list (text, or the size of each image) for logs."""
+    out = []
+    for p in parts:
+        out.append({"image": list(p.size)} if isinstance(p, Image.Image) else {"text": p})
+    return out

@@ -1,0 +1,156 @@
+"""Is this a restoration turn? (interactive use, without ground truth)
+
+The benchmark knows it (the scenario's revelation turn) and passes the flag. An artist's
+session does not, so "auto" mode applies a rule to the words of the requests:
+
+    a turn is a restoration turn when the current request uses a revealing verb
+    (remove / delete / erase / take away / get rid of ..., move / shift / relocate ...,
+    shrink / resize / make ... smaller ..., replace / swap / change ... into ...)
+    AND it names something that an earlier turn ADDED (add / put / place / insert / draw /
+    cover ... with ...).
+
+"Names something added earlier" means: a content word of the earlier request's object
+(the words between its adding verb and the first place phrase such as "in front of",
+"on", "over"; for "cover X with Y" the words after "with") appears in the current request
+(plural "s"/"es" ignored; size and colour adjectives ignored). "Change/turn X into <a colour
+or material>" is an attribute edit, not a revelation. The rule reads only the user's own
+requests (never ground truth); the manual override ("restoration" / "not restoration")
+settles any case it gets wrong.
+"""
+from __future__ import annotations
+
+import re
+
+from ..errors import InputError
+from ..history import History
+
+MODES = ("auto", "restoration", "not restoration")
+
+_REMOVE = ["remove", "delete", "erase", "take away", "take out", "take off", "get rid of", "eliminate",
+           "clear away", "wipe out", "cut out", "pull out", "lift off"]
+_MOVE = ["move", "shift", "relocate", "slide", "drag", "reposition", "push"]
+_SHRINK = ["shrink", "resize", "scale down", "downsize", "reduce the size", "make smaller", "minimize"]
+_REPLACE = ["replace", "swap", "exchange", "substitute"]
+_ADD = ["add", "put", "place", "insert", "draw", "paint", "include", "attach", "hang", "overlay", "stick",
+        "drape", "position", "introduce", "give", "wear", "hold", "cover", "stack", "lay", "set"]
+_SMALLER = r"(smaller|tinier|narrower|shorter|thinner|lower|half the size|less tall|less wide)"
+# Where an added object's description ends and its placement begins.
+_PLACE_WORDS = {"on", "onto", "in", "into", "over", "above", "below", "under", "underneath", "at", "near",
+                "next", "beside", "behind", "front", "across", "around", "covering", "to", "from", "that",
+                "which", "so", "where", "between", "along", "against", "by", "atop", "upon", "inside",
+                "outside", "partially", "partly", "fully", "completely", "blocking", "hiding", "obscuring",
+                "while", "and"}
+_STOP = {"a", "an", "the", "some", "of", "his", "her", "its", "their", "this", "that", "these", "those",
+         "it", "them", "one", "two", "three", "few", "several", "with", "for", "image", "picture", "photo",
+         "scene", "please", "now", "also", "just", "only", "entire", "whole", "all", "left", "right",
+         "side", "top", "bottom", "middle", "center", "centre", "background", "foreground", "area", "part",
+         "large", "big", "huge", "small", "little", "tiny", "tall", "short", "wide", "long", "new", "old",
+         "single", "same", "other", "another", "more", "less", "very", "bright", "dark", "light"}
+_ATTRIBUTE = {"red", "orange", "yellow", "green", "blue", "purple", "violet", "pink", "brown", "black", "white",
+              "grey", "gray", "gold", "golden", "silver", "beige", "cyan", "magenta", "teal", "navy", "color",
+              "colour", "colored", "coloured", "wooden", "wood", "metal", "metallic", "glass", "plastic", "stone",
+              "marble", "leather", "cotton", "style", "painting", "sketch", "cartoon", "anime", "watercolor",
+              "watercolour", "oil", "pixel", "art", "night", "day", "daytime", "nighttime", "winter", "summer",
+              "autumn", "spring", "sunset", "vintage", "monochrome", "grayscale", "greyscale", "sepia", "shade"}
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", text.lower().replace("'s", ""))
+
+
+def _stem(word: str) -> str:
+    if len(word) > 4 and word.endswith("es") and word[-3] in "sxz":
+        return word[:-2]
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
+    return word
+
+
+def _content(words: list[str]) -> set[str]:
+    return {_stem(w) for w in words if w not in _STOP and w not in _PLACE_WORDS and len(w) > 2}
+
+
+def _has_phrase(words: list[str], phrase: str) -> int:
+    """Index just after the first occurrence of `phrase` (word sequence) in `words`, or -1."""
+    p = phrase.split()
+    for i in range(len(words) - len(p) + 1):
+        if words[i:i + len(p)] == p:
+            return i + len(p)
+    return -1
+
+
+def revealing_verb(request: str) -> str | None:
+    """The revealing action in a request ("remove", "move", "shrink", "replace", ...), or None."""
+    words = _words(request)
+    text = " ".join(words)
+    for group in (_REMOVE, _MOVE, _SHRINK, _REPLACE):
+        for verb in group:
+            if _has_phrase(words, verb) >= 0:
+                return verb
+    if re.search(r"\bmake\b.*\b" + _SMALLER + r"\b", text):
+        return "make ... smaller"
+    m = re.search(r"\b(change|turn|transform|convert)\b(.*?)\b(to|into)\b(.*)$", text)
+    if m:
+        target = [w for w in m.group(4).split() if w not in _STOP]
+        if target and not all(w in _ATTRIBUTE for w in target):
+            return f"{m.group(1)} ... {m.group(3)}"
+    return None
+
+
+def added_object_words(instruction: str) -> set[str]:
+    """Content words of the object an earlier request added (empty if it added nothing)."""
+    words = _words(instruction)
+    if _has_phrase(words, "cover") >= 0 and "with" in words:
+        return _content(words[words.index("with") + 1:])
+    for verb in _ADD:
+        start = _has_phrase(words, verb)
+        if start >= 0:
+            obj: list[str] = []
+            for w in words[start:]:
+                if w in _PLACE_WORDS and obj:
+                    break
+                obj.append(w)
+            return _content(obj)
+    return set()
+
+
+def detect_restoration(history: History, user_instruction: str) -> tuple[bool, str]:
+    """Decide without ground truth whether turn t reveals content an earlier turn covered.
+    Returns (is_restoration, a one-line reason). See the module docstring for the rule."""
+    if not isinstance(history, History):
+        raise InputError(f"detect_restoration needs a History, got {type(history).__name__}")
+    t = history.next_turn
+    if t == 1:
+        return False, "turn 1: no earlier edit can have covered anything"
+    verb = revealing_verb(user_instruction or "")
+    if verb is None:
+        return False, "no revealing verb (remove / move / shrink / replace ...) in the request"
+    requested = _content(_words(user_instruction))
+    added_any = False
+    for k, earlier in enumerate(history.instructions, start=1):
+        obj = added_object_words(earlier)
+        added_any = added_any or bool(obj)
+        shared = sorted(obj & requested)
+        if shared:
+            return True, f"'{verb}' acts on '{' '.join(shared)}', which turn {k} added"
+    if not added_any:
+        return False, f"'{verb}' but no earlier turn added an object"
+    return False, f"'{verb}' does not name anything an earlier turn added"
+
+
+def decide_restoration(mode: str, history: History, user_instruction: str,
+                       ground_truth: bool | None = None) -> tuple[bool, dict]:
+    """Resolve the restoration flag: a ground-truth flag wins (benchmark); else the manual
+    mode ("restoration" / "not restoration"); else "auto" applies detect_restoration.
+    Returns (flag, metadata for plan.meta)."""
+    if ground_truth is not None:
+        return bool(ground_truth), {"restoration_decided_by": "ground_truth"}
+    mode = (mode or "auto").strip().lower()
+    if mode not in MODES:
+        raise InputError(f"unknown restoration mode {mode!r}; use one of {', '.join(MODES)}")
+    if mode == "restoration":
+        return True, {"restoration_decided_by": "manual"}
+    if mode == "not restoration":
+        return False, {"restoration_decided_by": "manual"}
+    flag, reason = detect_restoration(history, user_instruction)
+    return flag, {"restoration_decided_by": "auto", "restoration_reason": reason}
