@@ -1,0 +1,238 @@
+"""OmniGen2 as ReSpec's in-context editor through its official pipeline (paper section 5.1:
+50 steps, text guidance 5.0, image guidance 2.0).
+
+OmniGen2's code is neither in diffusers nor on PyPI, and this pack does not copy it: the user
+clones https://github.com/VectorSpaceLab/OmniGen2 and installs its requirements; the loader then
+imports its `omnigen2` package, either from the Python environment or from the clone's folder
+(`omnigen2_path` / RESPEC_OMNIGEN2_PATH). Without it every call raises OmniGen2NotInstalled
+with those instructions. ComfyUI's own OmniGen2 support is the other route (editors/native.py).
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+from PIL import Image
+
+from .. import comfy, models
+from ..errors import CorruptWeightsError, InputError, MissingWeightsError, ReSpecError
+from .base import (Editor, StepReporter, check_size, prepare_references, run_record, seeded_generator,
+                   snap_size, to_output_size)
+from .flux2 import OFFLOAD_MODES
+
+log = logging.getLogger("respec")
+
+DEFAULT_SOURCE = "OmniGen2/OmniGen2"
+INSTALL_HELP = (
+    "OmniGen2's official code is not on PyPI and is not bundled with this pack. Install it:\n"
+    "  git clone https://github.com/VectorSpaceLab/OmniGen2\n"
+    "  pip install -r OmniGen2/requirements.txt   (into the Python that runs ComfyUI; keep your torch)\n"
+    "then either set the loader's omnigen2_path (or the RESPEC_OMNIGEN2_PATH environment variable) to the "
+    "cloned folder, or put that folder on PYTHONPATH. Alternatively use ComfyUI's native OmniGen2 models with "
+    "the 'Reference Latents (ReSpec)' node (see docs/editors.md).")
+HOW_TO_GET = ("Download the OmniGen2 weights in diffusers layout: "
+              "`hf download OmniGen2/OmniGen2 --local-dir <ComfyUI>/models/diffusers/OmniGen2`, "
+              "or allow downloads.")
+_PIPELINE_MODULE = "omnigen2.pipelines.omnigen2.pipeline_omnigen2"
+_TRANSFORMER_MODULE = "omnigen2.models.transformers.transformer_omnigen2"
+_SCHEDULER_MODULE = "omnigen2.schedulers.scheduling_flow_match_euler_discrete"
+
+
+class OmniGen2NotInstalled(ReSpecError, ImportError):
+    """The official OmniGen2 package cannot be imported."""
+
+
+def import_omnigen2(omnigen2_path: str | None = None) -> dict:
+    """The official package's pipeline, transformer and scheduler classes.
+
+    Imports `omnigen2` from the environment, else from `omnigen2_path` (or RESPEC_OMNIGEN2_PATH):
+    the cloned repository (or its omnigen2/ folder), registered as the top-level package
+    `omnigen2` without touching sys.path.
+    """
+    path = (omnigen2_path or os.environ.get("RESPEC_OMNIGEN2_PATH") or "").strip()
+    if path and "omnigen2" not in sys.modules:
+        _register_from_folder(Path(path).expanduser())
+    try:
+        pipeline = importlib.import_module(_PIPELINE_MODULE)
+        transformer = importlib.import_module(_TRANSFORMER_MODULE)
+        scheduler = importlib.import_module(_SCHEDULER_MODULE)
+    except ModuleNotFoundError as e:
+        if e.name and (e.name == "omnigen2" or e.name.startswith("omnigen2.")):
+            where = f" (looked in {path})" if path else ""
+            raise OmniGen2NotInstalled(f"The OmniGen2 package is not installed{where}.\n{INSTALL_HELP}") from None
+        raise OmniGen2NotInstalled(
+            f"OmniGen2 was found but one of its dependencies is missing: {e}.\n"
+            f"Run `pip install -r requirements.txt` from the OmniGen2 folder.") from e
+    except ImportError as e:
+        raise OmniGen2NotInstalled(f"OmniGen2 was found but failed to import ({e}).\n{INSTALL_HELP}") from e
+    return {"pipeline": pipeline.OmniGen2Pipeline,
+            "transformer": transformer.OmniGen2Transformer2DModel,
+            "scheduler": scheduler.FlowMatchEulerDiscreteScheduler}
+
+
+def _register_from_folder(path: Path) -> None:
+    """Make `import omnigen2` find the package in a cloned repository, without sys.path."""
+    candidates = [path / "omnigen2", path] if path.name != "omnigen2" else [path]
+    pkg = next((c for c in candidates if (c / "__init__.py").is_file() and c.name == "omnigen2"), None)
+    if pkg is None:
+        raise OmniGen2NotInstalled(f"No omnigen2 package (omnigen2/__init__.py) in {path}.\n{INSTALL_HELP}")
+    spec = importlib.util.spec_from_file_location("omnigen2", pkg / "__init__.py",
+                                                  submodule_search_locations=[str(pkg)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["omnigen2"] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules["omnigen2"]
+        raise
+
+
+class OmniGen2Editor(Editor):
+    """OmniGen2's official pipeline with the selector's images as its input images (the output
+    size is passed explicitly and align_res is off, so the first image does not set the size)."""
+
+    family = "omnigen2"
+    default_steps = 50           # paper section 5.1
+    default_guidance = 5.0       # text guidance
+    default_image_guidance = 2.0
+    multiple = 16
+
+    def __init__(self, pipe, *, name: str = "omnigen2", source: str = "", patchers=(), device=None,
+                 dtype=None, offload: str = "none", notes=()):
+        super().__init__()
+        self.pipe, self.name, self.source = pipe, name, source
+        self.patchers = [p for p in patchers if p is not None]
+        self.device, self.dtype, self.offload, self.notes = device, dtype, offload, list(notes)
+        try:
+            self._call_params = set(inspect.signature(pipe.__call__).parameters)
+        except (TypeError, ValueError):
+            self._call_params = set()
+        if hasattr(pipe, "set_progress_bar_config"):
+            pipe.set_progress_bar_config(disable=True)
+
+    def describe(self) -> dict:
+        return {"editor": self.name, "family": self.family, "source": self.source,
+                "dtype": str(self.dtype).replace("torch.", ""), "device": str(self.device),
+                "offload": self.offload, "notes": self.notes}
+
+    def edit(self, images: list, instruction: str, *, output_size: tuple[int, int], seed: int,
+             steps: int | None = None, guidance: float | None = None, **extra) -> Image.Image:
+        """Run OmniGen2 on `images` (selector order); `guidance` is the text guidance.
+
+        extra: image_guidance (2.0), negative_prompt (""), max_pixels (1024*1024),
+        cfg_range ((0.0, 1.0)), max_sequence_length (1024).
+        """
+        unknown = set(extra) - {"image_guidance", "negative_prompt", "max_pixels", "cfg_range", "max_sequence_length"}
+        if unknown:
+            raise InputError(f"OmniGen2 editor: unknown option(s) {sorted(unknown)}")
+        steps = int(steps or self.default_steps)
+        text_guidance = float(self.default_guidance if guidance is None else guidance)
+        image_guidance = float(extra.get("image_guidance", self.default_image_guidance))
+        max_pixels = int(extra.get("max_pixels") or 1024 * 1024)
+        if steps < 1:
+            raise InputError(f"steps must be at least 1, got {steps}")
+        check_size(output_size, self.min_side, self.max_aspect, what="output (current image)")
+        gen_size = snap_size(output_size, self.multiple, self.min_side, max_pixels)
+        refs = prepare_references(images, gen_size, multiple=self.multiple, min_side=self.min_side,
+                                  max_aspect=self.max_aspect)
+        comfy.load_models(self.patchers)
+        t0 = time.perf_counter()
+        with comfy.progress(steps, f"{self.name} edit") as bar:
+            reporter = StepReporter(bar, self.name, steps)
+            kwargs = dict(
+                prompt=instruction or "", input_images=refs, width=gen_size[0], height=gen_size[1],
+                num_inference_steps=steps, text_guidance_scale=text_guidance,
+                image_guidance_scale=image_guidance, cfg_range=tuple(extra.get("cfg_range") or (0.0, 1.0)),
+                negative_prompt=extra.get("negative_prompt") or "", generator=seeded_generator(seed),
+                max_sequence_length=int(extra.get("max_sequence_length") or 1024),
+                max_pixels=max_pixels, max_input_image_side_length=max(max(r.size) for r in refs),
+                align_res=False, output_type="pil")
+            if "step_func" in self._call_params:
+                kwargs["step_func"] = lambda i, total: reporter.step_done(i)
+            else:
+                self.notes.append("this OmniGen2 version has no step_func: no per-step progress")
+            result = self.pipe(**kwargs).images[0]
+        seconds = time.perf_counter() - t0
+        self.last_run = run_record(
+            editor=self.name, seed=int(seed), steps=steps, text_guidance=text_guidance,
+            image_guidance=image_guidance, generation_size=list(gen_size),
+            output_size=[int(output_size[0]), int(output_size[1])],
+            reference_sizes=[list(r.size) for r in refs], seconds=seconds,
+            seconds_per_step=(sum(reporter.step_seconds) / len(reporter.step_seconds)) if reporter.step_seconds else 0.0)
+        return to_output_size(result, output_size)
+
+
+def load_omnigen2(source: str = DEFAULT_SOURCE, *, omnigen2_path: str = "", dtype: str = "auto",
+                  offload: str = "none", allow_download: bool | None = None, device=None) -> OmniGen2Editor:
+    """Load (once per setting) OmniGen2's official pipeline from a diffusers-layout folder or HF id.
+
+    Components are loaded one by one with the installed package's classes (no remote code).
+    """
+    if offload not in OFFLOAD_MODES:
+        raise InputError(f"offload must be one of {', '.join(OFFLOAD_MODES)}; got {offload!r}")
+    classes = import_omnigen2(omnigen2_path)  # first: without the code, nothing else matters
+    import torch
+    device = torch.device(device) if device is not None else torch.device(comfy.torch_device())
+    torch_dtype = models.torch_dtype(dtype)
+    folder = Path(models.resolve_hf(source, "diffusers", allow_download, HOW_TO_GET))
+    key = ("omnigen2", str(folder), str(torch_dtype), str(device), offload)
+    return models.cached(key, lambda: _build(classes, source, folder, torch_dtype, device, offload))
+
+
+def _component(folder: Path, name: str, load):
+    sub = folder / name
+    if not sub.is_dir():
+        raise MissingWeightsError(f"the {name} of OmniGen2", [str(sub)], HOW_TO_GET)
+    try:
+        return load(str(sub))
+    except Exception as e:
+        raise CorruptWeightsError(f"The OmniGen2 {name} in {sub} could not be loaded ({type(e).__name__}: {e}). "
+                                  "The download may be incomplete; download it again.") from e
+
+
+def _build(classes: dict, source: str, folder: Path, dtype, device, offload: str) -> OmniGen2Editor:
+    from diffusers import AutoencoderKL
+    from transformers import AutoProcessor, Qwen2_5_VLForConditionalGeneration
+
+    transformer = _component(folder, "transformer", lambda p: classes["transformer"].from_pretrained(p, torch_dtype=dtype))
+    vae = _component(folder, "vae", lambda p: AutoencoderKL.from_pretrained(p, torch_dtype=dtype))
+    scheduler = _component(folder, "scheduler", lambda p: classes["scheduler"].from_pretrained(p))
+    mllm = _component(folder, "mllm", lambda p: Qwen2_5_VLForConditionalGeneration.from_pretrained(p, dtype=dtype))
+    processor = _component(folder, "processor", lambda p: AutoProcessor.from_pretrained(p))
+    pipe = classes["pipeline"](transformer=transformer, vae=vae, scheduler=scheduler, mllm=mllm, processor=processor)
+    patchers, notes = _place(pipe, device, offload)
+    return OmniGen2Editor(pipe, name="omnigen2" + (f" ({Path(source).name})" if source else ""), source=source,
+                          patchers=patchers, device=device, dtype=dtype, offload=offload, notes=notes)
+
+
+def _place(pipe, device, offload: str):
+    """Like flux2.place_pipeline, for OmniGen2's component names (mllm, transformer, vae)."""
+    import torch
+    notes: list[str] = []
+    if device.type == "cpu":
+        if offload != "none":
+            notes.append(f"offload mode {offload!r} ignored: the pipeline runs on the CPU")
+        pipe.to(device)
+        return [], notes
+    if offload == "none":
+        if comfy.in_comfyui():
+            patchers = [comfy.register_with_model_manager(m, load_device=device) for m in (pipe.mllm, pipe.transformer, pipe.vae)]
+            if any(p is not None for p in patchers):
+                return patchers, ["weights managed by ComfyUI's model manager"]
+        pipe.to(device)
+        return [], notes
+    if offload == "model_cpu_offload":
+        pipe.enable_model_cpu_offload(device=device)
+    elif offload == "sequential_cpu_offload":
+        pipe.enable_sequential_cpu_offload(device=device)
+    else:
+        pipe.enable_group_offload(onload_device=device, offload_device=torch.device("cpu"),
+                                  offload_type="block_level", num_blocks_per_group=2,
+                                  use_stream=device.type == "cuda")
+    return [], [f"offload: {offload}"]
