@@ -1,0 +1,467 @@
+"""The persistent session store: safety rules (ids, concurrency, crashes, foreign files), lossless
+images, idempotency, rewind/branch, lazy loading."""
+from __future__ import annotations
+
+import hashlib
+import multiprocessing as mp
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from respec.errors import InputError, StoreError
+from respec.history import History, StoredImage
+from respec.plan import Plan
+from respec.store import DB_NAME, LazyStoredImage, SessionStore, validate_session_id
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _img(seed: int, shape=(6, 5, 3)) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, shape, dtype=np.uint8)
+
+
+def _pngs(store: SessionStore) -> list[Path]:
+    return sorted(store.files.dir.glob("*/*.png"))
+
+
+@pytest.fixture
+def store(tmp_path):
+    return SessionStore(tmp_path / "store")
+
+
+# ----------------------------------------------------------------------------- session ids
+
+HOSTILE_IDS = ["../../etc", "../x", "a/b", "a\\b", "/abs", "", ".", "..", "a.b", "a b", "x" * 65,
+               "caf\u00e9", "a\nb", "ok\n", "a\x00b", "C:", "~user", None, 5]
+
+
+@pytest.mark.parametrize("bad", HOSTILE_IDS, ids=repr)
+def test_session_ids_outside_the_safe_alphabet_are_refused_with_what_is_allowed(bad):
+    with pytest.raises(InputError) as err:
+        validate_session_id(bad)
+    assert "A-Z" in str(err.value) and "1 to 64" in str(err.value)
+
+
+def test_safe_session_ids_are_accepted():
+    for good in ["a", "A-b_9", "x" * 64, "portrait-2"]:
+        assert validate_session_id(good) == good
+
+
+def test_a_hostile_session_id_writes_nothing_anywhere(tmp_path):
+    store = SessionStore(tmp_path / "deep" / "store")
+    before = sorted(p for p in tmp_path.rglob("*"))
+    for op in (lambda: store.create("../../etc", _img(0)), lambda: store.load("../x"),
+               lambda: store.append("a/b", _img(0), "x"), lambda: store.branch("ok", "../../y")):
+        with pytest.raises(InputError):
+            op()
+    assert sorted(p for p in tmp_path.rglob("*")) == before
+
+
+# ----------------------------------------------------------------------------- images
+
+SHAPES = [(1, 1, 1), (3, 7, 1), (5, 2, 3), (17, 1, 4), (64, 33, 3), (2, 3, 4), (31, 47, 1)]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_images_of_every_mode_and_odd_size_round_trip_bit_identically(tmp_path, shape):
+    arr = _img(sum(shape), shape)
+    if shape[2] == 4:
+        arr[0, 0, 3] = 0   # colour under full transparency must survive too
+    s = SessionStore(tmp_path / "s")
+    s.create("a", arr)
+    s.append("a", arr[::-1].copy(), "flip")
+    back = SessionStore(tmp_path / "s").load("a")   # a fresh store: nothing cached
+    for got, want in zip(back.images, [arr, arr[::-1]]):
+        assert got.array.dtype == np.uint8 and got.array.shape == shape
+        assert np.array_equal(got.array, want)
+
+
+@pytest.mark.parametrize("mode", ["L", "RGB", "RGBA"])
+def test_pil_images_round_trip_in_their_mode(tmp_path, mode):
+    pil = Image.fromarray(_img(3, (9, 11, 4))).convert(mode)
+    s = SessionStore(tmp_path / "s")
+    s.create("a", pil)
+    got = SessionStore(tmp_path / "s").load("a").current.image
+    assert got.pil().mode == mode and np.array_equal(np.asarray(got.pil()), np.asarray(pil))
+
+
+@pytest.mark.parametrize("channels", [1, 3, 4])
+def test_image_batches_round_trip_bit_identically(store, channels):
+    stack = _img(channels, (5, 9, 7, channels))
+    digests = store.files.put_frames(stack)
+    assert len(digests) == 5 and len(_pngs(store)) == 5
+    back = SessionStore(store.root).files.get_frames(digests)
+    assert back.shape == stack.shape and np.array_equal(back, stack)
+
+
+def test_the_same_image_is_stored_once(store):
+    store.create("a", _img(1))
+    store.append("a", _img(2), "one")
+    store.append("a", _img(2), "same picture again")
+    store.append("a", _img(1), "back to the original")
+    assert len(_pngs(store)) == 2
+    assert len(store.load("a")) == 4
+
+
+def test_a_damaged_image_file_is_reported_not_returned(store):
+    store.create("a", _img(1))
+    store.append("a", _img(2), "edit")
+    victim = store.files.path(store.load("a").current.image.digest)
+    Image.fromarray(_img(9)).save(victim)           # a valid PNG, but not the image it is named after
+    with pytest.raises(StoreError, match="does not hold the image"):
+        SessionStore(store.root).load("a").current.image.array
+    victim.write_bytes(b"\x89PNG garbage")
+    with pytest.raises(StoreError, match="damaged"):
+        SessionStore(store.root).load("a").current.image.array
+    victim.unlink()
+    with pytest.raises(StoreError, match="missing"):
+        SessionStore(store.root).load("a").current.image.array
+
+
+# ----------------------------------------------------------------------------- turns, versions
+
+def test_a_loaded_session_equals_the_history_the_writes_returned(store):
+    plan = Plan(turn=1, user_instruction="add a cat", synthesis_instruction="add a cat, keep the sofa",
+                is_restoration=False, image_ids=(0,), reasoning={"why": ["a", 1]}, fallbacks=("x",))
+    store.create("a", _img(0), meta={"source": "astronaut"})
+    h = store.append("a", _img(1), "add a cat", "add a cat, keep the sofa", plan, {"seed": 3, "t": (1, 2)})
+    back = SessionStore(store.root).load("a")
+    assert back.fingerprint == h.fingerprint
+    assert back.turns[1].plan == plan and back.turns[1].meta == {"seed": 3, "t": [1, 2]}
+    assert back.turns[0].meta == {"source": "astronaut"}
+    assert (back.session_id, back.version, back.store_root) == ("a", h.version, str(store.root))
+
+
+def test_append_assigns_the_next_turn_index_and_bumps_the_version(store):
+    h0 = store.create("a", _img(0))
+    h1 = store.append("a", _img(1), "one")
+    h2 = store.append("a", _img(2), "two")
+    assert [t.index for t in h2.turns] == [0, 1, 2]
+    assert h0.version < h1.version < h2.version == store.version("a")
+    assert h2.instructions == ["one", "two"] and h2.turns[1].sent_instruction == "one"
+
+
+def test_appending_with_the_same_idempotency_key_adds_nothing(store):
+    store.create("a", _img(0))
+    first = store.append("a", _img(1), "add a cat", idempotency_key="k1")
+    again = store.append("a", _img(1), "add a cat", idempotency_key="k1")
+    assert len(again) == 2 and again.version == first.version
+    assert len(SessionStore(store.root).load("a")) == 2
+    assert len(store.append("a", _img(1), "add a cat", idempotency_key="k2")) == 3
+
+
+def test_append_refuses_a_session_that_changed_since_the_expected_version(store):
+    h = store.create("a", _img(0))
+    store.append("a", _img(1), "someone else's turn")
+    with pytest.raises(StoreError, match="changed since"):
+        store.append("a", _img(2), "mine", expected_version=h.version)
+    assert len(store.load("a")) == 2
+
+
+def test_a_missing_session_gives_a_clear_store_error(store):
+    for op in (lambda: store.load("nope"), lambda: store.append("nope", _img(0), "x"),
+               lambda: store.rewind("nope", 0), lambda: store.version("nope")):
+        with pytest.raises(StoreError, match="no session 'nope'"):
+            op()
+
+
+def test_create_refuses_an_existing_session_unless_it_has_the_same_original(store):
+    store.create("a", _img(0))
+    store.append("a", _img(1), "edit")
+    with pytest.raises(StoreError, match="already exists"):
+        store.create("a", _img(0))
+    assert len(store.create("a", _img(0), exist_ok=True)) == 2
+    with pytest.raises(StoreError, match="different original image"):
+        store.create("a", _img(5), exist_ok=True)
+
+
+def test_rewind_keeps_turns_up_to_k_and_the_version_keeps_growing(store):
+    store.create("a", _img(0))
+    for i in range(1, 5):
+        store.append("a", _img(i), f"edit {i}")
+    v = store.version("a")
+    h = store.rewind("a", 2)
+    assert [t.index for t in h.turns] == [0, 1, 2] and h.version > v
+    assert SessionStore(store.root).load("a").fingerprint == h.fingerprint
+    h = store.append("a", _img(9), "new third edit")
+    assert h.instructions == ["edit 1", "edit 2", "new third edit"] and h.version > v + 1
+    with pytest.raises(InputError, match="turns 0..3"):
+        store.rewind("a", 4)
+
+
+def test_rewind_to_the_latest_turn_changes_nothing(store):
+    store.create("a", _img(0))
+    store.append("a", _img(1), "edit")
+    v = store.version("a")
+    assert len(store.rewind("a", 1)) == 2 and store.version("a") == v
+
+
+def test_branch_shares_image_files_and_leaves_the_source_unchanged(store):
+    store.create("a", _img(0))
+    for i in range(1, 4):
+        store.append("a", _img(i), f"edit {i}")
+    source = store.load("a").fingerprint
+    files = _pngs(store)
+    b = store.branch("a", "b", at_turn=1)
+    assert b.session_id == "b" and b.instructions == ["edit 1"]
+    assert _pngs(store) == files                       # nothing copied
+    store.append("b", _img(7), "branch edit")
+    assert SessionStore(store.root).load("a").fingerprint == source
+    assert store.info("b")["parent_id"] == "a" and store.info("b")["parent_turn"] == 1
+    with pytest.raises(StoreError, match="already exists"):
+        store.branch("a", "b")
+
+
+def test_a_recreated_session_changes_its_token(store):
+    store.create("a", _img(0))
+    t1 = store.token("a")
+    assert store.token("a") == t1
+    store.delete_session("a")
+    assert store.token("a") != t1
+    store.create("a", _img(0))
+    assert store.token("a") != t1   # same id, same version number, but a new session
+
+
+def test_list_sessions_and_turns_describe_without_pixels(store):
+    store.create("a", _img(0))
+    store.append("a", _img(1), "edit", plan=Plan(turn=1, user_instruction="edit", synthesis_instruction="e"))
+    store.branch("a", "b")
+    sessions = {s["session_id"]: s for s in store.list_sessions()}
+    assert set(sessions) == {"a", "b"} and sessions["a"]["turns"] == 2
+    assert sessions["a"]["current_image"] == store.load("a").current.image.digest
+    turns = store.list_turns("a")
+    assert [t["index"] for t in turns] == [0, 1] and turns[1]["plan"]["image_ids"] == []
+    assert "array" not in str(turns)
+
+
+def test_image_path_serves_only_images_of_that_session(store):
+    store.create("a", _img(0))
+    store.create("b", _img(1))
+    da, db = store.load("a").current.image.digest, store.load("b").current.image.digest
+    assert store.image_path("a", da).is_file()
+    with pytest.raises(StoreError, match="not part of session"):
+        store.image_path("a", db)
+    with pytest.raises(InputError):
+        store.image_path("a", "../../etc/passwd")
+
+
+def test_gc_removes_only_unreferenced_old_files(store):
+    store.create("a", _img(0))
+    store.append("a", _img(1), "edit")
+    store.rewind("a", 0)                        # _img(1) is now unreferenced
+    orphan = store.files.path(StoredImage(_img(1)).digest)
+    assert orphan.exists()
+    assert store.gc(min_age_s=3600) == 0 and orphan.exists()   # too young: may belong to an append in flight
+    assert store.gc(min_age_s=0) == 1 and not orphan.exists()
+    assert np.array_equal(SessionStore(store.root).load("a").current.image.array, _img(0))
+
+
+# ----------------------------------------------------------------------------- lazy loading
+
+def test_loading_a_session_decodes_no_image_until_its_pixels_are_read(store, monkeypatch):
+    store.create("a", _img(0))
+    for i in range(1, 30):
+        store.append("a", _img(i), f"edit {i}")
+    fresh = SessionStore(store.root)
+    decoded = []
+    real_get = fresh.files.get
+    monkeypatch.setattr(fresh.files, "get", lambda d: decoded.append(d) or real_get(d))
+    h = fresh.load("a")
+    assert len(h) == 30 and decoded == []
+    assert all(isinstance(im, LazyStoredImage) and not im.decoded for im in h.images)
+    assert h.current.image.size == (5, 6) and h.fingerprint and decoded == []
+    assert np.array_equal(h.current.image.array, _img(29)) and len(decoded) == 1
+    h.current.image.array
+    assert len(decoded) == 1                     # decoded once, then kept
+
+
+def test_a_lazy_image_pickles_as_a_plain_stored_image(store):
+    import pickle
+    store.create("a", _img(0))
+    im = SessionStore(store.root).load("a").current.image
+    back = pickle.loads(pickle.dumps(im))
+    assert type(back) is StoredImage and back == im and np.array_equal(back.array, _img(0))
+
+
+def test_an_unchanged_session_loads_from_the_cache(store):
+    store.create("a", _img(0))
+    store.append("a", _img(1), "edit")
+    assert store.load("a") is store.load("a")
+    SessionStore(store.root).append("a", _img(2), "from another process")
+    assert len(store.load("a")) == 3
+
+
+# ----------------------------------------------------------------------------- foreign / corrupt files
+
+def _store_with_db(tmp_path, data: bytes) -> SessionStore:
+    root = tmp_path / "s"
+    root.mkdir()
+    (root / DB_NAME).write_bytes(data)
+    return SessionStore(root)
+
+
+@pytest.mark.parametrize("content", ["random", "text", "truncated_header"])
+def test_a_corrupt_database_file_gives_a_clear_store_error(tmp_path, content):
+    data = {"random": np.random.default_rng(0).bytes(8192),
+            "text": b"hello, this is not a database\n" * 200,
+            "truncated_header": b"SQLite format 3\x00" + b"\x10\x00\x01\x01" + b"\xff" * 500}[content]
+    s = _store_with_db(tmp_path, data)
+    with pytest.raises(StoreError, match="unreadable|not a ReSpec") as err:
+        s.load("a")
+    assert str(s.root / DB_NAME) in str(err.value)
+    with pytest.raises(StoreError):
+        s.create("a", _img(0))
+    assert (s.root / DB_NAME).read_bytes() == data
+
+
+def test_a_foreign_sqlite_database_is_refused_and_left_untouched(tmp_path):
+    root = tmp_path / "s"
+    root.mkdir()
+    con = sqlite3.connect(root / DB_NAME)
+    con.execute("CREATE TABLE users (name TEXT)")
+    con.execute("INSERT INTO users VALUES ('ada')")
+    con.commit()
+    con.close()
+    before = hashlib.sha256((root / DB_NAME).read_bytes()).hexdigest()
+    with pytest.raises(StoreError, match="another program.*users"):
+        SessionStore(root).list_sessions()
+    assert hashlib.sha256((root / DB_NAME).read_bytes()).hexdigest() == before
+
+
+def test_a_store_from_a_newer_schema_version_is_refused(store):
+    store.create("a", _img(0))
+    store.close()
+    con = sqlite3.connect(store.db_path)
+    con.execute("PRAGMA user_version = 99")
+    con.commit()
+    con.close()
+    with pytest.raises(StoreError, match="schema version 99.*newer"):
+        SessionStore(store.root).load("a")
+
+
+def test_a_database_damaged_after_creation_gives_a_store_error(store):
+    store.create("a", _img(0))
+    for i in range(1, 40):
+        store.append("a", _img(i), "x" * 500)
+    store.close()
+    raw = bytearray(store.db_path.read_bytes())
+    raw[4096:] = np.random.default_rng(1).bytes(len(raw) - 4096)   # keep the header, wreck the pages
+    store.db_path.write_bytes(bytes(raw))
+    for f in store.root.glob(DB_NAME + "-*"):
+        f.unlink()
+    with pytest.raises(StoreError, match="unreadable|inconsistent"):
+        SessionStore(store.root).load("a")
+
+
+# ----------------------------------------------------------------------------- real processes
+
+def _tag(worker: int, j: int) -> np.ndarray:
+    arr = np.zeros((4, 4, 3), np.uint8)
+    arr[..., 0], arr[..., 1], arr[..., 2] = worker, j, 255 - j
+    return arr
+
+
+def _append_worker(root: str, worker: int, n: int, ready) -> None:
+    from respec.store import SessionStore as Store
+    s = Store(root)
+    s.version("shared")   # connected and checked: the appends below are all that is left
+    ready.wait(120)       # every process starts appending at the same moment
+    for j in range(n):
+        s.append("shared", _tag(worker, j), f"w{worker}-{j}", f"sent w{worker}-{j}",
+                 meta={"worker": worker, "j": j})
+
+
+def test_concurrent_processes_appending_lose_nothing_and_never_interleave_a_turn(tmp_path):
+    workers, n = 4, 20
+    root = str(tmp_path / "s")
+    SessionStore(root).create("shared", np.zeros((4, 4, 3), np.uint8))
+    ctx = mp.get_context("spawn")
+    ready = ctx.Barrier(workers + 1)
+    procs = [ctx.Process(target=_append_worker, args=(root, w, n, ready)) for w in range(1, workers + 1)]
+    for p in procs:
+        p.start()
+    ready.wait(120)
+    for p in procs:
+        p.join(180)
+    assert [p.exitcode for p in procs] == [0] * workers
+    h = SessionStore(root).load("shared")
+    assert len(h) == 1 + workers * n and [t.index for t in h.turns] == list(range(len(h)))
+    seen = [t.instruction for t in h.turns[1:]]
+    assert sorted(seen) == sorted(f"w{w}-{j}" for w in range(1, workers + 1) for j in range(n))
+    last_j = {}
+    for t in h.turns[1:]:
+        w, j = t.meta["worker"], t.meta["j"]
+        # every field of the turn comes from the same append
+        assert t.instruction == f"w{w}-{j}" and t.sent_instruction == f"sent w{w}-{j}"
+        assert np.array_equal(t.image.array, _tag(w, j))
+        assert j > last_j.get(w, -1)      # each process's turns keep their order
+        last_j[w] = j
+    assert h.version == 1 + workers * n
+
+
+def _run_until_paused(root: Path, point: str, mark: Path, op: str) -> subprocess.Popen:
+    code = f"""
+import time, numpy as np
+from respec import store as st
+def pause(point):
+    if point == {point!r}:
+        open({str(mark)!r}, "w").close()
+        time.sleep(300)
+st._checkpoint = pause
+s = st.SessionStore({str(root)!r})
+{op}
+"""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=str(ROOT), env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not mark.exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"child exited early: {proc.stderr.read().decode()[-2000:]}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError("child never reached the pause point")
+        time.sleep(0.02)
+    return proc
+
+
+@pytest.mark.parametrize("point", ["image_written", "before_commit"])
+def test_a_process_killed_mid_append_leaves_the_session_as_it_was(tmp_path, point):
+    root = tmp_path / "s"
+    s = SessionStore(root)
+    s.create("a", _img(0))
+    s.append("a", _img(1), "edit 1")
+    before = SessionStore(root).load("a")
+    proc = _run_until_paused(root, point, tmp_path / "paused",
+                             "s.append('a', np.full((8, 8, 3), 7, np.uint8), 'half turn')")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+    assert proc.returncode == -signal.SIGKILL
+    after = SessionStore(root).load("a")
+    assert after.version == before.version and after.fingerprint == before.fingerprint
+    assert "half turn" not in after.instructions
+    # the killed writer's PNG may be left behind: harmless, and still writable after the kill
+    h = SessionStore(root, timeout=10).append("a", _img(2), "edit 2")
+    assert h.instructions == ["edit 1", "edit 2"]
+    assert SessionStore(root).gc(min_age_s=0) == 1
+    assert all(np.array_equal(im.array, _img(i)) for i, im in enumerate(SessionStore(root).load("a").images))
+
+
+def test_a_process_killed_while_creating_a_session_leaves_no_session(tmp_path):
+    root = tmp_path / "s"
+    SessionStore(root).create("other", _img(5))
+    proc = _run_until_paused(root, "before_commit", tmp_path / "paused",
+                             "s.create('a', np.full((8, 8, 3), 7, np.uint8))")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+    s = SessionStore(root)
+    assert not s.exists("a") and [x["session_id"] for x in s.list_sessions()] == ["other"]
+    assert len(s.create("a", _img(3))) == 1
