@@ -1,3 +1,265 @@
-"""(being written)"""
-NODE_CLASS_MAPPINGS: dict = {}
-NODE_DISPLAY_NAME_MAPPINGS: dict = {}
+"""The controller stage: load a VLM, make the turn's plan (Preservation Target), pick the
+editor's images (Reference Selector) and its instruction (Instruction Rewriter).
+The logic lives in respec/controller/; these classes only translate."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from ..respec import comfy
+from ..respec.controller import (DEFAULT_MAX_NEW_TOKENS, DEFAULT_MAX_PIXELS, RESTORATION_MODES,
+                                 decide_restoration, load_backend, load_templates, plan_turn,
+                                 rewrite_instruction, select_references)
+from ..respec.controller.backends.openai_compat import RESPONSE_FORMATS
+from ..respec.images import as_array, as_rgb, resize
+from .common import HISTORY, PLAN, VLM, images_to_comfy
+
+CATEGORY = "ReSpec/controller"
+_PIXELS = {"default": DEFAULT_MAX_PIXELS, "min": 3136, "max": 16_777_216, "step": 3136, "tooltip":
+           "Pixel budget per history image sent to the VLM (width x height); larger images are shrunk "
+           "keeping their aspect. 262144 = 512x512."}
+_TOKENS = {"default": DEFAULT_MAX_NEW_TOKENS, "min": 16, "max": 8192, "tooltip":
+           "Cap on the tokens the VLM may generate per call (the JSON plan needs a few hundred)."}
+
+
+def plan_json(plan) -> str:
+    """The plan as indented JSON (what the plan_json output shows)."""
+    return json.dumps(plan.to_dict(), indent=2, ensure_ascii=False, default=str)
+
+
+class ReSpecVLMLoader:
+    """Load a local VLM controller (Qwen3-VL or InternVL3) once and keep it for later prompts."""
+
+    CATEGORY = CATEGORY
+    FUNCTION = "load"
+    RETURN_TYPES = (VLM,)
+    RETURN_NAMES = ("vlm",)
+    OUTPUT_TOOLTIPS = ("The loaded controller; connect it to Preservation Target (VLM).",)
+    DESCRIPTION = ("Loads the VLM that plans each turn (paper: Qwen3-VL-8B-Instruct). The model is a folder "
+                   "in ComfyUI's models/LLM, an absolute folder, or a Hugging Face id found in the local "
+                   "cache (downloaded only with allow_download). InternVL3 needs the '-hf' checkpoints. "
+                   "Weights load once and are reused until the settings change.")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+            "backend": (["qwen3-vl", "internvl3"], {"default": "qwen3-vl", "tooltip":
+                        "qwen3-vl: Qwen3-VL (the paper's controller). internvl3: InternVL3 '-hf' checkpoints."}),
+            "model": ("STRING", {"default": "Qwen/Qwen3-VL-8B-Instruct", "tooltip":
+                      "A folder name under models/LLM, an absolute folder, or a Hugging Face id "
+                      "(e.g. Qwen/Qwen3-VL-8B-Instruct, OpenGVLab/InternVL3-8B-hf)."}),
+            "dtype": (["auto", "bf16", "fp16", "fp32"], {"default": "auto", "tooltip":
+                      "Weight precision. auto: bf16 on a GPU, fp32 on the CPU."}),
+            "device": (["auto", "cpu", "cuda", "mps"], {"default": "auto", "tooltip":
+                       "Where the VLM runs. auto: ComfyUI's device."}),
+            "keep_loaded": ("BOOLEAN", {"default": False, "tooltip":
+                            "On: the VLM stays on the GPU between calls (fast, holds ~16 GB for the 8B model). "
+                            "Off: it is parked in CPU memory after each call, leaving the GPU to the editor."}),
+            "allow_download": ("BOOLEAN", {"default": False, "tooltip":
+                               "Allow downloading a Hugging Face id that is not on this machine yet."}),
+            "max_pixels": ("INT", dict(_PIXELS)),
+            "max_new_tokens": ("INT", dict(_TOKENS)),
+            "json_constrained": (["auto", "on", "off"], {"default": "auto", "tooltip":
+                                 "Constrain decoding to the plan's JSON schema with xgrammar. auto: on when "
+                                 "xgrammar is installed."}),
+        }}
+
+    def load(self, backend, model, dtype, device, keep_loaded, allow_download, max_pixels, max_new_tokens,
+             json_constrained):
+        constrained = {"auto": "auto", "on": True, "off": False}[json_constrained]
+        vlm = load_backend(backend, model, dtype=dtype, device=device, keep_loaded=keep_loaded,
+                           allow_download=allow_download, max_pixels=max_pixels,
+                           max_new_tokens=max_new_tokens, json_constrained=constrained)
+        return (vlm,)
+
+
+class ReSpecOpenAIController:
+    """Use a VLM served behind an OpenAI-compatible chat-completions API as the controller."""
+
+    CATEGORY = CATEGORY
+    FUNCTION = "connect"
+    RETURN_TYPES = (VLM,)
+    RETURN_NAMES = ("vlm",)
+    OUTPUT_TOOLTIPS = ("The remote controller; connect it to Preservation Target (VLM).",)
+    DESCRIPTION = ("A controller served by vLLM, Ollama, LM Studio, llama.cpp or a hosted API. Images are "
+                   "sent inline. The API key is read from the environment variable you name, so it is never "
+                   "saved in the workflow.")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+            "base_url": ("STRING", {"default": "http://127.0.0.1:8000/v1", "tooltip":
+                         "The API's base URL ending in /v1 (vLLM: http://127.0.0.1:8000/v1, Ollama: "
+                         "http://127.0.0.1:11434/v1, LM Studio: http://127.0.0.1:1234/v1)."}),
+            "model": ("STRING", {"default": "Qwen/Qwen3-VL-8B-Instruct", "tooltip":
+                      "The model name the server serves (see its /v1/models)."}),
+            "api_key_env": ("STRING", {"default": "", "tooltip":
+                            "NAME of the environment variable holding the API key (e.g. OPENAI_API_KEY); "
+                            "never the key itself. Empty: send no key (local servers)."}),
+            "timeout": ("INT", {"default": 120, "min": 1, "max": 3600, "tooltip":
+                        "Seconds to wait for the server on each attempt."}),
+            "retries": ("INT", {"default": 2, "min": 0, "max": 10, "tooltip":
+                        "Extra attempts after a timeout, a lost connection, HTTP 408/429 or 5xx "
+                        "(waiting 1, 2, 4 ... s in between)."}),
+            "max_pixels": ("INT", dict(_PIXELS)),
+            "max_new_tokens": ("INT", dict(_TOKENS)),
+            "response_format": (list(RESPONSE_FORMATS), {"default": "none", "tooltip":
+                                "Ask the server for JSON: json_schema (vLLM, recent Ollama / LM Studio), "
+                                "json_object, or none (plain text; the plan parser copes)."}),
+        }}
+
+    def connect(self, base_url, model, api_key_env, timeout, retries, max_pixels, max_new_tokens,
+                response_format):
+        vlm = load_backend("openai", model, base_url=base_url, api_key_env=api_key_env, timeout=timeout,
+                           retries=retries, max_pixels=max_pixels, max_new_tokens=max_new_tokens,
+                           response_format=response_format)
+        return (vlm,)
+
+
+class ReSpecPreservationTarget:
+    """One controller call for this turn -> the plan (paper §4.1-4.3, appendix C)."""
+
+    CATEGORY = CATEGORY
+    FUNCTION = "plan"
+    RETURN_TYPES = (PLAN, "STRING", "STRING")
+    RETURN_NAMES = ("plan", "plan_json", "synthesis_instruction")
+    OUTPUT_TOOLTIPS = ("This turn's plan: preservation target, reference ids, rewritten instruction, "
+                       "fallbacks that fired.",
+                       "The plan as JSON (for display or saving).",
+                       "The rewritten instruction (the user's request when no call was made).")
+    DESCRIPTION = ("Reads the editing history and this turn's request and asks the VLM, once, what must be "
+                   "preserved: on a restoration turn it names the hidden content, the past image that shows "
+                   "it and the anchor image, and rewrites the request; on other turns it only rewrites the "
+                   "request. Turn 1 makes no call. The VLM never sees ground truth.")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "history": (HISTORY, {"tooltip": "The editing history up to the previous turn (I_0 ... I_{t-1})."}),
+                "instruction": ("STRING", {"multiline": True, "default": "", "tooltip":
+                                "This turn's request P_t, as the user wrote it."}),
+                "vlm": (VLM, {"lazy": True, "tooltip":
+                        "The controller (VLM Loader or OpenAI-compatible Controller). Only evaluated when a "
+                        "call is needed: turn 1 and skipped turns never load it."}),
+                "restoration_mode": (list(RESTORATION_MODES), {"default": "auto", "tooltip":
+                                     "Is this a restoration turn (the request uncovers something an earlier "
+                                     "edit hid)? auto: decided from the requests' words (a remove / move / "
+                                     "shrink / replace verb acting on something an earlier turn added). "
+                                     "Or force it either way."}),
+                "skip_non_restoration": ("BOOLEAN", {"default": False, "tooltip":
+                                         "On: non-restoration turns make no VLM call and pass the request "
+                                         "through unchanged (saves time). Off: every turn after the first "
+                                         "makes one call (the paper)."}),
+                "restoration_template": ("STRING", {"default": "", "tooltip":
+                                         "Optional path of a text file replacing the built-in restoration "
+                                         "prompt. Empty: built-in."}),
+                "midturn_template": ("STRING", {"default": "", "tooltip":
+                                     "Optional path of a text file replacing the built-in mid-turn rewrite "
+                                     "prompt. Empty: built-in."}),
+            },
+            "optional": {
+                "is_restoration": ("BOOLEAN", {"forceInput": True, "default": False, "tooltip":
+                                   "Ground-truth restoration flag (the benchmark's revelation turn). When "
+                                   "connected it overrides restoration_mode."}),
+            },
+            "hidden": {"unique_id": "UNIQUE_ID"},
+        }
+
+    def check_lazy_status(self, history, instruction, vlm, restoration_mode, skip_non_restoration,
+                          restoration_template, midturn_template, is_restoration=None, unique_id=None):
+        """Ask ComfyUI for the VLM only when this turn will call it."""
+        if vlm is not None or history is None or history.next_turn == 1:
+            return []
+        flag, _ = decide_restoration(restoration_mode, history, instruction, is_restoration)
+        return [] if (not flag and skip_non_restoration) else ["vlm"]
+
+    def plan(self, history, instruction, vlm, restoration_mode, skip_non_restoration, restoration_template,
+             midturn_template, is_restoration=None, unique_id=None):
+        flag, meta = decide_restoration(restoration_mode, history, instruction, is_restoration)
+        templates = load_templates(restoration_template.strip() or None, midturn_template.strip() or None)
+        plan = plan_turn(history, instruction, vlm, flag, skip_non_restoration=skip_non_restoration,
+                         templates=templates, meta={**meta, "restoration_mode": restoration_mode})
+        comfy.send_event("plan", {"node": unique_id, "plan": plan.to_dict()})
+        return (plan, plan_json(plan), plan.synthesis_instruction)
+
+
+class ReSpecReferenceSelector:
+    """The editor's images for this turn, in the plan's order (paper §4.2, appendix C.3)."""
+
+    CATEGORY = CATEGORY
+    FUNCTION = "select"
+    RETURN_TYPES = ("IMAGE", "IMAGE", "STRING")
+    RETURN_NAMES = ("editor_images", "current_image", "image_ids")
+    OUTPUT_TOOLTIPS = ("The images for the editor in order (restoration source, then identity anchor), "
+                       "resized to the current image's size; the current image alone when no reference is used.",
+                       "The current image I_{t-1}; its size is the edit's output size.",
+                       "JSON list of the chosen image ids (0 = original).")
+    DESCRIPTION = ("Turns the plan into the editor's reference images. On restoration turns with HRS on it "
+                   "passes the plan's image_ids that exist (none left: the latest image); otherwise the "
+                   "current image alone. No model call.")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "history": (HISTORY, {"tooltip": "The same history the plan was made from."}),
+                "plan": (PLAN, {"tooltip": "This turn's plan (Preservation Target)."}),
+                "use_history_reference": ("BOOLEAN", {"default": True, "tooltip":
+                                          "HRS: on restoration turns give the editor the historical reference "
+                                          "and anchor images. Off: only the current image (ablation)."}),
+            },
+            "hidden": {"unique_id": "UNIQUE_ID"},
+        }
+
+    def select(self, history, plan, use_history_reference, unique_id=None):
+        chosen = select_references(history, plan, use_history_reference)
+        size = chosen.current.size
+        refs = [as_array(resize(as_rgb(img.array), size)) for img in chosen.images]
+        comfy.send_event("references", {"node": unique_id, "turn": plan.turn, "ids": chosen.ids,
+                                        "digests": [img.digest for img in chosen.images],
+                                        "fallbacks": chosen.fallbacks})
+        return (images_to_comfy(refs), images_to_comfy([np.asarray(chosen.current.array)]),
+                json.dumps(chosen.ids))
+
+
+class ReSpecInstructionRewriter:
+    """The instruction the editor receives (paper §4.3)."""
+
+    CATEGORY = CATEGORY
+    FUNCTION = "rewrite"
+    RETURN_TYPES = ("STRING",)
+    RETURN_NAMES = ("instruction",)
+    OUTPUT_TOOLTIPS = ("The editor's instruction.",)
+    DESCRIPTION = ("PTI on: the plan's restoration-aware synthesis instruction. PTI off: the user's own "
+                   "request (ablation). With the Reference Selector's HRS switch this gives the paper's "
+                   "table 2 rows: base, +HRS, +PTI, +PTI+HRS.")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+            "plan": (PLAN, {"tooltip": "This turn's plan (Preservation Target)."}),
+            "use_pti": ("BOOLEAN", {"default": True, "tooltip":
+                        "PTI: send the rewritten instruction that names what must be preserved. Off: send "
+                        "the user's request unchanged."}),
+        }}
+
+    def rewrite(self, plan, use_pti):
+        return (rewrite_instruction(plan, use_pti),)
+
+
+NODE_CLASS_MAPPINGS = {
+    "ReSpecVLMLoader": ReSpecVLMLoader,
+    "ReSpecOpenAIController": ReSpecOpenAIController,
+    "ReSpecPreservationTarget": ReSpecPreservationTarget,
+    "ReSpecReferenceSelector": ReSpecReferenceSelector,
+    "ReSpecInstructionRewriter": ReSpecInstructionRewriter,
+}
+NODE_DISPLAY_NAME_MAPPINGS = {
+    "ReSpecVLMLoader": "VLM Controller Loader (Qwen3-VL / InternVL3)",
+    "ReSpecOpenAIController": "OpenAI-compatible Controller",
+    "ReSpecPreservationTarget": "Preservation Target (VLM)",
+    "ReSpecReferenceSelector": "Reference Selector",
+    "ReSpecInstructionRewriter": "Instruction Rewriter",
+}
