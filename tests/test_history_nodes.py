@@ -1,0 +1,297 @@
+"""History Store / History Append nodes: modes, ComfyUI caching (IS_CHANGED), no duplicate turns."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import core
+
+
+@pytest.fixture
+def nodes(pack):
+    m = pack.NODE_CLASS_MAPPINGS
+    return m["ReSpecHistoryStore"], m["ReSpecHistoryAppend"]
+
+
+def _image(seed: int, h: int = 8, w: int = 6, c: int = 3) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randint(0, 256, (1, h, w, c), generator=g).float() / 255.0)
+
+
+def _uint8(t: torch.Tensor) -> np.ndarray:
+    return np.round(t[0].numpy() * 255).astype(np.uint8)
+
+
+def _store(pack, root=None):
+    return core(pack, "store").SessionStore(root)
+
+
+def _run(Store, mode, session_id="s", turn=-1, new_session_id="", store_dir="", image=None):
+    return Store().run(mode, session_id, turn, new_session_id, store_dir, image=image, unique_id="1")
+
+
+def _changed(Store, mode="load", session_id="s", turn=-1, new_session_id="", store_dir=""):
+    return Store.IS_CHANGED(mode=mode, session_id=session_id, turn=turn, new_session_id=new_session_id,
+                            store_dir=store_dir)
+
+
+def _edit(current: torch.Tensor, instruction: str) -> torch.Tensor:
+    """A deterministic stand-in for an editor node: the output depends on its inputs only."""
+    shift = 1 + len(instruction) % 3
+    return torch.roll(current, shifts=shift, dims=2)
+
+
+class Queue:
+    """Queues Store(load) -> edit -> Append the way ComfyUI's cache runs it: nothing re-runs when
+    the prompt and every IS_CHANGED value are the same as last time; otherwise the Store node and
+    everything after it run again."""
+
+    def __init__(self, Store, Append, session="s"):
+        self.Store, self.Append, self.session = Store, Append, session
+        self.last = None
+
+    def prompt(self, instructions):
+        p = {"1": {"class_type": "ReSpecHistoryStore", "inputs": {"mode": "load", "session_id": self.session}}}
+        for i, text in enumerate(instructions):
+            p[str(10 + i)] = {"class_type": "ReSpecHistoryAppend", "inputs": {"instruction": text}}
+        return p
+
+    def __call__(self, *instructions, fail_after=None):
+        prompt = self.prompt(instructions)
+        key = (json.dumps(prompt, sort_keys=True), _changed(self.Store, session_id=self.session))
+        if key == self.last:
+            return "cached"
+        hist, current, _, _ = _run(self.Store, "load", self.session)
+        for i, text in enumerate(instructions):
+            if fail_after is not None and i == fail_after:
+                raise RuntimeError("editor crashed")
+            hist, current = self.Append().append(hist, _edit(current, text), text, prompt=prompt,
+                                                 unique_id=str(10 + i))
+        self.last = key
+        return hist
+
+
+# ----------------------------------------------------------------------------- modes
+
+def test_in_graph_mode_keeps_the_history_in_memory_and_saves_nothing(pack, nodes, tmp_path):
+    Store, Append = nodes
+    hist, current, count, info = _run(Store, "in-graph", image=_image(0), store_dir=str(tmp_path / "st"))
+    h2, cur2 = Append().append(hist, _image(1), "add a hat")
+    assert hist.session_id is None and count == 0 and len(h2) == 2 and len(hist) == 1
+    assert np.array_equal(h2.current.image.array, _uint8(_image(1)))
+    assert torch.equal(cur2, _image(1)) and not (tmp_path / "st").exists()
+
+
+def test_new_mode_starts_a_session_and_continues_it_with_the_same_image(pack, nodes):
+    Store, Append = nodes
+    hist, current, count, info = _run(Store, "new", image=_image(0))
+    assert json.loads(info)["session_id"] == "s" and count == 0 and torch.equal(current, _image(0))
+    Append().append(hist, _image(1), "add a hat")
+    hist, current, count, info = _run(Store, "new", image=_image(0))
+    assert count == 1 and torch.equal(current, _image(1)) and json.loads(info)["turns"] == 2
+    assert len(_store(pack).load("s")) == 2
+
+
+def test_new_mode_refuses_a_different_original_for_an_existing_session(pack, nodes):
+    Store, _ = nodes
+    _run(Store, "new", image=_image(0))
+    with pytest.raises(core(pack, "errors").StoreError, match="different original image"):
+        _run(Store, "new", image=_image(5))
+
+
+def test_modes_that_start_from_an_image_need_one(pack, nodes):
+    Store, _ = nodes
+    for mode in ("new", "in-graph"):
+        with pytest.raises(core(pack, "errors").InputError, match="connect 'image'"):
+            _run(Store, mode)
+
+
+def test_store_dir_chooses_the_store_folder(pack, nodes, tmp_path):
+    Store, Append = nodes
+    hist, *_ = _run(Store, "new", image=_image(0), store_dir=str(tmp_path / "mine"))
+    Append().append(hist, _image(1), "edit")
+    assert len(_store(pack, tmp_path / "mine").load("s")) == 2
+    assert not _store(pack).exists("s")
+
+
+def test_load_mode_outputs_the_latest_turn(pack, nodes):
+    Store, _ = nodes
+    s = _store(pack)
+    s.create("s", _uint8(_image(0)))
+    s.append("s", _uint8(_image(1)), "one")
+    hist, current, count, _ = _run(Store, "load")
+    assert count == 1 and len(hist) == 2 and torch.equal(current, _image(1))
+
+
+def test_rewind_mode_keeps_turns_up_to_k(pack, nodes):
+    Store, Append = nodes
+    hist, *_ = _run(Store, "new", image=_image(0))
+    for i in range(1, 4):
+        hist, _ = Append().append(hist, _image(i), f"edit {i}")
+    hist, current, count, _ = _run(Store, "rewind", turn=1)
+    assert count == 1 and hist.instructions == ["edit 1"] and torch.equal(current, _image(1))
+    assert _store(pack).load("s").instructions == ["edit 1"]
+    with pytest.raises(core(pack, "errors").InputError, match="turn' >= 0"):
+        _run(Store, "rewind", turn=-1)
+
+
+def test_branch_mode_creates_the_branch_then_reuses_it(pack, nodes):
+    Store, Append = nodes
+    hist, *_ = _run(Store, "new", image=_image(0))
+    for i in range(1, 3):
+        hist, _ = Append().append(hist, _image(i), f"edit {i}")
+    b, current, count, info = _run(Store, "branch", turn=1, new_session_id="alt")
+    assert b.session_id == "alt" and count == 1 and torch.equal(current, _image(1))
+    again, *_ = _run(Store, "branch", turn=1, new_session_id="alt")    # queued again: same branch
+    assert again.fingerprint == b.fingerprint and len(_store(pack).list_sessions()) == 2
+    with pytest.raises(core(pack, "errors").StoreError, match="not the branch"):
+        _run(Store, "branch", turn=0, new_session_id="alt")
+
+
+@pytest.mark.parametrize("bad", ["../../etc", "a/b", "", "x" * 65])
+def test_a_hostile_session_id_is_refused_by_the_node(pack, nodes, bad):
+    Store, _ = nodes
+    with pytest.raises(core(pack, "errors").InputError, match="not allowed"):
+        _run(Store, "new", session_id=bad, image=_image(0))
+
+
+# ----------------------------------------------------------------------------- caching
+
+def test_load_is_changed_only_when_the_session_changed(pack, nodes):
+    Store, _ = nodes
+    s = _store(pack)
+    s.create("s", _uint8(_image(0)))
+    first = _changed(Store)
+    assert _changed(Store) == first
+    other = _store(pack, s.root)    # another process / another store object
+    other.append("s", _uint8(_image(1)), "edit")
+    second = _changed(Store)
+    assert second != first and _changed(Store) == second
+    other.rewind("s", 0)
+    assert _changed(Store) not in (first, second)
+
+
+def test_is_changed_never_raises(pack, nodes):
+    Store, _ = nodes
+    assert math.isnan(_changed(Store, session_id="../../etc"))
+    assert _changed(Store, mode="in-graph") == _changed(Store, mode="in-graph")
+
+
+def test_queueing_the_same_prompt_twice_appends_the_turn_once(pack, nodes):
+    Store, Append = nodes
+    _store(pack).create("s", _uint8(_image(0)))
+    q = Queue(Store, Append)
+    first = q("add a hat")
+    q.last = None            # as if the cache were cleared: the Store re-runs anyway (version changed)
+    second = q("add a hat")
+    assert len(first) == len(second) == 2
+    assert _store(pack).load("s").instructions == ["add a hat"]
+    assert q("add a hat") == "cached"
+
+
+def test_a_new_instruction_appends_a_new_turn(pack, nodes):
+    Store, Append = nodes
+    _store(pack).create("s", _uint8(_image(0)))
+    q = Queue(Store, Append)
+    q("add a hat")
+    h = q("make the hat red")
+    assert h.instructions == ["add a hat", "make the hat red"]
+    assert np.array_equal(h.current.image.array, _uint8(_edit(_edit(_image(0), "add a hat"), "make the hat red")))
+
+
+def test_a_prompt_with_two_appends_queued_twice_adds_each_turn_once(pack, nodes):
+    Store, Append = nodes
+    _store(pack).create("s", _uint8(_image(0)))
+    q = Queue(Store, Append)
+    q("add a hat", "make the hat red")
+    q.last = None
+    h = q("add a hat", "make the hat red")
+    assert h.instructions == ["add a hat", "make the hat red"]
+    assert _store(pack).load("s").instructions == ["add a hat", "make the hat red"]
+
+
+def test_a_prompt_that_failed_midway_resumes_without_duplicating(pack, nodes):
+    Store, Append = nodes
+    _store(pack).create("s", _uint8(_image(0)))
+    q = Queue(Store, Append)
+    with pytest.raises(RuntimeError):
+        q("add a hat", "make the hat red", fail_after=1)
+    h = q("add a hat", "make the hat red")
+    assert h.instructions == ["add a hat", "make the hat red"]
+    want = _edit(_edit(_image(0), "add a hat"), "make the hat red")
+    assert np.array_equal(h.current.image.array, _uint8(want))
+
+
+def test_re_running_append_on_the_same_inputs_adds_nothing(pack, nodes):
+    Store, Append = nodes
+    hist, *_ = _run(Store, "new", image=_image(0))
+    a, _ = Append().append(hist, _image(1), "add a hat")
+    b, cur = Append().append(hist, _image(1), "add a hat")    # no PROMPT: the idempotency key decides
+    assert len(a) == len(b) == 2 and b.version == a.version and torch.equal(cur, _image(1))
+    assert len(_store(pack).load("s")) == 2
+
+
+def test_append_on_a_stale_history_is_refused(pack, nodes):
+    Store, Append = nodes
+    hist, *_ = _run(Store, "new", image=_image(0))
+    _store(pack, hist.store_root).append("s", _uint8(_image(7)), "someone else's turn")
+    with pytest.raises(core(pack, "errors").StoreError, match="changed since"):
+        Append().append(hist, _image(1), "add a hat")
+    assert _store(pack).load("s").instructions == ["someone else's turn"]
+
+
+# ----------------------------------------------------------------------------- append inputs, events
+
+def test_append_keeps_sent_instruction_plan_and_meta(pack, nodes):
+    Store, Append = nodes
+    Plan = core(pack, "plan").Plan
+    plan = Plan(turn=1, user_instruction="add a hat", synthesis_instruction="add a hat; keep the face",
+                image_ids=(0,))
+    hist, *_ = _run(Store, "new", image=_image(0))
+    Append().append(hist, _image(1), "add a hat", "add a hat; keep the face", plan, '{"seed": 7}')
+    t = _store(pack, hist.store_root).load("s").current   # fresh object: read back from disk
+    assert (t.sent_instruction, t.plan, t.meta) == ("add a hat; keep the face", plan, {"seed": 7})
+
+
+def test_an_empty_sent_instruction_means_the_user_instruction(pack, nodes):
+    Store, Append = nodes
+    hist, *_ = _run(Store, "in-graph", image=_image(0))
+    h, _ = Append().append(hist, _image(1), "add a hat", "  ")
+    assert h.current.sent_instruction == "add a hat"
+
+
+@pytest.mark.parametrize("meta", ["[1, 2]", "{not json", "\"text\""])
+def test_meta_must_be_a_json_object(pack, nodes, meta):
+    Store, Append = nodes
+    hist, *_ = _run(Store, "in-graph", image=_image(0))
+    with pytest.raises(core(pack, "errors").InputError, match="JSON object"):
+        Append().append(hist, _image(1), "x", meta=meta)
+
+
+def test_append_takes_exactly_one_image(pack, nodes):
+    Store, Append = nodes
+    hist, *_ = _run(Store, "in-graph", image=_image(0))
+    with pytest.raises(core(pack, "errors").InputError, match="batch of 2"):
+        Append().append(hist, torch.cat([_image(1), _image(2)]), "x")
+
+
+def test_history_events_carry_ids_text_and_digests_but_no_pixels(pack, nodes):
+    Store, Append = nodes
+    comfy = core(pack, "comfy")
+    got = []
+    remove = comfy.add_listener(lambda name, data: got.append((name, data)))
+    try:
+        hist, *_ = _run(Store, "new", image=_image(0, 64, 64))
+        Append().append(hist, _image(1, 64, 64), "add a hat", unique_id="9")
+    finally:
+        remove()
+    assert [n for n, _ in got] == ["respec.history", "respec.history"]
+    data = got[-1][1]
+    assert data["session_id"] == "s" and data["node"] == "9" and data["version"] == 2
+    assert [t["instruction"] for t in data["turns"]] == ["", "add a hat"]
+    assert data["turns"][1]["image"] == _store(pack).load("s").current.image.digest
+    assert len(json.dumps(data)) < 2000      # text and digests only, no pixels
