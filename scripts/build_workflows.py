@@ -91,6 +91,137 @@ def graph(fn):
     return fn
 
 
+# Model files the native workflows select. They are the names ComfyUI's own FLUX.2 / OmniGen2
+# example workflows use (Comfy-Org's repackaged files); rename in the loaders if yours differ.
+FLUX2_NATIVE = {"unet": "flux-2-klein-base-9b.safetensors", "clip": "qwen_3_8b.safetensors",
+                "vae": "flux2-vae.safetensors"}
+OMNIGEN2_NATIVE = {"unet": "omnigen2_fp16.safetensors", "clip": "qwen_2.5_vl_fp16.safetensors",
+                   "vae": "ae.safetensors"}
+FIRST_REQUEST = "add a large bouquet of sunflowers in front of the person"
+SESSION_NOTE = """\
+**One prompt per turn.** Type your request in *Your request* and queue. The session
+(`session_id`) is kept on disk between prompts: every queue adds one turn, starting from the
+image in *Load Image* the first time. Queueing the same request again does not add it twice.
+To undo, set History Store's mode to `rewind` and `turn` to the last turn to keep, queue once,
+then set it back to `new`. Start another conversation with another `session_id`.
+
+The controller (Qwen3-VL by default, or an OpenAI-compatible server) reads the history and,
+on a turn that uncovers something an earlier edit hid, picks the past image that still shows
+it and rewrites the request (paper §4). Weights: see docs/workflows.md."""
+
+
+def _session_controller(g: wg.Graph, request_default: str):
+    """Load Image -> History Store (persistent session) + the user's request + the ReSpec
+    controller chain (Preservation Target -> Reference Selector, Instruction Rewriter)."""
+    image = g.node("LoadImage", image="example.png")
+    store = g.node("ReSpecHistoryStore", mode="new", session_id="my-session", image=image["IMAGE"])
+    request = g.node("PrimitiveStringMultiline", title="Your request", value=request_default)
+    vlm = g.node("ReSpecVLMLoader")
+    plan = g.node("ReSpecPreservationTarget", history=store["history"], instruction=request[0],
+                  vlm=vlm["vlm"])
+    select = g.node("ReSpecReferenceSelector", history=store["history"], plan=plan["plan"])
+    rewrite = g.node("ReSpecInstructionRewriter", plan=plan["plan"])
+    g.node("PreviewImage", title="References given to the editor", images=select["editor_images"])
+    return store, request, plan, select, rewrite
+
+
+def _append_and_save(g, store, request, plan, rewrite, image, editor_name: str):
+    append = g.node("ReSpecHistoryAppend", history=store["history"], image=image, instruction=request[0],
+                    sent_instruction=rewrite["instruction"], plan=plan["plan"],
+                    meta=json.dumps({"editor": editor_name}))
+    g.node("SaveImage", images=append["current_image"], filename_prefix="respec/turn")
+    return append
+
+
+@graph
+def conversational_flux2(specs):
+    g = wg.Graph("conversational_flux2", specs, title="ReSpec conversational editing (FLUX.2 [klein])",
+                 description="One prompt per turn on a persistent session: history -> controller -> "
+                             "references + rewritten request -> FLUX.2 [klein] edit -> append -> save.")
+    store, request, plan, select, rewrite = _session_controller(g, FIRST_REQUEST)
+    editor = g.node("ReSpecFlux2Loader")
+    edit = g.node("ReSpecFlux2Edit", editor=editor["editor"], editor_images=select["editor_images"],
+                  current_image=select["current_image"], instruction=rewrite["instruction"],
+                  seed=42, steps=30, guidance=4.0)
+    _append_and_save(g, store, request, plan, rewrite, edit["image"], "flux2-klein")
+    g.note(SESSION_NOTE)
+    return g
+
+
+def _native(g: wg.Graph, files: dict, clip_type: str):
+    """Loaders + positive / negative text conditioning with the selected references appended."""
+    unet = g.node("UNETLoader", unet_name=files["unet"])
+    clip = g.node("CLIPLoader", clip_name=files["clip"], type=clip_type)
+    vae = g.node("VAELoader", vae_name=files["vae"])
+    return unet, clip, vae
+
+
+@graph
+def native_flux2_reference(specs):
+    g = wg.Graph("native_flux2_reference", specs,
+                 title="ReSpec with ComfyUI's own FLUX.2 loaders (reference latents)",
+                 description="The ReSpec controller and Reference Selector feeding ComfyUI-native FLUX.2 "
+                             "sampling: the references become reference latents on the conditioning.")
+    store, request, plan, select, rewrite = _session_controller(g, FIRST_REQUEST)
+    unet, clip, vae = _native(g, FLUX2_NATIVE, "flux2")
+    pos_text = g.node("CLIPTextEncode", title="Rewritten request", text=rewrite["instruction"], clip=clip[0])
+    neg_text = g.node("CLIPTextEncode", title="Negative (empty)", text="", clip=clip[0])
+    pos = g.node("ReSpecReferenceConditioning", conditioning=pos_text[0], vae=vae[0],
+                 editor_images=select["editor_images"])
+    neg = g.node("ReSpecReferenceConditioning", conditioning=neg_text[0], vae=vae[0],
+                 editor_images=select["editor_images"])
+    size = g.node("GetImageSize", image=select["current_image"])
+    guider = g.node("CFGGuider", model=unet[0], positive=pos[0], negative=neg[0], cfg=4.0)
+    sigmas = g.node("Flux2Scheduler", steps=30, width=size["width"], height=size["height"])
+    latent = g.node("EmptyFlux2LatentImage", width=size["width"], height=size["height"], batch_size=1)
+    noise = g.node("RandomNoise", noise_seed=42)
+    sampler = g.node("KSamplerSelect", sampler_name="euler")
+    sample = g.node("SamplerCustomAdvanced", noise=noise[0], guider=guider[0], sampler=sampler[0],
+                    sigmas=sigmas[0], latent_image=latent[0])
+    decoded = g.node("VAEDecode", samples=sample["output"], vae=vae[0])
+    _append_and_save(g, store, request, plan, rewrite, decoded[0], "flux2-native")
+    g.note(SESSION_NOTE + "\n\n**Native models.** Put the FLUX.2 [klein] files in ComfyUI's "
+           "`models/diffusion_models`, `models/text_encoders` and `models/vae` and pick them in the three "
+           "loaders (a ComfyUI version with native klein support is needed). klein base runs real CFG: "
+           "CFGGuider, guidance 4.0, 30 steps (the paper's setting).", title="Read me")
+    return g
+
+
+@graph
+def native_omnigen2_reference(specs):
+    g = wg.Graph("native_omnigen2_reference", specs,
+                 title="ReSpec with ComfyUI's own OmniGen2 loaders (reference latents)",
+                 description="The ReSpec controller and Reference Selector feeding ComfyUI-native OmniGen2 "
+                             "sampling with text + image guidance (DualCFGGuider).")
+    store, request, plan, select, rewrite = _session_controller(g, FIRST_REQUEST)
+    unet, clip, vae = _native(g, OMNIGEN2_NATIVE, "omnigen2")
+    pos_text = g.node("CLIPTextEncode", title="Rewritten request", text=rewrite["instruction"], clip=clip[0])
+    neg_text = g.node("CLIPTextEncode", title="Negative", clip=clip[0],
+                      text="blurry, low quality, distorted, deformed, watermark")
+    pos = g.node("ReSpecReferenceConditioning", conditioning=pos_text[0], vae=vae[0],
+                 editor_images=select["editor_images"])
+    neg_ref = g.node("ReSpecReferenceConditioning", conditioning=neg_text[0], vae=vae[0],
+                     editor_images=select["editor_images"])
+    size = g.node("GetImageSize", image=select["current_image"])
+    # cond1: request + references, cond2: negative + references (image guidance),
+    # negative: plain negative. Paper: text guidance 5.0, image guidance 2.0, 50 steps.
+    guider = g.node("DualCFGGuider", model=unet[0], cond1=pos[0], cond2=neg_ref[0], negative=neg_text[0],
+                    cfg_conds=5.0, cfg_cond2_negative=2.0, style="regular")
+    sigmas = g.node("BasicScheduler", model=unet[0], scheduler="simple", steps=50, denoise=1.0)
+    latent = g.node("EmptySD3LatentImage", width=size["width"], height=size["height"], batch_size=1)
+    noise = g.node("RandomNoise", noise_seed=42)
+    sampler = g.node("KSamplerSelect", sampler_name="euler")
+    sample = g.node("SamplerCustomAdvanced", noise=noise[0], guider=guider[0], sampler=sampler[0],
+                    sigmas=sigmas[0], latent_image=latent[0])
+    decoded = g.node("VAEDecode", samples=sample["output"], vae=vae[0])
+    _append_and_save(g, store, request, plan, rewrite, decoded[0], "omnigen2-native")
+    g.note(SESSION_NOTE + "\n\n**Native models.** Put the OmniGen2 files (`omnigen2_fp16.safetensors`, "
+           "`qwen_2.5_vl_fp16.safetensors`, the FLUX.1 `ae.safetensors`) in ComfyUI's `models/diffusion_models`, "
+           "`models/text_encoders`, `models/vae`. DualCFGGuider: text guidance 5.0, image guidance 2.0, "
+           "50 steps (the paper's setting).", title="Read me")
+    return g
+
+
 def build_all(specs: dict | None = None) -> dict[str, wg.Graph]:
     specs = specs if specs is not None else wg.all_specs()
     return {name: fn(specs) for name, fn in GRAPHS.items()}

@@ -1,0 +1,291 @@
+"""Check the pack and its workflows against a real ComfyUI (a source checkout), offline, on CPU.
+
+    python scripts/check_in_comfyui.py --comfyui /path/to/ComfyUI --python /path/to/its/python
+
+What it does, touching nothing inside the checkout:
+1. makes a temporary base directory (--base-directory) whose custom_nodes/ holds a link to this
+   pack and whose models/ holds empty placeholder files named like the model files the
+   workflows select (so loader drop-downs validate; nothing is ever loaded from them);
+2. starts ComfyUI with `--cpu --disable-api-nodes --listen 127.0.0.1 --port <p>` and waits for it;
+3. checks that the pack imported and that /object_info lists every node the pack registers,
+   and that /api/workflow_templates lists the UI workflows;
+4. POSTs every API workflow (workflows/api/*.api.json) to /prompt, and every UI workflow
+   converted the way the frontend converts it (using the live /object_info), and reports
+   whether validation passed (HTTP 200 with no node_errors). Accepted prompts are deleted from
+   the queue / interrupted at once: this checks validation, not execution;
+5. stops the server and prints a summary; exit status 0 only when everything passed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKFLOWS = ROOT / "workflows"
+API_DIR = WORKFLOWS / "api"
+PACK_DIR_NAME = "ReSpec-ComfyUI"
+UI_ONLY = {"Note", "MarkdownNote", "PrimitiveNode", "Reroute"}
+WIDGET_TYPES = {"INT", "FLOAT", "STRING", "BOOLEAN", "COMBO"}
+
+# Loader inputs whose drop-down lists files from a models/ subfolder: (class, input) -> folder.
+# Inputs of pack nodes that list model files are found from the pack (see _pack_model_inputs).
+CORE_MODEL_INPUTS = {
+    ("UNETLoader", "unet_name"): "diffusion_models",
+    ("CLIPLoader", "clip_name"): "text_encoders",
+    ("VAELoader", "vae_name"): "vae",
+}
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http(method: str, url: str, body=None, timeout: float = 60):
+    """(status, parsed JSON or text)."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"Content-Type": "application/json"} if data else {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            raw, status = r.read(), r.status
+    except urllib.error.HTTPError as e:
+        raw, status = e.read(), e.code
+    try:
+        return status, json.loads(raw)
+    except ValueError:
+        return status, raw.decode(errors="replace")
+
+
+def pack_nodes(python: str) -> dict:
+    """Names and model-folder inputs of the pack's nodes, read by importing the pack (outside
+    ComfyUI) with the given python."""
+    code = (
+        "import importlib.util, json, sys\n"
+        f"root = {str(ROOT)!r}\n"
+        "spec = importlib.util.spec_from_file_location('respec_pack_check', root + '/__init__.py',"
+        " submodule_search_locations=[root])\n"
+        "m = importlib.util.module_from_spec(spec); sys.modules['respec_pack_check'] = m\n"
+        "spec.loader.exec_module(m)\n"
+        "folders = getattr(sys.modules.get('respec_pack_check.respec.comfy'), 'MODEL_FOLDERS', {})\n"
+        "print(json.dumps({'nodes': sorted(m.NODE_CLASS_MAPPINGS), 'folders': folders}))\n")
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, cwd=str(ROOT), timeout=600)
+    if out.returncode != 0:
+        raise SystemExit(f"could not import the pack with {python}:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def model_placeholders(base: Path, workflows: list[dict], object_info_spec: dict | None = None) -> list[str]:
+    """Create empty files for the model names the workflows' core loaders select."""
+    made = []
+    for wf in workflows:
+        for node in wf.values():
+            for (cls, name), folder in CORE_MODEL_INPUTS.items():
+                value = node["inputs"].get(name) if node["class_type"] == cls else None
+                if isinstance(value, str):
+                    p = base / "models" / folder / value
+                    if not p.exists():
+                        p.parent.mkdir(parents=True, exist_ok=True)
+                        p.write_bytes(b"")
+                        made.append(f"models/{folder}/{value}")
+    return made
+
+
+def ui_to_api(ui: dict, info: dict) -> dict:
+    """The frontend's UI -> API conversion (widgets by position; seed/upload extras skipped)."""
+    links = {l[0]: l for l in ui["links"]}
+    api = {}
+    for node in ui["nodes"]:
+        if node["type"] in UI_ONLY or node.get("mode", 0) != 0:
+            continue
+        spec = info.get(node["type"])
+        if spec is None:
+            raise KeyError(node["type"])
+        values = list(node.get("widgets_values") or [])
+        slots = {s["name"]: s for s in node.get("inputs", [])}
+        inputs = {}
+        for section in ("required", "optional"):
+            entries = spec["input"].get(section) or {}
+            for name in spec.get("input_order", {}).get(section, list(entries)):
+                entry = entries[name]
+                t = "COMBO" if isinstance(entry[0], list) else entry[0]
+                opts = entry[1] if len(entry) > 1 and isinstance(entry[1], dict) else {}
+                if t in WIDGET_TYPES and not opts.get("forceInput"):
+                    inputs[name] = values.pop(0)
+                    if t == "INT" and (opts.get("control_after_generate") or name in ("seed", "noise_seed")):
+                        values.pop(0)
+                    if opts.get("image_upload"):
+                        values.pop(0)
+                slot = slots.get(name)
+                if slot and slot.get("link") is not None:
+                    l = links[slot["link"]]
+                    inputs[name] = [str(l[1]), l[2]]
+        api[str(node["id"])] = {"class_type": node["type"], "inputs": inputs}
+    return api
+
+
+def describe_rejection(status: int, body) -> list[str]:
+    lines = []
+    if isinstance(body, dict):
+        err = body.get("error")
+        if isinstance(err, dict) and (err.get("message") or err.get("details")):
+            lines.append(f"{err.get('message', '')} {err.get('details', '')}".strip())
+        for nid, ne in (body.get("node_errors") or {}).items():
+            for e in ne.get("errors", []):
+                lines.append(f"node {nid} ({ne.get('class_type')}): {e.get('type')}: {e.get('details')}")
+    else:
+        lines.append(f"HTTP {status}: {str(body)[:300]}")
+    return lines
+
+
+def run(args) -> int:
+    comfy = Path(args.comfyui).resolve()
+    if not (comfy / "main.py").is_file():
+        raise SystemExit(f"{comfy} is not a ComfyUI checkout (no main.py)")
+    python = args.python
+    api_files = sorted(API_DIR.glob("*.api.json"))
+    ui_files = sorted(WORKFLOWS.glob("*.json"))
+    api_wfs = {p.name: json.loads(p.read_text(encoding="utf-8")) for p in api_files}
+    pack = pack_nodes(python)
+    log(f"pack registers {len(pack['nodes'])} nodes")
+
+    base = Path(tempfile.mkdtemp(prefix="respec-comfy-check-"))
+    (base / "custom_nodes").mkdir()
+    os.symlink(ROOT, base / "custom_nodes" / PACK_DIR_NAME, target_is_directory=True)
+    for sub in ("input", "output", "user", "temp"):
+        (base / sub).mkdir()
+    shutil.copy(comfy / "input" / "example.png", base / "input" / "example.png") \
+        if (comfy / "input" / "example.png").exists() else None
+    made = model_placeholders(base, list(api_wfs.values()))
+    log(f"temporary base directory {base}; placeholder model files: {made or 'none'}")
+
+    port = args.port or free_port()
+    url = f"http://127.0.0.1:{port}"
+    cmd = [python, "main.py", "--cpu", "--disable-api-nodes", "--listen", "127.0.0.1", "--port", str(port),
+           "--base-directory", str(base), "--database-url", "sqlite:///:memory:"]
+    log("starting: " + " ".join(cmd) + f"   (cwd {comfy})")
+    logf = open(base / "comfyui.log", "w")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", YOLO_OFFLINE="1",
+               RESPEC_HOME=str(base / "respec_home"))
+    proc = subprocess.Popen(cmd, cwd=str(comfy), stdout=logf, stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True)
+    failures: list[str] = []
+    expected: list[str] = []
+    started = time.monotonic()
+    try:
+        while True:
+            if proc.poll() is not None:
+                raise SystemExit(f"ComfyUI exited with {proc.returncode}; log:\n" +
+                                 (base / "comfyui.log").read_text()[-4000:])
+            try:
+                status, _ = http("GET", f"{url}/system_stats", timeout=5)
+                if status == 200:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() - started > args.start_timeout:
+                raise SystemExit(f"ComfyUI did not answer within {args.start_timeout} s")
+            time.sleep(0.5)
+        log(f"ComfyUI up after {time.monotonic() - started:.1f} s at {url}")
+        logtext = (base / "comfyui.log").read_text(errors="replace")
+        for line in logtext.splitlines():
+            if "IMPORT FAILED" in line or ("Cannot import" in line and PACK_DIR_NAME in line):
+                failures.append(f"import: {line.strip()}")
+        for line in logtext.splitlines():
+            if PACK_DIR_NAME in line and "seconds" in line:
+                log(f"import: {line.strip()}")
+
+        status, info = http("GET", f"{url}/object_info", timeout=300)
+        if status != 200 or not isinstance(info, dict):
+            raise SystemExit(f"GET /object_info answered {status}")
+        missing = [n for n in pack["nodes"] if n not in info]
+        log(f"/object_info: {len(info)} node types; ReSpec nodes listed: "
+            f"{len(pack['nodes']) - len(missing)}/{len(pack['nodes'])}")
+        if missing:
+            failures.append(f"/object_info lacks pack nodes: {missing}")
+
+        status, templates = http("GET", f"{url}/api/workflow_templates")
+        listed = sorted((templates or {}).get(PACK_DIR_NAME, [])) if isinstance(templates, dict) else []
+        want = sorted(p.stem for p in ui_files)
+        log(f"/api/workflow_templates[{PACK_DIR_NAME}]: {listed}")
+        if listed != want:
+            failures.append(f"template browser lists {listed}, expected {want}")
+
+        prompts = [(f"api/{name}", wf) for name, wf in api_wfs.items()]
+        for p in ui_files:
+            ui = json.loads(p.read_text(encoding="utf-8"))
+            try:
+                prompts.append((f"ui/{p.name} (converted)", ui_to_api(ui, info)))
+            except KeyError as e:
+                failures.append(f"ui/{p.name}: node type {e} unknown to this ComfyUI (missing node)")
+        for label, wf in prompts:
+            status, body = http("POST", f"{url}/prompt", {"prompt": wf, "client_id": "respec-check"})
+            pid = body.get("prompt_id") if isinstance(body, dict) else None
+            if pid:
+                # Validation is what we check: take the prompt out before it runs (or stop it).
+                http("POST", f"{url}/queue", {"delete": [pid]})
+                http("POST", f"{url}/interrupt", {"prompt_id": pid})
+            node_errors = body.get("node_errors") if isinstance(body, dict) else None
+            if status == 200 and not node_errors:
+                log(f"PASS  {label}: /prompt accepted it (prompt_id {pid})")
+                continue
+            reasons = describe_rejection(status, body)
+            model_only = bool(node_errors) and all(
+                e.get("type") == "value_not_in_list" for ne in node_errors.values() for e in ne.get("errors", []))
+            tag = "EXPECTED (model files not installed)" if model_only else "FAIL"
+            log(f"{tag}  {label}: HTTP {status}")
+            for r in reasons:
+                log(f"      {r}")
+            (expected if model_only else failures).append(f"{label}: " + "; ".join(reasons))
+        # Let an interrupted prompt settle before stopping.
+        for _ in range(60):
+            status, q = http("GET", f"{url}/queue")
+            if isinstance(q, dict) and not q.get("queue_running") and not q.get("queue_pending"):
+                break
+            time.sleep(0.5)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        logf.close()
+        if args.keep:
+            log(f"kept {base} (ComfyUI log: {base / 'comfyui.log'})")
+        else:
+            shutil.rmtree(base, ignore_errors=True)
+    log(f"summary: {len(failures)} failure(s), {len(expected)} expected model-file rejection(s)")
+    for f in failures:
+        log(f"  FAIL {f}")
+    return 1 if failures else 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="Validate the pack and its workflows in a real ComfyUI.")
+    ap.add_argument("--comfyui", required=True, help="path of a ComfyUI source checkout")
+    ap.add_argument("--python", default=sys.executable, help="python of ComfyUI's environment")
+    ap.add_argument("--port", type=int, default=0, help="port to listen on (default: a free one)")
+    ap.add_argument("--start-timeout", type=float, default=180)
+    ap.add_argument("--keep", action="store_true", help="keep the temporary base directory and log")
+    return run(ap.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
