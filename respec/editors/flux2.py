@@ -186,9 +186,9 @@ def _resolve_source(source: str, allow_download: bool | None, configs_only: bool
     how = HOW_TO_GET_CONFIGS if configs_only else HOW_TO_GET
     try:
         folder = Path(models.resolve_hf(source, "diffusers", allow_download=False, how_to_get=how))
-    except DownloadNotAllowedError as refused:
+    except DownloadNotAllowedError:
         if not models.downloads_allowed(allow_download):
-            raise DownloadNotAllowedError(f"{refused}\n{how}") from None
+            raise
         from huggingface_hub import snapshot_download
         log.info("downloading %s %s", source, "(configs and tokenizer only)" if configs_only else "")
         folder = Path(snapshot_download(source, allow_patterns=CONFIG_PATTERNS if configs_only else None))
@@ -304,6 +304,7 @@ def _load_vae_folder(folder: Path, dtype):
 
 # --------------------------------------------------------------------------- ComfyUI single files
 
+_QUANT_SUFFIXES = ("scale_weight", "weight_scale", "input_scale", "scale_input", "comfy_quant")
 _TRANSFORMER_PREFIXES = ("model.diffusion_model.", "diffusion_model.")
 _VAE_PREFIXES = ("first_stage_model.", "vae.")
 
@@ -313,6 +314,14 @@ def _strip_prefix(sd: dict, prefixes) -> dict:
         if sd and all(k.startswith(prefix) for k in sd):
             return {k[len(prefix):]: v for k, v in sd.items()}
     return sd
+
+
+def _read(path, component: str) -> dict:
+    """The file's tensors; an unreadable (e.g. truncated) file raises CorruptWeightsError naming the component."""
+    try:
+        return models.load_state_file(path)
+    except CorruptWeightsError as e:
+        raise CorruptWeightsError(f"FLUX.2 {component} file: {e}") from e
 
 
 def check_state_dict(component: str, path, expected: dict, got: dict) -> None:
@@ -329,7 +338,7 @@ def check_state_dict(component: str, path, expected: dict, got: dict) -> None:
     if unexpected:
         lines.append(f"Unexpected keys ({len(unexpected)}): {', '.join(unexpected[:8])}"
                      + (" ..." if len(unexpected) > 8 else ""))
-        if any(k.endswith(("scale_weight", "weight_scale", "input_scale", "comfy_quant")) for k in unexpected):
+        if any(k.endswith(_QUANT_SUFFIXES) for k in unexpected):
             lines.append("This looks like a scaled-fp8 / quantised ComfyUI file; use the bf16 or fp16 file.")
     if misshapen:
         k = misshapen[0]
@@ -346,9 +355,18 @@ def load_transformer_file(path, config_folder: Path, dtype):
     from diffusers import Flux2Transformer2DModel
     from diffusers.loaders.single_file_utils import convert_flux2_transformer_checkpoint_to_diffusers
 
-    sd = _strip_prefix(models.load_state_file(path), _TRANSFORMER_PREFIXES)
+    sd = _strip_prefix(_read(path, "transformer"), _TRANSFORMER_PREFIXES)
     if any(k.startswith(("double_blocks.", "single_blocks.")) for k in sd):
-        sd = convert_flux2_transformer_checkpoint_to_diffusers(dict(sd))
+        quantised = sorted(k for k in sd if k.endswith(_QUANT_SUFFIXES))
+        if quantised:
+            raise CorruptWeightsError(
+                f"The transformer file {path} is a scaled-fp8 / quantised ComfyUI file (e.g. key {quantised[0]}); "
+                "this loader needs the bf16 (or fp16) file.")
+        try:
+            sd = convert_flux2_transformer_checkpoint_to_diffusers(dict(sd))
+        except Exception as e:
+            raise CorruptWeightsError(f"The transformer file {path} has keys this loader cannot map to FLUX.2 "
+                                      f"[klein] ({type(e).__name__}: {e}); is it a klein transformer?") from e
     config = Flux2Transformer2DModel.load_config(str(config_folder), subfolder="transformer")
     with init_empty_weights():
         expected = Flux2Transformer2DModel.from_config(config).state_dict()
@@ -368,7 +386,7 @@ def load_text_encoder_file(path, config_folder: Path, dtype):
     from accelerate import init_empty_weights
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    sd = models.load_state_file(path)
+    sd = _read(path, "text_encoder")
     embed = next((k for k in sd if k.endswith("embed_tokens.weight")), None)
     if embed is not None and embed != "model.embed_tokens.weight":
         # normalise whatever sits in front of the HF names (a bare Qwen3Model, or a wrapper prefix)
@@ -399,7 +417,7 @@ def load_vae_file(path, config_folder: Path, dtype):
     from diffusers import AutoencoderKLFlux2
     from diffusers.loaders.single_file_utils import convert_ldm_vae_checkpoint
 
-    sd = _strip_prefix(models.load_state_file(path), _VAE_PREFIXES)
+    sd = _strip_prefix(_read(path, "vae"), _VAE_PREFIXES)
     config = AutoencoderKLFlux2.load_config(str(config_folder), subfolder="vae")
     if any(k.startswith("encoder.down.") for k in sd):
         bn = {k: v for k, v in sd.items() if k.startswith("bn.")}
