@@ -1,0 +1,416 @@
+"""Request handling for the frontend panel's HTTP API under /respec/ (no aiohttp, no ComfyUI).
+
+Every handler takes the raw request values (strings exactly as they came off the URL or the body)
+and returns a `Response` (status, content type, body bytes, headers); nodes/routes.py is the thin
+aiohttp adapter. Handlers validate everything they are given before touching the store:
+
+- session ids: `store.validate_session_id` ([A-Za-z0-9_-], 1..64);
+- turn numbers: decimal digits only, at most 9 of them (no sign, no spaces), then range-checked;
+- digests: exactly 64 lowercase hex characters, and only digests that belong to the session
+  (the store's `image_path` refuses any other);
+- sizes: decimal digits, clamped to MIN_SIDE..MAX_SIDE; images are only ever scaled down;
+- the rewind body: a JSON object of at most MAX_BODY bytes holding an integer `turn`.
+
+Nothing but the session store's own image files (looked up by digest, never by a path taken from
+the request) and the in-memory region masks published by `publish_region_masks` is ever served.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from io import BytesIO
+from typing import Any, Callable
+
+import numpy as np
+from PIL import Image
+
+from . import comfy
+from .errors import InputError, ReSpecError, StoreError
+
+MIN_SIDE = 16          # smallest image side a client may ask for
+MAX_SIDE = 512         # largest: thumbnails and overlays never need more, and it bounds the work
+DEFAULT_SIDE = 512
+MAX_BODY = 1024        # bytes accepted in a POST body (the rewind body is ~12 bytes)
+MAX_MASKS = 32         # region masks kept in memory for the panel (oldest dropped first)
+IMMUTABLE = {"Cache-Control": "private, max-age=31536000, immutable"}  # digest-named content
+NO_CACHE = {"Cache-Control": "no-cache"}
+
+_DIGITS = re.compile(r"[0-9]{1,9}")
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class Response:
+    """What an HTTP handler returns: status code, content type, body bytes, extra headers."""
+
+    status: int
+    content_type: str
+    body: bytes
+    headers: dict = field(default_factory=dict)
+
+    def json(self) -> Any:
+        """The body parsed as JSON (tests and callers that stay in Python)."""
+        return json.loads(self.body.decode("utf-8"))
+
+
+def _plain(obj: Any) -> Any:
+    """NaN/inf -> None and numpy scalars -> Python values, so browsers can JSON.parse the result."""
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def json_response(obj: Any, status: int = 200, headers: dict | None = None) -> Response:
+    """A JSON response (strict JSON: no NaN)."""
+    body = json.dumps(_plain(obj), ensure_ascii=False, allow_nan=False).encode("utf-8")
+    return Response(status, "application/json", body, dict(headers or NO_CACHE))
+
+
+def error_response(status: int, message: str) -> Response:
+    """`{"error": message}` with the given status."""
+    return json_response({"error": message}, status)
+
+
+# --------------------------------------------------------------------------- parameters
+
+def parse_session_id(value: Any) -> str:
+    """A valid session id, or InputError (the store's rule)."""
+    from .store import validate_session_id
+    return validate_session_id(value)
+
+
+def parse_turn(value: Any) -> int:
+    """A turn number from a URL or a JSON body: a non-negative integer, at most 9 digits."""
+    if isinstance(value, bool):
+        raise InputError(f"turn must be a whole number >= 0, got {value!r}")
+    if isinstance(value, int):
+        if not 0 <= value <= 999_999_999:
+            raise InputError(f"turn must be a whole number between 0 and 999999999, got {value}")
+        return value
+    if not isinstance(value, str) or not _DIGITS.fullmatch(value):
+        shown = repr(value)[:40]
+        raise InputError(f"turn must be a whole number >= 0 written with digits only, got {shown}")
+    return int(value)
+
+
+def parse_digest(value: Any) -> str:
+    """An image digest: exactly 64 lowercase hex characters (sha256, as the store names files)."""
+    if not isinstance(value, str) or not _DIGEST.fullmatch(value):
+        raise InputError(f"{repr(value)[:80]} is not an image digest (64 lowercase hex characters)")
+    return value
+
+
+def parse_side(value: Any, default: int = DEFAULT_SIDE) -> int:
+    """A requested width or height in pixels: ASCII digits only, clamped to MIN_SIDE..MAX_SIDE
+    (an absurdly long number is clamped like any other too-large size)."""
+    if value is None or value == "":
+        return default
+    if not isinstance(value, str) or not value.isascii() or not value.isdigit():
+        raise InputError(f"image width/height must be a whole number of pixels, got {repr(value)[:40]}")
+    if len(value) > 9:
+        return MAX_SIDE
+    return max(MIN_SIDE, min(MAX_SIDE, int(value)))
+
+
+def fit_within(size: tuple[int, int], box: tuple[int, int]) -> tuple[int, int]:
+    """(w, h) scaled down (never up) to fit inside box (bw, bh), keeping the aspect ratio."""
+    w, h = size
+    bw, bh = box
+    s = min(1.0, bw / w, bh / h)
+    return max(1, round(w * s)), max(1, round(h * s))
+
+
+# --------------------------------------------------------------------------- image encoding
+
+class _ByteCache:
+    """A small LRU of encoded images, bounded by total bytes. Keys are content-addressed, so
+    an entry never goes stale."""
+
+    def __init__(self, max_bytes: int = 32 * 2 ** 20):
+        self.max_bytes = max_bytes
+        self._items: "OrderedDict[tuple, bytes]" = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> bytes | None:
+        with self._lock:
+            data = self._items.get(key)
+            if data is not None:
+                self._items.move_to_end(key)
+            return data
+
+    def put(self, key: tuple, data: bytes) -> None:
+        with self._lock:
+            if key in self._items or len(data) > self.max_bytes:
+                return
+            self._items[key] = data
+            self._bytes += len(data)
+            while self._bytes > self.max_bytes:
+                _, old = self._items.popitem(last=False)
+                self._bytes -= len(old)
+
+
+_PNG_CACHE = _ByteCache()
+
+
+def _encode_png(path, box: tuple[int, int]) -> bytes:
+    with Image.open(path) as im:
+        if im.format != "PNG":
+            raise StoreError(f"{path} is not a PNG file")
+        im.load()
+        if im.mode not in ("L", "RGB", "RGBA"):
+            im = im.convert("RGBA" if "A" in im.getbands() else "RGB")
+        target = fit_within(im.size, box)
+        if target != im.size:
+            im = im.resize(target, Image.BILINEAR, reducing_gap=2.0)
+        buf = BytesIO()
+        im.save(buf, format="PNG", compress_level=3)
+        return buf.getvalue()
+
+
+def _png(path, digest: str, box: tuple[int, int]) -> bytes:
+    key = (digest, box)
+    data = _PNG_CACHE.get(key)
+    if data is None:
+        data = _encode_png(path, box)
+        _PNG_CACHE.put(key, data)
+    return data
+
+
+# --------------------------------------------------------------------------- handlers
+
+def _plan_record(plan) -> dict | None:
+    """The plan fields the panel shows (the raw VLM text and reasoning stay out: long)."""
+    if plan is None:
+        return None
+    return {"turn": plan.turn, "is_restoration": plan.is_restoration,
+            "preservation_target": plan.preservation_target,
+            "restoration_source_id": plan.restoration_source_id,
+            "identity_anchor_id": plan.identity_anchor_id,
+            "restoration_region": plan.restoration_region,
+            "image_ids": list(plan.image_ids),
+            "synthesis_instruction": plan.synthesis_instruction,
+            "fallbacks": list(plan.fallbacks), "vlm_called": plan.vlm_called,
+            "controller": plan.controller}
+
+
+def session_summary(history) -> dict:
+    """JSON-able description of a stored History: id, version, each turn (image by digest) and
+    the latest plan. What `GET /respec/sessions/{id}` returns and what the rewind route sends
+    as a `respec.history` event."""
+    turns = []
+    latest_plan = None
+    for t in history.turns:
+        plan = _plan_record(t.plan)
+        if plan is not None:
+            latest_plan = dict(plan, applied_turn=t.index)
+        w, h = t.image.size
+        turns.append({"index": t.index, "instruction": t.instruction,
+                      "sent_instruction": t.sent_instruction, "image": t.image.digest,
+                      "width": w, "height": h, "plan": plan, "meta": t.meta})
+    return {"session_id": history.session_id, "version": history.version,
+            "turns": turns, "latest_plan": latest_plan}
+
+
+class NotFound(ReSpecError):
+    """The session, turn or image asked for does not exist (HTTP 404)."""
+
+
+def _guard(fn: Callable[[], Response]) -> Response:
+    """Map errors to HTTP statuses: bad input 400, unknown session/turn/image 404, a damaged
+    store 500 (its message says what to do)."""
+    try:
+        return fn()
+    except InputError as e:
+        return error_response(400, str(e))
+    except NotFound as e:
+        return error_response(404, str(e))
+    except ReSpecError as e:
+        return error_response(500, str(e))
+
+
+def _load(store, session_id: Any):
+    """The History of a valid, existing session (InputError / NotFound otherwise)."""
+    sid = parse_session_id(session_id)
+    # Existence is checked here rather than read out of the store's error text, and the 404
+    # message names no server path.
+    if not any(s.get("session_id") == sid for s in store.list_sessions()):
+        raise NotFound(f"there is no session {sid!r}")
+    return store.load(sid)
+
+
+def _image_path(store, hist, digest: str):
+    """The PNG of `digest` if it is an image of this history's session (NotFound otherwise)."""
+    if not any(t.image.digest == digest for t in hist.turns):
+        raise NotFound(f"image {digest[:12]}... is not part of session {hist.session_id!r}")
+    return store.image_path(hist.session_id, digest)
+
+
+def list_sessions(store) -> Response:
+    """GET /respec/sessions: every session of the store, newest change first."""
+    return _guard(lambda: json_response({"sessions": store.list_sessions()}))
+
+
+def get_session(store, session_id: Any) -> Response:
+    """GET /respec/sessions/{id}: the session's turns (JSON), the latest plan, and the latest
+    scores seen for it in this process (or null)."""
+    def run():
+        hist = _load(store, session_id)
+        body = session_summary(hist)
+        body["scores"] = latest_scores(hist.session_id)
+        return json_response(body)
+    return _guard(run)
+
+
+def turn_image(store, session_id: Any, turn: Any, width: Any = None, height: Any = None) -> Response:
+    """GET /respec/sessions/{id}/turns/{k}/image?w=&h=: turn k's image as PNG, fitted into w×h."""
+    def run():
+        k = parse_turn(turn)
+        box = (parse_side(width), parse_side(height))
+        hist = _load(store, session_id)
+        if k >= len(hist.turns):
+            raise NotFound(f"session {hist.session_id!r} has turns 0..{len(hist.turns) - 1}, not {k}")
+        digest = hist.turns[k].image.digest
+        # Turn k's content changes after a rewind and a new append: not cacheable.
+        return Response(200, "image/png", _png(_image_path(store, hist, digest), digest, box), dict(NO_CACHE))
+    return _guard(run)
+
+
+def session_image(store, session_id: Any, digest: Any, width: Any = None, height: Any = None) -> Response:
+    """GET /respec/sessions/{id}/images/{digest}?w=&h=: an image of this session by digest."""
+    def run():
+        d = parse_digest(digest)
+        box = (parse_side(width), parse_side(height))
+        hist = _load(store, session_id)
+        return Response(200, "image/png", _png(_image_path(store, hist, d), d, box), dict(IMMUTABLE))
+    return _guard(run)
+
+
+def rewind(store, session_id: Any, body: bytes | str | None, notify: bool = True) -> Response:
+    """POST /respec/sessions/{id}/rewind with {"turn": k}: keep turns 0..k (the History Store
+    node's rewind). Sends `respec.history` so every open panel follows."""
+    def run():
+        sid = parse_session_id(session_id)
+        raw = body.encode("utf-8") if isinstance(body, str) else (body or b"")
+        if len(raw) > MAX_BODY:
+            raise InputError(f"request body too large ({len(raw)} bytes; at most {MAX_BODY})")
+        try:
+            data = json.loads(raw.decode("utf-8")) if raw else None
+        except (UnicodeDecodeError, ValueError) as e:
+            raise InputError(f"the body must be JSON like {{\"turn\": 2}}: {e}") from e
+        if not isinstance(data, dict) or "turn" not in data:
+            raise InputError('the body must be a JSON object like {"turn": 2}')
+        k = parse_turn(data["turn"])
+        n = len(_load(store, sid).turns)
+        if k >= n:
+            raise InputError(f"cannot rewind session {sid!r} to turn {k}: it has turns 0..{n - 1}")
+        hist = store.rewind(sid, k)
+        summary = session_summary(hist)
+        if notify:
+            comfy.send_event("respec.history", dict(summary, source="rewind"))
+        return json_response(summary)
+    return _guard(run)
+
+
+# --------------------------------------------------------------------------- scores and region masks
+
+_MASKS: "OrderedDict[str, bytes]" = OrderedDict()
+_SCORES: "OrderedDict[str, dict]" = OrderedDict()
+_LATEST_SCORES: dict = {}
+_LOCK = threading.Lock()
+
+
+def _mask_png(mask: Any) -> tuple[bytes, tuple[int, int]]:
+    m = np.asarray(mask)
+    if m.ndim == 3 and m.shape[0] == 1:
+        m = m[0]
+    if m.ndim == 3 and m.shape[-1] == 1:
+        m = m[..., 0]
+    if m.ndim != 2 or m.size == 0:
+        raise InputError(f"a region mask must be H×W, got shape {m.shape}")
+    inside = m if m.dtype == bool else (m > 127 if m.dtype == np.uint8 else m.astype(np.float64) > 0.5)
+    im = Image.fromarray(inside.astype(np.uint8) * 255, "L")
+    size = im.size
+    target = fit_within(size, (MAX_SIDE, MAX_SIDE))
+    if target != size:
+        im = im.resize(target, Image.NEAREST)
+    buf = BytesIO()
+    im.save(buf, format="PNG", optimize=False, compress_level=6)
+    return buf.getvalue(), size
+
+
+def publish_region_masks(masks: dict[str, Any]) -> dict[str, dict]:
+    """Keep region masks (e.g. {"R_restore": bool H×W, "R_preserve": ...}) for the panel's
+    overlays and return, per name, {"digest", "url", "width", "height"} (the mask's own size
+    before the ≤512 px downscale) to put into a `respec.scores` event as `regions`.
+
+    Masks live in this process's memory only (the latest MAX_MASKS), named by content hash.
+    """
+    out = {}
+    for name, mask in masks.items():
+        if mask is None:
+            continue
+        data, (w, h) = _mask_png(mask)
+        digest = hashlib.sha256(data).hexdigest()
+        with _LOCK:
+            _MASKS[digest] = data
+            _MASKS.move_to_end(digest)
+            while len(_MASKS) > MAX_MASKS:
+                _MASKS.popitem(last=False)
+        out[str(name)] = {"digest": digest, "url": f"/respec/masks/{digest}", "width": w, "height": h}
+    return out
+
+
+def mask_image(digest: Any) -> Response:
+    """GET /respec/masks/{digest}: a published region mask (L PNG, 255 inside)."""
+    def run():
+        d = parse_digest(digest)
+        with _LOCK:
+            data = _MASKS.get(d)
+        if data is None:
+            return error_response(404, "no such region mask (masks are kept in memory for the "
+                                       "latest scores only; run the OCCUR Score node again)")
+        return Response(200, "image/png", data, dict(IMMUTABLE))
+    return _guard(run)
+
+
+def remember_scores(event: str, data: dict) -> None:
+    """Event listener: keep the latest `respec.scores` payload, overall and per session, so a
+    panel opened after the run still shows them."""
+    if event != "respec.scores" or not isinstance(data, dict):
+        return
+    payload = _plain(data)
+    sid = data.get("session_id")
+    with _LOCK:
+        _LATEST_SCORES.clear()
+        _LATEST_SCORES.update(payload)
+        if isinstance(sid, str):
+            _SCORES[sid] = payload
+            _SCORES.move_to_end(sid)
+            while len(_SCORES) > 64:
+                _SCORES.popitem(last=False)
+
+
+def latest_scores(session_id: str | None = None) -> dict | None:
+    """The latest scores payload for `session_id` (or overall when None), or None."""
+    with _LOCK:
+        if session_id is None:
+            return dict(_LATEST_SCORES) or None
+        got = _SCORES.get(session_id)
+        return dict(got) if got is not None else None
+
+
+def get_latest_scores() -> Response:
+    """GET /respec/scores/latest: the latest `respec.scores` payload seen by this server."""
+    return json_response({"scores": latest_scores()})

@@ -1,0 +1,347 @@
+"""The panel's HTTP API (/respec/...) through the real aiohttp adapter, with hostile parameters.
+
+A real aiohttp server on 127.0.0.1 serves a real RouteTableDef filled by nodes/routes.add_routes
+(the stand-in for PromptServer.instance.routes) over a real SessionStore in a temporary folder.
+Requests are written byte for byte on a socket, so no client library normalises `..` or
+percent-escapes before the server sees them.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib
+import io
+import json
+import threading
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from conftest import core
+
+SECRET = b"TOP-SECRET-OUTSIDE-THE-STORE"
+
+
+def _img(seed: int, w: int = 96, h: int = 64) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, (h, w, 3), dtype=np.uint8)
+
+
+class Server:
+    """aiohttp app on a free loopback port, run in a background thread; raw HTTP requests."""
+
+    def __init__(self, table):
+        from aiohttp import web
+        self.loop = asyncio.new_event_loop()
+        app = web.Application()
+        app.add_routes(table)
+        self.runner = web.AppRunner(app)
+        self.loop.run_until_complete(self.runner.setup())
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        self.loop.run_until_complete(site.start())
+        self.port = site._server.sockets[0].getsockname()[1]
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def request(self, method: str, target: str, body: bytes = b"",
+                content_type: str | None = "application/json") -> tuple[int, dict, bytes]:
+        async def go():
+            reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+            head = f"{method} {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+            if body or method == "POST":
+                if content_type:
+                    head += f"Content-Type: {content_type}\r\n"
+                head += f"Content-Length: {len(body)}\r\n"
+            writer.write(head.encode("latin-1") + b"\r\n" + body)
+            await writer.drain()
+            raw = await reader.read()
+            writer.close()
+            return raw
+        raw = asyncio.run_coroutine_threadsafe(go(), self.loop).result(timeout=30)
+        head, _, payload = raw.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split()[1])
+        headers = {k.strip().lower(): v.strip() for k, v in (l.split(":", 1) for l in lines[1:] if ":" in l)}
+        if headers.get("transfer-encoding") == "chunked":
+            payload = _dechunk(payload)
+        return status, headers, payload
+
+    def get(self, target: str):
+        return self.request("GET", target)
+
+    def close(self):
+        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(timeout=30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        self.loop.close()
+
+
+def _dechunk(data: bytes) -> bytes:
+    out = b""
+    while data:
+        size, _, rest = data.partition(b"\r\n")
+        n = int(size, 16)
+        if n == 0:
+            break
+        out += rest[:n]
+        data = rest[n + 2:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def env(pack, tmp_path_factory):
+    """One store and server for the module (the store's images are written once): session 'demo'
+    (turns 0..3, a plan on turn 3), session 'other' (one image of its own), secret files beside
+    and inside the store. Tests that rewind work on their own branch of 'demo' (see `branch`)."""
+    from aiohttp import web as aioweb
+    tmp_path = tmp_path_factory.mktemp("web")
+    store_mod, plan_mod = core(pack, "store"), core(pack, "plan")
+    routes = importlib.import_module(f"{pack.__name__}.nodes.routes")
+    store = store_mod.SessionStore(tmp_path / "store")
+    store.create("demo", _img(0, 640, 400))
+    store.append("demo", _img(1, 640, 400), "add a red umbrella")
+    store.append("demo", _img(2, 640, 400), "make it night")
+    plan = plan_mod.Plan(turn=3, user_instruction="remove the umbrella",
+                         synthesis_instruction="Remove the umbrella; restore the bench from image 0",
+                         is_restoration=True, preservation_target="the bench", restoration_source_id=0,
+                         identity_anchor_id=2, restoration_region="left half", image_ids=(0, 2))
+    store.append("demo", _img(3, 640, 400), "remove the umbrella",
+                 sent_instruction=plan.synthesis_instruction, plan=plan)
+    store.create("other", _img(9))
+    (tmp_path / "secret.txt").write_bytes(SECRET)
+    (tmp_path / "store" / "secret.png").write_bytes(SECRET)
+    table = aioweb.RouteTableDef()
+    routes.add_routes(table, store_factory=lambda: store)
+    server = Server(table)
+    yield {"server": server, "store": store, "web": core(pack, "web"), "tmp": tmp_path}
+    server.close()
+
+
+@pytest.fixture()
+def branch(env, request):
+    """A fresh copy of 'demo' (4 turns) for a test that rewinds; image files are shared."""
+    sid = "rw-" + hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:16]
+    env["store"].branch("demo", sid)
+    return sid
+
+
+def _digest(store, sid: str, k: int) -> str:
+    return store.load(sid).turns[k].image.digest
+
+
+def _png_size(body: bytes) -> tuple[int, int]:
+    return Image.open(io.BytesIO(body)).size
+
+
+# ------------------------------------------------------------------------------ what is served
+
+def test_sessions_are_listed_newest_first(env):
+    status, headers, body = env["server"].get("/respec/sessions")
+    assert status == 200 and headers["content-type"].startswith("application/json")
+    sessions = json.loads(body)["sessions"]
+    ids = [s["session_id"] for s in sessions]
+    assert ids.index("other") < ids.index("demo")
+    assert [s["updated"] for s in sessions] == sorted((s["updated"] for s in sessions), reverse=True)
+
+
+def test_session_turns_carry_both_instructions_and_the_latest_plan(env):
+    status, _, body = env["server"].get("/respec/sessions/demo")
+    data = json.loads(body)
+    assert status == 200 and data["session_id"] == "demo" and len(data["turns"]) == 4
+    last = data["turns"][3]
+    assert last["instruction"] == "remove the umbrella"
+    assert last["sent_instruction"].startswith("Remove the umbrella; restore the bench")
+    assert data["latest_plan"]["restoration_source_id"] == 0
+    assert data["latest_plan"]["identity_anchor_id"] == 2
+    assert data["latest_plan"]["applied_turn"] == 3
+    assert last["image"] == _digest(env["store"], "demo", 3)
+
+
+def test_turn_image_is_a_png_no_larger_than_512(env):
+    status, headers, body = env["server"].get("/respec/sessions/demo/turns/0/image")
+    assert status == 200 and headers["content-type"] == "image/png"
+    assert _png_size(body) == (512, 320)   # 640x400 fitted into 512x512, aspect kept
+
+
+def test_thumbnail_fits_the_requested_box(env):
+    status, _, body = env["server"].get("/respec/sessions/demo/turns/1/image?w=100&h=100")
+    assert status == 200 and _png_size(body) == (100, 62)
+
+
+def test_image_by_digest_is_served_for_its_own_session(env):
+    d = _digest(env["store"], "demo", 2)
+    status, headers, body = env["server"].get(f"/respec/sessions/demo/images/{d}?w=64&h=64")
+    assert status == 200 and _png_size(body) == (64, 40)
+    assert "immutable" in headers["cache-control"]
+
+
+def test_small_images_are_never_enlarged(env):
+    d = _digest(env["store"], "other", 0)
+    status, _, body = env["server"].get(f"/respec/sessions/other/images/{d}?w=512&h=512")
+    assert status == 200 and _png_size(body) == (96, 64)
+
+
+# ------------------------------------------------------------------------------ hostile parameters
+
+@pytest.mark.parametrize("sid", ["..", "%2e%2e", "%2E%2E", "..%2f..%2fsecret.txt", "%2Fetc%2Fpasswd",
+                                 "a" * 65, "demo.png", "de%00mo", "s%C3%A9ance", "demo%20", "%20demo"])
+def test_bad_session_ids_are_refused_with_400(env, sid):
+    for target in (f"/respec/sessions/{sid}", f"/respec/sessions/{sid}/turns/0/image"):
+        status, _, body = env["server"].get(target)
+        assert status in (400, 404), (target, status)
+        assert SECRET not in body
+        if status == 400:
+            assert "session id" in json.loads(body)["error"]
+
+
+@pytest.mark.parametrize("target", [
+    "/respec/sessions/../secret.txt", "/respec/sessions/demo/../../secret.txt",
+    "/respec/sessions/demo/images/../secret.png", "/respec/sessions/demo/images/..%2fsecret.png",
+    "/respec/sessions/demo/images/%2e%2e%2fsecret.png", "/respec/../../secret.txt",
+    "/respec/sessions//tmp/secret.txt", "/respec/masks/..%2f..%2fsecret.txt",
+    "/respec/sessions/demo/images/../../sessions.sqlite3"])
+def test_path_traversal_serves_nothing_outside_the_store(env, target):
+    status, _, body = env["server"].get(target)
+    assert status in (400, 404)
+    assert SECRET not in body
+
+
+def test_absolute_path_as_digest_is_refused(env):
+    target = "/respec/sessions/demo/images/" + str(env["tmp"] / "secret.txt").replace("/", "%2F")
+    status, _, body = env["server"].get(target)
+    assert status == 400 and SECRET not in body
+
+
+def test_unknown_session_is_404(env):
+    for target in ("/respec/sessions/nobody", "/respec/sessions/nobody/turns/0/image",
+                   "/respec/sessions/nobody/images/" + "a" * 64):
+        status, _, body = env["server"].get(target)
+        assert status == 404, target
+        assert str(env["tmp"]) not in body.decode()   # no server path in the message
+
+
+@pytest.mark.parametrize("turn", ["-1", "1.5", "0x1", "1e3", "%2d1", "%201", "one", "99999999999"])
+def test_bad_turn_numbers_are_refused_with_400(env, turn):
+    status, _, _ = env["server"].get(f"/respec/sessions/demo/turns/{turn}/image")
+    assert status == 400
+
+
+def test_turn_past_the_end_is_404(env):
+    status, _, _ = env["server"].get("/respec/sessions/demo/turns/4/image")
+    assert status == 404
+
+
+@pytest.mark.parametrize("digest", ["z" * 64, "A" * 64, "a" * 63, "a" * 65, "g" + "0" * 63,
+                                    "..%2f..%2fsessions.sqlite3", "%2e%2e%2fsessions.sqlite3"])
+def test_non_hex_digests_are_refused_with_400(env, digest):
+    status, _, body = env["server"].get(f"/respec/sessions/demo/images/{digest}")
+    assert status == 400 and b"SQLite" not in body
+
+
+def test_digest_of_another_sessions_image_is_404(env):
+    other = _digest(env["store"], "other", 0)
+    status, _, _ = env["server"].get(f"/respec/sessions/demo/images/{other}")
+    assert status == 404
+
+
+def test_huge_sizes_are_clamped_to_512(env):
+    big = "9" * 400
+    status, _, body = env["server"].get(f"/respec/sessions/demo/turns/0/image?w={big}&h=100000000")
+    assert status == 200 and max(_png_size(body)) == 512
+
+
+def test_tiny_sizes_are_clamped_to_16(env):
+    status, _, body = env["server"].get("/respec/sessions/demo/turns/0/image?w=0&h=0")
+    assert status == 200 and max(_png_size(body)) == 16
+
+
+@pytest.mark.parametrize("w", ["-5", "abc", "1.5", "%2d5", "%EF%BC%95"])  # last: full-width digit 5
+def test_non_numeric_sizes_are_refused_with_400(env, w):
+    status, _, _ = env["server"].get(f"/respec/sessions/demo/turns/0/image?w={w}")
+    assert status == 400
+
+
+# ------------------------------------------------------------------------------ rewind (the one write)
+
+def test_rewind_keeps_turns_up_to_k_and_tells_the_panels(env, pack, branch):
+    comfy = core(pack, "comfy")
+    seen = []
+    remove = comfy.add_listener(lambda name, data: seen.append((name, data)))
+    try:
+        status, _, body = env["server"].request("POST", f"/respec/sessions/{branch}/rewind", b'{"turn": 1}')
+    finally:
+        remove()
+    assert status == 200 and len(json.loads(body)["turns"]) == 2
+    assert len(env["store"].load(branch).turns) == 2
+    assert [n for n, _ in seen] == ["respec.history"]
+    assert seen[0][1]["session_id"] == branch and len(seen[0][1]["turns"]) == 2
+
+
+@pytest.mark.parametrize("payload", [b'{"turn": -1}', b'{"turn": 1.5}', b'{"turn": true}', b'{"turn": "x"}',
+                                     b'{"turn": "-1"}', b'{"turn": null}', b'{}', b'[1]', b'not json',
+                                     b'{"turn": 99}', b'{"turn": 1e400}'])
+def test_rewind_refuses_bad_turns_and_changes_nothing(env, branch, payload):
+    status, _, _ = env["server"].request("POST", f"/respec/sessions/{branch}/rewind", payload)
+    assert status == 400
+    assert len(env["store"].load(branch).turns) == 4
+
+
+def test_rewind_refuses_oversized_bodies(env, branch):
+    payload = b'{"turn": 1, "pad": "' + b"x" * 5000 + b'"}'
+    status, _, _ = env["server"].request("POST", f"/respec/sessions/{branch}/rewind", payload)
+    assert status == 400 and len(env["store"].load(branch).turns) == 4
+
+
+def test_rewind_needs_a_json_content_type(env, branch):
+    status, _, _ = env["server"].request("POST", f"/respec/sessions/{branch}/rewind", b'{"turn": 1}',
+                                         content_type="text/plain")
+    assert status == 415 and len(env["store"].load(branch).turns) == 4
+
+
+def test_rewind_of_unknown_or_bad_session_changes_nothing(env):
+    status, _, _ = env["server"].request("POST", "/respec/sessions/nobody/rewind", b'{"turn": 0}')
+    assert status == 404
+    for sid in ("..", "%2e%2e", "a" * 65, "demo%2f..%2fdemo"):
+        status, _, _ = env["server"].request("POST", f"/respec/sessions/{sid}/rewind", b'{"turn": 0}')
+        assert status in (400, 404), sid
+    assert len(env["store"].load("demo").turns) == 4
+
+
+def test_read_routes_do_not_accept_writes(env):
+    for target in ("/respec/sessions", "/respec/sessions/demo", "/respec/sessions/demo/turns/0/image"):
+        status, _, _ = env["server"].request("POST", target, b'{"turn": 0}')
+        assert status == 405
+
+
+# ------------------------------------------------------------------------------ scores and region masks
+
+def test_published_region_masks_are_served_and_bounded(env):
+    web = env["web"]
+    mask = np.zeros((1000, 800), dtype=bool)
+    mask[100:300, 200:600] = True
+    regions = web.publish_region_masks({"R_restore": mask})
+    info = regions["R_restore"]
+    assert (info["width"], info["height"]) == (800, 1000)
+    status, headers, body = env["server"].get(info["url"])
+    assert status == 200 and headers["content-type"] == "image/png"
+    im = Image.open(io.BytesIO(body))
+    assert im.size == (410, 512) and im.mode == "L"
+    arr = np.asarray(im)
+    assert arr[100, 200] == 255 and arr[0, 0] == 0
+
+
+def test_unknown_mask_is_404(env):
+    status, _, _ = env["server"].get("/respec/masks/" + "0" * 64)
+    assert status == 404
+
+
+def test_latest_scores_are_kept_per_session_with_nan_as_null(env):
+    web = env["web"]
+    web.remember_scores("respec.scores", {"session_id": "demo", "S_restore": float("nan"),
+                                          "S_preserve": 0.75, "S_TC": float("nan")})
+    status, _, body = env["server"].get("/respec/sessions/demo")
+    scores = json.loads(body)["scores"]     # strict JSON: json.loads would accept NaN, so check text
+    assert status == 200 and b"NaN" not in body
+    assert scores["S_restore"] is None and scores["S_preserve"] == 0.75
+    status, _, body = env["server"].get("/respec/scores/latest")
+    assert json.loads(body)["scores"]["S_preserve"] == 0.75
