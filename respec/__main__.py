@@ -1,0 +1,257 @@
+"""Command line: `python -m respec bench | report | validate` (run from the pack's folder).
+
+    python -m respec bench --smoke                   # the sample set with tiny random models (CPU)
+    python -m respec bench --config all --editor flux2 --out runs/flux2
+    python -m respec bench --server http://127.0.0.1:8188 --server http://gpu2:8188
+    python -m respec report runs/flux2/results.jsonl --out runs/flux2/report
+    python -m respec validate my_scenarios.json
+"""
+from __future__ import annotations
+
+import argparse
+import inspect
+import logging
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from .errors import ReSpecError
+
+PAPER_DEFAULTS = ("paper defaults: controller Qwen/Qwen3-VL-8B-Instruct; FLUX.2 klein base 9B, 30 steps, "
+                  "guidance 4.0; OmniGen2 50 steps, text guidance 5.0, image guidance 2.0; masks YOLO-World v2 "
+                  "(yolov8l-worldv2.pt, conf 0.001, accept 0.2) + SAM vit_h; scores PSNR/LPIPS(AlexNet)/CLIP ViT-B/32")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m respec", description="ReSpec / OCCUR-Bench command line.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    b = sub.add_parser("bench", help="run the OCCUR benchmark loop and write results + report",
+                       description="Run every scenario of a dataset through the ReSpec loop under the chosen "
+                                   "configs, writing a results row as each scenario finishes (re-running the same "
+                                   "command resumes). " + PAPER_DEFAULTS + ".")
+    b.add_argument("--dataset", default="occur_sample",
+                   help="scenario JSON file, or a packaged set's name (default: occur_sample)")
+    b.add_argument("--smoke", action="store_true",
+                   help="tiny random-weight models on the CPU (checks an install; numbers are meaningless)")
+    b.add_argument("--out", default=None,
+                   help="output folder (default: <output dir>/bench/<dataset>[-smoke]); the same folder resumes")
+    b.add_argument("--config", default="all",
+                   help="baseline | hrs | pti | respec | all, or a comma list (default: all)")
+    b.add_argument("--editor", default="flux2", choices=["flux2", "omnigen2"], help="in-context editor")
+    b.add_argument("--limit", type=int, default=None, help="only the first N scenarios")
+    b.add_argument("--scenario", action="append", default=None, metavar="ID", help="only this scenario (repeatable)")
+    b.add_argument("--server", action="append", default=None, metavar="URL",
+                   help="queue the API workflow to this ComfyUI server instead of running in-process (repeatable)")
+    b.add_argument("--workflow", default=None, help="API workflow for --server (default: the pack's benchmark workflow)")
+    b.add_argument("--size", type=int, default=None,
+                   help="longer side of I_0 in pixels, rounded to multiples of 16 (default 1024; 96 with --smoke; "
+                        "0 keeps the source size)")
+    b.add_argument("--seed", type=int, default=0, help="base seed (each turn's seed derives from it)")
+    b.add_argument("--steps", type=int, default=None, help="editor steps (default: paper's; 2 with --smoke)")
+    b.add_argument("--guidance", type=float, default=None, help="editor guidance (default: paper's)")
+    b.add_argument("--controller", default="qwen3-vl", choices=["qwen3-vl", "internvl3", "openai"],
+                   help="controller backend (default qwen3-vl)")
+    b.add_argument("--controller-model", default=None,
+                   help="HF id, folder in models/LLM, or served model name (default Qwen/Qwen3-VL-8B-Instruct)")
+    b.add_argument("--controller-url", default=None, help="base URL of an OpenAI-compatible server (--controller openai)")
+    b.add_argument("--editor-model", default=None,
+                   help="editor source: diffusers folder / HF id (default black-forest-labs/FLUX.2-klein-base-9B "
+                        "or OmniGen2/OmniGen2)")
+    b.add_argument("--dtype", default="auto", help="model dtype: auto | bf16 | fp16 | fp32")
+    b.add_argument("--offload", default=None, help="editor offload mode (see docs/editors.md)")
+    b.add_argument("--yolo", default=None, help="YOLO-World weights (default yolov8l-worldv2.pt in models/ultralytics)")
+    b.add_argument("--sam-type", default=None, choices=["vit_h", "vit_l", "vit_b"], help="SAM type (default vit_h)")
+    b.add_argument("--sam-weights", default=None, help="SAM checkpoint (default the official file for --sam-type)")
+    b.add_argument("--clip", default=None, help="CLIP weights for scores and detection queries")
+    b.add_argument("--lpips-trunk", default=None, help="AlexNet trunk file for LPIPS")
+    b.add_argument("--judge", action="store_true", help="also score instruction faithfulness S_IF with a VLM judge")
+    b.add_argument("--judge-backend", default=None, choices=["qwen3-vl", "internvl3", "openai"],
+                   help="judge backend (default: the controller; the paper used GPT-4o-mini through 'openai')")
+    b.add_argument("--judge-model", default=None, help="judge model (e.g. gpt-4o-mini)")
+    b.add_argument("--allow-download", action="store_true", help="let missing weights download (off by default)")
+    b.add_argument("--no-images", action="store_true", help="do not save the generated images")
+    b.add_argument("--fresh", action="store_true",
+                   help="start over: move the folder's earlier results aside (results.<time>.jsonl) instead of resuming")
+    b.add_argument("--quiet", action="store_true", help="no progress bars")
+
+    r = sub.add_parser("report", help="tables 1, 2, 4-7 and figure 7 from a results file")
+    r.add_argument("results", help="results.jsonl (or the bench output folder holding it)")
+    r.add_argument("--out", default=None, help="report folder (default: <results folder>/report)")
+
+    v = sub.add_parser("validate", help="check a scenario file and summarise it")
+    v.add_argument("dataset", help="scenario JSON file (or a packaged set's name)")
+    return p
+
+
+def _settings(a):
+    from .bench.runner import BenchSettings, parse_configs
+    controller_opts: dict = {}
+    if a.controller_url:
+        controller_opts["base_url"] = a.controller_url
+    if a.allow_download and a.controller != "openai":
+        controller_opts["allow_download"] = True
+    if a.dtype != "auto" and a.controller != "openai":
+        controller_opts["dtype"] = a.dtype
+    editor_opts: dict = {}
+    if a.dtype != "auto":
+        editor_opts["dtype"] = a.dtype
+    if a.offload:
+        editor_opts["offload"] = a.offload
+    if a.allow_download:
+        editor_opts["allow_download"] = True
+    masker_opts = {k: v for k, v in (("yolo_weights", a.yolo), ("sam_type", a.sam_type),
+                                     ("sam_weights", a.sam_weights), ("clip_weights", a.clip)) if v}
+    scorer_opts = {k: v for k, v in (("lpips_trunk", a.lpips_trunk), ("clip_weights", a.clip)) if v}
+    if a.allow_download:
+        masker_opts["allow_download"] = True
+        scorer_opts["allow_download"] = True
+    size = a.size if a.size is not None else (96 if a.smoke else 1024)
+    steps = a.steps if a.steps is not None else (2 if a.smoke else None)
+    return BenchSettings(dataset=a.dataset, out=a.out or "", configs=parse_configs(a.config), editor=a.editor,
+                         smoke=a.smoke, size=size, seed=a.seed, steps=steps, guidance=a.guidance, limit=a.limit,
+                         scenario_ids=a.scenario, judge=a.judge, save_images=not a.no_images,
+                         controller=a.controller, controller_model=a.controller_model,
+                         controller_options=controller_opts, judge_controller=a.judge_backend,
+                         judge_model=a.judge_model, editor_model=a.editor_model, editor_options=editor_opts,
+                         masker_options=masker_opts, scorer_options=scorer_opts)
+
+
+def _fresh(out: Path) -> None:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for name in ("results.jsonl", "errors.jsonl", "run.json"):
+        p = out / name
+        if p.exists():
+            p.rename(out / f"{p.stem}.{stamp}{p.suffix}")
+            print(f"moved {p} aside ({p.stem}.{stamp}{p.suffix})")
+
+
+def _run_remote(a, settings) -> int:
+    try:
+        from .bench import remote
+    except ImportError as e:
+        print(f"--server needs respec/bench/remote.py, which could not be imported: {e}", file=sys.stderr)
+        return 2
+    run_remote = getattr(remote, "run_remote", None)
+    if run_remote is None:
+        print("--server: this version of respec/bench/remote.py has no run_remote(); run in-process "
+              "(without --server) instead", file=sys.stderr)
+        return 2
+    from .bench.runner import default_out_dir
+    from .bench.scenario import load_dataset
+    dataset = load_dataset(settings.dataset)
+    out = Path(settings.out or default_out_dir(dataset.name, settings.smoke))
+    wanted = dict(dataset=dataset.path, servers=a.server, out=str(out), configs=settings.configs,
+                  editor=settings.editor, limit=settings.limit, scenario_ids=settings.scenario_ids,
+                  seed=settings.seed, workflow=a.workflow, smoke=settings.smoke, size=settings.size,
+                  steps=settings.steps, judge=settings.judge)
+    params = inspect.signature(run_remote).parameters
+    takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    kwargs = {k: v for k, v in wanted.items() if (takes_all or k in params) and v is not None}
+    run_remote(**kwargs)
+    return _finish(out / "results.jsonl", out)
+
+
+def _finish(results: Path, out: Path) -> int:
+    from .bench.report import write_report
+    if not results.exists():
+        print(f"no results yet in {results}")
+        return 1
+    paths = write_report(results, out / "report")
+    print(f"Results: {results}")
+    print(f"Report:  {paths['report']}")
+    print(f"Tables:  {out / 'report'}/*.csv   Figure 7: {paths['figure7']}")
+    return 0
+
+
+def cmd_bench(a) -> int:
+    from . import comfy
+    from .bench.runner import default_out_dir, run_benchmark
+    from .bench.scenario import load_dataset
+    if a.quiet:
+        os.environ["RESPEC_PROGRESS"] = "0"
+    settings = _settings(a)
+    if a.server:
+        return _run_remote(a, settings)
+    dataset = load_dataset(settings.dataset)
+    out = Path(settings.out or default_out_dir(dataset.name, settings.smoke))
+    settings.out = str(out)
+    if a.fresh:
+        _fresh(out)
+    print(f"OCCUR bench: {len(dataset)} scenarios in {dataset.path}; configs {', '.join(settings.configs)}; "
+          f"editor {settings.editor}{' (smoke: tiny random-weight models)' if settings.smoke else ''}; out {out}",
+          flush=True)
+
+    # Ctrl-C: finish nothing half-way; rows written so far stay, a re-run resumes.
+    def _on_sigint(signum, frame):
+        comfy.request_interrupt()
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C stops at once
+    old = signal.signal(signal.SIGINT, _on_sigint)
+    try:
+        summary = run_benchmark(settings, on_row=lambda row: print(
+            f"  {row['scenario_id']} [{row['config']}] S_restore={_f(row.get('S_restore'))} "
+            f"S_preserve={_f(row.get('S_preserve'))} S_TC={_f(row.get('S_TC'))} "
+            f"VLM calls={row.get('vlm_calls')} {row['seconds']['total']:.1f}s", flush=True))
+    finally:
+        signal.signal(signal.SIGINT, old)
+    print(f"done {len(summary.done)}, already there {len(summary.skipped)}, failed {len(summary.failed)} "
+          f"in {summary.seconds:.1f}s")
+    for key, err in summary.failed.items():
+        print(f"  FAILED {key}: {err}  (traceback in {out / 'errors.jsonl'})", file=sys.stderr)
+    if summary.interrupted:
+        print(f"Interrupted: everything finished so far is in {summary.results}; run the same command to resume.")
+    rc = _finish(Path(summary.results), out)
+    return 130 if summary.interrupted else (1 if summary.failed else rc)
+
+
+def _f(v) -> str:
+    return "NaN" if v is None else f"{v:.3f}"
+
+
+def cmd_report(a) -> int:
+    from .bench.report import write_report
+    src = Path(a.results)
+    if src.is_dir():
+        src = src / "results.jsonl"
+    if not src.is_file():
+        print(f"no results file at {src}", file=sys.stderr)
+        return 2
+    out = Path(a.out) if a.out else src.parent / "report"
+    paths = write_report(src, out)
+    print(f"Report: {paths['report']}")
+    print(f"Tables: {out}/*.csv   Figure 7: {paths['figure7']}")
+    return 0
+
+
+def cmd_validate(a) -> int:
+    from collections import Counter
+    from .bench.scenario import TEMPLATES, load_dataset
+    ds = load_dataset(a.dataset)
+    templates = Counter(s.template for s in ds)
+    types = Counter(s.revelation_type for s in ds)
+    dists = Counter(s.reference_distance for s in ds)
+    print(f"{ds.path}: {len(ds)} valid scenarios (dataset {ds.name!r})")
+    print("  templates:        " + ", ".join(f"{t} {templates.get(t, 0)}" for t in list(TEMPLATES) + ["custom"]
+                                            if templates.get(t, 0) or t in TEMPLATES))
+    print("  revelation types: " + ", ".join(f"{t} {n}" for t, n in sorted(types.items())))
+    print("  reference distance: " + ", ".join(f"Δ={d} {n}" for d, n in sorted(dists.items())))
+    missing = [t for t in TEMPLATES if not templates.get(t)]
+    if missing:
+        print(f"  (no scenario for template(s) {', '.join(missing)})")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    a = _parser().parse_args(argv)
+    try:
+        return {"bench": cmd_bench, "report": cmd_report, "validate": cmd_validate}[a.command](a)
+    except ReSpecError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

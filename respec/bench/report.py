@@ -1,0 +1,405 @@
+"""Reports over a results file, laid out like the paper's tables 1, 2, 4-7 and figure 7.
+
+One call (`write_report(results, out_dir)`, or `python -m respec report RESULTS`) writes:
+
+    report.md          every table in markdown, with counts and the NaN rows left out
+    scenarios.csv      one row per scenario x config x editor (scores, parts, S_IF, reference
+                       chosen vs ground truth, VLM calls, per-stage seconds)
+    table1_main.csv, table2_ablation.csv, table4_revelation_type.csv,
+    table5_reference_distance.csv, table6_area_tertile.csv, table7_reference_accuracy.csv,
+    figure7_turns.csv, figure7_turns.png
+
+Means skip NaN (a region that was empty, a judge that did not answer) and every table says how
+many values were left out. A "column" of a table is one editor x config (e.g. "Flux.2 + PTI").
+"""
+from __future__ import annotations
+
+import csv
+import math
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from .results import ResultsFile
+
+CONFIG_ORDER = ("baseline", "hrs", "pti", "respec")
+CONFIG_SUFFIX = {"baseline": "", "hrs": " + HRS", "pti": " + PTI", "respec": " + PTI + HRS"}
+EDITOR_NAMES = {"flux2": "Flux.2", "omnigen2": "OmniGen2", "tiny": "tiny klein (smoke)"}
+REVELATION_LABELS = OrderedDict([("resize", "A Resize"), ("move", "B Move"), ("replace", "C Replace"),
+                                 ("remove", "D Remove"), ("multi", "E Multi-edit")])
+TERTILES = ("Small", "Medium", "Large")
+SCORES = ("S_restore", "S_preserve", "S_TC", "S_IF")
+
+
+def _num(v: Any) -> float:
+    """A score as float; None / missing / non-numbers are NaN."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return math.nan
+    return f
+
+
+@dataclass
+class Stat:
+    """Mean over the finite values, with how many were used and how many were NaN."""
+    mean: float
+    n: int
+    nan: int
+
+    def cell(self, digits: int = 3, with_n: bool = False) -> str:
+        if self.n == 0:
+            return "—" if not self.nan else f"— (NaN {self.nan})"
+        s = f"{self.mean:.{digits}f}"
+        return f"{s} ({self.n})" if with_n else s
+
+
+def stat(values: Iterable[Any]) -> Stat:
+    """Mean of the finite values; NaN/None are counted, not averaged."""
+    vals = [_num(v) for v in values]
+    good = [v for v in vals if math.isfinite(v)]
+    return Stat(sum(good) / len(good) if good else math.nan, len(good), len(vals) - len(good))
+
+
+def editor_label(editor: str) -> str:
+    return EDITOR_NAMES.get(editor, editor)
+
+
+def column_label(editor: str, config: str, main: bool = False) -> str:
+    """'Flux.2', 'Flux.2 + HRS', ... ; in table 1 the full method reads 'Flux.2 w/ ReSpec'."""
+    if main and config == "respec":
+        return f"{editor_label(editor)} w/ ReSpec"
+    return editor_label(editor) + CONFIG_SUFFIX.get(config, f" [{config}]")
+
+
+def _columns(rows: list[dict], configs: Iterable[str] | None = None) -> list[tuple[str, str]]:
+    """(editor, config) pairs present, editors in first-seen order, configs in the paper's order."""
+    editors = list(OrderedDict.fromkeys(r.get("editor", "?") for r in rows))
+    present = {(r.get("editor", "?"), r.get("config", "?")) for r in rows}
+    order = list(CONFIG_ORDER) + sorted({c for _, c in present} - set(CONFIG_ORDER))
+    want = set(configs) if configs is not None else None
+    return [(e, c) for e in editors for c in order if (e, c) in present and (want is None or c in want)]
+
+
+def ok_rows(rows: list[dict]) -> list[dict]:
+    """The latest row per key with status ok (a results file never holds duplicates, but a
+    hand-merged one might)."""
+    latest: dict[str, dict] = {}
+    for r in rows:
+        if r.get("status", "ok") != "ok":
+            continue
+        key = r.get("key") or "|".join(str(r.get(k)) for k in ("dataset", "scenario_id", "config", "editor"))
+        latest[key] = r
+    return list(latest.values())
+
+
+# ------------------------------------------------------------------------------ grouping
+
+def area_tertiles(rows: list[dict]) -> tuple[dict[str, str], tuple[float, float] | None]:
+    """Scenario -> 'Small' | 'Medium' | 'Large' by tertiles of the restoration-area ratio.
+
+    A scenario's ratio is the median of its rows' `restore_area_ratio` (masks come from each
+    run's own images, so the configs of one scenario can differ a little; the median keeps a
+    scenario's configs in the same bin, as paired comparisons need). Cut points are the 1/3 and
+    2/3 quantiles (linear interpolation) of the scenarios' ratios; a ratio equal to a cut point
+    goes to the lower bin. Scenarios without a finite ratio get no bin."""
+    per: dict[str, list[float]] = {}
+    for r in rows:
+        v = _num(r.get("restore_area_ratio"))
+        if math.isfinite(v):
+            per.setdefault(_scenario_key(r), []).append(v)
+    med = {k: _median(v) for k, v in per.items()}
+    if not med:
+        return {}, None
+    vals = sorted(med.values())
+    q1, q2 = _quantile(vals, 1 / 3), _quantile(vals, 2 / 3)
+    bins = {k: (TERTILES[0] if v <= q1 else TERTILES[1] if v <= q2 else TERTILES[2]) for k, v in med.items()}
+    return bins, (q1, q2)
+
+
+def _scenario_key(r: dict) -> str:
+    return f"{r.get('dataset')}|{r.get('scenario_id')}"
+
+
+def _median(v: list[float]) -> float:
+    s = sorted(v)
+    m = len(s) // 2
+    return s[m] if len(s) % 2 else (s[m - 1] + s[m]) / 2
+
+
+def _quantile(sorted_vals: list[float], q: float) -> float:
+    """Linear-interpolation quantile (numpy's default) of sorted values."""
+    if len(sorted_vals) == 1:
+        return sorted_vals[0]
+    pos = q * (len(sorted_vals) - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(sorted_vals) - 1)
+    return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (pos - lo)
+
+
+@dataclass
+class Table:
+    """A report table: a title, a header, rows of cells (markdown) and rows of values (CSV)."""
+    name: str
+    title: str
+    header: list[str]
+    md_rows: list[list[str]]
+    csv_header: list[str]
+    csv_rows: list[list[Any]]
+    note: str = ""
+
+    def markdown(self) -> str:
+        lines = [f"### {self.title}", ""]
+        if not self.md_rows:
+            lines.append("_No rows for this table in these results._")
+        else:
+            lines.append("| " + " | ".join(self.header) + " |")
+            lines.append("|" + "|".join("---" for _ in self.header) + "|")
+            lines += ["| " + " | ".join(r) + " |" for r in self.md_rows]
+        if self.note:
+            lines += ["", self.note]
+        return "\n".join(lines) + "\n"
+
+    def write_csv(self, path: Path) -> None:
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(self.csv_header)
+            for r in self.csv_rows:
+                w.writerow(["" if isinstance(v, float) and not math.isfinite(v) else
+                            (round(v, 6) if isinstance(v, float) else v) for v in r])
+
+
+def _score_table(name: str, title: str, rows: list[dict], cols: list[tuple[str, str]], main: bool,
+                 note: str) -> Table:
+    header = ["Editor"] + list(SCORES) + ["N", "NaN left out"]
+    md, csv_rows = [], []
+    for e, c in cols:
+        sub = [r for r in rows if r.get("editor") == e and r.get("config") == c]
+        # S_IF exists only where the judge ran; elsewhere it is "not measured", not NaN.
+        stats = {k: stat(r.get(k) for r in sub if k != "S_IF" or r.get("judge", True)) for k in SCORES}
+        nan_note = ", ".join(f"{k}: {s.nan}" for k, s in stats.items() if s.nan) or "0"
+        label = column_label(e, c, main)
+        md.append([label] + [stats[k].cell() for k in SCORES] + [str(len(sub)), nan_note])
+        csv_rows.append([label, e, c] + [x for k in SCORES for x in (stats[k].mean, stats[k].n, stats[k].nan)]
+                        + [len(sub)])
+    csv_header = ["editor_label", "editor", "config"] + [f"{k}{s}" for k in SCORES for s in ("", "_n", "_nan")] + ["rows"]
+    return Table(name, title, header, md, csv_header, csv_rows, note)
+
+
+def _grouped_table(name: str, title: str, rows: list[dict], cols: list[tuple[str, str]],
+                   groups: list[tuple[str, Callable[[dict], bool]]], metric: str, note: str,
+                   gains: bool = False) -> Table:
+    labels = [column_label(e, c) for e, c in cols]
+    gain_pairs = []
+    if gains:
+        for e in OrderedDict.fromkeys(e for e, _ in cols):
+            if (e, "baseline") in cols and (e, "respec") in cols:
+                gain_pairs.append(e)
+    header = ["Group"] + labels + [f"Gain {editor_label(e)}" for e in gain_pairs]
+    md, csv_rows = [], []
+    nan_total = 0
+    for gname, pred in groups:
+        in_group = [r for r in rows if pred(r)]
+        if not in_group:
+            continue
+        stats = [stat(r.get(metric) for r in in_group if r.get("editor") == e and r.get("config") == c)
+                 for e, c in cols]
+        nan_total += sum(s.nan for s in stats)
+        gain_vals = []
+        for e in gain_pairs:
+            b = stats[cols.index((e, "baseline"))]
+            p = stats[cols.index((e, "respec"))]
+            gain_vals.append(p.mean - b.mean if b.n and p.n else math.nan)
+        md.append([gname] + [s.cell(with_n=True) for s in stats]
+                  + [(f"{g:+.3f}" if math.isfinite(g) else "—") for g in gain_vals])
+        csv_rows.append([gname] + [x for s in stats for x in (s.mean, s.n, s.nan)] + gain_vals)
+    csv_header = ["group"] + [f"{lab}{s}" for lab in labels for s in ("", " n", " nan")] + \
+                 [f"gain {editor_label(e)}" for e in gain_pairs]
+    full_note = note + f" Cells: mean {metric} (values used). NaN values left out: {nan_total}."
+    return Table(name, title, header, md, csv_header, csv_rows, full_note.strip())
+
+
+def build_tables(all_rows: list[dict]) -> list[Table]:
+    """Every table of the report from results rows (status ok, one per key)."""
+    rows = ok_rows(all_rows)
+    cols = _columns(rows)
+    tables = [
+        _score_table("table1_main", "Table 1: main results (without vs with ReSpec)", rows,
+                     _columns(rows, ("baseline", "respec")), True,
+                     "S_TC = (S_restore + S_preserve) / 2; S_IF (instruction faithfulness, 0-1) is auxiliary "
+                     "and not part of S_TC; it is empty when the judge was off."),
+        _score_table("table2_ablation", "Table 2: ablation of PTI and HRS", rows, cols, False,
+                     "PTI: Preservation Target Identification (rewritten instruction). HRS: Historical Reference "
+                     "Selection (the past image goes to the editor)."),
+    ]
+    types = [(label, (lambda r, t=t: r.get("revelation_type") == t)) for t, label in REVELATION_LABELS.items()]
+    extra = sorted({r.get("revelation_type") for r in rows} - set(REVELATION_LABELS) - {None})
+    types += [(t, (lambda r, t=t: r.get("revelation_type") == t)) for t in extra]
+    tables.append(_grouped_table("table4_revelation_type", "Table 4: temporal consistency by revelation type",
+                                 rows, cols, types, "S_TC", ""))
+    dists = sorted({int(_num(r.get("reference_distance"))) for r in rows
+                    if math.isfinite(_num(r.get("reference_distance")))})
+    tables.append(_grouped_table("table5_reference_distance", "Table 5: temporal consistency by reference distance",
+                                 rows, cols,
+                                 [(f"Δ = {d}", (lambda r, d=d: _num(r.get("reference_distance")) == d)) for d in dists],
+                                 "S_TC", "Δ = turns between the ground-truth reference I_ref and the revelation turn."))
+    bins, cuts = area_tertiles(rows)
+    unbinned = sum(1 for r in rows if _scenario_key(r) not in bins)
+    cut_note = (f"Area bins are tertiles of the restoration-area ratio (|R_restore| / image area) over scenarios; "
+                f"cut points {cuts[0]:.4f} and {cuts[1]:.4f}." if cuts else "No restoration areas in these results.")
+    if unbinned:
+        cut_note += f" Rows without a restoration area (left out): {unbinned}."
+    tables.append(_grouped_table("table6_area_tertile", "Table 6: temporal consistency by restoration area size",
+                                 rows, cols,
+                                 [(b, (lambda r, b=b: bins.get(_scenario_key(r)) == b)) for b in TERTILES],
+                                 "S_TC", cut_note, gains=True))
+    tables.append(_reference_table(rows))
+    tables.append(_turns_table(rows, cols))
+    return tables
+
+
+def _reference_table(rows: list[dict]) -> Table:
+    """Table 7: how often plan.restoration_source_id equals the ground-truth I_ref."""
+    judged = [r for r in rows if r.get("reference_correct") is not None]
+    groups = list(OrderedDict.fromkeys((r.get("controller", "?"), r.get("editor"), r.get("config")) for r in judged))
+    header = ["Analyzer", "Editor", "Ref. Acc.", "S_restore", "S_preserve", "S_TC", "N"]
+    md, csv_rows = [], []
+    for ctrl, e, c in groups:
+        sub = [r for r in judged if (r.get("controller", "?"), r.get("editor"), r.get("config")) == (ctrl, e, c)]
+        acc = sum(1 for r in sub if r.get("reference_correct")) / len(sub)
+        st = {k: stat(r.get(k) for r in sub) for k in ("S_restore", "S_preserve", "S_TC")}
+        md.append([ctrl, column_label(e, c), f"{100 * acc:.1f}%"] + [st[k].cell() for k in st] + [str(len(sub))])
+        csv_rows.append([ctrl, e, c, acc] + [st[k].mean for k in st] + [len(sub)])
+    return Table("table7_reference_accuracy", "Table 7: historical reference selection quality", header, md,
+                 ["controller", "editor", "config", "reference_accuracy", "S_restore", "S_preserve", "S_TC", "N"],
+                 csv_rows,
+                 "Ref. Acc.: fraction of scenarios whose restoration-turn plan named the ground-truth reference "
+                 "(restoration_source_id == reference_turn). Configs without a controller call on the revelation "
+                 "turn (baseline) have no entry.")
+
+
+def _turns_table(rows: list[dict], cols: list[tuple[str, str]]) -> Table:
+    turns = sorted({int(_num(r.get("num_turns"))) for r in rows if math.isfinite(_num(r.get("num_turns")))})
+    return _grouped_table("figure7_turns", "Figure 7 (data): restoration consistency by number of turns",
+                          rows, cols, [(f"{n} turns", (lambda r, n=n: _num(r.get("num_turns")) == n)) for n in turns],
+                          "S_restore", "The plot is figure7_turns.png.")
+
+
+def plot_turns(rows: list[dict], path: Path) -> Path:
+    """Figure 7: S_restore against the number of turns, one line per editor x config (PNG)."""
+    import matplotlib
+    matplotlib.use("Agg", force=False)
+    from matplotlib.figure import Figure
+
+    rows = ok_rows(rows)
+    fig = Figure(figsize=(5.5, 3.8), dpi=120)
+    ax = fig.add_subplot(1, 1, 1)
+    turns = sorted({int(_num(r.get("num_turns"))) for r in rows if math.isfinite(_num(r.get("num_turns")))})
+    for e, c in _columns(rows):
+        xs, ys = [], []
+        for n in turns:
+            s = stat(r.get("S_restore") for r in rows
+                     if r.get("editor") == e and r.get("config") == c and _num(r.get("num_turns")) == n)
+            if s.n:
+                xs.append(n)
+                ys.append(s.mean)
+        if xs:
+            ax.plot(xs, ys, marker="o", label=column_label(e, c, main=True))
+    ax.set_xlabel("Number of turns")
+    ax.set_ylabel("S_restore")
+    ax.set_title("Restoration consistency by trajectory length")
+    if turns:
+        ax.set_xticks(turns)
+    ax.grid(True, alpha=0.3)
+    if ax.lines:
+        ax.legend(fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "no finite S_restore values", ha="center", va="center", transform=ax.transAxes)
+    fig.tight_layout()
+    fig.savefig(str(path))
+    return path
+
+
+SCENARIO_COLUMNS = ["scenario_id", "dataset", "template", "stages", "num_turns", "revelation_type",
+                    "reference_distance", "editor", "config", "controller", "S_restore", "S_preserve", "S_TC",
+                    "S_IF", "restore_area_ratio", "preserve_area_ratio", "nan_reason", "reference_turn",
+                    "reference_chosen", "reference_correct", "editor_reference_ids", "fallbacks", "vlm_calls",
+                    "judge_calls"]
+
+
+def _flatten(prefix: str, d: Any, out: dict) -> None:
+    if isinstance(d, dict):
+        for k, v in d.items():
+            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
+    elif isinstance(d, (list, tuple)):
+        out[prefix] = ";".join(str(x) for x in d)
+    else:
+        out[prefix] = d
+
+
+def scenario_rows(rows: list[dict]) -> tuple[list[str], list[list[Any]]]:
+    """Per-scenario CSV: the fixed columns, then every score part and per-stage second found."""
+    rows = ok_rows(rows)
+    flat = []
+    extra: list[str] = []
+    for r in rows:
+        f: dict = {}
+        for k in SCENARIO_COLUMNS:
+            v = r.get(k)
+            f[k] = ";".join(str(x) for x in v) if isinstance(v, (list, tuple)) else v
+        _flatten("parts", r.get("parts") or {}, f)
+        _flatten("whole", r.get("whole") or {}, f)
+        _flatten("seconds", r.get("seconds") or {}, f)
+        for k in f:
+            if k not in SCENARIO_COLUMNS and k not in extra:
+                extra.append(k)
+        flat.append(f)
+    header = SCENARIO_COLUMNS + extra
+    return header, [[f.get(k) for k in header] for f in flat]
+
+
+def write_report(results: str | Path | list[dict], out_dir: str | Path) -> dict:
+    """Write report.md, the CSVs and figure 7 for a results file (or rows); return the paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if isinstance(results, (str, Path)):
+        rf = ResultsFile(results)
+        rows = rf.rows()
+        source, skipped = str(results), rf.skipped_lines
+    else:
+        rows, source, skipped = list(results), "(rows given in memory)", 0
+    good = ok_rows(rows)
+    tables = build_tables(rows)
+    paths: dict[str, str] = {}
+    for t in tables:
+        p = out / f"{t.name}.csv"
+        t.write_csv(p)
+        paths[t.name] = str(p)
+    header, srows = scenario_rows(rows)
+    sp = out / "scenarios.csv"
+    with open(sp, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        for r in srows:
+            w.writerow(["" if v is None or (isinstance(v, float) and not math.isfinite(v)) else v for v in r])
+    paths["scenarios"] = str(sp)
+    fig = plot_turns(rows, out / "figure7_turns.png")
+    paths["figure7"] = str(fig)
+
+    scenarios = {_scenario_key(r) for r in good}
+    md = ["# OCCUR-Bench report", "",
+          f"Results: `{source}` — {len(good)} rows ({len(scenarios)} scenarios"
+          + (f"; {skipped} unreadable line(s) skipped" if skipped else "") + ").", ""]
+    smoke = sorted({bool(r.get("smoke")) for r in good})
+    if True in smoke:
+        md += ["> **Smoke run**: tiny random-weight models. The numbers check the pipeline, they mean nothing "
+               "about image quality.", ""]
+    md += [t.markdown() for t in tables]
+    md += ["![Figure 7: S_restore by number of turns](figure7_turns.png)", "",
+           "### Per-scenario rows", "", f"See `scenarios.csv` ({len(srows)} rows: scores, their parts, S_IF, "
+           "reference chosen vs ground truth, VLM calls, per-stage seconds).", ""]
+    rp = out / "report.md"
+    rp.write_text("\n".join(md), encoding="utf-8")
+    paths["report"] = str(rp)
+    return paths

@@ -1,0 +1,506 @@
+"""The OCCUR benchmark loop, in-process (paper §5.1, appendix C.1).
+
+For each scenario and each configuration, every turn t runs
+
+    plan_turn (ground-truth restoration flag, as the paper's runner) -> select_references
+    -> rewrite_instruction -> editor.edit -> history.append
+
+then the final image is scored: occluder / new-object masks on the generated images I_1..I_N,
+OCCUR scores of I_N against I_ref (the *generated* history's image at the scenario's
+reference_turn), optionally the S_IF judge, and a results row is appended to results.jsonl.
+
+Configurations (paper table 2):
+
+    baseline  no ReSpec: the user's instruction and the current image only (no VLM call)
+    hrs       + HRS: the editor gets the plan's historical reference, with the user's instruction
+              (non-restoration turns make no VLM call: nothing of theirs would be used)
+    pti       + PTI: the rewritten instruction, with the current image only
+    respec    + PTI + HRS: the full method
+
+A re-run with the same output folder skips the scenario x config x editor rows already written.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import traceback
+import zlib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .. import comfy
+from ..errors import InputError, Interrupted
+from ..history import History
+from .results import ResultsFile, row_key
+from .scenario import Dataset, Scenario, load_dataset
+
+log = logging.getLogger("respec.bench")
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """One column of table 2."""
+    name: str
+    use_controller: bool
+    use_pti: bool
+    use_hrs: bool
+    skip_non_restoration: bool = False
+    label: str = ""
+
+
+CONFIGS: dict[str, BenchConfig] = {
+    "baseline": BenchConfig("baseline", False, False, False, label="no ReSpec"),
+    "hrs": BenchConfig("hrs", True, False, True, skip_non_restoration=True, label="+ HRS"),
+    "pti": BenchConfig("pti", True, True, False, label="+ PTI"),
+    "respec": BenchConfig("respec", True, True, True, label="+ PTI + HRS (ReSpec)"),
+}
+EDITORS = ("flux2", "omnigen2")
+STAGE_KEYS = ("controller", "select", "rewrite", "editor", "masks", "score", "judge")
+
+
+def parse_configs(spec: str | list[str] | None) -> list[str]:
+    """'all' | 'baseline,respec' | ['pti', 'hrs'] -> config names in table-2 order."""
+    if spec is None:
+        return ["baseline", "respec"]
+    items = spec.split(",") if isinstance(spec, str) else list(spec)
+    names: list[str] = []
+    for item in items:
+        for name in (CONFIGS if item.strip() == "all" else [item.strip()]):
+            if name not in CONFIGS:
+                raise InputError(f"unknown benchmark config {name!r}; use baseline, hrs, pti, respec or all")
+            if name not in names:
+                names.append(name)
+    return [c for c in CONFIGS if c in names]
+
+
+@dataclass
+class BenchSettings:
+    """Everything that decides a run's numbers (recorded in <out>/run.json)."""
+    dataset: str = "occur_sample"
+    out: str = ""
+    configs: list[str] = field(default_factory=lambda: ["baseline", "respec"])
+    editor: str = "flux2"
+    smoke: bool = False
+    size: int = 1024                 # longer side of I_0 (multiples of 16); 0 keeps the source size
+    seed: int = 0
+    steps: int | None = None         # None: the editor's paper default (klein 30, OmniGen2 50)
+    guidance: float | None = None
+    limit: int | None = None
+    scenario_ids: list[str] | None = None
+    judge: bool = False
+    save_images: bool = True
+    # models (real mode)
+    controller: str = "qwen3-vl"
+    controller_model: str | None = None     # None: the backend's default (Qwen3-VL-8B-Instruct)
+    controller_options: dict = field(default_factory=dict)
+    judge_controller: str | None = None     # None: the controller backend judges
+    judge_model: str | None = None
+    editor_model: str | None = None
+    editor_options: dict = field(default_factory=dict)
+    masker_options: dict = field(default_factory=dict)
+    scorer_options: dict = field(default_factory=dict)
+
+    # Fields whose change makes old rows incomparable with new ones.
+    IDENTITY = ("dataset_name", "smoke", "size", "seed", "steps", "guidance", "controller", "controller_model",
+                "editor_model", "masker_options", "scorer_options")
+
+    def identity(self, dataset_name: str) -> dict:
+        d = asdict(self)
+        d["dataset_name"] = dataset_name
+        return {k: d[k] for k in self.IDENTITY}
+
+
+@dataclass
+class BenchModels:
+    """The loaded models of a run. `describe` names them in the rows."""
+    editor: Any
+    backend: Any = None
+    masker: Any = None
+    scorer: Any = None
+    judge_backend: Any = None
+    describe: dict = field(default_factory=dict)
+
+
+@dataclass
+class RunSummary:
+    """What a call to run_benchmark did."""
+    out: str
+    results: str
+    done: list[str] = field(default_factory=list)      # keys written now
+    skipped: list[str] = field(default_factory=list)   # keys already in the results file
+    failed: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+    interrupted: bool = False
+
+
+# ------------------------------------------------------------------------------ models
+
+def smoke_dir() -> Path:
+    """Where the smoke run keeps its tiny random-weight models (built on first use)."""
+    return comfy.standalone_home() / "tiny"
+
+
+def load_smoke_models(settings: BenchSettings) -> BenchModels:
+    """Tiny random-weight models for `--smoke`: Qwen3-VL, FLUX.2 [klein], masker and scorer."""
+    import torch
+    from ..controller import load_backend
+    from ..tiny.eval_models import build_tiny_eval
+    from ..tiny.klein import tiny_flux2_editor
+    from ..tiny.vlm import build_tiny_qwen3vl
+
+    if settings.editor != "flux2":
+        raise InputError(f"--smoke runs the tiny FLUX.2 [klein]; there is no tiny {settings.editor} "
+                         f"(use --editor flux2 with --smoke, or run {settings.editor} with real weights)")
+    torch.manual_seed(settings.seed)
+    vlm_dir = smoke_dir() / "qwen3vl"
+    if not (vlm_dir / "config.json").exists():
+        build_tiny_qwen3vl(vlm_dir, seed=settings.seed)
+    opts = {"max_new_tokens": 48, **settings.controller_options}
+    backend = load_backend("qwen3-vl", str(vlm_dir), **opts)
+    editor = tiny_flux2_editor(seed=settings.seed)
+    masker, scorer = build_tiny_eval(seed=settings.seed)
+    return BenchModels(editor=editor, backend=backend, masker=masker, scorer=scorer, judge_backend=backend,
+                       describe={"controller": "qwen3-vl (tiny)", "editor_model": "flux2-klein (tiny)",
+                                 "masker": "yolo-world+sam (tiny)", "scorer": "lpips+clip (tiny)"})
+
+
+def load_real_models(settings: BenchSettings) -> BenchModels:
+    """The paper's models (or the ones given): controller, editor, masker, scorer, judge."""
+    from ..controller import DEFAULT_MODELS, load_backend
+    from ..masks import load_masker
+    from ..metrics import load_scorer
+
+    need_controller = any(CONFIGS[c].use_controller for c in settings.configs)
+    backend = None
+    if need_controller or (settings.judge and not settings.judge_controller):
+        backend = load_backend(settings.controller, settings.controller_model, **settings.controller_options)
+    if settings.editor == "flux2":
+        from ..editors import load_flux2
+        editor = load_flux2(*([settings.editor_model] if settings.editor_model else []), **settings.editor_options)
+    elif settings.editor == "omnigen2":
+        from ..editors import load_omnigen2
+        editor = load_omnigen2(*([settings.editor_model] if settings.editor_model else []),
+                               **settings.editor_options)
+    else:
+        raise InputError(f"unknown editor {settings.editor!r}; use one of {', '.join(EDITORS)}")
+    masker = load_masker(**settings.masker_options)
+    scorer = load_scorer(**settings.scorer_options)
+    judge = None
+    if settings.judge:
+        judge = (load_backend(settings.judge_controller, settings.judge_model) if settings.judge_controller
+                 else backend)
+    model = settings.controller_model or DEFAULT_MODELS.get(settings.controller, "")
+    return BenchModels(editor=editor, backend=backend, masker=masker, scorer=scorer, judge_backend=judge,
+                       describe={"controller": f"{settings.controller}:{Path(model).name or model}",
+                                 "editor_model": getattr(editor, "name", settings.editor),
+                                 "masker": getattr(masker, "name", type(masker).__name__),
+                                 "scorer": getattr(scorer, "name", type(scorer).__name__)})
+
+
+# ------------------------------------------------------------------------------ one scenario
+
+def turn_seed(base: int, scenario_id: str, t: int) -> int:
+    """The editor seed of turn t: the same in every config, so configs are compared pairwise."""
+    return (int(base) + zlib.crc32(f"{scenario_id}:{t}".encode())) % (2 ** 31)
+
+
+class _Clock:
+    def __init__(self):
+        self.seconds = {k: 0.0 for k in STAGE_KEYS}
+
+    def run(self, stage: str, fn: Callable, *a, **kw):
+        t0 = time.perf_counter()
+        try:
+            return fn(*a, **kw)
+        finally:
+            self.seconds[stage] += time.perf_counter() - t0
+
+
+def _edit(editor, images, instruction, size, seed, settings: BenchSettings):
+    return editor.edit([im.rgb() for im in images], instruction, output_size=size, seed=seed,
+                       steps=settings.steps, guidance=settings.guidance)
+
+
+def run_turns(scenario: Scenario, config: BenchConfig, models: BenchModels, settings: BenchSettings,
+              clock: _Clock, image=None) -> tuple[History, list[dict]]:
+    """Run every turn of a scenario under one config; return the generated history and per-turn records."""
+    from ..controller import plan_turn, rewrite_instruction, select_references
+
+    i0 = image if image is not None else scenario.load_image(settings.size or None)
+    history = History.start(i0, meta={"scenario": scenario.id, "config": config.name})
+    records = []
+    for t, turn in enumerate(scenario.turns, start=1):
+        comfy.check_interrupted()
+        is_restoration = scenario.is_restoration(t)
+        before = dict(clock.seconds)
+        plan = None
+        if config.use_controller:
+            plan = clock.run("controller", plan_turn, history, turn.instruction, models.backend, is_restoration,
+                             skip_non_restoration=config.skip_non_restoration,
+                             meta={"restoration_flag": "ground_truth"})
+            sel = clock.run("select", select_references, history, plan, use_history_reference=config.use_hrs)
+            instruction = clock.run("rewrite", rewrite_instruction, plan, use_pti=config.use_pti)
+            images, ids, fallbacks = sel.images, list(sel.ids), list(plan.fallbacks) + list(sel.fallbacks)
+        else:
+            images, ids, fallbacks = [history.current.image], [history.next_turn - 1], []
+            instruction = turn.instruction
+        seed = turn_seed(settings.seed, scenario.id, t)
+        out = clock.run("editor", _edit, models.editor, images, instruction, history.current.image.size,
+                        seed, settings)
+        vlm_calls = int(plan.meta.get("vlm_calls", 0)) if plan is not None else 0
+        meta = {"seed": seed, "stage": turn.stage, "editor_image_ids": ids, "vlm_calls": vlm_calls,
+                "editor": dict(getattr(models.editor, "last_run", {}) or {})}
+        history = history.append(out, turn.instruction, sent_instruction=instruction, plan=plan, meta=meta)
+        records.append({"t": t, "stage": turn.stage, "instruction": turn.instruction,
+                        "sent_instruction": instruction, "is_restoration": is_restoration,
+                        "editor_image_ids": ids, "vlm_calls": vlm_calls, "fallbacks": fallbacks,
+                        "seed": seed, "plan": plan.to_dict() if plan is not None else None,
+                        "seconds": {k: round(clock.seconds[k] - before[k], 4) for k in STAGE_KEYS
+                                    if clock.seconds[k] - before[k] > 0}})
+    return history, records
+
+
+def trajectory_masks(models: BenchModels, scenario: Scenario, images: list):
+    """Occluder and new-object masks of I_1..I_N (the masker looks, at turn t, for every object
+    introduced at turns <= t). With several occluders (a 'multi' revelation) each is detected
+    on its own (one query per label, as the paper does) and their masks are united per turn."""
+    from dataclasses import replace
+
+    per_turn_new = [list(t.new_objects) for t in scenario.turns]
+    first = models.masker.trajectory_masks(images, scenario.occluders[0], per_turn_new)
+    if len(scenario.occluders) == 1:
+        return first
+    occ = [m.copy() for m in first.occ]
+    records = [dict(r) for r in first.records]
+    for label in scenario.occluders[1:]:
+        # New objects were already masked in the first pass; only the occluder is looked for.
+        extra = models.masker.trajectory_masks(images, label, [[] for _ in images])
+        for i, m in enumerate(extra.occ):
+            occ[i] = occ[i] | m
+            if i < len(records) and i < len(extra.records):
+                records[i].setdefault("other_occluders", {})[label] = extra.records[i].get("occluder")
+    return replace(first, occ=occ, records=records, occluder_label=scenario.occluder)
+
+
+def score_scenario(scenario: Scenario, history: History, models: BenchModels, clock: _Clock) -> dict:
+    """Masks on the generated images, then the OCCUR score of I_N against the generated I_ref."""
+    generated = [im.rgb() for im in history.images[1:]]
+    masks = clock.run("masks", trajectory_masks, models, scenario, generated)
+    ref = history.image(scenario.reference_turn).rgb()
+    score = clock.run("score", models.scorer.occur_score, generated[-1], ref, masks)
+    return {"score": score, "masks": masks}
+
+
+def judge_turns(scenario: Scenario, history: History, models: BenchModels, clock: _Clock) -> dict:
+    """S_IF per turn on the paper's 0-3 scale, normalised to 0-1; the row's S_IF is the mean
+    over turns (appendix B.2 uses the mean so longer scenarios are not favoured)."""
+    from ..judge import judge_instruction
+    per_turn, calls = [], 0
+    for t in range(1, len(history)):
+        comfy.check_interrupted()
+        res = clock.run("judge", judge_instruction, models.judge_backend, history.image(t - 1).rgb(),
+                        history.image(t).rgb(), history.turns[t].instruction)
+        calls += int(res.get("vlm_calls", 1))
+        per_turn.append(res)
+    vals = [_norm_sif(r) for r in per_turn]
+    good = [v for v in vals if v is not None]
+    return {"S_IF": sum(good) / len(good) if good else None, "S_IF_turns": vals,
+            "S_IF_final": vals[-1] if vals else None, "judge_records": per_turn, "judge_calls": calls}
+
+
+def _norm_sif(res: dict) -> float | None:
+    for k in ("S_IF_norm", "normalized", "score_norm"):
+        if isinstance(res.get(k), (int, float)):
+            return float(res[k])
+    for k in ("S_IF", "score"):
+        if isinstance(res.get(k), (int, float)):
+            return float(res[k]) / 3.0
+    return None
+
+
+def _save_images(out_dir: Path, key_dir: str, history: History) -> list[str]:
+    folder = out_dir / "images" / key_dir
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for t, img in enumerate(history.images):
+        p = folder / f"I{t}.png"
+        tmp = p.with_suffix(".png.tmp")
+        img.pil().save(tmp, format="PNG")
+        os.replace(tmp, p)
+        paths.append(str(p.relative_to(out_dir)))
+    return paths
+
+
+def run_one(scenario: Scenario, config: BenchConfig, models: BenchModels, settings: BenchSettings,
+            out_dir: Path | None = None, image=None) -> dict:
+    """Run and score one scenario under one config; return its results row (nothing written
+    but the images, when an out_dir is given and settings.save_images)."""
+    clock = _Clock()
+    t_start = time.perf_counter()
+    history, turns = run_turns(scenario, config, models, settings, clock, image=image)
+    scored = score_scenario(scenario, history, models, clock)
+    score = scored["score"]
+    judge = judge_turns(scenario, history, models, clock) if settings.judge and models.judge_backend else {}
+    plan_r = history.turns[scenario.restoration_turn].plan
+    chosen = plan_r.restoration_source_id if (plan_r is not None and plan_r.vlm_called) else None
+    correct = None
+    if plan_r is not None and plan_r.vlm_called:
+        correct = chosen is not None and int(chosen) == scenario.reference_turn
+    areas = score.get("areas", {})
+    row = {
+        **scenario.summary(),
+        "status": "ok",
+        "config": config.name, "use_pti": config.use_pti, "use_hrs": config.use_hrs,
+        "editor": settings.editor, "smoke": settings.smoke, "judge": bool(judge),
+        "controller": models.describe.get("controller", "") if config.use_controller else "",
+        "editor_model": models.describe.get("editor_model", ""),
+        "size": list(history.images[0].size), "seed": settings.seed,
+        "S_restore": score.get("S_restore"), "S_preserve": score.get("S_preserve"), "S_TC": score.get("S_TC"),
+        "S_IF": judge.get("S_IF"), "S_IF_final": judge.get("S_IF_final"), "S_IF_turns": judge.get("S_IF_turns"),
+        "parts": {"restore": score.get("restore"), "preserve": score.get("preserve")},
+        "whole": score.get("whole_image"),
+        "restore_area_ratio": areas.get("R_restore"), "preserve_area_ratio": areas.get("R_preserve"),
+        "areas": areas,
+        "nan_reason": "; ".join(score.get("reasons") or []) or None,
+        "reference_chosen": chosen, "reference_correct": correct,
+        "editor_reference_ids": history.turns[scenario.restoration_turn].meta.get("editor_image_ids"),
+        "fallbacks": sorted({f for tr in turns for f in tr["fallbacks"]}),
+        "vlm_calls": sum(tr["vlm_calls"] for tr in turns),
+        "judge_calls": judge.get("judge_calls", 0),
+        "seconds": {**{k: round(v, 4) for k, v in clock.seconds.items()},
+                    "total": round(time.perf_counter() - t_start, 4)},
+        "turns": turns,
+        "mask_records": _mask_records(scored["masks"]),
+        "judge_records": judge.get("judge_records"),
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    row["key"] = row_key(row)
+    if out_dir is not None and settings.save_images:
+        row["images"] = _save_images(out_dir, f"{scenario.id}/{config.name}-{settings.editor}", history)
+    return row
+
+
+def _mask_records(masks) -> Any:
+    rec = masks.to_record() if hasattr(masks, "to_record") else getattr(masks, "records", None)
+    try:
+        json.dumps(rec, default=str)
+        return json.loads(json.dumps(rec, default=str))
+    except (TypeError, ValueError):
+        return str(rec)
+
+
+# ------------------------------------------------------------------------------ the whole run
+
+def _check_manifest(out_dir: Path, settings: BenchSettings, dataset: Dataset) -> None:
+    path = out_dir / "run.json"
+    ident = settings.identity(dataset.name)
+    if path.exists():
+        try:
+            old = json.loads(path.read_text(encoding="utf-8")).get("identity", {})
+        except (OSError, json.JSONDecodeError):
+            old = {}
+        diff = {k: (old.get(k), v) for k, v in ident.items() if k in old and old.get(k) != v}
+        if diff:
+            lines = ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in diff.items())
+            raise InputError(f"{out_dir} holds results made with other settings ({lines}); resuming would mix "
+                             f"incomparable rows. Use another --out folder (or the same settings).")
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps({"identity": ident, "dataset_path": dataset.path, "settings": asdict(settings)},
+                              indent=2, default=str), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def select_scenarios(dataset: Dataset, settings: BenchSettings) -> list[Scenario]:
+    """The scenarios a run covers: the ids asked for (in file order), then --limit."""
+    scenarios = list(dataset)
+    if settings.scenario_ids:
+        wanted = set(settings.scenario_ids)
+        unknown = wanted - {s.id for s in scenarios}
+        if unknown:
+            raise InputError(f"{dataset.path}: no scenario with id {sorted(unknown)}")
+        scenarios = [s for s in scenarios if s.id in wanted]
+    if settings.limit is not None:
+        if settings.limit < 1:
+            raise InputError(f"--limit must be at least 1, got {settings.limit}")
+        scenarios = scenarios[: settings.limit]
+    return scenarios
+
+
+def run_benchmark(settings: BenchSettings, models: BenchModels | None = None,
+                  on_row: Callable[[dict], None] | None = None) -> RunSummary:
+    """Run the dataset under every config in settings.configs, appending rows as they finish.
+
+    Rows already in <out>/results.jsonl are skipped (resume). A scenario that fails is written to
+    <out>/errors.jsonl with its traceback and the run goes on; Ctrl-C / interruption stops it
+    with everything finished so far saved."""
+    dataset = load_dataset(settings.dataset)
+    settings.configs = parse_configs(settings.configs)
+    if settings.editor not in EDITORS:
+        raise InputError(f"unknown editor {settings.editor!r}; use one of {', '.join(EDITORS)}")
+    out_dir = Path(settings.out or default_out_dir(dataset.name, settings.smoke))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _check_manifest(out_dir, settings, dataset)
+    results = ResultsFile(out_dir / "results.jsonl")
+    errors = ResultsFile(out_dir / "errors.jsonl")
+    summary = RunSummary(out=str(out_dir), results=str(results.path))
+    scenarios = select_scenarios(dataset, settings)
+    done = results.done_keys()
+    todo = []
+    for s in scenarios:
+        for c in settings.configs:
+            key = row_key({"dataset": dataset.name, "scenario_id": s.id, "config": c, "editor": settings.editor})
+            if key in done:
+                summary.skipped.append(key)
+            else:
+                todo.append((s, c, key))
+    t0 = time.perf_counter()
+    if not todo:
+        summary.seconds = time.perf_counter() - t0
+        return summary
+    if models is None:
+        models = load_smoke_models(settings) if settings.smoke else load_real_models(settings)
+    comfy.clear_interrupt()
+    try:
+        with comfy.progress(len(todo), desc="OCCUR bench") as bar:
+            for scenario, cname, key in todo:
+                image = scenario.load_image(settings.size or None)
+                try:
+                    row = run_one(scenario, CONFIGS[cname], models, settings, out_dir, image=image)
+                except (Interrupted, KeyboardInterrupt):
+                    raise
+                except Exception as e:  # one broken scenario must not end a long run
+                    if _is_interrupt(e):
+                        raise
+                    log.exception("scenario %s (%s) failed", scenario.id, cname)
+                    summary.failed[key] = f"{type(e).__name__}: {e}"
+                    errors.append({"dataset": dataset.name, "scenario_id": scenario.id, "config": cname,
+                                   "editor": settings.editor, "key": f"{key}|{time.time():.0f}",
+                                   "status": "error", "error": f"{type(e).__name__}: {e}",
+                                   "traceback": traceback.format_exc()})
+                    bar.update()
+                    continue
+                if results.append(row):
+                    summary.done.append(key)
+                    if on_row is not None:
+                        on_row(row)
+                else:
+                    summary.skipped.append(key)
+                comfy.send_event("bench.row", {"key": key, "S_TC": row.get("S_TC")})
+                bar.update()
+    except (Interrupted, KeyboardInterrupt):
+        summary.interrupted = True
+    summary.seconds = time.perf_counter() - t0
+    return summary
+
+
+def _is_interrupt(e: BaseException) -> bool:
+    # ComfyUI's own interruption exception, without importing ComfyUI.
+    return type(e).__name__ in ("InterruptProcessingException",)
+
+
+def default_out_dir(dataset_name: str, smoke: bool) -> Path:
+    """<ComfyUI output or RESPEC_HOME/output>/bench/<dataset>[-smoke]: re-running resumes there."""
+    return comfy.output_dir() / "bench" / (dataset_name + ("-smoke" if smoke else ""))
