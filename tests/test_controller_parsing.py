@@ -1,0 +1,285 @@
+"""Appendix C.2 (parsing) and C.3 (fallbacks): one test per rule, each with the exact plan.
+
+The model's answer text is given (ScriptedAnswer); everything after it - plan_turn, the parser,
+the fallbacks, D_t - is the real code.
+"""
+from __future__ import annotations
+
+import json
+
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from controller_helpers import ScriptedAnswer, make_history
+from respec.controller import parse_midturn, parse_restoration, plan_turn
+from respec.plan import Plan
+
+REQUEST = "remove the large cardboard box"
+HISTORY = make_history(4)   # I_0..I_3, so this is turn t = 4 and t-1 = 3
+
+REASONING = {"occluder": "cardboard box", "uncovered_region": "the man's chest",
+             "target_evidence": "the NASA patch on the chest", "add_into_region_turn": 1,
+             "per_turn_classification": {"T1": "ADD-INTO-REGION", "T2": "UNRELATED", "T3": "MODIFY-IN-REGION"},
+             "notes": "the box covers the patch"}
+FULL = {"reasoning": REASONING, "identity_anchor_id": 3, "restoration_source_id": 0,
+        "restoration_region": "centre of the chest", "image_ids": [0, 3],
+        "synthesis_instruction": "Remove the large cardboard box, revealing the NASA patch from the first image."}
+
+
+def restoration_plan(answer: str) -> Plan:
+    return plan_turn(HISTORY, REQUEST, ScriptedAnswer(answer), True)
+
+
+def midturn_plan(answer: str) -> Plan:
+    return plan_turn(HISTORY, "make the sky pink", ScriptedAnswer(answer), False)
+
+
+def fields(plan: Plan) -> dict:
+    d = plan.to_dict()
+    return {k: d[k] for k in ("turn", "user_instruction", "synthesis_instruction", "is_restoration",
+                              "preservation_target", "restoration_source_id", "identity_anchor_id",
+                              "restoration_region", "image_ids", "reasoning", "fallbacks", "vlm_called")}
+
+
+def expected(**changes) -> dict:
+    base = {"turn": 4, "user_instruction": REQUEST, "synthesis_instruction": FULL["synthesis_instruction"],
+            "is_restoration": True, "preservation_target": "the NASA patch on the chest",
+            "restoration_source_id": 0, "identity_anchor_id": 3, "restoration_region": "centre of the chest",
+            "image_ids": [0, 3], "reasoning": REASONING, "fallbacks": [], "vlm_called": True}
+    base.update(changes)
+    return base
+
+
+def fenced(obj) -> str:
+    return "Here is the plan.\n```json\n" + json.dumps(obj, indent=2) + "\n```\nDone."
+
+
+def without(key: str) -> dict:
+    return {k: v for k, v in FULL.items() if k != key}
+
+
+# ----------------------------------------------------------------------------- C.2 parsing
+
+def test_complete_answer_fires_no_rule():
+    plan = restoration_plan(fenced(FULL))
+    assert fields(plan) == expected()
+    assert plan.meta["parse"] == "fenced_json_block"
+    assert plan.meta["preservation_target_from"] == "reasoning.target_evidence"
+    assert plan.raw_text == fenced(FULL)
+
+
+def test_fenced_json_block_is_read_first():
+    decoy = json.dumps({**FULL, "synthesis_instruction": "decoy", "image_ids": [1, 2]})
+    plan = restoration_plan(f"Draft: {decoy}\nFinal:\n```json\n{json.dumps(FULL)}\n```")
+    assert fields(plan) == expected()
+    assert plan.meta["parse"] == "fenced_json_block"
+
+
+def test_first_json_object_is_read_without_a_fence():
+    plan = restoration_plan("Sure! " + json.dumps(FULL) + " Hope this helps.")
+    assert fields(plan) == expected()
+    assert plan.meta["parse"] == "first_json_object"
+
+
+def test_broken_fence_falls_through_to_the_first_json_object():
+    plan = restoration_plan("```json\n{\"image_ids\": [0, \n```\n" + json.dumps(FULL))
+    assert fields(plan) == expected()
+    assert plan.meta["parse"] == "first_json_object"
+
+
+def test_first_of_two_objects_is_read():
+    second = {**FULL, "synthesis_instruction": "second"}
+    plan = restoration_plan(json.dumps(FULL) + "\n" + json.dumps(second))
+    assert plan.synthesis_instruction == FULL["synthesis_instruction"]
+
+
+def test_control_characters_inside_strings_are_accepted():
+    text = json.dumps(FULL).replace("Remove the", "Remove\tthe")
+    plan = restoration_plan(text)
+    assert plan.synthesis_instruction.startswith("Remove\tthe")
+    assert plan.fallbacks == ()
+
+
+def test_parse_failure_on_restoration_turn_gives_no_ids_no_images_and_the_raw_text():
+    raw = "I think image 0 shows the patch best; remove the box and bring the patch back."
+    plan = restoration_plan(raw)
+    assert fields(plan) == expected(synthesis_instruction=raw, preservation_target=None, restoration_source_id=None,
+                                    identity_anchor_id=None, restoration_region=None, image_ids=[],
+                                    reasoning=None, fallbacks=["json_parse_failed"])
+    assert plan.meta["parse"] == "no_json"
+
+
+def test_parse_failure_on_mid_turn_uses_the_raw_text():
+    raw = "Make the sky a soft pink at sunset."
+    plan = midturn_plan(raw)
+    assert fields(plan) == {"turn": 4, "user_instruction": "make the sky pink", "synthesis_instruction": raw,
+                            "is_restoration": False, "preservation_target": None, "restoration_source_id": None,
+                            "identity_anchor_id": None, "restoration_region": None, "image_ids": [],
+                            "reasoning": None, "fallbacks": ["json_parse_failed"], "vlm_called": True}
+
+
+def test_parse_failure_with_an_empty_answer_uses_the_user_request():
+    plan = restoration_plan("   \n")
+    assert fields(plan) == expected(synthesis_instruction=REQUEST, preservation_target=None,
+                                    restoration_source_id=None, identity_anchor_id=None, restoration_region=None,
+                                    image_ids=[], reasoning=None,
+                                    fallbacks=["json_parse_failed", "synthesis_instruction_missing"])
+
+
+def test_result_that_is_not_a_dict_uses_the_user_request():
+    plan = restoration_plan('```json\n["remove the box", 0, 3]\n```')
+    assert fields(plan) == expected(synthesis_instruction=REQUEST, preservation_target=None,
+                                    restoration_region=None, reasoning=None,
+                                    fallbacks=["result_not_a_dict", "synthesis_instruction_missing",
+                                               "identity_anchor_id_missing", "restoration_source_id_missing",
+                                               "restoration_region_empty", "image_ids_missing"])
+    mid = midturn_plan('```json\n"make it pink"\n```')
+    assert mid.synthesis_instruction == "make the sky pink"
+    assert mid.fallbacks == ("result_not_a_dict", "synthesis_instruction_missing")
+
+
+def test_missing_synthesis_instruction_uses_the_user_request():
+    plan = restoration_plan(fenced(without("synthesis_instruction")))
+    assert fields(plan) == expected(synthesis_instruction=REQUEST, fallbacks=["synthesis_instruction_missing"])
+    mid = midturn_plan(fenced({"reasoning": {"action_type": "Modify", "notes": "sky"}}))
+    assert mid.synthesis_instruction == "make the sky pink"
+    assert mid.fallbacks == ("synthesis_instruction_missing",)
+    assert mid.reasoning == {"action_type": "Modify", "notes": "sky"}
+
+
+def test_synthesis_instruction_is_passed_as_is_not_merged_with_the_request():
+    plan = midturn_plan(fenced({"reasoning": {"action_type": "Modify", "notes": "n"},
+                                "synthesis_instruction": "Paint the whole sky pastel pink."}))
+    assert plan.synthesis_instruction == "Paint the whole sky pastel pink."
+    assert plan.fallbacks == ()
+
+
+# ----------------------------------------------------------------------------- C.3 fallbacks
+
+def test_missing_identity_anchor_id_becomes_t_minus_1():
+    plan = restoration_plan(fenced({**without("identity_anchor_id"), "image_ids": [0, 3]}))
+    assert fields(plan) == expected(fallbacks=["identity_anchor_id_missing"])
+    null = restoration_plan(fenced({**FULL, "identity_anchor_id": None}))
+    assert fields(null) == expected(fallbacks=["identity_anchor_id_missing"])
+
+
+def test_missing_restoration_source_id_becomes_0():
+    answer = {**FULL, "identity_anchor_id": 2, "image_ids": [1, 2]}
+    del answer["restoration_source_id"]
+    plan = restoration_plan(fenced(answer))
+    assert fields(plan) == expected(identity_anchor_id=2, image_ids=[1, 2], fallbacks=["restoration_source_id_missing"])
+    null = restoration_plan(fenced({**answer, "restoration_source_id": None}))
+    assert null.restoration_source_id == 0 and null.fallbacks == ("restoration_source_id_missing",)
+
+
+def test_empty_restoration_region_is_left_as_none():
+    for value in ("", "   ", None):
+        plan = restoration_plan(fenced({**FULL, "restoration_region": value}))
+        assert fields(plan) == expected(restoration_region=None, fallbacks=["restoration_region_empty"])
+
+
+def test_missing_image_ids_become_source_then_anchor():
+    answer = {**FULL, "restoration_source_id": 1, "identity_anchor_id": 3}
+    for ids in (None, []):
+        a = dict(answer)
+        if ids is None:
+            del a["image_ids"]
+        else:
+            a["image_ids"] = ids
+        plan = restoration_plan(fenced(a))
+        assert fields(plan) == expected(restoration_source_id=1, image_ids=[1, 3], fallbacks=["image_ids_missing"])
+
+
+def test_missing_ids_everywhere_give_original_and_latest_image():
+    answer = {"reasoning": REASONING, "synthesis_instruction": FULL["synthesis_instruction"]}
+    plan = restoration_plan(fenced(answer))
+    assert fields(plan) == expected(restoration_region=None, image_ids=[0, 3],
+                                    fallbacks=["identity_anchor_id_missing", "restoration_source_id_missing",
+                                               "restoration_region_empty", "image_ids_missing"])
+
+
+def test_out_of_range_ids_are_not_clamped_when_parsing():
+    plan = restoration_plan(fenced({**FULL, "restoration_source_id": 7, "identity_anchor_id": -1,
+                                    "image_ids": [7, -1, 2]}))
+    assert fields(plan) == expected(restoration_source_id=7, identity_anchor_id=-1, image_ids=[7, -1, 2])
+
+
+def test_ids_written_as_text_are_read_as_ids():
+    plan = restoration_plan(fenced({**FULL, "restoration_source_id": "Image 1", "identity_anchor_id": "3",
+                                    "image_ids": ["1", 3.0]}))
+    assert fields(plan) == expected(restoration_source_id=1, image_ids=[1, 3])
+
+
+def test_unreadable_image_ids_entries_are_dropped():
+    plan = restoration_plan(fenced({**FULL, "image_ids": ["the first one", 3]}))
+    assert fields(plan) == expected(image_ids=[3], fallbacks=["image_ids_entry_unreadable"])
+    none_left = restoration_plan(fenced({**FULL, "image_ids": ["first", True]}))
+    assert fields(none_left) == expected(fallbacks=["image_ids_entry_unreadable", "image_ids_missing"])
+
+
+def test_preservation_target_comes_from_reasoning_then_region():
+    no_evidence = {**REASONING, "target_evidence": ""}
+    plan = restoration_plan(fenced({**FULL, "reasoning": no_evidence}))
+    assert plan.preservation_target == "the man's chest"
+    assert plan.meta["preservation_target_from"] == "reasoning.uncovered_region"
+    plan = restoration_plan(fenced({**FULL, "reasoning": "box over the chest"}))
+    assert plan.preservation_target == "centre of the chest"
+    assert plan.meta["preservation_target_from"] == "restoration_region"
+    plan = restoration_plan(fenced({**FULL, "reasoning": None, "restoration_region": ""}))
+    assert plan.preservation_target is None and "preservation_target_from" not in plan.meta
+
+
+def test_mid_turn_plan_never_carries_reference_ids():
+    answer = {**FULL, "reasoning": {"action_type": "Modify", "notes": "n"}}
+    plan = midturn_plan(fenced(answer))
+    assert plan.image_ids == () and plan.restoration_source_id is None and plan.identity_anchor_id is None
+    assert plan.synthesis_instruction == FULL["synthesis_instruction"]
+
+
+# ----------------------------------------------------------------------------- property
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=5),
+    max_leaves=20)
+plan_keys = st.sampled_from(["reasoning", "identity_anchor_id", "restoration_source_id", "restoration_region",
+                             "image_ids", "synthesis_instruction"])
+plan_like = st.dictionaries(plan_keys, json_values, max_size=6)
+
+
+def _answers():
+    return st.one_of(
+        st.text(max_size=400),
+        st.text(alphabet="{}[]\":,0123456789 `json\n\\tnulrue", max_size=200),
+        json_values.map(lambda v: json.dumps(v)),
+        plan_like.map(lambda d: fenced(d)),
+        st.tuples(st.text(max_size=40), plan_like, st.text(max_size=40)).map(lambda t: t[0] + json.dumps(t[1]) + t[2]),
+    )
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(answer=_answers(), restoration=st.booleans())
+def test_any_answer_text_gives_a_valid_plan(answer, restoration):
+    plan = plan_turn(HISTORY, REQUEST, ScriptedAnswer(answer), restoration)
+    assert isinstance(plan, Plan)
+    assert isinstance(plan.synthesis_instruction, str) and plan.synthesis_instruction.strip()
+    assert all(isinstance(i, int) and not isinstance(i, bool) for i in plan.image_ids)
+    for v in (plan.restoration_source_id, plan.identity_anchor_id):
+        assert v is None or (isinstance(v, int) and not isinstance(v, bool))
+    assert plan.restoration_region is None or (isinstance(plan.restoration_region, str) and plan.restoration_region)
+    assert set(plan.fallbacks) <= {"json_parse_failed", "result_not_a_dict", "synthesis_instruction_missing",
+                                   "identity_anchor_id_missing", "restoration_source_id_missing",
+                                   "restoration_region_empty", "image_ids_missing", "image_ids_entry_unreadable"}
+    if restoration and "json_parse_failed" not in plan.fallbacks:
+        assert len(plan.image_ids) >= 1 and plan.identity_anchor_id is not None
+    if not restoration:
+        assert plan.image_ids == ()
+    # the plan survives its own JSON round trip (it is saved with the history)
+    assert Plan.from_dict(json.loads(json.dumps(plan.to_dict()))).to_dict() == json.loads(json.dumps(plan.to_dict()))
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(max_size=300), turn=st.integers(min_value=2, max_value=8))
+def test_parser_functions_never_raise(text, turn):
+    r = parse_restoration(text, turn, "do it")
+    m = parse_midturn(text, "do it")
+    assert r.synthesis_instruction and m.synthesis_instruction
