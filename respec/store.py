@@ -12,8 +12,8 @@ Guarantees (tests/test_history_store.py checks each one):
   middle of an append leaves at most an unreferenced PNG behind (harmless; `gc` removes it).
 - Every change runs in one `BEGIN IMMEDIATE` transaction that also assigns the turn index, so
   concurrent appends from several processes serialise: nothing is lost, nothing interleaves.
-- Each change bumps the session's version (never decreasing); together with a per-creation uid
-  it is the cache key for ComfyUI (IS_CHANGED) and for this process's history cache.
+- Each change bumps the session's version (never decreasing); together with a lineage id (new on
+  creation and on rewind) it is the cache key for ComfyUI (IS_CHANGED) and for this process's history cache.
 - A file that is not a ReSpec store (random bytes, another program's database, a newer schema)
   raises StoreError saying so; the file is never modified.
 - Loading a session decodes no image: turns carry LazyStoredImage values that decode their PNG
@@ -295,7 +295,8 @@ _SCHEMA = """
 CREATE TABLE store_info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE sessions (
     id TEXT PRIMARY KEY,
-    uid TEXT NOT NULL,              -- new for every creation: a re-created id is a new session
+    lineage TEXT NOT NULL,          -- new on creation and on every rewind: while it stays the
+                                    -- same, turns were only appended (lets a cache read new rows only)
     version INTEGER NOT NULL,       -- bumped by every change, never decreases
     n_turns INTEGER NOT NULL,       -- turns 0..n_turns-1 are live
     created REAL NOT NULL,
@@ -342,7 +343,7 @@ class SessionStore:
         self.files = ImageFiles(self.root / "images", png_compress_level)
         self._local = threading.local()
         self._schema_checked = False
-        self._cache: dict[str, tuple[str, History]] = {}   # id -> (uid, latest History seen here)
+        self._cache: dict[str, tuple[str, History]] = {}   # id -> (lineage, latest History seen here)
         self._cache_lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -464,7 +465,7 @@ class SessionStore:
     # -- reading -----------------------------------------------------------------------
     @staticmethod
     def _session_row(conn, sid: str):
-        return conn.execute("SELECT uid, version, n_turns, created, updated, parent_id, parent_turn "
+        return conn.execute("SELECT lineage, version, n_turns, created, updated, parent_id, parent_turn "
                             "FROM sessions WHERE id = ?", (sid,)).fetchone()
 
     def _missing(self, sid: str) -> StoreError:
@@ -498,7 +499,8 @@ class SessionStore:
 
     def token(self, session_id: str) -> str:
         """A string that changes whenever the session changes, is re-created or deleted
-        (ComfyUI's IS_CHANGED value); cheap: one row read."""
+        (ComfyUI's IS_CHANGED value); cheap: one row read. (Session version + lineage id, so a
+        deleted and re-created session never repeats an earlier token.)"""
         sid = validate_session_id(session_id)
         with self._tx(False) as conn:
             row = self._session_row(conn, sid)
@@ -511,41 +513,46 @@ class SessionStore:
             row = self._session_row(conn, sid)
         if row is None:
             raise self._missing(sid)
-        uid, version, n, created, updated, parent, parent_turn = row
-        return {"session_id": sid, "uid": uid, "version": version, "turns": n, "created": created,
+        lineage, version, n, created, updated, parent, parent_turn = row
+        return {"session_id": sid, "lineage": lineage, "version": version, "turns": n, "created": created,
                 "updated": updated, "parent_id": parent, "parent_turn": parent_turn,
                 "store": str(self.root)}
 
     def load(self, session_id: str) -> History:
-        """The session's current History. Decodes no image; unchanged sessions come from a cache."""
+        """The session's current History. Decodes no image. An unchanged session comes from this
+        process's cache; one that only grew since (appends by anyone) reads just the new rows."""
         sid = validate_session_id(session_id)
         with self._tx(False) as conn:
             row = self._session_row(conn, sid)
             if row is None:
                 raise self._missing(sid)
-            uid, version, n = row[0], row[1], row[2]
-            cached = self._cached(sid, uid, version)
-            if cached is not None:
-                return cached
-            rows = conn.execute(f"SELECT {_TURN_COLS} FROM turns WHERE session_id = ? ORDER BY idx",
-                                (sid,)).fetchall()
-        if len(rows) != n or any(r[0] != i for i, r in enumerate(rows)):
+            lineage, version, n = row[0], row[1], row[2]
+            with self._cache_lock:
+                entry = self._cache.get(sid)
+            known: tuple[Turn, ...] = ()
+            if entry is not None and entry[0] == lineage and len(entry[1]) <= n:
+                if entry[1].version == version:
+                    return entry[1]
+                known = entry[1].turns
+            rows = conn.execute(f"SELECT {_TURN_COLS} FROM turns WHERE session_id = ? AND idx >= ? "
+                                "ORDER BY idx", (sid, len(known))).fetchall()
+        if len(known) + len(rows) != n or any(r[0] != len(known) + i for i, r in enumerate(rows)):
             raise StoreError(f"session {sid!r} in {self.db_path} is inconsistent (expected turns "
-                             f"0..{n - 1}, found {[r[0] for r in rows][:10]}...); it was edited by hand")
-        hist = History(tuple(self._turn(r) for r in rows), sid, int(version), str(self.root))
-        self._remember(sid, uid, hist)
+                             f"0..{n - 1}, found {len(known) + len(rows)} rows); it was edited by hand")
+        hist = History(known + tuple(self._turn(r) for r in rows), sid, int(version), str(self.root))
+        self._remember(sid, lineage, hist)
         return hist
 
-    def _cached(self, sid: str, uid: str, version: int) -> History | None:
+    def _cached(self, sid: str, lineage: str, version: int) -> History | None:
         with self._cache_lock:
             entry = self._cache.get(sid)
-        if entry is not None and entry[0] == uid and entry[1].version == version:
+        if entry is not None and entry[0] == lineage and entry[1].version == version:
             return entry[1]
         return None
 
-    def _remember(self, sid: str, uid: str, hist: History) -> None:
+    def _remember(self, sid: str, lineage: str, hist: History) -> None:
         with self._cache_lock:
-            self._cache[sid] = (uid, hist)
+            self._cache[sid] = (lineage, hist)
 
     def list_sessions(self) -> list[dict]:
         """Every session (newest change first): id, version, turns, times, parent, current image digest."""
@@ -593,7 +600,7 @@ class SessionStore:
         img = self.files.put(image)
         _checkpoint("image_written")
         now = time.time()
-        uid = uuid.uuid4().hex
+        lineage = uuid.uuid4().hex
         with self._tx(True) as conn:
             row = self._session_row(conn, sid)
             if row is not None:
@@ -606,7 +613,7 @@ class SessionStore:
                     raise StoreError(f"session {sid!r} already exists with a different original image; "
                                      "choose another session id or load the existing one")
             else:
-                conn.execute("INSERT INTO sessions VALUES (?, ?, 1, 1, ?, ?, NULL, NULL)", (sid, uid, now, now))
+                conn.execute("INSERT INTO sessions VALUES (?, ?, 1, 1, ?, ?, NULL, NULL)", (sid, lineage, now, now))
                 h, w, c = img.shape
                 conn.execute("INSERT INTO turns VALUES (?, 0, '', '', NULL, ?, ?, ?, ?, ?, NULL, ?)",
                              (sid, meta_text, img.digest, h, w, c, now))
@@ -614,7 +621,7 @@ class SessionStore:
         if row is not None:
             return self.load(sid)
         hist = History((Turn(0, img, meta=meta),), sid, 1, str(self.root))
-        self._remember(sid, uid, hist)
+        self._remember(sid, lineage, hist)
         return hist
 
     def append(self, session_id: str, image: Any, instruction: str, sent_instruction: str | None = None,
@@ -644,7 +651,7 @@ class SessionStore:
             row = self._session_row(conn, sid)
             if row is None:
                 raise self._missing(sid)
-            uid, version, n = row[0], row[1], row[2]
+            lineage, version, n = row[0], row[1], row[2]
             if idempotency_key is not None and conn.execute(
                     "SELECT 1 FROM turns WHERE session_id = ? AND idem_key = ?",
                     (sid, idempotency_key)).fetchone() is not None:
@@ -664,12 +671,12 @@ class SessionStore:
                 _checkpoint("before_commit")
         if duplicate:
             return self.load(sid)
-        prev = self._cached(sid, uid, version)
+        prev = self._cached(sid, lineage, version)
         if prev is None or len(prev) != n:
             return self.load(sid)
         hist = History(prev.turns + (Turn(n, img, instruction, sent, plan, meta),), sid, version + 1,
                        str(self.root))
-        self._remember(sid, uid, hist)
+        self._remember(sid, lineage, hist)
         return hist
 
     def rewind(self, session_id: str, k: int) -> History:
@@ -683,7 +690,7 @@ class SessionStore:
             row = self._session_row(conn, sid)
             if row is None:
                 raise self._missing(sid)
-            uid, version, n = row[0], row[1], row[2]
+            lineage, version, n = row[0], row[1], row[2]
             if not 0 <= k < n:
                 raise InputError(f"cannot rewind session {sid!r} to turn {k}: it has turns 0..{n - 1}")
             if k == n - 1:
@@ -691,14 +698,15 @@ class SessionStore:
             else:
                 changed = True
                 conn.execute("DELETE FROM turns WHERE session_id = ? AND idx > ?", (sid, k))
-                conn.execute("UPDATE sessions SET version = version + 1, n_turns = ?, updated = ? "
-                             "WHERE id = ?", (k + 1, time.time(), sid))
+                new_lineage = uuid.uuid4().hex    # earlier turns may now be replaced
+                conn.execute("UPDATE sessions SET version = version + 1, n_turns = ?, updated = ?, "
+                             "lineage = ? WHERE id = ?", (k + 1, time.time(), new_lineage, sid))
                 _checkpoint("before_commit")
-        prev = self._cached(sid, uid, version)
+        prev = self._cached(sid, lineage, version)
         if not changed or prev is None or len(prev) != n:
             return self.load(sid)
         hist = History(prev.turns[: k + 1], sid, version + 1, str(self.root))
-        self._remember(sid, uid, hist)
+        self._remember(sid, new_lineage, hist)
         return hist
 
     def branch(self, session_id: str, new_id: str, at_turn: int | None = None) -> History:

@@ -295,8 +295,42 @@ def test_an_unchanged_session_loads_from_the_cache(store):
     store.create("a", _img(0))
     store.append("a", _img(1), "edit")
     assert store.load("a") is store.load("a")
-    SessionStore(store.root).append("a", _img(2), "from another process")
-    assert len(store.load("a")) == 3
+
+
+def test_a_session_that_only_grew_elsewhere_reads_just_the_new_turns(store, monkeypatch):
+    store.create("a", _img(0))
+    for i in range(1, 6):
+        store.append("a", _img(i), f"edit {i}")
+    store.load("a")
+    other = SessionStore(store.root)               # another process
+    other.append("a", _img(6), "edit 6")
+    other.append("a", _img(7), "edit 7")
+    read = []
+    real = store._turn
+    monkeypatch.setattr(store, "_turn", lambda row: read.append(row[0]) or real(row))
+    h = store.load("a")
+    assert read == [6, 7] and h.fingerprint == SessionStore(store.root).load("a").fingerprint
+
+
+@pytest.mark.parametrize("elsewhere", ["rewind", "rewind_and_regrow", "recreate"])
+def test_a_cached_history_is_never_stale(store, elsewhere):
+    store.create("a", _img(0))
+    for i in range(1, 4):
+        store.append("a", _img(i), f"edit {i}")
+    store.load("a")
+    other = SessionStore(store.root)
+    if elsewhere == "rewind":
+        other.rewind("a", 1)
+    elif elsewhere == "rewind_and_regrow":
+        other.rewind("a", 1)
+        for i in range(2, 4):
+            other.append("a", _img(10 + i), f"other edit {i}")   # same length, other turns
+    else:
+        other.delete_session("a")
+        other.create("a", _img(0))
+        for i in range(1, 4):
+            other.append("a", _img(20 + i), f"new edit {i}")
+    assert store.load("a").fingerprint == SessionStore(store.root).load("a").fingerprint
 
 
 # ----------------------------------------------------------------------------- foreign / corrupt files
