@@ -1,0 +1,559 @@
+"""OCCUR-Bench scores (paper §3.3, appendices A.5 and D.4/D.5).
+
+Everything a reader needs to recompute the numbers is here and in docs/evaluation.md:
+
+* the region algebra of A.5 (`occur_regions`):
+  M_occ^{1:N} = ∪_t M_occ^t, M_new^{1:N} = ∪_t M_new^t,
+  R_restore  = M_occ^{1:N} \\ (M_occ^N ∪ M_new^N),
+  R_preserve = Ω \\ (M_occ^{1:N} ∪ M_new^{1:N});
+* the three masked measures and their normalisation to [0, 1]
+  (`masked_psnr`, `Scorer.masked_lpips`, `Scorer.masked_clip`);
+* sim = mean(PSNR_norm, 1 − LPIPS_norm, CLIP_norm), S_TC = mean(S_restore, S_preserve);
+* the whole-image measures of D.5 (the same measures with R = Ω);
+* reference-selection accuracy of D.4.
+
+An empty region never raises: its scores are NaN and the record says why.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections import defaultdict
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+from PIL import Image
+
+from . import comfy, models
+from .errors import CorruptWeightsError, DownloadNotAllowedError, InputError, MissingWeightsError
+from .images import as_array, as_rgb
+
+log = logging.getLogger("respec")
+
+DEFAULT_PSNR_CAP = 50.0          # dB; PSNR_norm = clip(PSNR, 0, cap) / cap
+CLIP_INPUT_SIZE = 224
+# OpenAI CLIP's input normalisation; non-region pixels and the square padding are set to
+# this mean so that, once normalised, they are exactly zero ("nothing there").
+CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
+CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
+
+DEFAULT_LPIPS_TRUNK = "alexnet-owt-7be5be79.pth"
+ALEXNET_URL = "https://download.pytorch.org/models/alexnet-owt-7be5be79.pth"
+DEFAULT_CLIP = "timm/vit_base_patch32_clip_224.openai"
+CLIP_ARCH = "ViT-B-32-quickgelu"  # OpenAI's B/32 uses QuickGELU; plain 'ViT-B-32' is wrong for its weights
+_CLIP_FILES = ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")
+
+HOW_TO_GET_LPIPS = (
+    f"download {ALEXNET_URL} (torchvision's AlexNet) into ComfyUI/models/respec_metrics/ "
+    "(or RESPEC_MODELS_DIR/respec_metrics/), or allow downloads")
+HOW_TO_GET_CLIP = (
+    "download open_clip_model.safetensors from the Hugging Face repo "
+    "timm/vit_base_patch32_clip_224.openai (OpenAI CLIP ViT-B/32) into "
+    "ComfyUI/models/respec_metrics/ (any file name; choose it in the loader), or put the whole repo folder "
+    "there, or allow downloads")
+
+
+# --------------------------------------------------------------------------- small helpers
+
+class StageTimer:
+    """Seconds spent per named stage (and per bare model forward), summed over calls."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)
+
+    @contextmanager
+    def measure(self, stage: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.add(stage, time.perf_counter() - t0)
+
+    def add(self, stage: str, seconds: float) -> None:
+        self.seconds[stage] += seconds
+        self.calls[stage] += 1
+
+    def reset(self) -> None:
+        self.seconds.clear()
+        self.calls.clear()
+
+    def as_dict(self) -> dict:
+        return {k: {"seconds": round(v, 6), "calls": self.calls[k]} for k, v in sorted(self.seconds.items())}
+
+
+def json_safe(obj: Any) -> Any:
+    """Replace NaN/inf floats by None and numpy scalars by Python ones (for JSON and events)."""
+    if isinstance(obj, dict):
+        return {str(k): json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def rgb_array(img: Any) -> np.ndarray:
+    """Any core image (PIL, uint8 array, StoredImage) -> uint8 H×W×3 (alpha over white, grey expanded)."""
+    img = getattr(img, "array", img)
+    return np.asarray(as_rgb(as_array(img) if not isinstance(img, Image.Image) else img))
+
+
+def as_mask(mask: Any, what: str = "mask") -> np.ndarray:
+    """bool H×W from a bool/0-1/uint8 array (values > 0.5 count as inside; uint8 > 127)."""
+    m = np.asarray(mask)
+    if m.ndim == 3 and m.shape[0] == 1:
+        m = m[0]
+    if m.ndim == 3 and m.shape[2] == 1:
+        m = m[:, :, 0]
+    if m.ndim != 2:
+        raise InputError(f"{what}: expected an H×W mask, got shape {m.shape}")
+    if m.dtype == bool:
+        return m
+    if m.dtype == np.uint8:
+        return m > 127
+    return m.astype(np.float64) > 0.5
+
+
+def resize_mask(mask: np.ndarray, shape_hw: tuple[int, int]) -> np.ndarray:
+    """Nearest-neighbour resize of a bool mask to (H, W); a no-op when the shape already matches."""
+    mask = as_mask(mask)
+    if mask.shape == tuple(shape_hw):
+        return mask
+    pil = Image.fromarray(mask.astype(np.uint8) * 255, "L").resize((shape_hw[1], shape_hw[0]), Image.NEAREST)
+    return np.asarray(pil) > 127
+
+
+def prepare_pair(generated: Any, reference: Any) -> tuple[np.ndarray, np.ndarray, dict]:
+    """RGB uint8 arrays of the same size: the generated image is resized (bicubic) to the reference's."""
+    ref = rgb_array(reference)
+    gen = rgb_array(generated)
+    info: dict = {"size": [ref.shape[1], ref.shape[0]]}
+    if gen.shape != ref.shape:
+        info["generated_resized_from"] = [gen.shape[1], gen.shape[0]]
+        gen = np.asarray(Image.fromarray(gen).resize((ref.shape[1], ref.shape[0]), Image.BICUBIC))
+    return gen, ref, info
+
+
+# --------------------------------------------------------------------------- region algebra (A.5)
+
+def _union(masks: Sequence[np.ndarray], shape_hw) -> np.ndarray:
+    out = np.zeros(shape_hw, dtype=bool)
+    for m in masks:
+        out |= resize_mask(m, shape_hw)
+    return out
+
+
+def occur_regions(traj_masks: Any, size: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(R_restore, R_preserve) of appendix A.5 from the per-turn masks of turns 1..N.
+
+    `traj_masks` has `.occ` and `.new` (lists of N bool masks, turn order, last = final turn N),
+    e.g. a masks.TrajectoryMasks. `size` = (width, height) of the evaluation grid (the reference
+    image); masks of another size are resized nearest-neighbour onto it. Default: turn N's size.
+    """
+    occ, new = list(traj_masks.occ), list(traj_masks.new)
+    if not occ or len(occ) != len(new):
+        raise InputError(f"need one occluder mask and one new-object mask per turn 1..N; "
+                         f"got {len(occ)} occluder and {len(new)} new-object masks")
+    shape_hw = (size[1], size[0]) if size is not None else as_mask(occ[-1]).shape
+    occ_all = _union(occ, shape_hw)                  # M_occ^{1:N}
+    new_all = _union(new, shape_hw)                  # M_new^{1:N}
+    final_cover = resize_mask(occ[-1], shape_hw) | resize_mask(new[-1], shape_hw)  # M_occ^N ∪ M_new^N
+    r_restore = occ_all & ~final_cover
+    r_preserve = ~(occ_all | new_all)
+    return r_restore, r_preserve
+
+
+def _empty_reason(region: str, traj_masks: Any, shape_hw) -> str:
+    occ_any = [bool(resize_mask(m, shape_hw).any()) for m in traj_masks.occ]
+    if region == "restore":
+        if not any(occ_any):
+            return ("R_restore is empty: the occluder was not found on any turn (every occluder mask is empty; "
+                    "see the mask records for the detection attempts)")
+        return ("R_restore is empty: every pixel the occluder covered during the trajectory is still covered "
+                "by the occluder or a new object in the final image")
+    return "R_preserve is empty: the occluder and new-object masks cover the whole image"
+
+
+# --------------------------------------------------------------------------- masked PSNR
+
+def masked_psnr(generated: np.ndarray, reference: np.ndarray, mask: np.ndarray | None,
+                cap: float = DEFAULT_PSNR_CAP) -> dict:
+    """PSNR over the masked pixels only, and its normalisation clip(PSNR, 0, cap) / cap.
+
+    Pixels are scaled to [0, 1]; MSE is the mean over the region's pixels and all three RGB
+    channels; PSNR = 10·log10(1 / MSE). Identical regions give PSNR = inf and PSNR_norm = 1.
+    An empty region gives NaN.
+    """
+    if not cap or cap <= 0:
+        raise InputError(f"the PSNR cap must be > 0 dB, got {cap}")
+    g = np.asarray(generated, dtype=np.float64) / 255.0
+    r = np.asarray(reference, dtype=np.float64) / 255.0
+    if g.shape != r.shape:
+        raise InputError(f"masked_psnr: images differ in shape {g.shape} vs {r.shape}; use prepare_pair first")
+    m = np.ones(g.shape[:2], bool) if mask is None else as_mask(mask)
+    if not m.any():
+        return {"psnr_db": math.nan, "psnr_norm": math.nan}
+    mse = float(np.mean((g[m] - r[m]) ** 2))
+    if mse == 0.0:
+        return {"psnr_db": math.inf, "psnr_norm": 1.0}
+    db = 10.0 * math.log10(1.0 / mse)
+    return {"psnr_db": db, "psnr_norm": min(max(db, 0.0), cap) / cap}
+
+
+def sim_from_parts(psnr_norm: float, lpips_norm: float, clip_norm: float) -> float:
+    """sim = (PSNR_norm + (1 − LPIPS_norm) + CLIP_norm) / 3 (paper eq. 21); NaN if any part is NaN."""
+    return (psnr_norm + (1.0 - lpips_norm) + clip_norm) / 3.0
+
+
+# --------------------------------------------------------------------------- reference selection (D.4)
+
+def reference_selection_correct(plan: Any, ground_truth_id: int | None) -> bool | None:
+    """Whether the plan's restoration_source_id equals the scenario's ground-truth reference turn.
+
+    None when there is no ground truth to compare with; a plan without a restoration source
+    (parse fallback, non-restoration decision) counts as wrong.
+    """
+    if ground_truth_id is None:
+        return None
+    predicted = plan.get("restoration_source_id") if isinstance(plan, dict) else getattr(plan, "restoration_source_id", None)
+    return predicted is not None and int(predicted) == int(ground_truth_id)
+
+
+def reference_selection_accuracy(pairs: Iterable[tuple[Any, int | None]]) -> dict:
+    """Fraction of (plan, ground_truth_id) pairs whose restoration_source_id matches (paper D.4)."""
+    correct = total = skipped = 0
+    for plan, gt in pairs:
+        ok = reference_selection_correct(plan, gt)
+        if ok is None:
+            skipped += 1
+            continue
+        total += 1
+        correct += int(ok)
+    return {"accuracy": (correct / total) if total else math.nan, "correct": correct, "n": total,
+            "without_ground_truth": skipped}
+
+
+# --------------------------------------------------------------------------- models: LPIPS and CLIP
+
+def _alexnet_to_lpips(state: dict) -> dict:
+    """torchvision AlexNet keys features.{i}.* -> lpips' net.slice{k}.{i}.* (k from lpips' layer split)."""
+    slice_of = {0: 1, 1: 1, 2: 2, 3: 2, 4: 2, 5: 3, 6: 3, 7: 3, 8: 4, 9: 4, 10: 5, 11: 5}
+    out = {}
+    for key, value in state.items():
+        parts = key.split(".")
+        if len(parts) == 3 and parts[0] == "features" and parts[1].isdigit() and int(parts[1]) in slice_of:
+            i = int(parts[1])
+            out[f"slice{slice_of[i]}.{i}.{parts[2]}"] = value
+    return out
+
+
+def build_lpips(trunk_state: dict | None, device=None):
+    """lpips.LPIPS(net='alex', spatial=True) with the AlexNet trunk from `trunk_state` (random if None).
+
+    The linear heads ship inside the lpips wheel; `pnet_rand=True` stops lpips from asking
+    torchvision to download the trunk, which is loaded here instead.
+    """
+    import warnings
+
+    import lpips
+    with warnings.catch_warnings():  # lpips passes torchvision's deprecated `pretrained=` flag
+        warnings.simplefilter("ignore", UserWarning)
+        model = lpips.LPIPS(net="alex", pnet_rand=True, spatial=True, verbose=False)
+    if trunk_state is not None:
+        mapped = _alexnet_to_lpips(trunk_state)
+        expected = set(model.net.state_dict())
+        if set(mapped) != expected:
+            raise CorruptWeightsError(
+                "The LPIPS trunk file is not torchvision's AlexNet (expected keys features.0/3/6/8/10.weight/bias; "
+                f"missing {sorted(expected - set(mapped))[:4]}). Use {ALEXNET_URL}.")
+        model.net.load_state_dict(mapped, strict=True)
+    model.eval().requires_grad_(False)
+    return model.to(device or "cpu")
+
+
+def _hub_checkpoint(name: str) -> Path | None:
+    try:
+        import torch
+        p = Path(torch.hub.get_dir()) / "checkpoints" / name
+        return p if p.is_file() else None
+    except Exception:
+        return None
+
+
+def download_weights(url: str, kind: str, name: str) -> Path:
+    """Fetch `url` into the first writable model folder of `kind` (only called with consent)."""
+    import torch
+    target_dir = comfy.model_search_dirs(kind)[0]
+    target_dir.mkdir(parents=True, exist_ok=True)
+    dest = target_dir / name
+    log.info("downloading %s -> %s", url, dest)
+    tmp = dest.with_suffix(dest.suffix + ".part")
+    torch.hub.download_url_to_file(url, str(tmp), progress=True)
+    tmp.replace(dest)
+    return dest
+
+
+def resolve_lpips_trunk(name: str = DEFAULT_LPIPS_TRUNK, allow_download: bool | None = None) -> Path:
+    """The AlexNet trunk file: model folders (kind respec_metrics), torch's hub cache, or a download."""
+    try:
+        return models.resolve_path("respec_metrics", name, HOW_TO_GET_LPIPS, want="file")
+    except MissingWeightsError as missing:
+        hub = _hub_checkpoint(Path(name).name)
+        if hub is not None:
+            return hub
+        if Path(name).name != DEFAULT_LPIPS_TRUNK or Path(name).is_absolute():
+            raise
+        if not models.downloads_allowed(allow_download):
+            raise DownloadNotAllowedError(
+                f"{missing}\nDownloads are off: download it yourself or allow downloads "
+                "(the loader's allow_download switch or RESPEC_ALLOW_DOWNLOADS=1).") from None
+        return download_weights(ALEXNET_URL, "respec_metrics", DEFAULT_LPIPS_TRUNK)
+
+
+def resolve_clip(name: str = DEFAULT_CLIP, allow_download: bool | None = None) -> Path:
+    """An open_clip state file: a file or repo folder in the model folders, the HF cache, or a download."""
+    try:
+        p = models.resolve_path("respec_metrics", name, HOW_TO_GET_CLIP, want="any")
+    except MissingWeightsError as missing:
+        is_hf_id = name.count("/") == 1 and not Path(name).is_absolute()
+        if not is_hf_id:
+            raise
+        from huggingface_hub import hf_hub_download
+        for fname in _CLIP_FILES:
+            try:
+                return Path(hf_hub_download(name, fname, local_files_only=True))
+            except Exception:
+                pass
+        if not models.downloads_allowed(allow_download):
+            raise DownloadNotAllowedError(
+                f"{missing}\nIt is not in the Hugging Face cache either and downloads are off: download it "
+                "yourself or allow downloads (the loader's allow_download switch or RESPEC_ALLOW_DOWNLOADS=1).") from None
+        return Path(hf_hub_download(name, _CLIP_FILES[0]))
+    if p.is_dir():
+        for fname in _CLIP_FILES:
+            if (p / fname).is_file():
+                return p / fname
+        raise MissingWeightsError(f"{' or '.join(_CLIP_FILES)} inside {p}", [str(p)], HOW_TO_GET_CLIP)
+    return p
+
+
+def build_clip(arch: str | dict = CLIP_ARCH, state: dict | None = None, device=None):
+    """An open_clip CLIP model (architecture name or config dict) with `state` loaded (random if None)."""
+    import open_clip
+    if isinstance(arch, dict):
+        from open_clip.model import CLIP
+        model = CLIP(**arch)
+    else:
+        model = open_clip.create_model(arch, pretrained=None)
+    if state is not None:
+        for wrapper in ("state_dict", "model"):
+            if isinstance(state.get(wrapper), dict):
+                state = state[wrapper]
+        state = {k[7:] if k.startswith("module.") else k: v for k, v in state.items()}
+        try:
+            model.load_state_dict(state, strict=True)
+        except RuntimeError as e:
+            raise CorruptWeightsError(
+                f"The CLIP weights do not fit {arch if isinstance(arch, str) else 'the configured CLIP'} "
+                f"({str(e)[:300]}). Use OpenAI CLIP ViT-B/32 in open_clip format ({HOW_TO_GET_CLIP}).") from e
+    model.eval().requires_grad_(False)
+    return model.to(device or "cpu")
+
+
+def load_clip_model(clip_weights: str = DEFAULT_CLIP, *, arch: str | dict = CLIP_ARCH,
+                    allow_download: bool | None = None, device=None):
+    """The shared CLIP model (used by the scorer's image embeddings and YOLO-World's text embeddings)."""
+    path = resolve_clip(clip_weights, allow_download)
+    dev = resolve_device(device)
+    key_arch = arch if isinstance(arch, str) else repr(sorted(arch.items()))
+    return models.cached(("open_clip", str(path), key_arch, str(dev)),
+                         lambda: build_clip(arch, models.load_state_file(path), dev))
+
+
+def resolve_device(device):
+    """None / "auto" -> the pack's device (ComfyUI's choice inside ComfyUI); else torch.device(device)."""
+    import torch
+    if device in (None, "", "auto"):
+        return comfy.torch_device()
+    return torch.device(device)
+
+
+# --------------------------------------------------------------------------- the scorer
+
+@dataclass
+class RegionScore:
+    """sim and its parts on one region (NaN parts and a reason when the region is empty)."""
+
+    psnr_db: float
+    psnr_norm: float
+    lpips: float
+    lpips_norm: float
+    clip: float
+    clip_norm: float
+    sim: float
+    area_px: int
+    area_ratio: float
+    reason: str | None = None
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+class Scorer:
+    """Masked PSNR / LPIPS / CLIP and the OCCUR scores. Holds the LPIPS and CLIP models."""
+
+    def __init__(self, lpips_model, clip_model, *, psnr_cap: float = DEFAULT_PSNR_CAP, device=None,
+                 name: str = "scorer"):
+        import torch
+        self.lpips_model = lpips_model
+        self.clip_model = clip_model
+        self.psnr_cap = float(psnr_cap)
+        self.device = torch.device(device) if device is not None else next(lpips_model.parameters()).device
+        self.name = name
+        self.timer = StageTimer()
+        self._lock = threading.RLock()
+
+    # -- the three measures ------------------------------------------------------------
+    def masked_lpips(self, generated: np.ndarray, reference: np.ndarray, mask: np.ndarray | None) -> float:
+        """Spatial AlexNet LPIPS averaged over the region, after pasting the reference outside it.
+
+        The composite (generated inside the region, reference outside) keeps differences outside
+        the region from leaking in through the network's receptive field. Raw LPIPS value.
+        """
+        import torch
+        m = np.ones(generated.shape[:2], bool) if mask is None else as_mask(mask)
+        if not m.any():
+            return math.nan
+        composite = np.where(m[:, :, None], generated, reference)
+        if np.array_equal(composite, reference):
+            return 0.0
+        to_t = lambda a: (torch.from_numpy(np.array(a, dtype=np.float32)).permute(2, 0, 1)[None]
+                          .div(127.5).sub(1.0).to(self.device))
+        with torch.inference_mode(), self.timer.measure("lpips_forward"):
+            dist = self.lpips_model(to_t(composite), to_t(reference))  # (1, 1, H, W)
+        dmap = dist[0, 0].float().cpu().numpy()
+        return float(dmap[m].mean())
+
+    def clip_input(self, image: np.ndarray, mask: np.ndarray, box: tuple[int, int, int, int]):
+        """Crop to the region's box, set non-region pixels to CLIP's mean colour, pad square with it,
+        resize to 224×224 (bicubic, antialiased), normalise. Returns a (3, 224, 224) float tensor."""
+        import torch
+        import torch.nn.functional as F
+        y0, y1, x0, x1 = box
+        crop = torch.from_numpy(np.array(image[y0:y1, x0:x1], dtype=np.float32)).div(255.0)  # h, w, 3
+        inside = torch.from_numpy(np.array(mask[y0:y1, x0:x1], dtype=bool))
+        mean = torch.tensor(CLIP_MEAN)
+        crop = torch.where(inside[:, :, None], crop, mean)
+        h, w = crop.shape[:2]
+        side = max(h, w)
+        canvas = mean.repeat(side, side, 1)
+        top, left = (side - h) // 2, (side - w) // 2
+        canvas[top:top + h, left:left + w] = crop
+        x = canvas.permute(2, 0, 1)[None]
+        x = F.interpolate(x, size=(CLIP_INPUT_SIZE, CLIP_INPUT_SIZE), mode="bicubic",
+                          align_corners=False, antialias=True).clamp_(0.0, 1.0)
+        return ((x[0] - mean[:, None, None]) / torch.tensor(CLIP_STD)[:, None, None])
+
+    def masked_clip(self, generated: np.ndarray, reference: np.ndarray, mask: np.ndarray | None) -> float:
+        """Cosine similarity of the CLIP image embeddings of the two prepared region crops (raw, in [-1, 1])."""
+        import torch
+        m = np.ones(generated.shape[:2], bool) if mask is None else as_mask(mask)
+        if not m.any():
+            return math.nan
+        rows, cols = np.flatnonzero(m.any(axis=1)), np.flatnonzero(m.any(axis=0))
+        box = (int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1)
+        a, b = self.clip_input(generated, m, box), self.clip_input(reference, m, box)
+        if torch.equal(a, b):
+            return 1.0
+        batch = torch.stack([a, b]).to(self.device)
+        dtype = next(self.clip_model.parameters()).dtype
+        with torch.inference_mode(), self.timer.measure("clip_forward"):
+            emb = self.clip_model.encode_image(batch.to(dtype)).float()
+        emb = torch.nn.functional.normalize(emb, dim=-1)
+        return float((emb[0] * emb[1]).sum().clamp(-1.0, 1.0))
+
+    # -- sim on a region -----------------------------------------------------------------
+    def region_score(self, generated: np.ndarray, reference: np.ndarray, mask: np.ndarray | None,
+                     psnr_cap: float | None = None, empty_reason: str | None = None) -> RegionScore:
+        """sim(Î[R], I_ref[R]) and its parts. Inputs are same-size uint8 RGB arrays (see prepare_pair)."""
+        cap = float(psnr_cap or self.psnr_cap)
+        m = np.ones(generated.shape[:2], bool) if mask is None else as_mask(mask)
+        area = int(m.sum())
+        ratio = area / float(m.size)
+        if area == 0:
+            nan = math.nan
+            return RegionScore(nan, nan, nan, nan, nan, nan, nan, 0, 0.0,
+                               empty_reason or "the region is empty")
+        with self.timer.measure("psnr"):
+            p = masked_psnr(generated, reference, m, cap)
+        with self.timer.measure("lpips"):
+            lp = self.masked_lpips(generated, reference, m)
+        with self.timer.measure("clip"):
+            cl = self.masked_clip(generated, reference, m)
+        lp_norm = min(max(lp, 0.0), 1.0)
+        cl_norm = min(max(cl, 0.0), 1.0)
+        return RegionScore(p["psnr_db"], p["psnr_norm"], lp, lp_norm, cl, cl_norm,
+                           sim_from_parts(p["psnr_norm"], lp_norm, cl_norm), area, ratio)
+
+    def sim(self, generated: Any, reference: Any, mask: np.ndarray | None = None,
+            psnr_cap: float | None = None) -> dict:
+        """sim on a region of two images (any sizes: the generated one is resized to the reference)."""
+        gen, ref, info = prepare_pair(generated, reference)
+        if mask is not None:
+            mask = resize_mask(mask, ref.shape[:2])
+        return {**self.region_score(gen, ref, mask, psnr_cap).to_dict(), **info}
+
+    def whole_image(self, generated: Any, reference: Any, psnr_cap: float | None = None) -> dict:
+        """The same measures over the whole image (R = Ω), for contrast with the masked ones (D.5)."""
+        return self.sim(generated, reference, None, psnr_cap)
+
+    # -- OCCUR scores --------------------------------------------------------------------
+    def occur_score(self, final_image: Any, ref_image: Any, traj_masks: Any,
+                    psnr_cap: float | None = None) -> dict:
+        """S_restore, S_preserve, S_TC (paper eqs. 9–11 / 17–22) with their parts, areas and the
+        whole-image measures. Î_N = final_image (resized to I_ref if needed), I_ref = ref_image."""
+        with self._lock:
+            cap = float(psnr_cap or self.psnr_cap)
+            gen, ref, info = prepare_pair(final_image, ref_image)
+            shape_hw = ref.shape[:2]
+            r_restore, r_preserve = occur_regions(traj_masks, size=(shape_hw[1], shape_hw[0]))
+            restore = self.region_score(gen, ref, r_restore, cap, _empty_reason("restore", traj_masks, shape_hw))
+            preserve = self.region_score(gen, ref, r_preserve, cap, _empty_reason("preserve", traj_masks, shape_hw))
+            whole = self.region_score(gen, ref, None, cap)
+            s_tc = 0.5 * (restore.sim + preserve.sim)
+            reasons = [r.reason for r in (restore, preserve) if r.reason]
+            occ_all = _union(traj_masks.occ, shape_hw)
+            new_all = _union(traj_masks.new, shape_hw)
+            return {
+                "S_restore": restore.sim,
+                "S_preserve": preserve.sim,
+                "S_TC": s_tc,
+                "restore": restore.to_dict(),
+                "preserve": preserve.to_dict(),
+                "whole_image": whole.to_dict(),
+                "areas": {"R_restore": restore.area_ratio, "R_preserve": preserve.area_ratio,
+                          "M_occ_1N": float(occ_all.mean()), "M_new_1N": float(new_all.mean())},
+                "psnr_cap": cap,
+                "n_turns": len(traj_masks.occ),
+                "reasons": reasons,
+                **info,
+            }
+
+
+def load_scorer(lpips_trunk: str = DEFAULT_LPIPS_TRUNK, clip_weights: str = DEFAULT_CLIP, *,
+                clip_arch: str | dict = CLIP_ARCH, allow_download: bool | None = None, device=None,
+                psnr_cap: float = DEFAULT_PSNR_CAP) -> Scorer:
+    """LPIPS (AlexNet) + CLIP ViT-B/32 from local files (or consented downloads); weights cached."""
+    dev = resolve_device(device)
+    trunk = resolve_lpips_trunk(lpips_trunk, allow_download)
+    lp = models.cached(("lpips", str(trunk), str(dev)), lambda: build_lpips(models.load_state_file(trunk), dev))
+    clip = load_clip_model(clip_weights, arch=clip_arch, allow_download=allow_download, device=dev)
+    return Scorer(lp, clip, psnr_cap=psnr_cap, device=dev, name=f"lpips:{trunk.name}+clip:{Path(str(clip_weights)).name}")
