@@ -1,0 +1,111 @@
+"""The controller nodes as ComfyUI calls them (the pack imported as a hyphenated package)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import core
+from controller_helpers import make_history, tiny_qwen_dir  # noqa: F401
+
+
+@pytest.fixture()
+def nodes(pack):
+    return pack.NODE_CLASS_MAPPINGS
+
+
+@pytest.fixture()
+def history_cls(pack):
+    return core(pack, "history").History
+
+
+@pytest.fixture()
+def vlm(nodes, tiny_qwen_dir):
+    (backend,) = nodes["ReSpecVLMLoader"]().load("qwen3-vl", str(tiny_qwen_dir), "auto", "cpu", True, False,
+                                                  65536, 16, "off")
+    return backend
+
+
+def target_inputs(history, instruction, vlm, mode="auto", skip=False):
+    return dict(history=history, instruction=instruction, vlm=vlm, restoration_mode=mode,
+                skip_non_restoration=skip, restoration_template="", midturn_template="")
+
+
+def test_loader_returns_the_same_backend_for_the_same_settings(nodes, vlm, tiny_qwen_dir):
+    (again,) = nodes["ReSpecVLMLoader"]().load("qwen3-vl", str(tiny_qwen_dir), "auto", "cpu", True, False,
+                                                65536, 16, "off")
+    assert again is vlm and vlm.max_pixels == 65536 and vlm.max_new_tokens == 16
+
+
+def test_openai_node_builds_a_remote_backend(nodes):
+    (remote,) = nodes["ReSpecOpenAIController"]().connect("http://127.0.0.1:8000/v1", "served", "MY_KEY_VAR",
+                                                          30, 1, 65536, 256, "json_object")
+    assert remote.url == "http://127.0.0.1:8000/v1/chat/completions" and remote.api_key_env == "MY_KEY_VAR"
+
+
+def test_preservation_target_turn_1_needs_no_vlm(nodes, history_cls):
+    node = nodes["ReSpecPreservationTarget"]()
+    h = make_history(1, history_cls)
+    inputs = target_inputs(h, "add a box in front of the chest", None)
+    assert node.check_lazy_status(**inputs) == []
+    plan, plan_json, text = node.plan(**inputs)
+    assert plan.vlm_called is False and text == "add a box in front of the chest"
+    assert json.loads(plan_json)["meta"]["vlm_calls"] == 0
+
+
+def test_preservation_target_asks_for_the_vlm_only_when_it_will_call_it(nodes, history_cls):
+    node = nodes["ReSpecPreservationTarget"]()
+    h = make_history(3, history_cls)  # turn 1 added a cardboard box
+    assert node.check_lazy_status(**target_inputs(h, "make the sky pink", None)) == ["vlm"]
+    assert node.check_lazy_status(**target_inputs(h, "make the sky pink", None, skip=True)) == []
+    assert node.check_lazy_status(**target_inputs(h, "remove the cardboard box", None, skip=True)) == ["vlm"]
+
+
+def test_preservation_target_auto_mode_plans_a_restoration_turn(nodes, history_cls, vlm):
+    node = nodes["ReSpecPreservationTarget"]()
+    h = make_history(3, history_cls)
+    plan, plan_json, text = node.plan(**target_inputs(h, "remove the cardboard box", vlm))
+    assert plan.is_restoration and plan.vlm_called and plan.meta["vlm_calls"] == 1
+    assert plan.meta["restoration_decided_by"] == "auto" and plan.meta["restoration_mode"] == "auto"
+    assert text == plan.synthesis_instruction
+    assert json.loads(plan_json)["turn"] == 3
+
+
+def test_preservation_target_ground_truth_input_overrides_the_mode(nodes, history_cls, vlm):
+    node = nodes["ReSpecPreservationTarget"]()
+    h = make_history(3, history_cls)
+    plan, _, _ = node.plan(**target_inputs(h, "make the sky pink", vlm, mode="not restoration"), is_restoration=True)
+    assert plan.is_restoration and plan.meta["restoration_decided_by"] == "ground_truth"
+
+
+def test_preservation_target_reads_a_template_file(nodes, history_cls, vlm, tmp_path):
+    f = tmp_path / "mid.txt"
+    f.write_text("My own rewrite prompt.", encoding="utf-8")
+    inputs = target_inputs(make_history(2, history_cls), "make the sky pink", vlm)
+    inputs["midturn_template"] = str(f)
+    plan, _, _ = nodes["ReSpecPreservationTarget"]().plan(**inputs)
+    assert plan.meta["template"]["source"] == str(f)
+
+
+def test_reference_selector_outputs_the_plan_order_as_one_batch(nodes, history_cls, pack):
+    Plan = core(pack, "plan").Plan
+    h = make_history(2, history_cls, size=(48, 64))
+    h = h.append(np.zeros((32, 40, 3), np.uint8), "add a shipping label to the box")  # a different size
+    plan = Plan(turn=3, user_instruction="remove the box", synthesis_instruction="x", is_restoration=True,
+                image_ids=(0, 2))
+    editor_images, current, ids = nodes["ReSpecReferenceSelector"]().select(h, plan, True)
+    assert json.loads(ids) == [0, 2]
+    assert tuple(editor_images.shape) == (2, 32, 40, 3) and tuple(current.shape) == (1, 32, 40, 3)
+    assert torch.equal(editor_images[1], current[0])
+    off_images, _, off_ids = nodes["ReSpecReferenceSelector"]().select(h, plan, False)
+    assert json.loads(off_ids) == [2] and tuple(off_images.shape) == (1, 32, 40, 3)
+
+
+def test_instruction_rewriter_switches_with_pti(nodes, pack):
+    Plan = core(pack, "plan").Plan
+    plan = Plan(turn=2, user_instruction="remove the box", synthesis_instruction="Remove it, revealing X.")
+    node = nodes["ReSpecInstructionRewriter"]()
+    assert node.rewrite(plan, True) == ("Remove it, revealing X.",)
+    assert node.rewrite(plan, False) == ("remove the box",)
