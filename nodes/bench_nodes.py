@@ -1,3 +1,266 @@
-"""(being written)"""
-NODE_CLASS_MAPPINGS: dict = {}
-NODE_DISPLAY_NAME_MAPPINGS: dict = {}
+"""OCCUR-Bench nodes: read a scenario, give each turn's instruction and flags, skip turn slots a
+scenario does not have, mask a scenario's trajectory, and write a results row.
+The work happens in respec/bench/ (scenario.py, runner.py, results.py)."""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path, PurePath
+
+import numpy as np
+
+from ..respec import comfy
+from ..respec.bench.results import ResultsFile, json_safe
+from ..respec.bench.runner import CONFIGS, make_row, summarise_judgements, trajectory_masks
+from ..respec.bench.scenario import load_dataset, packaged_datasets, resolve_dataset
+from ..respec.errors import InputError
+from ..respec.metrics import resize_mask
+from .common import HISTORY, MASK_RECORDS, MASKER, SCENARIO, images_to_comfy, masks_to_comfy
+
+CATEGORY = "ReSpec/benchmark"
+MAX_TURNS = 64
+RESULTS_UI_KEY = "respec_results"   # read by respec/bench/remote.py from /history outputs
+
+
+def _labels_text(scenario) -> str:
+    """New-object labels, one line per turn 1..N ('-' for none): the Trajectory Masks node's format."""
+    return "\n".join(", ".join(t.new_objects) or "-" for t in scenario.turns)
+
+
+class ReSpecScenarioLoader:
+    """One OCCUR scenario of a dataset file (or a packaged sample set), by index."""
+
+    CATEGORY = CATEGORY
+    FUNCTION = "load"
+    RETURN_TYPES = (SCENARIO, "IMAGE", "INT", "STRING", "INT", "STRING", "STRING")
+    RETURN_NAMES = ("scenario", "source_image", "num_turns", "occluder", "reference_turn",
+                    "new_object_labels", "scenario_json")
+    OUTPUT_TOOLTIPS = ("The scenario, for Scenario Turn, Scenario Masks and Results Writer.",
+                       "I_0, resized so its longer side is max_side (multiples of 16).",
+                       "N, the number of edit turns.",
+                       "The occluder label (several joined by ', ' in multi-occluder scenarios: use "
+                       "Scenario Trajectory Masks for those).",
+                       "Ground-truth I_ref id (for OCCUR Score's reference_turn and Reference Check).",
+                       "New-object labels, one line per turn (the Trajectory Masks node's format).",
+                       "The whole scenario as JSON (with its derived facts).")
+    DESCRIPTION = ("Reads one occlusion-and-revelation scenario: its source image, turns and annotations. Set "
+                   "'index' to control_after_generate 'increment' to step through a dataset one prompt at a time. "
+                   "'occur_sample' is the set shipped with the pack.")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+            "dataset": ("STRING", {"default": "occur_sample", "tooltip":
+                        "A scenario JSON file (absolute path) or the name of a packaged set: "
+                        + ", ".join(packaged_datasets()) + "."}),
+            "index": ("INT", {"default": 0, "min": 0, "max": 1_000_000, "control_after_generate": True, "tooltip":
+                      "Which scenario (0 = the first). Past the last one is an error."}),
+            "max_side": ("INT", {"default": 1024, "min": 0, "max": 8192, "step": 16, "tooltip":
+                         "Longer side of the source image in pixels (rounded to multiples of 16); 0 keeps "
+                         "the photo's own size. The CLI's smoke run uses 96."}),
+        }}
+
+    @classmethod
+    def IS_CHANGED(cls, dataset, index, max_side):
+        try:
+            digest = hashlib.sha256(resolve_dataset(dataset).read_bytes()).hexdigest()
+        except (InputError, OSError):
+            digest = "missing"
+        return f"{digest}:{index}:{max_side}"
+
+    def load(self, dataset, index, max_side):
+        ds = load_dataset(dataset)
+        if not 0 <= index < len(ds):
+            raise InputError(f"scenario index {index} is past the end of {ds.path} ({len(ds)} scenarios: "
+                             f"0..{len(ds) - 1}); reset the index widget to 0")
+        sc = ds[index]
+        image = np.asarray(sc.load_image(max_side or None))
+        info = {**sc.to_dict(), **sc.summary(), "index": index, "dataset_path": ds.path}
+        return (sc, images_to_comfy([image]), sc.num_turns, ", ".join(sc.occluders), sc.reference_turn,
+                _labels_text(sc), json.dumps(info, indent=1))
+
+
+class ReSpecScenarioTurn:
+    """Turn t of a scenario: the user's instruction and its ground-truth flags."""
+
+    CATEGORY = CATEGORY
+    FUNCTION = "turn"
+    RETURN_TYPES = ("STRING", "BOOLEAN", "BOOLEAN", "STRING", "STRING")
+    RETURN_NAMES = ("instruction", "is_restoration", "exists", "new_objects", "stage")
+    OUTPUT_TOOLTIPS = ("P_t, the user's instruction ('' when the turn does not exist).",
+                       "Ground truth: does this turn reveal the hidden content (stage R)? The paper's runner "
+                       "gives the controller this flag.",
+                       "False when the scenario has fewer turns than t: wire it to Scenario Turn Switch so the "
+                       "turn's nodes are skipped.",
+                       "Labels of the objects this turn introduces, comma-separated ('' for none).",
+                       "O (occlusion), M (intermediate), S (style), R (revelation); '' when the turn does not exist.")
+    DESCRIPTION = ("Gives turn t's instruction and flags. A benchmark graph has a fixed number of turn slots; "
+                   "for a scenario with fewer turns the later slots report exists = False and a Scenario Turn "
+                   "Switch passes the history through them unchanged.")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+            "scenario": (SCENARIO, {"tooltip": "From Scenario Loader."}),
+            "turn": ("INT", {"default": 1, "min": 1, "max": MAX_TURNS, "tooltip":
+                     "t, counted from 1 (turn t turns I_{t-1} into I_t)."}),
+        }}
+
+    def turn(self, scenario, turn):
+        if not 1 <= turn <= scenario.num_turns:
+            return ("", False, False, "", "")
+        st = scenario.turns[turn - 1]
+        return (st.instruction, scenario.is_restoration(turn), True, ", ".join(st.new_objects), st.stage)
+
+
+class ReSpecTurnSwitch:
+    """Skip a turn slot the scenario does not have: its editing chain is never run."""
+
+    CATEGORY = CATEGORY
+    FUNCTION = "switch"
+    RETURN_TYPES = (HISTORY,)
+    RETURN_NAMES = ("history",)
+    OUTPUT_TOOLTIPS = ("history_after when the turn exists, else history_before unchanged.",)
+    DESCRIPTION = ("Put at the end of each turn slot of a benchmark graph: when 'exists' is False the slot's "
+                   "nodes (controller, selector, rewriter, editor, append) are not evaluated at all, because "
+                   "history_after is a lazy input that is then never requested. Do not hang output nodes "
+                   "(previews) on a slot's own chain, or ComfyUI will run it anyway.")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+            "exists": ("BOOLEAN", {"default": True, "forceInput": True, "tooltip":
+                       "From Scenario Turn's 'exists'."}),
+            "history_before": (HISTORY, {"tooltip": "The history entering this turn slot."}),
+            "history_after": (HISTORY, {"lazy": True, "tooltip":
+                              "The history after this slot's History Append (evaluated only when the turn exists)."}),
+        }}
+
+    def check_lazy_status(self, exists, history_before, history_after=None):
+        return ["history_after"] if exists and history_after is None else []
+
+    def switch(self, exists, history_before, history_after=None):
+        if not exists:
+            return (history_before,)
+        if history_after is None:
+            raise InputError("the turn exists but history_after was not computed; connect this slot's History Append")
+        return (history_after,)
+
+
+class ReSpecScenarioMasks:
+    """Occluder and new-object masks of a scenario's generated turns 1..N (multi-occluder aware)."""
+
+    CATEGORY = CATEGORY
+    FUNCTION = "masks"
+    RETURN_TYPES = (MASK_RECORDS, "MASK", "MASK", "STRING")
+    RETURN_NAMES = ("masks", "occluder_masks", "new_object_masks", "records")
+    OUTPUT_TOOLTIPS = ("Every turn's masks, for OCCUR Score.",
+                       "M_occ^t for t = 1..N (all occluders united; resized to turn N's size).",
+                       "M_new^t for t = 1..N (resized to turn N's size).",
+                       "JSON: per turn, every detection record.")
+    DESCRIPTION = ("Trajectory Masks driven by the scenario: the occluder label(s) and each turn's new objects "
+                   "come from the scenario file, and with several occluders each is detected on its own and "
+                   "their masks are united (appendix A.5, B.1).")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+            "masker": (MASKER, {"tooltip": "From ReSpec Masker Loader."}),
+            "history": (HISTORY, {"tooltip": "The generated history of the scenario (turns 0..N)."}),
+            "scenario": (SCENARIO, {"tooltip": "From Scenario Loader."}),
+        }}
+
+    def masks(self, masker, history, scenario):
+        tm = trajectory_masks(masker, scenario, [t.image.rgb() for t in history.turns[1:]])
+        shape = tm.occ[-1].shape
+        return (tm, masks_to_comfy([resize_mask(m, shape) for m in tm.occ]),
+                masks_to_comfy([resize_mask(m, shape) for m in tm.new]), json.dumps(tm.to_record(), indent=1))
+
+
+def _results_path(results_file: str) -> Path:
+    """A results file inside the output folder (a workflow must not write anywhere else)."""
+    rel = PurePath(results_file.strip() or "bench/results.jsonl")
+    if rel.is_absolute() or ".." in rel.parts or not rel.name.endswith(".jsonl"):
+        raise InputError(f"results_file {results_file!r} must be a relative path ending in .jsonl inside "
+                         f"ComfyUI's output folder (e.g. bench/results.jsonl), without '..'")
+    return comfy.output_dir() / rel
+
+
+def _json_arg(text: str, what: str):
+    try:
+        return json.loads(text)
+    except (TypeError, json.JSONDecodeError) as e:
+        raise InputError(f"{what} is not JSON ({e}); connect the 'record' output of the matching node") from None
+
+
+class ReSpecResultsWriter:
+    """Append the scenario's results row (scores, reference chosen vs ground truth, VLM calls)."""
+
+    CATEGORY = CATEGORY
+    FUNCTION = "write"
+    OUTPUT_NODE = True
+    RETURN_TYPES = ("STRING", "STRING")
+    RETURN_NAMES = ("row_json", "results_file")
+    OUTPUT_TOOLTIPS = ("The row written (or already present).", "Where the results file is.")
+    DESCRIPTION = ("Writes one results row per scenario x config x editor to a JSONL file in ComfyUI's output "
+                   "folder (output/respec/<results_file>). A row already there is kept, not duplicated. "
+                   "`python -m respec report <file>` turns the file into the paper's tables.")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "scenario": (SCENARIO, {"tooltip": "From Scenario Loader."}),
+                "history": (HISTORY, {"tooltip": "The generated history (turns 0..N) with its plans."}),
+                "score_record": ("STRING", {"default": "", "forceInput": True, "tooltip":
+                                 "The 'record' output of OCCUR Score."}),
+                "config": (list(CONFIGS), {"default": "respec", "tooltip":
+                           "What this graph ran: baseline (no ReSpec), hrs, pti or respec (PTI + HRS)."}),
+                "editor": ("STRING", {"default": "flux2", "tooltip":
+                           "Editor name for the tables (flux2, omnigen2, or your own)."}),
+                "results_file": ("STRING", {"default": "bench/results.jsonl", "tooltip":
+                                 "Relative path of the JSONL file inside output/respec/."}),
+            },
+            "optional": {
+                "judge_records": ("STRING", {"default": "", "forceInput": True, "tooltip":
+                                  "Instruction Judge 'record' output(s): one JSON record, or a JSON list of "
+                                  "per-turn records (S_IF is their mean)."}),
+            },
+            "hidden": {"unique_id": "UNIQUE_ID"},
+        }
+
+    def write(self, scenario, history, score_record, config, editor, results_file, judge_records="",
+              unique_id=None):
+        path = _results_path(results_file)
+        score = _json_arg(score_record, "score_record")
+        judge = None
+        if judge_records and judge_records.strip():
+            recs = _json_arg(judge_records, "judge_records")
+            judge = summarise_judgements(recs if isinstance(recs, list) else [recs])
+        if not editor.strip():
+            raise InputError("editor is empty; name the editor this graph used (e.g. flux2)")
+        seeds = [t.meta.get("seed") for t in history.turns[1:] if isinstance(t.meta, dict)]
+        row = make_row(scenario, history, score, config=config, editor=editor.strip(), judge=judge,
+                       seed=seeds[0] if seeds and seeds[0] is not None else None)
+        row["source"] = "comfyui"
+        written = ResultsFile(path).append(row)
+        row_json = json.dumps(json_safe({**row, "written": written}))
+        comfy.send_event("bench.row", {"node": unique_id, "key": row["key"], "written": written,
+                                       "S_TC": row.get("S_TC"), "file": str(path)})
+        return {"ui": {RESULTS_UI_KEY: [row_json]}, "result": (row_json, str(path))}
+
+
+NODE_CLASS_MAPPINGS = {
+    "ReSpecScenarioLoader": ReSpecScenarioLoader,
+    "ReSpecScenarioTurn": ReSpecScenarioTurn,
+    "ReSpecTurnSwitch": ReSpecTurnSwitch,
+    "ReSpecScenarioMasks": ReSpecScenarioMasks,
+    "ReSpecResultsWriter": ReSpecResultsWriter,
+}
+NODE_DISPLAY_NAME_MAPPINGS = {
+    "ReSpecScenarioLoader": "Scenario Loader (OCCUR)",
+    "ReSpecScenarioTurn": "Scenario Turn",
+    "ReSpecTurnSwitch": "Scenario Turn Switch",
+    "ReSpecScenarioMasks": "Scenario Trajectory Masks",
+    "ReSpecResultsWriter": "Results Writer (OCCUR)",
+}

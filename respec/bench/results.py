@@ -29,12 +29,12 @@ def row_key(row: dict) -> str:
         raise InputError(f"a results row needs dataset, scenario_id, config and editor; missing {e}") from None
 
 
-def _json_safe(v: Any) -> Any:
+def json_safe(v: Any) -> Any:
     """NaN/inf -> None (strict JSON has no NaN); numpy scalars -> Python numbers."""
     if isinstance(v, dict):
-        return {str(k): _json_safe(x) for k, x in v.items()}
+        return {str(k): json_safe(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
-        return [_json_safe(x) for x in v]
+        return [json_safe(x) for x in v]
     if hasattr(v, "item") and callable(v.item) and getattr(v, "shape", None) == ():
         v = v.item()
     if isinstance(v, float) and not math.isfinite(v):
@@ -103,7 +103,7 @@ class ResultsFile:
 
     def append(self, row: dict) -> bool:
         """Write `row` as one line; False (and nothing written) when its key is already there."""
-        row = _json_safe(dict(row))
+        row = json_safe(dict(row))
         row.setdefault("schema", ROW_SCHEMA)
         row["key"] = row.get("key") or row_key(row)
         line = (json.dumps(row, ensure_ascii=False, sort_keys=False, allow_nan=False) + "\n").encode("utf-8")

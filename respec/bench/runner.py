@@ -225,13 +225,13 @@ def _edit(editor, images, instruction, size, seed, settings: BenchSettings):
 
 
 def run_turns(scenario: Scenario, config: BenchConfig, models: BenchModels, settings: BenchSettings,
-              clock: _Clock, image=None) -> tuple[History, list[dict]]:
-    """Run every turn of a scenario under one config; return the generated history and per-turn records."""
+              clock: _Clock, image=None) -> History:
+    """Run every turn of a scenario under one config; return the generated history (each turn's
+    meta holds its seed, stage, editor image ids, VLM calls, fallbacks and per-stage seconds)."""
     from ..controller import plan_turn, rewrite_instruction, select_references
 
     i0 = image if image is not None else scenario.load_image(settings.size or None)
     history = History.start(i0, meta={"scenario": scenario.id, "config": config.name})
-    records = []
     for t, turn in enumerate(scenario.turns, start=1):
         comfy.check_interrupted()
         is_restoration = scenario.is_restoration(t)
@@ -250,34 +250,33 @@ def run_turns(scenario: Scenario, config: BenchConfig, models: BenchModels, sett
         seed = turn_seed(settings.seed, scenario.id, t)
         out = clock.run("editor", _edit, models.editor, images, instruction, history.current.image.size,
                         seed, settings)
-        vlm_calls = int(plan.meta.get("vlm_calls", 0)) if plan is not None else 0
-        meta = {"seed": seed, "stage": turn.stage, "editor_image_ids": ids, "vlm_calls": vlm_calls,
-                "editor": dict(getattr(models.editor, "last_run", {}) or {})}
+        meta = {"seed": seed, "stage": turn.stage, "is_restoration": is_restoration, "editor_image_ids": ids,
+                "vlm_calls": int(plan.meta.get("vlm_calls", 0)) if plan is not None else 0,
+                "fallbacks": fallbacks, "editor": dict(getattr(models.editor, "last_run", {}) or {}),
+                "seconds": {k: round(clock.seconds[k] - before[k], 4) for k in STAGE_KEYS
+                            if clock.seconds[k] - before[k] > 0}}
         history = history.append(out, turn.instruction, sent_instruction=instruction, plan=plan, meta=meta)
-        records.append({"t": t, "stage": turn.stage, "instruction": turn.instruction,
-                        "sent_instruction": instruction, "is_restoration": is_restoration,
-                        "editor_image_ids": ids, "vlm_calls": vlm_calls, "fallbacks": fallbacks,
-                        "seed": seed, "plan": plan.to_dict() if plan is not None else None,
-                        "seconds": {k: round(clock.seconds[k] - before[k], 4) for k in STAGE_KEYS
-                                    if clock.seconds[k] - before[k] > 0}})
-    return history, records
+    return history
 
 
-def trajectory_masks(models: BenchModels, scenario: Scenario, images: list):
+def trajectory_masks(masker: Any, scenario: Scenario, images: list):
     """Occluder and new-object masks of I_1..I_N (the masker looks, at turn t, for every object
     introduced at turns <= t). With several occluders (a 'multi' revelation) each is detected
     on its own (one query per label, as the paper does) and their masks are united per turn."""
     from dataclasses import replace
 
+    if len(images) != scenario.num_turns:
+        raise InputError(f"scenario {scenario.id!r} has {scenario.num_turns} turns but {len(images)} edited "
+                         f"images were given; the history must hold exactly the scenario's turns")
     per_turn_new = [list(t.new_objects) for t in scenario.turns]
-    first = models.masker.trajectory_masks(images, scenario.occluders[0], per_turn_new)
+    first = masker.trajectory_masks(images, scenario.occluders[0], per_turn_new)
     if len(scenario.occluders) == 1:
         return first
     occ = [m.copy() for m in first.occ]
     records = [dict(r) for r in first.records]
     for label in scenario.occluders[1:]:
         # New objects were already masked in the first pass; only the occluder is looked for.
-        extra = models.masker.trajectory_masks(images, label, [[] for _ in images])
+        extra = masker.trajectory_masks(images, label, [[] for _ in images])
         for i, m in enumerate(extra.occ):
             occ[i] = occ[i] | m
             if i < len(records) and i < len(extra.records):
@@ -288,37 +287,51 @@ def trajectory_masks(models: BenchModels, scenario: Scenario, images: list):
 def score_scenario(scenario: Scenario, history: History, models: BenchModels, clock: _Clock) -> dict:
     """Masks on the generated images, then the OCCUR score of I_N against the generated I_ref."""
     generated = [im.rgb() for im in history.images[1:]]
-    masks = clock.run("masks", trajectory_masks, models, scenario, generated)
+    masks = clock.run("masks", trajectory_masks, models.masker, scenario, generated)
     ref = history.image(scenario.reference_turn).rgb()
     score = clock.run("score", models.scorer.occur_score, generated[-1], ref, masks)
     return {"score": score, "masks": masks}
 
 
-def judge_turns(scenario: Scenario, history: History, models: BenchModels, clock: _Clock) -> dict:
-    """S_IF per turn on the paper's 0-3 scale, normalised to 0-1; the row's S_IF is the mean
-    over turns (appendix B.2 uses the mean so longer scenarios are not favoured)."""
+def judge_turns(history: History, judge_backend: Any, clock: _Clock | None = None) -> dict:
+    """S_IF of every turn (the judge's 0-3 grade / 3); the row's S_IF is the mean over turns
+    (appendix B.2 uses the mean so that longer scenarios are not favoured)."""
     from ..judge import judge_instruction
+    clock = clock or _Clock()
     per_turn, calls = [], 0
     for t in range(1, len(history)):
         comfy.check_interrupted()
-        res = clock.run("judge", judge_instruction, models.judge_backend, history.image(t - 1).rgb(),
+        res = clock.run("judge", judge_instruction, judge_backend, history.image(t - 1).rgb(),
                         history.image(t).rgb(), history.turns[t].instruction)
         calls += int(res.get("vlm_calls", 1))
         per_turn.append(res)
-    vals = [_norm_sif(r) for r in per_turn]
+    return summarise_judgements(per_turn, calls)
+
+
+def summarise_judgements(per_turn: list[dict], calls: int | None = None) -> dict:
+    """S_IF (mean over the judged turns that parsed), S_IF_final, per-turn values and records."""
+    vals = [sif_value(r) for r in per_turn]
     good = [v for v in vals if v is not None]
     return {"S_IF": sum(good) / len(good) if good else None, "S_IF_turns": vals,
-            "S_IF_final": vals[-1] if vals else None, "judge_records": per_turn, "judge_calls": calls}
+            "S_IF_final": vals[-1] if vals else None, "judge_records": per_turn,
+            "judge_calls": len(per_turn) if calls is None else calls}
 
 
-def _norm_sif(res: dict) -> float | None:
-    for k in ("S_IF_norm", "normalized", "score_norm"):
-        if isinstance(res.get(k), (int, float)):
-            return float(res[k])
-    for k in ("S_IF", "score"):
-        if isinstance(res.get(k), (int, float)):
-            return float(res[k]) / 3.0
-    return None
+def sif_value(res: dict) -> float | None:
+    """The 0-1 S_IF of one judge record (respec.judge gives S_IF = score / 3; None when unparsed)."""
+    if "S_IF_norm" in res:
+        v = res["S_IF_norm"]
+    elif "S_IF" in res:
+        v = res["S_IF"]
+    elif isinstance(res.get("score"), (int, float)):
+        v = res["score"] / 3.0
+    else:
+        v = None
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        return None
+    return v if v == v else None
 
 
 def _save_images(out_dir: Path, key_dir: str, history: History) -> list[str]:
@@ -334,50 +347,96 @@ def _save_images(out_dir: Path, key_dir: str, history: History) -> list[str]:
     return paths
 
 
-def run_one(scenario: Scenario, config: BenchConfig, models: BenchModels, settings: BenchSettings,
-            out_dir: Path | None = None, image=None) -> dict:
-    """Run and score one scenario under one config; return its results row (nothing written
-    but the images, when an out_dir is given and settings.save_images)."""
-    clock = _Clock()
-    t_start = time.perf_counter()
-    history, turns = run_turns(scenario, config, models, settings, clock, image=image)
-    scored = score_scenario(scenario, history, models, clock)
-    score = scored["score"]
-    judge = judge_turns(scenario, history, models, clock) if settings.judge and models.judge_backend else {}
+def turn_records(history: History) -> list[dict]:
+    """Per-turn records of a generated history (what the row's 'turns' holds)."""
+    out = []
+    for turn in history.turns[1:]:
+        plan, meta = turn.plan, turn.meta or {}
+        ids = meta.get("editor_image_ids")
+        if ids is None:
+            ids = list(plan.image_ids) if (plan is not None and plan.image_ids) else [turn.index - 1]
+        out.append({"t": turn.index, "stage": meta.get("stage"),
+                    "is_restoration": meta.get("is_restoration", plan.is_restoration if plan else None),
+                    "instruction": turn.instruction, "sent_instruction": turn.sent_instruction,
+                    "editor_image_ids": ids,
+                    "vlm_calls": int(meta.get("vlm_calls", plan.meta.get("vlm_calls", int(plan.vlm_called))
+                                              if plan is not None else 0)),
+                    "fallbacks": list(meta.get("fallbacks", plan.fallbacks if plan is not None else [])),
+                    "seed": meta.get("seed"), "plan": plan.to_dict() if plan is not None else None,
+                    "seconds": meta.get("seconds", {})})
+    return out
+
+
+def make_row(scenario: Scenario, history: History, score: dict, *, config: str, editor: str,
+             controller: str = "", smoke: bool = False, seed: int | None = None, judge: dict | None = None,
+             masks: Any = None, seconds: dict | None = None, editor_model: str = "") -> dict:
+    """One results row from a generated history and its OCCUR score (the in-process runner and
+    the Results Writer node both use this, so their rows are alike)."""
+    if len(history) != scenario.num_turns + 1:
+        raise InputError(f"scenario {scenario.id!r} has {scenario.num_turns} turns but the history holds "
+                         f"{len(history) - 1} edits; a results row needs the whole scenario")
+    cfg = CONFIGS.get(config)
+    turns = turn_records(history)
+    controller = controller or next((t.plan.controller for t in history.turns
+                                     if t.plan is not None and t.plan.vlm_called and t.plan.controller), "")
+    judge = judge or {}
     plan_r = history.turns[scenario.restoration_turn].plan
-    chosen = plan_r.restoration_source_id if (plan_r is not None and plan_r.vlm_called) else None
-    correct = None
-    if plan_r is not None and plan_r.vlm_called:
-        correct = chosen is not None and int(chosen) == scenario.reference_turn
-    areas = score.get("areas", {})
+    called = plan_r is not None and plan_r.vlm_called
+    chosen = plan_r.restoration_source_id if called else None
+    correct = (chosen is not None and int(chosen) == scenario.reference_turn) if called else None
+    areas = score.get("areas", {}) or {}
     row = {
         **scenario.summary(),
         "status": "ok",
-        "config": config.name, "use_pti": config.use_pti, "use_hrs": config.use_hrs,
-        "editor": settings.editor, "smoke": settings.smoke, "judge": bool(judge),
-        "controller": models.describe.get("controller", "") if config.use_controller else "",
-        "editor_model": models.describe.get("editor_model", ""),
-        "size": list(history.images[0].size), "seed": settings.seed,
+        "config": config, "use_pti": cfg.use_pti if cfg else None, "use_hrs": cfg.use_hrs if cfg else None,
+        "editor": editor, "editor_model": editor_model, "smoke": bool(smoke),
+        "controller": controller if any(t["vlm_calls"] for t in turns) or called else "",
+        "size": list(history.images[0].size), "seed": seed,
         "S_restore": score.get("S_restore"), "S_preserve": score.get("S_preserve"), "S_TC": score.get("S_TC"),
-        "S_IF": judge.get("S_IF"), "S_IF_final": judge.get("S_IF_final"), "S_IF_turns": judge.get("S_IF_turns"),
+        "judge": bool(judge), "S_IF": judge.get("S_IF"), "S_IF_final": judge.get("S_IF_final"),
+        "S_IF_turns": judge.get("S_IF_turns"),
         "parts": {"restore": score.get("restore"), "preserve": score.get("preserve")},
         "whole": score.get("whole_image"),
         "restore_area_ratio": areas.get("R_restore"), "preserve_area_ratio": areas.get("R_preserve"),
         "areas": areas,
         "nan_reason": "; ".join(score.get("reasons") or []) or None,
         "reference_chosen": chosen, "reference_correct": correct,
-        "editor_reference_ids": history.turns[scenario.restoration_turn].meta.get("editor_image_ids"),
+        "editor_reference_ids": turns[scenario.restoration_turn - 1]["editor_image_ids"],
         "fallbacks": sorted({f for tr in turns for f in tr["fallbacks"]}),
         "vlm_calls": sum(tr["vlm_calls"] for tr in turns),
         "judge_calls": judge.get("judge_calls", 0),
-        "seconds": {**{k: round(v, 4) for k, v in clock.seconds.items()},
-                    "total": round(time.perf_counter() - t_start, 4)},
+        "seconds": seconds or _sum_turn_seconds(turns),
         "turns": turns,
-        "mask_records": _mask_records(scored["masks"]),
+        "mask_records": _mask_records(masks) if masks is not None else None,
         "judge_records": judge.get("judge_records"),
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     row["key"] = row_key(row)
+    return row
+
+
+def _sum_turn_seconds(turns: list[dict]) -> dict:
+    tot: dict[str, float] = {}
+    for tr in turns:
+        for k, v in (tr.get("seconds") or {}).items():
+            tot[k] = round(tot.get(k, 0.0) + float(v), 4)
+    return tot
+
+
+def run_one(scenario: Scenario, config: BenchConfig, models: BenchModels, settings: BenchSettings,
+            out_dir: Path | None = None, image=None) -> dict:
+    """Run and score one scenario under one config; return its results row (nothing written
+    but the images, when an out_dir is given and settings.save_images)."""
+    clock = _Clock()
+    t_start = time.perf_counter()
+    history = run_turns(scenario, config, models, settings, clock, image=image)
+    scored = score_scenario(scenario, history, models, clock)
+    judge = judge_turns(history, models.judge_backend, clock) if settings.judge and models.judge_backend else None
+    row = make_row(scenario, history, scored["score"], config=config.name, editor=settings.editor,
+                   controller=models.describe.get("controller", ""), smoke=settings.smoke, seed=settings.seed,
+                   judge=judge, masks=scored["masks"], editor_model=models.describe.get("editor_model", ""),
+                   seconds={**{k: round(v, 4) for k, v in clock.seconds.items()},
+                            "total": round(time.perf_counter() - t_start, 4)})
     if out_dir is not None and settings.save_images:
         row["images"] = _save_images(out_dir, f"{scenario.id}/{config.name}-{settings.editor}", history)
     return row
