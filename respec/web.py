@@ -245,7 +245,7 @@ def _load(store, session_id: Any):
     sid = parse_session_id(session_id)
     # Existence is checked here rather than read out of the store's error text, and the 404
     # message names no server path.
-    if not any(s.get("session_id") == sid for s in store.list_sessions()):
+    if not any(s.get("session_id") == sid for s in _sessions(store)):
         raise NotFound(f"there is no session {sid!r}")
     return store.load(sid)
 
@@ -257,9 +257,17 @@ def _image_path(store, hist, digest: str):
     return store.image_path(hist.session_id, digest)
 
 
+def _sessions(store) -> list[dict]:
+    # A read must not create the store: with no database yet there are simply no sessions.
+    db = getattr(store, "db_path", None)
+    if db is not None and not db.exists():
+        return []
+    return store.list_sessions()
+
+
 def list_sessions(store) -> Response:
     """GET /respec/sessions: every session of the store, newest change first."""
-    return _guard(lambda: json_response({"sessions": store.list_sessions()}))
+    return _guard(lambda: json_response({"sessions": _sessions(store)}))
 
 
 def get_session(store, session_id: Any) -> Response:

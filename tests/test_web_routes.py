@@ -345,3 +345,12 @@ def test_latest_scores_are_kept_per_session_with_nan_as_null(env):
     assert scores["S_restore"] is None and scores["S_preserve"] == 0.75
     status, _, body = env["server"].get("/respec/scores/latest")
     assert json.loads(body)["scores"]["S_preserve"] == 0.75
+
+
+def test_reading_an_absent_store_creates_nothing(pack, tmp_path):
+    web, store_mod = core(pack, "web"), core(pack, "store")
+    store = store_mod.SessionStore(tmp_path / "never")
+    resp = web.list_sessions(store)
+    assert resp.status == 200 and resp.json() == {"sessions": []}
+    assert web.get_session(store, "demo").status == 404
+    assert not (tmp_path / "never").exists()

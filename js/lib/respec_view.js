@@ -1,0 +1,389 @@
+// Pure logic of the ReSpec panel: event -> view state, and the panel's geometry.
+// No DOM and no ComfyUI imports here, so Node's test runner can exercise all of it
+// (js/tests/). ComfyUI also loads this file as an extension script; it only defines exports.
+
+export const MIN_SIDE = 16; // the server clamps requested image sizes to this range
+export const MAX_SIDE = 512;
+const SESSION_ID = /^[A-Za-z0-9_-]{1,64}$/;
+const DIGEST = /^[0-9a-f]{64}$/;
+const HISTORY_NODE = /^ReSpecHistory/;
+const SESSION_WIDGETS = ["session_id", "session"];
+
+/** True for a session id the server accepts ([A-Za-z0-9_-], 1..64 characters). */
+export function isSessionId(value) {
+  return typeof value === "string" && SESSION_ID.test(value);
+}
+
+/** True for an image digest (64 lowercase hex characters). */
+export function isDigest(value) {
+  return typeof value === "string" && DIGEST.test(value);
+}
+
+// --------------------------------------------------------------------------- state
+
+/** The panel's state before anything is known. */
+export function initialState() {
+  return {
+    sessions: [], // [{session_id, version, turns, updated, ...}] from GET /respec/sessions
+    sessionsLoaded: false,
+    pinned: null, // session id chosen in the panel; null = follow the graph and the events
+    graphSessions: [], // session ids named by History nodes of the open graph
+    eventSession: null, // session of the latest respec.history event
+    versions: {}, // session id -> newest version heard of (events, lists, loads)
+    session: null, // the loaded session: {session_id, version, turns, latest_plan}
+    inGraph: null, // the latest respec.history of a history with no session (not stored)
+    plan: null, // the latest respec.plan event (a plan for a turn not yet appended)
+    scores: null, // the latest respec.scores payload
+    running: false,
+    error: null,
+  };
+}
+
+function numberOr(value, fallback) {
+  return typeof value === "number" && Number.isFinite(value) ? value : fallback;
+}
+
+function bumpVersion(versions, sid, version) {
+  const v = numberOr(version, null);
+  if (!isSessionId(sid) || v === null || (versions[sid] ?? -1) >= v) return versions;
+  return { ...versions, [sid]: v };
+}
+
+function sameList(a, b) {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+/** A session record as the panel keeps it (from GET /respec/sessions/{id} or a full event). */
+export function normalizeSession(data) {
+  if (!data || !isSessionId(data.session_id) || !Array.isArray(data.turns)) return null;
+  const turns = data.turns
+    .filter((t) => t && Number.isInteger(t.index) && t.index >= 0)
+    .map((t) => ({
+      index: t.index,
+      instruction: typeof t.instruction === "string" ? t.instruction : "",
+      sent_instruction:
+        typeof t.sent_instruction === "string" ? t.sent_instruction : t.instruction ?? "",
+      image: isDigest(t.image) ? t.image : null,
+      width: numberOr(t.width ?? t.size?.[0], null),
+      height: numberOr(t.height ?? t.size?.[1], null),
+      plan: t.plan && typeof t.plan === "object" ? t.plan : null,
+    }))
+    .sort((a, b) => a.index - b.index);
+  return {
+    session_id: data.session_id,
+    version: numberOr(data.version, 0),
+    turns,
+    latest_plan: data.latest_plan && typeof data.latest_plan === "object" ? data.latest_plan : null,
+  };
+}
+
+/** True when an event carries every turn with its image, so it can be shown without a fetch. */
+function isCompleteSession(data) {
+  return (
+    Array.isArray(data?.turns) &&
+    data.turns.length > 0 &&
+    data.turns.every((t) => t && Number.isInteger(t.index) && isDigest(t.image))
+  );
+}
+
+/**
+ * The reducer: state + action -> new state (the old one is never changed).
+ * Actions: sessions/loaded {sessions}, graph/changed {sessionIds}, session/pinned {sessionId},
+ * session/loaded {data}, event/history {data}, event/plan {data}, event/scores {data},
+ * run/started, run/finished, error {message}.
+ */
+export function reduce(state, action) {
+  switch (action?.type) {
+    case "sessions/loaded": {
+      const sessions = (Array.isArray(action.sessions) ? action.sessions : []).filter((s) =>
+        isSessionId(s?.session_id),
+      );
+      let versions = state.versions;
+      for (const s of sessions) versions = bumpVersion(versions, s.session_id, s.version);
+      return { ...state, sessions, sessionsLoaded: true, versions, error: null };
+    }
+    case "graph/changed": {
+      const ids = [...new Set((action.sessionIds ?? []).filter(isSessionId))];
+      return sameList(ids, state.graphSessions) ? state : { ...state, graphSessions: ids };
+    }
+    case "session/pinned":
+      return { ...state, pinned: isSessionId(action.sessionId) ? action.sessionId : null };
+    case "session/loaded": {
+      const session = normalizeSession(action.data);
+      if (!session) return state;
+      const cur = state.session;
+      // A slow response must not replace a newer one of the same session.
+      if (cur && cur.session_id === session.session_id && cur.version > session.version) return state;
+      const versions = bumpVersion(state.versions, session.session_id, session.version);
+      const scores = action.data.scores && typeof action.data.scores === "object" && !state.scores
+        ? action.data.scores
+        : state.scores;
+      return { ...state, session, versions, scores, error: null };
+    }
+    case "event/history": {
+      const d = action.data ?? {};
+      if (!isSessionId(d.session_id)) {
+        // A history built inside one graph: nothing is stored, show its text only.
+        return { ...state, inGraph: { turns: Array.isArray(d.turns) ? d.turns : [], version: d.version ?? null } };
+      }
+      let next = {
+        ...state,
+        eventSession: d.session_id,
+        versions: bumpVersion(state.versions, d.session_id, d.version),
+      };
+      // The plan event was for the turn that has now been appended (or undone): drop it.
+      if (state.plan && (state.plan.session_id ?? d.session_id) === d.session_id) next.plan = null;
+      if (isCompleteSession(d)) next = reduce(next, { type: "session/loaded", data: d });
+      return next;
+    }
+    case "event/plan":
+      return action.data && typeof action.data === "object" ? { ...state, plan: action.data } : state;
+    case "event/scores":
+      return action.data && typeof action.data === "object" ? { ...state, scores: action.data } : state;
+    case "run/started":
+      return { ...state, running: true };
+    case "run/finished":
+      return { ...state, running: false };
+    case "error":
+      return { ...state, error: String(action.message ?? "unknown error") };
+    default:
+      return state;
+  }
+}
+
+/**
+ * The session the panel shows: the one pinned by the user; else the one the latest event was
+ * about, if the graph names it (or names none); else the first one the graph names; else null.
+ */
+export function activeSessionId(state) {
+  if (state.pinned) return state.pinned;
+  const graph = state.graphSessions;
+  if (state.eventSession && (graph.length === 0 || graph.includes(state.eventSession))) {
+    return state.eventSession;
+  }
+  return graph[0] ?? null;
+}
+
+/** True when the active session exists in the store (so fetching it cannot 404). */
+export function sessionExists(state, sid) {
+  return state.sessions.some((s) => s.session_id === sid) || state.eventSession === sid;
+}
+
+/** The session id to fetch now, or null: the active one when missing, another, or outdated. */
+export function sessionToFetch(state) {
+  const sid = activeSessionId(state);
+  if (!sid || !sessionExists(state, sid)) return null;
+  const cur = state.session;
+  if (!cur || cur.session_id !== sid) return sid;
+  return (state.versions[sid] ?? -1) > cur.version ? sid : null;
+}
+
+/** True when the session list should be refreshed (an event named a session it lacks). */
+export function sessionsOutdated(state) {
+  const sid = activeSessionId(state);
+  if (!sid) return false;
+  const listed = state.sessions.find((s) => s.session_id === sid);
+  return !listed || (state.versions[sid] ?? -1) > numberOr(listed.version, -1);
+}
+
+/** The plan to highlight: a live plan event for the active session, else the latest stored plan. */
+export function currentPlan(state) {
+  const sid = activeSessionId(state);
+  const live = state.plan;
+  if (live && (live.session_id === undefined || live.session_id === sid)) return live;
+  return state.session && state.session.session_id === sid ? state.session.latest_plan : null;
+}
+
+/** Image ids the plan names: {restorationSource, identityAnchor} (null when absent). */
+export function highlights(plan) {
+  const id = (v) => (Number.isInteger(v) && v >= 0 ? v : null);
+  return {
+    restorationSource: id(plan?.restoration_source_id),
+    identityAnchor: id(plan?.identity_anchor_id),
+  };
+}
+
+/** What each turn card shows: instructions, roles in the current plan, whether undo is offered. */
+export function turnCards(state) {
+  const sid = activeSessionId(state);
+  const session = state.session && state.session.session_id === sid ? state.session : null;
+  if (!session) return [];
+  const { restorationSource, identityAnchor } = highlights(currentPlan(state));
+  const last = session.turns.length - 1;
+  return session.turns.map((t, i) => {
+    const roles = [];
+    if (t.index === restorationSource) roles.push("restoration-source");
+    if (t.index === identityAnchor) roles.push("identity-anchor");
+    return {
+      index: t.index,
+      image: t.image,
+      width: t.width,
+      height: t.height,
+      label: t.index === 0 ? "I0 (original)" : `I${t.index}`,
+      instruction: t.instruction,
+      sentInstruction: t.sent_instruction,
+      rewritten: t.index > 0 && t.sent_instruction !== "" && t.sent_instruction !== t.instruction,
+      roles,
+      canRewind: i < last,
+      latest: i === last,
+    };
+  });
+}
+
+const SCORE_ROWS = [
+  ["S_restore", "S_restore (restoration)"],
+  ["S_preserve", "S_preserve (preservation)"],
+  ["S_TC", "S_TC (temporal consistency)"],
+];
+
+/** Score rows for display; NaN, null and missing values show as "n/a" with the reason if given. */
+export function scoreRows(scores) {
+  if (!scores || typeof scores !== "object") return [];
+  const reasons = Array.isArray(scores.reasons) ? scores.reasons : [];
+  return SCORE_ROWS.map(([key, label]) => {
+    const v = scores[key];
+    const ok = typeof v === "number" && Number.isFinite(v);
+    return { key, label, value: ok ? v.toFixed(3) : "n/a", missing: !ok };
+  }).concat(reasons.length ? [{ key: "reasons", label: "note", value: reasons.join("; "), missing: true }] : []);
+}
+
+/**
+ * Region overlays to draw over the latest image: [{name, url, color}] from the scores'
+ * `regions` ({R_restore: {url, width, height}, R_preserve: {...}}). Only /respec/masks/ URLs
+ * with a digest are accepted (the panel never loads anything else from an event).
+ */
+export function overlayList(scores) {
+  const regions = scores?.regions;
+  if (!regions || typeof regions !== "object") return [];
+  const colors = { R_restore: [46, 204, 113], R_preserve: [52, 152, 219] };
+  const out = [];
+  for (const name of ["R_restore", "R_preserve"]) {
+    const r = regions[name];
+    const digest = r?.digest ?? String(r?.url ?? "").split("/").pop();
+    if (!isDigest(digest)) continue;
+    out.push({ name, url: `/respec/masks/${digest}`, color: colors[name], width: r.width ?? null, height: r.height ?? null });
+  }
+  return out;
+}
+
+// --------------------------------------------------------------------------- URLs
+
+/** Pixel size to ask the server for, for an element `cssPx` wide on a `dpr` screen. */
+export function requestSide(cssPx, dpr = 1) {
+  const px = Math.ceil(numberOr(cssPx, MAX_SIDE) * Math.max(1, numberOr(dpr, 1)));
+  return Math.max(MIN_SIDE, Math.min(MAX_SIDE, px));
+}
+
+/** URL path of a session image by digest, fitted into w×h (null for invalid input). */
+export function imagePath(sessionId, digest, w = MAX_SIDE, h = w) {
+  if (!isSessionId(sessionId) || !isDigest(digest)) return null;
+  return `/respec/sessions/${sessionId}/images/${digest}?w=${requestSide(w)}&h=${requestSide(h)}`;
+}
+
+/** URL path of the rewind route (null for an invalid session id). */
+export function rewindPath(sessionId) {
+  return isSessionId(sessionId) ? `/respec/sessions/${sessionId}/rewind` : null;
+}
+
+// --------------------------------------------------------------------------- geometry
+
+/** The rectangle an image of srcW×srcH occupies when fitted (contained, centred) in boxW×boxH. */
+export function fitContain(srcW, srcH, boxW, boxH) {
+  if (!(srcW > 0 && srcH > 0 && boxW > 0 && boxH > 0)) return { x: 0, y: 0, width: 0, height: 0, scale: 0 };
+  const scale = Math.min(boxW / srcW, boxH / srcH);
+  const width = srcW * scale;
+  const height = srcH * scale;
+  return { x: (boxW - width) / 2, y: (boxH - height) / 2, width, height, scale };
+}
+
+/**
+ * How a mask of maskW×maskH maps onto the displayed image rectangle: the mask covers the whole
+ * image (the scorer's grid is the reference image, resized to fit), so each axis scales on its
+ * own. Returns drawImage arguments {sx, sy, x, y, width, height} (scale factors per mask pixel).
+ */
+export function maskTransform(maskW, maskH, imageRect) {
+  if (!(maskW > 0 && maskH > 0) || !(imageRect?.width > 0 && imageRect?.height > 0)) return null;
+  return {
+    sx: imageRect.width / maskW,
+    sy: imageRect.height / maskH,
+    x: imageRect.x,
+    y: imageRect.y,
+    width: imageRect.width,
+    height: imageRect.height,
+  };
+}
+
+/** Map a point of the displayed image rectangle to mask pixel coordinates (or null outside). */
+export function pointToMask(px, py, maskW, maskH, imageRect) {
+  const t = maskTransform(maskW, maskH, imageRect);
+  if (!t) return null;
+  const u = (px - t.x) / t.sx;
+  const v = (py - t.y) / t.sy;
+  if (u < 0 || v < 0 || u >= maskW || v >= maskH) return null;
+  return { x: Math.floor(u), y: Math.floor(v) };
+}
+
+/**
+ * Colour a mask for drawing: RGBA pixels (e.g. from getImageData of the mask PNG, where the red
+ * channel is 255 inside) -> new RGBA pixels in `color` with `alpha` (0..1) inside, clear outside.
+ */
+export function tintMask(rgba, color, alpha = 0.45) {
+  const out = new Uint8ClampedArray(rgba.length);
+  const a = Math.round(Math.max(0, Math.min(1, alpha)) * 255);
+  for (let i = 0; i + 3 < rgba.length; i += 4) {
+    if (rgba[i] > 127) {
+      out[i] = color[0];
+      out[i + 1] = color[1];
+      out[i + 2] = color[2];
+      out[i + 3] = a;
+    }
+  }
+  return out;
+}
+
+/**
+ * Thumbnail grid for `count` cards in a panel `containerWidth` px wide: as many columns of at
+ * least `minWidth` px as fit (at most `maxColumns`), `gap` px apart, cells `aspect` (w/h) wide.
+ * Returns {columns, width, height, rows, cells: [{x, y}]} in CSS pixels.
+ */
+export function thumbnailLayout(count, containerWidth, { minWidth = 96, gap = 6, aspect = 4 / 3, maxColumns = 6 } = {}) {
+  const n = Math.max(0, Math.floor(numberOr(count, 0)));
+  const cw = Math.max(0, numberOr(containerWidth, 0));
+  const fit = Math.floor((cw + gap) / (minWidth + gap));
+  const columns = Math.max(1, Math.min(maxColumns, fit, Math.max(1, n)));
+  const width = Math.max(1, Math.floor((cw - gap * (columns - 1)) / columns));
+  const height = Math.max(1, Math.round(width / (aspect > 0 ? aspect : 1)));
+  const cells = [];
+  for (let i = 0; i < n; i++) {
+    const c = i % columns;
+    const r = Math.floor(i / columns);
+    cells.push({ x: c * (width + gap), y: r * (height + gap) });
+  }
+  return { columns, width, height, rows: Math.ceil(n / columns), cells };
+}
+
+// --------------------------------------------------------------------------- graph
+
+/**
+ * Session ids named by ReSpec History nodes: `nodes` as [{type, widgets: [{name, value}]}]
+ * (the shape of LiteGraph nodes). Nodes that are bypassed or muted (mode 2 or 4) are skipped.
+ */
+export function sessionIdsFromNodes(nodes) {
+  const ids = [];
+  for (const node of Array.isArray(nodes) ? nodes : []) {
+    const type = node?.comfyClass ?? node?.type;
+    if (typeof type !== "string" || !HISTORY_NODE.test(type)) continue;
+    if (node.mode === 2 || node.mode === 4) continue;
+    for (const w of Array.isArray(node.widgets) ? node.widgets : []) {
+      if (SESSION_WIDGETS.includes(w?.name) && isSessionId(w.value) && !ids.includes(w.value)) ids.push(w.value);
+    }
+  }
+  return ids;
+}
+
+/** Text for the confirmation dialog of a rewind to turn k of a session with `count` turns. */
+export function rewindQuestion(sessionId, k, count) {
+  const drop = count - 1 - k;
+  const which = drop === 1 ? `turn ${k + 1}` : `turns ${k + 1} to ${count - 1}`;
+  return `Rewind session "${sessionId}" to turn ${k}? This deletes ${which} (${drop} turn${drop === 1 ? "" : "s"}) from the session store; it cannot be undone.`;
+}

@@ -1,0 +1,484 @@
+// ReSpec sidebar tab for ComfyUI's frontend (1.35+): the editing session a graph works on —
+// turn thumbnails with the user's and the sent instruction, the latest plan's restoration source
+// and identity anchor, R_restore / R_preserve overlays on the latest image, the latest OCCUR
+// scores — updated live from the nodes' websocket events, with undo (rewind) after a confirmation.
+//
+// All decisions (which session, what to fetch, what is highlighted, geometry) are made by the pure
+// functions of lib/respec_view.js; this file only talks to ComfyUI and draws.
+import { app } from "../../scripts/app.js";
+import { api } from "../../scripts/api.js";
+import * as V from "./lib/respec_view.js";
+
+const TAB_ID = "respec-history";
+const GRAPH_POLL_MS = 1500;
+const LIST_MIN_INTERVAL_MS = 2000;
+const CARD_MIN_WIDTH = 104;
+
+let state = V.initialState();
+const views = new Set(); // mounted panels: {el, parts, cards: Map, drawn: string}
+const inFlight = new Set(); // session ids being fetched
+let listInFlight = false;
+let lastListAt = 0;
+let scheduled = false;
+let pollTimer = null;
+
+// --------------------------------------------------------------------------- state and server
+
+function dispatch(action) {
+  const next = V.reduce(state, action);
+  if (next === state) return;
+  state = next;
+  schedule();
+}
+
+function schedule() {
+  if (scheduled) return;
+  scheduled = true;
+  queueMicrotask(() => {
+    scheduled = false;
+    sync();
+    for (const view of [...views]) {
+      if (!view.el.isConnected) views.delete(view);
+      else render(view);
+    }
+  });
+}
+
+async function getJson(path) {
+  const res = await api.fetchApi(path);
+  let body = null;
+  try {
+    body = await res.json();
+  } catch {
+    body = null;
+  }
+  if (!res.ok) throw new Error(body?.error ?? `${path}: HTTP ${res.status}`);
+  return body;
+}
+
+function loadSessions(force = false) {
+  const now = Date.now();
+  if (listInFlight || (!force && now - lastListAt < LIST_MIN_INTERVAL_MS)) return;
+  listInFlight = true;
+  lastListAt = now;
+  getJson("/respec/sessions")
+    .then((body) => dispatch({ type: "sessions/loaded", sessions: body?.sessions ?? [] }))
+    .catch((e) => dispatch({ type: "error", message: `Could not list sessions: ${e.message}` }))
+    .finally(() => {
+      listInFlight = false;
+    });
+}
+
+function loadSession(sid) {
+  if (inFlight.has(sid)) return;
+  inFlight.add(sid);
+  getJson(`/respec/sessions/${sid}`)
+    .then((data) => dispatch({ type: "session/loaded", data }))
+    .catch((e) => dispatch({ type: "error", message: `Could not load session "${sid}": ${e.message}` }))
+    .finally(() => {
+      inFlight.delete(sid);
+      schedule(); // a newer version may have been announced meanwhile
+    });
+}
+
+function loadLatestScores() {
+  getJson("/respec/scores/latest")
+    .then((body) => body?.scores && !state.scores && dispatch({ type: "event/scores", data: body.scores }))
+    .catch(() => {}); // scores are optional; the panel says "no scores yet"
+}
+
+/** Fetch what the state says is missing (only sessions the store is known to have). */
+function sync() {
+  if (views.size && V.sessionsOutdated(state)) loadSessions();
+  const sid = V.sessionToFetch(state);
+  if (sid) loadSession(sid);
+}
+
+function scanGraph() {
+  const graph = app.rootGraph ?? app.graph;
+  const nodes = graph?._nodes ?? graph?.nodes ?? [];
+  dispatch({ type: "graph/changed", sessionIds: V.sessionIdsFromNodes(nodes) });
+}
+
+function listen() {
+  api.addEventListener("respec.history", (e) => {
+    dispatch({ type: "event/history", data: e.detail });
+    loadSessions(true);
+  });
+  api.addEventListener("respec.plan", (e) => dispatch({ type: "event/plan", data: e.detail }));
+  api.addEventListener("respec.scores", (e) => dispatch({ type: "event/scores", data: e.detail }));
+  api.addEventListener("execution_start", () => {
+    scanGraph();
+    dispatch({ type: "run/started" });
+  });
+  for (const name of ["execution_success", "execution_error", "execution_interrupted"]) {
+    api.addEventListener(name, () => {
+      dispatch({ type: "run/finished" });
+      if (views.size) loadSessions(true);
+    });
+  }
+}
+
+// --------------------------------------------------------------------------- actions
+
+async function confirmRewind(sid, k, count) {
+  const message = V.rewindQuestion(sid, k, count);
+  const dialog = app.extensionManager?.dialog;
+  if (typeof dialog?.confirm === "function") {
+    return (await dialog.confirm({ title: "Undo turns", message, type: "default" })) === true;
+  }
+  return window.confirm(message);
+}
+
+function toast(severity, summary, detail) {
+  const t = app.extensionManager?.toast;
+  if (typeof t?.add === "function") t.add({ severity, summary, detail, life: 4000 });
+}
+
+async function rewind(sid, k) {
+  const path = V.rewindPath(sid);
+  const count = state.session?.turns.length ?? 0;
+  if (!path || !(await confirmRewind(sid, k, count))) return;
+  try {
+    const res = await api.fetchApi(path, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ turn: k }),
+    });
+    const body = await res.json().catch(() => null);
+    if (!res.ok) throw new Error(body?.error ?? `HTTP ${res.status}`);
+    dispatch({ type: "session/loaded", data: body });
+    loadSessions(true);
+    toast("success", "ReSpec", `Session "${sid}" rewound to turn ${k}.`);
+  } catch (e) {
+    dispatch({ type: "error", message: `Rewind failed: ${e.message}` });
+    toast("error", "ReSpec", `Rewind failed: ${e.message}`);
+  }
+}
+
+// --------------------------------------------------------------------------- drawing
+
+const STYLE = `
+.respec-panel{display:flex;flex-direction:column;gap:10px;padding:10px;height:100%;overflow:auto;box-sizing:border-box;font-size:13px;color:var(--fg-color,#ddd)}
+.respec-panel h3{margin:0;font-size:12px;text-transform:uppercase;letter-spacing:.05em;opacity:.7}
+.respec-row{display:flex;align-items:center;gap:6px;flex-wrap:wrap}
+.respec-panel select,.respec-panel button{background:var(--comfy-input-bg,#222);color:inherit;border:1px solid var(--border-color,#444);border-radius:4px;padding:3px 6px;font-size:12px}
+.respec-panel button{cursor:pointer}
+.respec-panel select{flex:1;min-width:0}
+.respec-status{font-size:11px;opacity:.8}
+.respec-status.running::before{content:"";display:inline-block;width:8px;height:8px;border-radius:50%;background:#f1c40f;margin-right:5px}
+.respec-msg{padding:8px;border:1px dashed var(--border-color,#555);border-radius:4px;opacity:.85}
+.respec-msg.error{border-color:#c0392b;color:#e74c3c}
+.respec-latest canvas{display:block;width:100%;border-radius:4px;background:rgba(0,0,0,.25)}
+.respec-plan{font-size:12px;line-height:1.4}
+.respec-legend label{display:inline-flex;align-items:center;gap:4px;font-size:12px;margin-right:10px}
+.respec-swatch{display:inline-block;width:10px;height:10px;border-radius:2px}
+.respec-scores table{border-collapse:collapse;width:100%;font-size:12px}
+.respec-scores td{padding:2px 4px;border-bottom:1px solid var(--border-color,#333)}
+.respec-scores td.v{text-align:right;font-variant-numeric:tabular-nums}
+.respec-scores td.missing{opacity:.6}
+.respec-grid{display:grid;gap:6px}
+.respec-card{position:relative;border:2px solid transparent;border-radius:6px;padding:3px;background:rgba(127,127,127,.08);display:flex;flex-direction:column;gap:2px;min-width:0}
+.respec-card.restoration-source{border-color:#2ecc71}
+.respec-card.identity-anchor{border-color:#e67e22}
+.respec-card.restoration-source.identity-anchor{border-image:linear-gradient(90deg,#2ecc71,#e67e22) 1}
+.respec-card img{width:100%;object-fit:contain;background:rgba(0,0,0,.25);border-radius:3px}
+.respec-card .t{font-weight:600;font-size:11px}
+.respec-card .u,.respec-card .s{font-size:11px;line-height:1.25;overflow-wrap:anywhere}
+.respec-card .s{opacity:.75;font-style:italic}
+.respec-badges{display:flex;gap:3px;flex-wrap:wrap}
+.respec-badge{font-size:10px;padding:0 4px;border-radius:3px;color:#111}
+.respec-badge.restoration-source{background:#2ecc71}
+.respec-badge.identity-anchor{background:#e67e22}
+.respec-card button{font-size:11px;padding:1px 4px;margin-top:2px}
+`;
+
+function ensureStyle() {
+  if (document.getElementById("respec-panel-style")) return;
+  const style = document.createElement("style");
+  style.id = "respec-panel-style";
+  style.textContent = STYLE;
+  document.head.appendChild(style);
+}
+
+function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") el.className = v;
+    else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else el.setAttribute(k, v);
+  }
+  for (const c of children) if (c !== null && c !== undefined) el.append(c);
+  return el;
+}
+
+function mount(el) {
+  if ([...views].some((v) => v.el === el)) return; // the frontend may call render() again
+  ensureStyle();
+  el.replaceChildren();
+  const parts = {
+    status: h("span", { class: "respec-status" }),
+    select: h("select", { "aria-label": "Session" }),
+    msg: h("div", { class: "respec-msg" }),
+    latest: h("div", { class: "respec-latest" }),
+    canvas: h("canvas", { width: "300", height: "200" }),
+    plan: h("div", { class: "respec-plan" }),
+    legend: h("div", { class: "respec-legend" }),
+    scores: h("div", { class: "respec-scores" }),
+    grid: h("div", { class: "respec-grid" }),
+    turnsTitle: h("h3", {}, "Turns"),
+  };
+  parts.select.addEventListener("change", () => dispatch({ type: "session/pinned", sessionId: parts.select.value || null }));
+  parts.latest.append(h("h3", {}, "Latest image"), parts.canvas, parts.legend, parts.plan);
+  const root = h(
+    "div",
+    { class: "respec-panel" },
+    h("div", { class: "respec-row" }, h("strong", {}, "ReSpec"), parts.status),
+    h("div", { class: "respec-row" }, parts.select, h("button", { title: "Reload sessions", onclick: () => loadSessions(true) }, "↻")),
+    parts.msg,
+    parts.latest,
+    h("div", {}, h("h3", {}, "OCCUR scores"), parts.scores),
+    parts.turnsTitle,
+    parts.grid,
+  );
+  el.append(root);
+  const view = { el, parts, cards: new Map(), drawn: "", overlaysOn: { R_restore: true, R_preserve: true } };
+  views.add(view);
+  scanGraph();
+  loadSessions(true);
+  loadLatestScores();
+  if (!pollTimer) pollTimer = setInterval(() => (views.size ? scanGraph() : stopPolling()), GRAPH_POLL_MS);
+  render(view);
+}
+
+function stopPolling() {
+  clearInterval(pollTimer);
+  pollTimer = null;
+}
+
+function unmount() {
+  // destroy() gets no element: drop every panel that is no longer in the page.
+  setTimeout(() => {
+    for (const view of [...views]) if (!view.el.isConnected) views.delete(view);
+    if (!views.size) stopPolling();
+  }, 0);
+}
+
+function renderSelect(view, active) {
+  const sel = view.parts.select;
+  const opts = [["", state.pinned ? "Follow the graph" : `Follow the graph${active ? ` (${active})` : ""}`]];
+  for (const s of state.sessions) opts.push([s.session_id, `${s.session_id} · ${Math.max(0, (s.turns ?? 1) - 1)} edits`]);
+  if (state.pinned && !state.sessions.some((s) => s.session_id === state.pinned)) opts.push([state.pinned, state.pinned]);
+  const key = JSON.stringify(opts);
+  if (sel.dataset.key !== key) {
+    sel.replaceChildren(...opts.map(([v, label]) => h("option", { value: v }, label)));
+    sel.dataset.key = key;
+  }
+  sel.value = state.pinned ?? "";
+}
+
+function message(active, session) {
+  if (state.error) return ["error", state.error];
+  if (!active) {
+    if (state.inGraph) return ["", "The last run built its history inside the graph (no session id), so nothing was stored: there are no turns to show or undo."];
+    if (!state.sessionsLoaded) return ["", "Loading sessions…"];
+    return ["", state.sessions.length
+      ? "No ReSpec History node with a session id in this graph. Pick a session above to look at it."
+      : "No ReSpec session yet. Add a ReSpec History Store node, give it a session id and queue the prompt: its turns appear here as they are made."];
+  }
+  if (!session) {
+    return ["", V.sessionExists(state, active) ? `Loading session "${active}"…`
+      : `Session "${active}" does not exist yet; it is created when the graph runs.`];
+  }
+  if (session.turns.length <= 1) return ["", `Session "${active}" holds only its original image; edits appear here as turns.`];
+  return null;
+}
+
+function render(view) {
+  const { parts } = view;
+  const active = V.activeSessionId(state);
+  const session = state.session && state.session.session_id === active ? state.session : null;
+  parts.status.textContent = state.running ? "running" : "";
+  parts.status.className = `respec-status${state.running ? " running" : ""}`;
+  renderSelect(view, active);
+  const msg = message(active, session);
+  parts.msg.hidden = !msg;
+  if (msg) {
+    parts.msg.className = `respec-msg${msg[0] ? ` ${msg[0]}` : ""}`;
+    parts.msg.textContent = msg[1];
+  }
+  const cards = V.turnCards(state);
+  parts.latest.hidden = !session || !cards.length;
+  parts.turnsTitle.hidden = !cards.length;
+  renderScores(view);
+  if (session && cards.length) {
+    renderPlan(view, session);
+    renderLatest(view, session, cards[cards.length - 1]);
+  }
+  renderGrid(view, active, cards);
+}
+
+function renderScores(view) {
+  const rows = V.scoreRows(state.scores);
+  const el = view.parts.scores;
+  if (!rows.length) {
+    el.textContent = "No scores yet (run the OCCUR Score node).";
+    return;
+  }
+  const sid = state.scores?.session_id;
+  const table = h("table", {}, ...rows.map((r) =>
+    h("tr", {}, h("td", {}, r.label), h("td", { class: `v${r.missing ? " missing" : ""}` }, r.value))));
+  el.replaceChildren(table, sid ? h("div", { class: "respec-status" }, `for session ${sid}`) : null);
+}
+
+function renderPlan(view, session) {
+  const plan = V.currentPlan(state);
+  const el = view.parts.plan;
+  if (!plan) {
+    el.textContent = "No controller plan in this session yet.";
+    return;
+  }
+  const { restorationSource, identityAnchor } = V.highlights(plan);
+  const lines = [
+    `Plan for turn ${plan.turn ?? plan.applied_turn ?? "?"}: ${plan.is_restoration ? "restoration" : "not a restoration"}`,
+    plan.preservation_target ? `Preserve: ${plan.preservation_target}` : null,
+    restorationSource !== null ? `Restoration source: I${restorationSource}` : null,
+    identityAnchor !== null ? `Identity anchor: I${identityAnchor}` : null,
+    plan.restoration_region ? `Restoration region: ${plan.restoration_region}` : null,
+    plan.fallbacks?.length ? `Fallbacks: ${plan.fallbacks.join(", ")}` : null,
+  ].filter(Boolean);
+  el.replaceChildren(...lines.map((l) => h("div", {}, l)));
+}
+
+function renderLegend(view, overlays) {
+  const names = { R_restore: "R_restore (to restore)", R_preserve: "R_preserve (to keep)" };
+  const key = overlays.map((o) => o.name).join(",");
+  if (view.parts.legend.dataset.key === key) return;
+  view.parts.legend.dataset.key = key;
+  view.parts.legend.replaceChildren(...overlays.map((o) => {
+    const box = h("input", { type: "checkbox" });
+    box.checked = view.overlaysOn[o.name] !== false;
+    box.addEventListener("change", () => {
+      view.overlaysOn[o.name] = box.checked;
+      view.drawn = "";
+      render(view);
+    });
+    return h("label", {}, box, h("span", { class: "respec-swatch", style: `background:rgb(${o.color.join(",")})` }), names[o.name]);
+  }));
+}
+
+function loadImage(path) {
+  return new Promise((resolve, reject) => {
+    const img = new Image();
+    img.onload = () => resolve(img);
+    img.onerror = () => reject(new Error(`could not load ${path}`));
+    img.src = api.apiURL(path);
+  });
+}
+
+async function renderLatest(view, session, card) {
+  const overlays = V.overlayList(state.scores);
+  renderLegend(view, overlays);
+  const canvas = view.parts.canvas;
+  const boxW = Math.max(120, view.parts.latest.clientWidth || 280);
+  const boxH = Math.round(boxW * 0.75);
+  const shown = overlays.filter((o) => view.overlaysOn[o.name] !== false);
+  const key = [session.session_id, card.image, boxW, ...shown.map((o) => o.url)].join("|");
+  if (view.drawn === key) return;
+  view.drawn = key;
+  const dpr = window.devicePixelRatio || 1;
+  const path = V.imagePath(session.session_id, card.image, V.requestSide(boxW, dpr), V.requestSide(boxH, dpr));
+  if (!path) return;
+  try {
+    const img = await loadImage(path);
+    const masks = await Promise.all(shown.map((o) => loadImage(o.url).then((m) => ({ o, m })).catch(() => null)));
+    if (view.drawn !== key) return; // a newer draw started meanwhile
+    const rect = V.fitContain(img.naturalWidth, img.naturalHeight, boxW, boxH);
+    canvas.width = Math.round(rect.width * dpr);
+    canvas.height = Math.round(rect.height * dpr);
+    canvas.style.aspectRatio = `${rect.width} / ${rect.height}`;
+    const ctx = canvas.getContext("2d");
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.drawImage(img, 0, 0, rect.width, rect.height);
+    const target = { x: 0, y: 0, width: rect.width, height: rect.height };
+    for (const entry of masks) {
+      if (!entry) continue;
+      const { o, m } = entry;
+      const t = V.maskTransform(m.naturalWidth, m.naturalHeight, target);
+      if (!t) continue;
+      const off = document.createElement("canvas");
+      off.width = m.naturalWidth;
+      off.height = m.naturalHeight;
+      const octx = off.getContext("2d", { willReadFrequently: true });
+      octx.drawImage(m, 0, 0);
+      const data = octx.getImageData(0, 0, off.width, off.height);
+      data.data.set(V.tintMask(data.data, o.color, 0.45));
+      octx.putImageData(data, 0, 0);
+      ctx.drawImage(off, t.x, t.y, t.width, t.height);
+    }
+  } catch (e) {
+    view.drawn = "";
+    dispatch({ type: "error", message: e.message });
+  }
+}
+
+function renderGrid(view, sid, cards) {
+  const grid = view.parts.grid;
+  const width = grid.clientWidth || view.el.clientWidth || 300;
+  const layout = V.thumbnailLayout(cards.length, width, { minWidth: CARD_MIN_WIDTH, gap: 6, aspect: 4 / 3 });
+  grid.style.gridTemplateColumns = `repeat(${layout.columns}, minmax(0, 1fr))`;
+  const side = V.requestSide(layout.width, window.devicePixelRatio || 1);
+  const wanted = [];
+  for (const c of cards) {
+    const key = `${sid}|${c.index}|${c.image}|${c.instruction}|${c.sentInstruction}|${c.roles.join()}|${c.canRewind}|${side}`;
+    let el = view.cards.get(key);
+    if (!el) {
+      el = buildCard(sid, c, side, layout.height);
+      view.cards.set(key, el);
+    }
+    wanted.push(el);
+  }
+  const keep = new Set(wanted);
+  for (const [k, el] of view.cards) if (!keep.has(el)) view.cards.delete(k);
+  if (wanted.length !== grid.children.length || wanted.some((el, i) => grid.children[i] !== el)) grid.replaceChildren(...wanted);
+}
+
+function buildCard(sid, c, side, height) {
+  const badges = h("div", { class: "respec-badges" }, ...c.roles.map((r) =>
+    h("span", { class: `respec-badge ${r}` }, r === "restoration-source" ? "restoration source" : "identity anchor")));
+  const path = V.imagePath(sid, c.image, side, Math.round(side * 0.75));
+  const img = path ? h("img", { src: api.apiURL(path), alt: c.label, loading: "lazy", style: `height:${height}px` }) : null;
+  const card = h(
+    "div",
+    { class: ["respec-card", ...c.roles].join(" "), title: c.label },
+    img,
+    h("div", { class: "t" }, c.label),
+    badges,
+    c.index > 0 ? h("div", { class: "u" }, `“${c.instruction}”`) : null,
+    c.rewritten ? h("div", { class: "s", title: "instruction sent to the editor" }, `→ ${c.sentInstruction}`) : null,
+  );
+  if (c.canRewind) {
+    card.append(h("button", { title: `Undo the turns after ${c.index}`, onclick: () => rewind(sid, c.index) }, "↶ Undo to here"));
+  }
+  return card;
+}
+
+// --------------------------------------------------------------------------- registration
+
+app.registerExtension({
+  name: "ReSpec.HistoryPanel",
+  setup() {
+    listen();
+    const manager = app.extensionManager;
+    if (typeof manager?.registerSidebarTab !== "function") return; // frontends before 1.3 have no sidebar API
+    manager.registerSidebarTab({
+      id: TAB_ID,
+      icon: "pi pi-history",
+      title: "ReSpec",
+      tooltip: "ReSpec: editing turns, chosen references, regions and OCCUR scores",
+      type: "custom",
+      render: mount,
+      destroy: unmount,
+    });
+  },
+});

@@ -1,0 +1,321 @@
+// Unit tests of the panel's pure logic (run: node --test js/tests/). One test per rule.
+// The files here end in .mjs so that ComfyUI, which loads every js/**/*.js into the browser,
+// never loads a test.
+import test from "node:test";
+import assert from "node:assert/strict";
+
+import {
+  activeSessionId,
+  currentPlan,
+  fitContain,
+  highlights,
+  imagePath,
+  initialState,
+  isDigest,
+  isSessionId,
+  maskTransform,
+  overlayList,
+  pointToMask,
+  reduce,
+  requestSide,
+  rewindPath,
+  rewindQuestion,
+  scoreRows,
+  sessionIdsFromNodes,
+  sessionToFetch,
+  sessionsOutdated,
+  thumbnailLayout,
+  tintMask,
+  turnCards,
+} from "../lib/respec_view.js";
+
+const D = (c) => c.repeat(64); // a digest made of one hex character
+
+function sessionData(id, version, n, plan = null) {
+  const turns = [];
+  for (let i = 0; i < n; i++) {
+    turns.push({ index: i, instruction: i ? `edit ${i}` : "", sent_instruction: i ? `edit ${i}` : "",
+      image: D("0123456789abcdef"[i % 16]), width: 640, height: 400, plan: null });
+  }
+  if (plan) turns[n - 1].plan = plan;
+  return { session_id: id, version, turns, latest_plan: plan };
+}
+
+function run(actions, state = initialState()) {
+  return actions.reduce(reduce, state);
+}
+
+// ----------------------------------------------------------------------------- validation
+
+test("session ids follow the server's rule", () => {
+  assert.ok(isSessionId("kitchen_edit-2"));
+  for (const bad of ["", "a".repeat(65), "..", "a/b", "a b", "é", null, 5, "%2e%2e"]) assert.equal(isSessionId(bad), false, bad);
+});
+
+test("digests are 64 lowercase hex characters", () => {
+  assert.ok(isDigest(D("a")));
+  for (const bad of [D("A"), D("g"), "a".repeat(63), "../x", null]) assert.equal(isDigest(bad), false);
+});
+
+// ----------------------------------------------------------------------------- reducer
+
+test("the reducer never changes the state it is given", () => {
+  const s0 = initialState();
+  const frozen = JSON.stringify(s0);
+  reduce(s0, { type: "event/history", data: sessionData("a", 3, 3) });
+  reduce(s0, { type: "graph/changed", sessionIds: ["a"] });
+  assert.equal(JSON.stringify(s0), frozen);
+});
+
+test("unknown actions leave the state as it is", () => {
+  const s0 = initialState();
+  assert.equal(reduce(s0, { type: "nonsense" }), s0);
+  assert.equal(reduce(s0, null), s0);
+});
+
+test("a complete history event is shown at once", () => {
+  const s = run([{ type: "event/history", data: sessionData("portrait", 4, 3) }]);
+  assert.equal(activeSessionId(s), "portrait");
+  assert.equal(s.session.turns.length, 3);
+  assert.equal(sessionToFetch(s), null);
+});
+
+test("a summary-only history event asks for a fetch of the session", () => {
+  const s = run([{ type: "event/history", data: { session_id: "portrait", version: 2, turns: 3 } }]);
+  assert.equal(s.session, null);
+  assert.equal(sessionToFetch(s), "portrait");
+});
+
+test("a newer version heard of makes the loaded session outdated", () => {
+  const s = run([
+    { type: "session/loaded", data: sessionData("p", 2, 2) },
+    { type: "event/history", data: { session_id: "p", version: 3 } },
+  ]);
+  assert.equal(sessionToFetch(s), "p");
+});
+
+test("a late response never replaces a newer session state", () => {
+  const s = run([
+    { type: "session/loaded", data: sessionData("p", 5, 4) },
+    { type: "session/loaded", data: sessionData("p", 3, 2) },
+  ]);
+  assert.equal(s.session.version, 5);
+  assert.equal(s.session.turns.length, 4);
+});
+
+test("a rewind event (fewer turns, higher version) replaces the session", () => {
+  const s = run([
+    { type: "session/loaded", data: sessionData("p", 5, 4) },
+    { type: "event/history", data: sessionData("p", 6, 2) },
+  ]);
+  assert.equal(s.session.turns.length, 2);
+});
+
+test("the pinned session wins over the graph and the events", () => {
+  const s = run([
+    { type: "graph/changed", sessionIds: ["g"] },
+    { type: "event/history", data: { session_id: "g", version: 1 } },
+    { type: "session/pinned", sessionId: "mine" },
+  ]);
+  assert.equal(activeSessionId(s), "mine");
+  assert.equal(activeSessionId(reduce(s, { type: "session/pinned", sessionId: null })), "g");
+});
+
+test("an event about a session the graph does not name does not steal the panel", () => {
+  const s = run([
+    { type: "graph/changed", sessionIds: ["g1", "g2"] },
+    { type: "event/history", data: { session_id: "elsewhere", version: 1 } },
+  ]);
+  assert.equal(activeSessionId(s), "g1");
+  const s2 = reduce(s, { type: "event/history", data: { session_id: "g2", version: 1 } });
+  assert.equal(activeSessionId(s2), "g2");
+});
+
+test("with no ReSpec node in the graph the latest event's session is shown", () => {
+  const s = run([{ type: "event/history", data: { session_id: "solo", version: 1 } }]);
+  assert.equal(activeSessionId(s), "solo");
+});
+
+test("nothing is fetched for a session the store does not have yet", () => {
+  const s = run([
+    { type: "sessions/loaded", sessions: [{ session_id: "old", version: 1 }] },
+    { type: "graph/changed", sessionIds: ["new-one"] },
+  ]);
+  assert.equal(activeSessionId(s), "new-one");
+  assert.equal(sessionToFetch(s), null); // the server would answer 404 (a console error)
+  assert.equal(sessionsOutdated(s), true);
+});
+
+test("an empty graph and an empty store need no request and show nothing", () => {
+  const s = run([{ type: "sessions/loaded", sessions: [] }, { type: "graph/changed", sessionIds: [] }]);
+  assert.equal(activeSessionId(s), null);
+  assert.equal(sessionToFetch(s), null);
+  assert.equal(sessionsOutdated(s), false);
+  assert.deepEqual(turnCards(s), []);
+});
+
+test("invalid session ids from events and lists are ignored", () => {
+  const s = run([
+    { type: "sessions/loaded", sessions: [{ session_id: "../etc" }, { session_id: "ok" }, null] },
+    { type: "graph/changed", sessionIds: ["a/b", "ok"] },
+    { type: "session/loaded", data: { session_id: "..", version: 1, turns: [] } },
+  ]);
+  assert.deepEqual(s.sessions.map((x) => x.session_id), ["ok"]);
+  assert.deepEqual(s.graphSessions, ["ok"]);
+  assert.equal(s.session, null);
+});
+
+test("a history with no session is kept as in-graph text", () => {
+  const s = run([{ type: "event/history", data: { session_id: null, version: 2, turns: [{ index: 0 }] } }]);
+  assert.equal(s.eventSession, null);
+  assert.equal(s.inGraph.turns.length, 1);
+});
+
+test("run events toggle the running flag", () => {
+  assert.equal(run([{ type: "run/started" }]).running, true);
+  assert.equal(run([{ type: "run/started" }, { type: "run/finished" }]).running, false);
+});
+
+// ----------------------------------------------------------------------------- plan and cards
+
+const PLAN = { turn: 3, is_restoration: true, restoration_source_id: 0, identity_anchor_id: 2 };
+
+test("the latest plan marks the restoration source and the identity anchor", () => {
+  const s = run([{ type: "event/history", data: sessionData("p", 4, 4, PLAN) }]);
+  const cards = turnCards(s);
+  assert.deepEqual(cards[0].roles, ["restoration-source"]);
+  assert.deepEqual(cards[2].roles, ["identity-anchor"]);
+  assert.deepEqual(cards[1].roles, []);
+  assert.deepEqual(cards[3].roles, []);
+});
+
+test("one image can be both restoration source and identity anchor", () => {
+  const plan = { ...PLAN, identity_anchor_id: 0 };
+  const s = run([{ type: "event/history", data: sessionData("p", 4, 4, plan) }]);
+  assert.deepEqual(turnCards(s)[0].roles, ["restoration-source", "identity-anchor"]);
+});
+
+test("a live plan event overrides the stored plan until its turn is appended", () => {
+  let s = run([
+    { type: "event/history", data: sessionData("p", 4, 4, PLAN) },
+    { type: "event/plan", data: { session_id: "p", restoration_source_id: 1, identity_anchor_id: 3 } },
+  ]);
+  assert.equal(currentPlan(s).restoration_source_id, 1);
+  s = reduce(s, { type: "event/history", data: sessionData("p", 5, 5, PLAN) });
+  assert.equal(currentPlan(s).restoration_source_id, 0);
+});
+
+test("missing or negative plan ids highlight nothing", () => {
+  assert.deepEqual(highlights(null), { restorationSource: null, identityAnchor: null });
+  assert.deepEqual(highlights({ restoration_source_id: -1, identity_anchor_id: "2" }),
+    { restorationSource: null, identityAnchor: null });
+});
+
+test("a rewritten instruction is flagged, an unchanged one is not", () => {
+  const data = sessionData("p", 3, 3);
+  data.turns[2].sent_instruction = "Restore the bench from the first image";
+  const cards = turnCards(run([{ type: "session/pinned", sessionId: "p" }, { type: "session/loaded", data }]));
+  assert.equal(cards[1].rewritten, false);
+  assert.equal(cards[2].rewritten, true);
+  assert.equal(cards[2].sentInstruction, "Restore the bench from the first image");
+});
+
+test("undo is offered on every turn but the latest", () => {
+  const cards = turnCards(run([{ type: "session/pinned", sessionId: "p" }, { type: "session/loaded", data: sessionData("p", 3, 3) }]));
+  assert.deepEqual(cards.map((c) => c.canRewind), [true, true, false]);
+  assert.equal(cards[2].latest, true);
+});
+
+test("the rewind question names the turns that go", () => {
+  assert.match(rewindQuestion("p", 1, 4), /turns 2 to 3 \(2 turns\)/);
+  assert.match(rewindQuestion("p", 2, 4), /turn 3 \(1 turn\)/);
+});
+
+// ----------------------------------------------------------------------------- scores and overlays
+
+test("scores show three decimals and NaN or null as n/a with the reason", () => {
+  const rows = scoreRows({ S_restore: 0.81234, S_preserve: null, S_TC: NaN, reasons: ["R_restore is empty"] });
+  assert.deepEqual(rows.map((r) => r.value), ["0.812", "n/a", "n/a", "R_restore is empty"]);
+  assert.deepEqual(scoreRows(null), []);
+});
+
+test("overlays come only from mask digests, never from arbitrary URLs", () => {
+  const list = overlayList({ regions: {
+    R_restore: { digest: D("a"), url: "/respec/masks/" + D("a"), width: 8, height: 4 },
+    R_preserve: { url: "https://evil.example/x.png" },
+  } });
+  assert.deepEqual(list.map((o) => o.name), ["R_restore"]);
+  assert.equal(list[0].url, "/respec/masks/" + D("a"));
+  assert.deepEqual(overlayList({}), []);
+});
+
+test("the image box fit keeps the aspect ratio and centres the image", () => {
+  assert.deepEqual(fitContain(640, 400, 320, 320), { x: 0, y: 60, width: 320, height: 200, scale: 0.5 });
+  assert.deepEqual(fitContain(100, 200, 300, 100), { x: 125, y: 0, width: 50, height: 100, scale: 0.5 });
+  assert.equal(fitContain(0, 10, 100, 100).width, 0);
+});
+
+test("a mask is stretched over the whole displayed image, each axis on its own", () => {
+  const rect = fitContain(640, 400, 320, 320);
+  const t = maskTransform(512, 256, rect); // mask grid of another aspect (reference image size)
+  assert.deepEqual(t, { sx: 320 / 512, sy: 200 / 256, x: 0, y: 60, width: 320, height: 200 });
+  assert.equal(maskTransform(0, 10, rect), null);
+});
+
+test("points on the displayed image map back to mask pixels", () => {
+  const rect = fitContain(640, 400, 320, 320);
+  assert.deepEqual(pointToMask(0, 60, 64, 40, rect), { x: 0, y: 0 });
+  assert.deepEqual(pointToMask(319.9, 259.9, 64, 40, rect), { x: 63, y: 39 });
+  assert.equal(pointToMask(10, 10, 64, 40, rect), null); // in the letterbox above the image
+});
+
+test("tinting colours inside pixels and clears outside ones", () => {
+  const rgba = new Uint8ClampedArray([255, 255, 255, 255, 0, 0, 0, 255]);
+  const out = tintMask(rgba, [10, 20, 30], 0.5);
+  assert.deepEqual([...out], [10, 20, 30, 128, 0, 0, 0, 0]);
+});
+
+test("thumbnail layout fits as many columns as the panel allows", () => {
+  const l = thumbnailLayout(5, 320, { minWidth: 96, gap: 8, aspect: 4 / 3 });
+  assert.equal(l.columns, 3);
+  assert.equal(l.width, 101);
+  assert.equal(l.height, 76);
+  assert.equal(l.rows, 2);
+  assert.deepEqual(l.cells[3], { x: 0, y: 84 });
+});
+
+test("thumbnail layout never has more columns than cards, nor fewer than one", () => {
+  assert.equal(thumbnailLayout(2, 1000).columns, 2);
+  assert.equal(thumbnailLayout(3, 10).columns, 1);
+  assert.equal(thumbnailLayout(0, 300).cells.length, 0);
+});
+
+test("requested image sizes follow the screen density and stay within 16..512", () => {
+  assert.equal(requestSide(100, 2), 200);
+  assert.equal(requestSide(400, 3), 512);
+  assert.equal(requestSide(1, 1), 16);
+  assert.equal(requestSide(NaN), 512);
+});
+
+test("URLs are only built from valid ids and digests", () => {
+  assert.equal(imagePath("p", D("b"), 100, 50), `/respec/sessions/p/images/${D("b")}?w=100&h=50`);
+  assert.equal(imagePath("../p", D("b")), null);
+  assert.equal(imagePath("p", "../../x"), null);
+  assert.equal(rewindPath("p"), "/respec/sessions/p/rewind");
+  assert.equal(rewindPath("a/b"), null);
+});
+
+// ----------------------------------------------------------------------------- graph
+
+test("session ids are read from active ReSpec History nodes only", () => {
+  const nodes = [
+    { type: "ReSpecHistoryStore", mode: 0, widgets: [{ name: "session_id", value: "kitchen" }] },
+    { type: "ReSpecHistoryStore", mode: 4, widgets: [{ name: "session_id", value: "bypassed" }] },
+    { type: "LoadImage", widgets: [{ name: "session_id", value: "not-ours" }] },
+    { comfyClass: "ReSpecHistoryAppend", type: "x", widgets: [{ name: "session", value: "kitchen" }] },
+    { type: "ReSpecHistoryStore", widgets: [{ name: "session_id", value: "bad id" }] },
+    { type: "ReSpecHistoryStore" },
+  ];
+  assert.deepEqual(sessionIdsFromNodes(nodes), ["kitchen"]);
+  assert.deepEqual(sessionIdsFromNodes(undefined), []);
+});
