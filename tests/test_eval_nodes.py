@@ -1,0 +1,142 @@
+"""The evaluation nodes as ComfyUI calls them (pack imported as a hyphenated package)."""
+from __future__ import annotations
+
+import importlib
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import core
+
+
+@pytest.fixture(scope="module")
+def tiny_eval(pack):
+    torch.manual_seed(0)
+    tiny = importlib.import_module(f"{pack.__name__}.respec.tiny.eval_models")
+    return tiny.build_tiny_eval(seed=0)
+
+
+def nodes(pack):
+    return pack.NODE_CLASS_MAPPINGS
+
+
+def comfy_image(seed, h=48, w=64):
+    rng = np.random.default_rng(seed)
+    return torch.from_numpy(rng.integers(0, 256, (1, h, w, 3)).astype(np.float32) / 255.0)
+
+
+def history(pack, n_edits=3):
+    History = core(pack, "history").History
+    common = importlib.import_module(f"{pack.__name__}.nodes.common")
+    h = History.start(common.image_from_comfy(comfy_image(0)))
+    for t in range(1, n_edits + 1):
+        h = h.append(common.image_from_comfy(comfy_image(t)), f"edit {t}")
+    return h
+
+
+def test_occluder_mask_node_masks_each_image_of_a_batch(pack, tiny_eval):
+    masker, _ = tiny_eval
+    batch = torch.cat([comfy_image(1), comfy_image(2)])
+    mask, record = nodes(pack)["ReSpecOccluderMask"]().mask(masker, batch, "flowers")
+    assert tuple(mask.shape) == (2, 48, 64) and mask.dtype == torch.float32
+    recs = json.loads(record)
+    assert [r["label"] for r in recs] == ["flowers", "flowers"] and all("fallback_stage" in r for r in recs)
+
+
+def test_trajectory_masks_node_masks_turns_one_to_n_in_one_call(pack, tiny_eval):
+    masker, _ = tiny_eval
+    h = history(pack, 3)
+    out = nodes(pack)["ReSpecTrajectoryMasks"]().masks(masker, h, "flowers", "-\nhat\n", True)
+    tm, occ, new, records = out
+    assert tm.turns == [1, 2, 3] and tuple(occ.shape) == (3, 48, 64) and tuple(new.shape) == (3, 48, 64)
+    assert [r["new_labels"] for r in json.loads(records)["records"]] == [[], ["hat"], ["hat"]]
+
+
+def test_occur_score_node_scores_the_history_against_a_reference_turn(pack, tiny_eval):
+    masker, scorer = tiny_eval
+    h = history(pack, 3)
+    tm = masker.history_masks(h, "flowers", "")
+    comfy = core(pack, "comfy")
+    events = []
+    remove = comfy.add_listener(lambda name, data: events.append((name, data)))
+    try:
+        out = nodes(pack)["ReSpecOccurScore"]().score(scorer, tm, 50.0, 1, history=h, unique_id="7")
+    finally:
+        remove()
+    s_restore, s_preserve, s_tc, regions, record = out["result"]
+    rec = json.loads(record)
+    assert rec["reference_turn"] == 1 and rec["S_TC"] == pytest.approx(s_tc)
+    assert tuple(regions.shape) == (2, 48, 64)
+    assert s_tc == pytest.approx((s_restore + s_preserve) / 2) or math.isnan(s_tc)
+    assert events and events[-1][0] == "respec.scores" and events[-1][1]["node"] == "7"
+    assert out["ui"]["respec_scores"][0]["S_TC"] == rec["S_TC"]
+
+
+def test_occur_score_node_reports_nan_as_null_with_the_reason(pack, tiny_eval):
+    _, scorer = tiny_eval
+    TrajectoryMasks = core(pack, "masks").TrajectoryMasks
+    empty = TrajectoryMasks([np.zeros((48, 64), bool)] * 2, [np.zeros((48, 64), bool)] * 2)
+    out = nodes(pack)["ReSpecOccurScore"]().score(scorer, empty, 50.0, -1, final_image=comfy_image(5),
+                                                   reference_image=comfy_image(6))
+    s_restore = out["result"][0]
+    rec = json.loads(out["result"][4])
+    assert math.isnan(s_restore) and rec["S_restore"] is None and "not found on any turn" in rec["reasons"][0]
+
+
+def test_occur_score_node_needs_a_final_image_and_a_reference(pack, tiny_eval):
+    _, scorer = tiny_eval
+    errors = core(pack, "errors")
+    TrajectoryMasks = core(pack, "masks").TrajectoryMasks
+    tm = TrajectoryMasks([np.zeros((48, 64), bool)], [np.zeros((48, 64), bool)])
+    node = nodes(pack)["ReSpecOccurScore"]()
+    with pytest.raises(errors.InputError, match="final image"):
+        node.score(scorer, tm, 50.0, -1, reference_image=comfy_image(1))
+    with pytest.raises(errors.InputError, match="I_ref"):
+        node.score(scorer, tm, 50.0, -1, final_image=comfy_image(1))
+    with pytest.raises(errors.InputError, match="no history"):
+        node.score(scorer, tm, 50.0, 0, final_image=comfy_image(1))
+
+
+class ScriptedJudge:
+    """Stands in for a remote judge service at its edge: chat() returns the queued reply."""
+
+    name = "scripted"
+
+    def __init__(self, reply):
+        self.reply, self.calls = reply, []
+
+    def chat(self, parts, *, system=None, max_new_tokens=768, json_schema=None):
+        self.calls.append(parts)
+        return self.reply
+
+
+def test_instruction_judge_node_outputs_s_if_and_the_record(pack):
+    node = nodes(pack)["ReSpecInstructionJudge"]()
+    judge = ScriptedJudge('```json\n{"score": 1, "reason": "weak"}\n```')
+    out = node.judge(judge, comfy_image(1), comfy_image(2), "add a hat", 128, True, unique_id="3")
+    s_if, record = out["result"]
+    assert s_if == pytest.approx(1 / 3) and json.loads(record)["reason"] == "weak"
+    assert sum(not isinstance(p, str) for p in judge.calls[0]) == 2
+    s_if, record = node.judge(ScriptedJudge("no idea"), comfy_image(1), comfy_image(2), "add a hat", 128, True)["result"]
+    assert math.isnan(s_if) and json.loads(record)["ok"] is False
+
+
+def test_reference_check_node_compares_restoration_source_with_ground_truth(pack):
+    Plan = core(pack, "plan").Plan
+    plan = Plan(turn=3, user_instruction="remove", synthesis_instruction="remove", is_restoration=True,
+                restoration_source_id=1)
+    node = nodes(pack)["ReSpecReferenceCheck"]()
+    assert node.check(plan, 1)[:2] == (True, 1)
+    assert node.check(plan, 0)[0] is False
+
+
+def test_loader_nodes_name_missing_weights(pack):
+    errors = core(pack, "errors")
+    with pytest.raises((errors.MissingWeightsError, errors.DownloadNotAllowedError), match="respec_metrics"):
+        nodes(pack)["ReSpecScorerLoader"]().load("missing-alexnet.pth", "missing-clip.safetensors", False, "cpu")
+    with pytest.raises((errors.MissingWeightsError, errors.DownloadNotAllowedError), match="ultralytics"):
+        nodes(pack)["ReSpecMaskerLoader"]().load("missing-yolo.pt", "vit_h", "(matches sam_type)",
+                                                 "missing-clip.safetensors", 0.2, False, "cpu")
