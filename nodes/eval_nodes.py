@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 
-from ..respec import comfy
+from ..respec import comfy, web
 from ..respec.errors import InputError
 from ..respec.judge import DEFAULT_MAX_NEW_TOKENS, judge_instruction
 from ..respec.masks import ACCEPT_CONF, DEFAULT_YOLO, SAM_FILES, load_masker
@@ -227,7 +227,12 @@ class ReSpecOccurScore:
         w, h = result["size"]
         regions = occur_regions(masks, size=(w, h))
         record = json_safe(result)
-        comfy.send_event("scores", {"node": unique_id, **record})
+        # The panel draws the regions over the latest image and files the scores under the session.
+        event = {"node": unique_id, **record,
+                 "regions": web.publish_region_masks({"R_restore": regions[0], "R_preserve": regions[1]})}
+        if history is not None and history.session_id:
+            event["session_id"] = history.session_id
+        comfy.send_event("scores", event)
         return {"ui": {"respec_scores": [record]},
                 "result": (result["S_restore"], result["S_preserve"], result["S_TC"],
                            masks_to_comfy(list(regions)), json.dumps(record, indent=1))}
@@ -268,7 +273,8 @@ class ReSpecInstructionJudge:
         res = judge_instruction(backend, image_from_comfy(before, "before"), image_from_comfy(after, "after"),
                                 instruction, max_new_tokens=max_new_tokens, use_json_schema=use_json_schema)
         record = json_safe(res)
-        comfy.send_event("scores", {"node": unique_id, "S_IF": record["S_IF"], "judge": record})
+        # Its own event: a "scores" event would replace the panel's latest OCCUR scores.
+        comfy.send_event("judge", {"node": unique_id, **record})
         return {"ui": {"respec_scores": [record]}, "result": (res["S_IF"], json.dumps(record, indent=1))}
 
 

@@ -72,6 +72,8 @@ def test_occur_score_node_scores_the_history_against_a_reference_turn(pack, tiny
     assert tuple(regions.shape) == (2, 48, 64)
     assert s_tc == pytest.approx((s_restore + s_preserve) / 2) or math.isnan(s_tc)
     assert events and events[-1][0] == "respec.scores" and events[-1][1]["node"] == "7"
+    published = events[-1][1]["regions"]
+    assert set(published) == {"R_restore", "R_preserve"} and published["R_restore"]["url"].startswith("/respec/masks/")
     assert out["ui"]["respec_scores"][0]["S_TC"] == rec["S_TC"]
 
 
