@@ -143,8 +143,9 @@ def smoke_dir() -> Path:
     return comfy.standalone_home() / "tiny"
 
 
-def load_smoke_models(settings: BenchSettings) -> BenchModels:
-    """Tiny random-weight models for `--smoke`: Qwen3-VL, FLUX.2 [klein], masker and scorer."""
+def load_smoke_models(settings: BenchSettings, folder: str | Path | None = None) -> BenchModels:
+    """Tiny random-weight models for `--smoke`: Qwen3-VL, FLUX.2 [klein], masker and scorer.
+    The tiny Qwen3-VL is saved once under `folder` (default smoke_dir())."""
     import torch
     from ..controller import load_backend
     from ..tiny.eval_models import build_tiny_eval
@@ -155,9 +156,16 @@ def load_smoke_models(settings: BenchSettings) -> BenchModels:
         raise InputError(f"--smoke runs the tiny FLUX.2 [klein]; there is no tiny {settings.editor} "
                          f"(use --editor flux2 with --smoke, or run {settings.editor} with real weights)")
     torch.manual_seed(settings.seed)
-    vlm_dir = smoke_dir() / "qwen3vl"
+    vlm_dir = Path(folder or smoke_dir()) / "qwen3vl"
     if not (vlm_dir / "config.json").exists():
-        build_tiny_qwen3vl(vlm_dir, seed=settings.seed)
+        # Build beside it and rename, so a run killed while building leaves no half-written model.
+        tmp = vlm_dir.with_name(f".{vlm_dir.name}.{os.getpid()}.tmp")
+        build_tiny_qwen3vl(tmp, seed=settings.seed)
+        try:
+            os.replace(tmp, vlm_dir)
+        except OSError:   # another process finished first
+            import shutil
+            shutil.rmtree(tmp, ignore_errors=True)
     opts = {"max_new_tokens": 48, **settings.controller_options}
     backend = load_backend("qwen3-vl", str(vlm_dir), **opts)
     editor = tiny_flux2_editor(seed=settings.seed)

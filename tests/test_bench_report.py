@@ -1,0 +1,181 @@
+"""The results file (append-only, no duplicates, torn lines) and the report's aggregates on
+hand-made rows with known answers."""
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+import pytest
+
+from respec.bench.report import area_tertiles, build_tables, stat, write_report
+from respec.bench.results import ResultsFile, row_key
+
+
+def _row(sid, config="baseline", editor="flux2", **kw):
+    r = {"dataset": "d", "scenario_id": sid, "config": config, "editor": editor, "status": "ok",
+         "revelation_type": "remove", "reference_distance": 2, "num_turns": 2, "restore_area_ratio": 0.1,
+         "S_restore": 0.5, "S_preserve": 0.5, "S_TC": 0.5, "S_IF": None, "judge": False,
+         "reference_correct": None, "controller": ""}
+    r.update(kw)
+    r["key"] = row_key(r)
+    return r
+
+
+def _table(tables, name):
+    return next(t for t in tables if t.name == name)
+
+
+def _csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+# ------------------------------------------------------------------------------ results file
+
+def test_a_row_is_appended_once_and_a_second_append_of_its_key_is_dropped(tmp_path):
+    rf = ResultsFile(tmp_path / "r.jsonl")
+    assert rf.append(_row("a")) is True
+    assert rf.append(_row("a", S_TC=0.9)) is False
+    assert rf.append(_row("a", config="respec")) is True
+    rows = rf.rows()
+    assert [r["config"] for r in rows] == ["baseline", "respec"] and rows[0]["S_TC"] == 0.5
+
+
+def test_a_torn_last_line_is_ignored_and_cut_before_the_next_append(tmp_path):
+    p = tmp_path / "r.jsonl"
+    rf = ResultsFile(p)
+    rf.append(_row("a"))
+    with open(p, "ab") as f:
+        f.write(b'{"dataset": "d", "scenario_id": "b", "conf')   # a crash in the middle of a write
+    assert [r["scenario_id"] for r in rf.rows()] == ["a"] and rf.skipped_lines == 1
+    assert rf.done_keys() == {_row("a")["key"]}
+    rf.append(_row("c"))
+    lines = p.read_bytes().splitlines()
+    assert len(lines) == 2 and all(json.loads(line) for line in lines)
+
+
+def test_nan_scores_are_written_as_null(tmp_path):
+    p = tmp_path / "r.jsonl"
+    ResultsFile(p).append(_row("a", S_restore=math.nan, S_TC=math.inf))
+    text = p.read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    assert json.loads(text)["S_restore"] is None
+
+
+# ------------------------------------------------------------------------------ aggregates
+
+def test_means_leave_nan_out_and_count_it():
+    s = stat([0.2, None, 0.4, math.nan, "x"])
+    assert s.n == 2 and s.nan == 3 and s.mean == pytest.approx(0.3)
+    assert math.isnan(stat([None]).mean) and stat([None]).cell() == "— (NaN 1)"
+
+
+def test_table_1_and_2_average_per_editor_and_config_without_nan():
+    rows = [_row("a", S_restore=0.2, S_preserve=0.4, S_TC=0.3),
+            _row("b", S_restore=None, S_preserve=0.6, S_TC=None, nan_reason="R_restore is empty"),
+            _row("a", "respec", S_restore=0.6, S_preserve=0.8, S_TC=0.7),
+            _row("b", "respec", S_restore=0.8, S_preserve=0.6, S_TC=0.7),
+            _row("a", "pti", S_TC=0.1)]
+    tables = build_tables(rows)
+    t1 = _table(tables, "table1_main")
+    assert [r[0] for r in t1.md_rows] == ["Flux.2", "Flux.2 w/ ReSpec"]   # table 1: baseline vs ReSpec only
+    base = dict(zip(t1.header, t1.md_rows[0]))
+    assert base["S_restore"] == "0.200" and base["S_preserve"] == "0.500" and base["S_TC"] == "0.300"
+    assert "S_restore: 1" in base["NaN left out"] and "S_TC: 1" in base["NaN left out"]
+    assert dict(zip(t1.header, t1.md_rows[1]))["S_TC"] == "0.700"
+    t2 = _table(tables, "table2_ablation")
+    assert [r[0] for r in t2.md_rows] == ["Flux.2", "Flux.2 + PTI", "Flux.2 + PTI + HRS"]
+
+
+def test_s_if_counts_only_where_the_judge_ran():
+    rows = [_row("a", judge=True, S_IF=0.6), _row("b", judge=True, S_IF=None), _row("c", S_IF=None)]
+    t1 = _table(build_tables(rows), "table1_main")
+    cells = dict(zip(t1.header, t1.md_rows[0]))
+    assert cells["S_IF"] == "0.600" and cells["NaN left out"] == "S_IF: 1"
+
+
+def test_table_4_groups_by_revelation_type_in_the_papers_order():
+    rows = [_row("a", revelation_type="move", S_TC=0.4), _row("b", revelation_type="resize", S_TC=0.2),
+            _row("c", revelation_type="move", S_TC=0.6)]
+    t4 = _table(build_tables(rows), "table4_revelation_type")
+    assert [r[0] for r in t4.md_rows] == ["A Resize", "B Move"]
+    assert t4.md_rows[1][1] == "0.500 (2)"
+
+
+def test_table_5_groups_by_reference_distance():
+    rows = [_row("a", reference_distance=2, S_TC=0.8), _row("b", reference_distance=4, S_TC=0.4),
+            _row("c", reference_distance=4, S_TC=0.2), _row("d", reference_distance=5, S_TC=None)]
+    t5 = _table(build_tables(rows), "table5_reference_distance")
+    assert [r[:2] for r in t5.md_rows] == [["Δ = 2", "0.800 (1)"], ["Δ = 4", "0.300 (2)"], ["Δ = 5", "— (NaN 1)"]]
+    assert "NaN values left out: 1" in t5.note
+
+
+def test_area_tertiles_cut_the_scenarios_into_thirds():
+    rows = [_row(s, restore_area_ratio=v) for s, v in
+            zip("abcdef", [0.01, 0.02, 0.05, 0.06, 0.30, 0.40])]
+    bins, (q1, q2) = area_tertiles(rows)
+    assert q1 == pytest.approx(0.02 + (0.05 - 0.02) * 2 / 3) and q2 == pytest.approx(0.06 + (0.30 - 0.06) / 3)
+    assert [bins[f"d|{s}"] for s in "abcdef"] == ["Small", "Small", "Medium", "Medium", "Large", "Large"]
+
+
+def test_a_scenarios_configs_share_one_area_bin_from_their_median_ratio():
+    rows = [_row("a", restore_area_ratio=0.01), _row("a", "respec", restore_area_ratio=0.5),
+            _row("a", "pti", restore_area_ratio=0.02),
+            _row("b", restore_area_ratio=0.2), _row("c", restore_area_ratio=0.3),
+            _row("n", restore_area_ratio=None)]
+    bins, _ = area_tertiles(rows)
+    assert bins["d|a"] == "Small" and "d|n" not in bins
+
+
+def test_table_6_reports_the_respec_gain_per_area_bin():
+    rows = []
+    for s, area, base, full in (("a", 0.01, 0.6, 0.7), ("b", 0.2, 0.5, 0.6), ("c", 0.5, 0.4, 0.8)):
+        rows += [_row(s, restore_area_ratio=area, S_TC=base), _row(s, "respec", restore_area_ratio=area, S_TC=full)]
+    t6 = _table(build_tables(rows), "table6_area_tertile")
+    assert t6.header[-1] == "Gain Flux.2"
+    assert [(r[0], r[-1]) for r in t6.md_rows] == [("Small", "+0.100"), ("Medium", "+0.100"), ("Large", "+0.400")]
+
+
+def test_table_7_is_the_fraction_of_correct_restoration_sources():
+    rows = [_row("a", "respec", controller="qwen", reference_correct=True, S_restore=0.6),
+            _row("b", "respec", controller="qwen", reference_correct=False, S_restore=0.2),
+            _row("c", "respec", controller="qwen", reference_correct=True, S_restore=0.4),
+            _row("a", controller="", reference_correct=None)]
+    t7 = _table(build_tables(rows), "table7_reference_accuracy")
+    assert len(t7.md_rows) == 1
+    row = dict(zip(t7.header, t7.md_rows[0]))
+    assert row["Ref. Acc."] == "66.7%" and row["S_restore"] == "0.400" and row["N"] == "3"
+
+
+def test_figure_7_averages_s_restore_by_number_of_turns(tmp_path):
+    rows = [_row("a", num_turns=2, S_restore=0.8), _row("b", num_turns=5, S_restore=0.2),
+            _row("c", num_turns=5, S_restore=0.4), _row("a", "respec", num_turns=2, S_restore=0.9)]
+    paths = write_report(rows, tmp_path)
+    data = _csv(paths["figure7_turns"])
+    assert [d["group"] for d in data] == ["2 turns", "5 turns"]
+    assert float(data[1]["Flux.2"]) == pytest.approx(0.3) and data[1]["Flux.2 n"] == "2"
+    png = (tmp_path / "figure7_turns.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_one_report_command_writes_every_table_as_markdown_and_csv(tmp_path):
+    rf = ResultsFile(tmp_path / "results.jsonl")
+    for r in (_row("a", parts={"restore": {"psnr_db": 20.0}}, seconds={"editor": 1.5}),
+              _row("a", "respec", reference_correct=True, controller="qwen")):
+        rf.append(r)
+    paths = write_report(tmp_path / "results.jsonl", tmp_path / "rep")
+    md = (tmp_path / "rep" / "report.md").read_text()
+    for title in ("Table 1", "Table 2", "Table 4", "Table 5", "Table 6", "Table 7", "Figure 7"):
+        assert title in md
+    for name in ("table1_main", "table2_ablation", "table4_revelation_type", "table5_reference_distance",
+                 "table6_area_tertile", "table7_reference_accuracy", "figure7_turns", "scenarios"):
+        assert (tmp_path / "rep" / f"{name}.csv").is_file(), name
+    per = _csv(paths["scenarios"])
+    assert per[0]["parts.restore.psnr_db"] == "20.0" and per[0]["seconds.editor"] == "1.5"
+
+
+def test_rows_that_failed_are_not_averaged():
+    rows = [_row("a", S_TC=0.2), _row("b", S_TC=0.9, status="error")]
+    t2 = _table(build_tables(rows), "table2_ablation")
+    assert dict(zip(t2.header, t2.md_rows[0]))["S_TC"] == "0.200"
