@@ -40,7 +40,7 @@ from PIL import Image
 from . import comfy
 from .errors import InputError, StoreError
 from .history import History, StoredImage, Turn
-from .images import as_array, as_pil
+from .images import as_array, as_pil, content_hash
 from .plan import Plan
 
 SCHEMA_VERSION = 1
@@ -212,7 +212,6 @@ class ImageFiles:
 
     def get(self, digest: str) -> np.ndarray:
         """Decode the PNG of `digest` into a read-only uint8 H×W×C array, checking its hash."""
-        from .images import content_hash
         path = self.path(digest)
         try:
             with Image.open(path) as im:
