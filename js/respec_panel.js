@@ -72,7 +72,7 @@ function loadSessions(force = false) {
 function loadSession(sid) {
   if (inFlight.has(sid)) return;
   inFlight.add(sid);
-  getJson(`/respec/sessions/${sid}`)
+  getJson(V.sessionPath(sid, state.stores[sid]))
     .then((data) => dispatch({ type: "session/loaded", data }))
     .catch((e) => dispatch({ type: "error", message: `Could not load session "${sid}": ${e.message}` }))
     .finally(() => {
@@ -136,7 +136,7 @@ function toast(severity, summary, detail) {
 }
 
 async function rewind(sid, k) {
-  const path = V.rewindPath(sid);
+  const path = V.rewindPath(sid, state.stores[sid]);
   const count = state.session?.turns.length ?? 0;
   if (!path || !(await confirmRewind(sid, k, count))) return;
   try {
@@ -387,7 +387,8 @@ async function renderLatest(view, session, card) {
   if (view.drawn === key) return;
   view.drawn = key;
   const dpr = window.devicePixelRatio || 1;
-  const path = V.imagePath(session.session_id, card.image, V.requestSide(boxW, dpr), V.requestSide(boxH, dpr));
+  const path = V.imagePath(session.session_id, card.image, V.requestSide(boxW, dpr), V.requestSide(boxH, dpr),
+    state.stores[session.session_id]);
   if (!path) return;
   try {
     const img = await loadImage(path);
@@ -430,7 +431,7 @@ function renderGrid(view, sid, cards) {
   const side = V.requestSide(layout.width, window.devicePixelRatio || 1);
   const wanted = [];
   for (const c of cards) {
-    const key = `${sid}|${c.index}|${c.image}|${c.instruction}|${c.sentInstruction}|${c.roles.join()}|${c.canRewind}|${side}`;
+    const key = `${sid}|${state.stores[sid] ?? ""}|${c.index}|${c.image}|${c.instruction}|${c.sentInstruction}|${c.roles.join()}|${c.canRewind}|${side}`;
     let el = view.cards.get(key);
     if (!el) {
       el = buildCard(sid, c, side, layout.height);
@@ -446,7 +447,7 @@ function renderGrid(view, sid, cards) {
 function buildCard(sid, c, side, height) {
   const badges = h("div", { class: "respec-badges" }, ...c.roles.map((r) =>
     h("span", { class: `respec-badge ${r}` }, r === "restoration-source" ? "restoration source" : "identity anchor")));
-  const path = V.imagePath(sid, c.image, side, Math.round(side * 0.75));
+  const path = V.imagePath(sid, c.image, side, Math.round(side * 0.75), state.stores[sid]);
   const img = path ? h("img", { src: api.apiURL(path), alt: c.label, loading: "lazy", style: `height:${height}px` }) : null;
   const card = h(
     "div",

@@ -5,13 +5,16 @@ the raw request values, runs the handler off the event loop (SQLite and PNG work
 its Response into an aiohttp one. Routes go onto ComfyUI's route table through
 respec.comfy.routes(); outside ComfyUI, register() does nothing.
 
-    GET  /respec/sessions                                  list sessions
+    GET  /respec/sessions                                  list sessions (each with its store)
     GET  /respec/sessions/{session_id}                     a session's turns, latest plan, scores
     GET  /respec/sessions/{session_id}/turns/{turn}/image  turn image, PNG, ?w=&h= (<= 512)
     GET  /respec/sessions/{session_id}/images/{digest}     session image by digest, PNG, ?w=&h=
     POST /respec/sessions/{session_id}/rewind              {"turn": k}: keep turns 0..k
     GET  /respec/masks/{digest}                            a region mask published with the scores
     GET  /respec/scores/latest                             the latest respec.scores payload
+
+Session routes take an optional ?store=<dir> naming one of the stores /respec/sessions lists
+(the default store, or one a History node of this server announced); absent = the default.
 """
 from __future__ import annotations
 
@@ -23,9 +26,9 @@ from ..respec import comfy, web
 _registered: set[int] = set()
 
 
-def _default_store():
+def _open_store(root: str | None = None):
     from ..respec.store import open_store
-    return open_store()
+    return open_store(root)
 
 
 def _reply(resp: web.Response):
@@ -39,46 +42,43 @@ async def _run(fn: Callable[..., web.Response], *args: Any):
     return _reply(await asyncio.to_thread(fn, *args))
 
 
-def add_routes(table, store_factory: Callable[[], Any] = _default_store) -> None:
-    """Add the /respec/ routes to an aiohttp RouteTableDef (ComfyUI's, or a test's)."""
+def add_routes(table, open_store: Callable[[str | None], Any] = _open_store) -> None:
+    """Add the /respec/ routes to an aiohttp RouteTableDef (ComfyUI's, or a test's).
+    `open_store(root or None)` gives the SessionStore of a directory (None: the default one)."""
 
-    def store():
-        return store_factory()
+    def on_store(request, handler, *args):
+        # ?store= names a store directory listed by /respec/sessions; absent = the default store.
+        return _run(web.with_store, open_store, request.query.get("store"), handler, *args)
 
     @table.get("/respec/sessions")
     async def sessions(request):
-        return await _run(lambda: web.list_sessions(store()))
+        return await _run(web.list_sessions, open_store)
 
     @table.get("/respec/sessions/{session_id}")
     async def session(request):
-        sid = request.match_info["session_id"]
-        return await _run(lambda: web.get_session(store(), sid))
+        return await on_store(request, web.get_session, request.match_info["session_id"])
 
     @table.get("/respec/sessions/{session_id}/turns/{turn}/image")
     async def turn_image(request):
-        sid, turn = request.match_info["session_id"], request.match_info["turn"]
-        w, h = request.query.get("w"), request.query.get("h")
-        return await _run(lambda: web.turn_image(store(), sid, turn, w, h))
+        return await on_store(request, web.turn_image, request.match_info["session_id"],
+                              request.match_info["turn"], request.query.get("w"), request.query.get("h"))
 
     @table.get("/respec/sessions/{session_id}/images/{digest}")
     async def session_image(request):
-        sid, digest = request.match_info["session_id"], request.match_info["digest"]
-        w, h = request.query.get("w"), request.query.get("h")
-        return await _run(lambda: web.session_image(store(), sid, digest, w, h))
+        return await on_store(request, web.session_image, request.match_info["session_id"],
+                              request.match_info["digest"], request.query.get("w"), request.query.get("h"))
 
     @table.post("/respec/sessions/{session_id}/rewind")
     async def rewind(request):
-        sid = request.match_info["session_id"]
         # JSON only: a cross-site form post cannot send it without a CORS preflight.
         if request.content_type != "application/json":
             return _reply(web.error_response(415, "send the body as application/json, e.g. {\"turn\": 2}"))
         body = await request.content.read(web.MAX_BODY + 1)
-        return await _run(lambda: web.rewind(store(), sid, body))
+        return await on_store(request, web.rewind, request.match_info["session_id"], body)
 
     @table.get("/respec/masks/{digest}")
     async def mask(request):
-        digest = request.match_info["digest"]
-        return await _run(lambda: web.mask_image(digest))
+        return await _run(web.mask_image, request.match_info["digest"])
 
     @table.get("/respec/scores/latest")
     async def scores(request):
@@ -86,11 +86,11 @@ def add_routes(table, store_factory: Callable[[], Any] = _default_store) -> None
 
 
 def register() -> None:
-    """Add the pack's routes to ComfyUI's server when one is running (no-op otherwise), and keep
-    the latest scores for panels opened after a run. Idempotent."""
+    """Add the pack's routes to ComfyUI's server when one is running (no-op otherwise), and
+    listen to the pack's events (stores in use, latest scores). Idempotent."""
     table = comfy.routes()
     if table is None or id(table) in _registered:
         return
     _registered.add(id(table))
     add_routes(table)
-    comfy.add_listener(web.remember_scores)
+    comfy.add_listener(web.remember_event)

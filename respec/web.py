@@ -40,6 +40,7 @@ MAX_MASKS = 32         # region masks kept in memory for the panel (oldest dropp
 IMMUTABLE = {"Cache-Control": "private, max-age=31536000, immutable"}  # digest-named content
 NO_CACHE = {"Cache-Control": "no-cache"}
 
+_LOCK = threading.Lock()   # guards the in-memory registries below (stores, masks, scores)
 _DIGITS = re.compile(r"[0-9]{1,9}")
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 
@@ -188,6 +189,61 @@ def _png(path, digest: str, box: tuple[int, int]) -> bytes:
     return data
 
 
+# --------------------------------------------------------------------------- stores
+
+_KNOWN_ROOTS: "OrderedDict[str, None]" = OrderedDict()   # stores History nodes announced
+MAX_KNOWN_ROOTS = 16
+
+
+def known_store_roots() -> list[str]:
+    """Session-store directories that History nodes of this process reported (newest last)."""
+    with _LOCK:
+        return list(_KNOWN_ROOTS)
+
+
+def remember_store(root: Any) -> None:
+    """Allow the panel to read a store a History node used (called from the event listener,
+    so only paths the server's own nodes opened become readable, never a client's path)."""
+    if not isinstance(root, str) or not root:
+        return
+    from pathlib import Path
+    key = str(Path(root).expanduser().resolve())
+    with _LOCK:
+        _KNOWN_ROOTS[key] = None
+        _KNOWN_ROOTS.move_to_end(key)
+        while len(_KNOWN_ROOTS) > MAX_KNOWN_ROOTS:
+            _KNOWN_ROOTS.popitem(last=False)
+
+
+def resolve_store(param: Any, open_store: Callable[[str | None], Any]):
+    """The store a request names: the default one when `param` is empty, else a store root that
+    is the default's or one a History node announced (compared as text: a client's path is never
+    opened). InputError otherwise."""
+    if param is None or param == "":
+        return open_store(None)
+    if isinstance(param, str) and len(param) <= 4096:
+        default = open_store(None)
+        if param == str(default.root):
+            return default
+        if param in known_store_roots():
+            return open_store(param)
+    raise InputError("unknown session store: only the default store and stores used by ReSpec "
+                     "History nodes of this server can be read (use the 'store' value that "
+                     "/respec/sessions lists)")
+
+
+def with_store(open_store: Callable[[str | None], Any], store_param: Any,
+               handler: Callable[..., Response], *args: Any) -> Response:
+    """Resolve the request's store (400 when it is not allowed), then run handler(store, *args)."""
+    try:
+        store = resolve_store(store_param, open_store)
+    except InputError as e:
+        return error_response(400, str(e))
+    except ReSpecError as e:
+        return error_response(500, str(e))
+    return handler(store, *args)
+
+
 # --------------------------------------------------------------------------- handlers
 
 def _plan_record(plan) -> dict | None:
@@ -245,7 +301,12 @@ def _load(store, session_id: Any):
     sid = parse_session_id(session_id)
     # Existence is checked here rather than read out of the store's error text, and the 404
     # message names no server path.
-    if not any(s.get("session_id") == sid for s in _sessions(store)):
+    db = getattr(store, "db_path", None)
+    if db is not None and not db.exists():
+        raise NotFound(f"there is no session {sid!r}")
+    exists = store.exists(sid) if hasattr(store, "exists") else any(
+        s.get("session_id") == sid for s in store.list_sessions())
+    if not exists:
         raise NotFound(f"there is no session {sid!r}")
     return store.load(sid)
 
@@ -265,9 +326,21 @@ def _sessions(store) -> list[dict]:
     return store.list_sessions()
 
 
-def list_sessions(store) -> Response:
-    """GET /respec/sessions: every session of the store, newest change first."""
-    return _guard(lambda: json_response({"sessions": _sessions(store)}))
+def list_sessions(open_store: Callable[[str | None], Any]) -> Response:
+    """GET /respec/sessions: every session of the default store and of the stores History nodes
+    of this server used, newest change first; each names its store (pass it back as ?store=)."""
+    def run():
+        out, seen = [], set()
+        for root in [None, *known_store_roots()]:
+            store = open_store(root)
+            key = str(store.root)
+            if key in seen:
+                continue
+            seen.add(key)
+            out += [dict(s, store=key) for s in _sessions(store)]
+        out.sort(key=lambda s: s.get("updated") or 0, reverse=True)
+        return json_response({"sessions": out})
+    return _guard(run)
 
 
 def get_session(store, session_id: Any) -> Response:
@@ -336,7 +409,6 @@ def rewind(store, session_id: Any, body: bytes | str | None, notify: bool = True
 _MASKS: "OrderedDict[str, bytes]" = OrderedDict()
 _SCORES: "OrderedDict[str, dict]" = OrderedDict()
 _LATEST_SCORES: dict = {}
-_LOCK = threading.Lock()
 
 
 def _mask_png(mask: Any) -> tuple[bytes, tuple[int, int]]:
@@ -393,18 +465,35 @@ def mask_image(digest: Any) -> Response:
     return _guard(run)
 
 
-def remember_scores(event: str, data: dict) -> None:
-    """Event listener: keep the latest `respec.scores` payload, overall and per session, so a
-    panel opened after the run still shows them."""
-    if event != "respec.scores" or not isinstance(data, dict):
-        return
+def merge_scores(previous: dict | None, data: dict) -> dict:
+    """The scores to show after a `respec.scores` event: an OCCUR record replaces the previous
+    one (keeping a judge's S_IF); a judge-only event (S_IF) is added to the previous record."""
     payload = _plain(data)
+    has_occur = any(k in payload for k in ("S_restore", "S_preserve", "S_TC"))
+    if has_occur:
+        if previous and "S_IF" in previous and "S_IF" not in payload:
+            payload["S_IF"] = previous["S_IF"]
+        return payload
+    return {**(previous or {}), **payload}
+
+
+def remember_event(event: str, data: Any) -> None:
+    """Event listener (respec.comfy.add_listener): note the stores History nodes use and keep the
+    latest `respec.scores`, overall and per session, for panels opened after the run."""
+    if not isinstance(data, dict):
+        return
+    if event == "respec.history":
+        remember_store(data.get("store"))
+        return
+    if event != "respec.scores":
+        return
     sid = data.get("session_id")
     with _LOCK:
+        latest = merge_scores(dict(_LATEST_SCORES) or None, data)
         _LATEST_SCORES.clear()
-        _LATEST_SCORES.update(payload)
+        _LATEST_SCORES.update(latest)
         if isinstance(sid, str):
-            _SCORES[sid] = payload
+            _SCORES[sid] = merge_scores(_SCORES.get(sid), data)
             _SCORES.move_to_end(sid)
             while len(_SCORES) > 64:
                 _SCORES.popitem(last=False)

@@ -111,7 +111,7 @@ def env(pack, tmp_path_factory):
     (tmp_path / "secret.txt").write_bytes(SECRET)
     (tmp_path / "store" / "secret.png").write_bytes(SECRET)
     table = aioweb.RouteTableDef()
-    routes.add_routes(table, store_factory=lambda: store)
+    routes.add_routes(table, open_store=lambda root=None: store if root is None else store_mod.open_store(root))
     server = Server(table)
     yield {"server": server, "store": store, "web": core(pack, "web"), "tmp": tmp_path}
     server.close()
@@ -337,7 +337,7 @@ def test_unknown_mask_is_404(env):
 
 def test_latest_scores_are_kept_per_session_with_nan_as_null(env):
     web = env["web"]
-    web.remember_scores("respec.scores", {"session_id": "demo", "S_restore": float("nan"),
+    web.remember_event("respec.scores", {"session_id": "demo", "S_restore": float("nan"),
                                           "S_preserve": 0.75, "S_TC": float("nan")})
     status, _, body = env["server"].get("/respec/sessions/demo")
     scores = json.loads(body)["scores"]     # strict JSON: json.loads would accept NaN, so check text
@@ -350,7 +350,46 @@ def test_latest_scores_are_kept_per_session_with_nan_as_null(env):
 def test_reading_an_absent_store_creates_nothing(pack, tmp_path):
     web, store_mod = core(pack, "web"), core(pack, "store")
     store = store_mod.SessionStore(tmp_path / "never")
-    resp = web.list_sessions(store)
+    resp = web.list_sessions(lambda root=None: store)
     assert resp.status == 200 and resp.json() == {"sessions": []}
     assert web.get_session(store, "demo").status == 404
     assert not (tmp_path / "never").exists()
+
+
+# ------------------------------------------------------------------------------ other stores
+
+def test_another_store_is_readable_only_once_a_history_node_announced_it(env, pack):
+    store_mod, web = core(pack, "store"), env["web"]
+    root = env["tmp"] / "far-store"
+    store_mod.SessionStore(root).create("far", _img(5))
+    query = "?store=" + str(root.resolve()).replace("/", "%2F")
+    status, _, _ = env["server"].get("/respec/sessions/far" + query)
+    assert status == 400
+    assert "far" not in [s["session_id"] for s in json.loads(env["server"].get("/respec/sessions")[2])["sessions"]]
+    web.remember_event("respec.history", {"session_id": "far", "store": str(root)})
+    status, _, body = env["server"].get("/respec/sessions/far" + query)
+    assert status == 200 and json.loads(body)["session_id"] == "far"
+    listed = {s["session_id"]: s["store"] for s in json.loads(env["server"].get("/respec/sessions")[2])["sessions"]}
+    assert listed["far"] == str(root.resolve()) and listed["demo"] == str(env["store"].root)
+
+
+@pytest.mark.parametrize("store", ["%2Fetc", "..", "%2E%2E%2Fstore", "relative", "x" * 5000])
+def test_unknown_store_paths_are_refused(env, store):
+    status, _, _ = env["server"].get(f"/respec/sessions/demo?store={store}")
+    assert status in (400, 414)   # 414/400: aiohttp refuses request lines over 8 KB itself
+
+
+def test_the_default_store_may_be_named_explicitly(env):
+    query = "?store=" + str(env["store"].root).replace("/", "%2F")
+    status, _, _ = env["server"].get("/respec/sessions/demo" + query)
+    assert status == 200
+
+
+def test_a_judge_score_is_added_to_the_occur_scores(env):
+    web = env["web"]
+    web.remember_event("respec.scores", {"session_id": "judge-demo", "S_restore": 0.5, "S_preserve": 0.7, "S_TC": 0.6})
+    web.remember_event("respec.scores", {"session_id": "judge-demo", "S_IF": 2 / 3})
+    got = web.latest_scores("judge-demo")
+    assert got["S_TC"] == 0.6 and got["S_IF"] == pytest.approx(2 / 3)
+    web.remember_event("respec.scores", {"session_id": "judge-demo", "S_restore": 0.1, "S_preserve": 0.2, "S_TC": 0.15})
+    assert web.latest_scores("judge-demo")["S_TC"] == 0.15 and "S_IF" in web.latest_scores("judge-demo")

@@ -30,6 +30,7 @@ export function initialState() {
     graphSessions: [], // session ids named by History nodes of the open graph
     eventSession: null, // session of the latest respec.history event
     versions: {}, // session id -> newest version heard of (events, lists, loads)
+    stores: {}, // session id -> its store directory (from events and lists), sent back as ?store=
     session: null, // the loaded session: {session_id, version, turns, latest_plan}
     inGraph: null, // the latest respec.history of a history with no session (not stored)
     plan: null, // the latest respec.plan event (a plan for a turn not yet appended)
@@ -69,12 +70,26 @@ export function normalizeSession(data) {
       plan: t.plan && typeof t.plan === "object" ? t.plan : null,
     }))
     .sort((a, b) => a.index - b.index);
-  return {
-    session_id: data.session_id,
-    version: numberOr(data.version, 0),
-    turns,
-    latest_plan: data.latest_plan && typeof data.latest_plan === "object" ? data.latest_plan : null,
-  };
+  let latest = data.latest_plan && typeof data.latest_plan === "object" ? data.latest_plan : null;
+  if (!latest) {
+    // History events carry each turn's plan summary but no latest_plan: the last one applies.
+    const withPlan = turns.filter((t) => t.plan).pop();
+    latest = withPlan ? { ...withPlan.plan, applied_turn: withPlan.index } : null;
+  }
+  return { session_id: data.session_id, version: numberOr(data.version, 0), turns, latest_plan: latest };
+}
+
+function withStore(stores, sid, root) {
+  if (!isSessionId(sid) || typeof root !== "string" || root === "" || stores[sid] === root) return stores;
+  return { ...stores, [sid]: root };
+}
+
+/** Scores after an event: an OCCUR record replaces the last one (keeping a judge's S_IF); a
+ * judge-only event (S_IF) is added to it. Mirrors respec/web.py merge_scores. */
+export function mergeScores(previous, data) {
+  const occur = ["S_restore", "S_preserve", "S_TC"].some((k) => k in data);
+  if (occur) return previous && "S_IF" in previous && !("S_IF" in data) ? { ...data, S_IF: previous.S_IF } : { ...data };
+  return { ...(previous ?? {}), ...data };
 }
 
 /** True when an event carries every turn with its image, so it can be shown without a fetch. */
@@ -99,8 +114,12 @@ export function reduce(state, action) {
         isSessionId(s?.session_id),
       );
       let versions = state.versions;
-      for (const s of sessions) versions = bumpVersion(versions, s.session_id, s.version);
-      return { ...state, sessions, sessionsLoaded: true, versions, error: null };
+      let stores = state.stores;
+      for (const s of sessions) {
+        versions = bumpVersion(versions, s.session_id, s.version);
+        stores = withStore(stores, s.session_id, s.store);
+      }
+      return { ...state, sessions, sessionsLoaded: true, versions, stores, error: null };
     }
     case "graph/changed": {
       const ids = [...new Set((action.sessionIds ?? []).filter(isSessionId))];
@@ -130,16 +149,22 @@ export function reduce(state, action) {
         ...state,
         eventSession: d.session_id,
         versions: bumpVersion(state.versions, d.session_id, d.version),
+        stores: withStore(state.stores, d.session_id, d.store),
       };
-      // The plan event was for the turn that has now been appended (or undone): drop it.
-      if (state.plan && (state.plan.session_id ?? d.session_id) === d.session_id) next.plan = null;
+      // A live plan was for the turn that has now been appended (or undone): drop it.
+      next.plan = null;
       if (isCompleteSession(d)) next = reduce(next, { type: "session/loaded", data: d });
       return next;
     }
-    case "event/plan":
-      return action.data && typeof action.data === "object" ? { ...state, plan: action.data } : state;
+    case "event/plan": {
+      // The controller sends {node, plan: Plan.to_dict()}; a bare plan object is accepted too.
+      const plan = action.data?.plan ?? action.data;
+      return plan && typeof plan === "object" ? { ...state, plan } : state;
+    }
     case "event/scores":
-      return action.data && typeof action.data === "object" ? { ...state, scores: action.data } : state;
+      return action.data && typeof action.data === "object"
+        ? { ...state, scores: mergeScores(state.scores, action.data) }
+        : state;
     case "run/started":
       return { ...state, running: true };
     case "run/finished":
@@ -186,12 +211,17 @@ export function sessionsOutdated(state) {
   return !listed || (state.versions[sid] ?? -1) > numberOr(listed.version, -1);
 }
 
-/** The plan to highlight: a live plan event for the active session, else the latest stored plan. */
+/**
+ * The plan to highlight: a live plan (respec.plan) made for the next turn of the shown session
+ * (its `turn` equals the number of turns so far), else the latest plan stored with a turn.
+ */
 export function currentPlan(state) {
   const sid = activeSessionId(state);
+  const session = state.session && state.session.session_id === sid ? state.session : null;
+  if (!session) return null;
   const live = state.plan;
-  if (live && (live.session_id === undefined || live.session_id === sid)) return live;
-  return state.session && state.session.session_id === sid ? state.session.latest_plan : null;
+  if (live && live.turn === session.turns.length) return live;
+  return session.latest_plan;
 }
 
 /** Image ids the plan names: {restorationSource, identityAnchor} (null when absent). */
@@ -236,11 +266,13 @@ const SCORE_ROWS = [
   ["S_TC", "S_TC (temporal consistency)"],
 ];
 
-/** Score rows for display; NaN, null and missing values show as "n/a" with the reason if given. */
+/** Score rows for display; NaN, null and missing values show as "n/a" with the reason if given;
+ * a judge's S_IF gets a row when present. */
 export function scoreRows(scores) {
   if (!scores || typeof scores !== "object") return [];
   const reasons = Array.isArray(scores.reasons) ? scores.reasons : [];
-  return SCORE_ROWS.map(([key, label]) => {
+  const rows = "S_IF" in scores ? [...SCORE_ROWS, ["S_IF", "S_IF (instruction following)"]] : SCORE_ROWS;
+  return rows.map(([key, label]) => {
     const v = scores[key];
     const ok = typeof v === "number" && Number.isFinite(v);
     return { key, label, value: ok ? v.toFixed(3) : "n/a", missing: !ok };
@@ -274,15 +306,24 @@ export function requestSide(cssPx, dpr = 1) {
   return Math.max(MIN_SIDE, Math.min(MAX_SIDE, px));
 }
 
+function storeQuery(store, sep) {
+  return typeof store === "string" && store !== "" ? `${sep}store=${encodeURIComponent(store)}` : "";
+}
+
+/** URL path of a session's JSON (null for an invalid id); `store` as listed by the server. */
+export function sessionPath(sessionId, store = null) {
+  return isSessionId(sessionId) ? `/respec/sessions/${sessionId}${storeQuery(store, "?")}` : null;
+}
+
 /** URL path of a session image by digest, fitted into w×h (null for invalid input). */
-export function imagePath(sessionId, digest, w = MAX_SIDE, h = w) {
+export function imagePath(sessionId, digest, w = MAX_SIDE, h = w, store = null) {
   if (!isSessionId(sessionId) || !isDigest(digest)) return null;
-  return `/respec/sessions/${sessionId}/images/${digest}?w=${requestSide(w)}&h=${requestSide(h)}`;
+  return `/respec/sessions/${sessionId}/images/${digest}?w=${requestSide(w)}&h=${requestSide(h)}${storeQuery(store, "&")}`;
 }
 
 /** URL path of the rewind route (null for an invalid session id). */
-export function rewindPath(sessionId) {
-  return isSessionId(sessionId) ? `/respec/sessions/${sessionId}/rewind` : null;
+export function rewindPath(sessionId, store = null) {
+  return isSessionId(sessionId) ? `/respec/sessions/${sessionId}/rewind${storeQuery(store, "?")}` : null;
 }
 
 // --------------------------------------------------------------------------- geometry

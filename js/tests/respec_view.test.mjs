@@ -22,6 +22,7 @@ import {
   rewindQuestion,
   scoreRows,
   sessionIdsFromNodes,
+  sessionPath,
   sessionToFetch,
   sessionsOutdated,
   thumbnailLayout,
@@ -195,14 +196,40 @@ test("one image can be both restoration source and identity anchor", () => {
   assert.deepEqual(turnCards(s)[0].roles, ["restoration-source", "identity-anchor"]);
 });
 
-test("a live plan event overrides the stored plan until its turn is appended", () => {
+test("a live plan for the next turn overrides the stored plan until that turn is appended", () => {
+  // The controller node sends {node, plan: Plan.to_dict()}; plan.turn is the turn being edited.
   let s = run([
     { type: "event/history", data: sessionData("p", 4, 4, PLAN) },
-    { type: "event/plan", data: { session_id: "p", restoration_source_id: 1, identity_anchor_id: 3 } },
+    { type: "event/plan", data: { node: "7", plan: { turn: 4, restoration_source_id: 1, identity_anchor_id: 3 } } },
   ]);
   assert.equal(currentPlan(s).restoration_source_id, 1);
   s = reduce(s, { type: "event/history", data: sessionData("p", 5, 5, PLAN) });
   assert.equal(currentPlan(s).restoration_source_id, 0);
+});
+
+test("a live plan made for another turn (another history) is not highlighted", () => {
+  const s = run([
+    { type: "event/history", data: sessionData("p", 4, 4, PLAN) },
+    { type: "event/plan", data: { plan: { turn: 2, restoration_source_id: 1, identity_anchor_id: 1 } } },
+  ]);
+  assert.equal(currentPlan(s).restoration_source_id, 0);
+});
+
+test("the History nodes' event shape is shown with the last turn's plan", () => {
+  // What nodes/history_nodes.py sends: size instead of width/height, plan summaries, no latest_plan.
+  const event = { node: "3", action: "append", session_id: "kitchen", version: 3, store: "/u/respec/sessions",
+    turns: [
+      { index: 0, instruction: "", sent_instruction: "", image: D("a"), size: [640, 480], plan: null },
+      { index: 1, instruction: "add a vase", sent_instruction: "add a vase", image: D("b"), size: [640, 480], plan: null },
+      { index: 2, instruction: "remove the vase", sent_instruction: "remove the vase; restore the table from image 0",
+        image: D("c"), size: [640, 480], plan: { is_restoration: true, restoration_source_id: 0, identity_anchor_id: 1 } },
+    ] };
+  const s = run([{ type: "event/history", data: event }]);
+  assert.equal(s.session.turns[2].width, 640);
+  assert.equal(s.session.latest_plan.applied_turn, 2);
+  assert.deepEqual(turnCards(s).map((c) => c.roles), [["restoration-source"], ["identity-anchor"], []]);
+  assert.equal(s.stores.kitchen, "/u/respec/sessions");
+  assert.equal(sessionToFetch(s), null);
 });
 
 test("missing or negative plan ids highlight nothing", () => {
@@ -295,6 +322,24 @@ test("requested image sizes follow the screen density and stay within 16..512", 
   assert.equal(requestSide(400, 3), 512);
   assert.equal(requestSide(1, 1), 16);
   assert.equal(requestSide(NaN), 512);
+});
+
+test("a judge's S_IF is added to the OCCUR scores, a new OCCUR record keeps it", () => {
+  let s = run([
+    { type: "event/scores", data: { S_restore: 0.5, S_preserve: 0.7, S_TC: 0.6 } },
+    { type: "event/scores", data: { S_IF: 2 / 3 } },
+  ]);
+  assert.deepEqual(scoreRows(s.scores).map((r) => r.value), ["0.500", "0.700", "0.600", "0.667"]);
+  s = reduce(s, { type: "event/scores", data: { S_restore: 0.1, S_preserve: 0.2, S_TC: 0.15 } });
+  assert.equal(s.scores.S_TC, 0.15);
+  assert.equal(s.scores.S_IF, 2 / 3);
+});
+
+test("a session's store is passed back as an encoded query parameter", () => {
+  assert.equal(sessionPath("p", "/a b/s"), "/respec/sessions/p?store=%2Fa%20b%2Fs");
+  assert.equal(sessionPath("p"), "/respec/sessions/p");
+  assert.equal(imagePath("p", D("b"), 64, 64, "/s&x"), `/respec/sessions/p/images/${D("b")}?w=64&h=64&store=%2Fs%26x`);
+  assert.equal(rewindPath("p", "/s"), "/respec/sessions/p/rewind?store=%2Fs");
 });
 
 test("URLs are only built from valid ids and digests", () => {
