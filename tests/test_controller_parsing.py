@@ -80,10 +80,18 @@ def test_first_json_object_is_read_without_a_fence():
     assert plan.meta["parse"] == "first_json_object"
 
 
-def test_broken_fence_falls_through_to_the_first_json_object():
-    plan = restoration_plan("```json\n{\"image_ids\": [0, \n```\n" + json.dumps(FULL))
+def test_fenced_block_that_is_not_json_falls_through_to_the_first_json_object():
+    plan = restoration_plan("```json\n" + json.dumps(FULL) + ",\n```")  # trailing comma inside the fence
     assert fields(plan) == expected()
     assert plan.meta["parse"] == "first_json_object"
+
+
+def test_cut_off_answer_is_a_parse_failure_not_its_inner_object():
+    # the token cap cut the answer inside "image_ids": "reasoning" alone is complete JSON
+    cut = json.dumps(FULL)[: json.dumps(FULL).index('"image_ids"') + 16]
+    plan = restoration_plan(cut)
+    assert plan.fallbacks == ("json_parse_failed",) and plan.image_ids == () and plan.reasoning is None
+    assert plan.synthesis_instruction == cut
 
 
 def test_first_of_two_objects_is_read():

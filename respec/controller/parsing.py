@@ -31,7 +31,6 @@ IMAGE_IDS_ENTRY_UNREADABLE = "image_ids_entry_unreadable"        # a non-integer
 _FENCE = re.compile(r"```\s*json\s*\n?(.*?)```", re.DOTALL | re.IGNORECASE)
 _FIRST_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 _ID_TEXT = re.compile(r"\s*(?:image\s*|i_?)?(-?\d{1,9})\s*", re.IGNORECASE)
-_MAX_SCAN = 200  # object starts tried when the greedy match is not valid JSON
 
 
 def _loads(text: str) -> tuple[bool, Any]:
@@ -41,16 +40,16 @@ def _loads(text: str) -> tuple[bool, Any]:
         return False, None
 
 
-def _first_decodable_object(text: str) -> tuple[bool, Any]:
-    decoder = json.JSONDecoder(strict=False)
-    start, tried = text.find("{"), 0
-    while start != -1 and tried < _MAX_SCAN:
-        try:
-            return True, decoder.raw_decode(text, start)[0]
-        except Exception:
-            pass
-        start, tried = text.find("{", start + 1), tried + 1
-    return False, None
+def _object_at_first_brace(text: str) -> tuple[bool, Any]:
+    """The object that starts at the first "{" (trailing text allowed). Only the first brace:
+    when that object is cut off, an inner object must not be mistaken for the answer."""
+    start = text.find("{")
+    if start == -1:
+        return False, None
+    try:
+        return True, json.JSONDecoder(strict=False).raw_decode(text, start)[0]
+    except Exception:
+        return False, None
 
 
 def extract_json(text: str) -> tuple[bool, Any, str]:
@@ -68,7 +67,7 @@ def extract_json(text: str) -> tuple[bool, Any, str]:
         ok, value = _loads(m.group(0))  # greedy: first "{" to last "}"
         if ok:
             return True, value, FOUND_FIRST_OBJECT
-        ok, value = _first_decodable_object(text)
+        ok, value = _object_at_first_brace(text)  # e.g. two objects in one answer
         if ok:
             return True, value, FOUND_FIRST_OBJECT
     return False, None, FOUND_NOTHING
