@@ -53,6 +53,12 @@ def test_removing_something_that_was_in_the_original_is_not_restoration():
     assert flag is False and "does not name" in reason
 
 
+def test_colour_and_size_words_alone_do_not_match():
+    h = history("add a large red hat on the man's head")
+    assert detect_restoration(h, "remove the large red car")[0] is False
+    assert detect_restoration(h, "remove the hat")[0] is True
+
+
 def test_placement_words_of_the_earlier_request_do_not_count():
     # the box was added in front of the leg; the leg itself was not added
     h = history("add a box in front of the snowboarder's leg")

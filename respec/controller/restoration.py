@@ -46,12 +46,13 @@ _STOP = {"a", "an", "the", "some", "of", "his", "her", "its", "their", "this", "
          "side", "top", "bottom", "middle", "center", "centre", "background", "foreground", "area", "part",
          "large", "big", "huge", "small", "little", "tiny", "tall", "short", "wide", "long", "new", "old",
          "single", "same", "other", "another", "more", "less", "very", "bright", "dark", "light"}
-_ATTRIBUTE = {"red", "orange", "yellow", "green", "blue", "purple", "violet", "pink", "brown", "black", "white",
-              "grey", "gray", "gold", "golden", "silver", "beige", "cyan", "magenta", "teal", "navy", "color",
-              "colour", "colored", "coloured", "wooden", "wood", "metal", "metallic", "glass", "plastic", "stone",
-              "marble", "leather", "cotton", "style", "painting", "sketch", "cartoon", "anime", "watercolor",
-              "watercolour", "oil", "pixel", "art", "night", "day", "daytime", "nighttime", "winter", "summer",
-              "autumn", "spring", "sunset", "vintage", "monochrome", "grayscale", "greyscale", "sepia", "shade"}
+_COLOURS = {"red", "orange", "yellow", "green", "blue", "purple", "violet", "pink", "brown", "black", "white",
+            "grey", "gray", "gold", "golden", "silver", "beige", "cyan", "magenta", "teal", "navy"}
+_ATTRIBUTE = _COLOURS | {
+    "color", "colour", "colored", "coloured", "wooden", "wood", "metal", "metallic", "glass", "plastic", "stone",
+    "marble", "leather", "cotton", "style", "painting", "sketch", "cartoon", "anime", "watercolor", "watercolour",
+    "oil", "pixel", "art", "night", "day", "daytime", "nighttime", "winter", "summer", "autumn", "spring",
+    "sunset", "vintage", "monochrome", "grayscale", "greyscale", "sepia", "shade"}
 
 
 def _words(text: str) -> list[str]:
@@ -67,7 +68,7 @@ def _stem(word: str) -> str:
 
 
 def _content(words: list[str]) -> set[str]:
-    return {_stem(w) for w in words if w not in _STOP and w not in _PLACE_WORDS and len(w) > 2}
+    return {_stem(w) for w in words if w not in _STOP and w not in _PLACE_WORDS and w not in _COLOURS and len(w) > 2}
 
 
 def _has_phrase(words: list[str], phrase: str) -> int:
