@@ -222,6 +222,147 @@ def native_omnigen2_reference(specs):
     return g
 
 
+# ------------------------------------------------------------------------------ benchmark graphs
+
+TURN_SLOTS = 5   # the paper's longest scenarios have 5 turns
+EDITORS = {
+    # name: (loader, edit node, its settings: the paper's)
+    "flux2": ("ReSpecFlux2Loader", "ReSpecFlux2Edit", {"steps": 30, "guidance": 4.0}),
+    "omnigen2": ("ReSpecOmniGen2Loader", "ReSpecOmniGen2Edit",
+                 {"steps": 50, "text_guidance": 5.0, "image_guidance": 2.0}),
+}
+BENCH_NOTE = """\
+**OCCUR benchmark loop.** Scenario Loader reads scenario `index` of `dataset` (the shipped
+`occur_sample`, or a path to your scenario file); `index` steps by one per queued prompt, so
+queue the graph once per scenario (Queue (N)). Each of the {slots} turn-slot groups runs one
+turn: Scenario Turn -> {chain} -> History Append -> Scenario Turn Switch. A scenario with
+fewer turns leaves the later slots' `exists` False: their switch passes the history through
+and their nodes never run. Then masks on the generated turns, OCCUR scores of the final image
+against the generated I_ref, and one results row in `output/respec/bench/results.jsonl`
+(`python -m respec report` makes the paper's tables from it).
+
+{switches}Headless, on one or more servers: `python -m respec bench --server http://127.0.0.1:8188`
+(see docs/workflows.md)."""
+
+
+def stack(nodes, x: int, y: int = 80, gap: int = 40) -> int:
+    """Place nodes top to bottom at column x; returns the y below the last one."""
+    for n in nodes:
+        n.at = (x, y)
+        y += wg.Graph._size(n)[1] + gap
+    return y
+
+
+def _scenario_start(g: wg.Graph):
+    loader = g.node("ReSpecScenarioLoader", dataset="occur_sample", index=0, max_side=1024,
+                    control={"index": "increment"})
+    store = g.node("ReSpecHistoryStore", title="History (in this graph)", mode="in-graph",
+                   image=loader["source_image"])
+    return loader, store
+
+
+def _scenario_end(g: wg.Graph, loader, history, config: str, editor_name: str, x: int):
+    masker = g.node("ReSpecMaskerLoader")
+    scorer = g.node("ReSpecScorerLoader")
+    masks = g.node("ReSpecScenarioMasks", masker=masker["masker"], history=history, scenario=loader["scenario"])
+    score = g.node("ReSpecOccurScore", scorer=scorer["scorer"], masks=masks["masks"],
+                   reference_turn=loader["reference_turn"], history=history)
+    writer = g.node("ReSpecResultsWriter", scenario=loader["scenario"], history=history,
+                    score_record=score["record"], config=config, editor=editor_name,
+                    results_file="bench/results.jsonl")
+    nodes = [masker, scorer, masks, score, writer]
+    stack(nodes, x)
+    g.group("Masks, OCCUR score, results row", nodes)
+
+
+def _benchmark(name: str, editor_name: str, specs: dict, *, respec: bool) -> wg.Graph:
+    loader_cls, edit_cls, edit_settings = EDITORS[editor_name]
+    label = {"flux2": "FLUX.2 [klein]", "omnigen2": "OmniGen2"}[editor_name]
+    if respec:
+        title = f"OCCUR benchmark: ReSpec + {label} (PTI / HRS switches)"
+        desc = (f"The full benchmark loop with ReSpec and {label}: scenario -> {TURN_SLOTS} turn slots (controller, "
+                "selector, rewriter, editor, append) -> trajectory masks -> OCCUR score -> results row. "
+                "The PTI / HRS switches give the paper's table 2 rows.")
+    else:
+        title = f"OCCUR benchmark: baseline {label} (no ReSpec)"
+        desc = (f"The benchmark loop without ReSpec (paper table 1 baseline): each turn sends the user's "
+                f"instruction and the current image only to {label}.")
+    g = wg.Graph(name, specs, title=title, description=desc)
+    loader, store = _scenario_start(g)
+    editor = g.node(loader_cls)
+    left = [loader, store, editor]
+    steps = g.node("PrimitiveInt", title="Editor steps", value=edit_settings["steps"])
+    left.append(steps)
+    if respec:
+        vlm = g.node("ReSpecVLMLoader")
+        hrs = g.node("PrimitiveBoolean", title="HRS: give the editor the history reference", value=True)
+        pti = g.node("PrimitiveBoolean", title="PTI: send the rewritten instruction", value=True)
+        skip = g.node("PrimitiveBoolean", title="Skip the VLM on non-restoration turns", value=False)
+        left += [vlm, hrs, pti, skip]
+    stack(left, 60)
+    history, current = store["history"], store["current_image"]
+    for t in range(1, TURN_SLOTS + 1):
+        turn = g.node("ReSpecScenarioTurn", title=f"Turn {t}", scenario=loader["scenario"], turn=t)
+        seed = t   # per-slot seed; `python -m respec bench --server` sets the runner's per-turn seeds
+        edit_kw = dict(edit_settings, steps=steps[0])
+        if respec:
+            plan = g.node("ReSpecPreservationTarget", history=history, instruction=turn["instruction"],
+                          vlm=vlm["vlm"], is_restoration=turn["is_restoration"], skip_non_restoration=skip[0])
+            select = g.node("ReSpecReferenceSelector", history=history, plan=plan["plan"],
+                            use_history_reference=hrs[0])
+            rewrite = g.node("ReSpecInstructionRewriter", plan=plan["plan"], use_pti=pti[0])
+            edit = g.node(edit_cls, editor=editor["editor"], editor_images=select["editor_images"],
+                          current_image=select["current_image"], instruction=rewrite["instruction"],
+                          seed=seed, **edit_kw)
+            append = g.node("ReSpecHistoryAppend", history=history, image=edit["image"],
+                            instruction=turn["instruction"], sent_instruction=rewrite["instruction"],
+                            plan=plan["plan"], meta=json.dumps({"seed": seed, "editor": editor_name}))
+            chain = [turn, plan, select, rewrite, edit, append]
+        else:
+            edit = g.node(edit_cls, editor=editor["editor"], editor_images=current, current_image=current,
+                          instruction=turn["instruction"], seed=seed, **edit_kw)
+            append = g.node("ReSpecHistoryAppend", history=history, image=edit["image"],
+                            instruction=turn["instruction"], meta=json.dumps({"seed": seed, "editor": editor_name}))
+            chain = [turn, edit, append]
+        switch = g.node("ReSpecTurnSwitch", title=f"Turn {t} switch", exists=turn["exists"],
+                        history_before=history, history_after=append["history"])
+        chain.append(switch)
+        stack(chain, 500 + 420 * (t - 1))
+        g.group(f"Turn {t}", chain)
+        # The next slot starts from this slot's result. Its current image is this slot's
+        # edit: a slot only runs when every earlier slot ran (turns are consecutive).
+        history, current = switch["history"], append["current_image"]
+    _scenario_end(g, loader, history, "respec" if respec else "baseline", editor_name, 500 + 420 * TURN_SLOTS)
+    chain_text = ("Preservation Target (VLM) -> Reference Selector + Instruction Rewriter -> " + label + " edit"
+                  if respec else label + " edit (user instruction, current image)")
+    switches = ("**Ablations (table 2).** HRS / PTI switches on the left; set Results Writer's `config` to "
+                "match: both on = `respec`, PTI only = `pti`, HRS only (+ skip on) = `hrs`. The `baseline` "
+                "row comes from the baseline workflow.\n\n" if respec else
+                "**Baseline (table 1).** No controller: this is the `baseline` config of the tables.\n\n")
+    g.note(BENCH_NOTE.format(slots=TURN_SLOTS, chain=chain_text, switches=switches))
+    return g
+
+
+@graph
+def benchmark_flux2(specs):
+    return _benchmark("benchmark_flux2", "flux2", specs, respec=True)
+
+
+@graph
+def benchmark_omnigen2(specs):
+    return _benchmark("benchmark_omnigen2", "omnigen2", specs, respec=True)
+
+
+@graph
+def benchmark_baseline_flux2(specs):
+    return _benchmark("benchmark_baseline_flux2", "flux2", specs, respec=False)
+
+
+@graph
+def benchmark_baseline_omnigen2(specs):
+    return _benchmark("benchmark_baseline_omnigen2", "omnigen2", specs, respec=False)
+
+
 def build_all(specs: dict | None = None) -> dict[str, wg.Graph]:
     specs = specs if specs is not None else wg.all_specs()
     return {name: fn(specs) for name, fn in GRAPHS.items()}

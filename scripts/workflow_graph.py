@@ -186,9 +186,9 @@ class Out:
 
 class Node:
     def __init__(self, graph: "Graph", node_id: int, class_type: str, spec: dict | None,
-                 inputs: dict, title: str | None):
+                 inputs: dict, title: str | None, control: dict | None = None):
         self.graph, self.id, self.class_type, self.spec = graph, node_id, class_type, spec
-        self.inputs, self.title = inputs, title
+        self.inputs, self.title, self.control = inputs, title, dict(control or {})
 
     def out(self, which: int | str = 0) -> Out:
         """An output by index or by its RETURN_NAME / type name."""
@@ -214,9 +214,14 @@ class Graph:
         self.name, self.specs, self.title, self.description = name, specs, title or name, description
         self.nodes: list[Node] = []
         self.notes: list[tuple[str, str]] = []   # (title, markdown)
+        self.groups: list[tuple[str, list[Node]]] = []
 
     # -- building ---------------------------------------------------------------------
-    def node(self, class_type: str, title: str | None = None, **inputs) -> Node:
+    def node(self, class_type: str, title: str | None = None, control: dict | None = None,
+             at: tuple[int, int] | None = None, **inputs) -> Node:
+        """Add a node; `inputs` are literals for widgets or outputs (Out / Node) for sockets.
+        `control` sets a seed-like widget's "control after generate" mode (default "fixed");
+        `at` places the node in the UI (default: a column per graph depth)."""
         if class_type not in self.specs:
             raise KeyError(f"{self.name}: unknown node type {class_type!r} (not registered by the pack, "
                            f"not in scripts/comfy_core_nodes.json)")
@@ -246,9 +251,18 @@ class Graph:
             elif section == "required":
                 raise ValueError(f"{self.name}: required input {class_type}.{name} ({input_type(entry)}) "
                                  f"is not connected")
-        node = Node(self, len(self.nodes) + 1, class_type, spec, filled, title)
+        for name, mode in (control or {}).items():
+            entry = input_entry(spec, name)[1]
+            if not extra_widget_values(name, entry) or mode not in ("fixed", "increment", "decrement", "randomize"):
+                raise ValueError(f"{self.name}: {class_type}.{name} has no control_after_generate mode {mode!r}")
+        node = Node(self, len(self.nodes) + 1, class_type, spec, filled, title, control)
+        node.at = at
         self.nodes.append(node)
         return node
+
+    def group(self, title: str, nodes: list[Node]) -> None:
+        """A titled box around `nodes` in the UI file."""
+        self.groups.append((title, list(nodes)))
 
     def _check_widget(self, class_type, name, entry, value):
         t, opts = input_type(entry), input_options(entry)
@@ -326,16 +340,23 @@ class Graph:
                 if is_widget(entry):
                     shown = value if not isinstance(value, Out) else default_value(name, entry)
                     widgets_values.append(shown)
-                    widgets_values.extend(extra_widget_values(name, entry))
+                    extra = extra_widget_values(name, entry)
+                    if extra and entry[0] == "INT" and name in n.control:
+                        extra[0] = n.control[name]
+                    widgets_values.extend(extra)
             slots = socket_inputs + widget_inputs
             for i, slot in enumerate(slots):
                 if slot["link"] is not None:
                     links[slot["link"] - 1][4] = i
             size = self._size(n)
-            col = depth[n.id]
-            y = column_y.get(col, 80)
-            column_y[col] = y + size[1] + 50
-            node = {"id": n.id, "type": n.class_type, "pos": [60 + 420 * col, y], "size": size,
+            if getattr(n, "at", None) is not None:
+                pos = list(n.at)
+            else:
+                col = depth[n.id]
+                y = column_y.get(col, 80)
+                column_y[col] = y + size[1] + 50
+                pos = [60 + 420 * col, y]
+            node = {"id": n.id, "type": n.class_type, "pos": pos, "size": size,
                     "flags": {}, "order": order[n.id], "mode": 0, "inputs": slots,
                     "outputs": [], "properties": {"Node name for S&R": n.class_type},
                     "widgets_values": widgets_values}
@@ -355,9 +376,18 @@ class Graph:
                              "size": [500, 380], "flags": {}, "order": len(self.nodes) + k, "mode": 0,
                              "inputs": [], "outputs": [], "properties": {}, "title": title,
                              "widgets_values": [text], "color": "#432", "bgcolor": "#653"})
+        groups = []
+        for title, members in self.groups:
+            boxes = [(by_id[m.id]["pos"], by_id[m.id]["size"]) for m in members]
+            x0 = min(p[0] for p, _ in boxes) - 20
+            y0 = min(p[1] for p, _ in boxes) - 60
+            x1 = max(p[0] + s[0] for p, s in boxes) + 20
+            y1 = max(p[1] + s[1] for p, s in boxes) + 20
+            groups.append({"title": title, "bounding": [x0, y0, x1 - x0, y1 - y0], "color": "#3f789e",
+                           "font_size": 24, "flags": {}})
         return {"id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"respec-comfyui/workflows/{self.name}")),
                 "revision": 0, "last_node_id": len(ui_nodes), "last_link_id": len(links),
-                "nodes": ui_nodes, "links": links, "groups": [], "config": {},
+                "nodes": ui_nodes, "links": links, "groups": groups, "config": {},
                 "extra": {"ds": {"scale": 0.75, "offset": [0, 460]},
                           "respec": {"title": self.title, "description": self.description}},
                 "version": 0.4}

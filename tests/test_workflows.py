@@ -1,0 +1,271 @@
+"""The shipped workflows (issue 6, item 3): every UI file and API file checked against the nodes
+the pack registers and ComfyUI's core node specs (scripts/comfy_core_nodes.json, read from a
+real ComfyUI), and each UI file against its API twin.
+
+The checks here re-implement what ComfyUI's frontend does when it loads a UI file and turns it
+into a prompt (widgets_values map by position onto the widget inputs; a seed widget carries an
+extra control_after_generate value, an upload widget an extra "image"), independently of the
+generator in scripts/.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKFLOWS = ROOT / "workflows"
+API_DIR = WORKFLOWS / "api"
+CORE = json.loads((ROOT / "scripts" / "comfy_core_nodes.json").read_text(encoding="utf-8"))["nodes"]
+UI_ONLY = {"Note", "MarkdownNote"}
+WIDGET_TYPES = {"INT", "FLOAT", "STRING", "BOOLEAN", "COMBO"}
+
+UI_FILES = sorted(WORKFLOWS.glob("*.json"))
+API_FILES = sorted(API_DIR.glob("*.api.json"))
+EXPECTED = ["conversational_flux2", "benchmark_flux2", "benchmark_omnigen2", "benchmark_baseline_flux2", "benchmark_baseline_omnigen2",
+            "native_flux2_reference", "native_omnigen2_reference"]
+
+
+def _ids(paths):
+    return [p.name for p in paths]
+
+
+@pytest.fixture(scope="module")
+def specs(pack):
+    out = dict(CORE)
+    names = pack.NODE_DISPLAY_NAME_MAPPINGS
+    for name, cls in pack.NODE_CLASS_MAPPINGS.items():
+        inputs = cls.INPUT_TYPES()
+        out[name] = {"input": inputs, "input_order": {k: list(v) for k, v in inputs.items()},
+                     "output": list(cls.RETURN_TYPES),
+                     "output_node": bool(getattr(cls, "OUTPUT_NODE", False)),
+                     "display_name": names.get(name, name)}
+    return out
+
+
+def _inputs(spec):
+    """[(name, required?, type, options, choices)] in declaration order (required, then optional)."""
+    rows = []
+    for section in ("required", "optional"):
+        entries = spec.get("input", {}).get(section) or {}
+        for name in (spec.get("input_order") or {}).get(section) or list(entries):
+            e = list(entries[name])
+            t = e[0]
+            opts = e[1] if len(e) > 1 and isinstance(e[1], dict) else {}
+            if isinstance(t, (list, tuple)):
+                rows.append((name, section == "required", "COMBO", opts, list(t)))
+            else:
+                rows.append((name, section == "required", t, opts,
+                             list(opts.get("options", [])) if t == "COMBO" else None))
+    return rows
+
+
+def _is_widget(t, opts):
+    return t in WIDGET_TYPES and not opts.get("forceInput")
+
+
+def _extras(name, t, opts):
+    n = 0
+    if t == "INT" and (opts.get("control_after_generate") or name in ("seed", "noise_seed")):
+        n += 1
+    if opts.get("image_upload"):
+        n += 1
+    return n
+
+
+def _types_match(out_t, in_t):
+    return out_t == "*" or in_t == "*" or bool(set(out_t.split(",")) & set(in_t.split(",")))
+
+
+def _value_ok(t, opts, choices, v):
+    if choices is not None:
+        return not choices or v in choices
+    if t == "INT":
+        ok = isinstance(v, int) and not isinstance(v, bool)
+    elif t == "FLOAT":
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+    elif t == "STRING":
+        ok = isinstance(v, str)
+    else:
+        ok = isinstance(v, bool)
+    if ok and t in ("INT", "FLOAT"):
+        ok = opts.get("min", v) <= v <= opts.get("max", v)
+    return ok
+
+
+def _load(p):
+    return json.loads(p.read_text(encoding="utf-8"))
+
+
+def _backend_nodes(ui):
+    return [n for n in ui["nodes"] if n["type"] not in UI_ONLY]
+
+
+def ui_to_api(ui, specs):
+    """What the frontend sends to /prompt for a UI workflow (no virtual nodes, no bypass here)."""
+    links = {l[0]: l for l in ui["links"]}
+    api = {}
+    for node in _backend_nodes(ui):
+        spec = specs[node["type"]]
+        values = list(node["widgets_values"])
+        by_slot = {s["name"]: s for s in node["inputs"]}
+        inputs = {}
+        for name, _, t, opts, _ in _inputs(spec):
+            if _is_widget(t, opts):
+                value = values.pop(0)
+                del values[:_extras(name, t, opts)]
+                inputs[name] = value
+            slot = by_slot.get(name)
+            if slot is not None and slot.get("link") is not None:
+                l = links[slot["link"]]
+                inputs[name] = [str(l[1]), l[2]]
+        api[str(node["id"])] = {"class_type": node["type"], "inputs": inputs}
+    return api
+
+
+# ------------------------------------------------------------------------------ file set
+
+def test_every_shipped_graph_has_a_ui_file_and_an_api_file():
+    ui_names = {p.stem for p in UI_FILES}
+    api_names = {p.name[: -len(".api.json")] for p in API_FILES}
+    assert set(EXPECTED) <= ui_names
+    assert ui_names == api_names
+
+
+def test_workflows_folder_holds_only_ui_files_for_the_template_browser():
+    # ComfyUI lists workflows/*.json as templates and loads each as a UI graph.
+    for p in UI_FILES:
+        data = _load(p)
+        assert "nodes" in data and "links" in data, p.name
+
+
+def test_workflow_files_are_generated_from_the_current_node_inputs(specs):
+    spec = importlib.util.spec_from_file_location("build_workflows_under_test", ROOT / "scripts" / "build_workflows.py")
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    for name, g in build.build_all().items():
+        ui_text, api_text = build.render(g)
+        ui_path, api_path = build.paths(name)
+        assert ui_path.read_text(encoding="utf-8") == ui_text, \
+            f"{ui_path.name} is out of date: run python scripts/build_workflows.py"
+        assert api_path.read_text(encoding="utf-8") == api_text, \
+            f"{api_path.name} is out of date: run python scripts/build_workflows.py"
+
+
+# ------------------------------------------------------------------------------ UI files
+
+@pytest.mark.parametrize("path", UI_FILES, ids=_ids(UI_FILES))
+def test_ui_file_has_the_fields_the_frontend_reads(path):
+    ui = _load(path)
+    for key in ("last_node_id", "last_link_id", "nodes", "links", "version"):
+        assert key in ui, key
+    ids = [n["id"] for n in ui["nodes"]]
+    assert len(ids) == len(set(ids))
+    assert ui["last_node_id"] >= max(ids)
+    assert ui["last_link_id"] >= max((l[0] for l in ui["links"]), default=0)
+    for n in ui["nodes"]:
+        for key in ("id", "type", "pos", "size", "flags", "order", "mode", "properties", "inputs",
+                    "outputs", "widgets_values"):
+            assert key in n, f"node {n.get('id')} lacks {key}"
+        assert n["mode"] == 0, f"node {n['id']} is muted or bypassed"
+    for l in ui["links"]:
+        assert len(l) == 6 and isinstance(l[5], str)
+
+
+@pytest.mark.parametrize("path", UI_FILES, ids=_ids(UI_FILES))
+def test_ui_node_types_are_registered(path, specs):
+    missing = [n["type"] for n in _load(path)["nodes"] if n["type"] not in specs and n["type"] not in UI_ONLY]
+    assert not missing, f"{path.name}: node types neither in the pack nor in ComfyUI core: {missing}"
+
+
+@pytest.mark.parametrize("path", UI_FILES, ids=_ids(UI_FILES))
+def test_ui_links_connect_matching_types(path, specs):
+    ui = _load(path)
+    nodes = {n["id"]: n for n in ui["nodes"]}
+    for lid, src, src_slot, dst, dst_slot, ltype in ui["links"]:
+        s, d = nodes[src], nodes[dst]
+        out_t = specs[s["type"]]["output"][src_slot]
+        assert s["outputs"][src_slot]["type"] == out_t == ltype, f"link {lid}"
+        assert lid in s["outputs"][src_slot]["links"], f"link {lid} missing from node {src}'s output"
+        slot = d["inputs"][dst_slot]
+        assert slot["link"] == lid, f"link {lid} does not land on node {dst} slot {dst_slot}"
+        in_t = {name: t for name, _, t, _, _ in _inputs(specs[d["type"]])}[slot["name"]]
+        assert slot["type"] == in_t
+        assert _types_match(out_t, in_t), f"link {lid}: {out_t} -> {d['type']}.{slot['name']} ({in_t})"
+    for n in ui["nodes"]:
+        for slot in n["inputs"]:
+            if slot["link"] is not None:
+                assert any(l[0] == slot["link"] and l[3] == n["id"] for l in ui["links"])
+        for out in n["outputs"]:
+            for lid in out["links"] or []:
+                assert any(l[0] == lid and l[1] == n["id"] for l in ui["links"])
+
+
+@pytest.mark.parametrize("path", UI_FILES, ids=_ids(UI_FILES))
+def test_ui_widget_counts_match_the_widget_inputs(path, specs):
+    for n in _backend_nodes(_load(path)):
+        expected = sum(1 + _extras(name, t, opts) for name, _, t, opts, _ in _inputs(specs[n["type"]])
+                       if _is_widget(t, opts))
+        assert len(n["widgets_values"]) == expected, \
+            f"{path.name}: node {n['id']} ({n['type']}) has {len(n['widgets_values'])} widget values, expected {expected}"
+
+
+@pytest.mark.parametrize("path", UI_FILES, ids=_ids(UI_FILES))
+def test_ui_widget_values_are_valid_for_their_inputs(path, specs):
+    for n in _backend_nodes(_load(path)):
+        values = list(n["widgets_values"])
+        for name, _, t, opts, choices in _inputs(specs[n["type"]]):
+            if not _is_widget(t, opts):
+                continue
+            v = values.pop(0)
+            extras = [values.pop(0) for _ in range(_extras(name, t, opts))]
+            assert _value_ok(t, opts, choices, v), f"{path.name}: {n['type']}.{name} = {v!r}"
+            if t == "INT" and extras:
+                assert extras[0] in ("fixed", "increment", "decrement", "randomize")
+
+
+@pytest.mark.parametrize("path", UI_FILES, ids=_ids(UI_FILES))
+def test_ui_required_inputs_are_connected_or_given(path, specs):
+    for n in _backend_nodes(_load(path)):
+        slots = {s["name"]: s for s in n["inputs"]}
+        for name, required, t, opts, _ in _inputs(specs[n["type"]]):
+            if _is_widget(t, opts):
+                continue
+            assert name in slots, f"{path.name}: node {n['id']} ({n['type']}) has no socket {name}"
+            if required:
+                assert slots[name]["link"] is not None, \
+                    f"{path.name}: required input {n['type']}.{name} (node {n['id']}) is not connected"
+        known = {name for name, *_ in _inputs(specs[n["type"]])}
+        assert set(slots) <= known, f"{path.name}: node {n['id']} has unknown inputs {set(slots) - known}"
+
+
+# ------------------------------------------------------------------------------ API files
+
+@pytest.mark.parametrize("path", API_FILES, ids=_ids(API_FILES))
+def test_api_file_has_every_required_input(path, specs):
+    api = _load(path)
+    assert any(specs[n["class_type"]].get("output_node") for n in api.values()), "no output node"
+    for nid, n in api.items():
+        assert n["class_type"] in specs, f"{path.name}: unknown node type {n['class_type']}"
+        for name, required, t, opts, choices in _inputs(specs[n["class_type"]]):
+            if required:
+                assert name in n["inputs"], f"{path.name}: node {nid} ({n['class_type']}) lacks {name}"
+            v = n["inputs"].get(name)
+            if isinstance(v, list):
+                src = api[v[0]]
+                out_t = specs[src["class_type"]]["output"][v[1]]
+                assert _types_match(out_t, t), f"{path.name}: {nid}.{name} gets {out_t}, takes {t}"
+            elif v is not None:
+                assert _is_widget(t, opts), f"{path.name}: socket {nid}.{name} given a literal"
+                assert _value_ok(t, opts, choices, v), f"{path.name}: {n['class_type']}.{name} = {v!r}"
+        known = {name for name, *_ in _inputs(specs[n["class_type"]])}
+        assert set(n["inputs"]) <= known, f"{path.name}: node {nid} has unknown inputs"
+
+
+@pytest.mark.parametrize("path", UI_FILES, ids=_ids(UI_FILES))
+def test_ui_and_api_files_describe_the_same_graph(path, specs):
+    api_path = API_DIR / f"{path.stem}.api.json"
+    api = {k: {"class_type": v["class_type"], "inputs": v["inputs"]} for k, v in _load(api_path).items()}
+    assert ui_to_api(_load(path), specs) == api
