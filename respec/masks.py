@@ -66,6 +66,7 @@ def ultralytics_module():
         if _ultralytics is not None:
             return _ultralytics
         already = "ultralytics" in sys.modules
+        omp = os.environ.get("OMP_NUM_THREADS")
         os.environ["YOLO_OFFLINE"] = "1"            # no connectivity probes, no downloads
         os.environ["YOLO_AUTOINSTALL"] = "False"    # never pip-install missing requirements
         os.environ.setdefault("YOLO_VERBOSE", "False")
@@ -73,6 +74,8 @@ def ultralytics_module():
         if already:
             log.warning("ultralytics was imported before ReSpec could configure it; its existing settings apply")
         import ultralytics
+        if omp is None:  # ultralytics sets OMP_NUM_THREADS=1 for its training; not ours to change
+            os.environ.pop("OMP_NUM_THREADS", None)
         from ultralytics.utils import SETTINGS
         if not already and SETTINGS.get("sync", False):
             SETTINGS.update({"sync": False})        # its analytics/crash reports
@@ -298,7 +301,10 @@ class Masker:
         key = (digest, query.lower())
         if key in self._det_cache:
             return self._det_cache[key]
+        import torch
+        from ultralytics.utils import torch_utils
         feats = self.text_features(query)
+        threads = torch.get_num_threads()
         with _YOLO_LOCK, self.timer.measure("yolo_detect"):
             inner = self.yolo.model
             inner.txt_feats = feats.to(next(inner.parameters()).device)
@@ -307,8 +313,15 @@ class Masker:
             # ultralytics' predictor keeps its own fused copy of the network: a new class embedding
             # only takes effect with a fresh predictor.
             self.yolo.predictor = None
-            res = self.yolo.predict(Image.fromarray(arr), conf=self.conf, imgsz=self.imgsz,
-                                    device=self._yolo_device(), verbose=False)[0]
+            # On a CPU, ultralytics' device selection sets torch's thread count (for the whole
+            # process) to its own default (cores - 1, at most 8); keep the process's setting.
+            torch_utils.NUM_THREADS = threads
+            try:
+                res = self.yolo.predict(Image.fromarray(arr), conf=self.conf, imgsz=self.imgsz,
+                                        device=self._yolo_device(), verbose=False)[0]
+            finally:
+                if torch.get_num_threads() != threads:
+                    torch.set_num_threads(threads)
         speed = getattr(res, "speed", None) or {}
         for part in ("preprocess", "inference", "postprocess"):
             if speed.get(part) is not None:

@@ -207,6 +207,16 @@ def test_ultralytics_is_configured_offline_without_clip_or_analytics(parts):
     assert "clip" not in sys.modules                  # OpenAI's clip package was never needed
 
 
+def test_detection_leaves_torchs_thread_count_alone(parts):
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        make_masker(parts).mask(picture(), "flowers")
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_load_masker_finds_weights_in_the_model_folders_and_names_missing_ones(tmp_path, monkeypatch):
     monkeypatch.setenv("RESPEC_ALLOW_DOWNLOADS", "0")
     models_dir = tmp_path / "respec_home" / "models"
