@@ -3,7 +3,9 @@ editor's images (Reference Selector) and its instruction (Instruction Rewriter).
 The logic lives in respec/controller/; these classes only translate."""
 from __future__ import annotations
 
+import hashlib
 import json
+from pathlib import Path
 
 import numpy as np
 
@@ -21,6 +23,17 @@ _PIXELS = {"default": DEFAULT_MAX_PIXELS, "min": 3136, "max": 16_777_216, "step"
            "keeping their aspect. 262144 = 512x512."}
 _TOKENS = {"default": DEFAULT_MAX_NEW_TOKENS, "min": 16, "max": 8192, "tooltip":
            "Cap on the tokens the VLM may generate per call (the JSON plan needs a few hundred)."}
+
+
+def template_fingerprint(*paths: str) -> str:
+    """A digest of the override template files' text ('' when none is given)."""
+    h = hashlib.sha256()
+    for p in paths:
+        p = (p or "").strip()
+        if p:
+            f = Path(p).expanduser()
+            h.update(p.encode() + (f.read_bytes() if f.is_file() else b"<missing>"))
+    return h.hexdigest() if any((p or "").strip() for p in paths) else ""
 
 
 def plan_json(plan) -> str:
@@ -166,6 +179,13 @@ class ReSpecPreservationTarget:
             },
             "hidden": {"unique_id": "UNIQUE_ID"},
         }
+
+    @classmethod
+    def IS_CHANGED(cls, history=None, instruction=None, vlm=None, restoration_mode=None, skip_non_restoration=None,
+                   restoration_template="", midturn_template="", is_restoration=None, unique_id=None):
+        """Re-run when an override template file's text changes (the other inputs are ComfyUI's
+        own cache key already)."""
+        return template_fingerprint(restoration_template, midturn_template)
 
     def check_lazy_status(self, history, instruction, vlm, restoration_mode, skip_non_restoration,
                           restoration_template, midturn_template, is_restoration=None, unique_id=None):

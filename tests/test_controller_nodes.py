@@ -89,6 +89,17 @@ def test_preservation_target_reads_a_template_file(nodes, history_cls, vlm, tmp_
     assert plan.meta["template"]["source"] == str(f)
 
 
+def test_preservation_target_reruns_when_a_template_file_changes(nodes, tmp_path):
+    cls = nodes["ReSpecPreservationTarget"]
+    f = tmp_path / "rest.txt"
+    f.write_text("v1", encoding="utf-8")
+    first = cls.IS_CHANGED(instruction="x", restoration_template=str(f), midturn_template="")
+    assert cls.IS_CHANGED(instruction="x", restoration_template=str(f), midturn_template="") == first
+    f.write_text("v2", encoding="utf-8")
+    assert cls.IS_CHANGED(instruction="x", restoration_template=str(f), midturn_template="") != first
+    assert cls.IS_CHANGED(instruction="x", restoration_template="", midturn_template="") == ""
+
+
 def test_reference_selector_outputs_the_plan_order_as_one_batch(nodes, history_cls, pack):
     Plan = core(pack, "plan").Plan
     h = make_history(2, history_cls, size=(48, 64))
