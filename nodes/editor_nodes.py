@@ -22,13 +22,17 @@ _OFFLOAD_TIP = ("Where the weights live while editing. none: all on the GPU (ins
                 "group_offload: blocks streamed to the GPU, between the two.")
 
 
+def _listed(kind: str) -> list[str]:
+    # ComfyUI ships empty "put_..._here" marker files in its model folders: not choices
+    return [n for n in comfy.list_models(kind) if not (n.startswith("put_") and n.endswith("_here"))]
+
+
 def _sources(known: list[str]) -> list[str]:
-    local = comfy.list_models("diffusers")
-    return known + [n for n in local if n not in known]
+    return known + [n for n in _listed("diffusers") if n not in known]
 
 
 def _files(kind: str) -> list[str]:
-    return [NONE] + comfy.list_models(kind)
+    return [NONE] + _listed(kind)
 
 
 def _output_size(current_image, width: int, height: int) -> tuple[int, int]:

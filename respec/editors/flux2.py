@@ -410,8 +410,9 @@ def _to_dtype(model, dtype):
 
 
 def load_vae_file(path, config_folder: Path, dtype):
-    """FLUX.2 VAE from a single file with LDM key names (diffusers' LDM-VAE conversion, plus the
-    latent batch-norm statistics bn.*, which that conversion does not know)."""
+    """FLUX.2 VAE from a single file with LDM key names (BFL's / ComfyUI's flux2-vae): diffusers'
+    LDM-VAE conversion, plus the nested quant convs and the latent batch-norm statistics bn.*,
+    which that conversion does not know."""
     import torch
     from accelerate import init_empty_weights
     from diffusers import AutoencoderKLFlux2
@@ -420,6 +421,9 @@ def load_vae_file(path, config_folder: Path, dtype):
     sd = _strip_prefix(_read(path, "vae"), _VAE_PREFIXES)
     config = AutoencoderKLFlux2.load_config(str(config_folder), subfolder="vae")
     if any(k.startswith("encoder.down.") for k in sd):
+        # BFL's layout nests the quant convs (encoder.quant_conv / decoder.post_quant_conv)
+        lift = {"encoder.quant_conv.": "quant_conv.", "decoder.post_quant_conv.": "post_quant_conv."}
+        sd = {next((new + k[len(old):] for old, new in lift.items() if k.startswith(old)), k): v for k, v in sd.items()}
         bn = {k: v for k, v in sd.items() if k.startswith("bn.")}
         sd = {**convert_ldm_vae_checkpoint(dict(sd), dict(config)), **bn}
     with init_empty_weights(include_buffers=False):

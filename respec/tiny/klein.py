@@ -189,18 +189,22 @@ def flux2_transformer_to_bfl(sd: dict) -> dict:
 
 
 def flux2_vae_to_ldm(sd: dict) -> dict:
-    """Diffusers AutoencoderKLFlux2 keys -> LDM ("original") VAE keys, as ComfyUI's VAE files use."""
+    """Diffusers AutoencoderKLFlux2 keys -> the original (LDM-style, BFL) VAE keys of ComfyUI's VAE files."""
     sd = dict(sd)
     num_up = 1 + max(int(k.split(".")[2]) for k in sd if k.startswith("decoder.up_blocks."))
     out: dict = {}
-    simple = {"encoder.conv_norm_out.": "encoder.norm_out.", "decoder.conv_norm_out.": "decoder.norm_out."}
+    # BFL's FLUX.2 VAE (and ComfyUI's flux2-vae.safetensors) nest the quant convs in encoder / decoder
+    simple = {"encoder.conv_norm_out.": "encoder.norm_out.", "decoder.conv_norm_out.": "decoder.norm_out.",
+              "quant_conv.": "encoder.quant_conv.", "post_quant_conv.": "decoder.post_quant_conv."}
     for k, v in sd.items():
         new = k
         for a, b in simple.items():
             if new.startswith(a):
                 new = b + new[len(a):]
         parts = new.split(".")
-        if parts[1] == "down_blocks":
+        if len(parts) < 3:
+            pass
+        elif parts[1] == "down_blocks":
             i = parts[2]
             if parts[3] == "resnets":
                 new = f"{parts[0]}.down.{i}.block.{parts[4]}." + ".".join(parts[5:])
