@@ -12,7 +12,7 @@ from respec import comfy, models
 from respec.controller import load_backend, plan_turn, unload_backend
 from respec.controller.backends.transformers_vlm import xgrammar_available
 from respec.controller.schemas import bound_strings, midturn_schema, restoration_schema
-from respec.errors import DownloadNotAllowedError, InputError, Interrupted, MissingWeightsError
+from respec.errors import CorruptWeightsError, DownloadNotAllowedError, InputError, Interrupted, MissingWeightsError
 
 KINDS = [("qwen3-vl", "tiny_qwen_dir"), ("internvl3", "tiny_internvl_dir")]
 
@@ -136,6 +136,16 @@ def test_remote_code_checkpoint_is_refused(tmp_path):
     (folder / "config.json").write_text(json.dumps({"model_type": "internvl_chat",
                                                     "auto_map": {"AutoModel": "modeling_internvl_chat.X"}}))
     with pytest.raises(InputError, match="remote code"):
+        load_backend("internvl3", str(folder))
+
+
+def test_truncated_weights_are_reported_as_corrupt(tiny_internvl_dir, tmp_path):
+    import shutil
+    folder = tmp_path / "broken"
+    shutil.copytree(tiny_internvl_dir, folder)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:5000])
+    with pytest.raises(CorruptWeightsError, match="could not load the internvl3 controller"):
         load_backend("internvl3", str(folder))
 
 

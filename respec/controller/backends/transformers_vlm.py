@@ -132,7 +132,7 @@ class TransformersVLM:
             self.model = AutoModelForImageTextToText.from_pretrained(
                 self.folder, dtype=self.dtype, local_files_only=True, trust_remote_code=False,
                 attn_implementation=attn_implementation).eval()
-        except (OSError, ValueError, KeyError, RuntimeError) as e:
+        except Exception as e:  # any failure here means the folder is not a usable checkpoint
             raise CorruptWeightsError(f"could not load the {kind} controller from {self.folder} "
                                       f"({type(e).__name__}: {e}). The folder may be incomplete; "
                                       f"{HOW_TO_GET[kind]}") from e
