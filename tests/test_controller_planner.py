@@ -6,7 +6,7 @@ import json
 import pytest
 from PIL import Image
 
-from controller_helpers import CountingVLM, ScriptedAnswer, make_history, tiny_internvl_dir, tiny_qwen_dir  # noqa: F401
+from controller_helpers import CountingVLM, ScriptedAnswer, make_history, tiny_qwen_dir  # noqa: F401
 from respec.controller import count_vlm_calls, load_backend, load_templates, plan_turn
 from respec.controller.prompts import builtin_template
 from respec.errors import InputError

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gc
 import json
-import logging
 import threading
 from pathlib import Path
 
@@ -21,7 +20,6 @@ from ...images import as_rgb, downscale_to_budget
 from ..prompts import DEFAULT_MAX_PIXELS
 from ..schemas import bound_strings
 
-log = logging.getLogger("respec")
 
 # model_type values in config.json that each kind accepts.
 MODEL_TYPES = {"qwen3-vl": ("qwen3_vl", "qwen3_vl_moe"), "internvl3": ("internvl",)}
