@@ -49,7 +49,7 @@ def run(job_list, servers, **kw):
     rows = []
     kw.setdefault("poll_interval", 0.5)
     urls = [s if isinstance(s, str) else s.url for s in servers]
-    summary = asyncio.run(remote.run_jobs(job_list, urls, lambda i, sid, row, server: rows.append((sid, row, server)), **kw))
+    summary = asyncio.run(remote.run_jobs(job_list, urls, lambda i, sid, row, info: rows.append((sid, row, info["server"])), **kw))
     return summary, rows
 
 
@@ -169,3 +169,149 @@ def test_config_key_matching_no_widget_is_refused():
 def test_ui_format_workflow_is_refused_for_the_api():
     with pytest.raises(InputError, match="UI-format"):
         remote.load_api_workflow({"nodes": [], "links": [], "version": 0.4})
+
+
+# ------------------------------------------------------------------------------ run_remote: the shipped workflows
+
+ROOT = remote.WORKFLOW_DIR.parent.parent
+CORE = json.loads((ROOT / "scripts" / "comfy_core_nodes.json").read_text(encoding="utf-8"))["nodes"]
+
+
+@pytest.fixture(scope="module")
+def comfy_nodes(pack):
+    """/object_info of a ComfyUI with the pack installed: the pack's nodes and the core ones."""
+    info = dict(CORE)
+    for name, cls in pack.NODE_CLASS_MAPPINGS.items():
+        info[name] = {"input": cls.INPUT_TYPES(), "output": list(cls.RETURN_TYPES),
+                      "output_node": bool(getattr(cls, "OUTPUT_NODE", False))}
+    return info
+
+
+def bench_execute(prompt):
+    """The Results Writer's row for the scenario the prompt names (the graph's work is the
+    server's business; its row layout is the bench runner's)."""
+    from respec.bench.results import row_key
+    from respec.bench.scenario import load_dataset
+    loader = next(n for n in prompt.values() if n["class_type"] == remote.SCENARIO_LOADER)
+    wid, writer = next((k, n) for k, n in prompt.items() if n["class_type"] == remote.RESULTS_WRITER)
+    scenario = load_dataset(loader["inputs"]["dataset"])[loader["inputs"]["index"]]
+    row = {**scenario.summary(), "status": "ok", "config": writer["inputs"]["config"],
+           "editor": writer["inputs"]["editor"], "S_TC": 0.5, "vlm_calls": 1, "source": "comfyui"}
+    row["key"] = row_key(row)
+    return {wid: {remote.ROW_UI_KEY: [json.dumps({**row, "written": True})]}}
+
+
+def read_rows(out):
+    from respec.bench.results import ResultsFile
+    return ResultsFile(out / "results.jsonl").rows()
+
+
+def test_run_remote_writes_one_row_per_scenario_and_config(comfy_nodes, tmp_path):
+    with FakeComfyUI(comfy_nodes, bench_execute) as a, FakeComfyUI(comfy_nodes, bench_execute) as b:
+        summary = remote.run_remote("occur_sample", [a.url, b.url], tmp_path, configs=["baseline", "respec"],
+                                    limit=3, poll_interval=0.5, quiet=True)
+        prompts = {**a.prompts, **b.prompts}
+    rows = read_rows(tmp_path)
+    assert len(rows) == 6 and len({r["key"] for r in rows}) == 6
+    assert {r["config"] for r in rows} == {"baseline", "respec"}
+    assert all(r["remote"]["server"] in (a.url, b.url) and "written" not in r for r in rows)
+    by_config = {}
+    for p in prompts.values():
+        writer = next(n for n in p.values() if n["class_type"] == remote.RESULTS_WRITER)
+        by_config.setdefault(writer["inputs"]["config"], []).append(p)
+    # the baseline runs the graph without a controller; ReSpec the one with it
+    assert all(not any(n["class_type"] == "ReSpecPreservationTarget" for n in p.values()) for p in by_config["baseline"])
+    assert all(any(n["class_type"] == "ReSpecPreservationTarget" for n in p.values()) for p in by_config["respec"])
+    assert len(summary.done) == 6
+
+
+def test_run_remote_resumes_without_running_or_writing_anything_twice(comfy_nodes, tmp_path):
+    with FakeComfyUI(comfy_nodes, bench_execute) as a:
+        remote.run_remote("occur_sample", [a.url], tmp_path, configs=["respec"], limit=2, poll_interval=0.5, quiet=True)
+        first = len(a.accepted)
+        summary = remote.run_remote("occur_sample", [a.url], tmp_path, configs=["respec"], limit=4,
+                                    poll_interval=0.5, quiet=True)
+        second = len(a.accepted) - first
+    rows = read_rows(tmp_path)
+    assert (first, second) == (2, 2)
+    assert len(rows) == 4 and len({r["key"] for r in rows}) == 4
+    assert len(summary.skipped) == 2
+
+
+def test_run_remote_survives_a_server_dying_mid_run_with_every_row_once(comfy_nodes, tmp_path):
+    with FakeComfyUI(comfy_nodes, bench_execute, fail_after=2, step_delay=0.01) as bad, \
+            FakeComfyUI(comfy_nodes, bench_execute, step_delay=0.01) as good:
+        remote.run_remote("occur_sample", [bad.url, good.url], tmp_path, configs=["respec"], limit=6,
+                          poll_interval=0.5, quiet=True)
+    rows = read_rows(tmp_path)
+    assert len(rows) == 6 and len({r["scenario_id"] for r in rows}) == 6
+    assert len(bad.accepted) > len(bad.completed)
+
+
+def test_run_remote_gives_each_turn_slot_the_runners_seed(comfy_nodes, tmp_path):
+    from respec.bench.runner import turn_seed
+    from respec.bench.scenario import load_dataset
+    with FakeComfyUI(comfy_nodes, bench_execute) as a:
+        remote.run_remote("occur_sample", [a.url], tmp_path, configs=["respec"], limit=1, seed=5,
+                          poll_interval=0.5, quiet=True)
+        prompt = next(iter(a.prompts.values()))
+    sid = load_dataset("occur_sample")[0].id
+    turns = {k: n["inputs"]["turn"] for k, n in prompt.items() if n["class_type"] == "ReSpecScenarioTurn"}
+    for k, n in prompt.items():
+        if n["class_type"] == "ReSpecFlux2Edit":
+            rewriter = prompt[n["inputs"]["instruction"][0]]
+            plan = prompt[rewriter["inputs"]["plan"][0]]
+            t = turns[plan["inputs"]["instruction"][0]]
+            assert n["inputs"]["seed"] == turn_seed(5, sid, t)
+        if n["class_type"] == "ReSpecHistoryAppend":
+            t = turns[n["inputs"]["instruction"][0]]
+            assert json.loads(n["inputs"]["meta"])["seed"] == turn_seed(5, sid, t)
+
+
+@pytest.mark.parametrize("config,pti,hrs,skip", [("respec", True, True, False), ("pti", True, False, False),
+                                                 ("hrs", False, True, True)])
+def test_run_remote_sets_the_table_2_switches_for_each_config(comfy_nodes, tmp_path, config, pti, hrs, skip):
+    with FakeComfyUI(comfy_nodes, bench_execute) as a:
+        remote.run_remote("occur_sample", [a.url], tmp_path, configs=[config], limit=1, poll_interval=0.5, quiet=True)
+        prompt = next(iter(a.prompts.values()))
+
+    def switch(node_class, name):
+        values = set()
+        for n in prompt.values():
+            if n["class_type"] == node_class:
+                v = n["inputs"][name]
+                values.add(prompt[v[0]]["inputs"]["value"] if isinstance(v, list) else v)
+        return values
+
+    assert switch("ReSpecInstructionRewriter", "use_pti") == {pti}
+    assert switch("ReSpecReferenceSelector", "use_history_reference") == {hrs}
+    assert switch("ReSpecPreservationTarget", "skip_non_restoration") == {skip}
+    assert read_rows(tmp_path)[0]["config"] == config
+
+
+def test_run_remote_scenario_failing_everywhere_is_a_final_error_and_an_errors_row(comfy_nodes, tmp_path):
+    def fail_index_1(prompt):
+        loader = next(n for n in prompt.values() if n["class_type"] == remote.SCENARIO_LOADER)
+        return "ReSpecFlux2Edit:CUDA out of memory" if loader["inputs"]["index"] == 1 else None
+
+    with FakeComfyUI(comfy_nodes, bench_execute, execution_error_for=fail_index_1) as a:
+        with pytest.raises(remote.RemoteBenchError, match="out of memory"):
+            remote.run_remote("occur_sample", [a.url], tmp_path, configs=["respec"], limit=3,
+                              poll_interval=0.5, quiet=True)
+    assert len(read_rows(tmp_path)) == 2
+    from respec.bench.results import ResultsFile
+    errors = ResultsFile(tmp_path / "errors.jsonl").rows()
+    assert len(errors) == 1 and "out of memory" in errors[0]["error"]
+
+
+def test_run_remote_refuses_smoke_because_servers_run_real_models(tmp_path):
+    with pytest.raises(InputError, match="smoke"):
+        remote.run_remote("occur_sample", ["http://127.0.0.1:9"], tmp_path, smoke=True)
+
+
+def test_fill_sets_a_switch_through_the_primitive_that_feeds_it():
+    wf = remote.load_api_workflow(remote.default_workflow("respec", "flux2"))
+    filled = remote.fill_workflow(wf, dataset="occur_sample", index=2, config={"use_pti": False})
+    prims = {filled[n["inputs"]["use_pti"][0]]["inputs"]["value"] for n in filled.values()
+             if n["class_type"] == "ReSpecInstructionRewriter"}
+    assert prims == {False}

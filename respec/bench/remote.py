@@ -34,6 +34,8 @@ log = logging.getLogger("respec.bench.remote")
 
 # Node classes and input names the filler looks for in a benchmark workflow.
 SCENARIO_LOADER = "ReSpecScenarioLoader"
+SCENARIO_TURN = "ReSpecScenarioTurn"
+HISTORY_APPEND = "ReSpecHistoryAppend"
 RESULTS_WRITER = "ReSpecResultsWriter"
 DATASET_INPUT = "dataset"
 INDEX_INPUT = "index"
@@ -41,7 +43,7 @@ SEED_INPUTS = ("seed", "noise_seed")
 # The key under which the results writer's UI output carries its row(s) in /history outputs.
 ROW_UI_KEY = "respec_results"
 
-DEFAULT_WORKFLOW = Path(__file__).resolve().parents[2] / "workflows" / "benchmark_flux2.api.json"
+WORKFLOW_DIR = Path(__file__).resolve().parents[2] / "workflows" / "api"
 
 
 class RemoteBenchError(ReSpecError):
@@ -118,6 +120,7 @@ class RemoteSummary:
     per_server: dict[str, int] = field(default_factory=dict)
     retired: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
+    interrupted: bool = False
 
 
 # --------------------------------------------------------------------------- workflow filling
@@ -151,39 +154,92 @@ def _is_link(value: Any) -> bool:
             and isinstance(value[1], int))
 
 
+def _slot_turns(wf: dict) -> dict[str, int]:
+    """For every node: the highest turn slot t among the Scenario Turn nodes it depends on
+    (a node of slot t depends on the turn nodes 1..t, through the history chain)."""
+    memo: dict[str, int] = {}
+
+    def turn_of(node_id: str, seen: frozenset = frozenset()) -> int:
+        if node_id in memo:
+            return memo[node_id]
+        node = wf.get(node_id)
+        if node is None or node_id in seen:
+            return 0
+        best = 0
+        if node["class_type"] == SCENARIO_TURN and isinstance(node["inputs"].get("turn"), int):
+            best = node["inputs"]["turn"]
+        for v in node["inputs"].values():
+            if _is_link(v):
+                best = max(best, turn_of(v[0], seen | {node_id}))
+        memo[node_id] = best
+        return best
+
+    return {nid: turn_of(nid) for nid in wf}
+
+
+def _set_input(wf: dict, node_id: str, name: str, value: Any) -> bool:
+    """Set a widget input; when it is fed by a Primitive node, set that node's value instead."""
+    node = wf[node_id]
+    current = node["inputs"].get(name)
+    if _is_link(current):
+        src = wf.get(current[0])
+        if src is not None and src["class_type"].startswith("Primitive") and "value" in src["inputs"] \
+                and not _is_link(src["inputs"]["value"]):
+            src["inputs"]["value"] = value
+            return True
+        return False
+    node["inputs"][name] = value
+    return True
+
+
 def fill_workflow(workflow: dict, *, dataset: str, index: int, seed: int | None = None,
-                  config: dict[str, Any] | None = None) -> dict:
+                  turn_seed: Callable[[int], int] | None = None,
+                  config: dict[str, Any] | None = None, strict: bool = True) -> dict:
     """A copy of `workflow` set up for scenario `index` of `dataset`.
 
-    The Scenario Loader's dataset/index widgets are set; every seed widget gets `seed` (when
-    given); each `config` entry sets a widget value: `"input"` sets that input on every node that
-    has it as a widget, `"ClassType.input"` only on nodes of that class, `"<node id>.input"` on
-    one node. A config key that matches no widget is an error (a typo would silently run the
-    wrong experiment otherwise).
+    The Scenario Loader's dataset/index widgets are set. Seed widgets get `turn_seed(t)` in turn
+    slot t (and that slot's History Append records it in its meta), or `seed` everywhere.
+    Each `config` entry sets a widget value: `"input"` on every node that has that input,
+    `"ClassType.input"` only on nodes of that class, `"<node id>.input"` on one node; an input
+    fed by a Primitive node sets the primitive. With `strict`, a config key that matches no
+    widget is an error (a typo would silently run the wrong experiment otherwise); keys that
+    end in `?` are optional either way.
     """
     wf = copy.deepcopy(workflow)
     loaders = [n for n in wf.values() if n["class_type"] == SCENARIO_LOADER]
     if not loaders:
         raise InputError(f"the workflow has no {SCENARIO_LOADER} node: use a benchmark workflow "
-                         f"(workflows/benchmark_*.api.json)")
+                         f"(workflows/api/benchmark_*.api.json)")
     for node in loaders:
         node["inputs"][DATASET_INPUT] = str(dataset)
         node["inputs"][INDEX_INPUT] = int(index)
-    if seed is not None:
-        for node in wf.values():
+    if seed is not None or turn_seed is not None:
+        slots = _slot_turns(wf) if turn_seed is not None else {}
+        for node_id, node in wf.items():
+            t = slots.get(node_id, 0)
+            value = turn_seed(t) if (turn_seed is not None and t) else seed
+            if value is None:
+                continue
             for name in SEED_INPUTS:
-                if name in node["inputs"] and not _is_link(node["inputs"][name]):
-                    node["inputs"][name] = int(seed)
+                if name in node["inputs"]:
+                    _set_input(wf, node_id, name, int(value))
+            if node["class_type"] == HISTORY_APPEND and t and isinstance(node["inputs"].get("meta"), str):
+                try:
+                    meta = json.loads(node["inputs"]["meta"] or "{}")
+                except json.JSONDecodeError:
+                    meta = None
+                if isinstance(meta, dict):
+                    node["inputs"]["meta"] = json.dumps({**meta, "seed": int(value)})
     for key, value in (config or {}).items():
-        scope, _, name = key.rpartition(".")
+        optional = key.endswith("?")
+        scope, _, name = key.rstrip("?").rpartition(".")
         hits = 0
         for node_id, node in wf.items():
             if scope and scope not in (node_id, node["class_type"]):
                 continue
-            if name in node["inputs"] and not _is_link(node["inputs"][name]):
-                node["inputs"][name] = value
+            if name in node["inputs"] and _set_input(wf, node_id, name, value):
                 hits += 1
-        if not hits:
+        if not hits and strict and not optional:
             known = sorted({k for n in wf.values() for k, v in n["inputs"].items() if not _is_link(v)})
             raise InputError(f"config key {key!r} matches no widget input in the workflow; "
                              f"widget inputs are: {', '.join(known)}")
@@ -257,8 +313,9 @@ async def _check_nodes(session, server: _Server, class_types: set[str], timeout:
 
 
 async def _run_prompt(session, server: _Server, prompt: dict, *, timeout: float | None,
-                      poll_interval: float, on_event: Callable | None, label: str) -> dict:
-    """Queue one prompt, follow it on the websocket, return its /history entry."""
+                      poll_interval: float, on_event: Callable | None, label: str) -> tuple[dict, str]:
+    """Queue one prompt, follow it on the websocket; return its /history entry and prompt id.
+    Cancelled (Ctrl-C) while it runs: the prompt is taken off the server's queue / interrupted."""
     import aiohttp
     base = server.url
     ws_url = base.replace("http://", "ws://", 1).replace("https://", "wss://", 1) + f"/ws?clientId={server.client_id}"
@@ -298,14 +355,14 @@ async def _run_prompt(session, server: _Server, prompt: dict, *, timeout: float 
                 # directly; this also notices a server that died without closing the socket.
                 entry = await _history(session, base, prompt_id)
                 if entry is not None and (entry.get("status") or {}).get("completed") is not None:
-                    return _finish_from_history(entry, prompt_id)
+                    return _finish_from_history(entry, prompt_id), prompt_id
                 continue
             if msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED,
                             aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.ERROR):
                 # The prompt may still have finished just before the drop: /history decides.
                 entry = await _history(session, base, prompt_id)
                 if entry is not None and entry.get("status") is not None:
-                    return _finish_from_history(entry, prompt_id)
+                    return _finish_from_history(entry, prompt_id), prompt_id
                 raise _ServerFailure(f"websocket closed while prompt {prompt_id} was running")
             if msg.type != aiohttp.WSMsgType.TEXT:
                 continue   # binary preview frames
@@ -335,11 +392,27 @@ async def _run_prompt(session, server: _Server, prompt: dict, *, timeout: float 
         for _ in range(50):
             entry = await _history(session, base, prompt_id)
             if entry is not None and entry.get("status") is not None:
-                return _finish_from_history(entry, prompt_id)
+                return _finish_from_history(entry, prompt_id), prompt_id
             await asyncio.sleep(0.1)
         raise _ServerFailure(f"prompt {prompt_id} finished but /history/{prompt_id} never listed it")
+    except asyncio.CancelledError:
+        if prompt_id is not None:
+            await _cancel_on_server(session, base, prompt_id)
+        raise
     finally:
         await ws.close()
+
+
+async def _cancel_on_server(session, base: str, prompt_id: str) -> None:
+    """Best effort, a few seconds at most: drop the prompt from the queue, stop it if running."""
+    import aiohttp
+    t = aiohttp.ClientTimeout(total=3)
+    for path, body in (("/queue", {"delete": [prompt_id]}), ("/interrupt", {"prompt_id": prompt_id})):
+        try:
+            async with session.post(base + path, json=body, timeout=t):
+                pass
+        except Exception:   # the run is being cancelled anyway; the server may be gone
+            pass
 
 
 def _finish_from_history(entry: dict, prompt_id: str) -> dict:
@@ -432,9 +505,10 @@ class _Pool:
             self.cond.notify_all()
 
 
-async def _worker(session, server: _Server, pool: _Pool, write_row: Callable[[_Job, dict, str], None],
+async def _worker(session, server: _Server, pool: _Pool, write_row: Callable[[_Job, dict, dict], None],
                   summary: RemoteSummary, class_types: set[str], *, timeout: float | None,
-                  poll_interval: float, max_server_failures: int, on_event: Callable | None) -> None:
+                  poll_interval: float, max_server_failures: int, on_event: Callable | None,
+                  check_rows: Callable[[_Job, list[dict]], str | None] | None) -> None:
     try:
         await _check_nodes(session, server, class_types, timeout=30)
     except (_ServerFailure, _ScenarioFailure) as e:
@@ -450,12 +524,15 @@ async def _worker(session, server: _Server, pool: _Pool, write_row: Callable[[_J
         label = job.scenario_id
         _emit(on_event, server.url, label, "start", {"attempt": len(job.attempts) + 1})
         try:
-            entry = await _run_prompt(session, server, job.prompt, timeout=timeout,
-                                      poll_interval=poll_interval, on_event=on_event, label=label)
+            entry, prompt_id = await _run_prompt(session, server, job.prompt, timeout=timeout,
+                                                 poll_interval=poll_interval, on_event=on_event, label=label)
             rows = rows_from_history(entry, job.prompt)
             if not rows:
                 raise _ScenarioFailure(f"no_row: the workflow finished but its {RESULTS_WRITER} node "
                                        f"reported no row (outputs of nodes {sorted(entry.get('outputs') or {})})")
+            problem = check_rows(job, rows) if check_rows is not None else None
+            if problem:
+                raise _ScenarioFailure(f"no_row: {problem}")
         except _ServerFailure as e:
             msg = str(e)
             job.attempts.append(Attempt(server.url, "unreachable" if msg.startswith("unreachable") else "server_error", msg))
@@ -477,20 +554,27 @@ async def _worker(session, server: _Server, pool: _Pool, write_row: Callable[[_J
             await pool.settle(job, ok=False)
             continue
         server.failures_in_row = 0
+        info = {"server": server.url, "prompt_id": prompt_id, "attempt": len(job.attempts) + 1}
         for row in rows:
-            write_row(job, row, server.url)
+            write_row(job, row, info)
         server.done += 1
         summary.done.append(job.scenario_id)
-        _emit(on_event, server.url, label, "done", {"rows": len(rows)})
+        _emit(on_event, server.url, label, "done", {"rows": rows, "prompt_id": prompt_id})
         await pool.settle(job, ok=True)
 
 
 async def run_jobs(jobs: Iterable[tuple[int, str, dict]], servers: list[str],
-                   write_row: Callable[[int, str, dict, str], None], *, timeout: float | None = None,
+                   write_row: Callable[[int, str, dict, dict], None], *, timeout: float | None = None,
                    poll_interval: float = 5.0, max_attempts: int = 3, max_server_failures: int = 2,
-                   on_event: Callable | None = None) -> RemoteSummary:
-    """Run filled prompts `(index, scenario_id, prompt)` on `servers`; `write_row(index,
-    scenario_id, row, server)` is called once per reported row as each scenario finishes."""
+                   on_event: Callable | None = None,
+                   check_rows: Callable[[int, str, list[dict]], str | None] | None = None) -> RemoteSummary:
+    """Run filled prompts `(index, label, prompt)` on `servers`.
+
+    `write_row(index, label, row, info)` is called once per reported row as each prompt finishes
+    (info: server, prompt_id, attempt); `check_rows(index, label, rows)` may refuse the rows
+    (return the reason) before anything is written, which counts as a failed attempt.
+    `on_event(server, label, kind, data)` sees every step (queued, execution_start, executing,
+    progress, executed, done, retry, server_retired)."""
     import aiohttp
     urls = [_normalise_url(u) for u in servers]
     if not urls:
@@ -506,13 +590,17 @@ async def run_jobs(jobs: Iterable[tuple[int, str, dict]], servers: list[str],
     summary = RemoteSummary()
     started = time.monotonic()
 
-    def _write(job: _Job, row: dict, server: str) -> None:
-        write_row(job.index, job.scenario_id, row, server)
+    def _write(job: _Job, row: dict, info: dict) -> None:
+        write_row(job.index, job.scenario_id, row, info)
+
+    def _check(job: _Job, rows: list[dict]) -> str | None:
+        return check_rows(job.index, job.scenario_id, rows) if check_rows is not None else None
 
     async with aiohttp.ClientSession() as session:
         await asyncio.gather(*(_worker(session, s, pool, _write, summary, class_types, timeout=timeout,
                                        poll_interval=poll_interval,
-                                       max_server_failures=max_server_failures, on_event=on_event)
+                                       max_server_failures=max_server_failures, on_event=on_event,
+                                       check_rows=_check)
                                for s in state))
     pool._sweep()
     for job in pool.failed + pool.pending:
@@ -528,3 +616,157 @@ def _normalise_url(url: str) -> str:
     if not url.startswith(("http://", "https://")):
         url = "http://" + url
     return url
+
+
+# --------------------------------------------------------------------------- the benchmark, remotely
+
+def default_workflow(config: str, editor: str) -> Path:
+    """The shipped API workflow for a config: the baseline graph has no controller at all."""
+    name = f"benchmark_baseline_{editor}" if config == "baseline" else f"benchmark_{editor}"
+    return WORKFLOW_DIR / f"{name}.api.json"
+
+
+def config_switches(config: str, editor: str) -> dict[str, Any]:
+    """Widget values that make a benchmark workflow run `config` (paper table 2) and label its row."""
+    from .runner import CONFIGS
+    c = CONFIGS[config]
+    out: dict[str, Any] = {f"{RESULTS_WRITER}.config": c.name, f"{RESULTS_WRITER}.editor": editor}
+    if c.use_controller:
+        out.update({"use_pti": c.use_pti, "use_history_reference": c.use_hrs,
+                    "skip_non_restoration": c.skip_non_restoration})
+    else:
+        # A custom single workflow may still hold the ReSpec nodes: switch both parts off.
+        out.update({"use_pti?": False, "use_history_reference?": False, "skip_non_restoration?": True})
+    return out
+
+
+def dataset_reference(path: str | Path) -> str:
+    """What the server's Scenario Loader is told: a packaged set by name (the server has its own
+    copy of the pack), any other file by its absolute path (the server must see that path)."""
+    from .scenario import packaged_datasets
+    p = Path(path).resolve()
+    for name, packaged in packaged_datasets().items():
+        if packaged.resolve() == p:
+            return name
+    return str(p)
+
+
+def _print_event(server: str, label: str, kind: str, data: dict) -> None:
+    if kind == "start":
+        print(f"  [{server}] {label}: started (attempt {data.get('attempt')})", flush=True)
+    elif kind == "done":
+        row = (data.get("rows") or [{}])[0]
+        s_tc = row.get("S_TC")
+        print(f"  [{server}] {label}: done  S_TC={'NaN' if s_tc is None else f'{s_tc:.3f}'}  "
+              f"VLM calls={row.get('vlm_calls')}", flush=True)
+    elif kind == "retry":
+        print(f"  [{server}] {label}: failed, will retry elsewhere if possible: {data.get('reason')}", flush=True)
+    elif kind == "server_retired":
+        print(f"  [{server}] server left out of the run: {data.get('reason')}", flush=True)
+
+
+def run_remote(dataset: str | Path, servers: list[str], out: str | Path, *,
+               configs: str | list[str] | None = None, editor: str = "flux2",
+               workflow: str | Path | dict | None = None, config: dict[str, Any] | None = None,
+               seed: int = 0, limit: int | None = None, scenario_ids: list[str] | None = None,
+               size: int | None = None, steps: int | None = None, smoke: bool = False, judge: bool = False,
+               timeout: float | None = None, poll_interval: float = 5.0, max_attempts: int = 3,
+               max_server_failures: int = 2, on_event: Callable | None = None,
+               quiet: bool = False) -> RemoteSummary:
+    """Run the OCCUR benchmark by queueing its API workflow to running ComfyUI servers.
+
+    One prompt per scenario x config: the shipped benchmark workflow of `editor` (the baseline
+    graph for the baseline config), or `workflow` for every config. Rows go to
+    `<out>/results.jsonl` (the in-process runner's file and layout) as each prompt finishes;
+    rows already there are skipped, so re-running resumes. Seeds follow the in-process runner
+    (`runner.turn_seed`), so both give the same editor seeds. `config` adds widget overrides
+    (see fill_workflow). Scenarios that fail everywhere go to `<out>/errors.jsonl` and end the
+    run with a RemoteBenchError once everything else is done; Ctrl-C stops at once, keeping the
+    rows written so far (`summary.interrupted`).
+    """
+    from .results import ResultsFile, json_safe, row_key
+    from .runner import EDITORS, BenchSettings, parse_configs, select_scenarios, turn_seed
+    from .scenario import load_dataset
+
+    if smoke:
+        raise InputError("--smoke runs tiny random-weight models in-process; a ComfyUI server runs the "
+                         "workflow's real models. Drop --server for a smoke run, or drop --smoke.")
+    if judge:
+        raise InputError("the shipped benchmark workflows have no S_IF judge; run the judge in-process "
+                         "(without --server), or pass a workflow of your own with the judge wired in")
+    if editor not in EDITORS:
+        raise InputError(f"unknown editor {editor!r}; use one of {', '.join(EDITORS)}")
+    ds = load_dataset(dataset)
+    names = parse_configs(configs)
+    scenarios = select_scenarios(ds, BenchSettings(scenario_ids=scenario_ids, limit=limit))
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results = ResultsFile(out_dir / "results.jsonl")
+    errors = ResultsFile(out_dir / "errors.jsonl")
+    summary_skipped = []
+    done = results.done_keys()
+    ds_ref = dataset_reference(ds.path)
+    templates: dict[str, dict] = {}
+    jobs, expected = [], {}
+    for c in names:
+        source = workflow if workflow is not None else default_workflow(c, editor)
+        key_src = "given" if workflow is not None else str(source)
+        if key_src not in templates:
+            templates[key_src] = load_api_workflow(source)
+        template = templates[key_src]
+        overrides = dict(config_switches(c, editor))
+        if size is not None:
+            overrides[f"{SCENARIO_LOADER}.max_side"] = int(size)
+        if steps is not None:
+            overrides["steps"] = int(steps)
+        overrides.update(config or {})
+        for s in scenarios:
+            key = row_key({"dataset": ds.name, "scenario_id": s.id, "config": c, "editor": editor})
+            if key in done:
+                summary_skipped.append(key)
+                continue
+            index = next(i for i, x in enumerate(ds) if x.id == s.id)
+            prompt = fill_workflow(template, dataset=ds_ref, index=index,
+                                   turn_seed=lambda t, sid=s.id: turn_seed(seed, sid, t),
+                                   config=overrides, strict=workflow is None or bool(config))
+            expected[key] = s
+            jobs.append((index, key, prompt))
+
+    def check_rows(index: int, key: str, rows: list[dict]) -> str | None:
+        keys = [r.get("key") or row_key(r) for r in rows]
+        if key not in keys:
+            return (f"the workflow reported {keys}, expected {key}: is its {RESULTS_WRITER} set to this "
+                    f"config/editor, and does the server's dataset match?")
+        return None
+
+    def write_row(index: int, key: str, row: dict, info: dict) -> None:
+        if (row.get("key") or row_key(row)) != key:
+            return
+        row = {k: v for k, v in row.items() if k != "written"}
+        row["remote"] = {"server": info["server"], "prompt_id": info["prompt_id"], "attempt": info["attempt"]}
+        results.append(json_safe(row))
+
+    if not quiet:
+        print(f"OCCUR bench on {len(servers)} server(s): {len(jobs)} prompt(s) to run, "
+              f"{len(summary_skipped)} already in {results.path}", flush=True)
+    events = on_event if on_event is not None else (None if quiet else _print_event)
+    try:
+        summary = asyncio.run(run_jobs(jobs, servers, write_row, timeout=timeout, poll_interval=poll_interval,
+                                       max_attempts=max_attempts, max_server_failures=max_server_failures,
+                                       on_event=events, check_rows=check_rows))
+    except KeyboardInterrupt:
+        # Rows are written as prompts finish; nothing else to save. Running prompts were withdrawn.
+        summary = RemoteSummary(interrupted=True)
+        summary.done = [k for k in (r.get("key") for r in results.rows()) if k in expected]
+        if not quiet:
+            print(f"Interrupted: finished scenarios are in {results.path}; run the same command to resume.")
+    summary.skipped = summary_skipped
+    for key, attempts in summary.failed.items():
+        s = expected[key]
+        errors.append({"dataset": ds.name, "scenario_id": s.id, "config": key.split("|")[2], "editor": editor,
+                       "key": f"{key}|{time.time():.0f}", "status": "error", "source": "remote",
+                       "error": "; ".join(f"{a.server} [{a.kind}] {a.message}" for a in attempts)
+                       or "never sent: no usable server was left"})
+    if summary.failed:
+        raise RemoteBenchError(summary)
+    return summary
