@@ -13,7 +13,13 @@ What it does, touching nothing inside the checkout:
    converted the way the frontend converts it (using the live /object_info), and reports
    whether validation passed (HTTP 200 with no node_errors). Accepted prompts are deleted from
    the queue / interrupted at once: this checks validation, not execution;
-5. stops the server and prints a summary; exit status 0 only when everything passed.
+5. with --execute, also RUNS the FLUX.2 benchmark workflow end to end on a 2-turn scenario with
+   tiny random-weight models (a tiny Qwen3-VL and a tiny FLUX.2 [klein] built into the temporary
+   models folder; masks and scores, which need real detector weights, are replaced by an empty
+   score record), queued with the pack's own remote runner: checks that the 3 unused turn slots
+   are skipped by ComfyUI's lazy evaluation (none of their controller / editor / append nodes
+   runs) and that the Results Writer's row comes back through /history with 2 turns;
+6. stops the server and prints a summary; exit status 0 only when everything passed.
 """
 from __future__ import annotations
 
@@ -140,6 +146,95 @@ def ui_to_api(ui: dict, info: dict) -> dict:
     return api
 
 
+def build_tiny_models(python: str, base: Path) -> dict:
+    """Tiny random-weight Qwen3-VL and FLUX.2 [klein] folders under base/models (with ComfyUI's python)."""
+    code = (
+        "import importlib.util, json, sys\n"
+        f"root = {str(ROOT)!r}\n"
+        "spec = importlib.util.spec_from_file_location('respec_pack_tiny', root + '/__init__.py',"
+        " submodule_search_locations=[root])\n"
+        "m = importlib.util.module_from_spec(spec); sys.modules['respec_pack_tiny'] = m\n"
+        "spec.loader.exec_module(m)\n"
+        "from respec_pack_tiny.respec.tiny.vlm import build_tiny_qwen3vl\n"
+        "from respec_pack_tiny.respec.tiny.klein import save_tiny_klein_diffusers\n"
+        f"vlm = build_tiny_qwen3vl({str(base / 'models' / 'LLM' / 'tiny-qwen3vl')!r})\n"
+        f"klein = save_tiny_klein_diffusers({str(base / 'models' / 'diffusers' / 'tiny-klein')!r})\n"
+        "print(json.dumps({'vlm': str(vlm), 'klein': str(klein)}))\n")
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, cwd=str(base), timeout=900)
+    if out.returncode != 0:
+        raise SystemExit(f"could not build the tiny models:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def execute_benchmark(url: str, tiny: dict) -> list[str]:
+    """Run benchmark_flux2 on a 2-turn scenario with tiny models; return the problems found."""
+    sys.path.insert(0, str(ROOT))   # a script: use the repo's core to queue (respec.bench.remote)
+    import asyncio
+    from respec.bench import remote
+    from respec.bench.runner import turn_seed
+    from respec.bench.scenario import load_dataset
+
+    ds = load_dataset("occur_sample")
+    index = next(i for i, sc in enumerate(ds) if sc.num_turns == 2)
+    sc = ds[index]
+    wf = remote.load_api_workflow(API_DIR / "benchmark_flux2.api.json")
+    for name in [k for k, n in wf.items() if n["class_type"] in (
+            "ReSpecMaskerLoader", "ReSpecScorerLoader", "ReSpecScenarioMasks", "ReSpecOccurScore")]:
+        del wf[name]
+    wf["9001"] = {"class_type": "PrimitiveString", "inputs": {"value": "{}"},
+                  "_meta": {"title": "empty score record (no detector weights here)"}}
+    for node in wf.values():
+        if node["class_type"] == "ReSpecVLMLoader":
+            node["inputs"].update(model=tiny["vlm"], device="cpu", dtype="fp32", max_new_tokens=48)
+        elif node["class_type"] == "ReSpecFlux2Loader":
+            node["inputs"].update(custom_model=tiny["klein"], dtype="fp32")
+        elif node["class_type"] == remote.RESULTS_WRITER:
+            node["inputs"]["score_record"] = ["9001", 0]
+    prompt = remote.fill_workflow(wf, dataset="occur_sample", index=index,
+                                  turn_seed=lambda t: turn_seed(0, sc.id, t),
+                                  config={"ReSpecScenarioLoader.max_side": 96, "steps": 2})
+    executed: list[str] = []
+    rows: list[dict] = []
+
+    def on_event(server, label, kind, data):
+        if kind == "executing" and data.get("node") is not None:
+            executed.append(str(data["node"]))
+
+    t0 = time.monotonic()
+    summary = asyncio.run(remote.run_jobs([(index, sc.id, prompt)], [url],
+                                          lambda i, label, row, info: rows.append(row),
+                                          poll_interval=2.0, max_attempts=1, on_event=on_event, timeout=900))
+    log(f"executed benchmark_flux2 on {sc.id} ({sc.num_turns} turns) in {time.monotonic() - t0:.1f} s; "
+        f"{len(set(executed))} of {len(prompt)} nodes ran")
+    problems = []
+    if summary.failed:
+        problems += [f"{a.kind}: {a.message}" for a in summary.failed[sc.id]]
+        return problems
+    slots = remote._slot_turns(prompt)
+    chain = {"ReSpecPreservationTarget", "ReSpecReferenceSelector", "ReSpecInstructionRewriter",
+             "ReSpecFlux2Edit", "ReSpecHistoryAppend"}
+    ran_late = sorted(f"{nid} {prompt[nid]['class_type']} (slot {slots[nid]})" for nid in set(executed)
+                      if prompt[nid]["class_type"] in chain and slots[nid] > sc.num_turns)
+    ran_early = {nid for nid in set(executed) if prompt[nid]["class_type"] in chain and slots[nid] <= sc.num_turns}
+    want_early = {nid for nid, n in prompt.items() if n["class_type"] in chain and slots[nid] <= sc.num_turns}
+    log(f"turn-slot nodes run: slots 1-{sc.num_turns}: {len(ran_early)}/{len(want_early)}; "
+        f"slots {sc.num_turns + 1}-5: {len(ran_late)} (expected 0)")
+    if ran_late:
+        problems.append(f"nodes of unused turn slots ran: {ran_late}")
+    if ran_early != want_early:
+        problems.append(f"nodes of used turn slots did not run: {sorted(want_early - ran_early)}")
+    if len(rows) != 1:
+        problems.append(f"expected one results row, got {len(rows)}")
+    else:
+        row = rows[0]
+        log(f"results row: key {row.get('key')}, turns {len(row.get('turns') or [])}, "
+            f"vlm_calls {row.get('vlm_calls')}, sent instructions "
+            f"{[t.get('sent_instruction', '')[:40] for t in row.get('turns') or []]}")
+        if len(row.get("turns") or []) != sc.num_turns or row.get("scenario_id") != sc.id:
+            problems.append(f"row has {len(row.get('turns') or [])} turns for {row.get('scenario_id')}")
+    return problems
+
+
 def describe_rejection(status: int, body) -> list[str]:
     lines = []
     if isinstance(body, dict):
@@ -173,6 +268,11 @@ def run(args) -> int:
     shutil.copy(comfy / "input" / "example.png", base / "input" / "example.png") \
         if (comfy / "input" / "example.png").exists() else None
     made = model_placeholders(base, list(api_wfs.values()))
+    tiny = None
+    if args.execute:
+        t0 = time.monotonic()
+        tiny = build_tiny_models(python, base)
+        log(f"tiny models built in {time.monotonic() - t0:.1f} s: {tiny}")
     log(f"temporary base directory {base}; placeholder model files: {made or 'none'}")
 
     port = args.port or free_port()
@@ -253,12 +353,17 @@ def run(args) -> int:
             for r in reasons:
                 log(f"      {r}")
             (expected if model_only else failures).append(f"{label}: " + "; ".join(reasons))
-        # Let an interrupted prompt settle before stopping.
-        for _ in range(60):
+        # Let an interrupted prompt settle before the next step / stopping.
+        for _ in range(120):
             status, q = http("GET", f"{url}/queue")
             if isinstance(q, dict) and not q.get("queue_running") and not q.get("queue_pending"):
                 break
             time.sleep(0.5)
+        if tiny is not None:
+            for p in execute_benchmark(url, tiny):
+                failures.append(f"execute: {p}")
+            if not any(f.startswith("execute:") for f in failures):
+                log("PASS  execute: benchmark_flux2 ran end to end; unused turn slots were skipped")
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -284,6 +389,8 @@ def main(argv=None) -> int:
     ap.add_argument("--port", type=int, default=0, help="port to listen on (default: a free one)")
     ap.add_argument("--start-timeout", type=float, default=180)
     ap.add_argument("--keep", action="store_true", help="keep the temporary base directory and log")
+    ap.add_argument("--execute", action="store_true",
+                    help="also run the FLUX.2 benchmark workflow on a 2-turn scenario with tiny random models")
     return run(ap.parse_args(argv))
 
 
