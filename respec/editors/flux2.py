@@ -382,7 +382,6 @@ def load_transformer_file(path, config_folder: Path, dtype):
 def load_text_encoder_file(path, config_folder: Path, dtype):
     """Qwen3 text encoder from a single file with Hugging Face key names: built on the meta device
     from the source's config, then the file's tensors are assigned (no second copy in memory)."""
-    import torch
     from accelerate import init_empty_weights
     from transformers import Qwen3Config, Qwen3ForCausalLM
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
-import logging
 import os
 import sys
 import time
@@ -25,8 +24,6 @@ from ..errors import CorruptWeightsError, InputError, MissingWeightsError, ReSpe
 from .base import (Editor, StepReporter, check_size, prepare_references, run_record, seeded_generator,
                    snap_size, to_output_size)
 from .flux2 import OFFLOAD_MODES
-
-log = logging.getLogger("respec")
 
 DEFAULT_SOURCE = "OmniGen2/OmniGen2"
 INSTALL_HELP = (
@@ -113,6 +110,8 @@ class OmniGen2Editor(Editor):
             self._call_params = set(inspect.signature(pipe.__call__).parameters)
         except (TypeError, ValueError):
             self._call_params = set()
+        if "step_func" not in self._call_params:
+            self.notes.append("this OmniGen2 version has no step_func: no per-step progress or cancel between steps")
         if hasattr(pipe, "set_progress_bar_config"):
             pipe.set_progress_bar_config(disable=True)
 
@@ -155,8 +154,6 @@ class OmniGen2Editor(Editor):
                 align_res=False, output_type="pil")
             if "step_func" in self._call_params:
                 kwargs["step_func"] = lambda i, total: reporter.step_done(i)
-            else:
-                self.notes.append("this OmniGen2 version has no step_func: no per-step progress")
             result = self.pipe(**kwargs).images[0]
         seconds = time.perf_counter() - t0
         self.last_run = run_record(
