@@ -116,7 +116,8 @@ def list_models(kind: str) -> list[str]:
     for d in model_search_dirs(kind):
         if d.is_dir():
             for p in sorted(d.iterdir()):
-                if not p.name.startswith("."):
+                # ComfyUI ships empty "put_..._here" marker files in its model folders.
+                if not p.name.startswith(".") and not (p.name.startswith("put_") and p.name.endswith("_here")):
                     names.append(p.name)
     return sorted(set(names))
 
