@@ -19,7 +19,12 @@ What it does, touching nothing inside the checkout:
    score record), queued with the pack's own remote runner: checks that the 3 unused turn slots
    are skipped by ComfyUI's lazy evaluation (none of their controller / editor / append nodes
    runs) and that the Results Writer's row comes back through /history with 2 turns;
-6. stops the server and prints a summary; exit status 0 only when everything passed.
+6. with --frontend, opens ComfyUI's own frontend in headless Chromium (DevTools protocol) and
+   loads every UI workflow with app.loadGraphData, as drag-and-drop or the template browser
+   does: no node may be missing or flagged, no error may be logged, and the frontend's own
+   UI -> API conversion (app.graphToPrompt) must equal the shipped .api.json file. A graph with
+   an unknown node type is loaded first as a control: the check must flag it;
+7. stops the server and prints a summary; exit status 0 only when everything passed.
 """
 from __future__ import annotations
 
@@ -235,6 +240,236 @@ def execute_benchmark(url: str, tiny: dict) -> list[str]:
     return problems
 
 
+# --------------------------------------------------------------------------- the frontend
+
+APP = "window.comfyAPI.app.app"
+LOAD_JS = """(async () => {
+  const app = %(app)s;
+  const errors = [];
+  const onError = (e) => errors.push(String(e.message || e.reason || e));
+  window.addEventListener('error', onError); window.addEventListener('unhandledrejection', onError);
+  try { await app.loadGraphData(%(ui)s, true, true, %(name)s); }
+  catch (e) { errors.push('loadGraphData threw: ' + (e && e.stack || e)); }
+  await new Promise(r => setTimeout(r, 300));
+  window.removeEventListener('error', onError); window.removeEventListener('unhandledrejection', onError);
+  const graph = app.rootGraph ?? app.graph;
+  const registered = window.LiteGraph?.registered_node_types ?? {};
+  const nodes = graph._nodes.map(n => ({id: n.id, type: n.type, has_errors: !!n.has_errors,
+      registered: !!registered[n.type], widgets: (n.widgets || []).map(w => w.name),
+      pos: [n.pos[0], n.pos[1]], size: [n.size[0], n.size[1]],
+      needs: n.computeSize ? Array.from(n.computeSize()) : null}));
+  let prompt = null;
+  try { prompt = (await app.graphToPrompt()).output; } catch (e) { errors.push('graphToPrompt threw: ' + e); }
+  return {nodes, errors, prompt};
+})()"""
+
+
+class _Page:
+    """A page over the DevTools protocol that records console errors."""
+
+    def __init__(self, ws):
+        import asyncio
+        self.ws, self.next_id, self.pending, self.console = ws, 0, {}, []
+        self.reader = asyncio.ensure_future(self._read())
+
+    async def _read(self):
+        async for raw in self.ws:
+            msg = json.loads(raw)
+            if "id" in msg:
+                fut = self.pending.pop(msg["id"], None)
+                if fut is not None and not fut.done():
+                    fut.set_result(msg)
+            elif msg.get("method") == "Runtime.consoleAPICalled" and msg["params"].get("type") in ("error", "assert"):
+                args = msg["params"].get("args", [])
+                self.console.append(" ".join(str(a.get("value", a.get("description", ""))) for a in args)[:500])
+            elif msg.get("method") == "Runtime.exceptionThrown":
+                d = msg["params"].get("exceptionDetails", {})
+                self.console.append("exception: " + str((d.get("exception") or {}).get("description") or d.get("text"))[:500])
+            elif msg.get("method") == "Log.entryAdded" and msg["params"]["entry"].get("level") == "error":
+                e = msg["params"]["entry"]
+                self.console.append(f"log: {e.get('text', '')} {e.get('url', '')}"[:500])
+
+    async def send(self, method, params=None, timeout=120):
+        import asyncio
+        self.next_id += 1
+        fut = asyncio.get_running_loop().create_future()
+        self.pending[self.next_id] = fut
+        await self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params or {}}))
+        msg = await asyncio.wait_for(fut, timeout)
+        if "error" in msg:
+            raise RuntimeError(f"{method}: {msg['error']}")
+        return msg.get("result", {})
+
+    async def js(self, expression, timeout=120):
+        res = await self.send("Runtime.evaluate", {"expression": expression, "awaitPromise": True,
+                                                   "returnByValue": True}, timeout)
+        if "exceptionDetails" in res:
+            raise RuntimeError(str(res["exceptionDetails"].get("exception", {}).get("description")))
+        return res.get("result", {}).get("value")
+
+
+def _start_chromium(chromium: str, profile: Path):
+    cmd = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+           "--disable-component-update", "--disable-sync", "--no-first-run", "--no-default-browser-check",
+           "--disable-extensions", f"--user-data-dir={profile}", "--remote-debugging-port=0",
+           "--window-size=1440,1000", "about:blank"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    port_file = profile / "DevToolsActivePort"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if port_file.exists() and len(port_file.read_text().splitlines()) >= 2:
+            return proc, int(port_file.read_text().splitlines()[0])
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    raise SystemExit("Chromium did not open its DevTools port")
+
+
+def _overlaps(nodes: list[dict]) -> list[str]:
+    """Pairs of nodes whose drawn boxes (title bar included) overlap: a layout blemish, not an error."""
+    title = 30
+    boxes = [(n["id"], n["pos"][0], n["pos"][1] - title, n["pos"][0] + max(n["size"][0], (n["needs"] or [0, 0])[0]),
+              n["pos"][1] + max(n["size"][1], (n["needs"] or [0, 0])[1])) for n in nodes]
+    out = []
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            if a[1] < b[3] and b[1] < a[3] and a[2] < b[4] and b[2] < a[4]:
+                out.append(f"{a[0]}/{b[0]}")
+    return out
+
+
+def _compare_prompt(frontend: dict, shipped: dict) -> list[str]:
+    diffs = []
+    shipped = {k: {"class_type": v["class_type"], "inputs": v["inputs"]} for k, v in shipped.items()}
+    frontend = {str(k): {"class_type": v["class_type"], "inputs": v["inputs"]} for k, v in frontend.items()}
+    if set(frontend) != set(shipped):
+        diffs.append(f"node ids differ: only frontend {sorted(set(frontend) - set(shipped))}, "
+                     f"only file {sorted(set(shipped) - set(frontend))}")
+    for k in sorted(set(frontend) & set(shipped), key=lambda x: int(x) if x.isdigit() else 0):
+        a, b = frontend[k], shipped[k]
+        if a["class_type"] != b["class_type"]:
+            diffs.append(f"node {k}: {a['class_type']} vs {b['class_type']}")
+            continue
+        for name in sorted(set(a["inputs"]) | set(b["inputs"])):
+            if a["inputs"].get(name, "<absent>") != b["inputs"].get(name, "<absent>"):
+                diffs.append(f"node {k} ({a['class_type']}).{name}: frontend {a['inputs'].get(name, '<absent>')!r} "
+                             f"vs file {b['inputs'].get(name, '<absent>')!r}")
+    return diffs
+
+
+def check_frontend(url: str, chromium: str, ui_files: list[Path], shots: Path | None = None) -> list[str]:
+    """Load each UI workflow in the real frontend; return the problems found."""
+    import asyncio
+
+    async def run() -> list[str]:
+        import websockets
+        problems: list[str] = []
+        profile = Path(tempfile.mkdtemp(prefix="respec-wf-chrome-"))
+        proc, port = _start_chromium(chromium, profile)
+        try:
+            targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10).read())
+            target = next(t for t in targets if t["type"] == "page")
+            async with websockets.connect(target["webSocketDebuggerUrl"], max_size=256 * 2 ** 20) as ws:
+                page = _Page(ws)
+                for domain in ("Runtime", "Log", "Page"):
+                    await page.send(f"{domain}.enable")
+                t0 = time.monotonic()
+                # A first visit opens the template browser over the canvas; this profile is not new.
+                http("POST", f"{url}/api/settings/Comfy.TutorialCompleted", True)
+                await page.send("Page.navigate", {"url": url})
+                deadline = time.monotonic() + 180
+                while True:
+                    try:
+                        if await page.js(f"!!({APP}?.graph && document.querySelector('canvas'))"):
+                            break
+                    except RuntimeError:
+                        pass
+                    if time.monotonic() > deadline:
+                        raise SystemExit("the ComfyUI page did not come up in 180 s")
+                    await asyncio.sleep(0.5)
+                await asyncio.sleep(2)
+                log(f"frontend: page up after {time.monotonic() - t0:.1f} s")
+                baseline = list(page.console)
+                if baseline:
+                    log(f"frontend: errors logged by the page before any workflow (not counted): {baseline}")
+
+                async def load(name: str, ui: dict) -> dict:
+                    page.console.clear()
+                    res = await page.js(LOAD_JS % {"app": APP, "ui": json.dumps(ui), "name": json.dumps(name)})
+                    res["console"] = list(page.console)
+                    return res
+
+                # Control: an unknown node type must be flagged, or this check proves nothing.
+                control = {"last_node_id": 1, "last_link_id": 0, "links": [], "version": 0.4, "groups": [],
+                           "config": {}, "extra": {}, "nodes": [{
+                               "id": 1, "type": "ReSpecNoSuchNode", "pos": [0, 0], "size": [200, 60], "flags": {},
+                               "order": 0, "mode": 0, "properties": {}, "inputs": [], "outputs": [],
+                               "widgets_values": []}]}
+                res = await load("control.json", control)
+                flagged = [n for n in res["nodes"] if not n["registered"] or n["has_errors"]]
+                if flagged:
+                    log("frontend: control graph with an unknown node type was flagged, as it must be")
+                else:
+                    problems.append("frontend: the control graph's unknown node was not flagged: "
+                                    "this check cannot see missing nodes")
+                await asyncio.sleep(0.5)
+                await page.js("document.querySelectorAll('.p-dialog-close-button, .p-dialog-header-close')"
+                              ".forEach(b => b.click())")
+                for path in ui_files:
+                    ui = json.loads(path.read_text(encoding="utf-8"))
+                    res = await load(path.name, ui)
+                    bad = [f"{n['id']} {n['type']}" + (" (not registered)" if not n["registered"] else "")
+                           + (" (has_errors)" if n["has_errors"] else "")
+                           for n in res["nodes"] if not n["registered"] or n["has_errors"]]
+                    file_problems = []
+                    if bad:
+                        file_problems.append(f"missing or flagged nodes: {bad}")
+                    if len(res["nodes"]) != len(ui["nodes"]):
+                        file_problems.append(f"{len(res['nodes'])} nodes in the canvas, {len(ui['nodes'])} in the file")
+                    overlaps = _overlaps(res["nodes"])
+                    if overlaps:
+                        log(f"note  frontend/{path.name}: overlapping nodes as drawn: {overlaps[:8]}")
+                    if res["errors"] or res["console"]:
+                        file_problems.append(f"errors while loading: {res['errors'] + res['console']}")
+                    api_path = API_DIR / f"{path.stem}.api.json"
+                    if res["prompt"] is None:
+                        file_problems.append("graphToPrompt gave nothing")
+                    elif api_path.exists():
+                        diffs = _compare_prompt(res["prompt"], json.loads(api_path.read_text(encoding="utf-8")))
+                        if diffs:
+                            file_problems.append("frontend's API conversion differs from the shipped file: "
+                                                 + "; ".join(diffs[:10]))
+                    if file_problems:
+                        log(f"FAIL  frontend/{path.name}")
+                        for fp in file_problems:
+                            log(f"      {fp}")
+                        problems += [f"frontend/{path.name}: {fp}" for fp in file_problems]
+                    if shots is not None:
+                        import base64
+                        # The first visit opens the template browser over the canvas: close dialogs.
+                        await page.js("document.querySelectorAll('.p-dialog-close-button, .p-dialog-header-close, "
+                                      "button[aria-label=\"Close\"]').forEach(b => b.click())")
+                        await asyncio.sleep(0.3)
+                        await page.js(f"{APP}.extensionManager.command.execute('Comfy.Canvas.FitView')")
+                        await asyncio.sleep(0.8)
+                        shot = await page.send("Page.captureScreenshot", {"format": "png"})
+                        shots.mkdir(parents=True, exist_ok=True)
+                        (shots / f"{path.stem}.png").write_bytes(base64.b64decode(shot["data"]))
+                    if not file_problems:
+                        log(f"PASS  frontend/{path.name}: loaded, {len(res['nodes'])} nodes, none missing, no errors; "
+                            f"graphToPrompt == {api_path.name}")
+                page.reader.cancel()
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+            shutil.rmtree(profile, ignore_errors=True)
+        return problems
+
+    return asyncio.run(run())
+
+
 def describe_rejection(status: int, body) -> list[str]:
     lines = []
     if isinstance(body, dict):
@@ -334,6 +569,10 @@ def run(args) -> int:
                 prompts.append((f"ui/{p.name} (converted)", ui_to_api(ui, info)))
             except KeyError as e:
                 failures.append(f"ui/{p.name}: node type {e} unknown to this ComfyUI (missing node)")
+                log(f"FAIL  ui/{p.name}: node type {e} unknown to this ComfyUI")
+            except IndexError:
+                failures.append(f"ui/{p.name}: a node has fewer widget values than its widget inputs")
+                log(f"FAIL  ui/{p.name}: a node has fewer widget values than its widget inputs")
         for label, wf in prompts:
             status, body = http("POST", f"{url}/prompt", {"prompt": wf, "client_id": "respec-check"})
             pid = body.get("prompt_id") if isinstance(body, dict) else None
@@ -359,6 +598,9 @@ def run(args) -> int:
             if isinstance(q, dict) and not q.get("queue_running") and not q.get("queue_pending"):
                 break
             time.sleep(0.5)
+        if args.frontend:
+            failures += check_frontend(url, args.chromium, ui_files,
+                                       Path(args.screenshots) if args.screenshots else None)
         if tiny is not None:
             for p in execute_benchmark(url, tiny):
                 failures.append(f"execute: {p}")
@@ -389,6 +631,11 @@ def main(argv=None) -> int:
     ap.add_argument("--port", type=int, default=0, help="port to listen on (default: a free one)")
     ap.add_argument("--start-timeout", type=float, default=180)
     ap.add_argument("--keep", action="store_true", help="keep the temporary base directory and log")
+    ap.add_argument("--frontend", action="store_true",
+                    help="also load every UI workflow in ComfyUI's frontend in headless Chromium")
+    ap.add_argument("--screenshots", default=None, metavar="DIR",
+                    help="with --frontend: save a PNG of each loaded workflow there")
+    ap.add_argument("--chromium", default=shutil.which("chromium") or "chromium", help="Chromium binary")
     ap.add_argument("--execute", action="store_true",
                     help="also run the FLUX.2 benchmark workflow on a 2-turn scenario with tiny random models")
     return run(ap.parse_args(argv))

@@ -311,8 +311,10 @@ class Graph:
         sockets = sum(1 for name, _, e in entries if not is_widget(e) or isinstance(n.inputs.get(name), Out))
         widgets = sum(1 + len(extra_widget_values(name, e)) for name, _, e in entries if is_widget(e))
         tall = sum(1 for name, _, e in entries if is_widget(e) and input_options(e).get("multiline"))
+        preview = sum(1 for _, _, e in entries if input_options(e).get("image_upload"))
         rows = max(sockets, len(n.spec["output"]))
-        return [360, 46 + 22 * rows + 28 * widgets + 90 * tall]
+        # an upload widget shows the picked image under the widgets
+        return [360, 46 + 22 * rows + 28 * widgets + 90 * tall + 320 * preview]
 
     def to_ui(self) -> dict:
         depth = self._depths()
