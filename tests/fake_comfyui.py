@@ -14,7 +14,7 @@ ComfyUI. It follows ComfyUI 0.8's server.py / execution.py / main.py:
   As in ComfyUI, the history entry is stored after execution_success and before the final
   executing message.
 - GET /history/{prompt_id}  -> {} until done, then {prompt_id: {"prompt", "outputs", "status"}}
-- POST /interrupt
+- POST /interrupt, POST /queue {"delete": [...]} (recorded)
 
 Prompts are executed one at a time by a worker task (like ComfyUI's queue). What a prompt
 "produces" comes from `execute(prompt) -> {node_id: ui_output}` given by the test.
@@ -64,6 +64,8 @@ class FakeComfyUI:
         self.history: dict[str, dict] = {}
         self.sockets: dict[str, web.WebSocketResponse] = {}
         self.broken = False
+        self.interrupted: list[str | None] = []   # POST /interrupt prompt ids
+        self.deleted: list[str] = []              # POST /queue {"delete": [...]}
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -121,6 +123,13 @@ class FakeComfyUI:
         return web.json_response({pid: self.history[pid]} if pid in self.history else {})
 
     async def _interrupt(self, request):
+        body = await request.json() if request.can_read_body else {}
+        self.interrupted.append(body.get("prompt_id"))
+        return web.Response(status=200)
+
+    async def _post_queue(self, request):
+        body = await request.json()
+        self.deleted.extend(body.get("delete") or [])
         return web.Response(status=200)
 
     async def _ws(self, request):
@@ -212,6 +221,7 @@ class FakeComfyUI:
             app.router.add_post("/prompt", self._post_prompt)
             app.router.add_get("/history/{prompt_id}", self._get_history)
             app.router.add_post("/interrupt", self._interrupt)
+            app.router.add_post("/queue", self._post_queue)
             app.router.add_get("/ws", self._ws)
             runner = web.AppRunner(app, handle_signals=False)
             await runner.setup()

@@ -152,6 +152,23 @@ def test_retries_are_bounded_when_every_server_fails():
     assert "never sent" in str(remote.RemoteBenchError(summary))
 
 
+def test_cancelling_a_run_withdraws_the_running_prompt_from_the_server():
+    async def scenario(url):
+        queued = asyncio.Event()
+        task = asyncio.ensure_future(remote.run_jobs(
+            jobs(1), [url], lambda *a: None, poll_interval=0.2,
+            on_event=lambda server, label, kind, data: queued.set() if kind == "queued" else None))
+        await asyncio.wait_for(queued.wait(), 10)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    with FakeComfyUI(NODE_INFO, execute, step_delay=1.0) as a:
+        asyncio.run(scenario(a.url))
+        pid = a.accepted[0]
+    assert a.deleted == [pid] and a.interrupted == [pid]
+
+
 def test_fill_workflow_sets_scenario_seed_and_config_switches():
     wf = remote.fill_workflow(WORKFLOW, dataset="/data/occur", index=4, seed=11,
                               config={"use_pti": False})
