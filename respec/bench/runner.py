@@ -91,6 +91,7 @@ class BenchSettings:
     limit: int | None = None
     scenario_ids: list[str] | None = None
     judge: bool = False
+    judge_max_new_tokens: int | None = None   # None: the judge's default (48 in smoke runs)
     save_images: bool = True
     # models (real mode)
     controller: str = "qwen3-vl"
@@ -148,7 +149,7 @@ def load_smoke_models(settings: BenchSettings, folder: str | Path | None = None)
     The tiny Qwen3-VL is saved once under `folder` (default smoke_dir())."""
     import torch
     from ..controller import load_backend
-    from ..tiny.eval_models import build_tiny_eval
+    from ..tiny.eval_models import build_tiny_clip, build_tiny_masker, build_tiny_scorer
     from ..tiny.klein import tiny_flux2_editor
     from ..tiny.vlm import build_tiny_qwen3vl
 
@@ -169,7 +170,11 @@ def load_smoke_models(settings: BenchSettings, folder: str | Path | None = None)
     opts = {"max_new_tokens": 48, **settings.controller_options}
     backend = load_backend("qwen3-vl", str(vlm_dir), **opts)
     editor = tiny_flux2_editor(seed=settings.seed)
-    masker, scorer = build_tiny_eval(seed=settings.seed)
+    clip = build_tiny_clip(settings.seed)
+    # Detect at about the image's own size: ultralytics' default 640 px would dominate a smoke run.
+    imgsz = min(640, max(64, -(-int(settings.size or 640) // 32) * 32))
+    masker = build_tiny_masker(settings.seed, clip, imgsz=imgsz)
+    scorer = build_tiny_scorer(settings.seed, clip)
     return BenchModels(editor=editor, backend=backend, masker=masker, scorer=scorer, judge_backend=backend,
                        describe={"controller": "qwen3-vl (tiny)", "editor_model": "flux2-klein (tiny)",
                                  "masker": "yolo-world+sam (tiny)", "scorer": "lpips+clip (tiny)"})
@@ -301,16 +306,18 @@ def score_scenario(scenario: Scenario, history: History, models: BenchModels, cl
     return {"score": score, "masks": masks}
 
 
-def judge_turns(history: History, judge_backend: Any, clock: _Clock | None = None) -> dict:
+def judge_turns(history: History, judge_backend: Any, clock: _Clock | None = None,
+                max_new_tokens: int | None = None) -> dict:
     """S_IF of every turn (the judge's 0-3 grade / 3); the row's S_IF is the mean over turns
     (appendix B.2 uses the mean so that longer scenarios are not favoured)."""
     from ..judge import judge_instruction
     clock = clock or _Clock()
+    opts = {"max_new_tokens": int(max_new_tokens)} if max_new_tokens else {}
     per_turn, calls = [], 0
     for t in range(1, len(history)):
         comfy.check_interrupted()
         res = clock.run("judge", judge_instruction, judge_backend, history.image(t - 1).rgb(),
-                        history.image(t).rgb(), history.turns[t].instruction)
+                        history.image(t).rgb(), history.turns[t].instruction, **opts)
         calls += int(res.get("vlm_calls", 1))
         per_turn.append(res)
     return summarise_judgements(per_turn, calls)
@@ -439,7 +446,10 @@ def run_one(scenario: Scenario, config: BenchConfig, models: BenchModels, settin
     t_start = time.perf_counter()
     history = run_turns(scenario, config, models, settings, clock, image=image)
     scored = score_scenario(scenario, history, models, clock)
-    judge = judge_turns(history, models.judge_backend, clock) if settings.judge and models.judge_backend else None
+    judge = None
+    if settings.judge and models.judge_backend is not None:
+        judge = judge_turns(history, models.judge_backend, clock,
+                            settings.judge_max_new_tokens or (48 if settings.smoke else None))
     row = make_row(scenario, history, scored["score"], config=config.name, editor=settings.editor,
                    controller=models.describe.get("controller", ""), smoke=settings.smoke, seed=settings.seed,
                    judge=judge, masks=scored["masks"], editor_model=models.describe.get("editor_model", ""),
@@ -533,8 +543,8 @@ def run_benchmark(settings: BenchSettings, models: BenchModels | None = None,
     try:
         with comfy.progress(len(todo), desc="OCCUR bench") as bar:
             for scenario, cname, key in todo:
-                image = scenario.load_image(settings.size or None)
                 try:
+                    image = scenario.load_image(settings.size or None)
                     row = run_one(scenario, CONFIGS[cname], models, settings, out_dir, image=image)
                 except (Interrupted, KeyboardInterrupt):
                     raise
