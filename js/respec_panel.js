@@ -105,8 +105,18 @@ function listen() {
     dispatch({ type: "event/history", data: e.detail });
     loadSessions(true);
   });
-  api.addEventListener("respec.plan", (e) => dispatch({ type: "event/plan", data: e.detail }));
-  api.addEventListener("respec.scores", (e) => dispatch({ type: "event/scores", data: e.detail }));
+  // Every event the pack's nodes send has a listener, so none is reported as unhandled.
+  const actions = {
+    "respec.plan": "event/plan",
+    "respec.scores": "event/scores",
+    "respec.judge": "event/judge",
+    "respec.references": "event/references",
+    "respec.editor_step": "event/editor-step",
+    "respec.bench.row": "event/bench-row",
+  };
+  for (const [name, type] of Object.entries(actions)) {
+    api.addEventListener(name, (e) => dispatch({ type, data: e.detail }));
+  }
   api.addEventListener("execution_start", () => {
     scanGraph();
     dispatch({ type: "run/started" });
@@ -298,7 +308,7 @@ function render(view) {
   const { parts } = view;
   const active = V.activeSessionId(state);
   const session = state.session && state.session.session_id === active ? state.session : null;
-  parts.status.textContent = state.running ? "running" : "";
+  parts.status.textContent = state.running ? (state.activity ? `running · ${state.activity}` : "running") : "";
   parts.status.className = `respec-status${state.running ? " running" : ""}`;
   renderSelect(view, active);
   const msg = message(active, session);
@@ -347,6 +357,11 @@ function renderPlan(view, session) {
     plan.restoration_region ? `Restoration region: ${plan.restoration_region}` : null,
     plan.fallbacks?.length ? `Fallbacks: ${plan.fallbacks.join(", ")}` : null,
   ].filter(Boolean);
+  const refs = V.editorReferences(state);
+  if (refs) {
+    lines.push(`Editor given: ${refs.ids.length ? refs.ids.map((i) => `I${i}`).join(", ") : "the current image only"}` +
+      (refs.fallbacks.length ? ` (fallbacks: ${refs.fallbacks.join(", ")})` : ""));
+  }
   el.replaceChildren(...lines.map((l) => h("div", {}, l)));
 }
 

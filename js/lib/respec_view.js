@@ -34,7 +34,9 @@ export function initialState() {
     session: null, // the loaded session: {session_id, version, turns, latest_plan}
     inGraph: null, // the latest respec.history of a history with no session (not stored)
     plan: null, // the latest respec.plan event (a plan for a turn not yet appended)
-    scores: null, // the latest respec.scores payload
+    scores: null, // the latest respec.scores payload (+ S_IF from respec.judge)
+    references: null, // the latest respec.references: {turn, ids, fallbacks} the editor was given
+    activity: null, // short text of what the run is doing (editor steps, benchmark rows)
     running: false,
     error: null,
   };
@@ -105,6 +107,7 @@ function isCompleteSession(data) {
  * The reducer: state + action -> new state (the old one is never changed).
  * Actions: sessions/loaded {sessions}, graph/changed {sessionIds}, session/pinned {sessionId},
  * session/loaded {data}, event/history {data}, event/plan {data}, event/scores {data},
+ * event/judge {data}, event/references {data}, event/editor-step {data}, event/bench-row {data},
  * run/started, run/finished, error {message}.
  */
 export function reduce(state, action) {
@@ -151,8 +154,9 @@ export function reduce(state, action) {
         versions: bumpVersion(state.versions, d.session_id, d.version),
         stores: withStore(state.stores, d.session_id, d.store),
       };
-      // A live plan was for the turn that has now been appended (or undone): drop it.
+      // A live plan and references were for the turn now appended (or undone): drop them.
       next.plan = null;
+      next.references = null;
       if (isCompleteSession(d)) next = reduce(next, { type: "session/loaded", data: d });
       return next;
     }
@@ -165,10 +169,29 @@ export function reduce(state, action) {
       return action.data && typeof action.data === "object"
         ? { ...state, scores: mergeScores(state.scores, action.data) }
         : state;
+    case "event/judge": {
+      // The judge's own event: add its S_IF to the scores shown (the OCCUR scores stay).
+      const v = action.data?.S_IF;
+      return v === undefined ? state : { ...state, scores: mergeScores(state.scores, { S_IF: v }) };
+    }
+    case "event/references": {
+      const d = action.data ?? {};
+      const ids = Array.isArray(d.ids) ? d.ids.filter((i) => Number.isInteger(i) && i >= 0) : [];
+      return { ...state, references: { turn: d.turn ?? null, ids, fallbacks: Array.isArray(d.fallbacks) ? d.fallbacks : [] } };
+    }
+    case "event/editor-step": {
+      const d = action.data ?? {};
+      if (!Number.isInteger(d.step) || !Number.isInteger(d.total)) return state;
+      return { ...state, activity: `${d.editor ?? "editor"}: step ${d.step}/${d.total}` };
+    }
+    case "event/bench-row": {
+      const key = action.data?.key;
+      return typeof key === "string" ? { ...state, activity: `benchmark row ${key}` } : state;
+    }
     case "run/started":
       return { ...state, running: true };
     case "run/finished":
-      return { ...state, running: false };
+      return { ...state, running: false, activity: null };
     case "error":
       return { ...state, error: String(action.message ?? "unknown error") };
     default:
@@ -222,6 +245,15 @@ export function currentPlan(state) {
   const live = state.plan;
   if (live && live.turn === session.turns.length) return live;
   return session.latest_plan;
+}
+
+/** The images the editor was given for the next turn of the shown session (respec.references),
+ * as ids, or null when the latest references are about another turn or history. */
+export function editorReferences(state) {
+  const sid = activeSessionId(state);
+  const session = state.session && state.session.session_id === sid ? state.session : null;
+  const refs = state.references;
+  return session && refs && refs.turn === session.turns.length ? refs : null;
 }
 
 /** Image ids the plan names: {restorationSource, identityAnchor} (null when absent). */

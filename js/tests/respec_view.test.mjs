@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import {
   activeSessionId,
   currentPlan,
+  editorReferences,
   fitContain,
   highlights,
   imagePath,
@@ -333,6 +334,34 @@ test("a judge's S_IF is added to the OCCUR scores, a new OCCUR record keeps it",
   s = reduce(s, { type: "event/scores", data: { S_restore: 0.1, S_preserve: 0.2, S_TC: 0.15 } });
   assert.equal(s.scores.S_TC, 0.15);
   assert.equal(s.scores.S_IF, 2 / 3);
+});
+
+test("the judge's own event adds S_IF without touching the OCCUR scores", () => {
+  const s = run([
+    { type: "event/scores", data: { S_restore: 0.5, S_preserve: 0.7, S_TC: 0.6 } },
+    { type: "event/judge", data: { node: "9", S_IF: 1, score: 3 } },
+  ]);
+  assert.equal(s.scores.S_TC, 0.6);
+  assert.equal(s.scores.S_IF, 1);
+});
+
+test("the editor's references are shown for the next turn only and dropped once it is appended", () => {
+  let s = run([
+    { type: "event/history", data: sessionData("p", 3, 3) },
+    { type: "event/references", data: { node: "10", turn: 3, ids: [0, 2], digests: [], fallbacks: [] } },
+  ]);
+  assert.deepEqual(editorReferences(s).ids, [0, 2]);
+  assert.equal(editorReferences(reduce(s, { type: "event/references", data: { turn: 7, ids: [1] } })), null);
+  s = reduce(s, { type: "event/history", data: sessionData("p", 4, 4) });
+  assert.equal(editorReferences(s), null);
+});
+
+test("editor steps and benchmark rows show as activity until the run ends", () => {
+  let s = run([{ type: "run/started" }, { type: "event/editor-step", data: { editor: "klein", step: 3, total: 30 } }]);
+  assert.equal(s.activity, "klein: step 3/30");
+  s = reduce(s, { type: "event/bench-row", data: { key: "scn-01|respec" } });
+  assert.equal(s.activity, "benchmark row scn-01|respec");
+  assert.equal(reduce(s, { type: "run/finished" }).activity, null);
 });
 
 test("a session's store is passed back as an encoded query parameter", () => {
