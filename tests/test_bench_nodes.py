@@ -1,0 +1,173 @@
+"""The benchmark nodes as ComfyUI calls them: scenario loader, turn, turn switch, scenario masks,
+results writer."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import core
+
+
+@pytest.fixture()
+def nodes(pack):
+    import importlib
+    return importlib.import_module(f"{pack.__name__}.nodes.bench_nodes")
+
+
+def _load(nodes, index=0, dataset="occur_sample", max_side=96):
+    return nodes.ReSpecScenarioLoader().load(dataset, index, max_side)
+
+
+def test_the_loader_gives_the_scenario_its_image_and_annotations(pack, nodes):
+    scen_mod = core(pack, "bench.scenario")
+    ds = scen_mod.load_dataset("occur_sample")
+    idx = [s.id for s in ds].index("coffee_5t_v3_replace")
+    scenario, image, n, occluder, ref, labels, info = _load(nodes, idx)
+    assert isinstance(scenario, scen_mod.Scenario) and scenario.id == "coffee_5t_v3_replace"
+    assert tuple(image.shape) == (1, 64, 96, 3) and float(image.max()) <= 1.0
+    assert (n, occluder, ref) == (5, "napkin", 2)
+    assert labels.splitlines() == ["cookie", "-", "-", "vase", "fork"]
+    data = json.loads(info)
+    assert data["reference_distance"] == 3 and data["template"] == "5turn_v3" and data["index"] == idx
+
+
+def test_the_loader_joins_several_occluders(nodes, pack):
+    ds = core(pack, "bench.scenario").load_dataset("occur_sample")
+    idx = [s.id for s in ds].index("chelsea_2t_multi")
+    assert _load(nodes, idx)[3] == "rubber duck, mug"
+
+
+def test_an_index_past_the_last_scenario_is_an_error_that_says_how_many_there_are(pack, nodes):
+    n = len(core(pack, "bench.scenario").load_dataset("occur_sample"))
+    with pytest.raises(core(pack, "errors").InputError, match=f"{n} scenarios"):
+        _load(nodes, n)
+
+
+def test_the_loader_reruns_when_the_dataset_file_changes(nodes, tmp_path):
+    p = tmp_path / "set.json"
+    data = json.loads(core_sample_text())
+    p.write_text(json.dumps(data))
+    before = nodes.ReSpecScenarioLoader.IS_CHANGED(str(p), 0, 96)
+    data["scenarios"][0]["notes"] = "edited"
+    p.write_text(json.dumps(data))
+    assert nodes.ReSpecScenarioLoader.IS_CHANGED(str(p), 0, 96) != before
+    assert nodes.ReSpecScenarioLoader.IS_CHANGED(str(p), 1, 96) != nodes.ReSpecScenarioLoader.IS_CHANGED(str(p), 0, 96)
+
+
+def core_sample_text() -> str:
+    from pathlib import Path
+    return (Path(__file__).resolve().parent.parent / "respec/bench/samples/occur_sample.json").read_text()
+
+
+def test_a_turn_gives_its_instruction_and_ground_truth_flags(nodes):
+    scenario = _load(nodes, 0)[0]
+    turn = nodes.ReSpecScenarioTurn()
+    assert turn.turn(scenario, 1) == (scenario.turns[0].instruction, False, True, "", "O")
+    assert turn.turn(scenario, 2) == (scenario.turns[1].instruction, True, True, "", "R")
+
+
+def test_a_turn_beyond_the_scenario_does_not_exist(nodes):
+    scenario = _load(nodes, 0)[0]
+    assert scenario.num_turns == 2
+    assert nodes.ReSpecScenarioTurn().turn(scenario, 3) == ("", False, False, "", "")
+
+
+def test_the_turn_switch_never_asks_for_a_missing_turns_chain(pack, nodes):
+    History = core(pack, "history").History
+    before = History.start(np.zeros((8, 8, 3), np.uint8))
+    after = before.append(np.ones((8, 8, 3), np.uint8), "x")
+    sw = nodes.ReSpecTurnSwitch()
+    assert sw.check_lazy_status(False, before, None) == []
+    assert sw.switch(False, before, None) == (before,)
+    assert sw.check_lazy_status(True, before, None) == ["history_after"]
+    assert sw.check_lazy_status(True, before, after) == []
+    assert sw.switch(True, before, after) == (after,)
+    assert nodes.ReSpecTurnSwitch.INPUT_TYPES()["required"]["history_after"][1]["lazy"] is True
+
+
+def _history_for(pack, scenario, chosen=None):
+    History = core(pack, "history").History
+    Plan = core(pack, "plan").Plan
+    rng = np.random.default_rng(0)
+    h = History.start(rng.integers(0, 256, (64, 96, 3), dtype=np.uint8))
+    for t, turn in enumerate(scenario.turns, start=1):
+        plan = None
+        if t > 1:
+            plan = Plan(turn=t, user_instruction=turn.instruction, synthesis_instruction="rewritten " + turn.instruction,
+                        is_restoration=scenario.is_restoration(t), vlm_called=True, controller="qwen3-vl:test",
+                        restoration_source_id=chosen if scenario.is_restoration(t) else None,
+                        image_ids=(chosen, t - 1) if scenario.is_restoration(t) else (), meta={"vlm_calls": 1})
+        h = h.append(rng.integers(0, 256, (64, 96, 3), dtype=np.uint8), turn.instruction,
+                     plan.synthesis_instruction if plan else None, plan=plan, meta={"seed": 5})
+    return h
+
+
+def test_the_scenario_masks_node_masks_every_turn_with_each_occluder(pack, nodes):
+    ds = core(pack, "bench.scenario").load_dataset("occur_sample")
+    scenario = ds.by_id("chelsea_2t_multi")
+    masker = core(pack, "tiny.eval_models").build_tiny_masker(0, imgsz=64)
+    tm, occ, new, records = nodes.ReSpecScenarioMasks().masks(masker, _history_for(pack, scenario), scenario)
+    assert len(tm.occ) == 2 and tuple(occ.shape) == (2, 64, 96) and tuple(new.shape) == (2, 64, 96)
+    assert "other_occluders" in json.loads(records)["records"][0]
+
+
+def test_the_scenario_masks_node_refuses_a_history_of_another_length(pack, nodes):
+    ds = core(pack, "bench.scenario").load_dataset("occur_sample")
+    masker = core(pack, "tiny.eval_models").build_tiny_masker(0, imgsz=64)
+    with pytest.raises(core(pack, "errors").InputError, match="2 turns"):
+        nodes.ReSpecScenarioMasks().masks(masker, _history_for(pack, ds.by_id("coffee_3t_move")),
+                                          ds.by_id("chelsea_2t_multi"))
+
+
+SCORE = {"S_restore": 0.4, "S_preserve": 0.6, "S_TC": 0.5, "restore": {"psnr_db": 20.0}, "preserve": {},
+         "whole_image": {}, "areas": {"R_restore": 0.12, "R_preserve": 0.7}, "reasons": []}
+
+
+def test_the_results_writer_appends_one_row_in_the_output_folder(pack, nodes):
+    ds = core(pack, "bench.scenario").load_dataset("occur_sample")
+    scenario = ds.by_id("coffee_3t_move")
+    hist = _history_for(pack, scenario, chosen=0)
+    out = nodes.ReSpecResultsWriter().write(scenario, hist, json.dumps(SCORE), "respec", "flux2",
+                                            "bench/results.jsonl", "", "7")
+    row = json.loads(out["ui"]["respec_results"][0])
+    path = core(pack, "comfy").output_dir() / "bench" / "results.jsonl"
+    assert out["result"][1] == str(path) and path.is_file()
+    assert row["written"] is True and row["S_TC"] == 0.5 and row["restore_area_ratio"] == 0.12
+    assert row["reference_chosen"] == 0 and row["reference_correct"] is True
+    assert row["vlm_calls"] == 2 and row["controller"] == "qwen3-vl:test" and row["config"] == "respec"
+    assert row["editor_reference_ids"] == [0, 2] and row["reference_distance"] == 3
+    again = nodes.ReSpecResultsWriter().write(scenario, hist, json.dumps(SCORE), "respec", "flux2",
+                                              "bench/results.jsonl", "", "7")
+    assert json.loads(again["result"][0])["written"] is False
+    assert len(path.read_text().splitlines()) == 1
+
+
+def test_the_results_writer_averages_per_turn_judge_records(pack, nodes):
+    ds = core(pack, "bench.scenario").load_dataset("occur_sample")
+    scenario = ds.by_id("coffee_3t_move")
+    judges = json.dumps([{"S_IF": 1.0, "score": 3}, {"S_IF": 1 / 3, "score": 1}, {"S_IF": None, "score": None}])
+    out = nodes.ReSpecResultsWriter().write(scenario, _history_for(pack, scenario, chosen=1), json.dumps(SCORE),
+                                            "baseline", "flux2", "b/r.jsonl", judges, None)
+    row = json.loads(out["result"][0])
+    assert row["S_IF"] == pytest.approx(2 / 3) and row["S_IF_turns"][2] is None and row["judge_calls"] == 3
+
+
+def test_the_results_writer_only_writes_inside_the_output_folder(pack, nodes):
+    ds = core(pack, "bench.scenario").load_dataset("occur_sample")
+    scenario = ds[0]
+    hist = _history_for(pack, scenario)
+    InputError = core(pack, "errors").InputError
+    for bad in ("/tmp/x.jsonl", "../x.jsonl", "bench/results.txt"):
+        with pytest.raises(InputError, match="inside"):
+            nodes.ReSpecResultsWriter().write(scenario, hist, json.dumps(SCORE), "respec", "flux2", bad, "", None)
+
+
+def test_the_results_writer_refuses_an_incomplete_history(pack, nodes):
+    ds = core(pack, "bench.scenario").load_dataset("occur_sample")
+    scenario = ds.by_id("coffee_3t_move")
+    short = _history_for(pack, ds.by_id("chelsea_2t_multi"))
+    with pytest.raises(core(pack, "errors").InputError, match="3 turns"):
+        nodes.ReSpecResultsWriter().write(scenario, short, json.dumps(SCORE), "respec", "flux2",
+                                          "bench/results.jsonl", "", None)
