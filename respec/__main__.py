@@ -146,12 +146,23 @@ def _run_remote(a, settings) -> int:
     wanted = dict(dataset=dataset.path, servers=a.server, out=str(out), configs=settings.configs,
                   editor=settings.editor, limit=settings.limit, scenario_ids=settings.scenario_ids,
                   seed=settings.seed, workflow=a.workflow, smoke=settings.smoke, size=settings.size,
-                  steps=settings.steps, judge=settings.judge)
+                  steps=settings.steps, judge=settings.judge, quiet=a.quiet)
     params = inspect.signature(run_remote).parameters
     takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     kwargs = {k: v for k, v in wanted.items() if (takes_all or k in params) and v is not None}
-    run_remote(**kwargs)
-    return _finish(out / "results.jsonl", out)
+    print(f"OCCUR bench on {len(a.server)} ComfyUI server(s): {', '.join(a.server)}; out {out}", flush=True)
+    rc = 0
+    try:
+        summary = run_remote(**kwargs)
+        if getattr(summary, "interrupted", False):
+            print(f"Interrupted: the rows finished so far are in {out / 'results.jsonl'}; run the same command to resume.")
+            rc = 130
+    except ReSpecError as e:
+        # Some scenarios failed everywhere: say so, and still report what did finish.
+        print(f"error: {e}", file=sys.stderr)
+        rc = 1
+    done = _finish(out / "results.jsonl", out)
+    return rc or done
 
 
 def _finish(results: Path, out: Path) -> int:

@@ -55,3 +55,16 @@ def test_report_on_a_missing_file_says_so(tmp_path):
 def test_bench_refuses_an_unknown_config_before_loading_any_model(tmp_path):
     out = _cli("bench", "--smoke", "--config", "turbo", "--out", tmp_path, tmp_home=tmp_path)
     assert out.returncode == 2 and "unknown benchmark config 'turbo'" in out.stderr
+
+
+def test_bench_with_an_unreachable_server_says_which_and_fails(tmp_path):
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    out = _cli("bench", "--server", url, "--limit", "1", "--config", "baseline", "--out", tmp_path / "o",
+               "--quiet", tmp_home=tmp_path)
+    assert out.returncode == 1
+    assert f"OCCUR bench on 1 ComfyUI server(s): {url}" in out.stdout
+    assert url in out.stderr and "astronaut_2t_remove" in out.stderr
