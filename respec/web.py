@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 import threading
 from collections import OrderedDict
@@ -31,6 +30,7 @@ from PIL import Image
 
 from . import comfy
 from .errors import InputError, ReSpecError, StoreError
+from .metrics import as_mask, json_safe
 
 MIN_SIDE = 16          # smallest image side a client may ask for
 MAX_SIDE = 512         # largest: thumbnails and overlays never need more, and it bounds the work
@@ -59,22 +59,9 @@ class Response:
         return json.loads(self.body.decode("utf-8"))
 
 
-def _plain(obj: Any) -> Any:
-    """NaN/inf -> None and numpy scalars -> Python values, so browsers can JSON.parse the result."""
-    if isinstance(obj, dict):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
-
-
 def json_response(obj: Any, status: int = 200, headers: dict | None = None) -> Response:
-    """A JSON response (strict JSON: no NaN)."""
-    body = json.dumps(_plain(obj), ensure_ascii=False, allow_nan=False).encode("utf-8")
+    """A JSON response (strict JSON: NaN/inf become null, which browsers can parse)."""
+    body = json.dumps(json_safe(obj), ensure_ascii=False, allow_nan=False).encode("utf-8")
     return Response(status, "application/json", body, dict(headers or NO_CACHE))
 
 
@@ -304,9 +291,7 @@ def _load(store, session_id: Any):
     db = getattr(store, "db_path", None)
     if db is not None and not db.exists():
         raise NotFound(f"there is no session {sid!r}")
-    exists = store.exists(sid) if hasattr(store, "exists") else any(
-        s.get("session_id") == sid for s in store.list_sessions())
-    if not exists:
+    if not store.exists(sid):
         raise NotFound(f"there is no session {sid!r}")
     return store.load(sid)
 
@@ -393,9 +378,7 @@ def rewind(store, session_id: Any, body: bytes | str | None, notify: bool = True
         if not isinstance(data, dict) or "turn" not in data:
             raise InputError('the body must be a JSON object like {"turn": 2}')
         k = parse_turn(data["turn"])
-        n = len(_load(store, sid).turns)
-        if k >= n:
-            raise InputError(f"cannot rewind session {sid!r} to turn {k}: it has turns 0..{n - 1}")
+        _load(store, sid)               # 404 for an unknown session; the store checks k's range
         hist = store.rewind(sid, k)
         summary = session_summary(hist)
         if notify:
@@ -412,14 +395,9 @@ _LATEST_SCORES: dict = {}
 
 
 def _mask_png(mask: Any) -> tuple[bytes, tuple[int, int]]:
-    m = np.asarray(mask)
-    if m.ndim == 3 and m.shape[0] == 1:
-        m = m[0]
-    if m.ndim == 3 and m.shape[-1] == 1:
-        m = m[..., 0]
-    if m.ndim != 2 or m.size == 0:
-        raise InputError(f"a region mask must be H×W, got shape {m.shape}")
-    inside = m if m.dtype == bool else (m > 127 if m.dtype == np.uint8 else m.astype(np.float64) > 0.5)
+    inside = as_mask(mask, "region mask")
+    if inside.size == 0:
+        raise InputError("a region mask must not be empty (0 pixels)")
     im = Image.fromarray(inside.astype(np.uint8) * 255, "L")
     size = im.size
     target = fit_within(size, (MAX_SIDE, MAX_SIDE))
@@ -468,7 +446,7 @@ def mask_image(digest: Any) -> Response:
 def merge_scores(previous: dict | None, data: dict) -> dict:
     """The scores to show after a `respec.scores` event: an OCCUR record replaces the previous
     one (keeping a judge's S_IF); a judge-only event (S_IF) is added to the previous record."""
-    payload = _plain(data)
+    payload = json_safe(data)
     has_occur = any(k in payload for k in ("S_restore", "S_preserve", "S_TC"))
     if has_occur:
         if previous and "S_IF" in previous and "S_IF" not in payload:
@@ -479,13 +457,16 @@ def merge_scores(previous: dict | None, data: dict) -> dict:
 
 def remember_event(event: str, data: Any) -> None:
     """Event listener (respec.comfy.add_listener): note the stores History nodes use and keep the
-    latest `respec.scores`, overall and per session, for panels opened after the run."""
+    latest `respec.scores` (with the judge's S_IF from `respec.judge`), overall and per session,
+    for panels opened after the run."""
     if not isinstance(data, dict):
         return
     if event == "respec.history":
         remember_store(data.get("store"))
         return
-    if event != "respec.scores":
+    if event == "respec.judge" and "S_IF" in data:
+        data = {"S_IF": data["S_IF"], **({"session_id": data["session_id"]} if "session_id" in data else {})}
+    elif event != "respec.scores":
         return
     sid = data.get("session_id")
     with _LOCK:

@@ -388,7 +388,7 @@ def test_the_default_store_may_be_named_explicitly(env):
 def test_a_judge_score_is_added_to_the_occur_scores(env):
     web = env["web"]
     web.remember_event("respec.scores", {"session_id": "judge-demo", "S_restore": 0.5, "S_preserve": 0.7, "S_TC": 0.6})
-    web.remember_event("respec.scores", {"session_id": "judge-demo", "S_IF": 2 / 3})
+    web.remember_event("respec.judge", {"node": "5", "S_IF": 2 / 3, "score": 2, "session_id": "judge-demo"})
     got = web.latest_scores("judge-demo")
     assert got["S_TC"] == 0.6 and got["S_IF"] == pytest.approx(2 / 3)
     web.remember_event("respec.scores", {"session_id": "judge-demo", "S_restore": 0.1, "S_preserve": 0.2, "S_TC": 0.15})
