@@ -304,3 +304,11 @@ def test_a_run_killed_mid_way_resumes_without_losing_or_duplicating_rows(tmp_pat
     assert len(keys) == 4 == len(set(keys))
     assert f"already there {len(written)}" in done.stdout
     assert "Report:" in done.stdout and (out / "report" / "report.md").is_file()
+
+
+def test_without_weights_a_real_run_stops_before_the_first_scenario_and_says_where_it_looked(tmp_path):
+    from respec.errors import ReSpecError
+    with pytest.raises(ReSpecError, match="(?s)Looked in:.*respec_metrics") as ei:
+        run_benchmark(BenchSettings(out=str(tmp_path), configs=["baseline"], limit=1))
+    assert "download" in str(ei.value).lower()
+    assert ResultsFile(tmp_path / "results.jsonl").rows() == []

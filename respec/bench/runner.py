@@ -181,15 +181,23 @@ def load_smoke_models(settings: BenchSettings, folder: str | Path | None = None)
 
 
 def load_real_models(settings: BenchSettings) -> BenchModels:
-    """The paper's models (or the ones given): controller, editor, masker, scorer, judge."""
+    """The paper's models (or the ones given): scorer, masker, controller, editor, judge.
+
+    Smallest first, so that a missing file is reported before minutes go into loading the big ones."""
     from ..controller import DEFAULT_MODELS, load_backend
     from ..masks import load_masker
     from ..metrics import load_scorer
 
+    scorer = load_scorer(**settings.scorer_options)
+    masker = load_masker(**settings.masker_options)
     need_controller = any(CONFIGS[c].use_controller for c in settings.configs)
     backend = None
     if need_controller or (settings.judge and not settings.judge_controller):
         backend = load_backend(settings.controller, settings.controller_model, **settings.controller_options)
+    judge = None
+    if settings.judge:
+        judge = (load_backend(settings.judge_controller, settings.judge_model) if settings.judge_controller
+                 else backend)
     if settings.editor == "flux2":
         from ..editors import load_flux2
         editor = load_flux2(*([settings.editor_model] if settings.editor_model else []), **settings.editor_options)
@@ -199,12 +207,6 @@ def load_real_models(settings: BenchSettings) -> BenchModels:
                                **settings.editor_options)
     else:
         raise InputError(f"unknown editor {settings.editor!r}; use one of {', '.join(EDITORS)}")
-    masker = load_masker(**settings.masker_options)
-    scorer = load_scorer(**settings.scorer_options)
-    judge = None
-    if settings.judge:
-        judge = (load_backend(settings.judge_controller, settings.judge_model) if settings.judge_controller
-                 else backend)
     model = settings.controller_model or DEFAULT_MODELS.get(settings.controller, "")
     return BenchModels(editor=editor, backend=backend, masker=masker, scorer=scorer, judge_backend=judge,
                        describe={"controller": f"{settings.controller}:{Path(model).name or model}",
