@@ -171,3 +171,18 @@ def test_the_results_writer_refuses_an_incomplete_history(pack, nodes):
     with pytest.raises(core(pack, "errors").InputError, match="3 turns"):
         nodes.ReSpecResultsWriter().write(scenario, short, json.dumps(SCORE), "respec", "flux2",
                                           "bench/results.jsonl", "", None)
+
+
+def test_the_results_writer_reports_what_the_editor_got_under_each_config(pack, nodes):
+    ds = core(pack, "bench.scenario").load_dataset("occur_sample")
+    scenario = ds.by_id("coffee_3t_move")
+    hist = _history_for(pack, scenario, chosen=0)
+    ids = {}
+    for config in ("respec", "pti"):
+        out = nodes.ReSpecResultsWriter().write(scenario, hist, json.dumps(SCORE), config, "flux2",
+                                                f"b/{config}.jsonl", "", None)
+        row = json.loads(out["result"][0])
+        ids[config] = row["editor_reference_ids"]
+        assert [t["is_restoration"] for t in row["turns"]] == [False, False, True]
+        assert [t["stage"] for t in row["turns"]] == ["O", "M", "R"]
+    assert ids == {"respec": [0, 2], "pti": [2]}

@@ -364,18 +364,36 @@ def _save_images(out_dir: Path, key_dir: str, history: History) -> list[str]:
     return paths
 
 
-def turn_records(history: History) -> list[dict]:
+def _editor_ids(history: History, turn, config: BenchConfig | None) -> list[int]:
+    """The image ids the editor got at this turn: recorded by the runner; for a history built by
+    the nodes, re-derived with the Reference Selector's own rules from the plan and the config."""
+    ids = (turn.meta or {}).get("editor_image_ids")
+    if ids is not None:
+        return list(ids)
+    if turn.plan is None:
+        return [turn.index - 1]
+    from ..controller import select_references
+    try:
+        return list(select_references(history.rewind(turn.index - 1), turn.plan,
+                                      use_history_reference=config.use_hrs if config else True).ids)
+    except Exception:  # a plan from elsewhere that the selector refuses: say what is known
+        return [turn.index - 1]
+
+
+def turn_records(history: History, scenario: Scenario | None = None, config: BenchConfig | None = None) -> list[dict]:
     """Per-turn records of a generated history (what the row's 'turns' holds)."""
     out = []
     for turn in history.turns[1:]:
         plan, meta = turn.plan, turn.meta or {}
-        ids = meta.get("editor_image_ids")
-        if ids is None:
-            ids = list(plan.image_ids) if (plan is not None and plan.image_ids) else [turn.index - 1]
-        out.append({"t": turn.index, "stage": meta.get("stage"),
-                    "is_restoration": meta.get("is_restoration", plan.is_restoration if plan else None),
+        t = turn.index
+        if "is_restoration" in meta:
+            flag = meta["is_restoration"]
+        else:
+            flag = scenario.is_restoration(t) if scenario is not None else (plan.is_restoration if plan else None)
+        out.append({"t": t, "stage": meta.get("stage", scenario.turns[t - 1].stage if scenario else None),
+                    "is_restoration": flag,
                     "instruction": turn.instruction, "sent_instruction": turn.sent_instruction,
-                    "editor_image_ids": ids,
+                    "editor_image_ids": _editor_ids(history, turn, config),
                     "vlm_calls": int(meta.get("vlm_calls", plan.meta.get("vlm_calls", int(plan.vlm_called))
                                               if plan is not None else 0)),
                     "fallbacks": list(meta.get("fallbacks", plan.fallbacks if plan is not None else [])),
@@ -393,7 +411,7 @@ def make_row(scenario: Scenario, history: History, score: dict, *, config: str, 
         raise InputError(f"scenario {scenario.id!r} has {scenario.num_turns} turns but the history holds "
                          f"{len(history) - 1} edits; a results row needs the whole scenario")
     cfg = CONFIGS.get(config)
-    turns = turn_records(history)
+    turns = turn_records(history, scenario, cfg)
     controller = controller or next((t.plan.controller for t in history.turns
                                      if t.plan is not None and t.plan.vlm_called and t.plan.controller), "")
     judge = judge or {}
