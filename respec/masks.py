@@ -65,13 +65,15 @@ def ultralytics_module():
     with _ULTRA_LOCK:
         if _ultralytics is not None:
             return _ultralytics
+        # Imported already: by another copy of this pack (then it is configured) or by someone else.
         already = "ultralytics" in sys.modules
+        configured = os.environ.get("YOLO_OFFLINE") == "1" and os.environ.get("YOLO_AUTOINSTALL") == "False"
         omp = os.environ.get("OMP_NUM_THREADS")
         os.environ["YOLO_OFFLINE"] = "1"            # no connectivity probes, no downloads
         os.environ["YOLO_AUTOINSTALL"] = "False"    # never pip-install missing requirements
         os.environ.setdefault("YOLO_VERBOSE", "False")
         os.environ.setdefault("YOLO_CONFIG_DIR", str(comfy.user_dir() / "ultralytics"))
-        if already:
+        if already and not configured:
             log.warning("ultralytics was imported before ReSpec could configure it; its existing settings apply")
         import ultralytics
         if omp is None:  # ultralytics sets OMP_NUM_THREADS=1 for its training; not ours to change

@@ -345,25 +345,38 @@ def resolve_clip(name: str = DEFAULT_CLIP, allow_download: bool | None = None) -
     return p
 
 
-def build_clip(arch: str | dict = CLIP_ARCH, state: dict | None = None, device=None):
-    """An open_clip CLIP model (architecture name or config dict) with `state` loaded (random if None)."""
+class _DropRecord(logging.Filter):
+    def __init__(self, text: str):
+        super().__init__()
+        self.text = text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.text not in record.getMessage()
+
+
+def build_clip(arch: str | dict = CLIP_ARCH, checkpoint: str | Path | None = None, device=None):
+    """An open_clip CLIP model (architecture name or config dict) with the weights of `checkpoint`
+    (an open_clip state file, read with weights_only; random weights if None)."""
     import open_clip
     if isinstance(arch, dict):
         from open_clip.model import CLIP
         model = CLIP(**arch)
     else:
-        model = open_clip.create_model(arch, pretrained=None)
-    if state is not None:
-        for wrapper in ("state_dict", "model"):
-            if isinstance(state.get(wrapper), dict):
-                state = state[wrapper]
-        state = {k[7:] if k.startswith("module.") else k: v for k, v in state.items()}
+        # open_clip warns that the model is random; the weights are loaded right below.
+        quiet = _DropRecord("No pretrained weights loaded")
+        logging.getLogger().addFilter(quiet)
         try:
-            model.load_state_dict(state, strict=True)
-        except RuntimeError as e:
+            model = open_clip.create_model(arch, pretrained=None)
+        finally:
+            logging.getLogger().removeFilter(quiet)
+    if checkpoint is not None:
+        try:
+            open_clip.load_checkpoint(model, str(checkpoint), strict=True, weights_only=True)
+        except Exception as e:
             raise CorruptWeightsError(
-                f"The CLIP weights do not fit {arch if isinstance(arch, str) else 'the configured CLIP'} "
-                f"({str(e)[:300]}). Use OpenAI CLIP ViT-B/32 in open_clip format ({HOW_TO_GET_CLIP}).") from e
+                f"Could not load {checkpoint} into {arch if isinstance(arch, str) else 'the configured CLIP'} "
+                f"({type(e).__name__}: {str(e)[:300]}). Use OpenAI CLIP ViT-B/32 in open_clip format "
+                f"({HOW_TO_GET_CLIP}).") from e
     model.eval().requires_grad_(False)
     return model.to(device or "cpu")
 
@@ -375,7 +388,7 @@ def load_clip_model(clip_weights: str = DEFAULT_CLIP, *, arch: str | dict = CLIP
     dev = resolve_device(device)
     key_arch = arch if isinstance(arch, str) else repr(sorted(arch.items()))
     return models.cached(("open_clip", str(path), key_arch, str(dev)),
-                         lambda: build_clip(arch, models.load_state_file(path), dev))
+                         lambda: build_clip(arch, path, dev))
 
 
 def resolve_device(device):

@@ -245,3 +245,18 @@ def test_missing_metric_weights_name_the_folder_searched_and_downloads_need_cons
         metrics.resolve_lpips_trunk()
     with pytest.raises(DownloadNotAllowedError, match="allow downloads"):
         metrics.resolve_clip("someone/not-cached-clip")
+
+
+def test_weights_of_another_architecture_are_refused_clearly(tmp_path):
+    from safetensors.torch import save_file
+    from respec.errors import CorruptWeightsError
+    folder = tmp_path / "respec_home" / "models" / "respec_metrics"
+    files = save_tiny_eval_files(folder)
+    save_file({"visual.proj": torch.zeros(3, 3)}, str(folder / "not-clip.safetensors"))
+    torch.save({"classifier.1.weight": torch.zeros(2, 2)}, folder / "not-alexnet.pth")
+    models.CACHE.clear()
+    with pytest.raises(CorruptWeightsError, match="CLIP ViT-B/32"):
+        metrics.load_scorer("tiny-alexnet.pth", "not-clip.safetensors", clip_arch=TINY_CLIP_CFG, device="cpu")
+    with pytest.raises(CorruptWeightsError, match="AlexNet"):
+        metrics.load_scorer("not-alexnet.pth", str(files["clip"]), clip_arch=TINY_CLIP_CFG, device="cpu")
+    models.CACHE.clear()
