@@ -21,7 +21,6 @@ import os
 import re
 import sys
 import threading
-import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
