@@ -74,7 +74,13 @@ def ultralytics_module():
         os.environ.setdefault("YOLO_CONFIG_DIR", str(comfy.user_dir() / "ultralytics"))
         if already and not configured:
             log.warning("ultralytics was imported before ReSpec could configure it; its existing settings apply")
+        from PIL import Image
+        pil_open = Image.open
         import ultralytics
+        import ultralytics.utils.patches  # noqa: F401  (it replaces PIL.Image.open on import)
+        # ultralytics swaps PIL.Image.open process-wide for one that tries to pip-install a HEIF
+        # plugin on any unreadable file; inside ComfyUI that would reach every other node too.
+        Image.open = pil_open
         if omp is None:  # ultralytics sets OMP_NUM_THREADS=1 for its training; not ours to change
             os.environ.pop("OMP_NUM_THREADS", None)
         from ultralytics.utils import SETTINGS

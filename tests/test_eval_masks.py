@@ -228,3 +228,13 @@ def test_load_masker_finds_weights_in_the_model_folders_and_names_missing_ones(t
     yolo = masks.load_yolo_world(masks.resolve_weights("ultralytics", "tiny-worldv2.pt", None, "", None))
     assert Path(yolo.ckpt_path).is_absolute() and Path(yolo.ckpt_path) == files["yolo"].resolve()
     assert yolo.model.model[-1].nc >= 1
+
+
+def test_importing_ultralytics_leaves_pil_image_open_alone():
+    """ultralytics patches PIL.Image.open process-wide; the pack puts the original back."""
+    from PIL import Image
+    from respec.masks import ultralytics_module
+    before = Image.open
+    ultralytics_module()
+    assert Image.open is before
+    assert Image.open.__module__ == "PIL.Image"
