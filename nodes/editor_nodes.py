@@ -22,17 +22,12 @@ _OFFLOAD_TIP = ("Where the weights live while editing. none: all on the GPU (ins
                 "group_offload: blocks streamed to the GPU, between the two.")
 
 
-def _listed(kind: str) -> list[str]:
-    # ComfyUI ships empty "put_..._here" marker files in its model folders: not choices
-    return [n for n in comfy.list_models(kind) if not (n.startswith("put_") and n.endswith("_here"))]
-
-
 def _sources(known: list[str]) -> list[str]:
-    return known + [n for n in _listed("diffusers") if n not in known]
+    return known + [n for n in comfy.list_models("diffusers") if n not in known]
 
 
 def _files(kind: str) -> list[str]:
-    return [NONE] + _listed(kind)
+    return [NONE] + comfy.list_models(kind)
 
 
 def _output_size(current_image, width: int, height: int) -> tuple[int, int]:

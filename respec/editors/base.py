@@ -159,3 +159,37 @@ class StepReporter:
 def run_record(**items: Any) -> dict:
     """A plain dict for `Editor.last_run`, rounding float timings for display."""
     return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in items.items()}
+
+
+def place_pipeline(pipe, modules, device, offload: str, blocks_per_group: int = 1) -> tuple[list, list[str]]:
+    """Put a diffusers-style pipeline's weights where they run, per offload mode.
+
+    Inside ComfyUI with offload "none", `modules` are handed to ComfyUI's model manager
+    (moved to the GPU before each edit, evicted by "Free memory" or by other models' loads).
+    Returns (patchers, notes).
+    """
+    import torch
+    notes: list[str] = []
+    if device.type == "cpu":
+        if offload != "none":
+            notes.append(f"offload mode {offload!r} ignored: the pipeline runs on the CPU")
+        pipe.to(device)
+        return [], notes
+    if offload == "none":
+        modules = [m for m in modules if m is not None]
+        patchers = [comfy.register_with_model_manager(m, load_device=device) for m in modules] if comfy.in_comfyui() else []
+        if any(p is not None for p in patchers):
+            notes.append("weights managed by ComfyUI's model manager")
+            return patchers, notes
+        pipe.to(device)
+        return [], notes
+    if offload == "model_cpu_offload":
+        pipe.enable_model_cpu_offload(device=device)
+    elif offload == "sequential_cpu_offload":
+        pipe.enable_sequential_cpu_offload(device=device)
+    elif offload == "group_offload":
+        pipe.enable_group_offload(onload_device=device, offload_device=torch.device("cpu"),
+                                  offload_type="block_level", num_blocks_per_group=blocks_per_group,
+                                  use_stream=device.type == "cuda")
+    notes.append(f"offload: {offload}")
+    return [], notes

@@ -20,7 +20,7 @@ from PIL import Image
 
 from .. import comfy, models
 from ..errors import CorruptWeightsError, DownloadNotAllowedError, InputError, MissingWeightsError
-from .base import (Editor, StepReporter, check_size, prepare_references, run_record, seeded_generator,
+from .base import (Editor, StepReporter, check_size, place_pipeline, prepare_references, run_record, seeded_generator,
                    snap_size, to_output_size)
 
 log = logging.getLogger("respec")
@@ -220,47 +220,13 @@ def _build_editor(source: str, folder: Path, files: dict, torch_dtype, device, o
     pipe = Flux2KleinPipeline(scheduler=scheduler, vae=parts["vae"], text_encoder=parts["text_encoder"],
                               tokenizer=tokenizer, transformer=parts["transformer"],
                               is_distilled=bool(index.get("is_distilled", False)))
-    patchers, notes = place_pipeline(pipe, device, offload)
+    patchers, notes = place_pipeline(pipe, (pipe.text_encoder, pipe.transformer, pipe.vae), device, offload)
     variant = KLEIN_VARIANTS.get(source, {})
     if variant.get("licence"):
         notes.append(f"licence: {variant['licence']}")
     name = "flux2-klein" + (f" ({Path(source).name})" if source else "")
     return Flux2Editor(pipe, name=name, source=source, patchers=patchers, device=device, dtype=torch_dtype,
                        offload=offload, notes=notes)
-
-
-def place_pipeline(pipe, device, offload: str) -> tuple[list, list[str]]:
-    """Put the pipeline's weights where they run, per offload mode.
-
-    Inside ComfyUI with offload "none", the modules are handed to ComfyUI's model manager
-    (moved to the GPU before each edit, evicted by "Free memory" or by other models' loads).
-    Returns (patchers, notes).
-    """
-    import torch
-    notes: list[str] = []
-    if device.type == "cpu":
-        if offload != "none":
-            notes.append(f"offload mode {offload!r} ignored: the pipeline runs on the CPU")
-        pipe.to(device)
-        return [], notes
-    if offload == "none":
-        modules = [m for m in (pipe.text_encoder, pipe.transformer, pipe.vae) if m is not None]
-        patchers = [comfy.register_with_model_manager(m, load_device=device) for m in modules] if comfy.in_comfyui() else []
-        if any(p is not None for p in patchers):
-            notes.append("weights managed by ComfyUI's model manager")
-            return patchers, notes
-        pipe.to(device)
-        return [], notes
-    if offload == "model_cpu_offload":
-        pipe.enable_model_cpu_offload(device=device)
-    elif offload == "sequential_cpu_offload":
-        pipe.enable_sequential_cpu_offload(device=device)
-    elif offload == "group_offload":
-        pipe.enable_group_offload(onload_device=device, offload_device=torch.device("cpu"),
-                                  offload_type="block_level", num_blocks_per_group=1,
-                                  use_stream=device.type == "cuda")
-    notes.append(f"offload: {offload}")
-    return [], notes
 
 
 # --------------------------------------------------------------------------- diffusers folders

@@ -21,7 +21,7 @@ from PIL import Image
 
 from .. import comfy, models
 from ..errors import CorruptWeightsError, InputError, MissingWeightsError, ReSpecError
-from .base import (Editor, StepReporter, check_size, prepare_references, run_record, seeded_generator,
+from .base import (Editor, StepReporter, check_size, place_pipeline, prepare_references, run_record, seeded_generator,
                    snap_size, to_output_size)
 from .flux2 import OFFLOAD_MODES
 
@@ -203,33 +203,8 @@ def _build(classes: dict, source: str, folder: Path, dtype, device, offload: str
     mllm = _component(folder, "mllm", lambda p: Qwen2_5_VLForConditionalGeneration.from_pretrained(p, dtype=dtype))
     processor = _component(folder, "processor", lambda p: AutoProcessor.from_pretrained(p))
     pipe = classes["pipeline"](transformer=transformer, vae=vae, scheduler=scheduler, mllm=mllm, processor=processor)
-    patchers, notes = _place(pipe, device, offload)
+    patchers, notes = place_pipeline(pipe, (pipe.mllm, pipe.transformer, pipe.vae), device, offload, blocks_per_group=2)
     return OmniGen2Editor(pipe, name="omnigen2" + (f" ({Path(source).name})" if source else ""), source=source,
                           patchers=patchers, device=device, dtype=dtype, offload=offload, notes=notes)
 
 
-def _place(pipe, device, offload: str):
-    """Like flux2.place_pipeline, for OmniGen2's component names (mllm, transformer, vae)."""
-    import torch
-    notes: list[str] = []
-    if device.type == "cpu":
-        if offload != "none":
-            notes.append(f"offload mode {offload!r} ignored: the pipeline runs on the CPU")
-        pipe.to(device)
-        return [], notes
-    if offload == "none":
-        if comfy.in_comfyui():
-            patchers = [comfy.register_with_model_manager(m, load_device=device) for m in (pipe.mllm, pipe.transformer, pipe.vae)]
-            if any(p is not None for p in patchers):
-                return patchers, ["weights managed by ComfyUI's model manager"]
-        pipe.to(device)
-        return [], notes
-    if offload == "model_cpu_offload":
-        pipe.enable_model_cpu_offload(device=device)
-    elif offload == "sequential_cpu_offload":
-        pipe.enable_sequential_cpu_offload(device=device)
-    else:
-        pipe.enable_group_offload(onload_device=device, offload_device=torch.device("cpu"),
-                                  offload_type="block_level", num_blocks_per_group=2,
-                                  use_stream=device.type == "cuda")
-    return [], [f"offload: {offload}"]
