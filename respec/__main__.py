@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import argparse
-import inspect
 import logging
 import os
 import signal
@@ -129,16 +128,7 @@ def _fresh(out: Path) -> None:
 
 
 def _run_remote(a, settings) -> int:
-    try:
-        from .bench import remote
-    except ImportError as e:
-        print(f"--server needs respec/bench/remote.py, which could not be imported: {e}", file=sys.stderr)
-        return 2
-    run_remote = getattr(remote, "run_remote", None)
-    if run_remote is None:
-        print("--server: this version of respec/bench/remote.py has no run_remote(); run in-process "
-              "(without --server) instead", file=sys.stderr)
-        return 2
+    from .bench.remote import run_remote
     from .bench.runner import default_out_dir
     from .bench.scenario import load_dataset
     dataset = load_dataset(settings.dataset)
@@ -147,14 +137,12 @@ def _run_remote(a, settings) -> int:
                   editor=settings.editor, limit=settings.limit, scenario_ids=settings.scenario_ids,
                   seed=settings.seed, workflow=a.workflow, smoke=settings.smoke, size=settings.size,
                   steps=settings.steps, judge=settings.judge, quiet=a.quiet)
-    params = inspect.signature(run_remote).parameters
-    takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    kwargs = {k: v for k, v in wanted.items() if (takes_all or k in params) and v is not None}
+    kwargs = {k: v for k, v in wanted.items() if v is not None}
     print(f"OCCUR bench on {len(a.server)} ComfyUI server(s): {', '.join(a.server)}; out {out}", flush=True)
     rc = 0
     try:
         summary = run_remote(**kwargs)
-        if getattr(summary, "interrupted", False):
+        if summary.interrupted:
             print(f"Interrupted: the rows finished so far are in {out / 'results.jsonl'}; run the same command to resume.")
             rc = 130
     except ReSpecError as e:

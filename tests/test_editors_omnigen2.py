@@ -8,7 +8,6 @@ import textwrap
 
 import numpy as np
 import pytest
-from PIL import Image
 
 from conftest import core
 

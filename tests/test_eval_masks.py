@@ -12,7 +12,7 @@ import pytest
 import torch
 from PIL import Image
 
-from respec import masks, models
+from respec import masks
 from respec.errors import DownloadNotAllowedError, InputError, MissingWeightsError
 from respec.history import History
 from respec.masks import Masker, clip_box, parse_labels_per_turn, query_chain, simple_singular

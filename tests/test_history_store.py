@@ -17,7 +17,7 @@ import pytest
 from PIL import Image
 
 from respec.errors import InputError, StoreError
-from respec.history import History, StoredImage
+from respec.history import StoredImage
 from respec.plan import Plan
 from respec.store import DB_NAME, LazyStoredImage, SessionStore, validate_session_id
 

@@ -66,8 +66,8 @@ class OpenAICompatBackend:
         self.url = chat_completions_url(base_url)
         self.api_key_env = (api_key_env or "").strip()
         if self.api_key_env and not self.api_key_env.replace("_", "").isalnum():
-            raise InputError(f"api_key_env must be the NAME of an environment variable (like OPENAI_API_KEY), "
-                             f"not a key; got something that is not a variable name")
+            raise InputError("api_key_env must be the NAME of an environment variable (like OPENAI_API_KEY), "
+                             "not a key; got something that is not a variable name")
         self.timeout = float(timeout)
         if self.timeout <= 0:
             raise InputError("timeout must be a positive number of seconds")
