@@ -36,26 +36,31 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import http.server
 import json
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
+
+from comfyui_harness import Page, free_port, http_json, is_error, log, start_chromium, start_comfyui, stop
 
 ROOT = Path(__file__).resolve().parent.parent
 PACK_DIR_NAME = "ReSpec-ComfyUI"
 SESSION = "frontend-check"
 BOX = dict(x=96, y=64, w=112, h=96)     # where turn 1 pastes the red "umbrella" (on a 384x256 photo)
 PHOTO_SIZE = (384, 256)
+# Chromium flags on top of the harness's: no default apps, no metrics upload, no translate / hints /
+# media-router / autofill-server traffic.
+CHROME_FLAGS = ("--disable-default-apps", "--metrics-recording-only",
+                "--disable-features=Translate,OptimizationHints,MediaRouter,AutofillServerCommunication")
+# A tall viewport so the whole panel (4 turn cards) fits in one screenshot.
+VIEWPORT = (1400, 1350)
+# ComfyUI's environment on top of the harness's offline switches.
+COMFY_ENV = {"NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost", "DO_NOT_TRACK": "1"}
 
 HARNESS = r'''
 """Check harness written by scripts/check_frontend.py (not part of the pack): a tiny scorer and
@@ -136,24 +141,6 @@ PLAN_ANSWER = {
 }
 
 
-def log(msg: str) -> None:
-    print(msg, flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def http_json(method: str, url: str, body=None, timeout: float = 30):
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/json"} if data else {})
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        return r.status, json.loads(r.read() or b"null")
-
-
 # --------------------------------------------------------------------------- fake controller
 
 def start_fake_controller(delay: float) -> tuple[http.server.ThreadingHTTPServer, int]:
@@ -227,7 +214,7 @@ def build_prompt(controller_port: int, session: str) -> dict:
     }
 
 
-# --------------------------------------------------------------------------- processes
+# --------------------------------------------------------------------------- the base directory
 
 def make_base(base: Path, with_harness: bool) -> None:
     from PIL import Image
@@ -243,150 +230,7 @@ def make_base(base: Path, with_harness: bool) -> None:
     Image.fromarray(skdata.chelsea()).resize(PHOTO_SIZE, Image.BICUBIC).save(base / "input" / "respec_check.png")
 
 
-def start_comfyui(comfy: Path, python: str, base: Path, port: int, extra: list[str], logname: str):
-    cmd = [python, "main.py", "--cpu", "--disable-api-nodes", "--listen", "127.0.0.1", "--port", str(port),
-           "--base-directory", str(base), "--database-url", "sqlite:///:memory:", *extra]
-    log("starting ComfyUI: " + " ".join(cmd))
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", YOLO_OFFLINE="1",
-               NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost", DO_NOT_TRACK="1")
-    logf = open(base / logname, "w")
-    proc = subprocess.Popen(cmd, cwd=str(comfy), stdout=logf, stderr=subprocess.STDOUT, env=env,
-                            start_new_session=True)
-    deadline = time.time() + 180
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"ComfyUI exited with {proc.returncode}; see {base / logname}")
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/object_info/LoadImage", timeout=5)
-            return proc
-        except OSError:
-            time.sleep(1)
-    stop(proc)
-    raise RuntimeError("ComfyUI did not answer within 180 s")
-
-
-def stop(proc) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=20)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
-def start_chromium(chromium: str, profile: Path):
-    cmd = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-           "--disable-component-update", "--disable-sync", "--no-first-run", "--no-default-browser-check",
-           "--disable-default-apps", "--disable-extensions", "--metrics-recording-only",
-           "--disable-features=Translate,OptimizationHints,MediaRouter,AutofillServerCommunication",
-           f"--user-data-dir={profile}", "--remote-debugging-port=0", "--window-size=1440,1000",
-           "about:blank"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    port_file = profile / "DevToolsActivePort"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        if port_file.exists() and len(port_file.read_text().splitlines()) >= 2:
-            return proc, int(port_file.read_text().splitlines()[0])
-        time.sleep(0.2)
-    stop(proc)
-    raise RuntimeError("Chromium did not open its DevTools port")
-
-
-# --------------------------------------------------------------------------- DevTools protocol
-
-class Page:
-    """One page target over the DevTools protocol; collects console output as it comes."""
-
-    def __init__(self, ws):
-        self.ws = ws
-        self.next_id = 0
-        self.pending: dict[int, asyncio.Future] = {}
-        self.messages: list[dict] = []
-        self.phase = "start"
-        self.reader = asyncio.ensure_future(self._read())
-
-    @classmethod
-    async def open(cls, port: int) -> "Page":
-        import websockets
-        targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10).read())
-        page = next(t for t in targets if t["type"] == "page")
-        ws = await websockets.connect(page["webSocketDebuggerUrl"], max_size=64 * 2 ** 20)
-        self = cls(ws)
-        for domain in ("Runtime", "Log", "Page"):
-            await self.send(f"{domain}.enable")
-        # A tall viewport so the whole panel (4 turn cards) fits in one screenshot.
-        await self.send("Emulation.setDeviceMetricsOverride", {"width": 1400, "height": 1350,
-                                                               "deviceScaleFactor": 1, "mobile": False})
-        return self
-
-    async def _read(self):
-        async for raw in self.ws:
-            msg = json.loads(raw)
-            if "id" in msg:
-                fut = self.pending.pop(msg["id"], None)
-                if fut and not fut.done():
-                    fut.set_result(msg)
-                continue
-            method, p = msg.get("method"), msg.get("params", {})
-            if method == "Runtime.consoleAPICalled":
-                text = " ".join(str(a.get("value", a.get("description", a.get("type")))) for a in p.get("args", []))
-                frame = (p.get("stackTrace") or {}).get("callFrames") or [{}]
-                self._note("console." + p.get("type", "log"), text, frame[0].get("url", ""))
-            elif method == "Runtime.exceptionThrown":
-                d = p.get("exceptionDetails", {})
-                text = (d.get("exception") or {}).get("description") or d.get("text", "")
-                self._note("exception", text, d.get("url", ""))
-            elif method == "Log.entryAdded":
-                e = p.get("entry", {})
-                self._note("log." + e.get("level", "info"), e.get("text", ""), e.get("url", ""))
-
-    def _note(self, kind: str, text: str, url: str) -> None:
-        self.messages.append({"phase": self.phase, "kind": kind, "text": text[:2000], "url": url})
-
-    async def send(self, method: str, params: dict | None = None, timeout: float = 60) -> dict:
-        self.next_id += 1
-        fut = asyncio.get_running_loop().create_future()
-        self.pending[self.next_id] = fut
-        await self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params or {}}))
-        msg = await asyncio.wait_for(fut, timeout)
-        if "error" in msg:
-            raise RuntimeError(f"{method}: {msg['error']}")
-        return msg.get("result", {})
-
-    async def js(self, expression: str, timeout: float = 60):
-        res = await self.send("Runtime.evaluate", {"expression": expression, "awaitPromise": True,
-                                                   "returnByValue": True}, timeout)
-        if "exceptionDetails" in res:
-            raise RuntimeError(f"page script failed: {res['exceptionDetails'].get('exception', {}).get('description')}")
-        return res.get("result", {}).get("value")
-
-    async def wait_for(self, expression: str, timeout: float = 60, what: str = "") -> object:
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            try:
-                value = await self.js(expression)
-            except RuntimeError:
-                value = None
-            if value:
-                return value
-            await asyncio.sleep(0.25)
-        raise TimeoutError(f"timed out waiting for {what or expression}")
-
-    async def screenshot(self, path: Path, clip: dict | None = None) -> None:
-        params = {"format": "png"}
-        if clip:
-            params["clip"] = dict(clip, scale=1)
-        res = await self.send("Page.captureScreenshot", params)
-        path.write_bytes(base64.b64decode(res["data"]))
-
-    async def close(self):
-        self.reader.cancel()
-        await self.ws.close()
-
+# --------------------------------------------------------------------------- the page
 
 APP = "window.comfyAPI.app.app"
 PANEL_TEXT = "(document.querySelector('.respec-panel')?.innerText ?? '')"
@@ -407,7 +251,7 @@ async def card_turns(page: Page) -> int:
 
 
 async def drive(args, url: str, out: Path, prompt: dict, report: dict) -> None:
-    chrome, port = start_chromium(args.chromium, Path(tempfile.mkdtemp(prefix="respec-chrome-")))
+    chrome, port = start_chromium(args.chromium, Path(tempfile.mkdtemp(prefix="respec-chrome-")), CHROME_FLAGS)
     page = None
     checks = report["checks"]
 
@@ -416,7 +260,7 @@ async def drive(args, url: str, out: Path, prompt: dict, report: dict) -> None:
         log(f"  [{'ok' if ok else 'FAIL'}] {name}{(': ' + detail) if detail else ''}")
 
     try:
-        page = await Page.open(port)
+        page = await Page.open(port, viewport=VIEWPORT)
         # (a) the page with ComfyUI's default graph (no ReSpec node) and an empty session store
         page.phase = "a-load"
         await page.send("Page.navigate", {"url": url})
@@ -513,10 +357,10 @@ async def drive(args, url: str, out: Path, prompt: dict, report: dict) -> None:
 
 
 async def baseline(args, url: str, report: dict) -> None:
-    chrome, port = start_chromium(args.chromium, Path(tempfile.mkdtemp(prefix="respec-chrome-")))
+    chrome, port = start_chromium(args.chromium, Path(tempfile.mkdtemp(prefix="respec-chrome-")), CHROME_FLAGS)
     page = None
     try:
-        page = await Page.open(port)
+        page = await Page.open(port, viewport=VIEWPORT)
         page.phase = "baseline-load"
         await page.send("Page.navigate", {"url": url})
         await page.wait_for(f"!!({APP}?.extensionManager?.getSidebarTabs && document.querySelector('canvas'))", 120, "page")
@@ -526,10 +370,6 @@ async def baseline(args, url: str, report: dict) -> None:
             report["baseline"] += page.messages
             await page.close()
         stop(chrome)
-
-
-def is_error(m: dict) -> bool:
-    return m["kind"] in ("console.error", "exception", "log.error") or m["kind"].endswith(".assert")
 
 
 def main(argv=None) -> int:
@@ -552,7 +392,7 @@ def main(argv=None) -> int:
     try:
         make_base(base, with_harness=True)
         port = free_port()
-        proc = start_comfyui(Path(args.comfyui), args.python, base, port, [], "comfyui.log")
+        proc = start_comfyui(Path(args.comfyui), args.python, base, port, env=COMFY_ENV)
         url = f"http://127.0.0.1:{port}"
         comfy_log = (base / "comfyui.log").read_text()
         report["pack_import_failed"] = "IMPORT FAILED" in comfy_log and PACK_DIR_NAME in comfy_log
@@ -561,7 +401,7 @@ def main(argv=None) -> int:
         if args.baseline:
             stop(proc)
             proc = start_comfyui(Path(args.comfyui), args.python, base, port, ["--disable-all-custom-nodes"],
-                                 "comfyui-baseline.log")
+                                 env=COMFY_ENV, log_name="comfyui-baseline.log")
             asyncio.run(baseline(args, url, report))
     except Exception as e:   # report what happened so far, then fail
         report["checks"].append({"check": "the run completed", "ok": False, "detail": repr(e)})

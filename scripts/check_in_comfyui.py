@@ -33,14 +33,13 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
+
+from comfyui_harness import HarnessError, Page, free_port, http_json, log, start_chromium, start_comfyui, stop
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / "workflows"
@@ -56,32 +55,6 @@ CORE_MODEL_INPUTS = {
     ("CLIPLoader", "clip_name"): "text_encoders",
     ("VAELoader", "vae_name"): "vae",
 }
-
-
-def log(msg: str) -> None:
-    print(msg, flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def http(method: str, url: str, body=None, timeout: float = 60):
-    """(status, parsed JSON or text)."""
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/json"} if data else {})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            raw, status = r.read(), r.status
-    except urllib.error.HTTPError as e:
-        raw, status = e.read(), e.code
-    try:
-        return status, json.loads(raw)
-    except ValueError:
-        return status, raw.decode(errors="replace")
 
 
 def pack_nodes(python: str) -> dict:
@@ -264,66 +237,6 @@ LOAD_JS = """(async () => {
 })()"""
 
 
-class _Page:
-    """A page over the DevTools protocol that records console errors."""
-
-    def __init__(self, ws):
-        import asyncio
-        self.ws, self.next_id, self.pending, self.console = ws, 0, {}, []
-        self.reader = asyncio.ensure_future(self._read())
-
-    async def _read(self):
-        async for raw in self.ws:
-            msg = json.loads(raw)
-            if "id" in msg:
-                fut = self.pending.pop(msg["id"], None)
-                if fut is not None and not fut.done():
-                    fut.set_result(msg)
-            elif msg.get("method") == "Runtime.consoleAPICalled" and msg["params"].get("type") in ("error", "assert"):
-                args = msg["params"].get("args", [])
-                self.console.append(" ".join(str(a.get("value", a.get("description", ""))) for a in args)[:500])
-            elif msg.get("method") == "Runtime.exceptionThrown":
-                d = msg["params"].get("exceptionDetails", {})
-                self.console.append("exception: " + str((d.get("exception") or {}).get("description") or d.get("text"))[:500])
-            elif msg.get("method") == "Log.entryAdded" and msg["params"]["entry"].get("level") == "error":
-                e = msg["params"]["entry"]
-                self.console.append(f"log: {e.get('text', '')} {e.get('url', '')}"[:500])
-
-    async def send(self, method, params=None, timeout=120):
-        import asyncio
-        self.next_id += 1
-        fut = asyncio.get_running_loop().create_future()
-        self.pending[self.next_id] = fut
-        await self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params or {}}))
-        msg = await asyncio.wait_for(fut, timeout)
-        if "error" in msg:
-            raise RuntimeError(f"{method}: {msg['error']}")
-        return msg.get("result", {})
-
-    async def js(self, expression, timeout=120):
-        res = await self.send("Runtime.evaluate", {"expression": expression, "awaitPromise": True,
-                                                   "returnByValue": True}, timeout)
-        if "exceptionDetails" in res:
-            raise RuntimeError(str(res["exceptionDetails"].get("exception", {}).get("description")))
-        return res.get("result", {}).get("value")
-
-
-def _start_chromium(chromium: str, profile: Path):
-    cmd = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-           "--disable-component-update", "--disable-sync", "--no-first-run", "--no-default-browser-check",
-           "--disable-extensions", f"--user-data-dir={profile}", "--remote-debugging-port=0",
-           "--window-size=1440,1000", "about:blank"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    port_file = profile / "DevToolsActivePort"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        if port_file.exists() and len(port_file.read_text().splitlines()) >= 2:
-            return proc, int(port_file.read_text().splitlines()[0])
-        time.sleep(0.2)
-    os.killpg(proc.pid, signal.SIGKILL)
-    raise SystemExit("Chromium did not open its DevTools port")
-
-
 def _overlaps(nodes: list[dict]) -> list[str]:
     """Pairs of nodes whose drawn boxes (title bar included) overlap: a layout blemish, not an error."""
     title = 30
@@ -361,109 +274,99 @@ def check_frontend(url: str, chromium: str, ui_files: list[Path], shots: Path | 
     import asyncio
 
     async def run() -> list[str]:
-        import websockets
         problems: list[str] = []
         profile = Path(tempfile.mkdtemp(prefix="respec-wf-chrome-"))
-        proc, port = _start_chromium(chromium, profile)
+        proc, port = start_chromium(chromium, profile)
+        page = None
         try:
-            targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10).read())
-            target = next(t for t in targets if t["type"] == "page")
-            async with websockets.connect(target["webSocketDebuggerUrl"], max_size=256 * 2 ** 20) as ws:
-                page = _Page(ws)
-                for domain in ("Runtime", "Log", "Page"):
-                    await page.send(f"{domain}.enable")
-                t0 = time.monotonic()
-                # A first visit opens the template browser over the canvas; this profile is not new.
-                http("POST", f"{url}/api/settings/Comfy.TutorialCompleted", True)
-                await page.send("Page.navigate", {"url": url})
-                deadline = time.monotonic() + 180
-                while True:
-                    try:
-                        if await page.js(f"!!({APP}?.graph && document.querySelector('canvas'))"):
-                            break
-                    except RuntimeError:
-                        pass
-                    if time.monotonic() > deadline:
-                        raise SystemExit("the ComfyUI page did not come up in 180 s")
-                    await asyncio.sleep(0.5)
-                await asyncio.sleep(2)
-                log(f"frontend: page up after {time.monotonic() - t0:.1f} s")
-                baseline = list(page.console)
-                if baseline:
-                    log(f"frontend: errors logged by the page before any workflow (not counted): {baseline}")
-
-                async def load(name: str, ui: dict) -> dict:
-                    page.console.clear()
-                    res = await page.js(LOAD_JS % {"app": APP, "ui": json.dumps(ui), "name": json.dumps(name)})
-                    res["console"] = list(page.console)
-                    return res
-
-                # Control: an unknown node type must be flagged, or this check proves nothing.
-                control = {"last_node_id": 1, "last_link_id": 0, "links": [], "version": 0.4, "groups": [],
-                           "config": {}, "extra": {}, "nodes": [{
-                               "id": 1, "type": "ReSpecNoSuchNode", "pos": [0, 0], "size": [200, 60], "flags": {},
-                               "order": 0, "mode": 0, "properties": {}, "inputs": [], "outputs": [],
-                               "widgets_values": []}]}
-                res = await load("control.json", control)
-                flagged = [n for n in res["nodes"] if not n["registered"] or n["has_errors"]]
-                if flagged:
-                    log("frontend: control graph with an unknown node type was flagged, as it must be")
-                else:
-                    problems.append("frontend: the control graph's unknown node was not flagged: "
-                                    "this check cannot see missing nodes")
+            page = await Page.open(port, timeout=120, max_size=256 * 2 ** 20)
+            t0 = time.monotonic()
+            # A first visit opens the template browser over the canvas; this profile is not new.
+            http_json("POST", f"{url}/api/settings/Comfy.TutorialCompleted", True)
+            await page.send("Page.navigate", {"url": url})
+            deadline = time.monotonic() + 180
+            while True:
+                try:
+                    if await page.js(f"!!({APP}?.graph && document.querySelector('canvas'))"):
+                        break
+                except RuntimeError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise SystemExit("the ComfyUI page did not come up in 180 s")
                 await asyncio.sleep(0.5)
-                await page.js("document.querySelectorAll('.p-dialog-close-button, .p-dialog-header-close')"
-                              ".forEach(b => b.click())")
-                for path in ui_files:
-                    ui = json.loads(path.read_text(encoding="utf-8"))
-                    res = await load(path.name, ui)
-                    bad = [f"{n['id']} {n['type']}" + (" (not registered)" if not n["registered"] else "")
-                           + (" (has_errors)" if n["has_errors"] else "")
-                           for n in res["nodes"] if not n["registered"] or n["has_errors"]]
-                    file_problems = []
-                    if bad:
-                        file_problems.append(f"missing or flagged nodes: {bad}")
-                    if len(res["nodes"]) != len(ui["nodes"]):
-                        file_problems.append(f"{len(res['nodes'])} nodes in the canvas, {len(ui['nodes'])} in the file")
-                    overlaps = _overlaps(res["nodes"])
-                    if overlaps:
-                        log(f"note  frontend/{path.name}: overlapping nodes as drawn: {overlaps[:8]}")
-                    if res["errors"] or res["console"]:
-                        file_problems.append(f"errors while loading: {res['errors'] + res['console']}")
-                    api_path = API_DIR / f"{path.stem}.api.json"
-                    if res["prompt"] is None:
-                        file_problems.append("graphToPrompt gave nothing")
-                    elif api_path.exists():
-                        diffs = _compare_prompt(res["prompt"], json.loads(api_path.read_text(encoding="utf-8")))
-                        if diffs:
-                            file_problems.append("frontend's API conversion differs from the shipped file: "
-                                                 + "; ".join(diffs[:10]))
-                    if file_problems:
-                        log(f"FAIL  frontend/{path.name}")
-                        for fp in file_problems:
-                            log(f"      {fp}")
-                        problems += [f"frontend/{path.name}: {fp}" for fp in file_problems]
-                    if shots is not None:
-                        import base64
-                        # The first visit opens the template browser over the canvas: close dialogs.
-                        await page.js("document.querySelectorAll('.p-dialog-close-button, .p-dialog-header-close, "
-                                      "button[aria-label=\"Close\"]').forEach(b => b.click())")
-                        await asyncio.sleep(0.3)
-                        await page.js(f"{APP}.extensionManager.command.execute('Comfy.Canvas.FitView')")
-                        await asyncio.sleep(0.8)
-                        shot = await page.send("Page.captureScreenshot", {"format": "png"})
-                        shots.mkdir(parents=True, exist_ok=True)
-                        (shots / f"{path.stem}.png").write_bytes(base64.b64decode(shot["data"]))
-                    if not file_problems:
-                        log(f"PASS  frontend/{path.name}: loaded, {len(res['nodes'])} nodes, none missing, no errors; "
-                            f"graphToPrompt == {api_path.name}")
-                page.reader.cancel()
+            await asyncio.sleep(2)
+            log(f"frontend: page up after {time.monotonic() - t0:.1f} s")
+            baseline = list(page.console)
+            if baseline:
+                log(f"frontend: errors logged by the page before any workflow (not counted): {baseline}")
+
+            async def load(name: str, ui: dict) -> dict:
+                page.console.clear()
+                res = await page.js(LOAD_JS % {"app": APP, "ui": json.dumps(ui), "name": json.dumps(name)})
+                res["console"] = list(page.console)
+                return res
+
+            # Control: an unknown node type must be flagged, or this check proves nothing.
+            control = {"last_node_id": 1, "last_link_id": 0, "links": [], "version": 0.4, "groups": [],
+                       "config": {}, "extra": {}, "nodes": [{
+                           "id": 1, "type": "ReSpecNoSuchNode", "pos": [0, 0], "size": [200, 60], "flags": {},
+                           "order": 0, "mode": 0, "properties": {}, "inputs": [], "outputs": [],
+                           "widgets_values": []}]}
+            res = await load("control.json", control)
+            flagged = [n for n in res["nodes"] if not n["registered"] or n["has_errors"]]
+            if flagged:
+                log("frontend: control graph with an unknown node type was flagged, as it must be")
+            else:
+                problems.append("frontend: the control graph's unknown node was not flagged: "
+                                "this check cannot see missing nodes")
+            await asyncio.sleep(0.5)
+            await page.js("document.querySelectorAll('.p-dialog-close-button, .p-dialog-header-close')"
+                          ".forEach(b => b.click())")
+            for path in ui_files:
+                ui = json.loads(path.read_text(encoding="utf-8"))
+                res = await load(path.name, ui)
+                bad = [f"{n['id']} {n['type']}" + (" (not registered)" if not n["registered"] else "")
+                       + (" (has_errors)" if n["has_errors"] else "")
+                       for n in res["nodes"] if not n["registered"] or n["has_errors"]]
+                file_problems = []
+                if bad:
+                    file_problems.append(f"missing or flagged nodes: {bad}")
+                if len(res["nodes"]) != len(ui["nodes"]):
+                    file_problems.append(f"{len(res['nodes'])} nodes in the canvas, {len(ui['nodes'])} in the file")
+                overlaps = _overlaps(res["nodes"])
+                if overlaps:
+                    log(f"note  frontend/{path.name}: overlapping nodes as drawn: {overlaps[:8]}")
+                if res["errors"] or res["console"]:
+                    file_problems.append(f"errors while loading: {res['errors'] + res['console']}")
+                api_path = API_DIR / f"{path.stem}.api.json"
+                if res["prompt"] is None:
+                    file_problems.append("graphToPrompt gave nothing")
+                elif api_path.exists():
+                    diffs = _compare_prompt(res["prompt"], json.loads(api_path.read_text(encoding="utf-8")))
+                    if diffs:
+                        file_problems.append("frontend's API conversion differs from the shipped file: "
+                                             + "; ".join(diffs[:10]))
+                if file_problems:
+                    log(f"FAIL  frontend/{path.name}")
+                    for fp in file_problems:
+                        log(f"      {fp}")
+                    problems += [f"frontend/{path.name}: {fp}" for fp in file_problems]
+                if shots is not None:
+                    # The first visit opens the template browser over the canvas: close dialogs.
+                    await page.js("document.querySelectorAll('.p-dialog-close-button, .p-dialog-header-close, "
+                                  "button[aria-label=\"Close\"]').forEach(b => b.click())")
+                    await asyncio.sleep(0.3)
+                    await page.js(f"{APP}.extensionManager.command.execute('Comfy.Canvas.FitView')")
+                    await asyncio.sleep(0.8)
+                    shots.mkdir(parents=True, exist_ok=True)
+                    await page.screenshot(shots / f"{path.stem}.png")
+                if not file_problems:
+                    log(f"PASS  frontend/{path.name}: loaded, {len(res['nodes'])} nodes, none missing, no errors; "
+                        f"graphToPrompt == {api_path.name}")
         finally:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
+            if page is not None:
+                await page.close()
+            stop(proc, timeout=10)
             shutil.rmtree(profile, ignore_errors=True)
         return problems
 
@@ -512,31 +415,13 @@ def run(args) -> int:
 
     port = args.port or free_port()
     url = f"http://127.0.0.1:{port}"
-    cmd = [python, "main.py", "--cpu", "--disable-api-nodes", "--listen", "127.0.0.1", "--port", str(port),
-           "--base-directory", str(base), "--database-url", "sqlite:///:memory:"]
-    log("starting: " + " ".join(cmd) + f"   (cwd {comfy})")
-    logf = open(base / "comfyui.log", "w")
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", YOLO_OFFLINE="1",
-               RESPEC_HOME=str(base / "respec_home"))
-    proc = subprocess.Popen(cmd, cwd=str(comfy), stdout=logf, stderr=subprocess.STDOUT, env=env,
-                            start_new_session=True)
     failures: list[str] = []
     expected: list[str] = []
-    started = time.monotonic()
+    proc = None
     try:
-        while True:
-            if proc.poll() is not None:
-                raise SystemExit(f"ComfyUI exited with {proc.returncode}; log:\n" +
-                                 (base / "comfyui.log").read_text()[-4000:])
-            try:
-                status, _ = http("GET", f"{url}/system_stats", timeout=5)
-                if status == 200:
-                    break
-            except OSError:
-                pass
-            if time.monotonic() - started > args.start_timeout:
-                raise SystemExit(f"ComfyUI did not answer within {args.start_timeout} s")
-            time.sleep(0.5)
+        started = time.monotonic()
+        proc = start_comfyui(comfy, python, base, port, env={"RESPEC_HOME": str(base / "respec_home")},
+                             timeout=args.start_timeout)
         log(f"ComfyUI up after {time.monotonic() - started:.1f} s at {url}")
         logtext = (base / "comfyui.log").read_text(errors="replace")
         for line in logtext.splitlines():
@@ -546,7 +431,7 @@ def run(args) -> int:
             if PACK_DIR_NAME in line and "seconds" in line:
                 log(f"import: {line.strip()}")
 
-        status, info = http("GET", f"{url}/object_info", timeout=300)
+        status, info = http_json("GET", f"{url}/object_info", timeout=300)
         if status != 200 or not isinstance(info, dict):
             raise SystemExit(f"GET /object_info answered {status}")
         missing = [n for n in pack["nodes"] if n not in info]
@@ -555,7 +440,7 @@ def run(args) -> int:
         if missing:
             failures.append(f"/object_info lacks pack nodes: {missing}")
 
-        status, templates = http("GET", f"{url}/api/workflow_templates")
+        status, templates = http_json("GET", f"{url}/api/workflow_templates")
         listed = sorted((templates or {}).get(PACK_DIR_NAME, [])) if isinstance(templates, dict) else []
         want = sorted(p.stem for p in ui_files)
         log(f"/api/workflow_templates[{PACK_DIR_NAME}]: {listed}")
@@ -574,12 +459,12 @@ def run(args) -> int:
                 failures.append(f"ui/{p.name}: a node has fewer widget values than its widget inputs")
                 log(f"FAIL  ui/{p.name}: a node has fewer widget values than its widget inputs")
         for label, wf in prompts:
-            status, body = http("POST", f"{url}/prompt", {"prompt": wf, "client_id": "respec-check"})
+            status, body = http_json("POST", f"{url}/prompt", {"prompt": wf, "client_id": "respec-check"})
             pid = body.get("prompt_id") if isinstance(body, dict) else None
             if pid:
                 # Validation is what we check: take the prompt out before it runs (or stop it).
-                http("POST", f"{url}/queue", {"delete": [pid]})
-                http("POST", f"{url}/interrupt", {"prompt_id": pid})
+                http_json("POST", f"{url}/queue", {"delete": [pid]})
+                http_json("POST", f"{url}/interrupt", {"prompt_id": pid})
             node_errors = body.get("node_errors") if isinstance(body, dict) else None
             if status == 200 and not node_errors:
                 log(f"PASS  {label}: /prompt accepted it (prompt_id {pid})")
@@ -594,7 +479,7 @@ def run(args) -> int:
             (expected if model_only else failures).append(f"{label}: " + "; ".join(reasons))
         # Let an interrupted prompt settle before the next step / stopping.
         for _ in range(120):
-            status, q = http("GET", f"{url}/queue")
+            status, q = http_json("GET", f"{url}/queue")
             if isinstance(q, dict) and not q.get("queue_running") and not q.get("queue_pending"):
                 break
             time.sleep(0.5)
@@ -607,13 +492,7 @@ def run(args) -> int:
             if not any(f.startswith("execute:") for f in failures):
                 log("PASS  execute: benchmark_flux2 ran end to end; unused turn slots were skipped")
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        logf.close()
+        stop(proc, signal.SIGINT)
         if args.keep:
             log(f"kept {base} (ComfyUI log: {base / 'comfyui.log'})")
         else:
@@ -638,7 +517,10 @@ def main(argv=None) -> int:
     ap.add_argument("--chromium", default=shutil.which("chromium") or "chromium", help="Chromium binary")
     ap.add_argument("--execute", action="store_true",
                     help="also run the FLUX.2 benchmark workflow on a 2-turn scenario with tiny random models")
-    return run(ap.parse_args(argv))
+    try:
+        return run(ap.parse_args(argv))
+    except HarnessError as e:   # ComfyUI or Chromium did not come up: say why, without a traceback
+        raise SystemExit(str(e))
 
 
 if __name__ == "__main__":
