@@ -141,15 +141,22 @@ def preservation_target(reasoning: Any, restoration_region: str | None) -> tuple
     return None, None
 
 
-def parse_restoration(raw: str, turn: int, user_instruction: str) -> Parsed:
-    """Read a restoration answer at turn t = `turn` (C.2 + C.3)."""
+def _read_answer(raw, user_instruction: str):
+    """(object, how it was found, None), or (None, how, the C.2 fallback Parsed) when no JSON is found."""
     raw = raw if isinstance(raw, str) else str(raw)
     found, obj, how = extract_json(raw)
+    if found:
+        return obj, how, None
+    fallbacks = [JSON_PARSE_FAILED]
+    return None, how, Parsed(_raw_as_instruction(raw, user_instruction, fallbacks), fallbacks=fallbacks, found=how)
+
+
+def parse_restoration(raw: str, turn: int, user_instruction: str) -> Parsed:
+    """Read a restoration answer at turn t = `turn` (C.2 + C.3)."""
+    obj, how, failed = _read_answer(raw, user_instruction)
+    if failed is not None:
+        return failed  # C.2 fallback object: no ids, no images, the raw answer as the instruction
     fallbacks: list[str] = []
-    if not found:
-        # C.2 fallback object: no ids, no images, the raw answer as the instruction.
-        fallbacks.append(JSON_PARSE_FAILED)
-        return Parsed(_raw_as_instruction(raw, user_instruction, fallbacks), fallbacks=fallbacks, found=how)
     if not isinstance(obj, dict):
         fallbacks += [RESULT_NOT_A_DICT, SYNTHESIS_INSTRUCTION_MISSING]
         obj = {}
@@ -194,12 +201,10 @@ def parse_restoration(raw: str, turn: int, user_instruction: str) -> Parsed:
 
 def parse_midturn(raw: str, user_instruction: str) -> Parsed:
     """Read a mid-turn rewrite answer (C.2): only reasoning and synthesis_instruction matter."""
-    raw = raw if isinstance(raw, str) else str(raw)
-    found, obj, how = extract_json(raw)
+    obj, how, failed = _read_answer(raw, user_instruction)
+    if failed is not None:
+        return failed
     fallbacks: list[str] = []
-    if not found:
-        fallbacks.append(JSON_PARSE_FAILED)
-        return Parsed(_raw_as_instruction(raw, user_instruction, fallbacks), fallbacks=fallbacks, found=how)
     if not isinstance(obj, dict):
         fallbacks += [RESULT_NOT_A_DICT, SYNTHESIS_INSTRUCTION_MISSING]
         return Parsed(user_instruction, fallbacks=fallbacks, found=how)
