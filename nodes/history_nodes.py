@@ -2,19 +2,16 @@
 persistent session across prompts (respec/history.py, respec/store.py)."""
 from __future__ import annotations
 
-import hashlib
 import json
 
 from ..respec import comfy
 from ..respec.errors import InputError, StoreError
 from ..respec.history import History
-from ..respec.images import content_hash
 from ..respec.store import open_store, plan_summary, validate_session_id
 from .common import HISTORY, PLAN, image_from_comfy, images_to_comfy
 
 CATEGORY = "ReSpec/history"
 MODES = ["new", "load", "rewind", "branch", "in-graph"]
-RUN_META = "_respec_run"   # turn meta key: which prompt and node appended the turn
 
 
 def _info(hist: History, mode: str) -> str:
@@ -171,17 +168,8 @@ class ReSpecHistoryAppend:
             _send(new, unique_id, "append")
             return (new, images_to_comfy([new.current.image]))
 
-        store = open_store(history.store_root)
-        sid = history.session_id
-        run = self._run_id(sid, prompt, unique_id)
-        done = self._already_done_by_this_prompt(store, sid, run)
-        if done is not None:
-            return (done, images_to_comfy([done.current.image]))
-        if run is not None:
-            meta_d[RUN_META] = run
-        key = self._idempotency_key(history, arr, instruction, sent, plan)
-        new = store.append(sid, arr, instruction, sent, plan, meta_d, idempotency_key=key,
-                           expected_version=history.version)
+        new = open_store(history.store_root).append_once(history, arr, instruction, sent, plan, meta_d,
+                                                         prompt=prompt, node_id=unique_id)
         _send(new, unique_id, "append")
         return (new, images_to_comfy([new.current.image]))
 
@@ -195,45 +183,7 @@ class ReSpecHistoryAppend:
             raise InputError(f"meta must be a JSON object like {{\"seed\": 1}}: {e}") from e
         if not isinstance(value, dict):
             raise InputError(f"meta must be a JSON object like {{\"seed\": 1}}, got {type(value).__name__}")
-        if RUN_META in value:
-            raise InputError(f"meta key {RUN_META!r} is reserved")
         return value
-
-    @staticmethod
-    def _idempotency_key(history: History, arr, instruction: str, sent: str, plan) -> str:
-        """Same loaded session state + same turn content = same key: a re-run adds nothing."""
-        h = hashlib.sha256()
-        h.update(json.dumps({"session": history.session_id, "version": history.version,
-                             "turns": len(history), "instruction": instruction, "sent": sent,
-                             "image": content_hash(arr),
-                             "plan": plan.to_dict() if plan is not None else None},
-                            sort_keys=True, default=str).encode())
-        return h.hexdigest()
-
-    @staticmethod
-    def _run_id(sid: str, prompt, unique_id) -> dict | None:
-        """Which queued prompt (its whole API graph) and which node is appending, if ComfyUI said."""
-        if prompt is None or unique_id is None:
-            return None
-        digest = hashlib.sha256(json.dumps({"session": sid, "prompt": prompt}, sort_keys=True,
-                                           default=str).encode()).hexdigest()[:32]
-        return {"prompt": digest, "node": str(unique_id)}
-
-    @staticmethod
-    def _already_done_by_this_prompt(store, sid: str, run: dict | None) -> History | None:
-        """Queueing the same prompt again re-runs the session load (its version changed) and so
-        this node; if the latest turns were appended by this same prompt, and one of them by this
-        node, return the history as this node left it instead of appending a duplicate turn."""
-        if run is None:
-            return None
-        current = store.load(sid)
-        for t in reversed(current.turns[1:]):
-            mark = t.meta.get(RUN_META) if isinstance(t.meta, dict) else None
-            if not isinstance(mark, dict) or mark.get("prompt") != run["prompt"]:
-                break
-            if mark.get("node") == run["node"]:
-                return current.with_turns(current.turns[: t.index + 1])
-        return None
 
 
 NODE_CLASS_MAPPINGS = {

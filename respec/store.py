@@ -21,6 +21,7 @@ Guarantees (tests/test_history_store.py checks each one):
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -326,6 +327,18 @@ _TURN_COLS = "idx, instruction, sent_instruction, plan, meta, image, height, wid
 
 
 # ------------------------------------------------------------------------------- the store
+
+RUN_META = "_respec_run"   # turn meta key: which queued prompt and node appended the turn
+
+
+def _run_mark(session_id: str, prompt: Any, node_id: Any) -> dict | None:
+    """Which queued prompt (a digest of its whole API graph) and node is appending, if known."""
+    if prompt is None or node_id is None:
+        return None
+    digest = hashlib.sha256(json.dumps({"session": session_id, "prompt": prompt}, sort_keys=True,
+                                       default=str).encode()).hexdigest()[:32]
+    return {"prompt": digest, "node": str(node_id)}
+
 
 class SessionStore:
     """Sessions of editing turns on disk. Safe to use from several threads and processes at once.
@@ -677,6 +690,39 @@ class SessionStore:
                        str(self.root))
         self._remember(sid, lineage, hist)
         return hist
+
+    def append_once(self, history: History, image: Any, instruction: str, sent_instruction: str,
+                    plan: Plan | None = None, meta: dict | None = None,
+                    prompt: Any = None, node_id: Any = None) -> History:
+        """Append turn t to the session `history` was loaded from, at most once per queued prompt.
+
+        Two guards, because ComfyUI re-runs the graph when the same prompt is queued again: the
+        turn's content key (same loaded version + same inputs = the same turn), and a mark of the
+        queued prompt (`prompt`, its API graph) and appending node (`node_id`) kept in the turn's
+        meta: a second queue of that prompt finds its own turn and gets the history as that node
+        left it. Refuses (StoreError) when another client appended since `history` was loaded.
+        """
+        sid = validate_session_id(history.session_id)
+        meta = dict(meta or {})
+        if RUN_META in meta:
+            raise InputError(f"meta key {RUN_META!r} is reserved")
+        run = _run_mark(sid, prompt, node_id)
+        if run is not None:
+            current = self.load(sid)
+            for t in reversed(current.turns[1:]):
+                mark = t.meta.get(RUN_META) if isinstance(t.meta, dict) else None
+                if not isinstance(mark, dict) or mark.get("prompt") != run["prompt"]:
+                    break
+                if mark.get("node") == run["node"]:
+                    return current.with_turns(current.turns[: t.index + 1])
+            meta[RUN_META] = run
+        image = StoredImage.of(image)
+        key = hashlib.sha256(json.dumps(
+            {"session": sid, "version": history.version, "turns": len(history), "instruction": instruction,
+             "sent": sent_instruction, "image": image.digest, "plan": plan.to_dict() if plan is not None else None},
+            sort_keys=True, default=str).encode()).hexdigest()
+        return self.append(sid, image, instruction, sent_instruction, plan, meta, idempotency_key=key,
+                           expected_version=history.version)
 
     def rewind(self, session_id: str, k: int) -> History:
         """Undo the turns after k (keep 0..k; the later rows are deleted, the version still grows).

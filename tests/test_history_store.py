@@ -499,3 +499,27 @@ def test_a_process_killed_while_creating_a_session_leaves_no_session(tmp_path):
     s = SessionStore(root)
     assert not s.exists("a") and [x["session_id"] for x in s.list_sessions()] == ["other"]
     assert len(s.create("a", _img(3))) == 1
+
+
+def test_append_once_adds_a_queued_prompts_turn_only_once(store):
+    """ComfyUI re-runs a re-queued prompt on the session it already changed: no second turn."""
+    h0 = store.create("a", _img(1))
+    prompt = {"1": {"class_type": "ReSpecHistoryAppend", "inputs": {"instruction": "add a hat"}}}
+    h1 = store.append_once(h0, _img(2), "add a hat", "add a hat", prompt=prompt, node_id="7")
+    again = store.append_once(h1, _img(3), "add a hat", "add a hat", prompt=prompt, node_id="7")
+    assert len(h1) == 2 and len(again) == 2 and store.version("a") == h1.version
+    other = store.append_once(h1, _img(3), "add a scarf", "add a scarf", prompt={"x": 1}, node_id="7")
+    assert len(other) == 3
+
+
+def test_append_once_refuses_a_history_that_is_no_longer_current(store):
+    h0 = store.create("a", _img(1))
+    store.append("a", _img(2), "elsewhere")
+    with pytest.raises(StoreError, match="changed since this history was loaded"):
+        store.append_once(h0, _img(3), "mine", "mine")
+
+
+def test_append_once_reserves_its_meta_key(store):
+    h0 = store.create("a", _img(1))
+    with pytest.raises(InputError, match="reserved"):
+        store.append_once(h0, _img(2), "x", "x", meta={"_respec_run": 1})
