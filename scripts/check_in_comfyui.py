@@ -19,6 +19,13 @@ What it does, touching nothing inside the checkout:
    score record), queued with the pack's own remote runner: checks that the 3 unused turn slots
    are skipped by ComfyUI's lazy evaluation (none of their controller / editor / append nodes
    runs) and that the Results Writer's row comes back through /history with 2 turns;
+   then uses the conversational workflow as an artist would, one queued prompt per turn on
+   session "check-conv" (picture sent through /upload/image, tiny models, 2 steps), reading the
+   session back through the pack's GET /respec/sessions/check-conv after each prompt: turn 1
+   gives turns 0..1; the identical prompt queued again adds nothing; a new request gives turns
+   0..2 with a controller call in turn 2's plan; POST .../rewind {"turn": 1} leaves turns 0..1.
+   Each prompt's History Store must re-run exactly when the session changed since the previous
+   prompt (ComfyUI's execution_cached message in /history says whether it ran);
 6. with --frontend, opens ComfyUI's own frontend in headless Chromium (DevTools protocol) and
    loads every UI workflow with app.loadGraphData, as drag-and-drop or the template browser
    does: no node may be missing or flagged, no error may be logged, and the frontend's own
@@ -29,6 +36,7 @@ What it does, touching nothing inside the checkout:
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import shutil
@@ -39,7 +47,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from comfyui_harness import HarnessError, Page, free_port, http_json, log, start_chromium, start_comfyui, stop
+from comfyui_harness import (HarnessError, Page, free_port, http_json, log, start_chromium, start_comfyui, stop,
+                             upload_image)
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / "workflows"
@@ -144,6 +153,17 @@ def build_tiny_models(python: str, base: Path) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def use_tiny_models(wf: dict, tiny: dict) -> dict:
+    """Point an API workflow's controller and FLUX.2 loaders at the tiny models, on CPU in fp32
+    (in place; returns wf)."""
+    for node in wf.values():
+        if node["class_type"] == "ReSpecVLMLoader":
+            node["inputs"].update(model=tiny["vlm"], device="cpu", dtype="fp32", max_new_tokens=48)
+        elif node["class_type"] == "ReSpecFlux2Loader":
+            node["inputs"].update(custom_model=tiny["klein"], dtype="fp32")
+    return wf
+
+
 def execute_benchmark(url: str, tiny: dict) -> list[str]:
     """Run benchmark_flux2 on a 2-turn scenario with tiny models; return the problems found."""
     sys.path.insert(0, str(ROOT))   # a script: use the repo's core to queue (respec.bench.remote)
@@ -161,12 +181,9 @@ def execute_benchmark(url: str, tiny: dict) -> list[str]:
         del wf[name]
     wf["9001"] = {"class_type": "PrimitiveString", "inputs": {"value": "{}"},
                   "_meta": {"title": "empty score record (no detector weights here)"}}
+    use_tiny_models(wf, tiny)
     for node in wf.values():
-        if node["class_type"] == "ReSpecVLMLoader":
-            node["inputs"].update(model=tiny["vlm"], device="cpu", dtype="fp32", max_new_tokens=48)
-        elif node["class_type"] == "ReSpecFlux2Loader":
-            node["inputs"].update(custom_model=tiny["klein"], dtype="fp32")
-        elif node["class_type"] == remote.RESULTS_WRITER:
+        if node["class_type"] == remote.RESULTS_WRITER:
             node["inputs"]["score_record"] = ["9001", 0]
     prompt = remote.fill_workflow(wf, dataset="occur_sample", index=index,
                                   turn_seed=lambda t: turn_seed(0, sc.id, t),
@@ -210,6 +227,178 @@ def execute_benchmark(url: str, tiny: dict) -> list[str]:
             f"{[t.get('sent_instruction', '')[:40] for t in row.get('turns') or []]}")
         if len(row.get("turns") or []) != sc.num_turns or row.get("scenario_id") != sc.id:
             problems.append(f"row has {len(row.get('turns') or [])} turns for {row.get('scenario_id')}")
+    return problems
+
+
+CONV_SESSION = "check-conv"
+
+
+def queue_and_wait(url: str, prompt: dict, timeout: float = 900) -> tuple[dict | None, str]:
+    """POST /prompt, then poll /history/<id> until the prompt finished: (its /history entry,
+    '') when it ran to the end, else (entry or None, why not)."""
+    status, body = http_json("POST", f"{url}/prompt", {"prompt": prompt, "client_id": "respec-check-conv"})
+    pid = body.get("prompt_id") if isinstance(body, dict) else None
+    if status != 200 or not pid or (isinstance(body, dict) and body.get("node_errors")):
+        return None, "/prompt refused it: " + "; ".join(describe_rejection(status, body))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        _, hist = http_json("GET", f"{url}/history/{pid}")
+        entry = hist.get(pid) if isinstance(hist, dict) else None
+        if entry is not None:
+            st = entry.get("status") or {}
+            if st.get("status_str") == "success" and st.get("completed"):
+                return entry, ""
+            errors = [f"{d.get('node_id')} {d.get('node_type')}: {d.get('exception_message', '').strip()}"
+                      for kind, d in st.get("messages") or [] if kind == "execution_error"]
+            return entry, f"prompt {pid} ended with {st.get('status_str')}: {'; '.join(errors) or st}"
+        time.sleep(1.0)
+    http_json("POST", f"{url}/interrupt", {"prompt_id": pid})
+    return None, f"prompt {pid} did not finish within {timeout:g} s"
+
+
+def _ran(entry: dict, prompt: dict) -> set[str]:
+    """Nodes of `prompt` that ComfyUI did not take from its cache (execution_cached message)."""
+    cached = set()
+    for kind, data in (entry.get("status") or {}).get("messages") or []:
+        if kind == "execution_cached":
+            cached |= {str(n) for n in data.get("nodes") or []}
+    return set(prompt) - cached
+
+
+def execute_conversation(url: str, tiny: dict) -> list[str]:
+    """Use conversational_flux2 as an artist would, one queued prompt per turn on session
+    CONV_SESSION, and check what the session store promises through the pack's HTTP routes:
+    turn 1 is stored; the identical prompt queued again adds nothing; a new request adds turn 2
+    (History Store re-run, one controller call); the rewind route undoes it. One PASS/FAIL line
+    per check; returns the problems found."""
+    sys.path.insert(0, str(ROOT))
+    from io import BytesIO
+
+    import numpy as np
+    from PIL import Image
+    from respec.bench import remote
+
+    problems: list[str] = []
+
+    def check(label: str, ok: bool, detail: str) -> None:
+        log(f"{'PASS' if ok else 'FAIL'}  execute/conversational: {label}: {detail}")
+        if not ok:
+            problems.append(f"{label}: {detail}")
+
+    def session() -> tuple[list[int] | None, dict | str]:
+        status, body = http_json("GET", f"{url}/respec/sessions/{CONV_SESSION}")
+        if status != 200 or not isinstance(body, dict):
+            return None, f"GET /respec/sessions/{CONV_SESSION} answered {status}: {str(body)[:300]}"
+        return [t.get("index") for t in body.get("turns") or []], body
+
+    # The artist's picture, sent the way Load Image's upload button sends it.
+    yy, xx = np.mgrid[0:64, 0:96]
+    pixels = np.stack([xx * 255 // 95, yy * 255 // 63, np.full_like(xx, 128)], -1).astype(np.uint8)
+    buf = BytesIO()
+    Image.fromarray(pixels, "RGB").save(buf, format="PNG")
+    status, uploaded = upload_image(url, "respec-check-conv.png", buf.getvalue())
+    if status != 200 or not isinstance(uploaded, dict) or not uploaded.get("name"):
+        check("upload", False, f"/upload/image answered {status}: {str(uploaded)[:300]}")
+        return problems
+    image_name = "/".join(p for p in (uploaded.get("subfolder"), uploaded["name"]) if p)
+
+    wf = use_tiny_models(remote.load_api_workflow(API_DIR / "conversational_flux2.api.json"), tiny)
+    store_ids = [nid for nid, n in wf.items() if n["class_type"] == "ReSpecHistoryStore"]
+
+    def turn_prompt(request: str) -> dict:
+        """The shipped graph with the artist's picture, session and request (small steps)."""
+        p = copy.deepcopy(wf)
+        fed = 0
+        for nid, node in p.items():
+            cls = node["class_type"]
+            if cls == "LoadImage":
+                node["inputs"]["image"] = image_name
+            elif cls == "ReSpecHistoryStore":
+                node["inputs"].update(mode="new", session_id=CONV_SESSION)
+            elif cls == "ReSpecFlux2Edit":
+                node["inputs"]["steps"] = 2
+            if cls in ("ReSpecPreservationTarget", "ReSpecHistoryAppend"):
+                # "Your request" (a Primitive) feeds both; _set_input sets the primitive.
+                fed += remote._set_input(p, nid, "instruction", request)
+        if not fed:
+            raise SystemExit("conversational_flux2.api.json: found no request input to fill")
+        return p
+
+    last = {"version": None}   # the session version the previous prompt's History Store saw
+
+    def run_turn(label: str, request: str) -> tuple[dict | None, str]:
+        """Queue one turn; (its /history entry or None, a note on whether the History Store
+        re-ran, or '' when that was not what docs/history.md promises: it re-runs exactly when the
+        session changed since the previous prompt)."""
+        turns, body = session()
+        before = body.get("version") if turns is not None else None
+        prompt = turn_prompt(request)
+        t0 = time.monotonic()
+        entry, why = queue_and_wait(url, prompt)
+        if why:
+            check(label, False, why)
+            return None, ""
+        ran = _ran(entry, prompt)
+        log(f"      {label}: ran in {time.monotonic() - t0:.1f} s; nodes run: "
+            f"{sorted(ran, key=lambda x: int(x) if x.isdigit() else 0)} of {len(prompt)}")
+        changed, reran = before != last["version"], bool(set(store_ids) & ran)
+        last["version"] = before
+        note = (f"History Store {'re-ran' if reran else 'was cached'} (session version {before}, "
+                f"{'changed' if changed else 'unchanged'} since the previous prompt)")
+        return entry, note if reran == changed else ""
+
+    request1, request2 = "add a red box on the left", "remove the red box"
+    # 1. Turn 1.
+    entry, _ = run_turn("turn 1", request1)
+    if entry is None:
+        return problems
+    turns, body = session()
+    check("turn 1", turns == [0, 1], f"session {CONV_SESSION!r} has turns {turns if turns is not None else body}"
+          f" (expected [0, 1])")
+    if turns != [0, 1]:
+        return problems
+    t1 = body["turns"][1]
+    log(f"      turn 1: instruction {t1.get('instruction')!r}, sent {t1.get('sent_instruction')!r}, "
+        f"plan turn {(t1.get('plan') or {}).get('turn')} vlm_called {(t1.get('plan') or {}).get('vlm_called')}, "
+        f"image {t1.get('width')}x{t1.get('height')}, version {body.get('version')}")
+
+    # 2. The identical prompt again: the session changed (turn 1 was appended), so the History
+    # Store re-runs and so does the edit, but History Append must not add turn 1 a second time.
+    entry, cache_note = run_turn("same prompt again", request1)
+    if entry is None:
+        return problems
+    turns, body = session()
+    same = turns == [0, 1] and body["turns"][1].get("image") == t1.get("image")
+    check("same prompt again", same and bool(cache_note),
+          f"session has turns {turns if turns is not None else body} (expected [0, 1], turn 1 unchanged); "
+          f"{cache_note or 'History Store re-ran when the session was unchanged, or was cached when it had changed'}")
+    if turns is not None and turns[:2] == [0, 1] and len(turns) > 2:
+        extra = body["turns"][2]
+        log(f"      the re-queued prompt added turn 2 {extra.get('instruction')!r} "
+            f"(meta {extra.get('meta')}; turn 1 meta {body['turns'][1].get('meta')})")
+
+    # 3. Turn 2: another request on the latest session; the controller is called once.
+    entry, cache_note = run_turn("turn 2", request2)
+    if entry is None:
+        return problems
+    turns, body = session()
+    last_turn = body["turns"][-1] if turns else {}
+    plan = last_turn.get("plan") or {}
+    ok = (turns == [0, 1, 2] and bool(cache_note) and last_turn.get("instruction") == request2
+          and plan.get("turn") == 2 and plan.get("vlm_called") is True)
+    check("turn 2", ok, f"session has turns {turns if turns is not None else body} (expected [0, 1, 2]); "
+          f"{cache_note or 'History Store re-ran when the session was unchanged, or was cached when it had changed'}; "
+          f"latest turn: instruction {last_turn.get('instruction')!r}, plan "
+          f"{'present' if last_turn.get('plan') else 'MISSING'} (turn {plan.get('turn')}, "
+          f"vlm_called {plan.get('vlm_called')}, fallbacks {plan.get('fallbacks')})")
+
+    # 4. Undo turn 2 through the panel's rewind route.
+    status, rewound = http_json("POST", f"{url}/respec/sessions/{CONV_SESSION}/rewind", {"turn": 1})
+    answered = [t.get("index") for t in rewound.get("turns") or []] if isinstance(rewound, dict) else rewound
+    turns, body = session()
+    check("rewind to turn 1", status == 200 and answered == [0, 1] and turns == [0, 1],
+          f"POST .../rewind {{\"turn\": 1}} answered {status} with turns {answered}; "
+          f"the session now has turns {turns if turns is not None else body} (expected [0, 1])")
     return problems
 
 
@@ -491,6 +680,8 @@ def run(args) -> int:
                 failures.append(f"execute: {p}")
             if not any(f.startswith("execute:") for f in failures):
                 log("PASS  execute: benchmark_flux2 ran end to end; unused turn slots were skipped")
+            for p in execute_conversation(url, tiny):
+                failures.append(f"execute/conversational: {p}")
     finally:
         stop(proc, signal.SIGINT)
         if args.keep:
@@ -516,7 +707,8 @@ def main(argv=None) -> int:
                     help="with --frontend: save a PNG of each loaded workflow there")
     ap.add_argument("--chromium", default=shutil.which("chromium") or "chromium", help="Chromium binary")
     ap.add_argument("--execute", action="store_true",
-                    help="also run the FLUX.2 benchmark workflow on a 2-turn scenario with tiny random models")
+                    help="also run the FLUX.2 benchmark workflow on a 2-turn scenario, and the conversational "
+                         "workflow for 2 turns, a re-queue and a rewind, with tiny random models")
     try:
         return run(ap.parse_args(argv))
     except HarnessError as e:   # ComfyUI or Chromium did not come up: say why, without a traceback

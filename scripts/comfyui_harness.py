@@ -1,5 +1,5 @@
 """What the developer scripts that drive a real ComfyUI share (check_in_comfyui.py, check_frontend.py):
-a free port, a JSON HTTP helper, starting / stopping ComfyUI on a temporary base directory, a
+a free port, a JSON HTTP helper, an image upload, starting / stopping ComfyUI on a temporary base directory, a
 headless Chromium and one page of it over the DevTools protocol.
 
 Not part of the pack. The scripts run as `python scripts/<name>.py`, so their folder is on
@@ -47,6 +47,29 @@ def http_json(method: str, url: str, body=None, timeout: float = 60):
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method=method,
                                  headers={"Content-Type": "application/json"} if data else {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            raw, status = r.read(), r.status
+    except urllib.error.HTTPError as e:
+        raw, status = e.read(), e.code
+    try:
+        return status, json.loads(raw or b"null")
+    except ValueError:
+        return status, raw.decode(errors="replace")
+
+
+def upload_image(base_url: str, filename: str, data: bytes, timeout: float = 60):
+    """POST an image file to ComfyUI's /upload/image (multipart form, as the Load Image node's
+    upload button sends it; overwrite on). (status, parsed JSON body) like http_json; the body
+    names the file as ComfyUI stored it ({"name", "subfolder", "type"})."""
+    boundary = f"----respec{os.urandom(12).hex()}"
+    parts = [(f'--{boundary}\r\nContent-Disposition: form-data; name="image"; filename="{filename}"\r\n'
+              f"Content-Type: image/png\r\n\r\n").encode() + data + b"\r\n"]
+    for name, value in (("type", "input"), ("overwrite", "true")):
+        parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode())
+    body = b"".join(parts) + f"--{boundary}--\r\n".encode()
+    req = urllib.request.Request(f"{base_url}/upload/image", data=body, method="POST",
+                                 headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
             raw, status = r.read(), r.status
