@@ -335,6 +335,11 @@ def _run_mark(session_id: str, prompt: Any, node_id: Any) -> dict | None:
     """Which queued prompt (a digest of its whole API graph) and node is appending, if known."""
     if prompt is None or node_id is None:
         return None
+    # Only what the user queued: ComfyUI writes each node's IS_CHANGED result into the prompt it
+    # hands to hidden PROMPT inputs, and the History Store's changes with every append.
+    if isinstance(prompt, dict):
+        prompt = {nid: {"class_type": n.get("class_type"), "inputs": n.get("inputs")} if isinstance(n, dict) else n
+                  for nid, n in prompt.items()}
     digest = hashlib.sha256(json.dumps({"session": session_id, "prompt": prompt}, sort_keys=True,
                                        default=str).encode()).hexdigest()[:32]
     return {"prompt": digest, "node": str(node_id)}

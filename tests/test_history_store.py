@@ -523,3 +523,15 @@ def test_append_once_reserves_its_meta_key(store):
     h0 = store.create("a", _img(1))
     with pytest.raises(InputError, match="reserved"):
         store.append_once(h0, _img(2), "x", "x", meta={"_respec_run": 1})
+
+
+def test_append_once_ignores_what_comfyui_adds_to_the_queued_prompt(store):
+    """ComfyUI stores each node's IS_CHANGED result in the prompt (it changes after every append)."""
+    h0 = store.create("a", _img(1))
+    queued = {"1": {"class_type": "ReSpecHistoryStore", "inputs": {"session_id": "a"}},
+              "2": {"class_type": "ReSpecHistoryAppend", "inputs": {"instruction": "add a hat"}}}
+    first = {k: {**v, "is_changed": ["v0"]} for k, v in queued.items()}
+    h1 = store.append_once(h0, _img(2), "add a hat", "add a hat", prompt=first, node_id="2")
+    second = {k: {**v, "is_changed": ["v1"]} for k, v in queued.items()}
+    again = store.append_once(h1, _img(3), "add a hat", "add a hat", prompt=second, node_id="2")
+    assert len(again) == 2 and store.version("a") == h1.version
