@@ -47,6 +47,11 @@ def http_json(method: str, url: str, body=None, timeout: float = 60):
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method=method,
                                  headers={"Content-Type": "application/json"} if data else {})
+    return _send(req, timeout)
+
+
+def _send(req: urllib.request.Request, timeout: float):
+    """(status, parsed body) of one request; HTTP error statuses are answers, not exceptions."""
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
             raw, status = r.read(), r.status
@@ -70,15 +75,7 @@ def upload_image(base_url: str, filename: str, data: bytes, timeout: float = 60)
     body = b"".join(parts) + f"--{boundary}--\r\n".encode()
     req = urllib.request.Request(f"{base_url}/upload/image", data=body, method="POST",
                                  headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            raw, status = r.read(), r.status
-    except urllib.error.HTTPError as e:
-        raw, status = e.read(), e.code
-    try:
-        return status, json.loads(raw or b"null")
-    except ValueError:
-        return status, raw.decode(errors="replace")
+    return _send(req, timeout)
 
 
 # --------------------------------------------------------------------------- processes
