@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path, PurePath
+from pathlib import Path
 
 import numpy as np
 
-from ..respec import comfy
+from ..respec import comfy, paths
 from ..respec.bench.results import ResultsFile, json_safe
 from ..respec.bench.runner import CONFIGS, make_row, summarise_judgements, trajectory_masks
-from ..respec.bench.scenario import load_dataset, packaged_datasets, resolve_dataset
+from ..respec.bench.scenario import load_workflow_dataset, packaged_datasets, resolve_workflow_dataset
 from ..respec.errors import InputError
 from ..respec.metrics import resize_mask
 from .common import HISTORY, MASK_RECORDS, MASKER, SCENARIO, images_to_comfy, masks_to_comfy
@@ -51,8 +51,9 @@ class ReSpecScenarioLoader:
     def INPUT_TYPES(cls):
         return {"required": {
             "dataset": ("STRING", {"default": "occur_sample", "tooltip":
-                        "A scenario JSON file (absolute path) or the name of a packaged set: "
-                        + ", ".join(packaged_datasets()) + "."}),
+                        "The name of a packaged set (" + ", ".join(packaged_datasets()) + "), or a scenario "
+                        "JSON file in ComfyUI's input/respec_datasets folder (e.g. mine.json); its images "
+                        "must be in that folder too. Paths outside it are refused."}),
             "index": ("INT", {"default": 0, "min": 0, "max": 1_000_000, "control_after_generate": True, "tooltip":
                       "Which scenario (0 = the first). Past the last one is an error."}),
             "max_side": ("INT", {"default": 1024, "min": 0, "max": 8192, "step": 16, "tooltip":
@@ -63,13 +64,13 @@ class ReSpecScenarioLoader:
     @classmethod
     def IS_CHANGED(cls, dataset, index, max_side):
         try:
-            digest = hashlib.sha256(resolve_dataset(dataset).read_bytes()).hexdigest()
+            digest = hashlib.sha256(resolve_workflow_dataset(dataset).read_bytes()).hexdigest()
         except (InputError, OSError):
             digest = "missing"
         return f"{digest}:{index}:{max_side}"
 
     def load(self, dataset, index, max_side):
-        ds = load_dataset(dataset)
+        ds = load_workflow_dataset(dataset)
         if not 0 <= index < len(ds):
             raise InputError(f"scenario index {index} is past the end of {ds.path} ({len(ds)} scenarios: "
                              f"0..{len(ds) - 1}); reset the index widget to 0")
@@ -179,11 +180,11 @@ class ReSpecScenarioMasks:
 
 def _results_path(results_file: str) -> Path:
     """A results file inside the output folder (a workflow must not write anywhere else)."""
-    rel = PurePath(results_file.strip() or "bench/results.jsonl")
-    if rel.is_absolute() or ".." in rel.parts or not rel.name.endswith(".jsonl"):
-        raise InputError(f"results_file {results_file!r} must be a relative path ending in .jsonl inside "
-                         f"ComfyUI's output folder (e.g. bench/results.jsonl), without '..'")
-    return comfy.output_dir() / rel
+    rel = results_file.strip() or "bench/results.jsonl"
+    if not rel.endswith(".jsonl"):
+        raise InputError(f"results_file {results_file!r} must end in .jsonl and lie inside ComfyUI's output "
+                         f"folder (e.g. bench/results.jsonl)")
+    return paths.confine(rel, paths.results_dir(), "results_file")
 
 
 def _json_arg(text: str, what: str):

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..respec import comfy
+from ..respec import comfy, paths
 from ..respec.controller import (DEFAULT_MAX_NEW_TOKENS, DEFAULT_MAX_PIXELS, RESTORATION_MODES,
                                  decide_restoration, load_backend, load_templates, plan_turn,
                                  rewrite_instruction, select_references)
 from ..respec.controller.backends.openai_compat import RESPONSE_FORMATS
+from ..respec.errors import InputError
 from ..respec.images import as_array, as_rgb, resize
 from .common import HISTORY, PLAN, VLM, images_to_comfy
 
@@ -25,15 +26,31 @@ _TOKENS = {"default": DEFAULT_MAX_NEW_TOKENS, "min": 16, "max": 8192, "tooltip":
            "Cap on the tokens the VLM may generate per call (the JSON plan needs a few hundred)."}
 
 
-def template_fingerprint(*paths: str) -> str:
+BUILTIN = "(built-in)"
+_TEMPLATE_SUFFIXES = (".txt", ".md", ".jinja")
+
+
+def template_choices() -> list[str]:
+    """The template drop-down: the built-in prompt, then the files in user/respec/templates."""
+    return [BUILTIN] + paths.list_files(paths.templates_dir(), _TEMPLATE_SUFFIXES)
+
+
+def template_path(choice: str, kind: str) -> Path | None:
+    """None for the built-in prompt, else the chosen file, which must lie in user/respec/templates."""
+    if (choice or "").strip() in ("", BUILTIN):
+        return None
+    return paths.confine(choice, paths.templates_dir(), f"the {kind} prompt template")
+
+
+def template_fingerprint(*chosen: Path | None) -> str:
     """A digest of the override template files' text ('' when none is given)."""
+    if not any(chosen):
+        return ""
     h = hashlib.sha256()
-    for p in paths:
-        p = (p or "").strip()
-        if p:
-            f = Path(p).expanduser()
-            h.update(p.encode() + (f.read_bytes() if f.is_file() else b"<missing>"))
-    return h.hexdigest() if any((p or "").strip() for p in paths) else ""
+    for f in chosen:
+        if f is not None:
+            h.update(str(f).encode() + (f.read_bytes() if f.is_file() else b"<missing>"))
+    return h.hexdigest()
 
 
 def plan_json(plan) -> str:
@@ -165,12 +182,12 @@ class ReSpecPreservationTarget:
                                          "On: non-restoration turns make no VLM call and pass the request "
                                          "through unchanged (saves time). Off: every turn after the first "
                                          "makes one call (the paper)."}),
-                "restoration_template": ("STRING", {"default": "", "tooltip":
-                                         "Optional path of a text file replacing the built-in restoration "
-                                         "prompt. Empty: built-in."}),
-                "midturn_template": ("STRING", {"default": "", "tooltip":
-                                     "Optional path of a text file replacing the built-in mid-turn rewrite "
-                                     "prompt. Empty: built-in."}),
+                "restoration_template": (template_choices(), {"default": BUILTIN, "tooltip":
+                                         "The restoration prompt: built-in, or a UTF-8 text file you put in "
+                                         "ComfyUI's user/respec/templates folder."}),
+                "midturn_template": (template_choices(), {"default": BUILTIN, "tooltip":
+                                     "The mid-turn rewrite prompt: built-in, or a UTF-8 text file you put in "
+                                     "ComfyUI's user/respec/templates folder."}),
             },
             "optional": {
                 "is_restoration": ("BOOLEAN", {"forceInput": True, "default": False, "tooltip":
@@ -185,7 +202,11 @@ class ReSpecPreservationTarget:
                    restoration_template="", midturn_template="", is_restoration=None, unique_id=None):
         """Re-run when an override template file's text changes (the other inputs are ComfyUI's
         own cache key already)."""
-        return template_fingerprint(restoration_template, midturn_template)
+        try:
+            return template_fingerprint(template_path(restoration_template, "restoration"),
+                                        template_path(midturn_template, "mid-turn"))
+        except InputError:
+            return float("nan")  # the run itself reports the refused path
 
     def check_lazy_status(self, history, instruction, vlm, restoration_mode, skip_non_restoration,
                           restoration_template, midturn_template, is_restoration=None, unique_id=None):
@@ -198,7 +219,8 @@ class ReSpecPreservationTarget:
     def plan(self, history, instruction, vlm, restoration_mode, skip_non_restoration, restoration_template,
              midturn_template, is_restoration=None, unique_id=None):
         flag, meta = decide_restoration(restoration_mode, history, instruction, is_restoration)
-        templates = load_templates(restoration_template.strip() or None, midturn_template.strip() or None)
+        templates = load_templates(template_path(restoration_template, "restoration"),
+                                   template_path(midturn_template, "mid-turn"))
         plan = plan_turn(history, instruction, vlm, flag, skip_non_restoration=skip_non_restoration,
                          templates=templates, meta={**meta, "restoration_mode": restoration_mode})
         comfy.send_event("plan", {"node": unique_id, "plan": plan.to_dict()})

@@ -159,9 +159,9 @@ class ReSpecOmniGen2Loader:
     RETURN_TYPES = (EDITOR,)
     RETURN_NAMES = ("editor",)
     OUTPUT_TOOLTIPS = ("The loaded OmniGen2 editor, for 'OmniGen2 In-Context Edit'.",)
-    DESCRIPTION = ("Loads OmniGen2 through its official pipeline. Its code is not on PyPI and not bundled: clone "
-                   "https://github.com/VectorSpaceLab/OmniGen2, install its requirements and give the folder as "
-                   "omnigen2_path. Users of ComfyUI's native OmniGen2 models need the 'Reference Latents (ReSpec)' "
+    DESCRIPTION = ("Loads OmniGen2 through its official pipeline. Its code is not on PyPI and not bundled: the "
+                   "server's owner installs it into ComfyUI's Python (or sets RESPEC_OMNIGEN2_PATH to a clone) "
+                   "before starting ComfyUI; see docs/editors.md. Users of ComfyUI's native OmniGen2 models need the 'Reference Latents (ReSpec)' "
                    "node instead.")
 
     @classmethod
@@ -170,9 +170,6 @@ class ReSpecOmniGen2Loader:
             "required": {
                 "model": (_sources([OMNIGEN2_DEFAULT_SOURCE]), {"default": OMNIGEN2_DEFAULT_SOURCE, "tooltip":
                           "OmniGen2 weights in diffusers layout: a Hugging Face id or a folder in models/diffusers."}),
-                "omnigen2_path": ("STRING", {"default": "", "tooltip":
-                                  "Folder of your OmniGen2 clone (empty: import it from the Python environment or "
-                                  "RESPEC_OMNIGEN2_PATH)."}),
                 "dtype": (DTYPES, {"default": "auto", "tooltip": "Weight precision. auto: bf16 on CUDA, fp32 on CPU."}),
                 "offload": (list(OFFLOAD_MODES), {"default": "none", "tooltip": _OFFLOAD_TIP}),
                 "allow_download": ("BOOLEAN", {"default": False, "tooltip":
@@ -180,9 +177,8 @@ class ReSpecOmniGen2Loader:
             },
         }
 
-    def load(self, model, omnigen2_path, dtype, offload, allow_download):
-        return (load_omnigen2(model, omnigen2_path=omnigen2_path, dtype=dtype, offload=offload,
-                              allow_download=allow_download),)
+    def load(self, model, dtype, offload, allow_download):
+        return (load_omnigen2(model, dtype=dtype, offload=offload, allow_download=allow_download),)
 
 
 class ReSpecOmniGen2Edit:

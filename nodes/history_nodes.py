@@ -7,7 +7,7 @@ import json
 from ..respec import comfy
 from ..respec.errors import InputError, StoreError
 from ..respec.history import History
-from ..respec.store import open_store, plan_summary, validate_session_id
+from ..respec.store import open_store, plan_summary, validate_session_id, workflow_store_root
 from .common import HISTORY, PLAN, image_from_comfy, images_to_comfy
 
 CATEGORY = "ReSpec/history"
@@ -64,8 +64,9 @@ class ReSpecHistoryStore:
                 "new_session_id": ("STRING", {"default": "", "tooltip":
                                    "branch: the id of the new session. Unused otherwise."}),
                 "store_dir": ("STRING", {"default": "", "tooltip":
-                              "Folder of the session store; empty = ComfyUI's user folder "
-                              "(user/respec/sessions) or RESPEC_SESSIONS_DIR."}),
+                              "Session store to use: empty = the default store (user/respec/sessions, or "
+                              "RESPEC_SESSIONS_DIR); a name = a separate store in a folder of that name inside "
+                              "it. Paths outside that folder are refused."}),
             },
             "optional": {
                 "image": ("IMAGE", {"tooltip": "The original image I_0 (new and in-graph modes); one image, not a batch."}),
@@ -80,7 +81,7 @@ class ReSpecHistoryStore:
         if mode == "in-graph":
             return "in-graph"
         try:
-            store = open_store((store_dir or "").strip() or None)
+            store = open_store(workflow_store_root(store_dir))
             token = f"{mode}|{turn}|{store.token(session_id)}"
             if mode == "branch":
                 token += "|" + store.token(new_session_id)
@@ -96,7 +97,7 @@ class ReSpecHistoryStore:
         if mode == "in-graph":
             hist = History.start(image_from_comfy(image, "image"))
         else:
-            store = open_store(store_dir.strip() or None)
+            store = open_store(workflow_store_root(store_dir))
             if mode == "new":
                 hist = store.create(session_id, image_from_comfy(image, "image"), exist_ok=True)
             elif mode == "load":

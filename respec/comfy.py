@@ -76,6 +76,14 @@ def output_dir() -> Path:
     return standalone_home() / "output"
 
 
+def input_dir() -> Path:
+    """ComfyUI's input folder (where uploads land), else <home>/input."""
+    fp = _folder_paths()
+    if fp is not None and hasattr(fp, "get_input_directory"):
+        return Path(fp.get_input_directory())
+    return standalone_home() / "input"
+
+
 def register_model_folders() -> None:
     """Tell ComfyUI about the model folders this pack reads (idempotent; no-op standalone)."""
     fp = _folder_paths()

@@ -38,7 +38,7 @@ from typing import Any, Iterator
 import numpy as np
 from PIL import Image
 
-from . import comfy
+from . import paths
 from .errors import InputError, StoreError
 from .history import History, StoredImage, Turn
 from .images import as_array, as_pil, content_hash
@@ -72,8 +72,7 @@ def validate_session_id(s: Any) -> str:
 
 def default_root() -> Path:
     """Where sessions live unless told otherwise: RESPEC_SESSIONS_DIR, else <user dir>/sessions."""
-    env = os.environ.get("RESPEC_SESSIONS_DIR")
-    return Path(env).expanduser() if env else comfy.user_dir() / "sessions"
+    return paths.sessions_dir()
 
 
 # ------------------------------------------------------------------------------- image files
@@ -821,6 +820,18 @@ class SessionStore:
 
 _STORES: dict[str, SessionStore] = {}
 _STORES_LOCK = threading.Lock()
+
+
+def workflow_store_root(store_dir: str) -> Path | None:
+    """The store folder a workflow names: None (the default store) when empty, else a folder inside
+    the sessions folder (relative names resolve there); anything outside is refused."""
+    if not (store_dir or "").strip():
+        return None
+    root = paths.confine(store_dir, default_root(), "the session store folder (store_dir)")
+    images = default_root().resolve() / "images"
+    if root == images or images in root.parents:
+        raise InputError(f"store_dir {store_dir!r} is inside the default store's image folder; choose another name")
+    return root
 
 
 def open_store(root: str | os.PathLike | None = None) -> SessionStore:

@@ -191,7 +191,7 @@ def build_prompt(controller_port: int, session: str) -> dict:
         "9": {"class_type": "ReSpecPreservationTarget", "inputs": {
             "history": ["7", 0], "instruction": "remove the umbrella", "vlm": ["8", 0],
             "restoration_mode": "restoration", "skip_non_restoration": False,
-            "restoration_template": "", "midturn_template": ""}},
+            "restoration_template": "(built-in)", "midturn_template": "(built-in)"}},
         "10": {"class_type": "ReSpecReferenceSelector", "inputs": {"history": ["7", 0], "plan": ["9", 0],
                                                                    "use_history_reference": True}},
         "11": {"class_type": "ReSpecInstructionRewriter", "inputs": {"plan": ["9", 0], "use_pti": True}},

@@ -45,15 +45,60 @@ def test_an_index_past_the_last_scenario_is_an_error_that_says_how_many_there_ar
         _load(nodes, n)
 
 
-def test_the_loader_reruns_when_the_dataset_file_changes(nodes, tmp_path):
-    p = tmp_path / "set.json"
+def _datasets_dir(pack):
+    d = core(pack, "paths").datasets_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def test_the_loader_reruns_when_the_dataset_file_changes(nodes, pack):
+    p = _datasets_dir(pack) / "set.json"
     data = json.loads(core_sample_text())
     p.write_text(json.dumps(data))
-    before = nodes.ReSpecScenarioLoader.IS_CHANGED(str(p), 0, 96)
+    before = nodes.ReSpecScenarioLoader.IS_CHANGED("set.json", 0, 96)
     data["scenarios"][0]["notes"] = "edited"
     p.write_text(json.dumps(data))
-    assert nodes.ReSpecScenarioLoader.IS_CHANGED(str(p), 0, 96) != before
-    assert nodes.ReSpecScenarioLoader.IS_CHANGED(str(p), 1, 96) != nodes.ReSpecScenarioLoader.IS_CHANGED(str(p), 0, 96)
+    assert nodes.ReSpecScenarioLoader.IS_CHANGED("set.json", 0, 96) != before
+    assert nodes.ReSpecScenarioLoader.IS_CHANGED("set.json", 1, 96) != nodes.ReSpecScenarioLoader.IS_CHANGED("set.json", 0, 96)
+
+
+def _one_scenario_set(image_ref: str) -> str:
+    data = json.loads(core_sample_text())
+    data["scenarios"] = [dict(data["scenarios"][0], image=image_ref)]
+    return json.dumps(data)
+
+
+def test_the_loader_reads_a_dataset_and_its_image_from_the_datasets_folder(nodes, pack):
+    from PIL import Image
+    d = _datasets_dir(pack)
+    (d / "mine").mkdir()
+    Image.new("RGB", (80, 64), (10, 200, 30)).save(d / "mine" / "photo.png")
+    (d / "mine" / "set.json").write_text(_one_scenario_set("photo.png"))
+    for name in ("mine/set.json", str(d / "mine" / "set.json")):
+        _, image, *_ = _load(nodes, 0, dataset=name)
+        assert tuple(image.shape) == (1, 80, 96, 3)  # longer side 96, multiples of 16
+        assert abs(float(image[0, 10, 10, 1]) - 200 / 255) < 0.02
+
+
+@pytest.mark.parametrize("outside", ["../elsewhere.json", "/etc/passwd", "sub/../../elsewhere.json", "link.json"])
+def test_the_loader_refuses_a_dataset_outside_the_datasets_folder(nodes, pack, tmp_path, outside):
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(core_sample_text())
+    (_datasets_dir(pack) / "link.json").symlink_to(elsewhere)
+    with pytest.raises(core(pack, "errors").InputError, match="outside"):
+        _load(nodes, 0, dataset=outside)
+
+
+@pytest.mark.parametrize("absolute", [False, True])
+def test_the_loader_refuses_a_scenario_image_outside_the_datasets_folder(nodes, pack, tmp_path, absolute):
+    from PIL import Image
+    secret = tmp_path / "secret.png"
+    Image.new("RGB", (64, 64)).save(secret)
+    d = _datasets_dir(pack)
+    ref = str(secret) if absolute else "../" * len(d.relative_to(tmp_path).parts) + "secret.png"
+    (d / "set.json").write_text(_one_scenario_set(ref))
+    with pytest.raises(core(pack, "errors").InputError, match="image .*outside"):
+        _load(nodes, 0, dataset="set.json")
 
 
 def core_sample_text() -> str:
@@ -154,14 +199,19 @@ def test_the_results_writer_averages_per_turn_judge_records(pack, nodes):
     assert row["S_IF"] == pytest.approx(2 / 3) and row["S_IF_turns"][2] is None and row["judge_calls"] == 3
 
 
-def test_the_results_writer_only_writes_inside_the_output_folder(pack, nodes):
+def test_the_results_writer_only_writes_inside_the_output_folder(pack, nodes, tmp_path):
     ds = core(pack, "bench.scenario").load_dataset("occur_sample")
     scenario = ds[0]
     hist = _history_for(pack, scenario)
     InputError = core(pack, "errors").InputError
-    for bad in ("/tmp/x.jsonl", "../x.jsonl", "bench/results.txt"):
-        with pytest.raises(InputError, match="inside"):
+    out = core(pack, "paths").results_dir()
+    out.mkdir(parents=True)
+    (tmp_path / "target").mkdir()
+    (out / "link").symlink_to(tmp_path / "target")
+    for bad in ("/tmp/x.jsonl", "../x.jsonl", "bench/results.txt", "link/r.jsonl"):
+        with pytest.raises(InputError, match="inside|outside"):
             nodes.ReSpecResultsWriter().write(scenario, hist, json.dumps(SCORE), "respec", "flux2", bad, "", None)
+    assert list((tmp_path / "target").iterdir()) == []
 
 
 def test_the_results_writer_refuses_an_incomplete_history(pack, nodes):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -30,7 +31,7 @@ def vlm(nodes, tiny_qwen_dir):
 
 def target_inputs(history, instruction, vlm, mode="auto", skip=False):
     return dict(history=history, instruction=instruction, vlm=vlm, restoration_mode=mode,
-                skip_non_restoration=skip, restoration_template="", midturn_template="")
+                skip_non_restoration=skip, restoration_template="(built-in)", midturn_template="(built-in)")
 
 
 def test_loader_returns_the_same_backend_for_the_same_settings(nodes, vlm, tiny_qwen_dir):
@@ -80,24 +81,47 @@ def test_preservation_target_ground_truth_input_overrides_the_mode(nodes, histor
     assert plan.is_restoration and plan.meta["restoration_decided_by"] == "ground_truth"
 
 
-def test_preservation_target_reads_a_template_file(nodes, history_cls, vlm, tmp_path):
-    f = tmp_path / "mid.txt"
+def _templates_dir(pack):
+    d = core(pack, "paths").templates_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def test_preservation_target_reads_a_template_file_from_the_templates_folder(nodes, history_cls, vlm, pack):
+    f = _templates_dir(pack) / "mid.txt"
     f.write_text("My own rewrite prompt.", encoding="utf-8")
+    choices = nodes["ReSpecPreservationTarget"].INPUT_TYPES()["required"]["midturn_template"][0]
+    assert choices == ["(built-in)", "mid.txt"]
     inputs = target_inputs(make_history(2, history_cls), "make the sky pink", vlm)
-    inputs["midturn_template"] = str(f)
+    inputs["midturn_template"] = "mid.txt"
     plan, _, _ = nodes["ReSpecPreservationTarget"]().plan(**inputs)
-    assert plan.meta["template"]["source"] == str(f)
+    assert plan.meta["template"]["source"] == str(f.resolve())
 
 
-def test_preservation_target_reruns_when_a_template_file_changes(nodes, tmp_path):
+@pytest.mark.parametrize("outside", ["../secret.txt", "/etc/hostname", "sub/../../secret.txt", "link.txt"])
+def test_preservation_target_refuses_a_template_outside_the_templates_folder(nodes, history_cls, vlm, pack,
+                                                                              tmp_path, outside):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("SECRET", encoding="utf-8")
+    (_templates_dir(pack) / "link.txt").symlink_to(secret)
+    inputs = target_inputs(make_history(2, history_cls), "make the sky pink", vlm)
+    inputs["midturn_template"] = outside
+    with pytest.raises(core(pack, "errors").InputError, match="outside"):
+        nodes["ReSpecPreservationTarget"]().plan(**inputs)
+    assert math.isnan(nodes["ReSpecPreservationTarget"].IS_CHANGED(instruction="x", midturn_template=outside))
+    # a link leaving the folder is not offered either
+    assert "link.txt" not in nodes["ReSpecPreservationTarget"].INPUT_TYPES()["required"]["midturn_template"][0]
+
+
+def test_preservation_target_reruns_when_a_template_file_changes(nodes, pack):
     cls = nodes["ReSpecPreservationTarget"]
-    f = tmp_path / "rest.txt"
+    f = _templates_dir(pack) / "rest.txt"
     f.write_text("v1", encoding="utf-8")
-    first = cls.IS_CHANGED(instruction="x", restoration_template=str(f), midturn_template="")
-    assert cls.IS_CHANGED(instruction="x", restoration_template=str(f), midturn_template="") == first
+    first = cls.IS_CHANGED(instruction="x", restoration_template="rest.txt", midturn_template="(built-in)")
+    assert cls.IS_CHANGED(instruction="x", restoration_template="rest.txt", midturn_template="(built-in)") == first
     f.write_text("v2", encoding="utf-8")
-    assert cls.IS_CHANGED(instruction="x", restoration_template=str(f), midturn_template="") != first
-    assert cls.IS_CHANGED(instruction="x", restoration_template="", midturn_template="") == ""
+    assert cls.IS_CHANGED(instruction="x", restoration_template="rest.txt", midturn_template="(built-in)") != first
+    assert cls.IS_CHANGED(instruction="x", restoration_template="(built-in)", midturn_template="(built-in)") == ""
 
 
 def test_reference_selector_outputs_the_plan_order_as_one_batch(nodes, history_cls, pack):

@@ -220,3 +220,13 @@ def test_restoration_plan_from_a_remote_controller(server):
 def test_bad_base_url_is_refused():
     with pytest.raises(InputError, match="http://"):
         load_backend("openai", "m", base_url="localhost:8000/v1")
+
+
+def test_a_pinned_base_url_cannot_be_redirected_by_a_workflow(server, monkeypatch):
+    monkeypatch.setenv("RESPEC_OPENAI_BASE_URL", server.url)
+    server.script = [(200, completion("pinned"), 0.0)]
+    assert remote(server, base_url="").chat(["hi"]) == "pinned"            # empty: the pinned URL
+    assert remote(server, base_url=server.url + "/").chat(["hi"]) == "pinned"
+    with pytest.raises(InputError, match="RESPEC_OPENAI_BASE_URL") as info:
+        remote(server, base_url="http://attacker.example:9999/v1")
+    assert server.url not in str(info.value)  # the owner's URL is not revealed

@@ -1,5 +1,5 @@
-"""OmniGen2's official-pipeline route: a clear error when its code is absent, importing a user's
-clone without sys.path, and how the editor drives the pipeline (the pipeline itself is external
+"""OmniGen2's official-pipeline route: a clear error when its code is absent, importing the owner's
+clone without sys.path, no workflow value that names code, and how the editor drives the pipeline (the pipeline itself is external
 code that cannot be installed here, so a recording stand-in plays it)."""
 from __future__ import annotations
 
@@ -27,20 +27,60 @@ def test_omnigen2_absent_gives_install_instructions(pack, no_omnigen2):
     omnigen2 = core(pack, "editors.omnigen2")
     loader = pack.NODE_CLASS_MAPPINGS["ReSpecOmniGen2Loader"]()
     with pytest.raises(omnigen2.OmniGen2NotInstalled) as info:
-        loader.load(model="OmniGen2/OmniGen2", omnigen2_path="", dtype="auto", offload="none", allow_download=False)
+        loader.load(model="OmniGen2/OmniGen2", dtype="auto", offload="none", allow_download=False)
     message = str(info.value)
     assert "not installed" in message
     assert "git clone https://github.com/VectorSpaceLab/OmniGen2" in message
-    assert "omnigen2_path" in message and "Reference Latents (ReSpec)" in message
+    assert "RESPEC_OMNIGEN2_PATH" in message and "Reference Latents (ReSpec)" in message
 
 
-def test_omnigen2_path_without_the_package_is_named(pack, no_omnigen2, tmp_path):
+def test_omnigen2_env_folder_without_the_package_is_named(pack, no_omnigen2, tmp_path, monkeypatch):
     omnigen2 = core(pack, "editors.omnigen2")
+    monkeypatch.setenv("RESPEC_OMNIGEN2_PATH", str(tmp_path))
     with pytest.raises(omnigen2.OmniGen2NotInstalled, match=str(tmp_path)):
-        omnigen2.import_omnigen2(str(tmp_path))
+        omnigen2.import_omnigen2()
 
 
-def test_omnigen2_clone_is_imported_from_its_folder_without_sys_path(pack, no_omnigen2, tmp_path):
+def _comfyui_call(node_cls, widget_values: dict):
+    """Call a node the way ComfyUI's executor does: only the inputs INPUT_TYPES declares reach it."""
+    declared = {k for section in ("required", "optional") for k in node_cls.INPUT_TYPES().get(section, {})}
+    return getattr(node_cls(), node_cls.FUNCTION)(**{k: v for k, v in widget_values.items() if k in declared})
+
+
+def _plant_payload(folder, marker):
+    """What an attacker uploads through /upload/image: input/x/omnigen2/__init__.py."""
+    pkg = folder / "x" / "omnigen2"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(f"open({str(marker)!r}, 'w').write('pwned')\n")
+    return folder / "x"
+
+
+def test_upload_then_queue_cannot_make_the_omnigen2_loader_run_a_file(pack, no_omnigen2, tmp_path):
+    """The attack of issue 12: upload input/x/omnigen2/__init__.py, then queue the loader naming input/x."""
+    omnigen2 = core(pack, "editors.omnigen2")
+    marker = tmp_path / "payload-ran"
+    uploaded = _plant_payload(core(pack, "comfy").input_dir(), marker)
+    loader = pack.NODE_CLASS_MAPPINGS["ReSpecOmniGen2Loader"]
+    required = loader.INPUT_TYPES()["required"]
+    assert all(spec[0] != "STRING" for spec in required.values()), "no free-text input on the loader"
+    for value in (str(uploaded), "input/x", str(uploaded / "omnigen2")):
+        inputs = {"model": "OmniGen2/OmniGen2", "omnigen2_path": value, "dtype": "auto", "offload": "none",
+                  "allow_download": False}
+        with pytest.raises(omnigen2.OmniGen2NotInstalled, match="not installed"):
+            _comfyui_call(loader, inputs)
+    assert not marker.exists() and "omnigen2" not in sys.modules
+
+
+def test_omnigen2_env_folder_inside_comfyui_input_is_refused(pack, no_omnigen2, tmp_path, monkeypatch):
+    omnigen2 = core(pack, "editors.omnigen2")
+    marker = tmp_path / "payload-ran"
+    monkeypatch.setenv("RESPEC_OMNIGEN2_PATH", str(_plant_payload(core(pack, "comfy").input_dir(), marker)))
+    with pytest.raises(omnigen2.OmniGen2NotInstalled, match="input folder"):
+        omnigen2.import_omnigen2()
+    assert not marker.exists()
+
+
+def test_omnigen2_clone_is_imported_from_its_folder_without_sys_path(pack, no_omnigen2, tmp_path, monkeypatch):
     # the clone's layout: omnigen2/pipelines/omnigen2/pipeline_omnigen2.py etc., absolute imports inside
     files = {
         "omnigen2/__init__.py": "",
@@ -59,7 +99,8 @@ def test_omnigen2_clone_is_imported_from_its_folder_without_sys_path(pack, no_om
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(textwrap.dedent(text))
     path_before = list(sys.path)
-    classes = core(pack, "editors.omnigen2").import_omnigen2(str(tmp_path))
+    monkeypatch.setenv("RESPEC_OMNIGEN2_PATH", str(tmp_path))
+    classes = core(pack, "editors.omnigen2").import_omnigen2()
     assert sys.path == path_before
     assert classes["pipeline"].transformer_class is classes["transformer"]
     assert classes["scheduler"].__name__ == "FlowMatchEulerDiscreteScheduler"

@@ -110,12 +110,34 @@ def test_modes_that_start_from_an_image_need_one(pack, nodes):
             _run(Store, mode)
 
 
-def test_store_dir_chooses_the_store_folder(pack, nodes, tmp_path):
+def test_store_dir_chooses_a_store_inside_the_sessions_folder(pack, nodes):
     Store, Append = nodes
-    hist, *_ = _run(Store, "new", image=_image(0), store_dir=str(tmp_path / "mine"))
+    hist, *_ = _run(Store, "new", image=_image(0), store_dir="mine")
     Append().append(hist, _image(1), "edit")
-    assert len(_store(pack, tmp_path / "mine").load("s")) == 2
+    sessions = core(pack, "paths").sessions_dir()
+    assert len(_store(pack, sessions / "mine").load("s")) == 2
     assert not _store(pack).exists("s")
+    # the same folder given as an absolute path inside the sessions folder is the same store
+    assert len(_run(Store, "load", store_dir=str(sessions / "mine"))[0]) == 2
+
+
+@pytest.mark.parametrize("outside", ["../elsewhere", "/tmp/respec-store", "mine/../../x", "images", "images/sub"])
+def test_store_dir_outside_the_sessions_folder_is_refused(pack, nodes, outside, tmp_path):
+    Store, _ = nodes
+    with pytest.raises(core(pack, "errors").InputError, match="store_dir|outside"):
+        _run(Store, "new", image=_image(0), store_dir=outside)
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_store_dir_symlink_leaving_the_sessions_folder_is_refused(pack, nodes, tmp_path):
+    Store, _ = nodes
+    sessions = core(pack, "paths").sessions_dir()
+    sessions.mkdir(parents=True)
+    (tmp_path / "target").mkdir()
+    (sessions / "link").symlink_to(tmp_path / "target")
+    with pytest.raises(core(pack, "errors").InputError, match="outside"):
+        _run(Store, "new", image=_image(0), store_dir="link")
+    assert list((tmp_path / "target").iterdir()) == []
 
 
 def test_load_mode_outputs_the_latest_turn(pack, nodes):

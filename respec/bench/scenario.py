@@ -30,12 +30,13 @@ import json
 import re
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 import numpy as np
 from PIL import Image
 
+from .. import paths
 from ..errors import InputError
 
 FORMAT = "occur-scenarios"
@@ -68,6 +69,9 @@ _RESTORE_WORDS = re.compile(
     re.IGNORECASE)
 
 _ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,80}$")
+
+# Image references that name a packaged sample rather than a file.
+_BUILTIN_REF = re.compile(r"^(skimage|matplotlib):")
 
 # Images that ship inside the scikit-image wheel (no download needed).
 SKIMAGE_BUNDLED = (
@@ -538,6 +542,34 @@ def resolve_dataset(name_or_path: str | Path | None) -> Path:
         return packaged[key]
     raise InputError(f"dataset {str(name_or_path)!r} not found: give a path to a scenario JSON file or the name "
                      f"of a packaged set ({', '.join(packaged) or 'none installed'})")
+
+
+def resolve_workflow_dataset(name: str) -> Path:
+    """The file a workflow's dataset value names: a packaged set by name, else a scenario file
+    inside ComfyUI's input/respec_datasets folder (anything outside it is refused)."""
+    key = (name or "").strip() or "occur_sample"
+    packaged = packaged_datasets()
+    stem = key[:-5] if key.endswith(".json") else key
+    if stem in packaged and len(PurePath(key).parts) == 1:
+        return packaged[stem]
+    path = paths.confine(key, paths.datasets_dir(), "the dataset")
+    if not path.is_file():
+        raise InputError(f"dataset {key!r} not found in {paths.datasets_dir()}: put the scenario JSON file "
+                         f"(and its images) there, or name a packaged set ({', '.join(packaged)})")
+    return path
+
+
+def load_workflow_dataset(name: str) -> Dataset:
+    """A dataset a workflow names (see resolve_workflow_dataset); the image files of a dataset from
+    input/respec_datasets must lie in that folder too, so a scenario file cannot read others."""
+    path = resolve_workflow_dataset(name)
+    ds = load_dataset(path)
+    if path not in packaged_datasets().values():
+        for sc in ds.scenarios:
+            if not _BUILTIN_REF.match(sc.image):
+                ref = Path(sc.image) if Path(sc.image).is_absolute() else Path(sc.base_dir) / sc.image
+                paths.confine(str(ref), paths.datasets_dir(), f"scenario {sc.id!r}'s image")
+    return ds
 
 
 def load_dataset(name_or_path: str | Path | None = None) -> Dataset:

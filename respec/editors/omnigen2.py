@@ -4,8 +4,11 @@
 OmniGen2's code is neither in diffusers nor on PyPI, and this pack does not copy it: the user
 clones https://github.com/VectorSpaceLab/OmniGen2 and installs its requirements; the loader then
 imports its `omnigen2` package, either from the Python environment or from the clone's folder
-(`omnigen2_path` / RESPEC_OMNIGEN2_PATH). Without it every call raises OmniGen2NotInstalled
-with those instructions. ComfyUI's own OmniGen2 support is the other route (editors/native.py).
+named by the RESPEC_OMNIGEN2_PATH environment variable, which only the server's owner can set.
+No workflow value ever names code to import: on a server others can reach, anyone who can queue
+a prompt can also upload files (ComfyUI's /upload/image writes any bytes under input/), so a
+path widget would let them run their own code. Without the package every call raises
+OmniGen2NotInstalled with these instructions. ComfyUI's own OmniGen2 support is the other route (editors/native.py).
 """
 from __future__ import annotations
 
@@ -30,8 +33,9 @@ INSTALL_HELP = (
     "OmniGen2's official code is not on PyPI and is not bundled with this pack. Install it:\n"
     "  git clone https://github.com/VectorSpaceLab/OmniGen2\n"
     "  pip install -r OmniGen2/requirements.txt   (into the Python that runs ComfyUI; keep your torch)\n"
-    "then either set the loader's omnigen2_path (or the RESPEC_OMNIGEN2_PATH environment variable) to the "
-    "cloned folder, or put that folder on PYTHONPATH. Alternatively use ComfyUI's native OmniGen2 models with "
+    "then either `pip install -e OmniGen2` (if your clone has packaging files), put the cloned folder on "
+    "PYTHONPATH, or set the environment variable RESPEC_OMNIGEN2_PATH to the cloned folder before starting "
+    "ComfyUI (a workflow cannot choose this folder). Alternatively use ComfyUI's native OmniGen2 models with "
     "the 'Reference Latents (ReSpec)' node (see docs/editors.md).")
 HOW_TO_GET = ("Download the OmniGen2 weights in diffusers layout: "
               "`hf download OmniGen2/OmniGen2 --local-dir <ComfyUI>/models/diffusers/OmniGen2`, "
@@ -45,16 +49,16 @@ class OmniGen2NotInstalled(ReSpecError, ImportError):
     """The official OmniGen2 package cannot be imported."""
 
 
-def import_omnigen2(omnigen2_path: str | None = None) -> dict:
+def import_omnigen2() -> dict:
     """The official package's pipeline, transformer and scheduler classes.
 
-    Imports `omnigen2` from the environment, else from `omnigen2_path` (or RESPEC_OMNIGEN2_PATH):
-    the cloned repository (or its omnigen2/ folder), registered as the top-level package
-    `omnigen2` without touching sys.path.
+    Imports `omnigen2` from the environment, else from the folder in RESPEC_OMNIGEN2_PATH (the
+    cloned repository or its omnigen2/ folder), registered as the top-level package `omnigen2`
+    without touching sys.path.
     """
-    path = (omnigen2_path or os.environ.get("RESPEC_OMNIGEN2_PATH") or "").strip()
+    path = (os.environ.get("RESPEC_OMNIGEN2_PATH") or "").strip()
     if path and "omnigen2" not in sys.modules:
-        _register_from_folder(Path(path).expanduser())
+        _register_from_folder(_owner_folder(Path(path).expanduser()))
     try:
         pipeline = importlib.import_module(_PIPELINE_MODULE)
         transformer = importlib.import_module(_TRANSFORMER_MODULE)
@@ -71,6 +75,17 @@ def import_omnigen2(omnigen2_path: str | None = None) -> dict:
     return {"pipeline": pipeline.OmniGen2Pipeline,
             "transformer": transformer.OmniGen2Transformer2DModel,
             "scheduler": scheduler.FlowMatchEulerDiscreteScheduler}
+
+
+def _owner_folder(path: Path) -> Path:
+    """The RESPEC_OMNIGEN2_PATH folder, refused when it lies where the server accepts uploads."""
+    inputs = comfy.input_dir().resolve()
+    resolved = path.resolve()
+    if resolved == inputs or inputs in resolved.parents:
+        raise OmniGen2NotInstalled(
+            f"RESPEC_OMNIGEN2_PATH points into ComfyUI's input folder ({resolved}), where anyone who can reach "
+            "the server can upload files; this pack will not import code from there. Clone OmniGen2 elsewhere.")
+    return path
 
 
 def _register_from_folder(path: Path) -> None:
@@ -165,7 +180,7 @@ class OmniGen2Editor(Editor):
         return to_output_size(result, output_size)
 
 
-def load_omnigen2(source: str = DEFAULT_SOURCE, *, omnigen2_path: str = "", dtype: str = "auto",
+def load_omnigen2(source: str = DEFAULT_SOURCE, *, dtype: str = "auto",
                   offload: str = "none", allow_download: bool | None = None, device=None) -> OmniGen2Editor:
     """Load (once per setting) OmniGen2's official pipeline from a diffusers-layout folder or HF id.
 
@@ -173,7 +188,7 @@ def load_omnigen2(source: str = DEFAULT_SOURCE, *, omnigen2_path: str = "", dtyp
     """
     if offload not in OFFLOAD_MODES:
         raise InputError(f"offload must be one of {', '.join(OFFLOAD_MODES)}; got {offload!r}")
-    classes = import_omnigen2(omnigen2_path)  # first: without the code, nothing else matters
+    classes = import_omnigen2()  # first: without the code, nothing else matters
     import torch
     device = torch.device(device) if device is not None else torch.device(comfy.torch_device())
     torch_dtype = models.torch_dtype(dtype)

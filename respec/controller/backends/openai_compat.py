@@ -30,6 +30,21 @@ RESPONSE_FORMATS = ("none", "json_object", "json_schema")
 _RETRY_STATUS = {408, 429, 500, 502, 503, 504}
 
 
+PIN_ENV = "RESPEC_OPENAI_BASE_URL"
+
+
+def pinned_base_url(base_url: str) -> str:
+    """The base URL to use: the workflow's, unless the server's owner pinned one in
+    RESPEC_OPENAI_BASE_URL; then an empty value means the pinned URL and any other is refused
+    (the endpoint receives the history images and the API key, so a workflow must not redirect it)."""
+    pinned = os.environ.get(PIN_ENV, "").strip()
+    given = (base_url or "").strip()
+    if not pinned or not given or given.rstrip("/") == pinned.rstrip("/"):
+        return pinned or given
+    raise InputError(f"this server pins the controller's base URL ({PIN_ENV} is set); leave base_url empty "
+                     "to use it, or ask the server's owner to change it")
+
+
 def chat_completions_url(base_url: str) -> str:
     """`http://host:8000/v1` -> `http://host:8000/v1/chat/completions` (a full URL is kept)."""
     url = (base_url or "").strip().rstrip("/")
@@ -63,7 +78,7 @@ class OpenAICompatBackend:
             raise InputError("the OpenAI-compatible controller needs the served model's name "
                              "(what the server lists at /v1/models)")
         self.model = str(model).strip()
-        self.url = chat_completions_url(base_url)
+        self.url = chat_completions_url(pinned_base_url(base_url))
         self.api_key_env = (api_key_env or "").strip()
         if self.api_key_env and not self.api_key_env.replace("_", "").isalnum():
             raise InputError("api_key_env must be the NAME of an environment variable (like OPENAI_API_KEY), "
