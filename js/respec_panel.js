@@ -237,9 +237,10 @@ function mount(el) {
     scores: h("div", { class: "respec-scores" }),
     grid: h("div", { class: "respec-grid" }),
     turnsTitle: h("h3", {}, "Turns"),
+    latestTitle: h("h3", {}, "Latest image"),
   };
   parts.select.addEventListener("change", () => dispatch({ type: "session/pinned", sessionId: parts.select.value || null }));
-  parts.latest.append(h("h3", {}, "Latest image"), parts.canvas, parts.legend, parts.plan);
+  parts.latest.append(parts.latestTitle, parts.canvas, parts.legend, parts.plan);
   const root = h(
     "div",
     { class: "respec-panel" },
@@ -252,7 +253,8 @@ function mount(el) {
     parts.grid,
   );
   el.append(root);
-  const view = { el, parts, cards: new Map(), drawn: "", overlaysOn: { R_restore: true, R_preserve: true } };
+  const view = { el, parts, cards: new Map(), drawn: "", focus: null,
+    overlaysOn: { R_restore: true, R_preserve: true, change: true, reveal_source: true } };
   views.add(view);
   scanGraph();
   loadSessions(true);
@@ -323,7 +325,9 @@ function render(view) {
   renderScores(view);
   if (session && cards.length) {
     renderPlan(view, session);
-    renderLatest(view, session, cards[cards.length - 1]);
+    // A card's "changes" button shows that turn (with its masks) in place of the latest image.
+    const focused = cards.find((c) => c.index === view.focus) ?? cards[cards.length - 1];
+    renderLatest(view, session, focused);
   }
   renderGrid(view, active, cards);
 }
@@ -367,6 +371,7 @@ function renderPlan(view, session) {
 
 function renderLegend(view, overlays) {
   const names = { R_restore: "R_restore (to restore)", R_preserve: "R_preserve (to keep)" };
+  for (const o of overlays) if (o.label) names[o.name] = o.label;
   const key = overlays.map((o) => o.name).join(",");
   if (view.parts.legend.dataset.key === key) return;
   view.parts.legend.dataset.key = key;
@@ -392,7 +397,10 @@ function loadImage(path) {
 }
 
 async function renderLatest(view, session, card) {
-  const overlays = V.overlayList(state.scores);
+  // The scores' regions belong to the latest image; a turn's own masks to that turn.
+  const overlays = [...(card.latest ? V.overlayList(state.scores) : []),
+    ...V.turnOverlays(session.session_id, card, state.stores[session.session_id])];
+  view.parts.latestTitle.textContent = card.latest ? "Latest image" : `Turn ${card.index} (${card.label})`;
   renderLegend(view, overlays);
   const canvas = view.parts.canvas;
   const boxW = Math.max(120, view.parts.latest.clientWidth || 280);
@@ -446,10 +454,10 @@ function renderGrid(view, sid, cards) {
   const side = V.requestSide(layout.width, window.devicePixelRatio || 1);
   const wanted = [];
   for (const c of cards) {
-    const key = `${sid}|${state.stores[sid] ?? ""}|${c.index}|${c.image}|${c.instruction}|${c.sentInstruction}|${c.roles.join()}|${c.canRewind}|${side}`;
+    const key = `${sid}|${state.stores[sid] ?? ""}|${c.index}|${c.image}|${c.instruction}|${c.sentInstruction}|${c.roles.join()}|${c.canRewind}|${side}|${Object.values(c.masks).join()}|${view.focus === c.index}`;
     let el = view.cards.get(key);
     if (!el) {
-      el = buildCard(sid, c, side, layout.height);
+      el = buildCard(view, sid, c, side, layout.height);
       view.cards.set(key, el);
     }
     wanted.push(el);
@@ -459,7 +467,7 @@ function renderGrid(view, sid, cards) {
   if (wanted.length !== grid.children.length || wanted.some((el, i) => grid.children[i] !== el)) grid.replaceChildren(...wanted);
 }
 
-function buildCard(sid, c, side, height) {
+function buildCard(view, sid, c, side, height) {
   const badges = h("div", { class: "respec-badges" }, ...c.roles.map((r) =>
     h("span", { class: `respec-badge ${r}` }, r === "restoration-source" ? "restoration source" : "identity anchor")));
   const path = V.imagePath(sid, c.image, side, Math.round(side * 0.75), state.stores[sid]);
@@ -473,6 +481,17 @@ function buildCard(sid, c, side, height) {
     c.index > 0 ? h("div", { class: "u" }, `“${c.instruction}”`) : null,
     c.rewritten ? h("div", { class: "s", title: "instruction sent to the editor" }, `→ ${c.sentInstruction}`) : null,
   );
+  if (c.masks.change || c.masks.reveal_source) {
+    const on = view.focus === c.index;
+    card.append(h("button", {
+      title: on ? "Show the latest image again" : `Show turn ${c.index} above with the pixels it changed`,
+      onclick: () => {
+        view.focus = on ? null : c.index;
+        view.drawn = "";
+        render(view);
+      },
+    }, on ? "◉ changes shown" : "◎ show changes"));
+  }
   if (c.canRewind) {
     card.append(h("button", { title: `Undo the turns after ${c.index}`, onclick: () => rewind(sid, c.index) }, "↶ Undo to here"));
   }

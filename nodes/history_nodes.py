@@ -6,7 +6,8 @@ import json
 
 from ..respec import comfy
 from ..respec.errors import InputError, StoreError
-from ..respec.history import History
+from ..respec.history import CHANGE, History
+from ..respec.provenance import change_for
 from ..respec.store import open_store, plan_summary, validate_session_id, workflow_store_root
 from .common import HISTORY, PLAN, image_from_comfy, images_to_comfy
 
@@ -26,7 +27,8 @@ def _send(hist: History, node_id, action: str) -> None:
         "node": node_id, "action": action, "session_id": hist.session_id, "version": hist.version,
         "store": hist.store_root,
         "turns": [{"index": t.index, "instruction": t.instruction, "sent_instruction": t.sent_instruction,
-                   "image": t.image.digest, "size": list(t.image.size), "plan": plan_summary(t.plan)}
+                   "image": t.image.digest, "size": list(t.image.size), "plan": plan_summary(t.plan),
+                   "masks": t.mask_records()}
                   for t in hist.turns]})
 
 
@@ -135,7 +137,9 @@ class ReSpecHistoryAppend:
     OUTPUT_TOOLTIPS = ("The history with this turn added.", "This turn's image I_t (the next turn's input).")
     DESCRIPTION = ("Appends turn t to the history. A session history is saved to its store; queueing "
                    "the same prompt again, or re-running this node on the same inputs, never adds "
-                   "the turn twice. An in-graph history is extended in memory only.")
+                   "the turn twice. An in-graph history is extended in memory only. The turn keeps "
+                   "its change mask (the pixels this edit changed, ignoring a global colour drift), "
+                   "which the panel overlays and the provenance selector reads.")
 
     @classmethod
     def INPUT_TYPES(cls):
@@ -164,13 +168,14 @@ class ReSpecHistoryAppend:
         arr = image_from_comfy(image, "image")
         sent = sent_instruction if (sent_instruction or "").strip() else instruction
         meta_d = self._meta(meta)
+        masks = {CHANGE: change_for(history, arr)}
         if history.session_id is None:
-            new = history.append(arr, instruction, sent, plan, meta_d)
+            new = history.append(arr, instruction, sent, plan, meta_d, masks)
             _send(new, unique_id, "append")
             return (new, images_to_comfy([new.current.image]))
 
         new = open_store(history.store_root).append_once(history, arr, instruction, sent, plan, meta_d,
-                                                         prompt=prompt, node_id=unique_id)
+                                                         prompt=prompt, node_id=unique_id, masks=masks)
         _send(new, unique_id, "append")
         return (new, images_to_comfy([new.current.image]))
 

@@ -6,6 +6,7 @@ lives in respec/store.py.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Iterable
@@ -56,6 +57,60 @@ class StoredImage:
         return f"StoredImage({self.array.shape}, {self.digest[:10]})"
 
 
+# Names of the per-turn masks (Turn.masks); the store keeps them beside the turn.
+CHANGE = "change"                # C_t: the pixels turn t changed (respec/provenance.py)
+REVEAL_SOURCE = "reveal_source"  # weight of the pasted historical pixels (Reveal Composite)
+
+
+@dataclass(frozen=True, eq=False)
+class TurnMask:
+    """A per-pixel record kept with a turn: an L image (0..255; 255 = fully inside, values in
+    between are weights, e.g. a feathered seam) and a JSON-able `info` saying how it was made."""
+
+    image: StoredImage
+    info: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_mask(cls, mask: np.ndarray, info: dict | None = None) -> "TurnMask":
+        """From a boolean H×W mask (True = 255) or float weights in 0..1."""
+        m = np.asarray(mask)
+        if m.ndim != 2:
+            raise InputError(f"a turn mask must be H×W, got shape {m.shape}")
+        arr = (m.astype(np.uint8) * 255 if m.dtype == bool
+               else np.clip(np.round(m.astype(np.float64) * 255), 0, 255).astype(np.uint8))
+        return cls(StoredImage(arr[:, :, None]), dict(info or {}))
+
+    @property
+    def mask(self) -> np.ndarray:
+        """bool H×W: the pixels at least half inside."""
+        return self.image.array[:, :, 0] >= 128
+
+    @property
+    def weights(self) -> np.ndarray:
+        """float32 H×W in 0..1."""
+        return self.image.array[:, :, 0].astype(np.float32) / 255.0
+
+    def to_record(self) -> dict:
+        return {"image": self.image.digest, "size": list(self.image.size), "info": self.info}
+
+
+_MASK_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
+
+
+def check_masks(masks: Any) -> dict:
+    """A turn's masks as a new dict, checked: names are short lowercase identifiers, values TurnMasks."""
+    if masks is None:
+        return {}
+    if not isinstance(masks, dict):
+        raise InputError(f"a turn's masks must be a dict of name -> TurnMask, got {type(masks).__name__}")
+    for name, m in masks.items():
+        if not isinstance(name, str) or not _MASK_NAME.fullmatch(name):
+            raise InputError(f"mask name {name!r} is not allowed: use 1-32 lowercase letters, digits or '_'")
+        if not isinstance(m, TurnMask):
+            raise InputError(f"mask {name!r} must be a TurnMask, got {type(m).__name__}")
+    return dict(masks)
+
+
 @dataclass(frozen=True)
 class Turn:
     """Turn t: the user's P_t, what the editor was actually sent, the plan, and I_t.
@@ -67,12 +122,25 @@ class Turn:
     sent_instruction: str = ""
     plan: Plan | None = None
     meta: dict = field(default_factory=dict)   # seed, editor, timings, ... (JSON-able)
+    masks: dict = field(default_factory=dict)  # name -> TurnMask (CHANGE, REVEAL_SOURCE, ...)
+
+    @property
+    def change(self) -> "TurnMask | None":
+        """C_t, the stored change mask of this turn (None for turn 0 or when not recorded)."""
+        return self.masks.get(CHANGE)
+
+    def mask_records(self) -> dict:
+        """The turn's masks as JSON-able records: {name: {"image": digest, "size", "info"}}."""
+        return {name: m.to_record() for name, m in sorted(self.masks.items())}
 
     def to_record(self) -> dict:
         """JSON-able description (the image by digest only)."""
-        return {"index": self.index, "image": self.image.digest, "size": list(self.image.size),
-                "instruction": self.instruction, "sent_instruction": self.sent_instruction,
-                "plan": self.plan.to_dict() if self.plan else None, "meta": self.meta}
+        rec = {"index": self.index, "image": self.image.digest, "size": list(self.image.size),
+               "instruction": self.instruction, "sent_instruction": self.sent_instruction,
+               "plan": self.plan.to_dict() if self.plan else None, "meta": self.meta}
+        if self.masks:
+            rec["masks"] = self.mask_records()
+        return rec
 
 
 @dataclass(frozen=True)
@@ -137,11 +205,13 @@ class History:
 
     # -- new values --------------------------------------------------------------------
     def append(self, image: Any, instruction: str, sent_instruction: str | None = None,
-               plan: Plan | None = None, meta: dict | None = None) -> "History":
-        """A new history with turn t added; this one is unchanged."""
+               plan: Plan | None = None, meta: dict | None = None,
+               masks: dict | None = None) -> "History":
+        """A new history with turn t added; this one is unchanged. `masks`: per-pixel records of
+        the turn by name (e.g. {CHANGE: provenance.change_for(history, image)})."""
         turn = Turn(len(self.turns), StoredImage.of(image), instruction,
                     instruction if sent_instruction is None else sent_instruction,
-                    plan, dict(meta or {}))
+                    plan, dict(meta or {}), check_masks(masks))
         return replace(self, turns=self.turns + (turn,), version=self.version + 1)
 
     def rewind(self, k: int) -> "History":

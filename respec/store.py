@@ -40,11 +40,11 @@ from PIL import Image
 
 from . import paths
 from .errors import InputError, StoreError
-from .history import History, StoredImage, Turn
+from .history import History, StoredImage, Turn, TurnMask, check_masks
 from .images import as_array, as_pil, content_hash
 from .plan import Plan
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2   # 1: sessions and turns; 2: + turn_masks (per-turn change / reveal masks)
 APP_ID = "respec-session-store"
 DB_NAME = "sessions.sqlite3"
 MAX_KEY_LEN = 256
@@ -290,6 +290,24 @@ def plan_summary(plan: Plan | None) -> dict | None:
             "fallbacks": list(plan.fallbacks), "vlm_called": plan.vlm_called}
 
 
+# What upgrades a store of version v-1 to version v (run in one transaction on first open).
+_MIGRATIONS = {
+    2: [
+        # Per-pixel records of a turn (respec.history.TurnMask): an L PNG in images/ plus JSON info.
+        """CREATE TABLE turn_masks (
+            session_id TEXT NOT NULL,
+            idx INTEGER NOT NULL,
+            name TEXT NOT NULL,         -- "change" (C_t), "reveal_source", ...
+            image TEXT NOT NULL,        -- content hash of the mask's PNG
+            height INTEGER NOT NULL,
+            width INTEGER NOT NULL,
+            info TEXT NOT NULL,         -- JSON object: how the mask was made
+            PRIMARY KEY (session_id, idx, name)
+        )""",
+        "CREATE INDEX turn_masks_image ON turn_masks (image)",
+    ],
+}
+
 _SCHEMA = """
 CREATE TABLE store_info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE sessions (
@@ -320,7 +338,7 @@ CREATE TABLE turns (
 );
 CREATE UNIQUE INDEX turns_idem ON turns (session_id, idem_key) WHERE idem_key IS NOT NULL;
 CREATE INDEX turns_image ON turns (image);
-"""
+""" + "".join(f"{stmt};" for stmt in _MIGRATIONS[2])
 
 _TURN_COLS = "idx, instruction, sent_instruction, plan, meta, image, height, width, channels"
 
@@ -447,6 +465,8 @@ class SessionStore:
                 f"{self.db_path} is an SQLite database of another program (tables: "
                 f"{', '.join(sorted(tables)) or 'none'}), not a ReSpec session store. It was left "
                 "untouched: choose another store directory or move the file away.")
+        if 1 <= uv < SCHEMA_VERSION:
+            uv = self._migrate(conn, uv)
         if uv != SCHEMA_VERSION:
             newer = uv > SCHEMA_VERSION
             raise StoreError(
@@ -455,6 +475,26 @@ class SessionStore:
                                                if newer else "; it cannot be read by this version."))
         if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
             conn.execute("PRAGMA journal_mode = WAL")
+
+    def _migrate(self, conn: sqlite3.Connection, uv: int) -> int:
+        """Upgrade a store written by an older ReSpec to SCHEMA_VERSION, in one transaction (a
+        crash leaves it at its old version, still readable; another process may have upgraded it
+        meanwhile). Existing sessions and images are kept as they are. Returns the new version."""
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            uv = conn.execute("PRAGMA user_version").fetchone()[0]
+            while 1 <= uv < SCHEMA_VERSION:
+                uv += 1
+                for stmt in _MIGRATIONS[uv]:
+                    conn.execute(stmt)
+                conn.execute("UPDATE store_info SET value = ? WHERE key = 'schema'", (str(uv),))
+                conn.execute(f"PRAGMA user_version = {uv}")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return uv
 
     @contextmanager
     def _tx(self, write: bool) -> Iterator[sqlite3.Connection]:
@@ -488,7 +528,7 @@ class SessionStore:
         return StoreError(f"there is no session {sid!r} in the store {self.root}; start it with "
                           "mode 'new' (or check the id and the store directory)")
 
-    def _turn(self, row) -> Turn:
+    def _turn(self, row, masks: dict | None = None) -> Turn:
         idx, instruction, sent, plan_text, meta_text, digest, h, w, c = row
         try:
             plan = Plan.from_dict(json.loads(plan_text)) if plan_text else None
@@ -496,7 +536,36 @@ class SessionStore:
         except (ValueError, TypeError) as e:
             raise StoreError(f"turn {idx} in {self.db_path} has an unreadable plan or meta ({e}); "
                              "the store was written by another version or edited by hand") from e
-        return Turn(idx, self.files.lazy(digest, (h, w, c)), instruction, sent, plan, meta)
+        return Turn(idx, self.files.lazy(digest, (h, w, c)), instruction, sent, plan, meta, masks or {})
+
+    def _masks(self, conn, sid: str, first: int) -> dict[int, dict]:
+        """The stored masks of the session's turns from `first` on: {idx: {name: TurnMask}} (lazy)."""
+        out: dict[int, dict] = {}
+        for idx, name, digest, h, w, info in conn.execute(
+                "SELECT idx, name, image, height, width, info FROM turn_masks "
+                "WHERE session_id = ? AND idx >= ?", (sid, first)):
+            try:
+                info_d = json.loads(info)
+            except ValueError as e:
+                raise StoreError(f"mask {name!r} of turn {idx} in {self.db_path} has unreadable info "
+                                 f"({e}); the store was edited by hand") from e
+            out.setdefault(idx, {})[name] = TurnMask(self.files.lazy(digest, (h, w, 1)), info_d)
+        return out
+
+    def _put_masks(self, masks: dict | None) -> list[tuple[str, Any, str]]:
+        """Write the masks' PNGs (before the transaction that refers to them); (name, image, info JSON)."""
+        out = []
+        for name, m in check_masks(masks).items():
+            _, info_text = _json_dict(m.info, f"mask {name!r} info")
+            out.append((name, self.files.put(m.image), info_text))
+        return out
+
+    @staticmethod
+    def _insert_masks(conn, sid: str, idx: int, put: list) -> None:
+        for name, img, info_text in put:
+            h, w, _ = img.shape
+            conn.execute("INSERT INTO turn_masks VALUES (?, ?, ?, ?, ?, ?, ?)",
+                         (sid, idx, name, img.digest, h, w, info_text))
 
     def exists(self, session_id: str) -> bool:
         """Whether the session exists."""
@@ -552,10 +621,12 @@ class SessionStore:
                 known = entry[1].turns
             rows = conn.execute(f"SELECT {_TURN_COLS} FROM turns WHERE session_id = ? AND idx >= ? "
                                 "ORDER BY idx", (sid, len(known))).fetchall()
+            masks = self._masks(conn, sid, len(known))
         if len(known) + len(rows) != n or any(r[0] != len(known) + i for i, r in enumerate(rows)):
             raise StoreError(f"session {sid!r} in {self.db_path} is inconsistent (expected turns "
                              f"0..{n - 1}, found {len(known) + len(rows)} rows); it was edited by hand")
-        hist = History(known + tuple(self._turn(r) for r in rows), sid, int(version), str(self.root))
+        hist = History(known + tuple(self._turn(r, masks.get(r[0])) for r in rows), sid, int(version),
+                       str(self.root))
         self._remember(sid, lineage, hist)
         return hist
 
@@ -588,7 +659,8 @@ class SessionStore:
         for t in hist.turns:
             out.append({"index": t.index, "instruction": t.instruction,
                         "sent_instruction": t.sent_instruction, "image": t.image.digest,
-                        "size": list(t.image.size), "plan": plan_summary(t.plan), "meta": t.meta})
+                        "size": list(t.image.size), "plan": plan_summary(t.plan), "meta": t.meta,
+                        "masks": t.mask_records()})
         return out
 
     def image_path(self, session_id: str, digest: str) -> Path:
@@ -598,8 +670,9 @@ class SessionStore:
         with self._tx(False) as conn:
             if self._session_row(conn, sid) is None:
                 raise self._missing(sid)
-            used = conn.execute("SELECT 1 FROM turns WHERE session_id = ? AND image = ? LIMIT 1",
-                                (sid, digest)).fetchone()
+            used = conn.execute("SELECT 1 FROM turns WHERE session_id = ? AND image = ? UNION ALL "
+                                "SELECT 1 FROM turn_masks WHERE session_id = ? AND image = ? LIMIT 1",
+                                (sid, digest, sid, digest)).fetchone()
         if used is None:
             raise StoreError(f"image {digest[:12]}... is not part of session {sid!r}")
         if not path.is_file():
@@ -642,9 +715,10 @@ class SessionStore:
 
     def append(self, session_id: str, image: Any, instruction: str, sent_instruction: str | None = None,
                plan: Plan | None = None, meta: dict | None = None, idempotency_key: str | None = None,
-               expected_version: int | None = None) -> History:
+               expected_version: int | None = None, masks: dict | None = None) -> History:
         """Add turn t (index assigned atomically) and return the session's new History.
 
+        `masks`: the turn's per-pixel records by name (TurnMask), stored beside it.
         `idempotency_key`: if a live turn of this session already carries it, nothing is added and
         the current History is returned (re-running the same append is harmless).
         `expected_version`: refuse (StoreError) if the session changed since that version.
@@ -661,6 +735,7 @@ class SessionStore:
         plan, plan_text = _plan_json(plan)
         meta, meta_text = _json_dict(meta, "meta")
         img = self.files.put(image)          # complete on disk before any row refers to it
+        put_masks = self._put_masks(masks)
         _checkpoint("image_written")
         duplicate = False
         with self._tx(True) as conn:
@@ -682,6 +757,7 @@ class SessionStore:
                 conn.execute("INSERT INTO turns VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                              (sid, n, instruction, sent, plan_text, meta_text, img.digest, h, w, c,
                               idempotency_key, now))
+                self._insert_masks(conn, sid, n, put_masks)
                 conn.execute("UPDATE sessions SET version = version + 1, n_turns = n_turns + 1, "
                              "updated = ? WHERE id = ?", (now, sid))
                 _checkpoint("before_commit")
@@ -690,14 +766,15 @@ class SessionStore:
         prev = self._cached(sid, lineage, version)
         if prev is None or len(prev) != n:
             return self.load(sid)
-        hist = History(prev.turns + (Turn(n, img, instruction, sent, plan, meta),), sid, version + 1,
+        stored = {name: TurnMask(im, json.loads(info)) for name, im, info in put_masks}
+        hist = History(prev.turns + (Turn(n, img, instruction, sent, plan, meta, stored),), sid, version + 1,
                        str(self.root))
         self._remember(sid, lineage, hist)
         return hist
 
     def append_once(self, history: History, image: Any, instruction: str, sent_instruction: str,
                     plan: Plan | None = None, meta: dict | None = None,
-                    prompt: Any = None, node_id: Any = None) -> History:
+                    prompt: Any = None, node_id: Any = None, masks: dict | None = None) -> History:
         """Append turn t to the session `history` was loaded from, at most once per queued prompt.
 
         Two guards, because ComfyUI re-runs the graph when the same prompt is queued again: the
@@ -726,7 +803,7 @@ class SessionStore:
              "sent": sent_instruction, "image": image.digest, "plan": plan.to_dict() if plan is not None else None},
             sort_keys=True, default=str).encode()).hexdigest()
         return self.append(sid, image, instruction, sent_instruction, plan, meta, idempotency_key=key,
-                           expected_version=history.version)
+                           expected_version=history.version, masks=masks)
 
     def rewind(self, session_id: str, k: int) -> History:
         """Undo the turns after k (keep 0..k; the later rows are deleted, the version still grows).
@@ -747,6 +824,7 @@ class SessionStore:
             else:
                 changed = True
                 conn.execute("DELETE FROM turns WHERE session_id = ? AND idx > ?", (sid, k))
+                conn.execute("DELETE FROM turn_masks WHERE session_id = ? AND idx > ?", (sid, k))
                 new_lineage = uuid.uuid4().hex    # earlier turns may now be replaced
                 conn.execute("UPDATE sessions SET version = version + 1, n_turns = ?, updated = ?, "
                              "lineage = ? WHERE id = ?", (k + 1, time.time(), new_lineage, sid))
@@ -780,6 +858,8 @@ class SessionStore:
                          (nid, uuid.uuid4().hex, at + 1, now, now, sid, at))
             conn.execute(f"INSERT INTO turns SELECT ?, {_TURN_COLS}, NULL, ? FROM turns "
                          "WHERE session_id = ? AND idx <= ?", (nid, now, sid, at))
+            conn.execute("INSERT INTO turn_masks SELECT ?, idx, name, image, height, width, info "
+                         "FROM turn_masks WHERE session_id = ? AND idx <= ?", (nid, sid, at))
             _checkpoint("before_commit")
         return self.load(nid)
 
@@ -789,6 +869,7 @@ class SessionStore:
         with self._tx(True) as conn:
             gone = conn.execute("DELETE FROM sessions WHERE id = ?", (sid,)).rowcount
             conn.execute("DELETE FROM turns WHERE session_id = ?", (sid,))
+            conn.execute("DELETE FROM turn_masks WHERE session_id = ?", (sid,))
         with self._cache_lock:
             self._cache.pop(sid, None)
         return bool(gone)
@@ -797,7 +878,7 @@ class SessionStore:
         """Delete image files (and leftover temp files) no turn refers to and older than min_age_s.
         The age limit protects appends in flight, whose PNG is written before their transaction."""
         with self._tx(False) as conn:
-            used = {r[0] for r in conn.execute("SELECT DISTINCT image FROM turns")}
+            used = {r[0] for r in conn.execute("SELECT image FROM turns UNION SELECT image FROM turn_masks")}
         cutoff = time.time() - float(min_age_s)
         removed = 0
         if not self.files.dir.is_dir():

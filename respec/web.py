@@ -261,7 +261,8 @@ def session_summary(history) -> dict:
         w, h = t.image.size
         turns.append({"index": t.index, "instruction": t.instruction,
                       "sent_instruction": t.sent_instruction, "image": t.image.digest,
-                      "width": w, "height": h, "plan": plan, "meta": t.meta})
+                      "width": w, "height": h, "plan": plan, "meta": t.meta,
+                      "masks": t.mask_records()})
     return {"session_id": history.session_id, "version": history.version,
             "turns": turns, "latest_plan": latest_plan}
 
@@ -297,8 +298,10 @@ def _load(store, session_id: Any):
 
 
 def _image_path(store, hist, digest: str):
-    """The PNG of `digest` if it is an image of this history's session (NotFound otherwise)."""
-    if not any(t.image.digest == digest for t in hist.turns):
+    """The PNG of `digest` if it is an image or a turn mask of this history's session (NotFound
+    otherwise)."""
+    if not any(t.image.digest == digest or any(m.image.digest == digest for m in t.masks.values())
+               for t in hist.turns):
         raise NotFound(f"image {digest[:12]}... is not part of session {hist.session_id!r}")
     return store.image_path(hist.session_id, digest)
 

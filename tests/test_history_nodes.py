@@ -317,3 +317,29 @@ def test_history_events_carry_ids_text_and_digests_but_no_pixels(pack, nodes):
     assert [t["instruction"] for t in data["turns"]] == ["", "add a hat"]
     assert data["turns"][1]["image"] == _store(pack).load("s").current.image.digest
     assert len(json.dumps(data)) < 2000      # text and digests only, no pixels
+
+
+# ----------------------------------------------------------------------------- change masks
+
+def _scene_pair():
+    from synthetic_scenes import background, draw_rect, drift, u8
+    scene = background(0, (48, 64))
+    edited = drift(draw_rect(scene, (10, 20, 30, 44), (0.9, 0.1, 0.1)))
+    as_t = lambda a: torch.from_numpy(u8(a)).float()[None] / 255.0
+    return as_t(scene), as_t(edited), (10, 20, 30, 44)
+
+
+@pytest.mark.parametrize("mode", ["in-graph", "new"])
+def test_history_append_records_the_turns_change_mask(pack, nodes, mode):
+    Store, Append = nodes
+    before, after, (y0, x0, y1, x1) = _scene_pair()
+    hist, *_ = _run(Store, mode, session_id="cm", image=before)
+    h2, _ = Append().append(hist, after, "add a red box")
+    change = h2.turns[1].change
+    assert change is not None and change.info["method"]
+    box = np.zeros((48, 64), bool)
+    box[y0:y1, x0:x1] = True
+    assert (change.mask == box).mean() > 0.98
+    if mode == "new":   # stored with the turn, and back after a reload
+        again = _store(pack).load("cm")
+        assert np.array_equal(again.turns[1].change.mask, change.mask)

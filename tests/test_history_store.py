@@ -307,7 +307,7 @@ def test_a_session_that_only_grew_elsewhere_reads_just_the_new_turns(store, monk
     other.append("a", _img(7), "edit 7")
     read = []
     real = store._turn
-    monkeypatch.setattr(store, "_turn", lambda row: read.append(row[0]) or real(row))
+    monkeypatch.setattr(store, "_turn", lambda row, *rest: read.append(row[0]) or real(row, *rest))
     h = store.load("a")
     assert read == [6, 7] and h.fingerprint == SessionStore(store.root).load("a").fingerprint
 
@@ -379,6 +379,61 @@ def test_a_store_from_a_newer_schema_version_is_refused(store):
     con.close()
     with pytest.raises(StoreError, match="schema version 99.*newer"):
         SessionStore(store.root).load("a")
+
+
+# The schema of version 1 (ReSpec before per-turn masks), frozen here as it was written, so the
+# migration is tested against a real old store rather than against today's code.
+_SCHEMA_V1 = """
+CREATE TABLE store_info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE sessions (id TEXT PRIMARY KEY, lineage TEXT NOT NULL, version INTEGER NOT NULL,
+    n_turns INTEGER NOT NULL, created REAL NOT NULL, updated REAL NOT NULL, parent_id TEXT, parent_turn INTEGER);
+CREATE TABLE turns (session_id TEXT NOT NULL, idx INTEGER NOT NULL, instruction TEXT NOT NULL,
+    sent_instruction TEXT NOT NULL, plan TEXT, meta TEXT NOT NULL, image TEXT NOT NULL,
+    height INTEGER NOT NULL, width INTEGER NOT NULL, channels INTEGER NOT NULL, idem_key TEXT,
+    created REAL NOT NULL, PRIMARY KEY (session_id, idx));
+CREATE UNIQUE INDEX turns_idem ON turns (session_id, idem_key) WHERE idem_key IS NOT NULL;
+CREATE INDEX turns_image ON turns (image);
+INSERT INTO store_info VALUES ('app', 'respec-session-store'), ('schema', '1');
+PRAGMA user_version = 1;
+"""
+
+
+def _version_1_store(root: Path) -> list[np.ndarray]:
+    """A store as ReSpec schema version 1 wrote it: session 'old' with turns 0..2."""
+    from respec.store import ImageFiles
+    root.mkdir(parents=True)
+    imgs = [_img(i, (8, 8, 3)) for i in range(3)]
+    files = ImageFiles(root / "images")
+    con = sqlite3.connect(root / DB_NAME)
+    con.executescript("PRAGMA journal_mode = WAL;" + _SCHEMA_V1)
+    con.execute("INSERT INTO sessions VALUES ('old', 'lin', 3, 3, 1.0, 1.0, NULL, NULL)")
+    for i, im in enumerate(imgs):
+        con.execute("INSERT INTO turns VALUES ('old', ?, ?, ?, NULL, '{}', ?, 8, 8, 3, NULL, 1.0)",
+                    (i, f"edit {i}" if i else "", f"edit {i}" if i else "", files.put(im).digest))
+    con.commit()
+    con.close()
+    return imgs
+
+
+def test_a_store_of_schema_version_1_opens_and_is_migrated_in_place(tmp_path):
+    from respec.history import CHANGE, TurnMask
+    from respec.store import SCHEMA_VERSION
+    root = tmp_path / "v1"
+    imgs = _version_1_store(root)
+    store = SessionStore(root)
+    h = store.load("old")
+    assert [t.instruction for t in h.turns] == ["", "edit 1", "edit 2"]
+    assert np.array_equal(h.turns[2].image.array, imgs[2])
+    assert all(t.masks == {} for t in h.turns)            # old turns simply have no masks
+    con = sqlite3.connect(root / DB_NAME)
+    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert con.execute("SELECT value FROM store_info WHERE key='schema'").fetchone()[0] == "2"
+    con.close()
+    mask = TurnMask.from_mask(np.eye(8, dtype=bool), {"method": "test"})
+    store.append("old", _img(9, (8, 8, 3)), "edit 3", masks={CHANGE: mask})
+    again = SessionStore(root).load("old")
+    assert len(again) == 4 and np.array_equal(again.turns[3].change.mask, np.eye(8, dtype=bool))
+    assert again.turns[3].change.info == {"method": "test"}
 
 
 def test_a_database_damaged_after_creation_gives_a_store_error(store):

@@ -99,7 +99,10 @@ def env(pack, tmp_path_factory):
     routes = importlib.import_module(f"{pack.__name__}.nodes.routes")
     store = store_mod.SessionStore(tmp_path / "store")
     store.create("demo", _img(0, 640, 400))
-    store.append("demo", _img(1, 640, 400), "add a red umbrella")
+    umbrella = np.zeros((400, 640), bool)
+    umbrella[100:300, 200:400] = True
+    store.append("demo", _img(1, 640, 400), "add a red umbrella",
+                 masks={"change": core(pack, "history").TurnMask.from_mask(umbrella, {"method": "test"})})
     store.append("demo", _img(2, 640, 400), "make it night")
     plan = plan_mod.Plan(turn=3, user_instruction="remove the umbrella",
                          synthesis_instruction="Remove the umbrella; restore the bench from image 0",
@@ -173,6 +176,19 @@ def test_image_by_digest_is_served_for_its_own_session(env):
     status, headers, body = env["server"].get(f"/respec/sessions/demo/images/{d}?w=64&h=64")
     assert status == 200 and _png_size(body) == (64, 40)
     assert "immutable" in headers["cache-control"]
+
+
+def test_a_turns_change_mask_is_listed_and_served_as_a_session_image(env):
+    data = json.loads(env["server"].get("/respec/sessions/demo")[2])
+    assert data["turns"][0]["masks"] == {} and data["turns"][2]["masks"] == {}
+    change = data["turns"][1]["masks"]["change"]
+    assert change["size"] == [640, 400] and change["info"] == {"method": "test"}
+    status, _, body = env["server"].get(f"/respec/sessions/demo/images/{change['image']}?w=64&h=64")
+    mask = np.asarray(Image.open(io.BytesIO(body)))
+    assert status == 200 and mask.shape == (40, 64)
+    assert mask[20, 32] == 255 and mask[2, 2] == 0          # inside / outside the umbrella
+    status, _, _ = env["server"].get(f"/respec/sessions/other/images/{change['image']}")
+    assert status == 404                                     # not a mask of that session
 
 
 def test_small_images_are_never_enlarged(env):

@@ -70,6 +70,7 @@ export function normalizeSession(data) {
       width: numberOr(t.width ?? t.size?.[0], null),
       height: numberOr(t.height ?? t.size?.[1], null),
       plan: t.plan && typeof t.plan === "object" ? t.plan : null,
+      masks: turnMasks(t.masks),
     }))
     .sort((a, b) => a.index - b.index);
   let latest = data.latest_plan && typeof data.latest_plan === "object" ? data.latest_plan : null;
@@ -79,6 +80,18 @@ export function normalizeSession(data) {
     latest = withPlan ? { ...withPlan.plan, applied_turn: withPlan.index } : null;
   }
   return { session_id: data.session_id, version: numberOr(data.version, 0), turns, latest_plan: latest };
+}
+
+/** A turn's stored masks as {name: digest} (only the known names with a valid digest). */
+export function turnMasks(masks) {
+  const out = {};
+  if (!masks || typeof masks !== "object") return out;
+  for (const name of Object.keys(TURN_OVERLAYS)) {
+    const m = masks[name];
+    const digest = typeof m === "string" ? m : m?.image;
+    if (isDigest(digest)) out[name] = digest;
+  }
+  return out;
 }
 
 function withStore(stores, sid, root) {
@@ -286,6 +299,7 @@ export function turnCards(state) {
       sentInstruction: t.sent_instruction,
       rewritten: t.index > 0 && t.sent_instruction !== "" && t.sent_instruction !== t.instruction,
       roles,
+      masks: t.masks ?? {},
       canRewind: i < last,
       latest: i === last,
     };
@@ -326,6 +340,25 @@ export function overlayList(scores) {
     const digest = r?.digest ?? String(r?.url ?? "").split("/").pop();
     if (!isDigest(digest)) continue;
     out.push({ name, url: `/respec/masks/${digest}`, color: colors[name], width: r.width ?? null, height: r.height ?? null });
+  }
+  return out;
+}
+
+// A turn's own per-pixel records (stored with the turn, served as session images by digest).
+export const TURN_OVERLAYS = {
+  change: { label: "changed by this turn", color: [241, 196, 15] },
+  reveal_source: { label: "pasted from history (Reveal Composite)", color: [155, 89, 182] },
+};
+
+/**
+ * Overlays of one turn card's masks: [{name, label, url, color}], the URL a session image path of
+ * the mask's digest (so only the session's own files are ever loaded).
+ */
+export function turnOverlays(sessionId, card, store = null) {
+  const out = [];
+  for (const [name, spec] of Object.entries(TURN_OVERLAYS)) {
+    const url = imagePath(sessionId, card?.masks?.[name], MAX_SIDE, MAX_SIDE, store);
+    if (url) out.push({ name, label: spec.label, url, color: spec.color });
   }
   return out;
 }

@@ -29,6 +29,8 @@ import {
   thumbnailLayout,
   tintMask,
   turnCards,
+  turnMasks,
+  turnOverlays,
 } from "../lib/respec_view.js";
 
 const D = (c) => c.repeat(64); // a digest made of one hex character
@@ -392,4 +394,25 @@ test("session ids are read from active ReSpec History nodes only", () => {
   ];
   assert.deepEqual(sessionIdsFromNodes(nodes), ["kitchen"]);
   assert.deepEqual(sessionIdsFromNodes(undefined), []);
+});
+
+// ----------------------------------------------------------------------------- turn masks
+
+test("a turn's masks keep only known names with a digest", () => {
+  assert.deepEqual(turnMasks({ change: { image: D("c"), size: [8, 4] }, reveal_source: { image: "../x" }, other: { image: D("d") } }),
+    { change: D("c") });
+  assert.deepEqual(turnMasks(null), {});
+});
+
+test("a turn card carries its masks and its overlays load only session images by digest", () => {
+  const data = sessionData("p", 3, 3);
+  data.turns[2].masks = { change: { image: D("c") }, reveal_source: { image: D("e") } };
+  const cards = turnCards(run([{ type: "session/pinned", sessionId: "p" }, { type: "session/loaded", data }]));
+  assert.deepEqual(cards[2].masks, { change: D("c"), reveal_source: D("e") });
+  assert.deepEqual(cards[1].masks, {});
+  const overlays = turnOverlays("p", cards[2]);
+  assert.deepEqual(overlays.map((o) => o.name), ["change", "reveal_source"]);
+  assert.equal(overlays[0].url, `/respec/sessions/p/images/${D("c")}?w=512&h=512`);
+  assert.deepEqual(turnOverlays("p", cards[1]), []);
+  assert.deepEqual(turnOverlays("../x", cards[2]), []);
 });
