@@ -345,6 +345,19 @@ _TURN_COLS = "idx, instruction, sent_instruction, plan, meta, image, height, wid
 
 # ------------------------------------------------------------------------------- the store
 
+@contextmanager
+def _immediate(conn: sqlite3.Connection) -> Iterator[None]:
+    """BEGIN IMMEDIATE ... COMMIT on a raw connection; ROLLBACK if the body raises."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
 RUN_META = "_respec_run"   # turn meta key: which queued prompt and node appended the turn
 
 
@@ -440,8 +453,7 @@ class SessionStore:
         tables, uv = inspect_file()   # "file is not a database" surfaces here for random bytes
         if not tables and uv == 0:
             conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with _immediate(conn):
                 tables, uv = inspect_file()   # another process may have created it meanwhile
                 if not tables and uv == 0:
                     # executescript() would commit on its own: run the statements one by one
@@ -450,11 +462,6 @@ class SessionStore:
                     conn.execute("INSERT INTO store_info VALUES ('app', ?), ('schema', ?)",
                                  (APP_ID, str(SCHEMA_VERSION)))
                     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
             tables, uv = inspect_file()
         app = None
         if "store_info" in tables:
@@ -480,8 +487,7 @@ class SessionStore:
         """Upgrade a store written by an older ReSpec to SCHEMA_VERSION, in one transaction (a
         crash leaves it at its old version, still readable; another process may have upgraded it
         meanwhile). Existing sessions and images are kept as they are. Returns the new version."""
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with _immediate(conn):
             uv = conn.execute("PRAGMA user_version").fetchone()[0]
             while 1 <= uv < SCHEMA_VERSION:
                 uv += 1
@@ -489,11 +495,6 @@ class SessionStore:
                     conn.execute(stmt)
                 conn.execute("UPDATE store_info SET value = ? WHERE key = 'schema'", (str(uv),))
                 conn.execute(f"PRAGMA user_version = {uv}")
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
         return uv
 
     @contextmanager

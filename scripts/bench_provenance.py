@@ -11,26 +11,16 @@ true rectangle.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))            # a script, not part of the pack
 sys.path.insert(0, str(ROOT / "tests"))  # the synthetic scenes the tests use
 
+from bench_store import _median_ms  # noqa: E402  (same folder)
 from respec.provenance import change_mask  # noqa: E402
 from synthetic_scenes import background, draw_rect, drift, iou, rect_mask, u8  # noqa: E402
-
-
-def _median_ms(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t) * 1000)
-    return statistics.median(times)
 
 
 def main(argv=None) -> int:
