@@ -5,6 +5,7 @@
     python -m respec bench --server http://127.0.0.1:8188 --server http://gpu2:8188
     python -m respec report runs/flux2/results.jsonl --out runs/flux2/report
     python -m respec validate my_scenarios.json
+    python -m respec scenarios generate --photos my_photos/ --count 200 --out my_scenarios.json
 """
 from __future__ import annotations
 
@@ -82,6 +83,25 @@ def _parser() -> argparse.ArgumentParser:
 
     v = sub.add_parser("validate", help="check a scenario file and summarise it")
     v.add_argument("dataset", help="scenario JSON file (or a packaged set's name)")
+
+    sc = sub.add_parser("scenarios", help="make scenario files")
+    scsub = sc.add_subparsers(dest="scenarios_command", required=True)
+    g = scsub.add_parser("generate", help="generate valid scenarios with geometry from photos (paper figs 9-10)",
+                         description="Write N valid OCCUR scenarios (with the geometry the simulated editor needs) "
+                                     "from a folder of photos, spread over table 3's templates and the revelation "
+                                     "types. Without --controller the instructions come from word lists; with one, "
+                                     "the VLM writes the intermediate turns (figure 9/10-style prompts) and what it "
+                                     "returns is validated (docs/sim.md).")
+    g.add_argument("--photos", default=None,
+                   help="folder of .png/.jpg photos (default: the photos that ship with the pack)")
+    g.add_argument("--count", type=int, required=True, help="number of scenarios")
+    g.add_argument("--out", required=True, help="dataset file to write (JSON)")
+    g.add_argument("--seed", type=int, default=0, help="seed (the same seed and photos give the same file)")
+    g.add_argument("--name", default=None, help="dataset name (default: the file name)")
+    g.add_argument("--controller", default=None, choices=["qwen3-vl", "internvl3", "openai"],
+                   help="ask this VLM backend for the intermediate turns (default: word lists only)")
+    g.add_argument("--controller-model", default=None, help="HF id, folder in models/LLM, or served model name")
+    g.add_argument("--controller-url", default=None, help="base URL of an OpenAI-compatible server")
     return p
 
 
@@ -239,14 +259,49 @@ def cmd_validate(a) -> int:
     missing = [t for t in TEMPLATES if not templates.get(t)]
     if missing:
         print(f"  (no scenario for template(s) {', '.join(missing)})")
+    with_geometry = sum(s.has_geometry for s in ds)
+    print(f"  with geometry (runs on the sim editor): {with_geometry} of {len(ds)}")
+    from .sim.generate import cell_table
+    print(cell_table(list(ds)))
     return 0
+
+
+def cmd_scenarios(a) -> int:
+    from .bench.scenario import load_dataset
+    from .sim.generate import cell_table, generate_scenarios, photos_in, shipped_photo_refs, write_dataset
+    out = Path(a.out).expanduser().resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    refs = photos_in(a.photos) if a.photos else shipped_photo_refs()
+    # Paths are written relative to the dataset file when they can be, so the folder can move.
+    refs = [r if ":" in r and not Path(r).is_absolute() else _relative(r, out.parent) for r in refs]
+    backend = None
+    if a.controller:
+        from .controller import load_backend
+        opts = {"base_url": a.controller_url} if a.controller_url else {}
+        backend = load_backend(a.controller, a.controller_model, **opts)
+    data = generate_scenarios(refs, a.count, seed=a.seed, backend=backend, name=a.name or out.stem,
+                              base_dir=out.parent)
+    write_dataset(data, out)
+    ds = load_dataset(out)
+    print(f"{out}: {len(ds)} valid scenarios")
+    print(cell_table(data["scenarios"]))
+    return 0
+
+
+def _relative(path: str, folder: Path) -> str:
+    import os
+    try:
+        return os.path.relpath(path, folder)
+    except ValueError:   # another drive (Windows)
+        return str(path)
 
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     a = _parser().parse_args(argv)
     try:
-        return {"bench": cmd_bench, "report": cmd_report, "validate": cmd_validate}[a.command](a)
+        return {"bench": cmd_bench, "report": cmd_report, "validate": cmd_validate,
+                "scenarios": cmd_scenarios}[a.command](a)
     except ReSpecError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

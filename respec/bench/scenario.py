@@ -38,6 +38,7 @@ from PIL import Image
 
 from .. import paths
 from ..errors import InputError
+from . import geometry
 
 FORMAT = "occur-scenarios"
 FORMAT_VERSION = 1
@@ -83,8 +84,8 @@ SKIMAGE_BUNDLED = (
 DATASET_FIELDS = {"format", "version", "name", "description", "licence", "sources", "scenarios"}
 SOURCE_FIELDS = {"title", "credit", "url", "licence", "package"}
 SCENARIO_FIELDS = {"id", "image", "turns", "occluders", "revelation_type", "reference_turn",
-                   "template", "occludee", "notes", "licence"}
-TURN_FIELDS = {"instruction", "stage", "new_objects", "note"}
+                   "template", "occludee", "notes", "licence", "occludee_box"}
+TURN_FIELDS = {"instruction", "stage", "new_objects", "note", "actions"}
 
 SAMPLES_DIR = Path(__file__).resolve().parent / "samples"
 
@@ -112,11 +113,14 @@ class ScenarioTurn:
     stage: str
     new_objects: tuple[str, ...] = ()
     note: str = ""
+    actions: tuple[geometry.Action, ...] = ()   # optional geometry (respec/bench/geometry.py)
 
     def to_dict(self) -> dict:
         d = {"instruction": self.instruction, "stage": self.stage, "new_objects": list(self.new_objects)}
         if self.note:
             d["note"] = self.note
+        if self.actions:
+            d["actions"] = [a.to_dict() for a in self.actions]
         return d
 
 
@@ -136,6 +140,7 @@ class Scenario:
     licence: str = ""
     base_dir: str = ""          # folder that relative image paths are resolved against
     dataset: str = ""           # the dataset's name
+    occludee_box: geometry.Box | None = None   # optional geometry, fractions of I_0 (see geometry.py)
 
     # -- derived ---------------------------------------------------------------------------
     @property
@@ -162,6 +167,11 @@ class Scenario:
     def reference_distance(self) -> int:
         """Paper D.2: turns between the restoration reference and the final revelation turn."""
         return self.restoration_turn - self.reference_turn
+
+    @property
+    def has_geometry(self) -> bool:
+        """Whether the scenario carries the geometry the simulated editor needs."""
+        return self.occludee_box is not None
 
     @property
     def occluder(self) -> str:
@@ -202,6 +212,8 @@ class Scenario:
         for k in ("occludee", "notes", "licence"):
             if getattr(self, k):
                 d[k] = getattr(self, k)
+        if self.occludee_box is not None:
+            d["occludee_box"] = [round(v, 4) for v in self.occludee_box]
         return d
 
     def summary(self) -> dict:
@@ -411,7 +423,13 @@ def _validate_scenario(raw: Any, index: int, base_dir: str, problems: list) -> S
             if not isinstance(note, str):
                 bad(f"{f}.note", "must be a string")
                 note = ""
-            turns.append(ScenarioTurn(ins.strip(), stage, tuple(o.strip() for o in new), note))
+            actions: tuple = ()
+            if "actions" in rt:
+                shape: list[tuple[str, str]] = []
+                actions = geometry.parse_actions(rt["actions"], f"{f}.actions", shape)
+                for fld, msg in shape:
+                    bad(fld, msg)
+            turns.append(ScenarioTurn(ins.strip(), stage, tuple(o.strip() for o in new), note, actions))
 
     stages = "".join(t.stage for t in turns)
     template = raw.get("template") if isinstance(raw.get("template"), str) else None
@@ -452,6 +470,26 @@ def _validate_scenario(raw: Any, index: int, base_dir: str, problems: list) -> S
             bad(f"turns[{i}].instruction", f"names the occludee ({occludee!r}); from the occlusion on, "
                                            f"instructions never mention it")
 
+    occludee_box = None
+    with_actions = [i for i, rt in enumerate(raw_turns or []) if isinstance(rt, dict) and "actions" in rt]
+    if "occludee_box" in raw:
+        p = geometry.box_problem(raw["occludee_box"])
+        if p:
+            bad("occludee_box", p)
+        else:
+            occludee_box = geometry.as_box(raw["occludee_box"])
+        missing = [i for i in range(len(turns)) if i not in with_actions]
+        if missing:
+            bad("turns", f"with an occludee_box every turn needs 'actions' (the geometry is all or nothing); "
+                         f"turns {missing} have none")
+    elif with_actions:
+        bad("occludee_box", f"turns {with_actions} have 'actions': the geometry then needs the occludee_box too")
+    if (occludee_box is not None and occ_turn and res_turn and len(problems) == n_before
+            and rtype in REVELATION_TYPES):
+        for fld, msg in geometry.validate_geometry(occludee_box, stages, [t.actions for t in turns],
+                                                   [t.new_objects for t in turns], tuple(occluders), rtype):
+            bad(fld, msg)
+
     ref = raw.get("reference_turn")
     if "reference_turn" in raw:
         if not isinstance(ref, int) or isinstance(ref, bool):
@@ -470,7 +508,7 @@ def _validate_scenario(raw: Any, index: int, base_dir: str, problems: list) -> S
     return Scenario(id=sid, image=raw["image"], turns=tuple(turns), occluders=tuple(occluders),
                     revelation_type=rtype, reference_turn=ref, template=template or derived,
                     occludee=occludee, notes=raw.get("notes", ""), licence=raw.get("licence", ""),
-                    base_dir=base_dir)
+                    base_dir=base_dir, occludee_box=occludee_box)
 
 
 def validate_dataset(data: Any, where: str = "<dataset>", base_dir: str | Path | None = None) -> Dataset:

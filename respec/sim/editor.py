@@ -1,0 +1,288 @@
+"""The simulated editor: a deterministic stand-in for an in-context editor, with known defects
+and exact ground truth. A SIMULATION for measuring the pipeline, never a model of image quality.
+
+What it does with one edit (turn t of a scenario with geometry):
+
+1. Context. It reads no instruction text: the runner tells it which scenario turn it executes
+   (`begin_turn(scenario, t)`), as a person would tell a test subject which step comes next.
+   The images are all it gets, as a real editor: it recognises its own earlier outputs by their
+   content hash (a registry of frames: image digest -> the scene state it showed), so it knows
+   which input is I_{t-1} and which history image each reference is. An image it never made is
+   unknown: it can be the I_0 of turn 1, and is otherwise ignored as a reference.
+2. Layers. The base (the input it recognises as I_{t-1}; failing that, the latest frame it
+   recognises) gets the turn's actions: sprites added / moved / resized / replaced / removed,
+   regions or objects tinted, a global style filter. Pixels the actions do not touch keep the
+   base's pixels.
+3. Revealed pixels (an object was on top in the base, the photo shows now) are where editors
+   differ. For each such pixel the editor takes the FIRST input image, in the order given (the
+   plan's image_ids), that shows the photo there (its own scene state says no object covers
+   that pixel) and copies that image's pixel with fidelity `copy_fidelity` (the rest is the
+   re-invented fill). A reference from before a style or recolour turn therefore yields that
+   image's (wrong) content. Pixels no input shows are RE-INVENTED: filled with the mean colour
+   of the ring of visible photo pixels around each revealed component (an inpainter with no
+   evidence).
+4. Drift. The whole output then passes a simulated VAE round trip: a per-channel colour gain in
+   [1 - colour_shift, 1 + colour_shift], a Gaussian blur of `blur_sigma` px, Gaussian noise of
+   `noise_std`, 8-bit quantisation; all drawn from the edit's seed, so configs that give the
+   same turn the same inputs get the same pixels (the runner's per-turn seeds).
+
+Ground truth: `frame(scenario, image)` gives the scene state an image shows; `truth(...)` the
+masks (every object, occluder, new objects, occludee, hidden, revealed, where each revealed pixel
+came from) and `oracle_masks(...)` the A.5 trajectory masks that the scorer consumes.
+"""
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from PIL import Image
+
+from ..editors.base import Editor, run_record
+from ..errors import InputError
+from ..images import as_array, as_rgb, content_hash
+from .world import (BACKGROUND, WorldState, apply_actions, box_mask, layer_map, new_object_mask, occluder_mask,
+                    render_turn)
+
+REINVENTED = -2     # filled_from value of a re-invented pixel
+NOT_REVEALED = -1   # filled_from value of every other pixel
+
+
+@dataclass(frozen=True)
+class SimDefects:
+    """The simulated editor's defects, each a named knob (docs/sim.md).
+
+    colour_shift   per-turn per-channel colour gain drawn from [1 - s, 1 + s] (VAE drift)
+    blur_sigma     per-turn Gaussian blur in pixels (VAE softening)
+    noise_std      per-turn Gaussian noise, in 0..1 units (VAE grain)
+    copy_fidelity  share of a reference's pixel kept when copying hidden content (< 1: the copy
+                   is pulled towards the re-invented fill by 1 - fidelity)
+    ring_px        width of the ring of visible pixels whose mean colour re-invents a component
+    """
+
+    colour_shift: float = 0.01
+    blur_sigma: float = 0.5
+    noise_std: float = 0.004
+    copy_fidelity: float = 0.9
+    ring_px: int = 3
+
+    def __post_init__(self):
+        if not 0.0 <= self.colour_shift < 0.5:
+            raise InputError(f"colour_shift must be in [0, 0.5), got {self.colour_shift}")
+        if self.blur_sigma < 0 or self.noise_std < 0:
+            raise InputError("blur_sigma and noise_std must be >= 0")
+        if not 0.0 <= self.copy_fidelity <= 1.0:
+            raise InputError(f"copy_fidelity must be in [0, 1], got {self.copy_fidelity}")
+        if self.ring_px < 1:
+            raise InputError(f"ring_px must be >= 1, got {self.ring_px}")
+
+    @classmethod
+    def none(cls) -> "SimDefects":
+        """A perfect editor: no drift, exact copies (for known-answer tests)."""
+        return cls(colour_shift=0.0, blur_sigma=0.0, noise_std=0.0, copy_fidelity=1.0)
+
+
+@dataclass(frozen=True)
+class Frame:
+    """What the sim knows about an image it made: the scenario turn, the scene state, its size,
+    and for each revealed pixel where its content came from (image id, REINVENTED, NOT_REVEALED)."""
+
+    turn: int
+    state: WorldState
+    size: tuple[int, int]
+    filled_from: np.ndarray | None = None
+
+
+@dataclass
+class FrameTruth:
+    """The ground truth of one image (bool H×W masks; object_masks by label)."""
+
+    turn: int
+    object_masks: dict
+    occluder: np.ndarray
+    new_objects: np.ndarray
+    occludee: np.ndarray
+    hidden: np.ndarray          # occludee pixels an object covers
+    revealed: np.ndarray        # pixels this turn uncovered
+    filled_from: np.ndarray     # per pixel: image id copied from, REINVENTED or NOT_REVEALED
+    reference_turn: int         # the world's true I_ref id
+
+    def summary(self) -> dict:
+        ids, counts = np.unique(self.filled_from[self.revealed], return_counts=True) if self.revealed.any() else ([], [])
+        return {"turn": self.turn, "occluder_area": float(self.occluder.mean()),
+                "new_area": float(self.new_objects.mean()), "hidden_px": int(self.hidden.sum()),
+                "revealed_px": int(self.revealed.sum()),
+                "filled_from": {("reinvented" if int(i) == REINVENTED else f"I_{int(i)}"): int(c)
+                                for i, c in zip(ids, counts)},
+                "reference_turn": self.reference_turn}
+
+
+def _world_key(scenario) -> tuple[str, str]:
+    return (scenario.dataset or "", scenario.id)
+
+
+class SimEditor(Editor):
+    """The simulated editor (see the module docstring). `defects` sets its known defects."""
+
+    name = "sim"
+    min_side = 16
+    multiple = 1
+    max_aspect = 16.0
+    default_steps = 0
+    default_guidance = 0.0
+
+    def __init__(self, defects: SimDefects | None = None, max_frames: int = 100_000):
+        super().__init__()
+        self.defects = defects or SimDefects()
+        self.max_frames = int(max_frames)
+        self._frames: OrderedDict[tuple, Frame] = OrderedDict()
+        self._context: tuple | None = None
+
+    def describe(self) -> dict:
+        return {"editor": self.name, "simulation": True, "defects": asdict(self.defects)}
+
+    # -- the context ----------------------------------------------------------------------
+    def begin_turn(self, scenario, t: int) -> None:
+        """Tell the editor which scenario turn the next edit executes (the runner calls this)."""
+        if not getattr(scenario, "has_geometry", False):
+            raise InputError(f"the sim editor needs a scenario with geometry (occludee_box and per-turn actions); "
+                             f"scenario {getattr(scenario, 'id', scenario)!r} has none. Use the sim set "
+                             f"(--dataset occur_sim) or add the geometry (docs/sim.md).")
+        if not 1 <= int(t) <= scenario.num_turns:
+            raise InputError(f"scenario {scenario.id!r} has turns 1..{scenario.num_turns}, not {t}")
+        self._context = (scenario, int(t))
+
+    # -- registry -------------------------------------------------------------------------
+    def _remember(self, scenario, digest: str, frame: Frame) -> None:
+        key = (_world_key(scenario), digest)
+        self._frames[key] = frame
+        self._frames.move_to_end(key)
+        while len(self._frames) > self.max_frames:
+            self._frames.popitem(last=False)
+
+    def frame(self, scenario, image) -> Frame | None:
+        """The frame of an image this editor made for `scenario` (or registered as its I_0)."""
+        return self._frames.get((_world_key(scenario), content_hash(as_array(getattr(image, "array", image)))))
+
+    def register_original(self, scenario, image) -> Frame:
+        """Register I_0 of a scenario (done automatically by the first edit of turn 1)."""
+        arr = np.asarray(as_rgb(as_array(getattr(image, "array", image))))
+        frame = Frame(0, WorldState(), (arr.shape[1], arr.shape[0]))
+        self._remember(scenario, content_hash(arr), frame)
+        return frame
+
+    # -- the edit -------------------------------------------------------------------------
+    def edit(self, images: list, instruction: str, *, output_size: tuple[int, int], seed: int,
+             steps: int | None = None, guidance: float | None = None, **extra) -> Image.Image:
+        """Execute the context's scenario turn on the images (see the module docstring)."""
+        if self._context is None:
+            raise InputError("the sim editor does not know which scenario turn to execute: call "
+                             "begin_turn(scenario, t) before each edit (the benchmark runner does)")
+        scenario, t = self._context
+        self._context = None
+        start = time.perf_counter()
+        if not images:
+            raise InputError("the sim editor got no images")
+        size = (int(output_size[0]), int(output_size[1]))
+        arrays = [self._array(im, size) for im in images]
+        digests = [content_hash(np.asarray(as_rgb(as_array(getattr(im, "array", im))))) for im in images]
+        frames = [self._frames.get((_world_key(scenario), d)) for d in digests]
+        if t == 1 and all(f is None for f in frames):
+            frames[-1] = self.register_original(scenario, images[-1])
+        known = [i for i, f in enumerate(frames) if f is not None]
+        if not known:
+            raise InputError(f"the sim editor recognises none of the {len(images)} image(s) it got for turn {t} of "
+                             f"{scenario.id!r}: it edits only images of its own world (start at turn 1 with I_0)")
+        exact = [i for i in known if frames[i].turn == t - 1]
+        base_i = exact[-1] if exact else max(known, key=lambda i: frames[i].turn)
+        base = frames[base_i]
+        turn = scenario.turns[t - 1]
+        new_state, effect = apply_actions(base.state, turn.actions, scenario.occluders)
+
+        out = render_turn(arrays[base_i], base.state, new_state, effect)
+        lmap_base, lmap_new = layer_map(base.state, size), layer_map(new_state, size)
+        revealed = (lmap_base != BACKGROUND) & (lmap_new == BACKGROUND)
+        filled = np.full(revealed.shape, NOT_REVEALED, np.int8)
+        if revealed.any():
+            self._fill_revealed(out, revealed, lmap_new, filled, arrays, frames, size)
+        out = self._drift(out, seed)
+        result = Image.fromarray(out)
+        frame = Frame(t, new_state, size, filled if revealed.any() else None)
+        self._remember(scenario, content_hash(np.asarray(result)), frame)
+        copied = {f"I_{frames[i].turn}": int((filled == frames[i].turn).sum()) for i in known
+                  if (filled == frames[i].turn).any()}
+        self.last_run = run_record(editor=self.name, simulation=True, seed=int(seed), turn=t,
+                                   base_image=frames[base_i].turn, revealed_px=int(revealed.sum()),
+                                   copied_px=copied, reinvented_px=int((filled == REINVENTED).sum()),
+                                   seconds=time.perf_counter() - start)
+        return result
+
+    def _array(self, image, size) -> np.ndarray:
+        pil = as_rgb(as_array(getattr(image, "array", image)))
+        if pil.size != size:
+            pil = pil.resize(size, Image.NEAREST)
+        return np.asarray(pil, np.float32) / 255.0
+
+    def _fill_revealed(self, out, revealed, lmap_new, filled, arrays, frames, size) -> None:
+        from scipy.ndimage import binary_dilation, label
+        d = self.defects
+        fill = np.zeros_like(out)
+        components, n = label(revealed)
+        visible_photo = (lmap_new == BACKGROUND) & ~revealed
+        for k in range(1, n + 1):
+            comp = components == k
+            ring = binary_dilation(comp, iterations=d.ring_px) & visible_photo
+            if not ring.any():
+                ring = visible_photo if visible_photo.any() else np.ones_like(comp)
+            fill[comp] = out[ring].mean(axis=0)
+        todo = revealed.copy()
+        for arr, fr in zip(arrays, frames):
+            if fr is None or not todo.any():
+                continue
+            shows = todo & (layer_map(fr.state, size) == BACKGROUND)
+            if shows.any():
+                out[shows] = d.copy_fidelity * arr[shows] + (1.0 - d.copy_fidelity) * fill[shows]
+                filled[shows] = fr.turn
+                todo &= ~shows
+        out[todo] = fill[todo]
+        filled[todo] = REINVENTED
+
+    def _drift(self, out: np.ndarray, seed: int) -> np.ndarray:
+        d = self.defects
+        rng = np.random.default_rng(int(seed))
+        gains = 1.0 + rng.uniform(-d.colour_shift, d.colour_shift, 3).astype(np.float32)
+        out = out * gains[None, None, :]
+        if d.blur_sigma > 0:
+            from scipy.ndimage import gaussian_filter
+            out = gaussian_filter(out, sigma=(d.blur_sigma, d.blur_sigma, 0), mode="nearest")
+        if d.noise_std > 0:
+            out = out + rng.normal(0.0, d.noise_std, out.shape).astype(np.float32)
+        return np.clip(np.round(out * 255.0), 0, 255).astype(np.uint8)
+
+    # -- ground truth ---------------------------------------------------------------------
+    def truth(self, scenario, image) -> FrameTruth:
+        """The ground truth of an image this editor made for `scenario` (InputError otherwise)."""
+        from .world import true_reference_turn
+        fr = self.frame(scenario, image)
+        if fr is None:
+            raise InputError(f"the sim editor did not make this image for scenario {scenario.id!r}")
+        lmap = layer_map(fr.state, fr.size)
+        occludee = box_mask(scenario.occludee_box, fr.size)
+        masks = {o.label: lmap == i for i, o in enumerate(fr.state.objects)}
+        filled = fr.filled_from if fr.filled_from is not None else np.full(lmap.shape, NOT_REVEALED, np.int8)
+        return FrameTruth(turn=fr.turn, object_masks=masks, occluder=occluder_mask(fr.state, lmap),
+                          new_objects=new_object_mask(fr.state, lmap), occludee=occludee,
+                          hidden=occludee & (lmap != BACKGROUND), revealed=filled != NOT_REVEALED,
+                          filled_from=filled, reference_turn=true_reference_turn(scenario, fr.size))
+
+    def oracle_masks(self, scenario, images: list):
+        """Appendix A.5's M_occ^t and M_new^t of turns 1..N from the recorded layers (no detector)."""
+        from ..masks import TrajectoryMasks
+        occ, new, records = [], [], []
+        for t, img in enumerate(images, start=1):
+            tr = self.truth(scenario, img)
+            occ.append(tr.occluder)
+            new.append(tr.new_objects)
+            records.append({"turn": t, "source": "sim oracle (recorded layers)", **tr.summary()})
+        return TrajectoryMasks(occ, new, records, scenario.occluder, list(range(1, len(images) + 1)))
