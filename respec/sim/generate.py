@@ -204,9 +204,8 @@ def shrink_box(rng: random.Random, box: Box, target: Box) -> Box:
 
 # ------------------------------------------------------------------------------ the VLM path
 
-TWO_TURN_GENERATION = """You write instructions for a multi-turn image editing test.
-The image shows a specific object called the occluder: "{occluder}".
-Write TWO short editing instructions (turn {a} and turn {b}) that follow the current image.
+_RULES_AND_FORMAT = """The image shows a specific object called the occluder: "{occluder}".
+Write TWO {more}short editing instructions (turn {a} and turn {b}) that follow the current image.
 Allowed: add a completely new object to the image; change the colour, texture or pattern of an object.
 Forbidden: changing the position, size or shape of the occluder; removing the occluder; asking to bring
 anything back. Keep each instruction short and direct (at most 20 words), without flowery adjectives.
@@ -214,16 +213,11 @@ Answer with JSON only:
 {{"instruction_turn{a}": "...", "new_object_turn{a}": "<the added object's name, or empty>",
   "instruction_turn{b}": "...", "new_object_turn{b}": "<the added object's name, or empty>"}}"""
 
-TWO_TURN_EXTENSION = """You extend a multi-turn image editing test. The edits so far were:
-{so_far}
-The image shows a specific object called the occluder: "{occluder}".
-Write TWO more short editing instructions (turn {a} and turn {b}) that follow the current image.
-Allowed: add a completely new object to the image; change the colour, texture or pattern of an object.
-Forbidden: changing the position, size or shape of the occluder; removing the occluder; asking to bring
-anything back. Keep each instruction short and direct (at most 20 words), without flowery adjectives.
-Answer with JSON only:
-{{"instruction_turn{a}": "...", "new_object_turn{a}": "<the added object's name, or empty>",
-  "instruction_turn{b}": "...", "new_object_turn{b}": "<the added object's name, or empty>"}}"""
+# Figure 9 (two-turn generation) and figure 10 (two-turn extension), in our own words.
+TWO_TURN_GENERATION = ("You write instructions for a multi-turn image editing test.\n"
+                       + _RULES_AND_FORMAT.replace("{more}", ""))
+TWO_TURN_EXTENSION = ("You extend a multi-turn image editing test. The edits so far were:\n{so_far}\n"
+                      + _RULES_AND_FORMAT.replace("{more}", "more "))
 
 
 def check_vlm_turns(raw: str, turns: tuple[int, int], occluder: str, occludee: str) -> tuple[list[dict], list[str]]:
