@@ -166,6 +166,22 @@ async function rewind(sid, k) {
   }
 }
 
+async function unloadModels() {
+  try {
+    const res = await api.fetchApi("/respec/models/unload", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: "{}",
+    });
+    const body = await res.json().catch(() => null);
+    if (!res.ok) throw new Error(body?.error ?? `HTTP ${res.status}`);
+    toast("success", "ReSpec", V.unloadMessage(body));
+  } catch (e) {
+    dispatch({ type: "error", message: `Unload failed: ${e.message}` });
+    toast("error", "ReSpec", `Unload failed: ${e.message}`);
+  }
+}
+
 // --------------------------------------------------------------------------- drawing
 
 const STYLE = `
@@ -245,7 +261,8 @@ function mount(el) {
     "div",
     { class: "respec-panel" },
     h("div", { class: "respec-row" }, h("strong", {}, "ReSpec"), parts.status),
-    h("div", { class: "respec-row" }, parts.select, h("button", { title: "Reload sessions", onclick: () => loadSessions(true) }, "↻")),
+    h("div", { class: "respec-row" }, parts.select, h("button", { title: "Reload sessions", onclick: () => loadSessions(true) }, "↻"),
+      h("button", { title: "Unload every ReSpec model (VLM, editors, masks, metrics) and free its memory", onclick: unloadModels }, "Unload models")),
     parts.msg,
     parts.latest,
     h("div", {}, h("h3", {}, "OCCUR scores"), parts.scores),

@@ -13,7 +13,9 @@ from ..respec import comfy, paths
 from ..respec.controller import (DEFAULT_MAX_NEW_TOKENS, DEFAULT_MAX_PIXELS, RESTORATION_MODES,
                                  decide_restoration, load_backend, load_templates, plan_turn,
                                  rewrite_instruction, select_references)
+from ..respec.controller.backends import DEFAULT_MODELS
 from ..respec.controller.backends.openai_compat import RESPONSE_FORMATS
+from ..respec.controller.backends.transformers_vlm import QUANTIZATIONS
 from ..respec.errors import InputError
 from ..respec.images import as_array, as_rgb, resize
 from .common import HISTORY, PLAN, VLM, images_to_comfy
@@ -42,6 +44,12 @@ def template_path(choice: str, kind: str) -> Path | None:
     return paths.confine(choice, paths.templates_dir(), f"the {kind} prompt template")
 
 
+def _llm_choices() -> list[str]:
+    """The known Hugging Face ids first (valid before a download), then the folders in models/LLM."""
+    known = [DEFAULT_MODELS["qwen3-vl"], DEFAULT_MODELS["internvl3"]]
+    return known + [n for n in comfy.list_models("LLM") if n not in known]
+
+
 def template_fingerprint(*chosen: Path | None) -> str:
     """A digest of the override template files' text ('' when none is given)."""
     if not any(chosen):
@@ -67,18 +75,19 @@ class ReSpecVLMLoader:
     RETURN_NAMES = ("vlm",)
     OUTPUT_TOOLTIPS = ("The loaded controller; connect it to Preservation Target (VLM).",)
     DESCRIPTION = ("Loads the VLM that plans each turn (paper: Qwen3-VL-8B-Instruct). The model is a folder "
-                   "in ComfyUI's models/LLM, an absolute folder, or a Hugging Face id found in the local "
-                   "cache (downloaded only with allow_download). InternVL3 needs the '-hf' checkpoints. "
-                   "Weights load once and are reused until the settings change.")
+                   "in ComfyUI's models/LLM or a Hugging Face id found in the local cache (downloaded only "
+                   "with allow_download); inside ComfyUI its memory manager holds the weights. InternVL3 "
+                   "needs the '-hf' checkpoints. Weights load once and are reused until the settings change.")
 
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {
             "backend": (["qwen3-vl", "internvl3"], {"default": "qwen3-vl", "tooltip":
                         "qwen3-vl: Qwen3-VL (the paper's controller). internvl3: InternVL3 '-hf' checkpoints."}),
-            "model": ("STRING", {"default": "Qwen/Qwen3-VL-8B-Instruct", "tooltip":
-                      "A folder name under models/LLM, an absolute folder, or a Hugging Face id "
-                      "(e.g. Qwen/Qwen3-VL-8B-Instruct, OpenGVLab/InternVL3-8B-hf)."}),
+            "model": (_llm_choices(), {"default": DEFAULT_MODELS["qwen3-vl"], "tooltip":
+                      "A model folder in ComfyUI's models/LLM (sub-folders and extra_model_paths.yaml "
+                      "included), or one of the Hugging Face ids listed first (found in the local Hugging "
+                      "Face cache, downloaded only with allow_download)."}),
             "dtype": (["auto", "bf16", "fp16", "fp32"], {"default": "auto", "tooltip":
                       "Weight precision. auto: bf16 on a GPU, fp32 on the CPU."}),
             "device": (["auto", "cpu", "cuda", "mps"], {"default": "auto", "tooltip":
@@ -93,14 +102,21 @@ class ReSpecVLMLoader:
             "json_constrained": (["auto", "on", "off"], {"default": "auto", "tooltip":
                                  "Constrain decoding to the plan's JSON schema with xgrammar. auto: on when "
                                  "xgrammar is installed."}),
+            "quantization": (list(QUANTIZATIONS), {"default": "none", "tooltip":
+                             "Load the weights quantised with bitsandbytes (CUDA only): 8-bit (~9 GB for the 8B "
+                             "model) or 4-bit (~6 GB). Needs `pip install bitsandbytes`."}),
+        }, "optional": {
+            "hf_model": ("STRING", {"default": "", "tooltip":
+                         "Any Hugging Face id (e.g. Qwen/Qwen3-VL-4B-Instruct); overrides 'model' when set. "
+                         "Found in the local Hugging Face cache, downloaded only with allow_download."}),
         }}
 
     def load(self, backend, model, dtype, device, keep_loaded, allow_download, max_pixels, max_new_tokens,
-             json_constrained):
+             json_constrained, quantization="none", hf_model=""):
         constrained = {"auto": "auto", "on": True, "off": False}[json_constrained]
-        vlm = load_backend(backend, model, dtype=dtype, device=device, keep_loaded=keep_loaded,
-                           allow_download=allow_download, max_pixels=max_pixels,
-                           max_new_tokens=max_new_tokens, json_constrained=constrained)
+        vlm = load_backend(backend, (hf_model or "").strip() or model, dtype=dtype, device=device,
+                           keep_loaded=keep_loaded, allow_download=allow_download, max_pixels=max_pixels,
+                           max_new_tokens=max_new_tokens, json_constrained=constrained, quantization=quantization)
         return (vlm,)
 
 

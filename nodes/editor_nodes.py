@@ -16,9 +16,11 @@ NONE = "(none)"
 DTYPES = ["auto", "bf16", "fp16", "fp32"]
 MAX_SEED = 0xFFFF_FFFF_FFFF_FFFF
 
-_OFFLOAD_TIP = ("Where the weights live while editing. none: all on the GPU (inside ComfyUI its memory manager "
-                "loads and evicts them; klein 9B in bf16 needs ~33 GB). model_cpu_offload: one model at a time on "
-                "the GPU (fits 24 GB cards). sequential_cpu_offload: layer by layer, smallest memory, slowest. "
+_OFFLOAD_TIP = ("Where the weights live while editing. auto: inside ComfyUI its memory manager holds the parts "
+                "and loads one stage at a time (text encoder, then transformer + VAE) when they do not fit together; "
+                "outside ComfyUI, none when everything fits in free GPU memory, else model_cpu_offload, else "
+                "group_offload. none: all parts on the GPU (klein 9B in bf16 needs ~33 GB). model_cpu_offload: one "
+                "model at a time on the GPU. sequential_cpu_offload: layer by layer, smallest memory, slowest. "
                 "group_offload: blocks streamed to the GPU, between the two.")
 
 
@@ -94,12 +96,12 @@ class ReSpecFlux2Loader:
                                      "flux-2-klein-base-9b.safetensors) replacing the pipeline's transformer."}),
                 "text_encoder_file": (_files("text_encoders"), {"default": NONE, "tooltip":
                                       "Optional Qwen3 text encoder file from models/text_encoders (Qwen3-8B for "
-                                      "9B, Qwen3-4B for 4B; bf16/fp16, not scaled fp8)."}),
+                                      "9B, Qwen3-4B for 4B; bf16/fp16 or ComfyUI's fp8 files)."}),
                 "vae_file": (_files("vae"), {"default": NONE, "tooltip":
                              "Optional FLUX.2 VAE file from models/vae (e.g. flux2-vae.safetensors)."}),
                 "dtype": (DTYPES, {"default": "auto", "tooltip":
                           "Weight precision. auto: bf16 on CUDA, fp32 on CPU."}),
-                "offload": (list(OFFLOAD_MODES), {"default": "none", "tooltip": _OFFLOAD_TIP}),
+                "offload": (list(OFFLOAD_MODES), {"default": "auto", "tooltip": _OFFLOAD_TIP}),
                 "allow_download": ("BOOLEAN", {"default": False, "tooltip":
                                    "Download from Hugging Face when the model is not local (only configs and "
                                    "tokenizer when all three single files are chosen)."}),
@@ -171,7 +173,7 @@ class ReSpecOmniGen2Loader:
                 "model": (_sources([OMNIGEN2_DEFAULT_SOURCE]), {"default": OMNIGEN2_DEFAULT_SOURCE, "tooltip":
                           "OmniGen2 weights in diffusers layout: a Hugging Face id or a folder in models/diffusers."}),
                 "dtype": (DTYPES, {"default": "auto", "tooltip": "Weight precision. auto: bf16 on CUDA, fp32 on CPU."}),
-                "offload": (list(OFFLOAD_MODES), {"default": "none", "tooltip": _OFFLOAD_TIP}),
+                "offload": (list(OFFLOAD_MODES), {"default": "auto", "tooltip": _OFFLOAD_TIP}),
                 "allow_download": ("BOOLEAN", {"default": False, "tooltip":
                                    "Download the weights from Hugging Face when they are not local."}),
             },

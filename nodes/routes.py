@@ -12,6 +12,10 @@ respec.comfy.routes(); outside ComfyUI, register() does nothing.
     POST /respec/sessions/{session_id}/rewind              {"turn": k}: keep turns 0..k
     GET  /respec/masks/{digest}                            a region mask published with the scores
     GET  /respec/scores/latest                             the latest respec.scores payload
+    GET  /respec/models                                    the pack's loaded models
+    POST /respec/models/unload                             unload them and drop the pack's caches
+
+The pack also watches ComfyUI's own POST /free: unloading models there releases the pack's too.
 
 Session routes take an optional ?store=<dir> naming one of the stores /respec/sessions lists
 (the default store, or one a History node of this server announced); absent = the default.
@@ -84,6 +88,16 @@ def add_routes(table, open_store: Callable[[str | None], Any] = _open_store) -> 
     async def scores(request):
         return await _run(web.get_latest_scores)
 
+    @table.get("/respec/models")
+    async def loaded_models(request):
+        return await _run(web.models_status)
+
+    @table.post("/respec/models/unload")
+    async def unload_models(request):
+        if request.content_type != "application/json":
+            return _reply(web.error_response(415, "send the request as application/json (an empty {} will do)"))
+        return await _run(web.unload_models)
+
 
 def register() -> None:
     """Add the pack's routes to ComfyUI's server when one is running (no-op otherwise), and
@@ -94,3 +108,6 @@ def register() -> None:
     _registered.add(id(table))
     add_routes(table)
     comfy.add_listener(web.remember_event)
+    app = comfy.server_app()
+    if app is not None:
+        comfy.listen_to_free(app)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import weakref
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -84,50 +85,114 @@ def input_dir() -> Path:
     return standalone_home() / "input"
 
 
+# Kinds whose models are folders (a diffusers pipeline, a transformers checkpoint), found by the
+# file that marks a model's root. ComfyUI lists files only, so the folders are found from those.
+FOLDER_MARKERS = {"diffusers": "model_index.json", "LLM": "config.json"}
+
+
 def register_model_folders() -> None:
-    """Tell ComfyUI about the model folders this pack reads (idempotent; no-op standalone)."""
+    """Tell ComfyUI about the model folders this pack reads (idempotent; no-op standalone).
+
+    Goes through `folder_paths.add_model_folder_path`, so folders the user added for the same
+    names in extra_model_paths.yaml stay (and stay first).
+    """
     fp = _folder_paths()
     if fp is None:
         return
     base = Path(fp.models_dir)
     for kind, folder in MODEL_FOLDERS.items():
-        if kind in getattr(fp, "folder_names_and_paths", {}):
-            continue
-        # An empty extension set matches every file: these folders hold folders and .pt/.pth.
-        fp.folder_names_and_paths[kind] = ([str(base / folder)], set())
+        fp.add_model_folder_path(kind, str(base / folder))
 
 
 def model_search_dirs(kind: str) -> list[Path]:
-    """Every directory searched for models of `kind`, in priority order."""
+    """Every directory searched for models of `kind`, in priority order.
+
+    Inside ComfyUI: the folders registered for `kind` (models/<kind> and extra_model_paths.yaml).
+    Standalone: <models dir>/<kind>.
+    """
     if kind not in MODEL_FOLDERS:
         raise KeyError(f"unknown model folder kind {kind!r}; known: {sorted(MODEL_FOLDERS)}")
     fp = _folder_paths()
-    dirs: list[Path] = []
-    if fp is not None:
-        register_model_folders()
-        try:
-            dirs += [Path(p) for p in fp.get_folder_paths(kind)]
-        except Exception:
-            pass
-    dirs.append(standalone_models_dir() / MODEL_FOLDERS[kind])
-    seen, unique = set(), []
-    for d in dirs:
-        if str(d) not in seen:
-            seen.add(str(d))
-            unique.append(d)
+    if fp is None:
+        return [standalone_models_dir() / MODEL_FOLDERS[kind]]
+    register_model_folders()
+    unique: list[Path] = []
+    for d in fp.get_folder_paths(kind):
+        if Path(d) not in unique:
+            unique.append(Path(d))
     return unique
 
 
-def list_models(kind: str) -> list[str]:
-    """Names (files and folders, relative to their search dir) available for `kind`."""
+def _is_marker_file(name: str) -> bool:
+    """ComfyUI ships empty "put_..._here" files in its model folders; hidden files are not models."""
+    base = name.rsplit("/", 1)[-1]
+    return base.startswith(".") or (base.startswith("put_") and base.endswith("_here"))
+
+
+def _walk_files(root: Path) -> list[str]:
+    """Files under `root`, recursively, as relative POSIX paths (symlinks followed, .git skipped)."""
+    found = []
+    for dirpath, subdirs, files in os.walk(root, followlinks=True):
+        subdirs[:] = [d for d in subdirs if d != ".git"]
+        rel = Path(dirpath).relative_to(root)
+        found += [(rel / f).as_posix() for f in files]
+    return found
+
+
+def _model_files(kind: str) -> list[str]:
+    """Every file in the folders of `kind`, relative to its folder (ComfyUI's get_filename_list inside
+    ComfyUI, which also filters by the folder's extensions)."""
+    fp = _folder_paths()
+    if fp is not None and kind not in FOLDER_MARKERS:
+        register_model_folders()
+        return [n.replace(os.sep, "/") for n in fp.get_filename_list(kind)]
     names: list[str] = []
     for d in model_search_dirs(kind):
         if d.is_dir():
-            for p in sorted(d.iterdir()):
-                # ComfyUI ships empty "put_..._here" marker files in its model folders.
-                if not p.name.startswith(".") and not (p.name.startswith("put_") and p.name.endswith("_here")):
-                    names.append(p.name)
-    return sorted(set(names))
+            names += _walk_files(d)
+    return names
+
+
+def list_models(kind: str) -> list[str]:
+    """Names available for `kind`, relative to their folder (sub-folders included, e.g. "flux/ae.safetensors").
+
+    For folder kinds (FOLDER_MARKERS) the names are model folders: those holding the marker file
+    and not inside another model folder.
+    """
+    files = [n for n in _model_files(kind) if not _is_marker_file(n)]
+    marker = FOLDER_MARKERS.get(kind)
+    if marker is None:
+        return sorted(set(files))
+    roots = sorted({n[: -len(marker)].rstrip("/") for n in files if n == marker or n.endswith("/" + marker)})
+    roots = [r for r in roots if r]
+    return [r for r in roots if not any(r.startswith(other + "/") for other in roots if other != r)]
+
+
+def _inside(folder: Path, name: str) -> Path:
+    """`name` joined under `folder` the way ComfyUI does it: a leading "/" or ".." cannot leave it."""
+    rel = os.path.relpath(os.path.join("/", name), "/")
+    return folder / rel
+
+
+def find_model(kind: str, name: str, want: str = "any") -> Path | None:
+    """The file or folder `name` (relative to a folder of `kind`) or None when no folder has it.
+
+    want: "file", "dir" or "any". Files go through ComfyUI's get_full_path_or_raise inside
+    ComfyUI; names cannot climb out of the registered folders.
+    """
+    fp = _folder_paths()
+    if fp is not None and want != "dir":
+        register_model_folders()
+        try:
+            return Path(fp.get_full_path_or_raise(kind, name))
+        except FileNotFoundError:
+            if want == "file":
+                return None
+    for d in model_search_dirs(kind):
+        c = _inside(d, name)
+        if (want == "file" and c.is_file()) or (want == "dir" and c.is_dir()) or (want == "any" and c.exists()):
+            return c
+    return None
 
 
 # --------------------------------------------------------------------------- progress
@@ -267,30 +332,198 @@ def offload_device():
     return torch.device("cpu")
 
 
-def register_with_model_manager(module: Any, load_device=None, offload=None) -> Any:
-    """Let ComfyUI's memory manager load/evict a torch module ("Free memory" unloads it too).
+_MANAGED: "weakref.WeakSet[ManagedModel]" = weakref.WeakSet()
+_free_listeners: list[Callable[[], None]] = []
 
-    Returns ComfyUI's ModelPatcher inside ComfyUI (hand it to `load_models`) and None outside.
+
+def _holder(module):
+    """`module` inside a plain torch Module: ComfyUI's ModelPatcher writes a `device` attribute onto the
+    model it manages, which transformers and diffusers models expose as a read-only property."""
+    import torch
+
+    class ReSpecManagedModule(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+            self.device = offload_device()
+
+    return ReSpecManagedModule(module)
+
+
+class ManagedModel:
+    """A torch module under ComfyUI's memory manager inside ComfyUI, placed by hand outside it.
+
+    Call `use()` before running the module (inside ComfyUI: `load_models_gpu`, which may evict other
+    models to make room; outside: moved to the run device) and `done()` after (outside ComfyUI, with
+    keep_loaded off, the weights go back to the offload device; inside, ComfyUI decides).
+    `/free`, ComfyUI's "Unload models" and the "Unload ReSpec models" node unload it.
     """
-    if not in_comfyui():
-        return None
-    patcher_mod = _try_import("comfy.model_patcher")
-    if patcher_mod is None:
-        return None
-    load_device = load_device or torch_device()
-    offload = offload or offload_device()
-    try:
-        return patcher_mod.ModelPatcher(module, load_device=load_device, offload_device=offload)
-    except Exception:
-        log.exception("ComfyUI's ModelPatcher refused the module; memory management disabled for it")
-        return None
+
+    def __init__(self, module, device=None, *, keep_loaded: bool = True, name: str = "", movable: bool = True):
+        self.module, self.name, self.keep_loaded = module, name or type(module).__name__, bool(keep_loaded)
+        self.device = device if device is not None else torch_device()
+        self.offload = offload_device()
+        self.movable = bool(movable)   # False: weights fixed where they were loaded (e.g. bitsandbytes)
+        self.patcher = None
+        if self.movable and in_comfyui():
+            patcher_mod = _try_import("comfy.model_patcher")
+            self.patcher = patcher_mod.ModelPatcher(_holder(module), load_device=self.device,
+                                                    offload_device=self.offload)
+        elif self.movable:
+            module.to(self.device if self.keep_loaded else self.offload)
+        _MANAGED.add(self)
+
+    def use(self):
+        """Put the weights on the run device (before a call); returns that device."""
+        if self.patcher is not None:
+            use_models([self])
+        elif self.movable and _module_device(self.module) != self.device:
+            self.module.to(self.device)
+        return self.device
+
+    def done(self) -> None:
+        """After a call: outside ComfyUI, park the weights when they are not kept loaded."""
+        if self.patcher is None and self.movable and not self.keep_loaded and _module_device(self.module) != self.offload:
+            self.module.to(self.offload)
+            empty_device_cache()
+
+    def __repr__(self) -> str:
+        return f"<ManagedModel {self.name} on {self.device}{' (ComfyUI)' if self.patcher is not None else ''}>"
 
 
-def load_models(patchers: list[Any]) -> None:
-    """Ask ComfyUI to put these registered models on the GPU (freeing others if needed)."""
-    patchers = [p for p in patchers if p is not None]
-    if not patchers or not in_comfyui():
-        return
-    mm = _try_import("comfy.model_management")
+def _module_device(module):
+    p = next(module.parameters(), None)
+    return p.device if p is not None else None
+
+
+def manage(module, device=None, *, keep_loaded: bool = True, name: str = "", movable: bool = True) -> ManagedModel | None:
+    """The ManagedModel of `module` (made on first call; one per module, so a model shared by two
+    loaders, like the CLIP of the masker and the scorer, has one patcher). None for None."""
+    if module is None:
+        return None
+    existing = module.__dict__.get("_respec_managed")
+    if existing is not None:
+        return existing
+    managed = ManagedModel(module, device, keep_loaded=keep_loaded, name=name, movable=movable)
+    module.__dict__["_respec_managed"] = managed
+    return managed
+
+
+def use_models(managed) -> None:
+    """`use()` several managed models at once (one load_models_gpu call inside ComfyUI)."""
+    managed = [m for m in managed if m is not None]
+    patchers = [m.patcher for m in managed if m.patcher is not None]
+    if patchers:
+        # Full loads: these modules are not built from ComfyUI's ops, so a partial (low-VRAM) load
+        # would leave some layers on the CPU; ComfyUI evicts other models to make room instead.
+        _try_import("comfy.model_management").load_models_gpu(patchers, force_full_load=True)
+    for m in managed:
+        if m.patcher is None:
+            m.use()
+
+
+def managed_models() -> list[ManagedModel]:
+    """The pack's managed models still alive (anything still referencing them keeps them here)."""
+    return list(_MANAGED)
+
+
+def comfy_loaded_models() -> list[str]:
+    """Names of the pack's models that ComfyUI's memory manager holds loaded right now ([] outside)."""
+    mm = _try_import("comfy.model_management") if in_comfyui() else None
+    if mm is None:
+        return []
+    ours = {id(m.patcher): m.name for m in list(_MANAGED) if m.patcher is not None}
+    return [ours[id(lm.model)] for lm in list(mm.current_loaded_models) if lm.model is not None and id(lm.model) in ours]
+
+
+def on_free(fn: Callable[[], None]) -> Callable[[], None]:
+    """Call `fn` when the pack's models are released (/free, the Unload node). Returns a remover."""
+    _free_listeners.append(fn)
+    return lambda: _free_listeners.remove(fn) if fn in _free_listeners else None
+
+
+def release_models() -> dict:
+    """Unload every model of the pack and drop the pack's caches (what /free and the
+    "Unload ReSpec models" node do). Other nodes' models stay loaded. Returns a summary."""
+    for fn in list(_free_listeners):
+        try:
+            fn()
+        except Exception:
+            log.exception("a model-release listener failed")
+    unloaded = 0
+    mm = _try_import("comfy.model_management") if in_comfyui() else None
     if mm is not None:
-        mm.load_models_gpu(patchers)
+        ours = {id(m.patcher) for m in list(_MANAGED) if m.patcher is not None}
+        loaded = mm.current_loaded_models
+        for i in range(len(loaded) - 1, -1, -1):
+            if loaded[i].model is not None and id(loaded[i].model) in ours:
+                loaded.pop(i).model_unload()
+                unloaded += 1
+    import gc
+    gc.collect()
+    empty_device_cache()
+    return {"unloaded": unloaded, "still_referenced": [m.name for m in managed_models()]}
+
+
+def empty_device_cache() -> None:
+    """Give freed GPU memory back (ComfyUI's soft_empty_cache inside ComfyUI)."""
+    mm = _try_import("comfy.model_management") if in_comfyui() else None
+    if mm is not None:
+        mm.soft_empty_cache()
+        return
+    try:
+        import torch
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except Exception:
+        pass
+
+
+def listen_to_free(app) -> bool:
+    """Release the pack's models whenever ComfyUI's POST /free asks to unload models or free memory.
+
+    ComfyUI's /free only sets flags for its prompt worker, which then unloads the models it manages
+    and clears its node cache; the pack's own cache must let go too, or the weights stay referenced.
+    An aiohttp middleware watches the request (added before the server starts; False if too late).
+    """
+    from aiohttp import web as aioweb
+
+    @aioweb.middleware
+    async def respec_free_listener(request, handler):
+        response = await handler(request)
+        if request.method == "POST" and request.path in ("/free", "/api/free") and response.status == 200:
+            try:
+                body = await request.json()
+            except Exception:
+                body = {}
+            if isinstance(body, dict) and (body.get("unload_models") or body.get("free_memory")):
+                import asyncio
+                await asyncio.to_thread(release_models)
+        return response
+
+    try:
+        app.middlewares.append(respec_free_listener)
+        return True
+    except RuntimeError:  # the app is already frozen (server started)
+        log.warning("ReSpec: could not watch /free; use the 'Unload ReSpec models' node to free the pack's models")
+        return False
+
+
+def server_app():
+    """The PromptServer's aiohttp application, or None outside ComfyUI."""
+    server = _prompt_server()
+    return getattr(server, "app", None) if server is not None else None
+
+
+def free_device_memory(device) -> int | None:
+    """Free bytes on `device` (ComfyUI's view inside ComfyUI); None for the CPU or when unknown."""
+    mm = _try_import("comfy.model_management") if in_comfyui() else None
+    if getattr(device, "type", str(device)) == "cpu":
+        return None
+    try:
+        if mm is not None:
+            return int(mm.get_free_memory(device))
+        import torch
+        return int(torch.cuda.mem_get_info(device)[0]) if torch.cuda.is_available() else None
+    except Exception:
+        return None

@@ -267,6 +267,9 @@ class Masker:
         self.conf, self.accept, self.imgsz = float(conf), float(accept), int(imgsz)
         self.device = torch.device(device) if device is not None else next(sam.parameters()).device
         self.name = name
+        # Inside ComfyUI its memory manager places (and on /free unloads) the three networks.
+        self._managed = [comfy.manage(m, self.device, name=n) for m, n in
+                         ((yolo.model, "yolo-world"), (sam, "sam"), (clip_model, "clip"))]
         self._tokenizer = SimpleTokenizer()  # OpenAI CLIP's BPE, shipped inside open_clip
         self._predictor = SamPredictor(sam)
         self._sam_cache: OrderedDict[str, tuple] = OrderedDict()
@@ -288,6 +291,7 @@ class Masker:
         """YOLO-World class embedding of one query: normalised CLIP text features, shape (1, 1, 512)."""
         import torch
         if query not in self._text_cache:
+            comfy.use_models(self._managed[2:])
             with self.timer.measure("text_embed"), torch.inference_mode():
                 dev = next(self.clip_model.parameters()).device
                 feats = self.clip_model.encode_text(self._tokenizer([query]).to(dev)).float()
@@ -312,6 +316,7 @@ class Masker:
         from ultralytics.utils import torch_utils
         feats = self.text_features(query)
         threads = torch.get_num_threads()
+        comfy.use_models(self._managed[:1])
         with _YOLO_LOCK, self.timer.measure("yolo_detect"):
             inner = self.yolo.model
             inner.txt_feats = feats.to(next(inner.parameters()).device)
@@ -353,6 +358,7 @@ class Masker:
         if digest in self._sam_cache:
             self._sam_cache.move_to_end(digest)
             return self._sam_cache[digest]
+        comfy.use_models(self._managed[1:2])
         with self.timer.measure("sam_encode"), torch.inference_mode():
             p = self._predictor
             transformed = p.transform.apply_image(arr)
@@ -381,6 +387,7 @@ class Masker:
                                      "reason": f"the box {box} is not a finite box with positive area inside the {w}×{h} image"})
         try:
             feats, original_size, input_size = self._sam_features(arr, digest)
+            comfy.use_models(self._managed[1:2])  # the prompt decoder runs on SAM's device too
             p = self._predictor
             p.features, p.original_size, p.input_size, p.is_image_set = feats, original_size, input_size, True
             with self.timer.measure("sam_decode"):

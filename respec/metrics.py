@@ -431,6 +431,9 @@ class Scorer:
         self.psnr_cap = float(psnr_cap)
         self.device = torch.device(device) if device is not None else next(lpips_model.parameters()).device
         self.name = name
+        # Inside ComfyUI its memory manager places (and on /free unloads) both networks.
+        self._lpips = comfy.manage(lpips_model, self.device, name="lpips")
+        self._clip = comfy.manage(clip_model, self.device, name="clip")
         self.timer = StageTimer()
         self._lock = threading.RLock()
 
@@ -450,6 +453,7 @@ class Scorer:
             return 0.0
         to_t = lambda a: (torch.from_numpy(np.array(a, dtype=np.float32)).permute(2, 0, 1)[None]
                           .div(127.5).sub(1.0).to(self.device))
+        self._lpips.use()
         with torch.inference_mode(), self.timer.measure("lpips_forward"):
             dist = self.lpips_model(to_t(composite), to_t(reference))  # (1, 1, H, W)
         dmap = dist[0, 0].float().cpu().numpy()
@@ -486,6 +490,7 @@ class Scorer:
         a, b = self.clip_input(generated, m, box), self.clip_input(reference, m, box)
         if torch.equal(a, b):
             return 1.0
+        self._clip.use()
         batch = torch.stack([a, b]).to(self.device)
         dtype = next(self.clip_model.parameters()).dtype
         with torch.inference_mode(), self.timer.measure("clip_forward"):

@@ -59,6 +59,25 @@ class ModelCache:
 
 
 CACHE = ModelCache()
+comfy.on_free(CACHE.clear)  # /free and the "Unload ReSpec models" node drop every cached model
+
+
+def loaded_models() -> dict:
+    """What the pack holds now: cache entries per kind, live managed models, and those ComfyUI has
+    loaded on its device (the panel and `GET /respec/models` show this)."""
+    with CACHE._lock:
+        kinds = [k[0] for k in CACHE._items if isinstance(k, tuple) and k]
+    per_kind: dict[str, int] = {}
+    for k in kinds:
+        per_kind[str(k)] = per_kind.get(str(k), 0) + 1
+    return {"cached": per_kind, "managed": sorted(m.name for m in comfy.managed_models()),
+            "comfyui_loaded": sorted(comfy.comfy_loaded_models())}
+
+
+def unload_all() -> dict:
+    """Unload every model of the pack and drop its cache (what /free does); returns what is left."""
+    summary = comfy.release_models()
+    return {**summary, **loaded_models()}
 
 
 def cached(key: tuple, loader: Callable[[], Any]) -> Any:
@@ -81,10 +100,13 @@ def resolve_path(kind: str, name: str, how_to_get: str, want: str = "any") -> Pa
     if not name:
         raise MissingWeightsError(f"(no {kind} model chosen)", [str(d) for d in comfy.model_search_dirs(kind)], how_to_get)
     p = Path(name).expanduser()
-    candidates = [p] if p.is_absolute() else [d / name for d in comfy.model_search_dirs(kind)]
-    for c in candidates:
-        if (want == "file" and c.is_file()) or (want == "dir" and c.is_dir()) or (want == "any" and c.exists()):
-            return c.resolve()
+    if p.is_absolute():
+        if (want == "file" and p.is_file()) or (want == "dir" and p.is_dir()) or (want == "any" and p.exists()):
+            return p.resolve()
+    else:
+        found = comfy.find_model(kind, name, want)
+        if found is not None:
+            return found.resolve()
     looked = [str(p.parent)] if p.is_absolute() else [str(d) for d in comfy.model_search_dirs(kind)]
     raise MissingWeightsError(f"{name} ({kind})", looked, how_to_get)
 

@@ -28,7 +28,7 @@ from typing import Any, Callable
 import numpy as np
 from PIL import Image
 
-from . import comfy
+from . import comfy, models
 from .errors import InputError, ReSpecError, StoreError
 from .metrics import as_mask, json_safe
 
@@ -495,3 +495,14 @@ def latest_scores(session_id: str | None = None) -> dict | None:
 def get_latest_scores() -> Response:
     """GET /respec/scores/latest: the latest `respec.scores` payload seen by this server."""
     return json_response({"scores": latest_scores()})
+
+
+def models_status() -> Response:
+    """GET /respec/models: the pack's loaded models (cache entries, managed, on ComfyUI's device)."""
+    return _guard(lambda: json_response(models.loaded_models()))
+
+
+def unload_models() -> Response:
+    """POST /respec/models/unload: unload the pack's models and drop its caches (like /free, but
+    other nodes' models stay loaded)."""
+    return _guard(lambda: json_response(models.unload_all()))

@@ -158,9 +158,10 @@ def use_tiny_models(wf: dict, tiny: dict) -> dict:
     (in place; returns wf)."""
     for node in wf.values():
         if node["class_type"] == "ReSpecVLMLoader":
-            node["inputs"].update(model=tiny["vlm"], device="cpu", dtype="fp32", max_new_tokens=48)
+            # by folder name: the drop-down lists models/LLM through ComfyUI's folder API
+            node["inputs"].update(model=Path(tiny["vlm"]).name, device="cpu", dtype="fp32", max_new_tokens=48)
         elif node["class_type"] == "ReSpecFlux2Loader":
-            node["inputs"].update(custom_model=tiny["klein"], dtype="fp32")
+            node["inputs"].update(model=Path(tiny["klein"]).name, dtype="fp32")
     return wf
 
 

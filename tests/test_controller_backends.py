@@ -194,3 +194,22 @@ def test_progress_advances_once_per_generated_token(request, monkeypatch):
     monkeypatch.setattr(comfy.Progress, "update", update)
     vlm.chat(parts_with(1), max_new_tokens=7)
     assert totals == [7] and 1 <= len(steps) <= 7
+
+
+def test_quantised_loading_without_bitsandbytes_says_how_to_install_it(tiny_qwen_dir, monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "bitsandbytes", None)   # as if not installed
+    with pytest.raises(InputError) as e:
+        load_backend("qwen3-vl", str(tiny_qwen_dir), device="cpu", quantization="4-bit")
+    assert "pip install bitsandbytes" in str(e.value) and "quantization to none" in str(e.value)
+
+
+def test_quantised_loading_needs_a_cuda_gpu(tiny_qwen_dir, monkeypatch):
+    import sys
+    import types
+    monkeypatch.setitem(sys.modules, "bitsandbytes", types.ModuleType("bitsandbytes"))
+    with pytest.raises(InputError) as e:
+        load_backend("qwen3-vl", str(tiny_qwen_dir), device="cpu", quantization="8-bit")
+    assert "CUDA" in str(e.value)
+    with pytest.raises(InputError, match="unknown quantization"):
+        load_backend("qwen3-vl", str(tiny_qwen_dir), device="cpu", quantization="3-bit")

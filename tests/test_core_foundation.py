@@ -171,5 +171,6 @@ def test_events_reach_listeners_and_a_failing_listener_does_not_break_sending():
 def test_standalone_mode_is_detected_without_comfyui():
     assert comfy.in_comfyui() is False
     assert comfy.routes() is None
-    assert comfy.register_with_model_manager(object()) is None
+    import torch
+    assert comfy.manage(torch.nn.Linear(2, 2), torch.device("cpu")).patcher is None
     assert str(comfy.user_dir()).endswith("respec_home")

@@ -493,3 +493,11 @@ export function rewindQuestion(sessionId, k, count) {
   const which = drop === 1 ? `turn ${k + 1}` : `turns ${k + 1} to ${count - 1}`;
   return `Rewind session "${sessionId}" to turn ${k}? This deletes ${which} (${drop} turn${drop === 1 ? "" : "s"}) from the session store; it cannot be undone.`;
 }
+
+/** The panel's message after POST /respec/models/unload: what was unloaded and what is still held. */
+export function unloadMessage(body) {
+  const n = Number(body?.unloaded ?? 0);
+  const left = [...(body?.still_referenced ?? []), ...Object.keys(body?.cached ?? {})];
+  const unloaded = `Unloaded ${n} ReSpec model${n === 1 ? "" : "s"} from ComfyUI's memory manager`;
+  return left.length ? `${unloaded}; still held by a running graph: ${left.join(", ")}.` : `${unloaded}; the pack holds no model now.`;
+}

@@ -28,6 +28,7 @@ import {
   sessionsOutdated,
   thumbnailLayout,
   tintMask,
+  unloadMessage,
   turnCards,
   turnMasks,
   turnOverlays,
@@ -415,4 +416,10 @@ test("a turn card carries its masks and its overlays load only session images by
   assert.equal(overlays[0].url, `/respec/sessions/p/images/${D("c")}?w=512&h=512`);
   assert.deepEqual(turnOverlays("p", cards[1]), []);
   assert.deepEqual(turnOverlays("../x", cards[2]), []);
+});
+
+test("the unload message says how many models went and names any still held", () => {
+  assert.equal(unloadMessage({ unloaded: 3, still_referenced: [], cached: {} }),
+    "Unloaded 3 ReSpec models from ComfyUI's memory manager; the pack holds no model now.");
+  assert.match(unloadMessage({ unloaded: 1, still_referenced: ["sam"], cached: { flux2: 1 } }), /still held by a running graph: sam, flux2\.$/);
 });

@@ -161,28 +161,58 @@ def run_record(**items: Any) -> dict:
     return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in items.items()}
 
 
-def place_pipeline(pipe, modules, device, offload: str, blocks_per_group: int = 1) -> tuple[list, list[str]]:
+OFFLOAD_MODES = ("auto", "none", "model_cpu_offload", "sequential_cpu_offload", "group_offload")
+HEADROOM = 1.25   # weights x this must fit: activations, the VAE decode and the CUDA context need the rest
+
+
+def module_bytes(module) -> int:
+    """Bytes of a module's parameters and buffers (0 for None)."""
+    if module is None:
+        return 0
+    return sum(t.numel() * t.element_size() for t in list(module.parameters()) + list(module.buffers()))
+
+
+def choose_offload(parts: dict, device) -> str:
+    """What `offload="auto"` means on this device with this much free memory.
+
+    Inside ComfyUI, or on the CPU, "none": the parts are under ComfyUI's memory manager, which
+    loads one stage at a time (text encoder, then transformer + VAE) when they do not fit together.
+    Outside ComfyUI: "none" when all parts fit, "model_cpu_offload" (one part at a time) when the
+    largest does, else "group_offload" (blocks streamed to the GPU).
+    """
+    free = comfy.free_device_memory(device)
+    if comfy.in_comfyui() or free is None:
+        return "none"
+    sizes = [module_bytes(m) for m in parts.values()]
+    if sum(sizes) * HEADROOM <= free:
+        return "none"
+    if max(sizes, default=0) * HEADROOM <= free:
+        return "model_cpu_offload"
+    return "group_offload"
+
+
+def place_pipeline(pipe, parts: dict, device, offload: str, blocks_per_group: int = 1) -> tuple[dict, list[str], str]:
     """Put a diffusers-style pipeline's weights where they run, per offload mode.
 
-    Inside ComfyUI with offload "none", `modules` are handed to ComfyUI's model manager
-    (moved to the GPU before each edit, evicted by "Free memory" or by other models' loads).
-    Returns (patchers, notes).
+    parts: the pipeline's stages by name (e.g. text_encoder, transformer, vae), in run order.
+    With offload "none" (and "auto" inside ComfyUI) each part becomes a comfy.ManagedModel:
+    inside ComfyUI its memory manager loads a part before its stage and may evict it for
+    another, and /free unloads it. The diffusers offload modes use diffusers' own hooks.
+    Returns (managed parts by name, notes, the offload mode used).
     """
     import torch
     notes: list[str] = []
-    if device.type == "cpu":
-        if offload != "none":
-            notes.append(f"offload mode {offload!r} ignored: the pipeline runs on the CPU")
-        pipe.to(device)
-        return [], notes
+    if offload == "auto":
+        offload = choose_offload(parts, device)
+        notes.append(f"offload auto: {offload}")
+    if device.type == "cpu" and offload != "none":
+        notes.append(f"offload mode {offload!r} ignored: the pipeline runs on the CPU")
+        offload = "none"
     if offload == "none":
-        modules = [m for m in modules if m is not None]
-        patchers = [comfy.register_with_model_manager(m, load_device=device) for m in modules] if comfy.in_comfyui() else []
-        if any(p is not None for p in patchers):
-            notes.append("weights managed by ComfyUI's model manager")
-            return patchers, notes
-        pipe.to(device)
-        return [], notes
+        managed = {name: comfy.manage(m, device, name=f"{name}") for name, m in parts.items() if m is not None}
+        if any(m.patcher is not None for m in managed.values()):
+            notes.append("weights managed by ComfyUI's model manager (one stage at a time when memory is short)")
+        return managed, notes, offload
     if offload == "model_cpu_offload":
         pipe.enable_model_cpu_offload(device=device)
     elif offload == "sequential_cpu_offload":
@@ -192,4 +222,4 @@ def place_pipeline(pipe, modules, device, offload: str, blocks_per_group: int = 
                                   offload_type="block_level", num_blocks_per_group=blocks_per_group,
                                   use_stream=device.type == "cuda")
     notes.append(f"offload: {offload}")
-    return [], notes
+    return {}, notes, offload

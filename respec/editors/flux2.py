@@ -20,8 +20,8 @@ from PIL import Image
 
 from .. import comfy, models
 from ..errors import CorruptWeightsError, DownloadNotAllowedError, InputError, MissingWeightsError
-from .base import (Editor, StepReporter, check_size, place_pipeline, prepare_references, run_record, seeded_generator,
-                   snap_size, to_output_size)
+from .base import (OFFLOAD_MODES, Editor, StepReporter, check_size, place_pipeline, prepare_references,
+                   run_record, seeded_generator, snap_size, to_output_size)
 
 log = logging.getLogger("respec")
 
@@ -35,7 +35,6 @@ KLEIN_VARIANTS: dict[str, dict[str, Any]] = {
     "black-forest-labs/FLUX.2-klein-4B": {"licence": "Apache-2.0", "distilled": True},
 }
 
-OFFLOAD_MODES = ("none", "model_cpu_offload", "sequential_cpu_offload", "group_offload")
 
 HOW_TO_GET = (
     "Download a FLUX.2 [klein] pipeline in diffusers layout, e.g. "
@@ -71,7 +70,7 @@ class Flux2Editor(Editor):
     default_guidance = 4.0
 
     def __init__(self, pipe, *, name: str = "flux2-klein", source: str = "", text_encoder_out_layers=None,
-                 patchers=(), device=None, dtype=None, offload: str = "none", notes=()):
+                 parts=None, device=None, dtype=None, offload: str = "none", notes=()):
         super().__init__()
         self.pipe, self.name, self.source = pipe, name, source
         self.multiple = int(pipe.vae_scale_factor) * 2
@@ -80,7 +79,7 @@ class Flux2Editor(Editor):
             self.default_steps = 4  # step-distilled klein is made for 4 steps; guidance is ignored
         n_layers = int(pipe.text_encoder.config.num_hidden_layers)
         self.text_encoder_out_layers = tuple(text_encoder_out_layers or _out_layers(n_layers))
-        self.patchers = [p for p in patchers if p is not None]
+        self.parts = dict(parts or {})   # stage name -> comfy.ManagedModel (empty with diffusers offload)
         self.device, self.dtype, self.offload = device, dtype, offload
         self.notes = list(notes)
         pipe.set_progress_bar_config(disable=True)  # our own progress bar reports the steps
@@ -107,16 +106,17 @@ class Flux2Editor(Editor):
         gen_size = snap_size(output_size, self.multiple, self.min_side, extra.get("max_pixels") or 1024 * 1024)
         refs = prepare_references(images, gen_size, multiple=self.multiple, min_side=self.min_side,
                                   max_aspect=self.max_aspect)
-        comfy.load_models(self.patchers)  # inside ComfyUI: let its memory manager place the weights
         t0 = time.perf_counter()
+        prompt_embeds, negative_embeds = self._encode(instruction, int(extra.get("max_sequence_length") or 512))
+        # Stage 2: transformer + VAE (inside ComfyUI the text encoder may be evicted to make room).
+        comfy.use_models([self.parts.get("transformer"), self.parts.get("vae")])
         with comfy.progress(steps, f"{self.name} edit") as bar:
             reporter = StepReporter(bar, self.name, steps)
             result = self.pipe(
-                image=refs, prompt=instruction or "", height=gen_size[1], width=gen_size[0],
+                image=refs, prompt_embeds=prompt_embeds, negative_prompt_embeds=negative_embeds,
+                height=gen_size[1], width=gen_size[0],
                 num_inference_steps=steps, guidance_scale=guidance, generator=seeded_generator(seed),
                 callback_on_step_end=reporter.diffusers_callback(),
-                max_sequence_length=int(extra.get("max_sequence_length") or 512),
-                text_encoder_out_layers=self.text_encoder_out_layers,
             ).images[0]
         seconds = time.perf_counter() - t0
         self.last_run = run_record(
@@ -126,6 +126,21 @@ class Flux2Editor(Editor):
             reference_sizes=[list(r.size) for r in refs], seconds=seconds,
             seconds_per_step=(sum(reporter.step_seconds) / len(reporter.step_seconds)) if reporter.step_seconds else 0.0)
         return to_output_size(result, output_size)
+
+
+    def _encode(self, instruction: str, max_sequence_length: int):
+        """Stage 1: the text encoder alone turns the instruction (and, for real CFG, the empty
+        negative) into prompt embeddings, so it never has to share the GPU with the transformer."""
+        import torch
+        te = self.parts.get("text_encoder")
+        device = te.use() if te is not None else self.pipe._execution_device
+        with torch.inference_mode():
+            embeds = [self.pipe.encode_prompt(prompt=text, device=device, max_sequence_length=max_sequence_length,
+                                              text_encoder_out_layers=self.text_encoder_out_layers)[0]
+                      for text in ([instruction or ""] + ([] if self.is_distilled else [""]))]
+        if te is not None:
+            te.done()
+        return embeds[0], (embeds[1] if len(embeds) > 1 else None)
 
 
 def _out_layers(n_layers: int) -> tuple[int, int, int]:
@@ -139,7 +154,7 @@ def _out_layers(n_layers: int) -> tuple[int, int, int]:
 # --------------------------------------------------------------------------- loading
 
 def load_flux2(source: str = DEFAULT_SOURCE, *, transformer_file: str = "", text_encoder_file: str = "",
-               vae_file: str = "", dtype: str = "auto", offload: str = "none",
+               vae_file: str = "", dtype: str = "auto", offload: str = "auto",
                allow_download: bool | None = None, device=None) -> Flux2Editor:
     """Load (once per setting) a FLUX.2 [klein] editor.
 
@@ -220,12 +235,13 @@ def _build_editor(source: str, folder: Path, files: dict, torch_dtype, device, o
     pipe = Flux2KleinPipeline(scheduler=scheduler, vae=parts["vae"], text_encoder=parts["text_encoder"],
                               tokenizer=tokenizer, transformer=parts["transformer"],
                               is_distilled=bool(index.get("is_distilled", False)))
-    patchers, notes = place_pipeline(pipe, (pipe.text_encoder, pipe.transformer, pipe.vae), device, offload)
+    parts, notes, offload = place_pipeline(
+        pipe, {"text_encoder": pipe.text_encoder, "transformer": pipe.transformer, "vae": pipe.vae}, device, offload)
     variant = KLEIN_VARIANTS.get(source, {})
     if variant.get("licence"):
         notes.append(f"licence: {variant['licence']}")
     name = "flux2-klein" + (f" ({Path(source).name})" if source else "")
-    return Flux2Editor(pipe, name=name, source=source, patchers=patchers, device=device, dtype=torch_dtype,
+    return Flux2Editor(pipe, name=name, source=source, parts=parts, device=device, dtype=torch_dtype,
                        offload=offload, notes=notes)
 
 

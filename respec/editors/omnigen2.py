@@ -24,9 +24,8 @@ from PIL import Image
 
 from .. import comfy, models
 from ..errors import CorruptWeightsError, InputError, MissingWeightsError, ReSpecError
-from .base import (Editor, StepReporter, check_size, place_pipeline, prepare_references, run_record, seeded_generator,
-                   snap_size, to_output_size)
-from .flux2 import OFFLOAD_MODES
+from .base import (OFFLOAD_MODES, Editor, StepReporter, check_size, place_pipeline, prepare_references,
+                   run_record, seeded_generator, snap_size, to_output_size)
 
 DEFAULT_SOURCE = "OmniGen2/OmniGen2"
 INSTALL_HELP = (
@@ -115,11 +114,11 @@ class OmniGen2Editor(Editor):
     default_image_guidance = 2.0
     multiple = 16
 
-    def __init__(self, pipe, *, name: str = "omnigen2", source: str = "", patchers=(), device=None,
+    def __init__(self, pipe, *, name: str = "omnigen2", source: str = "", parts=None, device=None,
                  dtype=None, offload: str = "none", notes=()):
         super().__init__()
         self.pipe, self.name, self.source = pipe, name, source
-        self.patchers = [p for p in patchers if p is not None]
+        self.parts = dict(parts or {})   # stage name -> comfy.ManagedModel (empty with diffusers offload)
         self.device, self.dtype, self.offload, self.notes = device, dtype, offload, list(notes)
         try:
             self._call_params = set(inspect.signature(pipe.__call__).parameters)
@@ -155,7 +154,7 @@ class OmniGen2Editor(Editor):
         gen_size = snap_size(output_size, self.multiple, self.min_side, max_pixels)
         refs = prepare_references(images, gen_size, multiple=self.multiple, min_side=self.min_side,
                                   max_aspect=self.max_aspect)
-        comfy.load_models(self.patchers)
+        comfy.use_models(self.parts.values())
         t0 = time.perf_counter()
         with comfy.progress(steps, f"{self.name} edit") as bar:
             reporter = StepReporter(bar, self.name, steps)
@@ -181,7 +180,7 @@ class OmniGen2Editor(Editor):
 
 
 def load_omnigen2(source: str = DEFAULT_SOURCE, *, dtype: str = "auto",
-                  offload: str = "none", allow_download: bool | None = None, device=None) -> OmniGen2Editor:
+                  offload: str = "auto", allow_download: bool | None = None, device=None) -> OmniGen2Editor:
     """Load (once per setting) OmniGen2's official pipeline from a diffusers-layout folder or HF id.
 
     Components are loaded one by one with the installed package's classes (no remote code).
@@ -218,8 +217,9 @@ def _build(classes: dict, source: str, folder: Path, dtype, device, offload: str
     mllm = _component(folder, "mllm", lambda p: Qwen2_5_VLForConditionalGeneration.from_pretrained(p, dtype=dtype))
     processor = _component(folder, "processor", lambda p: AutoProcessor.from_pretrained(p))
     pipe = classes["pipeline"](transformer=transformer, vae=vae, scheduler=scheduler, mllm=mllm, processor=processor)
-    patchers, notes = place_pipeline(pipe, (pipe.mllm, pipe.transformer, pipe.vae), device, offload, blocks_per_group=2)
+    parts, notes, offload = place_pipeline(pipe, {"mllm": pipe.mllm, "transformer": pipe.transformer, "vae": pipe.vae},
+                                           device, offload, blocks_per_group=2)
     return OmniGen2Editor(pipe, name="omnigen2" + (f" ({Path(source).name})" if source else ""), source=source,
-                          patchers=patchers, device=device, dtype=dtype, offload=offload, notes=notes)
+                          parts=parts, device=device, dtype=dtype, offload=offload, notes=notes)
 
 

@@ -31,6 +31,30 @@ HOW_TO_GET = {
 }
 
 
+QUANTIZATIONS = ("none", "8-bit", "4-bit")
+
+
+def quantization_config(quantization: str | None, device, dtype):
+    """transformers' BitsAndBytesConfig for "8-bit" / "4-bit" (None for "none"); a clear error when
+    bitsandbytes is missing or the device is not a CUDA GPU."""
+    q = (quantization or "none").strip().lower()
+    if q == "none":
+        return None
+    if q not in QUANTIZATIONS:
+        raise InputError(f"unknown quantization {quantization!r}; use one of {', '.join(QUANTIZATIONS)}")
+    try:
+        import bitsandbytes  # noqa: F401
+    except ImportError:
+        raise InputError(f"quantization {q} needs the bitsandbytes package (CUDA GPUs): `pip install bitsandbytes`, "
+                         "then restart; or set quantization to none") from None
+    if getattr(device, "type", str(device)) != "cuda":
+        raise InputError(f"quantization {q} runs on CUDA GPUs only (device is {device}); set quantization to none")
+    from transformers import BitsAndBytesConfig
+    if q == "8-bit":
+        return BitsAndBytesConfig(load_in_8bit=True)
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype)
+
+
 def xgrammar_available() -> bool:
     """True when xgrammar (JSON-constrained decoding) can be imported."""
     try:
@@ -97,7 +121,7 @@ class TransformersVLM:
                  device: str = "auto", keep_loaded: bool = True, allow_download: bool | None = None,
                  max_pixels: int = DEFAULT_MAX_PIXELS, max_new_tokens: int = 768,
                  json_constrained: bool | str = "auto", json_max_string: int = 0,
-                 attn_implementation: str = "sdpa"):
+                 attn_implementation: str = "sdpa", quantization: str = "none"):
         import torch
         from transformers import AutoModelForImageTextToText, AutoProcessor
 
@@ -117,49 +141,41 @@ class TransformersVLM:
                 raise InputError("JSON-constrained decoding needs the xgrammar package: `pip install xgrammar`, "
                                  "or set json_constrained to auto/off")
         self.device = _device(device)
-        self.offload = comfy.offload_device()
         if dtype in (None, "", "auto"):
             self.dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
         else:
             self.dtype = models.torch_dtype(dtype)
 
+        quant = quantization_config(quantization, self.device, self.dtype)
+        self.quantization = (quantization or "none").lower()
         _check_config(kind, self.folder)
+        # bitsandbytes weights are placed once, on the GPU, and cannot be moved afterwards.
+        placement = {"quantization_config": quant, "device_map": {"": str(self.device)}} if quant is not None else {}
         try:
             self.processor = AutoProcessor.from_pretrained(self.folder, local_files_only=True,
                                                            trust_remote_code=False)
             self.model = AutoModelForImageTextToText.from_pretrained(
                 self.folder, dtype=self.dtype, local_files_only=True, trust_remote_code=False,
-                attn_implementation=attn_implementation).eval()
+                attn_implementation=attn_implementation, **placement).eval()
         except Exception as e:  # any failure here means the folder is not a usable checkpoint
             raise CorruptWeightsError(f"could not load the {kind} controller from {self.folder} "
                                       f"({type(e).__name__}: {e}). The folder may be incomplete; "
                                       f"{HOW_TO_GET[kind]}") from e
-        self.model.to(self.device if self.keep_loaded else self.offload)
+        # Inside ComfyUI its memory manager places (and on /free unloads) the weights.
+        self.managed = comfy.manage(self.model, self.device, keep_loaded=self.keep_loaded, name=self.name,
+                                    movable=quant is None)
         self._lock = threading.Lock()
         self._compiler = None
         self._grammars: dict[str, object] = {}
 
-    # -- placement ---------------------------------------------------------------------
-    def _model_device(self):
-        return next(self.model.parameters()).device
-
-    def _acquire(self):
-        if self._model_device() != self.device:
-            self.model.to(self.device)
-        return self.device
-
-    def _park(self):
-        if not self.keep_loaded and self._model_device() != self.offload:
-            self.model.to(self.offload)
-            _empty_cache()
-
     def release(self) -> None:
         """Free the weights (after unload_backend)."""
         self.model = None
+        self.managed = None
         self.processor = None
         self._grammars.clear()
         gc.collect()
-        _empty_cache()
+        comfy.empty_device_cache()
 
     # -- constrained decoding ----------------------------------------------------------
     def _grammar_processor(self, schema: dict):
@@ -208,7 +224,7 @@ class TransformersVLM:
                 self._messages(parts, system), tokenize=True, return_dict=True,
                 add_generation_prompt=True, return_tensors="pt")
             n_in = inputs["input_ids"].shape[1]
-            device = self._acquire()
+            device = self.managed.use()
             try:
                 inputs = {k: (v.to(device, dtype=self.dtype) if v.is_floating_point() else v.to(device))
                           if hasattr(v, "to") else v for k, v in inputs.items()}
@@ -222,14 +238,6 @@ class TransformersVLM:
                             stopping_criteria=StoppingCriteriaList([_ProgressAndInterrupt(bar)]),
                             logits_processor=LogitsProcessorList(processors))
             finally:
-                self._park()
+                self.managed.done()
         return self.processor.decode(out[0, n_in:], skip_special_tokens=True).strip()
 
-
-def _empty_cache() -> None:
-    try:
-        import torch
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-    except Exception:
-        pass
