@@ -98,8 +98,10 @@ def test_the_occluder_hides_the_occludee_and_the_true_reference_is_the_image_bef
     assert truth[2].reference_turn == 1 == true_reference_turn(s, h.image(0).size)
 
 
-def test_every_sim_set_reference_is_the_worlds_true_reference():
-    ds = load_dataset("occur_sim")
+@pytest.mark.parametrize("dataset", ["occur_sim", "occur_sample"])
+def test_every_shipped_reference_is_the_worlds_true_reference(dataset):
+    ds = load_dataset(dataset)
+    assert all(s.has_geometry for s in ds)
     for s in ds:
         assert true_reference_turn(s, (96, 96)) == s.reference_turn, s.id
 
