@@ -9,7 +9,9 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
 STAMP="$VENV/.respec-installed"
-WANT="$(cat requirements.txt pyproject.toml | sha256sum | cut -c1-16)"
+# Re-install when what is installed changes (the requirements or this script's pins), not when
+# pyproject.toml's pytest settings do.
+WANT="$(cat requirements.txt scripts/setup.sh | sha256sum | cut -c1-16)"
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
   "$VENV/bin/python" -m pip install -q --upgrade pip
   # Exactly these: a looser pin can pull another multi-GB build.

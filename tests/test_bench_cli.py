@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -19,6 +21,7 @@ def _cli(*args, cwd=ROOT, tmp_home=None):
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_validate_summarises_a_good_file_by_template_type_and_distance():
     out = _cli("validate", "occur_sample")
     assert out.returncode == 0, out.stderr
@@ -26,6 +29,7 @@ def test_validate_summarises_a_good_file_by_template_type_and_distance():
     assert "5turn_v5 1" in out.stdout and "multi 2" in out.stdout and "Δ=5 2" in out.stdout
 
 
+@pytest.mark.slow
 def test_validate_names_the_file_the_scenario_and_the_field_and_fails(tmp_path):
     data = json.loads((ROOT / "respec/bench/samples/occur_sample.json").read_text())
     data["scenarios"][3]["turns"][0]["stage"] = "Q"
@@ -36,6 +40,7 @@ def test_validate_names_the_file_the_scenario_and_the_field_and_fails(tmp_path):
     assert str(p) in out.stderr and "grace_3t_resize" in out.stderr and "turns[0].stage" in out.stderr
 
 
+@pytest.mark.slow
 def test_report_writes_the_tables_next_to_the_results_and_says_where(tmp_path):
     row = {"dataset": "d", "scenario_id": "a", "config": "baseline", "editor": "flux2", "status": "ok",
            "S_restore": 0.5, "S_preserve": 0.4, "S_TC": 0.45, "num_turns": 2, "revelation_type": "move",
@@ -47,16 +52,19 @@ def test_report_writes_the_tables_next_to_the_results_and_says_where(tmp_path):
     assert (tmp_path / "report" / "table5_reference_distance.csv").is_file()
 
 
+@pytest.mark.slow
 def test_report_on_a_missing_file_says_so(tmp_path):
     out = _cli("report", tmp_path / "nothing.jsonl")
     assert out.returncode == 2 and "no results file" in out.stderr
 
 
+@pytest.mark.slow
 def test_bench_refuses_an_unknown_config_before_loading_any_model(tmp_path):
     out = _cli("bench", "--smoke", "--config", "turbo", "--out", tmp_path, tmp_home=tmp_path)
     assert out.returncode == 2 and "unknown benchmark config 'turbo'" in out.stderr
 
 
+@pytest.mark.slow
 def test_bench_with_an_unreachable_server_says_which_and_fails(tmp_path):
     import socket
     with socket.socket() as s:

@@ -16,6 +16,12 @@ def nodes(pack):
     return importlib.import_module(f"{pack.__name__}.nodes.bench_nodes")
 
 
+@pytest.fixture(scope="module")
+def masker(pack):
+    """One tiny YOLO-World + SAM for the module: building it takes seconds."""
+    return core(pack, "tiny.eval_models").build_tiny_masker(0, imgsz=64)
+
+
 def _load(nodes, index=0, dataset="occur_sample", max_side=96):
     return nodes.ReSpecScenarioLoader().load(dataset, index, max_side)
 
@@ -149,18 +155,18 @@ def _history_for(pack, scenario, chosen=None):
     return h
 
 
-def test_the_scenario_masks_node_masks_every_turn_with_each_occluder(pack, nodes):
+@pytest.mark.slow
+def test_the_scenario_masks_node_masks_every_turn_with_each_occluder(pack, nodes, masker):
     ds = core(pack, "bench.scenario").load_dataset("occur_sample")
     scenario = ds.by_id("chelsea_2t_multi")
-    masker = core(pack, "tiny.eval_models").build_tiny_masker(0, imgsz=64)
     tm, occ, new, records = nodes.ReSpecScenarioMasks().masks(masker, _history_for(pack, scenario), scenario)
     assert len(tm.occ) == 2 and tuple(occ.shape) == (2, 64, 96) and tuple(new.shape) == (2, 64, 96)
     assert "other_occluders" in json.loads(records)["records"][0]
 
 
-def test_the_scenario_masks_node_refuses_a_history_of_another_length(pack, nodes):
+@pytest.mark.slow
+def test_the_scenario_masks_node_refuses_a_history_of_another_length(pack, nodes, masker):
     ds = core(pack, "bench.scenario").load_dataset("occur_sample")
-    masker = core(pack, "tiny.eval_models").build_tiny_masker(0, imgsz=64)
     with pytest.raises(core(pack, "errors").InputError, match="2 turns"):
         nodes.ReSpecScenarioMasks().masks(masker, _history_for(pack, ds.by_id("coffee_3t_move")),
                                           ds.by_id("chelsea_2t_multi"))

@@ -255,6 +255,7 @@ def test_run_remote_resumes_without_running_or_writing_anything_twice(comfy_node
     assert len(summary.skipped) == 2
 
 
+@pytest.mark.slow
 def test_run_remote_survives_a_server_dying_mid_run_with_every_row_once(comfy_nodes, tmp_path):
     with FakeComfyUI(comfy_nodes, bench_execute, fail_after=2, step_delay=0.01) as bad, \
             FakeComfyUI(comfy_nodes, bench_execute, step_delay=0.01) as good:

@@ -105,6 +105,7 @@ def _run(models, sid, config, judge=False):
     return sc, runner.run_one(sc, CONFIGS[config], models, BenchSettings(**SMALL, judge=judge))
 
 
+@pytest.mark.slow
 def test_baseline_sends_the_user_instruction_and_the_current_image_only(tiny_models):
     editor = Recorder(tiny_models.editor, "edit")
     sc, row = _run(_with(tiny_models, editor=editor, backend=None), "coffee_3t_move", "baseline")
@@ -114,6 +115,7 @@ def test_baseline_sends_the_user_instruction_and_the_current_image_only(tiny_mod
     assert [t["editor_image_ids"] for t in row["turns"]] == [[0], [1], [2]]
 
 
+@pytest.mark.slow
 def test_full_respec_gives_the_editor_the_reference_and_anchor_with_the_rewritten_instruction(tiny_models, plan_server):
     sc = _scenario("rocket_4t_v2_remove")
     _PlanServer.reference = sc.reference_turn
@@ -129,6 +131,7 @@ def test_full_respec_gives_the_editor_the_reference_and_anchor_with_the_rewritte
     assert row["turns"][0]["sent_instruction"] == sc.turns[0].instruction   # turn 1: no call
 
 
+@pytest.mark.slow
 def test_pti_alone_rewrites_but_gives_the_editor_only_the_current_image(tiny_models, plan_server):
     sc = _scenario("coffee_3t_move")
     _PlanServer.reference = sc.reference_turn
@@ -139,6 +142,7 @@ def test_pti_alone_rewrites_but_gives_the_editor_only_the_current_image(tiny_mod
     assert row["editor_reference_ids"] == [sc.num_turns - 1] and row["vlm_calls"] == sc.num_turns - 1
 
 
+@pytest.mark.slow
 def test_hrs_alone_gives_the_reference_with_the_users_instruction_and_calls_only_on_the_revelation(
         tiny_models, plan_server):
     sc = _scenario("coffee_3t_move")
@@ -151,6 +155,7 @@ def test_hrs_alone_gives_the_reference_with_the_users_instruction_and_calls_only
     assert row["vlm_calls"] == 1
 
 
+@pytest.mark.slow
 def test_the_restoration_flag_given_to_the_controller_is_the_ground_truth(tiny_models):
     sc, row = _run(tiny_models, "coffee_3t_move", "respec")
     plans = [t["plan"] for t in row["turns"]]
@@ -165,6 +170,7 @@ def _custom_dataset(tmp_path, scenarios) -> Path:
     return ds
 
 
+@pytest.mark.slow
 def test_i_ref_is_the_generated_image_at_the_reference_turn(tiny_models, tmp_path):
     turns = [{"instruction": "Make it a watercolor.", "stage": "S"}, {"instruction": "Add a box.", "stage": "O"},
              {"instruction": "Remove the box.", "stage": "R"}]
@@ -182,6 +188,7 @@ def test_i_ref_is_the_generated_image_at_the_reference_turn(tiny_models, tmp_pat
     assert len(masks.occ) == 3 and not np.array_equal(np.asarray(ref), history.image(0).array)
 
 
+@pytest.mark.slow
 def test_a_multi_occluder_scenario_unites_each_occluders_masks(tiny_models):
     sc = _scenario("chelsea_2t_multi")
     masker = Recorder(tiny_models.masker, "trajectory_masks")
@@ -195,6 +202,7 @@ def test_a_multi_occluder_scenario_unites_each_occluders_masks(tiny_models):
         assert np.array_equal(tm.occ[t], singles[0].occ[t] | singles[1].occ[t])
 
 
+@pytest.mark.slow
 def test_the_smoke_loop_writes_a_row_per_scenario_and_config_and_a_report_with_every_table(tiny_models, tmp_path):
     from respec.bench.report import write_report
     ids = ["chelsea_2t_multi", "coffee_3t_move"]
@@ -222,6 +230,7 @@ def test_the_smoke_loop_writes_a_row_per_scenario_and_config_and_a_report_with_e
     assert "Smoke run" in md and Path(paths["figure7"]).stat().st_size > 1000
 
 
+@pytest.mark.slow
 def test_a_second_run_skips_what_is_done_and_writes_nothing(tiny_models, tmp_path):
     settings = BenchSettings(**SMALL, out=str(tmp_path), configs=["baseline"], limit=1)
     first = run_benchmark(settings, models=tiny_models)
@@ -232,6 +241,7 @@ def test_a_second_run_skips_what_is_done_and_writes_nothing(tiny_models, tmp_pat
     assert (tmp_path / "results.jsonl").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_resuming_with_other_settings_is_refused(tiny_models, tmp_path):
     run_benchmark(BenchSettings(**SMALL, out=str(tmp_path), configs=["baseline"], limit=1), models=tiny_models)
     with pytest.raises(InputError, match="seed"):
@@ -239,6 +249,7 @@ def test_resuming_with_other_settings_is_refused(tiny_models, tmp_path):
                       models=tiny_models)
 
 
+@pytest.mark.slow
 def test_an_interruption_keeps_the_finished_rows_and_a_rerun_completes(tiny_models, tmp_path):
     settings = dict(**SMALL, out=str(tmp_path), configs=["baseline"], limit=3)
     summary = run_benchmark(BenchSettings(**settings), models=tiny_models,
@@ -249,6 +260,7 @@ def test_an_interruption_keeps_the_finished_rows_and_a_rerun_completes(tiny_mode
     assert len(rest.done) == 2 and len(keys) == 3 == len(set(keys))
 
 
+@pytest.mark.slow
 def test_a_failing_scenario_is_recorded_and_the_run_goes_on(tiny_models, tmp_path):
     turns = [{"instruction": "Add a box.", "stage": "O"}, {"instruction": "Remove the box.", "stage": "R"}]
     ds = _custom_dataset(tmp_path, [{"id": i, "image": "a.png", "revelation_type": "remove", "occluders": ["box"],
@@ -275,6 +287,7 @@ def _bench_cmd(out: Path) -> list[str]:
             "--limit", "2", "--config", "baseline,respec", "--out", str(out)]
 
 
+@pytest.mark.slow
 def test_a_run_killed_mid_way_resumes_without_losing_or_duplicating_rows(tmp_path):
     out = tmp_path / "run"
     env = {**os.environ, "RESPEC_HOME": str(tmp_path / "home"), "RESPEC_PROGRESS": "0"}

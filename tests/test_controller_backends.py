@@ -29,6 +29,7 @@ def parts_with(n_images: int) -> list:
     return parts + ["Describe the change."]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind,fixture", KINDS)
 @pytest.mark.parametrize("n_images", [1, 2, 3, 4, 5])
 def test_generate_path_runs_with_1_to_5_images(request, kind, fixture, n_images):
@@ -38,6 +39,7 @@ def test_generate_path_runs_with_1_to_5_images(request, kind, fixture, n_images)
     assert vlm.name == f"{kind}:{request.getfixturevalue(fixture)}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind,fixture", KINDS)
 @pytest.mark.parametrize("n_images", [2, 3, 4, 5])
 def test_plan_turn_runs_end_to_end_with_2_to_5_history_images(request, kind, fixture, n_images):
@@ -48,12 +50,14 @@ def test_plan_turn_runs_end_to_end_with_2_to_5_history_images(request, kind, fix
     assert plan.meta["images_shown"] == list(range(n_images))
 
 
+@pytest.mark.slow
 def test_greedy_decoding_is_deterministic(request):
     vlm = backend(request, "qwen3-vl", "tiny_qwen_dir")
     parts = parts_with(2)
     assert vlm.chat(parts, max_new_tokens=12) == vlm.chat(parts, max_new_tokens=12)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not xgrammar_available(), reason="xgrammar is not installed")
 @pytest.mark.parametrize("kind,fixture", KINDS)
 def test_json_constrained_decoding_gives_parseable_json(request, kind, fixture):
@@ -66,6 +70,7 @@ def test_json_constrained_decoding_gives_parseable_json(request, kind, fixture):
     assert obj["reasoning"]["action_type"] in ("Add", "Modify", "Replace", "Style-transfer", "Other")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not xgrammar_available(), reason="xgrammar is not installed")
 def test_constrained_plan_parses_without_the_parse_failure_fallback(request):
     vlm = backend(request, "qwen3-vl", "tiny_qwen_dir", json_constrained=True, json_max_string=3)
@@ -87,6 +92,7 @@ def test_bound_strings_limits_every_string():
     assert "maxLength" not in restoration_schema(4)["properties"]["synthesis_instruction"]
 
 
+@pytest.mark.slow
 def test_unconstrained_backend_ignores_the_schema(request):
     vlm = backend(request, "qwen3-vl", "tiny_qwen_dir")
     assert vlm.json_constrained is False
@@ -95,6 +101,7 @@ def test_unconstrained_backend_ignores_the_schema(request):
     assert a == b
 
 
+@pytest.mark.slow
 def test_weights_load_once_per_settings(tiny_qwen_dir):
     before = models.CACHE.loads
     a = load_backend("qwen3-vl", str(tiny_qwen_dir), json_constrained=False, max_pixels=1234)
@@ -107,6 +114,7 @@ def test_weights_load_once_per_settings(tiny_qwen_dir):
         c.chat(["hi"])
 
 
+@pytest.mark.slow
 def test_model_folder_is_found_in_the_llm_models_folder(tmp_path, monkeypatch):
     from respec.tiny.vlm import build_tiny_qwen3vl
     models_dir = tmp_path / "models"
@@ -139,6 +147,7 @@ def test_remote_code_checkpoint_is_refused(tmp_path):
         load_backend("internvl3", str(folder))
 
 
+@pytest.mark.slow
 def test_truncated_weights_are_reported_as_corrupt(tiny_internvl_dir, tmp_path):
     import shutil
     folder = tmp_path / "broken"
@@ -149,6 +158,7 @@ def test_truncated_weights_are_reported_as_corrupt(tiny_internvl_dir, tmp_path):
         load_backend("internvl3", str(folder))
 
 
+@pytest.mark.slow
 def test_folder_of_the_other_kind_is_refused(tiny_qwen_dir):
     with pytest.raises(InputError, match="not a internvl3 model"):
         load_backend("internvl3", str(tiny_qwen_dir))
@@ -159,6 +169,7 @@ def test_unknown_kind_is_refused():
         load_backend("llava", "x")
 
 
+@pytest.mark.slow
 def test_interrupt_stops_generation_within_a_token(request, monkeypatch):
     vlm = backend(request, "qwen3-vl", "tiny_qwen_dir")
     seen = []
@@ -177,6 +188,7 @@ def test_interrupt_stops_generation_within_a_token(request, monkeypatch):
     comfy.clear_interrupt()
 
 
+@pytest.mark.slow
 def test_progress_advances_once_per_generated_token(request, monkeypatch):
     vlm = backend(request, "internvl3", "tiny_internvl_dir")
     totals, steps = [], []

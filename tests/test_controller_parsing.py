@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from controller_helpers import ScriptedAnswer, make_history
@@ -264,6 +265,7 @@ def _answers():
     )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(answer=_answers(), restoration=st.booleans())
 def test_any_answer_text_gives_a_valid_plan(answer, restoration):

@@ -40,6 +40,7 @@ def _load(loader, files, **over):
     return loader.load(**args)[0]
 
 
+@pytest.mark.slow
 def test_single_files_load_through_the_loader_and_match_the_in_memory_pipeline(pack, loader, single_files):
     editor = _load(loader, single_files)
     reference = core(pack, "editors").Flux2Editor(single_files["pipe"])
@@ -55,6 +56,7 @@ def test_single_file_names_are_listed_for_the_loader(pack, single_files):
     assert single_files["config"] in inputs["model"][0]
 
 
+@pytest.mark.slow
 def test_diffusers_folder_loads_and_matches_the_in_memory_pipeline(pack, loader):
     tiny = core(pack, "tiny.klein")
     pipe = tiny.build_tiny_klein_pipeline(seed=1)
@@ -64,6 +66,7 @@ def test_diffusers_folder_loads_and_matches_the_in_memory_pipeline(pack, loader)
     assert np.array_equal(_run(editor), _run(core(pack, "editors").Flux2Editor(pipe)))
 
 
+@pytest.mark.slow
 def test_model_cache_returns_the_same_editor_for_the_same_settings_and_a_new_one_when_they_change(
         pack, loader, single_files):
     cache = core(pack, "models").CACHE

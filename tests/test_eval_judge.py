@@ -132,6 +132,7 @@ def test_a_backend_failure_is_raised_not_scored():
 
 # ----------------------------------------------------------------------------- a local VLM as judge
 
+@pytest.mark.slow
 def test_the_tiny_qwen3_vl_judge_answers_in_the_forced_json(tiny_qwen_dir):
     # json_max_string bounds the random model's "reason" so the whole object fits in the token budget
     backend = load_backend("qwen3-vl", str(tiny_qwen_dir), max_new_tokens=64, json_constrained=True,

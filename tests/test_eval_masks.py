@@ -73,6 +73,7 @@ def test_boxes_are_clipped_to_the_image_and_empty_boxes_are_invalid():
 
 # ----------------------------------------------------------------------------- detection + segmentation
 
+@pytest.mark.slow
 def test_the_label_itself_is_accepted_first(parts):
     res = seeing(parts, "red flowers").mask(picture(), "red flowers")
     r = res.record
@@ -85,6 +86,7 @@ def test_the_label_itself_is_accepted_first(parts):
     assert 0 <= x0 < x1 <= 128 and 0 <= y0 < y1 <= 96
 
 
+@pytest.mark.slow
 def test_the_last_word_is_tried_when_the_label_finds_nothing(parts):
     r = seeing(parts, "flowers").mask(picture(), "red flowers").record
     assert (r["accepted_prompt"], r["fallback_stage"], r["fallback_stage_name"]) == ("flowers", 1, "last_word")
@@ -92,12 +94,14 @@ def test_the_last_word_is_tried_when_the_label_finds_nothing(parts):
     assert (r["attempts"][0]["best_confidence"] or 0.0) < 0.2
 
 
+@pytest.mark.slow
 def test_the_singular_is_tried_after_the_last_word(parts):
     r = seeing(parts, "flower").mask(picture(), "red flowers").record
     assert (r["accepted_prompt"], r["fallback_stage"], r["fallback_stage_name"]) == ("flower", 2, "singular")
     assert [a["stage_name"] for a in r["attempts"]] == ["label", "last_word", "singular"]
 
 
+@pytest.mark.slow
 def test_no_accepted_detection_gives_an_all_zero_mask_of_the_image_size(parts):
     res = seeing(parts, "traffic cone").mask(picture(h=80, w=100), "red flowers")
     assert res.mask.shape == (80, 100) and not res.mask.any()
@@ -105,6 +109,7 @@ def test_no_accepted_detection_gives_an_all_zero_mask_of_the_image_size(parts):
     assert len(res.record["attempts"]) == 3
 
 
+@pytest.mark.slow
 def test_detections_below_the_acceptance_threshold_are_returned_but_not_accepted(parts):
     m = make_masker(parts)
     tune_detector(m.yolo, m.text_features, "flowers", CHAIN, concept_confidence=0.1)
@@ -116,12 +121,14 @@ def test_detections_below_the_acceptance_threshold_are_returned_but_not_accepted
     assert lenient.mask(picture(), "flowers").record["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_an_invalid_box_gives_a_zero_mask_with_its_reason(parts):
     res = make_masker(parts).segment(picture(), [500, 500, 600, 600])
     assert not res.mask.any() and res.mask.shape == (96, 128)
     assert res.record["status"] == "invalid_box" and "positive area" in res.record["reason"]
 
 
+@pytest.mark.slow
 def test_a_sam_failure_gives_a_zero_mask_and_is_recorded(parts, monkeypatch):
     m = seeing(parts, "flowers")
 
@@ -133,6 +140,7 @@ def test_a_sam_failure_gives_a_zero_mask_and_is_recorded(parts, monkeypatch):
     assert "decoder exploded" in res.record["reason"] and res.record["accepted_prompt"] == "flowers"
 
 
+@pytest.mark.slow
 def test_sam_encodes_each_image_once_however_many_labels(parts):
     m = make_masker(parts)   # class-head biases zeroed: every query is accepted, every label reaches SAM
     img = picture(3)
@@ -144,6 +152,7 @@ def test_sam_encodes_each_image_once_however_many_labels(parts):
     assert m.stats["sam_encodes"] == 2
 
 
+@pytest.mark.slow
 def test_the_detector_runs_one_class_per_query(parts):
     m = make_masker(parts)
     m.mask(picture(), "bouquet of flowers")
@@ -155,6 +164,7 @@ def test_the_detector_runs_one_class_per_query(parts):
 
 # ----------------------------------------------------------------------------- trajectories
 
+@pytest.mark.slow
 def test_trajectory_masks_cover_every_turn_with_cumulative_new_objects(parts):
     m = make_masker(parts)
     imgs = [picture(10), picture(11), picture(12)]
@@ -169,6 +179,7 @@ def test_trajectory_masks_cover_every_turn_with_cumulative_new_objects(parts):
     json.dumps(tm.to_record())                         # records are JSON-able
 
 
+@pytest.mark.slow
 def test_history_masks_use_turns_one_to_n_not_the_original(parts):
     m = make_masker(parts)
     h = History.start(picture(20)).append(picture(21), "add flowers").append(picture(22), "remove the flowers")
@@ -178,6 +189,7 @@ def test_history_masks_use_turns_one_to_n_not_the_original(parts):
         m.history_masks(History.start(picture(20)), "flowers", "")
 
 
+@pytest.mark.slow
 def test_trajectory_masks_round_trip_through_a_file(parts, tmp_path):
     tm = make_masker(parts).trajectory_masks([picture(1), picture(2)], "flowers", ["hat", ""])
     tm.save(tmp_path / "m.npz")
@@ -199,6 +211,7 @@ def test_new_object_labels_parse_from_lists_json_and_text():
 
 # ----------------------------------------------------------------------------- ultralytics stays offline
 
+@pytest.mark.slow
 def test_ultralytics_is_configured_offline_without_clip_or_analytics(parts):
     from ultralytics.utils import SETTINGS
     assert os.environ["YOLO_OFFLINE"] == "1" and os.environ["YOLO_AUTOINSTALL"] == "False"
@@ -207,6 +220,7 @@ def test_ultralytics_is_configured_offline_without_clip_or_analytics(parts):
     assert "clip" not in sys.modules                  # OpenAI's clip package was never needed
 
 
+@pytest.mark.slow
 def test_detection_leaves_torchs_thread_count_alone(parts):
     before = torch.get_num_threads()
     torch.set_num_threads(2)
@@ -217,6 +231,7 @@ def test_detection_leaves_torchs_thread_count_alone(parts):
         torch.set_num_threads(before)
 
 
+@pytest.mark.slow
 def test_load_masker_finds_weights_in_the_model_folders_and_names_missing_ones(tmp_path, monkeypatch):
     monkeypatch.setenv("RESPEC_ALLOW_DOWNLOADS", "0")
     models_dir = tmp_path / "respec_home" / "models"

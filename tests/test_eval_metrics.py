@@ -223,6 +223,7 @@ def test_reference_selection_accuracy_compares_restoration_source_id_with_ground
 
 # ----------------------------------------------------------------------------- loading
 
+@pytest.mark.slow
 def test_scorer_loads_its_weights_from_local_files_once(tmp_path):
     folder = tmp_path / "respec_home" / "models" / "respec_metrics"
     files = save_tiny_eval_files(folder)
@@ -247,6 +248,7 @@ def test_missing_metric_weights_name_the_folder_searched_and_downloads_need_cons
         metrics.resolve_clip("someone/not-cached-clip")
 
 
+@pytest.mark.slow
 def test_weights_of_another_architecture_are_refused_clearly(tmp_path):
     from safetensors.torch import save_file
     from respec.errors import CorruptWeightsError

@@ -14,9 +14,17 @@ from conftest import core
 
 @pytest.fixture(scope="module")
 def tiny_eval(pack):
+    """One tiny (Masker, Scorer) pair for the module: building YOLO-World + SAM takes seconds."""
     torch.manual_seed(0)
     tiny = importlib.import_module(f"{pack.__name__}.respec.tiny.eval_models")
     return tiny.build_tiny_eval(seed=0)
+
+
+@pytest.fixture(scope="module")
+def tiny_scorer(pack):
+    """The tiny Scorer alone, for tests that need no masks (no YOLO-World, no SAM)."""
+    torch.manual_seed(0)
+    return importlib.import_module(f"{pack.__name__}.respec.tiny.eval_models").build_tiny_scorer(seed=0)
 
 
 def nodes(pack):
@@ -37,6 +45,7 @@ def history(pack, n_edits=3):
     return h
 
 
+@pytest.mark.slow
 def test_occluder_mask_node_masks_each_image_of_a_batch(pack, tiny_eval):
     masker, _ = tiny_eval
     batch = torch.cat([comfy_image(1), comfy_image(2)])
@@ -46,6 +55,7 @@ def test_occluder_mask_node_masks_each_image_of_a_batch(pack, tiny_eval):
     assert [r["label"] for r in recs] == ["flowers", "flowers"] and all("fallback_stage" in r for r in recs)
 
 
+@pytest.mark.slow
 def test_trajectory_masks_node_masks_turns_one_to_n_in_one_call(pack, tiny_eval):
     masker, _ = tiny_eval
     h = history(pack, 3)
@@ -55,6 +65,7 @@ def test_trajectory_masks_node_masks_turns_one_to_n_in_one_call(pack, tiny_eval)
     assert [r["new_labels"] for r in json.loads(records)["records"]] == [[], ["hat"], ["hat"]]
 
 
+@pytest.mark.slow
 def test_occur_score_node_scores_the_history_against_a_reference_turn(pack, tiny_eval):
     masker, scorer = tiny_eval
     h = history(pack, 3)
@@ -77,8 +88,8 @@ def test_occur_score_node_scores_the_history_against_a_reference_turn(pack, tiny
     assert out["ui"]["respec_scores"][0]["S_TC"] == rec["S_TC"]
 
 
-def test_occur_score_node_reports_nan_as_null_with_the_reason(pack, tiny_eval):
-    _, scorer = tiny_eval
+def test_occur_score_node_reports_nan_as_null_with_the_reason(pack, tiny_scorer):
+    scorer = tiny_scorer
     TrajectoryMasks = core(pack, "masks").TrajectoryMasks
     empty = TrajectoryMasks([np.zeros((48, 64), bool)] * 2, [np.zeros((48, 64), bool)] * 2)
     out = nodes(pack)["ReSpecOccurScore"]().score(scorer, empty, 50.0, -1, final_image=comfy_image(5),
@@ -88,8 +99,8 @@ def test_occur_score_node_reports_nan_as_null_with_the_reason(pack, tiny_eval):
     assert math.isnan(s_restore) and rec["S_restore"] is None and "not found on any turn" in rec["reasons"][0]
 
 
-def test_occur_score_node_needs_a_final_image_and_a_reference(pack, tiny_eval):
-    _, scorer = tiny_eval
+def test_occur_score_node_needs_a_final_image_and_a_reference(pack, tiny_scorer):
+    scorer = tiny_scorer
     errors = core(pack, "errors")
     TrajectoryMasks = core(pack, "masks").TrajectoryMasks
     tm = TrajectoryMasks([np.zeros((48, 64), bool)], [np.zeros((48, 64), bool)])

@@ -468,6 +468,7 @@ def _append_worker(root: str, worker: int, n: int, ready) -> None:
                  meta={"worker": worker, "j": j})
 
 
+@pytest.mark.slow
 def test_concurrent_processes_appending_lose_nothing_and_never_interleave_a_turn(tmp_path):
     workers, n = 4, 20
     root = str(tmp_path / "s")
@@ -522,6 +523,7 @@ s = st.SessionStore({str(root)!r})
     return proc
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", ["image_written", "before_commit"])
 def test_a_process_killed_mid_append_leaves_the_session_as_it_was(tmp_path, point):
     root = tmp_path / "s"
@@ -544,6 +546,7 @@ def test_a_process_killed_mid_append_leaves_the_session_as_it_was(tmp_path, poin
     assert all(np.array_equal(im.array, _img(i)) for i, im in enumerate(SessionStore(root).load("a").images))
 
 
+@pytest.mark.slow
 def test_a_process_killed_while_creating_a_session_leaves_no_session(tmp_path):
     root = tmp_path / "s"
     SessionStore(root).create("other", _img(5))
