@@ -9,6 +9,7 @@ from ..respec.errors import InputError, StoreError
 from ..respec.history import CHANGE, History
 from ..respec.provenance import change_for
 from ..respec.store import open_store, plan_summary, validate_session_id, workflow_store_root
+from ..respec.turn import EDITOR_IMAGE_IDS
 from .common import HISTORY, PLAN, image_from_comfy, images_to_comfy
 
 CATEGORY = "ReSpec/history"
@@ -157,17 +158,22 @@ class ReSpecHistoryAppend:
                 "plan": (PLAN, {"tooltip": "The controller's plan for this turn, kept with the turn."}),
                 "meta": ("STRING", {"multiline": True, "default": "", "tooltip":
                          "Extra data to keep with the turn as a JSON object, e.g. {\"seed\": 1, \"editor\": \"klein\"}."}),
+                "editor_image_ids": ("STRING", {"default": "", "forceInput": True, "tooltip":
+                                     "The Reference Selector's image_ids: which history images the editor got, "
+                                     "kept with the turn (results rows report them)."}),
             },
             "hidden": {"prompt": "PROMPT", "unique_id": "UNIQUE_ID"},
         }
 
-    def append(self, history, image, instruction, sent_instruction="", plan=None, meta="",
+    def append(self, history, image, instruction, sent_instruction="", plan=None, meta="", editor_image_ids="",
                prompt=None, unique_id=None):
         if not isinstance(history, History):
             raise InputError(f"'history' must come from a History Store or Append node, got {type(history).__name__}")
         arr = image_from_comfy(image, "image")
         sent = sent_instruction if (sent_instruction or "").strip() else instruction
         meta_d = self._meta(meta)
+        if (editor_image_ids or "").strip():
+            meta_d[EDITOR_IMAGE_IDS] = self._ids(editor_image_ids)
         masks = {CHANGE: change_for(history, arr)}
         if history.session_id is None:
             new = history.append(arr, instruction, sent, plan, meta_d, masks)
@@ -178,6 +184,17 @@ class ReSpecHistoryAppend:
                                                          prompt=prompt, node_id=unique_id, masks=masks)
         _send(new, unique_id, "append")
         return (new, images_to_comfy([new.current.image]))
+
+    @staticmethod
+    def _ids(text: str) -> list[int]:
+        try:
+            ids = json.loads(text)
+        except ValueError:
+            ids = None
+        if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+            raise InputError(f"editor_image_ids must be a JSON list of image ids like [0, 2] (the Reference "
+                             f"Selector's image_ids output), got {text[:80]!r}")
+        return ids
 
     @staticmethod
     def _meta(meta: str) -> dict:

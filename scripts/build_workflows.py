@@ -125,10 +125,10 @@ def _session_controller(g: wg.Graph, request_default: str):
     return store, request, plan, select, rewrite
 
 
-def _append_and_save(g, store, request, plan, rewrite, image, editor_name: str):
+def _append_and_save(g, store, request, plan, select, rewrite, image, editor_name: str):
     append = g.node("ReSpecHistoryAppend", history=store["history"], image=image, instruction=request[0],
                     sent_instruction=rewrite["instruction"], plan=plan["plan"],
-                    meta=json.dumps({"editor": editor_name}))
+                    meta=json.dumps({"editor": editor_name}), editor_image_ids=select["image_ids"])
     g.node("SaveImage", images=append["current_image"], filename_prefix="respec/turn")
     return append
 
@@ -143,7 +143,7 @@ def conversational_flux2(specs):
     edit = g.node("ReSpecFlux2Edit", editor=editor["editor"], editor_images=select["editor_images"],
                   current_image=select["current_image"], instruction=rewrite["instruction"],
                   seed=42, steps=30, guidance=4.0)
-    _append_and_save(g, store, request, plan, rewrite, edit["image"], "flux2-klein")
+    _append_and_save(g, store, request, plan, select, rewrite, edit["image"], "flux2-klein")
     g.note(SESSION_NOTE)
     return g
 
@@ -179,7 +179,7 @@ def native_flux2_reference(specs):
     sample = g.node("SamplerCustomAdvanced", noise=noise[0], guider=guider[0], sampler=sampler[0],
                     sigmas=sigmas[0], latent_image=latent[0])
     decoded = g.node("VAEDecode", samples=sample["output"], vae=vae[0])
-    _append_and_save(g, store, request, plan, rewrite, decoded[0], "flux2-native")
+    _append_and_save(g, store, request, plan, select, rewrite, decoded[0], "flux2-native")
     g.note(SESSION_NOTE + "\n\n**Native models.** Put the FLUX.2 [klein] files in ComfyUI's "
            "`models/diffusion_models`, `models/text_encoders` and `models/vae` and pick them in the three "
            "loaders (a ComfyUI version with native klein support is needed). klein base runs real CFG: "
@@ -214,7 +214,7 @@ def native_omnigen2_reference(specs):
     sample = g.node("SamplerCustomAdvanced", noise=noise[0], guider=guider[0], sampler=sampler[0],
                     sigmas=sigmas[0], latent_image=latent[0])
     decoded = g.node("VAEDecode", samples=sample["output"], vae=vae[0])
-    _append_and_save(g, store, request, plan, rewrite, decoded[0], "omnigen2-native")
+    _append_and_save(g, store, request, plan, select, rewrite, decoded[0], "omnigen2-native")
     g.note(SESSION_NOTE + "\n\n**Native models.** Put the OmniGen2 files (`omnigen2_fp16.safetensors`, "
            "`qwen_2.5_vl_fp16.safetensors`, the FLUX.1 `ae.safetensors`) in ComfyUI's `models/diffusion_models`, "
            "`models/text_encoders`, `models/vae`. DualCFGGuider: text guidance 5.0, image guidance 2.0, "
@@ -316,13 +316,16 @@ def _benchmark(name: str, editor_name: str, specs: dict, *, respec: bool) -> wg.
                           seed=seed, **edit_kw)
             append = g.node("ReSpecHistoryAppend", history=history, image=edit["image"],
                             instruction=turn["instruction"], sent_instruction=rewrite["instruction"],
-                            plan=plan["plan"], meta=json.dumps({"seed": seed, "editor": editor_name}))
+                            plan=plan["plan"], meta=json.dumps({"seed": seed, "editor": editor_name}),
+                            editor_image_ids=select["image_ids"])
             chain = [turn, plan, select, rewrite, edit, append]
         else:
             edit = g.node(edit_cls, editor=editor["editor"], editor_images=current, current_image=current,
                           instruction=turn["instruction"], seed=seed, **edit_kw)
+            # Slot t's editor gets the current image I_{t-1} alone: recorded as its image ids.
             append = g.node("ReSpecHistoryAppend", history=history, image=edit["image"],
-                            instruction=turn["instruction"], meta=json.dumps({"seed": seed, "editor": editor_name}))
+                            instruction=turn["instruction"],
+                            meta=json.dumps({"seed": seed, "editor": editor_name, "editor_image_ids": [t - 1]}))
             chain = [turn, edit, append]
         switch = g.node("ReSpecTurnSwitch", title=f"Turn {t} switch", exists=turn["exists"],
                         history_before=history, history_after=append["history"])

@@ -4,8 +4,8 @@
    I_0 original, I_1 "add a cardboard box in front of the chest" (a box is drawn),
    I_2 "make the background blue" (a tint), then plans turn 3 twice:
    a restoration turn ("remove the cardboard box") and a mid-turn ("add a red balloon ...").
-   Each plan is printed with the Reference Selector's image ids and the Instruction Rewriter's
-   text. With random weights the VLM's words are noise: what the demo shows is the path -
+   Each turn runs through respec.turn.run_turn with a stand-in editor that keeps the image;
+   its plan is printed with the image ids the editor got and the instruction it was sent. With random weights the VLM's words are noise: what the demo shows is the path -
    prompt -> one call -> C.2 parse -> C.3 fallbacks -> selected images.
    It runs the restoration turn twice: unconstrained (noise, so the parse-failure fallback
    fires) and JSON-constrained with xgrammar (a parseable answer, ids read from it).
@@ -30,11 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # script only: 
 import numpy as np  # noqa: E402
 from skimage import data  # noqa: E402
 
-from respec.controller import (count_vlm_calls, decide_restoration, load_backend, plan_turn,  # noqa: E402
-                               rewrite_instruction, select_references)
+from respec.controller import count_vlm_calls, load_backend, rewrite_instruction, select_references  # noqa: E402
 from respec.controller.backends.transformers_vlm import xgrammar_available  # noqa: E402
 from respec.history import History  # noqa: E402
 from respec.tiny.vlm import build_tiny_qwen3vl  # noqa: E402
+from respec.turn import run_turn  # noqa: E402
 
 
 class CountingVLM:
@@ -47,6 +47,14 @@ class CountingVLM:
     def chat(self, parts, **kw):
         self.calls += 1
         return self.inner.chat(parts, **kw)
+
+
+class KeepImage:
+    """A stand-in editor: returns its last input image unchanged (this demo is about the controller)."""
+    name, last_run = "keep", {}
+
+    def edit(self, images, instruction, *, output_size, seed, steps=None, guidance=None):
+        return images[-1].resize(output_size)
 
 
 def three_turn_history() -> History:
@@ -62,20 +70,21 @@ def three_turn_history() -> History:
     return h
 
 
-def show(title: str, history: History, plan, seconds: float) -> None:
+def show(title: str, history: History, record, seconds: float) -> None:
     print(f"\n=== {title} ===")
+    plan = record.plan
     d = plan.to_dict()
     d["raw_text"] = d["raw_text"][:160] + ("..." if len(d["raw_text"]) > 160 else "")
     d["seconds"] = round(d["seconds"], 3)
     d["controller"] = "qwen3-vl:<tiny random folder>"
     print(json.dumps(d, indent=2, ensure_ascii=True, default=str))
-    for hrs in (True, False):
-        sel = select_references(history, plan, use_history_reference=hrs)
-        print(f"Reference Selector (HRS {'on ' if hrs else 'off'}): image_ids={sel.ids} fallbacks={sel.fallbacks} "
-              f"output size={sel.current.size}")
-    print(f"Instruction Rewriter (PTI on):  {rewrite_instruction(plan, True)!r}")
-    print(f"Instruction Rewriter (PTI off): {rewrite_instruction(plan, False)!r}")
-    print(f"(planned in {seconds:.2f} s)")
+    print(f"the turn (HRS on, PTI on) gave the editor image ids {record.editor_image_ids} "
+          f"(fallbacks {record.fallbacks}) and sent {record.sent_instruction!r}")
+    # The ablations' answers for the same plan (no second controller call).
+    off = select_references(history, plan, use_history_reference=False)
+    print(f"with HRS off the editor would get image ids {off.ids}; with PTI off it would be sent "
+          f"{rewrite_instruction(plan, False)!r}")
+    print(f"(turn ran in {seconds:.2f} s)")
 
 
 def scenario_calls(n_turns: int, backend, skip: bool) -> tuple[int, int]:
@@ -84,10 +93,13 @@ def scenario_calls(n_turns: int, backend, skip: bool) -> tuple[int, int]:
     for t in range(1, n_turns + 1):
         instr = "remove the cardboard box" if t == n_turns else (
             "add a cardboard box in front of the chest" if t == 1 else f"make the sky shade {t} of blue")
-        flag, meta = decide_restoration("auto", h, instr)
-        plan = plan_turn(h, instr, counter, flag, skip_non_restoration=skip, meta=meta)
-        h = h.append(h.current.image.array, instr, plan.synthesis_instruction, plan)
+        _, h = run_turn(h, instr, backend=counter, editor=KeepImage(), skip_non_restoration=skip)
     return counter.calls, count_vlm_calls(h)
+
+
+def _say_decision(request: str, record) -> None:
+    print(f"\nauto restoration decision for {request!r}: {record.is_restoration} "
+          f"({record.plan.meta['restoration_reason']})")
 
 
 def main() -> None:
@@ -100,28 +112,25 @@ def main() -> None:
         print(f"  turn {k}: {instr}")
 
     request = "remove the cardboard box"
-    flag, meta = decide_restoration("auto", history, request)
-    print(f"\nauto restoration decision for {request!r}: {flag} ({meta['restoration_reason']})")
-
     t0 = time.perf_counter()
-    plan = plan_turn(history, request, plain, flag, meta=meta)
-    show("restoration turn, unconstrained decoding", history, plan, time.perf_counter() - t0)
+    record, _ = run_turn(history, request, backend=plain, editor=KeepImage())
+    _say_decision(request, record)
+    show("restoration turn, unconstrained decoding", history, record, time.perf_counter() - t0)
 
     if xgrammar_available():
         constrained = load_backend("qwen3-vl", str(folder), device="cpu", json_constrained=True,
                                    json_max_string=4, max_new_tokens=500)
         t0 = time.perf_counter()
-        plan = plan_turn(history, request, constrained, flag, meta=meta)
-        show("restoration turn, JSON-constrained decoding (xgrammar)", history, plan, time.perf_counter() - t0)
+        record, _ = run_turn(history, request, backend=constrained, editor=KeepImage())
+        show("restoration turn, JSON-constrained decoding (xgrammar)", history, record, time.perf_counter() - t0)
     else:
         print("\n(xgrammar not installed: constrained run skipped)")
 
     mid = "add a red balloon in the upper left sky"
-    flag, meta = decide_restoration("auto", history, mid)
-    print(f"\nauto restoration decision for {mid!r}: {flag} ({meta['restoration_reason']})")
     t0 = time.perf_counter()
-    plan = plan_turn(history, mid, plain, flag, meta=meta)
-    show("mid-turn (non-restoration), unconstrained decoding", history, plan, time.perf_counter() - t0)
+    record, _ = run_turn(history, mid, backend=plain, editor=KeepImage())
+    _say_decision(mid, record)
+    show("mid-turn (non-restoration), unconstrained decoding", history, record, time.perf_counter() - t0)
 
     print("\n=== VLM calls per scenario (restoration on the last turn) ===")
     print("turns | calls (every turn) | calls (skip non-restoration) | paper: T-1")

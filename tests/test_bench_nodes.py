@@ -138,20 +138,30 @@ def test_the_turn_switch_never_asks_for_a_missing_turns_chain(pack, nodes):
     assert nodes.ReSpecTurnSwitch.INPUT_TYPES()["required"]["history_after"][1]["lazy"] is True
 
 
-def _history_for(pack, scenario, chosen=None):
+def _history_for(pack, scenario, chosen=None, hrs=True):
+    """A generated history made as a benchmark graph makes it: each turn's Reference Selector
+    image_ids go into History Append's editor_image_ids (turn 1 here has no plan: its slot
+    records [0] in the meta, as the baseline graph does)."""
+    import importlib
+    selector = importlib.import_module(f"{pack.__name__}.nodes.controller_nodes").ReSpecReferenceSelector()
+    append = importlib.import_module(f"{pack.__name__}.nodes.history_nodes").ReSpecHistoryAppend()
+    to_comfy = importlib.import_module(f"{pack.__name__}.nodes.common").images_to_comfy
     History = core(pack, "history").History
     Plan = core(pack, "plan").Plan
     rng = np.random.default_rng(0)
     h = History.start(rng.integers(0, 256, (64, 96, 3), dtype=np.uint8))
     for t, turn in enumerate(scenario.turns, start=1):
-        plan = None
-        if t > 1:
-            plan = Plan(turn=t, user_instruction=turn.instruction, synthesis_instruction="rewritten " + turn.instruction,
-                        is_restoration=scenario.is_restoration(t), vlm_called=True, controller="qwen3-vl:test",
-                        restoration_source_id=chosen if scenario.is_restoration(t) else None,
-                        image_ids=(chosen, t - 1) if scenario.is_restoration(t) else (), meta={"vlm_calls": 1})
-        h = h.append(rng.integers(0, 256, (64, 96, 3), dtype=np.uint8), turn.instruction,
-                     plan.synthesis_instruction if plan else None, plan=plan, meta={"seed": 5})
+        image = to_comfy([rng.integers(0, 256, (64, 96, 3), dtype=np.uint8)])
+        if t == 1:
+            h, _ = append.append(h, image, turn.instruction, meta=json.dumps({"seed": 5, "editor_image_ids": [0]}))
+            continue
+        plan = Plan(turn=t, user_instruction=turn.instruction, synthesis_instruction="rewritten " + turn.instruction,
+                    is_restoration=scenario.is_restoration(t), vlm_called=True, controller="qwen3-vl:test",
+                    restoration_source_id=chosen if scenario.is_restoration(t) else None,
+                    image_ids=(chosen, t - 1) if scenario.is_restoration(t) and chosen is not None else (),
+                    meta={"vlm_calls": 1})
+        ids = selector.select(h, plan, hrs)[2]
+        h, _ = append.append(h, image, turn.instruction, plan.synthesis_instruction, plan, '{"seed": 5}', ids)
     return h
 
 
@@ -232,9 +242,9 @@ def test_the_results_writer_refuses_an_incomplete_history(pack, nodes):
 def test_the_results_writer_reports_what_the_editor_got_under_each_config(pack, nodes):
     ds = core(pack, "bench.scenario").load_dataset("occur_sample")
     scenario = ds.by_id("coffee_3t_move")
-    hist = _history_for(pack, scenario, chosen=0)
     ids = {}
-    for config in ("respec", "pti"):
+    for config, hrs in (("respec", True), ("pti", False)):
+        hist = _history_for(pack, scenario, chosen=0, hrs=hrs)
         out = nodes.ReSpecResultsWriter().write(scenario, hist, json.dumps(SCORE), config, "flux2",
                                                 f"b/{config}.jsonl", "", None)
         row = json.loads(out["result"][0])
@@ -242,3 +252,15 @@ def test_the_results_writer_reports_what_the_editor_got_under_each_config(pack, 
         assert [t["is_restoration"] for t in row["turns"]] == [False, False, True]
         assert [t["stage"] for t in row["turns"]] == ["O", "M", "R"]
     assert ids == {"respec": [0, 2], "pti": [2]}
+
+
+def test_the_results_writer_says_none_where_a_history_did_not_record_the_editors_images(pack, nodes):
+    ds = core(pack, "bench.scenario").load_dataset("occur_sample")
+    scenario = ds.by_id("coffee_3t_move")
+    History = core(pack, "history").History
+    h = History.start(np.zeros((64, 96, 3), np.uint8))
+    for turn in scenario.turns:       # appended without the selector's ids: nothing is guessed
+        h = h.append(np.ones((64, 96, 3), np.uint8), turn.instruction)
+    row = json.loads(nodes.ReSpecResultsWriter().write(scenario, h, json.dumps(SCORE), "respec", "flux2",
+                                                       "b/none.jsonl", "", None)["result"][0])
+    assert row["editor_reference_ids"] is None and [t["editor_image_ids"] for t in row["turns"]] == [None] * 3

@@ -179,9 +179,8 @@ def test_i_ref_is_the_generated_image_at_the_reference_turn(tiny_models, tmp_pat
     sc = load_dataset(ds)[0]
     scorer = Recorder(tiny_models.scorer, "occur_score")
     models = _with(tiny_models, scorer=scorer)
-    clock = runner._Clock()
-    history = runner.run_turns(sc, CONFIGS["baseline"], models, BenchSettings(**SMALL), clock)
-    runner.score_scenario(sc, history, models, clock)
+    history = runner.run_turns(sc, CONFIGS["baseline"], models, BenchSettings(**SMALL))
+    runner.score_scenario(sc, history, models)
     (final, ref, masks), _ = scorer.calls[0]
     assert np.array_equal(np.asarray(ref), history.image(1).array)
     assert np.array_equal(np.asarray(final), history.image(3).array)
@@ -192,8 +191,7 @@ def test_i_ref_is_the_generated_image_at_the_reference_turn(tiny_models, tmp_pat
 def test_a_multi_occluder_scenario_unites_each_occluders_masks(tiny_models):
     sc = _scenario("chelsea_2t_multi")
     masker = Recorder(tiny_models.masker, "trajectory_masks")
-    clock = runner._Clock()
-    history = runner.run_turns(sc, CONFIGS["baseline"], tiny_models, BenchSettings(**SMALL), clock)
+    history = runner.run_turns(sc, CONFIGS["baseline"], tiny_models, BenchSettings(**SMALL))
     images = [im.rgb() for im in history.images[1:]]
     tm = runner.trajectory_masks(masker, sc, images)
     assert [c[0][1] for c in masker.calls] == ["rubber duck", "mug"]

@@ -1,13 +1,14 @@
 """The OCCUR benchmark loop, in-process (paper §5.1, appendix C.1).
 
-For each scenario and each configuration, every turn t runs
+For each scenario and each configuration, every turn t is one call of respec.turn.run_turn
 
-    plan_turn (ground-truth restoration flag, as the paper's runner) -> select_references
-    -> rewrite_instruction -> editor.edit -> history.append
+    restoration flag (the scenario's ground truth, as the paper's runner) -> plan -> select
+    references -> rewrite -> edit -> append
 
-then the final image is scored: occluder / new-object masks on the generated images I_1..I_N,
-OCCUR scores of I_N against I_ref (the *generated* history's image at the scenario's
-reference_turn), optionally the S_IF judge, and a results row is appended to results.jsonl.
+with the config's switches; then the final image is scored: occluder / new-object masks on
+the generated images I_1..I_N, OCCUR scores of I_N against I_ref (the *generated* history's
+image at the scenario's reference_turn), optionally the S_IF judge, and a results row is
+appended to results.jsonl.
 
 Configurations (paper table 2):
 
@@ -34,6 +35,7 @@ from typing import Any, Callable
 from .. import comfy
 from ..errors import InputError, Interrupted
 from ..history import History
+from ..turn import EDITOR_IMAGE_IDS, TimingHook, run_turn, stage_timer
 from .results import ResultsFile, row_key
 from .scenario import Dataset, Scenario, load_dataset
 
@@ -222,55 +224,22 @@ def turn_seed(base: int, scenario_id: str, t: int) -> int:
     return (int(base) + zlib.crc32(f"{scenario_id}:{t}".encode())) % (2 ** 31)
 
 
-class _Clock:
-    def __init__(self):
-        self.seconds = {k: 0.0 for k in STAGE_KEYS}
-
-    def run(self, stage: str, fn: Callable, *a, **kw):
-        t0 = time.perf_counter()
-        try:
-            return fn(*a, **kw)
-        finally:
-            self.seconds[stage] += time.perf_counter() - t0
-
-
-def _edit(editor, images, instruction, size, seed, settings: BenchSettings):
-    return editor.edit([im.rgb() for im in images], instruction, output_size=size, seed=seed,
-                       steps=settings.steps, guidance=settings.guidance)
-
-
 def run_turns(scenario: Scenario, config: BenchConfig, models: BenchModels, settings: BenchSettings,
-              clock: _Clock, image=None) -> History:
-    """Run every turn of a scenario under one config; return the generated history (each turn's
-    meta holds its seed, stage, editor image ids, VLM calls, fallbacks and per-stage seconds)."""
-    from ..controller import plan_turn, rewrite_instruction, select_references
-
-    i0 = image if image is not None else scenario.load_image(settings.size or None)
-    history = History.start(i0, meta={"scenario": scenario.id, "config": config.name})
+              image=None, timing: TimingHook | None = None) -> History:
+    """Run every turn of a scenario under one config (a loop over respec.turn.run_turn); return the
+    generated history (each turn's meta holds its record: seed, stage, editor image ids, VLM
+    calls, fallbacks and per-stage seconds)."""
+    history = History.start(image if image is not None else scenario.load_image(settings.size or None),
+                            meta={"scenario": scenario.id, "config": config.name})
     for t, turn in enumerate(scenario.turns, start=1):
         comfy.check_interrupted()
-        is_restoration = scenario.is_restoration(t)
-        before = dict(clock.seconds)
-        plan = None
-        if config.use_controller:
-            plan = clock.run("controller", plan_turn, history, turn.instruction, models.backend, is_restoration,
-                             skip_non_restoration=config.skip_non_restoration,
-                             meta={"restoration_flag": "ground_truth"})
-            sel = clock.run("select", select_references, history, plan, use_history_reference=config.use_hrs)
-            instruction = clock.run("rewrite", rewrite_instruction, plan, use_pti=config.use_pti)
-            images, ids, fallbacks = sel.images, list(sel.ids), list(plan.fallbacks) + list(sel.fallbacks)
-        else:
-            images, ids, fallbacks = [history.current.image], [history.next_turn - 1], []
-            instruction = turn.instruction
-        seed = turn_seed(settings.seed, scenario.id, t)
-        out = clock.run("editor", _edit, models.editor, images, instruction, history.current.image.size,
-                        seed, settings)
-        meta = {"seed": seed, "stage": turn.stage, "is_restoration": is_restoration, "editor_image_ids": ids,
-                "vlm_calls": int(plan.meta.get("vlm_calls", 0)) if plan is not None else 0,
-                "fallbacks": fallbacks, "editor": dict(getattr(models.editor, "last_run", {}) or {}),
-                "seconds": {k: round(clock.seconds[k] - before[k], 4) for k in STAGE_KEYS
-                            if clock.seconds[k] - before[k] > 0}}
-        history = history.append(out, turn.instruction, sent_instruction=instruction, plan=plan, meta=meta)
+        _, history = run_turn(history, turn.instruction, editor=models.editor, backend=models.backend,
+                              is_restoration=scenario.is_restoration(t), use_controller=config.use_controller,
+                              use_pti=config.use_pti, use_hrs=config.use_hrs,
+                              skip_non_restoration=config.skip_non_restoration,
+                              seed=turn_seed(settings.seed, scenario.id, t), steps=settings.steps,
+                              guidance=settings.guidance, plan_meta={"restoration_flag": "ground_truth"},
+                              meta={"stage": turn.stage}, timing=timing)
     return history
 
 
@@ -299,27 +268,33 @@ def trajectory_masks(masker: Any, scenario: Scenario, images: list):
     return replace(first, occ=occ, records=records, occluder_label=scenario.occluder)
 
 
-def score_scenario(scenario: Scenario, history: History, models: BenchModels, clock: _Clock) -> dict:
-    """Masks on the generated images, then the OCCUR score of I_N against the generated I_ref."""
+def score_scenario(scenario: Scenario, history: History, models: BenchModels,
+                   seconds: dict[str, float] | None = None) -> dict:
+    """Masks on the generated images, then the OCCUR score of I_N against the generated I_ref
+    (each stage's seconds added to `seconds` when given)."""
+    stage = stage_timer(seconds if seconds is not None else {})
     generated = [im.rgb() for im in history.images[1:]]
-    masks = clock.run("masks", trajectory_masks, models.masker, scenario, generated)
+    with stage("masks"):
+        masks = trajectory_masks(models.masker, scenario, generated)
     ref = history.image(scenario.reference_turn).rgb()
-    score = clock.run("score", models.scorer.occur_score, generated[-1], ref, masks)
+    with stage("score"):
+        score = models.scorer.occur_score(generated[-1], ref, masks)
     return {"score": score, "masks": masks}
 
 
-def judge_turns(history: History, judge_backend: Any, clock: _Clock | None = None,
+def judge_turns(history: History, judge_backend: Any, seconds: dict[str, float] | None = None,
                 max_new_tokens: int | None = None) -> dict:
     """S_IF of every turn (the judge's 0-3 grade / 3); the row's S_IF is the mean over turns
     (appendix B.2 uses the mean so that longer scenarios are not favoured)."""
     from ..judge import judge_instruction
-    clock = clock or _Clock()
+    stage = stage_timer(seconds if seconds is not None else {})
     opts = {"max_new_tokens": int(max_new_tokens)} if max_new_tokens else {}
     per_turn, calls = [], 0
     for t in range(1, len(history)):
         comfy.check_interrupted()
-        res = clock.run("judge", judge_instruction, judge_backend, history.image(t - 1).rgb(),
-                        history.image(t).rgb(), history.turns[t].instruction, **opts)
+        with stage("judge"):
+            res = judge_instruction(judge_backend, history.image(t - 1).rgb(), history.image(t).rgb(),
+                                    history.turns[t].instruction, **opts)
         calls += int(res.get("vlm_calls", 1))
         per_turn.append(res)
     return summarise_judgements(per_turn, calls)
@@ -364,24 +339,10 @@ def _save_images(out_dir: Path, key_dir: str, history: History) -> list[str]:
     return paths
 
 
-def _editor_ids(history: History, turn, config: BenchConfig | None) -> list[int]:
-    """The image ids the editor got at this turn: recorded by the runner; for a history built by
-    the nodes, re-derived with the Reference Selector's own rules from the plan and the config."""
-    ids = (turn.meta or {}).get("editor_image_ids")
-    if ids is not None:
-        return list(ids)
-    if turn.plan is None:
-        return [turn.index - 1]
-    from ..controller import select_references
-    try:
-        return list(select_references(history.rewind(turn.index - 1), turn.plan,
-                                      use_history_reference=config.use_hrs if config else True).ids)
-    except Exception:  # a plan from elsewhere that the selector refuses: say what is known
-        return [turn.index - 1]
-
-
-def turn_records(history: History, scenario: Scenario | None = None, config: BenchConfig | None = None) -> list[dict]:
-    """Per-turn records of a generated history (what the row's 'turns' holds)."""
+def turn_records(history: History, scenario: Scenario | None = None) -> list[dict]:
+    """Per-turn records of a generated history (what the row's 'turns' holds). The editor's image
+    ids are the ones recorded with each turn (run_turn's record, or the History Append node's
+    editor_image_ids input); None where nothing was recorded."""
     out = []
     for turn in history.turns[1:]:
         plan, meta = turn.plan, turn.meta or {}
@@ -393,13 +354,18 @@ def turn_records(history: History, scenario: Scenario | None = None, config: Ben
         out.append({"t": t, "stage": meta.get("stage", scenario.turns[t - 1].stage if scenario else None),
                     "is_restoration": flag,
                     "instruction": turn.instruction, "sent_instruction": turn.sent_instruction,
-                    "editor_image_ids": _editor_ids(history, turn, config),
+                    "editor_image_ids": _recorded_ids(meta),
                     "vlm_calls": int(meta.get("vlm_calls", plan.meta.get("vlm_calls", int(plan.vlm_called))
                                               if plan is not None else 0)),
                     "fallbacks": list(meta.get("fallbacks", plan.fallbacks if plan is not None else [])),
                     "seed": meta.get("seed"), "plan": plan.to_dict() if plan is not None else None,
                     "seconds": meta.get("seconds", {})})
     return out
+
+
+def _recorded_ids(meta: dict) -> list[int] | None:
+    ids = meta.get(EDITOR_IMAGE_IDS)
+    return [int(i) for i in ids] if isinstance(ids, (list, tuple)) else None
 
 
 def make_row(scenario: Scenario, history: History, score: dict, *, config: str, editor: str,
@@ -411,7 +377,7 @@ def make_row(scenario: Scenario, history: History, score: dict, *, config: str, 
         raise InputError(f"scenario {scenario.id!r} has {scenario.num_turns} turns but the history holds "
                          f"{len(history) - 1} edits; a results row needs the whole scenario")
     cfg = CONFIGS.get(config)
-    turns = turn_records(history, scenario, cfg)
+    turns = turn_records(history, scenario)
     controller = controller or next((t.plan.controller for t in history.turns
                                      if t.plan is not None and t.plan.vlm_called and t.plan.controller), "")
     judge = judge or {}
@@ -462,18 +428,21 @@ def run_one(scenario: Scenario, config: BenchConfig, models: BenchModels, settin
             out_dir: Path | None = None, image=None) -> dict:
     """Run and score one scenario under one config; return its results row (nothing written
     but the images, when an out_dir is given and settings.save_images)."""
-    clock = _Clock()
     t_start = time.perf_counter()
-    history = run_turns(scenario, config, models, settings, clock, image=image)
-    scored = score_scenario(scenario, history, models, clock)
+    history = run_turns(scenario, config, models, settings, image=image)
+    seconds = {k: 0.0 for k in STAGE_KEYS}
+    for turn in history.turns[1:]:
+        for k, v in (turn.meta.get("seconds") or {}).items():
+            seconds[k] = seconds.get(k, 0.0) + float(v)
+    scored = score_scenario(scenario, history, models, seconds)
     judge = None
     if settings.judge and models.judge_backend is not None:
-        judge = judge_turns(history, models.judge_backend, clock,
+        judge = judge_turns(history, models.judge_backend, seconds,
                             settings.judge_max_new_tokens or (48 if settings.smoke else None))
     row = make_row(scenario, history, scored["score"], config=config.name, editor=settings.editor,
                    controller=models.describe.get("controller", ""), smoke=settings.smoke, seed=settings.seed,
                    judge=judge, masks=scored["masks"], editor_model=models.describe.get("editor_model", ""),
-                   seconds={**{k: round(v, 4) for k, v in clock.seconds.items()},
+                   seconds={**{k: round(v, 4) for k, v in seconds.items()},
                             "total": round(time.perf_counter() - t_start, 4)})
     if out_dir is not None and settings.save_images:
         row["images"] = _save_images(out_dir, f"{scenario.id}/{config.name}-{settings.editor}", history)
