@@ -219,7 +219,8 @@ def reference_selection_correct(plan: Any, ground_truth_id: int | None) -> bool 
     """Whether the plan's restoration_source_id equals the scenario's ground-truth reference turn.
 
     None when there is no ground truth to compare with; a plan without a restoration source
-    (parse fallback, non-restoration decision) counts as wrong.
+    (a non-restoration decision) counts as wrong. A parse failure has C.3's source 0 and counts
+    like any other answer.
     """
     if ground_truth_id is None:
         return None

@@ -5,15 +5,19 @@ the fallbacks, D_t - is the real code.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from controller_helpers import ScriptedAnswer, make_history
-from respec.controller import parse_midturn, parse_restoration, plan_turn
+from respec.controller import parse_midturn, parse_restoration, parsing, plan_turn
 from respec.plan import Plan
+from respec.store import SessionStore
 
+ROOT = Path(__file__).resolve().parent.parent
 REQUEST = "remove the large cardboard box"
 HISTORY = make_history(4)   # I_0..I_3, so this is turn t = 4 and t-1 = 3
 
@@ -54,6 +58,10 @@ def fenced(obj) -> str:
     return "Here is the plan.\n```json\n" + json.dumps(obj, indent=2) + "\n```\nDone."
 
 
+PARSE_FAILED_C3 = ("json_parse_failed", "identity_anchor_id_missing", "restoration_source_id_missing",
+                   "restoration_region_empty", "image_ids_missing")
+
+
 def without(key: str) -> dict:
     return {k: v for k, v in FULL.items() if k != key}
 
@@ -91,7 +99,7 @@ def test_cut_off_answer_is_a_parse_failure_not_its_inner_object():
     # the token cap cut the answer inside "image_ids": "reasoning" alone is complete JSON
     cut = json.dumps(FULL)[: json.dumps(FULL).index('"image_ids"') + 16]
     plan = restoration_plan(cut)
-    assert plan.fallbacks == ("json_parse_failed",) and plan.image_ids == () and plan.reasoning is None
+    assert plan.fallbacks == PARSE_FAILED_C3 and plan.image_ids == (0, 3) and plan.reasoning is None
     assert plan.synthesis_instruction == cut
 
 
@@ -108,13 +116,23 @@ def test_control_characters_inside_strings_are_accepted():
     assert plan.fallbacks == ()
 
 
-def test_parse_failure_on_restoration_turn_gives_no_ids_no_images_and_the_raw_text():
+def test_parse_failure_on_restoration_turn_keeps_the_raw_text_and_applies_the_c3_id_rules():
+    # C.2 builds the fallback object (ids None, image_ids []), then C.3 fills it like any other
+    # incomplete answer: anchor t-1, source 0, image_ids [source, anchor]; each rule is recorded.
     raw = "I think image 0 shows the patch best; remove the box and bring the patch back."
     plan = restoration_plan(raw)
-    assert fields(plan) == expected(synthesis_instruction=raw, preservation_target=None, restoration_source_id=None,
-                                    identity_anchor_id=None, restoration_region=None, image_ids=[],
-                                    reasoning=None, fallbacks=["json_parse_failed"])
+    assert fields(plan) == expected(synthesis_instruction=raw, preservation_target=None, restoration_source_id=0,
+                                    identity_anchor_id=3, restoration_region=None, image_ids=[0, 3],
+                                    reasoning=None, fallbacks=list(PARSE_FAILED_C3))
     assert plan.meta["parse"] == "no_json"
+
+
+def test_parse_failure_and_a_non_object_answer_get_the_same_ids():
+    failed = restoration_plan("no JSON here")
+    for not_an_object in ("null", "[1, 2]", '"text"'):
+        other = restoration_plan(not_an_object)
+        assert (other.restoration_source_id, other.identity_anchor_id, other.image_ids) == \
+               (failed.restoration_source_id, failed.identity_anchor_id, failed.image_ids) == (0, 3, (0, 3))
 
 
 def test_parse_failure_on_mid_turn_uses_the_raw_text():
@@ -129,9 +147,10 @@ def test_parse_failure_on_mid_turn_uses_the_raw_text():
 def test_parse_failure_with_an_empty_answer_uses_the_user_request():
     plan = restoration_plan("   \n")
     assert fields(plan) == expected(synthesis_instruction=REQUEST, preservation_target=None,
-                                    restoration_source_id=None, identity_anchor_id=None, restoration_region=None,
-                                    image_ids=[], reasoning=None,
-                                    fallbacks=["json_parse_failed", "synthesis_instruction_missing"])
+                                    restoration_source_id=0, identity_anchor_id=3, restoration_region=None,
+                                    image_ids=[0, 3], reasoning=None,
+                                    fallbacks=["json_parse_failed", "synthesis_instruction_missing",
+                                               *PARSE_FAILED_C3[1:]])
 
 
 def test_result_that_is_not_a_dict_uses_the_user_request():
@@ -279,8 +298,9 @@ def test_any_answer_text_gives_a_valid_plan(answer, restoration):
     assert set(plan.fallbacks) <= {"json_parse_failed", "result_not_a_dict", "synthesis_instruction_missing",
                                    "identity_anchor_id_missing", "restoration_source_id_missing",
                                    "restoration_region_empty", "image_ids_missing", "image_ids_entry_unreadable"}
-    if restoration and "json_parse_failed" not in plan.fallbacks:
+    if restoration:  # C.3 applies to every restoration answer, a parse failure included
         assert len(plan.image_ids) >= 1 and plan.identity_anchor_id is not None
+        assert plan.restoration_source_id is not None
     if not restoration:
         assert plan.image_ids == ()
     # the plan survives its own JSON round trip (it is saved with the history)
@@ -293,3 +313,120 @@ def test_parser_functions_never_raise(text, turn):
     r = parse_restoration(text, turn, "do it")
     m = parse_midturn(text, "do it")
     assert r.synthesis_instruction and m.synthesis_instruction
+
+
+# ----------------------------------------------------------------------------- hostile answers
+
+@pytest.mark.timeout(60)
+def test_unbalanced_braces_are_searched_in_linear_time():
+    # was a backtracking regex: 32 s for 40 kB, ~17 minutes for 1 MB (the timeout fails it)
+    for raw in ("{" * 1_000_000, "x{" * 500_000, "}" * 100 + "{" * 500_000, "```json\n" * 120_000,
+                "{" + "a" * 500_000 + "}" * 10 + "{" * 300_000):
+        plan = restoration_plan(raw)
+        assert plan.image_ids == (0, 3) and "json_parse_failed" in plan.fallbacks
+
+
+def test_first_brace_to_last_brace_is_the_object_read():
+    inner = json.dumps(FULL)
+    plan = restoration_plan("note {not json} then " + inner + " and }")
+    # first "{" .. last "}" is not JSON; the object at the first brace is not either: parse failure
+    assert "json_parse_failed" in plan.fallbacks
+    plan = restoration_plan("Sure: " + inner + " (done)")
+    assert fields(plan) == expected()
+
+
+def _nested(depth: int) -> dict:
+    return json.loads('{"a": ' * depth + "1" + "}" * depth)
+
+
+def test_deeply_nested_reasoning_is_kept_as_a_capped_string_and_the_plan_serialises():
+    answer = json.dumps({**FULL, "reasoning": {"notes": "deep"}}).replace(
+        '{"notes": "deep"}', '{"a": ' * 600 + "1" + "}" * 600)
+    plan = restoration_plan(answer)
+    d = plan.to_dict()          # raised RecursionError (dataclasses.asdict) at ~500 levels
+    text = json.dumps(d)
+    assert isinstance(plan.reasoning, str) and len(plan.reasoning) <= parsing.MAX_REASONING_CHARS
+    assert "reasoning" in plan.meta["truncated"]
+    assert plan.image_ids == (0, 3) and plan.fallbacks == ()
+    assert Plan.from_dict(json.loads(text)).reasoning == plan.reasoning
+
+
+def test_modest_reasoning_objects_are_kept_as_objects():
+    plan = restoration_plan(fenced(FULL))
+    assert plan.reasoning == REASONING and "truncated" not in plan.meta
+
+
+def test_huge_strings_are_capped_and_recorded():
+    big = "word " * 400_000   # 2 MB
+    plan = restoration_plan(fenced({**FULL, "synthesis_instruction": big, "restoration_region": big,
+                                    "reasoning": {"notes": big}}))
+    assert len(plan.synthesis_instruction) <= parsing.MAX_INSTRUCTION_CHARS
+    assert len(plan.restoration_region) <= parsing.MAX_FIELD_CHARS
+    assert isinstance(plan.reasoning, str) and len(plan.reasoning) <= parsing.MAX_REASONING_CHARS
+    assert len(plan.raw_text) <= parsing.MAX_RAW_CHARS
+    assert set(plan.meta["truncated"]) >= {"synthesis_instruction", "restoration_region", "reasoning", "raw_text"}
+
+
+def test_lone_surrogates_are_replaced_at_the_parse_boundary(tmp_path):
+    answer = json.dumps({**FULL, "synthesis_instruction": "remove the box \ud800 now",
+                         "reasoning": {"notes\udfff": "x\ud83d"}})
+    assert "\\ud800" in answer
+    plan = restoration_plan(answer + "\udc80")
+    for text in (plan.synthesis_instruction, json.dumps(plan.to_dict(), ensure_ascii=False), plan.raw_text):
+        text.encode("utf-8")    # raised UnicodeEncodeError in the store and the results writer
+    assert plan.synthesis_instruction == "remove the box \ufffd now"
+    store = SessionStore(tmp_path / "store")
+    store.create("s", HISTORY.images[0].array)
+    for k in range(1, 4):
+        store.append("s", HISTORY.images[k].array, f"edit {k}")
+    store.append("s", HISTORY.images[0].array, REQUEST, plan.synthesis_instruction, plan=plan)
+    assert SessionStore(tmp_path / "store").load("s").turns[-1].plan.to_dict() == plan.to_dict()
+
+
+def test_huge_integer_ids_are_unreadable_not_kept():
+    plan = restoration_plan(fenced({**FULL, "restoration_source_id": 10 ** 40, "image_ids": [10 ** 40, 3]}))
+    assert plan.restoration_source_id == 0 and plan.image_ids == (3,)
+    assert set(plan.fallbacks) == {"restoration_source_id_missing", "image_ids_entry_unreadable"}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(answer=st.one_of(
+    st.text(max_size=300), _answers(),
+    st.binary(min_size=1, max_size=300).map(lambda b: b.decode("utf-8", "surrogateescape")),
+    st.lists(st.sampled_from(['{"synthesis_instruction": "', '{"reasoning": ', '"restoration_region": "',
+                              "\\ud800", "\udc80", "\\udfff", '", ', '"}', "[", "]", "}", "x"]),
+             min_size=1, max_size=30).map("".join)),
+       restoration=st.booleans())
+def test_any_answer_gives_a_plan_that_serialises_stores_and_reloads(tmp_path_factory, answer, restoration):
+    plan = plan_turn(HISTORY, REQUEST, ScriptedAnswer(answer), restoration)
+    text = json.dumps(plan.to_dict(), ensure_ascii=False)
+    text.encode("utf-8")
+    store = _property_store(tmp_path_factory)
+    hist = store.append("p", HISTORY.images[0].array, REQUEST, plan.synthesis_instruction, plan=plan)
+    again = SessionStore(store.root).load("p").turns[-1]
+    assert again.plan.to_dict() == json.loads(text) == hist.turns[-1].plan.to_dict()
+    store.rewind("p", 3)
+
+
+_STORES: dict = {}
+
+
+def _property_store(factory) -> SessionStore:
+    if "s" not in _STORES:
+        store = SessionStore(factory.mktemp("property") / "store")
+        store.create("p", HISTORY.images[0].array)
+        for k in range(1, 4):
+            store.append("p", HISTORY.images[k].array, f"edit {k}")
+        _STORES["s"] = store
+    return _STORES["s"]
+
+
+def test_fuzzed_answers_pass_through_the_whole_turn_path_without_an_exception(tmp_path):
+    # a CI-size run of scripts/fuzz_controller.py (the benchmark runs 10,000 cases and times them)
+    spec = importlib.util.spec_from_file_location("fuzz_controller", ROOT / "scripts" / "fuzz_controller.py")
+    fuzz = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fuzz)
+    res = fuzz.run(count=60, seed=13, workdir=tmp_path)
+    assert res["exceptions"] == 0, res["errors"]
+    assert sum(v["cases"] for v in res["by_kind"].values()) == 60 and len(res["by_kind"]) >= 8

@@ -42,9 +42,9 @@ def test_selector_falls_back_to_the_latest_image_when_no_id_exists():
     assert chosen.fallbacks == ["image_id_not_in_history_dropped", "no_valid_image_id_latest_image"]
 
 
-def test_selector_uses_the_latest_image_after_a_parse_failure():
-    # C.2's fallback object has no ids and an empty image_ids list
-    chosen = select_references(H, restoration([], fallbacks=("json_parse_failed",)))
+def test_selector_uses_the_latest_image_when_a_plan_has_no_image_ids():
+    # the parser always fills image_ids on restoration turns (C.3); a plan built elsewhere may not
+    chosen = select_references(H, restoration([]))
     assert chosen.ids == [3]
     assert chosen.fallbacks == ["no_valid_image_id_latest_image"]
 

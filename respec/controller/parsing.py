@@ -3,6 +3,17 @@
 Every rule that fires is recorded by a stable name (the constants below) so a plan says how
 it was obtained. Parsing never raises: any text gives a usable result. Ids are NOT clamped
 here (C.3); the Reference Selector drops ids that do not exist.
+
+C.2 then C.3, in that order, on every answer: a parse failure first becomes C.2's fallback
+object (ids None, image_ids [], the raw answer as the instruction) and, on a restoration turn,
+C.3 then fills it like any other incomplete answer (anchor t-1, source 0, image_ids
+[source, anchor]); every rule that fired is in `fallbacks`.
+
+Any text is read in time linear in its length, and what a plan keeps from the model is bounded
+(see the MAX_* sizes, each including the TRUNCATED marker; cut fields are named in
+`Parsed.truncated`) and encodable (lone UTF-16
+surrogates, e.g. from a "\\ud800" escape, become U+FFFD), so a hostile answer cannot crash
+a later step (serialising the plan, the store, the results file).
 """
 from __future__ import annotations
 
@@ -28,9 +39,39 @@ RESTORATION_REGION_EMPTY = "restoration_region_empty"            # -> None
 IMAGE_IDS_MISSING = "image_ids_missing"                          # -> [source, anchor]
 IMAGE_IDS_ENTRY_UNREADABLE = "image_ids_entry_unreadable"        # a non-integer entry is dropped
 
-_FENCE = re.compile(r"```\s*json\s*\n?(.*?)```", re.DOTALL | re.IGNORECASE)
-_FIRST_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+# What a plan keeps from the model (a normal answer under the token cap is a few kB).
+MAX_RAW_CHARS = 65_536           # plan.raw_text, kept for audit
+MAX_INSTRUCTION_CHARS = 8_192    # synthesis_instruction (editors' text encoders read far less)
+MAX_FIELD_CHARS = 2_048          # restoration_region, preservation target
+MAX_REASONING_CHARS = 16_384     # reasoning, as JSON text
+MAX_REASONING_DEPTH = 8          # deeper reasoning objects are kept as (capped) JSON text
+MAX_ID_CHARS = 32                # an id written as text ("Image 2")
+MAX_IMAGE_IDS = 64               # image_ids entries read (the paper's plans hold two)
+MAX_FENCED_BLOCKS = 32           # ```json blocks tried before the object search
+TRUNCATED = "...[truncated]"
+
+_FENCE_OPEN = re.compile(r"```\s*json", re.IGNORECASE)
 _ID_TEXT = re.compile(r"\s*(?:image\s*|i_?)?(-?\d{1,9})\s*", re.IGNORECASE)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encodable(text: str) -> str:
+    """`text` with lone UTF-16 surrogates replaced by U+FFFD, so it encodes as UTF-8."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+
+
+def _cap(text: str, limit: int, name: str, truncated: list[str]) -> str:
+    if len(text) <= limit:
+        return text
+    if name not in truncated:
+        truncated.append(name)
+    return text[:limit - len(TRUNCATED)] + TRUNCATED
 
 
 def _loads(text: str) -> tuple[bool, Any]:
@@ -40,34 +81,51 @@ def _loads(text: str) -> tuple[bool, Any]:
         return False, None
 
 
-def _object_at_first_brace(text: str) -> tuple[bool, Any]:
+def _object_at_first_brace(text: str, start: int) -> tuple[bool, Any]:
     """The object that starts at the first "{" (trailing text allowed). Only the first brace:
     when that object is cut off, an inner object must not be mistaken for the answer."""
-    start = text.find("{")
-    if start == -1:
-        return False, None
     try:
         return True, json.JSONDecoder(strict=False).raw_decode(text, start)[0]
     except Exception:
         return False, None
 
 
+def _fenced_blocks(text: str):
+    """The contents of the first MAX_FENCED_BLOCKS ```json ... ``` blocks, in order (one pass
+    over the text: each block's end is searched once, and an unclosed fence ends the search)."""
+    pos = 0
+    for _ in range(MAX_FENCED_BLOCKS):
+        m = _FENCE_OPEN.search(text, pos)
+        if m is None:
+            return
+        end = text.find("```", m.end())
+        if end == -1:
+            return
+        yield text[m.end():end]
+        pos = end + 3
+
+
 def extract_json(text: str) -> tuple[bool, Any, str]:
     """C.2: a fenced ```json block first, else the first JSON-like object in the text.
 
     Returns (found, value, how) with how one of FOUND_FENCED, FOUND_FIRST_OBJECT, FOUND_NOTHING.
-    A fenced block that is not valid JSON falls through to the object search."""
+    A fenced block that is not valid JSON falls through to the object search. The object is the
+    text from the first "{" to the last "}" (the paper's greedy regular expression, found
+    directly rather than by a backtracking search), else the object that starts at the first "{"."""
     text = text if isinstance(text, str) else str(text)
-    for m in _FENCE.finditer(text):
-        ok, value = _loads(m.group(1).strip())
+    for block in _fenced_blocks(text):
+        block = block.strip()
+        if not block:
+            continue
+        ok, value = _loads(block)
         if ok:
             return True, value, FOUND_FENCED
-    m = _FIRST_OBJECT.search(text)
-    if m:
-        ok, value = _loads(m.group(0))  # greedy: first "{" to last "}"
+    start, end = text.find("{"), text.rfind("}")
+    if start != -1 and end > start:
+        ok, value = _loads(text[start:end + 1])
         if ok:
             return True, value, FOUND_FIRST_OBJECT
-        ok, value = _object_at_first_brace(text)  # e.g. two objects in one answer
+        ok, value = _object_at_first_brace(text, start)  # e.g. two objects in one answer
         if ok:
             return True, value, FOUND_FIRST_OBJECT
     return False, None, FOUND_NOTHING
@@ -79,10 +137,10 @@ def as_image_id(value: Any) -> int | None:
     if value is None or isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value
+        return value if abs(value) < 2 ** 31 else None
     if isinstance(value, float):
         return int(value) if math.isfinite(value) and value.is_integer() and abs(value) < 2 ** 31 else None
-    if isinstance(value, str):
+    if isinstance(value, str) and len(value) <= MAX_ID_CHARS:
         m = _ID_TEXT.fullmatch(value)
         return int(m.group(1)) if m else None
     return None
@@ -94,9 +152,56 @@ def _nonempty_text(value: Any) -> str | None:
     return None
 
 
+def _depth_within(value: Any, limit: int) -> bool:
+    """Whether `value` nests at most `limit` containers deep (iterative: any depth is safe)."""
+    stack = [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (dict, list)):
+            if d > limit:
+                return False
+            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return True
+
+
+def _clean(value: Any) -> Any:
+    """A copy of a shallow JSON value with every string (keys too) made encodable."""
+    if isinstance(value, str):
+        return encodable(value)
+    if isinstance(value, dict):
+        return {encodable(str(k)): _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+def bounded_reasoning(value: Any, truncated: list[str]) -> Any:
+    """The model's reasoning as the plan keeps it: the value itself when it is shallow and small,
+    else its JSON text cut to MAX_REASONING_CHARS (recorded as truncated)."""
+    if value is None:
+        return None
+    if _depth_within(value, MAX_REASONING_DEPTH):
+        kept = _clean(value)
+        try:
+            text = json.dumps(kept, ensure_ascii=False)
+        except (TypeError, ValueError):
+            text = None
+        if text is not None and len(text) <= MAX_REASONING_CHARS:
+            return kept
+    else:
+        # Too deep for the serialisers downstream (dataclasses.asdict recurses): keep the text.
+        try:
+            text = json.dumps(value, ensure_ascii=False)
+        except (TypeError, ValueError, RecursionError):
+            text = repr(type(value).__name__)
+    if "reasoning" not in truncated:
+        truncated.append("reasoning")
+    return encodable(text[:MAX_REASONING_CHARS - len(TRUNCATED)]) + TRUNCATED
+
+
 @dataclass
 class Parsed:
-    """The plan fields read from one answer, and the rules that fired."""
+    """The plan fields read from one answer, the rules that fired and the fields that were cut."""
 
     synthesis_instruction: str
     reasoning: Any = None
@@ -108,24 +213,25 @@ class Parsed:
     preservation_target_from: str | None = None
     fallbacks: list[str] = field(default_factory=list)
     found: str = FOUND_NOTHING
+    truncated: list[str] = field(default_factory=list)
 
 
-def _instruction(obj: dict, user_instruction: str, fallbacks: list[str]) -> str:
+def _instruction(obj: dict, user_instruction: str, fallbacks: list[str], truncated: list[str]) -> str:
     text = _nonempty_text(obj.get("synthesis_instruction"))
     if text is None:
         fallbacks.append(SYNTHESIS_INSTRUCTION_MISSING)
         return user_instruction
-    return text
+    return _cap(encodable(text), MAX_INSTRUCTION_CHARS, "synthesis_instruction", truncated)
 
 
-def _raw_as_instruction(raw: str, user_instruction: str, fallbacks: list[str]) -> str:
+def _raw_as_instruction(raw: str, user_instruction: str, fallbacks: list[str], truncated: list[str]) -> str:
     """C.2: on a parse failure the raw answer is the instruction; an empty answer has none,
     so the user's request is used instead (and recorded)."""
     text = _nonempty_text(raw)
     if text is None:
         fallbacks.append(SYNTHESIS_INSTRUCTION_MISSING)
         return user_instruction
-    return text
+    return _cap(encodable(text), MAX_INSTRUCTION_CHARS, "synthesis_instruction", truncated)
 
 
 def preservation_target(reasoning: Any, restoration_region: str | None) -> tuple[str | None, str | None]:
@@ -135,31 +241,44 @@ def preservation_target(reasoning: Any, restoration_region: str | None) -> tuple
         for key in ("target_evidence", "uncovered_region"):
             text = _nonempty_text(reasoning.get(key))
             if text is not None:
-                return text, f"reasoning.{key}"
+                return _cap(encodable(text), MAX_FIELD_CHARS, "preservation_target", []), f"reasoning.{key}"
     if restoration_region:
         return restoration_region, "restoration_region"
     return None, None
 
 
-def _read_answer(raw, user_instruction: str):
-    """(object, how it was found, None), or (None, how, the C.2 fallback Parsed) when no JSON is found."""
-    raw = raw if isinstance(raw, str) else str(raw)
-    found, obj, how = extract_json(raw)
-    if found:
-        return obj, how, None
-    fallbacks = [JSON_PARSE_FAILED]
-    return None, how, Parsed(_raw_as_instruction(raw, user_instruction, fallbacks), fallbacks=fallbacks, found=how)
+def _region(value: Any, truncated: list[str]) -> str | None:
+    if isinstance(value, (dict, list)):
+        if not value:
+            return None
+        try:
+            value = json.dumps(value, ensure_ascii=False)
+        except (TypeError, ValueError, RecursionError):
+            value = type(value).__name__
+    elif value is not None and not isinstance(value, str):
+        value = str(value)
+    text = _nonempty_text(value)
+    return None if text is None else _cap(encodable(text), MAX_FIELD_CHARS, "restoration_region", truncated)
 
 
 def parse_restoration(raw: str, turn: int, user_instruction: str) -> Parsed:
-    """Read a restoration answer at turn t = `turn` (C.2 + C.3)."""
-    obj, how, failed = _read_answer(raw, user_instruction)
-    if failed is not None:
-        return failed  # C.2 fallback object: no ids, no images, the raw answer as the instruction
+    """Read a restoration answer at turn t = `turn`: C.2 (find the object, or the fallback
+    object), then C.3 (fill missing ids) on every answer, a parse failure included."""
+    raw = raw if isinstance(raw, str) else str(raw)
+    found, obj, how = extract_json(raw)
     fallbacks: list[str] = []
-    if not isinstance(obj, dict):
-        fallbacks += [RESULT_NOT_A_DICT, SYNTHESIS_INSTRUCTION_MISSING]
+    truncated: list[str] = []
+    if not found:
+        # C.2's fallback object: no ids, no image_ids, the raw answer as the instruction.
+        fallbacks.append(JSON_PARSE_FAILED)
+        instruction = _raw_as_instruction(raw, user_instruction, fallbacks, truncated)
         obj = {}
+    elif not isinstance(obj, dict):
+        fallbacks += [RESULT_NOT_A_DICT, SYNTHESIS_INSTRUCTION_MISSING]
+        instruction = user_instruction
+        obj = {}
+    else:
+        instruction = None   # read after the ids, so the rules are listed in the paper's order
     anchor = as_image_id(obj.get("identity_anchor_id"))
     if anchor is None:
         fallbacks.append(IDENTITY_ANCHOR_ID_MISSING)
@@ -168,18 +287,16 @@ def parse_restoration(raw: str, turn: int, user_instruction: str) -> Parsed:
     if source is None:
         fallbacks.append(RESTORATION_SOURCE_ID_MISSING)
         source = 0
-    region_value = obj.get("restoration_region")
-    if isinstance(region_value, (dict, list)):
-        region_value = json.dumps(region_value) if region_value else None
-    elif region_value is not None and not isinstance(region_value, str):
-        region_value = str(region_value)
-    region = _nonempty_text(region_value)
+    region = _region(obj.get("restoration_region"), truncated)
     if region is None:
         fallbacks.append(RESTORATION_REGION_EMPTY)
     ids_value = obj.get("image_ids")
     if ids_value is not None and not isinstance(ids_value, list):
         ids_value = [ids_value]
     ids: list[int] = []
+    if ids_value is not None and len(ids_value) > MAX_IMAGE_IDS:
+        truncated.append("image_ids")
+        ids_value = ids_value[:MAX_IMAGE_IDS]
     for v in ids_value or []:
         i = as_image_id(v)
         if i is None:
@@ -190,23 +307,27 @@ def parse_restoration(raw: str, turn: int, user_instruction: str) -> Parsed:
     if not ids:
         fallbacks.append(IMAGE_IDS_MISSING)
         ids = [source, anchor]
-    if RESULT_NOT_A_DICT in fallbacks:
-        instruction = user_instruction
-    else:
-        instruction = _instruction(obj, user_instruction, fallbacks)
-    reasoning = obj.get("reasoning")
+    if instruction is None:
+        instruction = _instruction(obj, user_instruction, fallbacks, truncated)
+    reasoning = bounded_reasoning(obj.get("reasoning"), truncated)
     target, target_from = preservation_target(reasoning, region)
-    return Parsed(instruction, reasoning, anchor, source, region, tuple(ids), target, target_from, fallbacks, how)
+    return Parsed(instruction, reasoning, anchor, source, region, tuple(ids), target, target_from, fallbacks, how,
+                  truncated)
 
 
 def parse_midturn(raw: str, user_instruction: str) -> Parsed:
     """Read a mid-turn rewrite answer (C.2): only reasoning and synthesis_instruction matter."""
-    obj, how, failed = _read_answer(raw, user_instruction)
-    if failed is not None:
-        return failed
+    raw = raw if isinstance(raw, str) else str(raw)
+    found, obj, how = extract_json(raw)
     fallbacks: list[str] = []
+    truncated: list[str] = []
+    if not found:
+        fallbacks.append(JSON_PARSE_FAILED)
+        return Parsed(_raw_as_instruction(raw, user_instruction, fallbacks, truncated), fallbacks=fallbacks,
+                      found=how, truncated=truncated)
     if not isinstance(obj, dict):
         fallbacks += [RESULT_NOT_A_DICT, SYNTHESIS_INSTRUCTION_MISSING]
         return Parsed(user_instruction, fallbacks=fallbacks, found=how)
-    instruction = _instruction(obj, user_instruction, fallbacks)
-    return Parsed(instruction, obj.get("reasoning"), fallbacks=fallbacks, found=how)
+    instruction = _instruction(obj, user_instruction, fallbacks, truncated)
+    return Parsed(instruction, bounded_reasoning(obj.get("reasoning"), truncated), fallbacks=fallbacks, found=how,
+                  truncated=truncated)

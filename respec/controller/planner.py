@@ -97,6 +97,13 @@ def plan_turn(history: History, user_instruction: str, backend: Any, is_restorat
     })
     if parsed.preservation_target_from:
         meta["preservation_target_from"] = parsed.preservation_target_from
+    # The raw answer is kept for audit, bounded and encodable like every field read from it.
+    kept_raw = parsing.encodable(raw)
+    if len(kept_raw) > parsing.MAX_RAW_CHARS:
+        kept_raw = kept_raw[:parsing.MAX_RAW_CHARS - len(parsing.TRUNCATED)] + parsing.TRUNCATED
+        parsed.truncated.append("raw_text")
+    if parsed.truncated:
+        meta["truncated"] = list(parsed.truncated)
     return Plan(
         turn=t,
         user_instruction=user_instruction,
@@ -108,7 +115,7 @@ def plan_turn(history: History, user_instruction: str, backend: Any, is_restorat
         restoration_region=parsed.restoration_region,
         image_ids=tuple(parsed.image_ids),
         reasoning=parsed.reasoning,
-        raw_text=raw,
+        raw_text=kept_raw,
         fallbacks=tuple(parsed.fallbacks),
         vlm_called=True,
         controller=str(getattr(backend, "name", type(backend).__name__)),
