@@ -14,8 +14,12 @@ Guarantees (tests/test_history_store.py checks each one):
   concurrent appends from several processes serialise: nothing is lost, nothing interleaves.
 - Each change bumps the session's version (never decreasing); together with a lineage id (new on
   creation and on rewind) it is the cache key for ComfyUI (IS_CHANGED) and for this process's history cache.
-- A file that is not a ReSpec store (random bytes, another program's database, a newer schema)
-  raises StoreError saying so; the file is never modified.
+- A new store file appears complete: it is built under a temporary name (schema, WAL mode) and
+  hard-linked into place, so several processes opening a store that does not exist yet all
+  succeed, and no process ever sees a half-made store. Its identity (tables and schema version)
+  is read in one statement; busy states are retried within the store's timeout.
+- A file that is not a ReSpec store (random bytes, another program's database, a newer schema,
+  an empty 0-byte file) raises StoreError saying so; the file is never modified.
 - Loading a session decodes no image: turns carry LazyStoredImage values that decode their PNG
   (and verify its hash) the first time their pixels are read.
 """
@@ -57,6 +61,14 @@ _BASE_ARRAY = StoredImage.__dict__["array"]   # the slot that holds a decoded ar
 def _checkpoint(point: str) -> None:
     """No-op. Crash-safety tests replace it to stop a process at a named point of a write
     ("image_written": PNG on disk, no transaction yet; "before_commit": turn inserted, not committed)."""
+
+
+def turn_number(k: Any) -> int:
+    """`k` if it is a real integer (Python or numpy, not bool); InputError otherwise. Text and
+    floats are refused rather than guessed at ("1", 1.7)."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise InputError(f"turn must be a whole number (an integer like 2), got {repr(k)[:40]}")
+    return int(k)
 
 
 def validate_session_id(s: Any) -> str:
@@ -399,7 +411,7 @@ class SessionStore:
     # -- database plumbing -------------------------------------------------------------
     def _error(self, e: sqlite3.Error) -> StoreError:
         msg = str(e)
-        if isinstance(e, sqlite3.OperationalError) and "locked" in msg:
+        if isinstance(e, sqlite3.OperationalError) and ("locked" in msg or "busy" in msg):
             return StoreError(f"the session store {self.db_path} stayed busy for more than {self.timeout:g} s "
                               "(another process is writing to it); try again")
         if isinstance(e, sqlite3.OperationalError) and "unable to open" in msg:
@@ -427,14 +439,23 @@ class SessionStore:
         if self.db_path.is_dir():
             raise StoreError(f"{self.db_path} is a directory, not a session database; "
                              "choose another store directory")
+        in_place = False
+        if not self.db_path.exists():
+            in_place = not self._create_aside()
+        if not in_place and self.db_path.stat().st_size == 0:
+            raise StoreError(
+                f"the session store {self.db_path} is an empty file (0 bytes): no session was ever "
+                "stored in it, but ReSpec does not overwrite a file it did not make. Delete it (a new "
+                "store is then created in its place) or choose another store directory.")
         with self._db_errors():
+            # mode=rw: never creates the file (sqlite3.connect would leave a 0-byte one behind).
             # Autocommit mode: every transaction below is opened explicitly (BEGIN IMMEDIATE).
-            conn = sqlite3.connect(str(self.db_path), timeout=self.timeout, isolation_level=None,
-                                   check_same_thread=False)
+            conn = sqlite3.connect(f"{self.db_path.as_uri()}?mode={'rwc' if in_place else 'rw'}", uri=True,
+                                   timeout=self.timeout, isolation_level=None, check_same_thread=False)
             try:
                 conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
                 if not self._schema_checked:
-                    self._check_schema(conn)
+                    self._retry_busy(lambda: self._check_schema(conn))
                     self._schema_checked = True
                 conn.execute("PRAGMA synchronous = FULL")
             except BaseException:
@@ -443,26 +464,76 @@ class SessionStore:
         self._local.conn, self._local.pid = conn, os.getpid()
         return conn
 
-    def _check_schema(self, conn: sqlite3.Connection) -> None:
-        """Accept our own schema, create it in an empty file, refuse anything else untouched."""
-        def inspect_file():
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-            uv = conn.execute("PRAGMA user_version").fetchone()[0]
-            return tables, uv
+    def _retry_busy(self, fn):
+        """fn(), retried while the database is locked, for up to the store's timeout (some steps,
+        like changing the journal mode, fail at once instead of waiting)."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                return fn()
+            except sqlite3.OperationalError as e:
+                if not ("locked" in str(e) or "busy" in str(e)) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.02)
 
-        tables, uv = inspect_file()   # "file is not a database" surfaces here for random bytes
-        if not tables and uv == 0:
-            conn.execute("PRAGMA journal_mode = WAL")
+    def _create_aside(self) -> bool:
+        """Build a new store under a temporary name and hard-link it into place (atomic, and
+        never over an existing file: a process that loses the race uses the winner's store).
+        False when the file system has no hard links (the store is then created in place)."""
+        tmp = self.root / f".{DB_NAME}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+        try:
+            with self._db_errors():
+                conn = sqlite3.connect(str(tmp), isolation_level=None)
+                try:
+                    conn.execute("PRAGMA journal_mode = WAL")   # kept in the file's header
+                    with _immediate(conn):
+                        self._create_schema(conn)
+                finally:
+                    conn.close()   # the last connection folds the WAL back into the file
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
+            try:
+                os.link(tmp, self.db_path)
+            except FileExistsError:
+                pass               # another process made it first
+            except OSError:
+                return False
+            _fsync_dir(self.root)
+            return True
+        finally:
+            for leftover in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
+                try:
+                    leftover.unlink()
+                except OSError:
+                    pass
+
+    @staticmethod
+    def _create_schema(conn: sqlite3.Connection) -> None:
+        # executescript() would commit on its own: run the statements one by one
+        for stmt in filter(str.strip, _SCHEMA.split(";")):
+            conn.execute(stmt)
+        conn.execute("INSERT INTO store_info VALUES ('app', ?), ('schema', ?)", (APP_ID, str(SCHEMA_VERSION)))
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    @staticmethod
+    def _identity(conn: sqlite3.Connection) -> tuple[set[str], int]:
+        """(table names, user_version) read in ONE statement, so both come from the same state
+        of the file even while another process is changing it."""
+        names, uv = conn.execute(
+            "SELECT (SELECT group_concat(name, char(31)) FROM sqlite_master WHERE type = 'table'), "
+            "(SELECT user_version FROM pragma_user_version)").fetchone()
+        return (set(names.split(chr(31))) if names else set()), int(uv)
+
+    def _check_schema(self, conn: sqlite3.Connection) -> None:
+        """Accept our own schema (upgrading an older one), refuse anything else untouched. (Only
+        where hard links are missing is an empty file given the schema here, in one transaction.)"""
+        tables, uv = self._identity(conn)   # "file is not a database" surfaces here for random bytes
+        if not tables and uv == 0 and self.db_path.stat().st_size == 0:
             with _immediate(conn):
-                tables, uv = inspect_file()   # another process may have created it meanwhile
+                tables, uv = self._identity(conn)   # another process may have created it meanwhile
                 if not tables and uv == 0:
-                    # executescript() would commit on its own: run the statements one by one
-                    for stmt in filter(str.strip, _SCHEMA.split(";")):
-                        conn.execute(stmt)
-                    conn.execute("INSERT INTO store_info VALUES ('app', ?), ('schema', ?)",
-                                 (APP_ID, str(SCHEMA_VERSION)))
-                    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            tables, uv = inspect_file()
+                    self._create_schema(conn)
+            tables, uv = self._identity(conn)
         app = None
         if "store_info" in tables:
             row = conn.execute("SELECT value FROM store_info WHERE key='app'").fetchone()
@@ -810,9 +881,7 @@ class SessionStore:
         """Undo the turns after k (keep 0..k; the later rows are deleted, the version still grows).
         Rewinding to the current last turn changes nothing."""
         sid = validate_session_id(session_id)
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
-            raise InputError(f"turn must be an integer, got {k!r}")
-        k = int(k)
+        k = turn_number(k)
         with self._tx(True) as conn:
             row = self._session_row(conn, sid)
             if row is None:
@@ -844,13 +913,15 @@ class SessionStore:
         nid = validate_session_id(new_id)
         if nid == sid:
             raise InputError("a branch needs a new session id different from the source's")
+        if at_turn is not None:
+            at_turn = turn_number(at_turn)
         now = time.time()
         with self._tx(True) as conn:
             row = self._session_row(conn, sid)
             if row is None:
                 raise self._missing(sid)
             n = row[2]
-            at = n - 1 if at_turn is None else int(at_turn)
+            at = n - 1 if at_turn is None else at_turn
             if not 0 <= at < n:
                 raise InputError(f"cannot branch session {sid!r} at turn {at}: it has turns 0..{n - 1}")
             if self._session_row(conn, nid) is not None:

@@ -9,7 +9,8 @@ aiohttp adapter. Handlers validate everything they are given before touching the
 - digests: exactly 64 lowercase hex characters, and only digests that belong to the session
   (the store's `image_path` refuses any other);
 - sizes: decimal digits, clamped to MIN_SIDE..MAX_SIDE; images are only ever scaled down;
-- the rewind body: a JSON object of at most MAX_BODY bytes holding an integer `turn`.
+- the rewind body: a JSON object of at most MAX_BODY bytes holding an integer `turn` (a JSON
+  number without a fraction; "1", 1.0 and true are refused).
 
 Nothing but the session store's own image files (looked up by digest, never by a path taken from
 the request) and the in-memory region masks published by `publish_region_masks` is ever served.
@@ -380,6 +381,8 @@ def rewind(store, session_id: Any, body: bytes | str | None, notify: bool = True
             raise InputError(f"the body must be JSON like {{\"turn\": 2}}: {e}") from e
         if not isinstance(data, dict) or "turn" not in data:
             raise InputError('the body must be a JSON object like {"turn": 2}')
+        if not isinstance(data["turn"], int) or isinstance(data["turn"], bool):
+            raise InputError(f'"turn" must be a whole number like {{"turn": 2}}, got {json.dumps(data["turn"])[:40]}')
         k = parse_turn(data["turn"])
         _load(store, sid)               # 404 for an unknown session; the store checks k's range
         hist = store.rewind(sid, k)

@@ -593,3 +593,115 @@ def test_append_once_ignores_what_comfyui_adds_to_the_queued_prompt(store):
     second = {k: {**v, "is_changed": ["v1"]} for k, v in queued.items()}
     again = store.append_once(h1, _img(3), "add a hat", "add a hat", prompt=second, node_id="2")
     assert len(again) == 2 and store.version("a") == h1.version
+
+
+# ----------------------------------------------------------------------------- whole numbers only
+
+@pytest.mark.parametrize("at", ["1", 1.7, 1.0, True, "abc", [1]])
+def test_branch_accepts_only_a_real_integer_turn(store, at):
+    store.create("a", _img(0))
+    store.append("a", _img(1), "x")
+    with pytest.raises(InputError, match="turn must be a whole number"):
+        store.branch("a", "b", at)
+    assert not store.exists("b")
+    assert store.branch("a", "c", np.int64(0)).turns[-1].index == 0
+
+
+@pytest.mark.parametrize("k", ["1", 1.0, True])
+def test_rewind_accepts_only_a_real_integer_turn(store, k):
+    store.create("a", _img(0))
+    store.append("a", _img(1), "x")
+    with pytest.raises(InputError, match="turn must be a whole number"):
+        store.rewind("a", k)
+    assert len(store.load("a")) == 2
+
+
+# ----------------------------------------------------------------------------- creating a store
+
+def test_an_empty_database_file_is_a_clear_error_and_stays_empty(tmp_path):
+    s = _store_with_db(tmp_path, b"")
+    for read in (lambda: s.list_sessions(), lambda: s.exists("a"), lambda: s.create("a", _img(0))):
+        with pytest.raises(StoreError, match="empty.*0 bytes") as err:
+            read()
+        assert "move the file away" not in str(err.value)
+    assert (s.root / DB_NAME).stat().st_size == 0
+
+
+def test_a_new_store_file_never_appears_half_made(tmp_path, monkeypatch):
+    # The file appears under its name complete (created aside, then linked into place): at the
+    # moment it appears it already holds the schema and is in WAL mode.
+    import respec.store as store_mod
+    seen = []
+    real_link = os.link
+
+    def spy(src, dst, *a, **kw):
+        con = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
+        seen.append((con.execute("SELECT value FROM store_info WHERE key='app'").fetchone(),
+                     con.execute("PRAGMA journal_mode").fetchone()[0]))
+        con.close()
+        assert not Path(dst).exists()
+        return real_link(src, dst, *a, **kw)
+
+    monkeypatch.setattr(store_mod.os, "link", spy)
+    s = SessionStore(tmp_path / "s")
+    s.create("a", _img(0))
+    assert seen == [(("respec-session-store",), "wal")]
+    assert sorted(p.name for p in s.root.iterdir() if p.name.startswith(DB_NAME)) == \
+        [DB_NAME, DB_NAME + "-shm", DB_NAME + "-wal"]
+    assert not list(s.root.glob("*.tmp*"))
+
+
+def test_opening_a_store_never_creates_an_empty_file_under_the_store_name(tmp_path, monkeypatch):
+    # the old way: sqlite3.connect created a 0-byte file that other processes could open meanwhile
+    import respec.store as store_mod
+    sizes = []
+    real_connect = sqlite3.connect
+
+    def spy(target, *a, **kw):
+        db = tmp_path / "s" / DB_NAME
+        sizes.append(db.stat().st_size if db.exists() else None)
+        con = real_connect(target, *a, **kw)
+        if db.exists():
+            sizes.append(db.stat().st_size)
+        return con
+
+    monkeypatch.setattr(store_mod.sqlite3, "connect", spy)
+    SessionStore(tmp_path / "s").list_sessions()
+    assert 0 not in sizes
+
+
+def test_store_identity_is_read_in_one_statement(tmp_path):
+    # A reader must not see the table list from before another process's creation and the
+    # user_version from after it (that mix read as "another program's database").
+    s = SessionStore(tmp_path / "s")
+    s.list_sessions()
+    con = sqlite3.connect(s.db_path)
+    statements = []
+    con.set_trace_callback(statements.append)
+    tables, version = s._identity(con)
+    con.close()
+    assert tables >= {"sessions", "turns", "store_info"} and version == 1
+    assert len([q for q in statements if q.strip().upper().startswith(("SELECT", "PRAGMA"))]) == 1
+
+
+def test_a_busy_store_is_waited_for_and_the_message_states_the_real_wait(tmp_path):
+    s = SessionStore(tmp_path / "s", timeout=0.5)
+    s.create("a", _img(0))
+    s.close()
+    con = sqlite3.connect(s.db_path, isolation_level=None)
+    con.execute("BEGIN EXCLUSIVE")        # another process holds the write lock
+    t0 = time.monotonic()
+    with pytest.raises(StoreError, match=r"busy.*0\.5 s") as err:
+        SessionStore(s.root, timeout=0.5).append("a", _img(1), "x")
+    assert time.monotonic() - t0 >= 0.45
+    assert "move the file away" not in str(err.value)
+    con.execute("ROLLBACK")
+    con.close()
+
+
+def test_four_processes_opening_a_fresh_store_at_once_all_succeed(tmp_path):
+    # a CI-size run of scripts/stress_store_open.py (the script's default is 4 x 200 rounds)
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "stress_store_open.py"), "--rounds", "25",
+                           "--workdir", str(tmp_path)], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "100 opens, 0 failures" in done.stdout

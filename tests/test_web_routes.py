@@ -295,7 +295,8 @@ def test_rewind_keeps_turns_up_to_k_and_tells_the_panels(env, pack, branch):
 
 @pytest.mark.parametrize("payload", [b'{"turn": -1}', b'{"turn": 1.5}', b'{"turn": true}', b'{"turn": "x"}',
                                      b'{"turn": "-1"}', b'{"turn": null}', b'{}', b'[1]', b'not json',
-                                     b'{"turn": 99}', b'{"turn": 1e400}'])
+                                     b'{"turn": 99}', b'{"turn": 1e400}', b'{"turn": "1"}', b'{"turn": 1.0}',
+                                     b'{"turn": [1]}'])
 def test_rewind_refuses_bad_turns_and_changes_nothing(env, branch, payload):
     status, _, _ = env["server"].request("POST", f"/respec/sessions/{branch}/rewind", payload)
     assert status == 400
