@@ -5,7 +5,8 @@ Weights come from one of two places (both cached once per setting in respec.mode
 - a diffusers folder (in models/diffusers, an absolute path) or a Hugging Face id;
 - ComfyUI single files: the transformer from models/diffusion_models (BFL key names, optional
   `model.diffusion_model.` prefix), the Qwen3 text encoder from models/text_encoders (Hugging Face
-  key names) and the VAE from models/vae (LDM key names). The configs, tokenizer and scheduler
+  key names) and the VAE from models/vae (LDM key names); bf16 / fp16, or ComfyUI's scaled-fp8 and
+  fp8-mixed files, dequantised on load (editors/fp8.py). The configs, tokenizer and scheduler
   then come from the `source` folder / id, which needs no weights for the parts given as files.
 """
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from PIL import Image
 
 from .. import comfy, models
+from . import fp8
 from ..errors import CorruptWeightsError, DownloadNotAllowedError, InputError, MissingWeightsError
 from .base import (OFFLOAD_MODES, Editor, StepReporter, check_size, place_pipeline, prepare_references,
                    run_record, seeded_generator, snap_size, to_output_size)
@@ -298,12 +300,13 @@ def _strip_prefix(sd: dict, prefixes) -> dict:
     return sd
 
 
-def _read(path, component: str) -> dict:
-    """The file's tensors; an unreadable (e.g. truncated) file raises CorruptWeightsError naming the component."""
-    try:
-        return models.load_state_file(path)
-    except CorruptWeightsError as e:
-        raise CorruptWeightsError(f"FLUX.2 {component} file: {e}") from e
+def _read(path, component: str, dtype) -> dict:
+    """The file's tensors, ComfyUI's fp8 layers dequantised to `dtype` (editors/fp8.py); an
+    unreadable (e.g. truncated) file raises CorruptWeightsError naming the component."""
+    sd, info = fp8.read_single_file(path, component, dtype)
+    if info["layers"]:
+        log.info("%s: %s, %d weights dequantised to %s", Path(path).name, info["quantisation"], info["layers"], dtype)
+    return sd
 
 
 def check_state_dict(component: str, path, expected: dict, got: dict) -> None:
@@ -321,7 +324,7 @@ def check_state_dict(component: str, path, expected: dict, got: dict) -> None:
         lines.append(f"Unexpected keys ({len(unexpected)}): {', '.join(unexpected[:8])}"
                      + (" ..." if len(unexpected) > 8 else ""))
         if any(k.endswith(_QUANT_SUFFIXES) for k in unexpected):
-            lines.append("This looks like a scaled-fp8 / quantised ComfyUI file; use the bf16 or fp16 file.")
+            lines.append("This looks like a quantised file in a layout the pack does not read; " + fp8.NATIVE_ROUTE)
     if misshapen:
         k = misshapen[0]
         lines.append(f"Shapes differ for {len(misshapen)} keys, e.g. {k}: file {tuple(got[k].shape)} vs "
@@ -337,13 +340,8 @@ def load_transformer_file(path, config_folder: Path, dtype):
     from diffusers import Flux2Transformer2DModel
     from diffusers.loaders.single_file_utils import convert_flux2_transformer_checkpoint_to_diffusers
 
-    sd = _strip_prefix(_read(path, "transformer"), _TRANSFORMER_PREFIXES)
+    sd = _strip_prefix(_read(path, "transformer", dtype), _TRANSFORMER_PREFIXES)
     if any(k.startswith(("double_blocks.", "single_blocks.")) for k in sd):
-        quantised = sorted(k for k in sd if k.endswith(_QUANT_SUFFIXES))
-        if quantised:
-            raise CorruptWeightsError(
-                f"The transformer file {path} is a scaled-fp8 / quantised ComfyUI file (e.g. key {quantised[0]}); "
-                "this loader needs the bf16 (or fp16) file.")
         try:
             sd = convert_flux2_transformer_checkpoint_to_diffusers(dict(sd))
         except Exception as e:
@@ -367,7 +365,7 @@ def load_text_encoder_file(path, config_folder: Path, dtype):
     from accelerate import init_empty_weights
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    sd = _read(path, "text_encoder")
+    sd = _read(path, "text_encoder", dtype)
     embed = next((k for k in sd if k.endswith("embed_tokens.weight")), None)
     if embed is not None and embed != "model.embed_tokens.weight":
         # normalise whatever sits in front of the HF names (a bare Qwen3Model, or a wrapper prefix)
@@ -399,7 +397,7 @@ def load_vae_file(path, config_folder: Path, dtype):
     from diffusers import AutoencoderKLFlux2
     from diffusers.loaders.single_file_utils import convert_ldm_vae_checkpoint
 
-    sd = _strip_prefix(_read(path, "vae"), _VAE_PREFIXES)
+    sd = _strip_prefix(_read(path, "vae", dtype), _VAE_PREFIXES)
     config = AutoencoderKLFlux2.load_config(str(config_folder), subfolder="vae")
     if any(k.startswith("encoder.down.") for k in sd):
         # BFL's layout nests the quant convs (encoder.quant_conv / decoder.post_quant_conv)

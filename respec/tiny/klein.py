@@ -13,6 +13,7 @@ Sizes follow STACK.md "Building tiny test models". Nothing here downloads anythi
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from .tokenizer import build_tokenizer
@@ -231,3 +232,33 @@ def flux2_vae_to_ldm(sd: dict) -> dict:
     return out
 
 
+
+
+def write_fp8_file(src, dst, layout: str = "mixed", fmt: str = "float8_e4m3fn", skip=("embed_tokens",)) -> Path:
+    """Re-save a single file in one of ComfyUI's fp8 layouts (what its *_fp8_scaled / *_fp8mixed files
+    hold): every 2-D `.weight` (except keys containing a `skip` part) in float8 with a per-tensor scale
+    amax / fp8-max. layout "mixed": `weight_scale` + a `comfy_quant` JSON per layer; "scaled":
+    `scale_weight` per layer + a `scaled_fp8` marker. A test instrument for the fp8 loader."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    dtype = getattr(torch, fmt)
+    fp8_max = torch.finfo(dtype).max
+    out = {}
+    for k, v in load_file(str(src)).items():
+        if k.endswith(".weight") and v.ndim == 2 and not any(s in k for s in skip):
+            layer = k[: -len(".weight")]
+            scale = (v.abs().max().float() / fp8_max).clamp(min=1e-12)
+            out[k] = (v.float() / scale).to(dtype)
+            if layout == "mixed":
+                out[layer + ".weight_scale"] = scale.reshape(())
+                out[layer + ".comfy_quant"] = torch.tensor(list(json.dumps({"format": fmt}).encode()), dtype=torch.uint8)
+            else:
+                out[layer + ".scale_weight"] = scale.reshape(())
+        else:
+            out[k] = v.contiguous()
+    if layout != "mixed":   # the marker sits beside the model's keys, under their common prefix
+        prefix = "model.diffusion_model." if all(k.startswith("model.diffusion_model.") for k in out) else ""
+        out[prefix + "scaled_fp8"] = torch.zeros(0, dtype=dtype)
+    save_file(out, str(dst))
+    return Path(dst)
