@@ -8,9 +8,9 @@ an all-zero mask of the image's size. Every mask carries a record of what happen
 
 YOLO-World's class text embeddings come from open_clip's ViT-B-32-quickgelu (OpenAI's CLIP
 B/32 weights, the text encoder YOLO-World was trained with), so ultralytics never tries to
-pip-install OpenAI's `clip` package. ultralytics is imported only through
-`ultralytics_module()`, which first switches it to offline mode, no auto-install, no analytics
-and a settings folder inside the pack's home.
+pip-install OpenAI's `clip` package. Every call into ultralytics runs inside
+`ultralytics_scope()`: offline, no auto-install, no analytics and safe (weights_only) loading of
+`.pt` files, all restored afterwards, so other packs' ultralytics use is unchanged.
 """
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ import logging
 import math
 import os
 import re
-import sys
 import threading
 from collections import OrderedDict
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -29,7 +29,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import comfy, models
-from .errors import DownloadNotAllowedError, InputError, MissingWeightsError
+from .errors import CorruptWeightsError, DownloadNotAllowedError, InputError, MissingWeightsError
 from .images import content_hash
 from .metrics import (CLIP_ARCH, DEFAULT_CLIP, StageTimer, download_weights, json_safe, load_clip_model,
                       resolve_device, rgb_array)
@@ -50,44 +50,89 @@ HOW_TO_GET_YOLO = (f"download {DEFAULT_YOLO} ({YOLO_URL}) into ComfyUI/models/ul
 HOW_TO_GET_SAM = ("download {name} from https://dl.fbaipublicfiles.com/segment_anything/{name} into "
                   "ComfyUI/models/sams/ (or RESPEC_MODELS_DIR/sams/), or allow downloads")
 
-# --------------------------------------------------------------------------- ultralytics, configured once
+# --------------------------------------------------------------------------- ultralytics, scoped to our calls
 
-_ULTRA_LOCK = threading.Lock()
+# ultralytics reads its switches from os.environ and from module-level flags. Other packs in the
+# same ComfyUI process may use ultralytics too, so the pack never changes either for good: every
+# call of ours runs inside ultralytics_scope(), which applies the settings below and puts back
+# exactly what was there before (the environment, the flags, PIL.Image.open, OMP_NUM_THREADS).
+_SCOPED_ENV = {
+    "YOLO_OFFLINE": "1",            # no connectivity probe, no downloads (read at call time too)
+    "YOLO_AUTOINSTALL": "False",    # never pip-install a missing requirement
+}
+_FLAGS = (  # (module, attribute, value while our call runs)
+    ("ultralytics.utils", "ONLINE", False),
+    ("ultralytics.utils.checks", "ONLINE", False),
+    ("ultralytics.utils.checks", "AUTOINSTALL", False),
+    # Safe loading: torch.load(weights_only=True) with ultralytics' allow-list of model classes, so
+    # a crafted .pt in models/ultralytics cannot run pickle code (its default is weights_only=False).
+    ("ultralytics.nn.tasks", "SAFE_LOAD", True),
+)
+_ULTRA_LOCK = threading.RLock()  # one scope at a time: the flags are process-wide while it is open
 _YOLO_LOCK = threading.RLock()   # the YOLO model's class embeddings are set per query: one query at a time
-_ultralytics = None
+_MISSING = object()
 
 
-def ultralytics_module():
-    """Import ultralytics after making it stay offline: no auto-install, no analytics, and its
-    settings file under the pack's home instead of the user's config folder."""
-    global _ultralytics
+@contextmanager
+def _environ(values: dict[str, str]):
+    """os.environ with `values` set for the block, then exactly as before (keys the block's imports
+    added, such as ultralytics' NUMEXPR_MAX_THREADS or OpenCV's QT_* variables, are removed)."""
+    saved = dict(os.environ)
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k in [k for k in os.environ if k not in saved]:
+            del os.environ[k]
+        for k, v in saved.items():
+            if os.environ.get(k) != v:
+                os.environ[k] = v
+
+
+def _import_ultralytics():
+    """Import ultralytics without a network probe and without keeping its process-wide patches."""
+    from PIL import Image
+    pil_open = Image.open
+    # Imported offline: ultralytics probes DNS at import unless YOLO_OFFLINE is set. If this pack
+    # is the first to import it, its ONLINE flag therefore stays False for the process.
+    with _environ({"YOLO_OFFLINE": "1"}):
+        import ultralytics
+        import ultralytics.nn.tasks  # noqa: F401
+        import ultralytics.utils.checks  # noqa: F401
+        import ultralytics.utils.events  # noqa: F401
+        import ultralytics.utils.patches  # noqa: F401  (it replaces PIL.Image.open on import)
+    # ultralytics swaps PIL.Image.open process-wide for one that tries to pip-install a HEIF plugin
+    # on any unreadable file; inside ComfyUI that would reach every other node too.
+    Image.open = pil_open
+    return ultralytics
+
+
+@contextmanager
+def ultralytics_scope():
+    """ultralytics as the pack needs it, for the duration of one of the pack's own calls: offline,
+    no auto-install, no analytics, safe (weights_only) checkpoint loading. Everything it changes
+    is restored on exit. Yields the ultralytics module."""
+    import importlib
     with _ULTRA_LOCK:
-        if _ultralytics is not None:
-            return _ultralytics
-        # Imported already: by another copy of this pack (then it is configured) or by someone else.
-        already = "ultralytics" in sys.modules
-        configured = os.environ.get("YOLO_OFFLINE") == "1" and os.environ.get("YOLO_AUTOINSTALL") == "False"
-        omp = os.environ.get("OMP_NUM_THREADS")
-        os.environ["YOLO_OFFLINE"] = "1"            # no connectivity probes, no downloads
-        os.environ["YOLO_AUTOINSTALL"] = "False"    # never pip-install missing requirements
-        os.environ.setdefault("YOLO_VERBOSE", "False")
-        os.environ.setdefault("YOLO_CONFIG_DIR", str(comfy.user_dir() / "ultralytics"))
-        if already and not configured:
-            log.warning("ultralytics was imported before ReSpec could configure it; its existing settings apply")
+        ultralytics = _import_ultralytics()
         from PIL import Image
         pil_open = Image.open
-        import ultralytics
-        import ultralytics.utils.patches  # noqa: F401  (it replaces PIL.Image.open on import)
-        # ultralytics swaps PIL.Image.open process-wide for one that tries to pip-install a HEIF
-        # plugin on any unreadable file; inside ComfyUI that would reach every other node too.
-        Image.open = pil_open
-        if omp is None:  # ultralytics sets OMP_NUM_THREADS=1 for its training; not ours to change
-            os.environ.pop("OMP_NUM_THREADS", None)
-        from ultralytics.utils import SETTINGS
-        if not already and SETTINGS.get("sync", False):
-            SETTINGS.update({"sync": False})        # its analytics/crash reports
-        _ultralytics = ultralytics
-        return ultralytics
+        events = importlib.import_module("ultralytics.utils.events").events
+        saved = [(importlib.import_module(m), name, getattr(importlib.import_module(m), name, _MISSING), value)
+                 for m, name, value in _FLAGS]
+        saved.append((events, "enabled", events.enabled, False))  # its analytics/crash reports
+        for obj, name, _, value in saved:
+            setattr(obj, name, value)
+        try:
+            with _environ(_SCOPED_ENV):
+                yield ultralytics
+        finally:
+            for obj, name, old, _ in reversed(saved):
+                if old is _MISSING:
+                    delattr(obj, name)
+                else:
+                    setattr(obj, name, old)
+            Image.open = pil_open
 
 
 # --------------------------------------------------------------------------- the query chain
@@ -317,7 +362,7 @@ class Masker:
         feats = self.text_features(query)
         threads = torch.get_num_threads()
         comfy.use_models(self._managed[:1])
-        with _YOLO_LOCK, self.timer.measure("yolo_detect"):
+        with _YOLO_LOCK, ultralytics_scope(), self.timer.measure("yolo_detect"):
             inner = self.yolo.model
             inner.txt_feats = feats.to(next(inner.parameters()).device)
             inner.model[-1].nc = 1
@@ -515,9 +560,15 @@ def resolve_weights(kind: str, name: str, url: str | None, how_to_get: str, allo
 def load_yolo_world(path: str | Path, device=None):
     """An ultralytics YOLOWorld from a weight file, always by absolute path (a bare name would download)."""
     path = Path(path).resolve()
-    ultralytics_module()
-    from ultralytics import YOLOWorld
-    model = YOLOWorld(str(path))
+    with ultralytics_scope():
+        from ultralytics import YOLOWorld
+        try:
+            model = YOLOWorld(str(path))
+        except Exception as e:  # safe loading refuses pickled code; a damaged file fails here too
+            raise CorruptWeightsError(
+                f"Could not load {path} as YOLO-World weights ({type(e).__name__}: {str(e)[:300]}). It is loaded "
+                f"with weights_only=True, so a file that needs arbitrary pickled objects is refused; use the "
+                f"official {DEFAULT_YOLO} ({YOLO_URL}).") from e
     model.model.eval()
     if device is not None:
         model.model.to(device)
@@ -527,7 +578,6 @@ def load_yolo_world(path: str | Path, device=None):
 def build_sam(sam_type: str, state: dict | None = None, device=None):
     """segment-anything's model of `sam_type` (vit_h / vit_l / vit_b) with `state` loaded (random if None)."""
     from segment_anything import sam_model_registry
-    from .errors import CorruptWeightsError
     if sam_type not in SAM_FILES:
         raise InputError(f"unknown SAM type {sam_type!r}; use one of {sorted(SAM_FILES)}")
     sam = sam_model_registry[sam_type](checkpoint=None)

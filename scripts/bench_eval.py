@@ -92,17 +92,17 @@ class ForwardClock:
 def build_real(device: str):
     import torch
     from segment_anything import sam_model_registry
-    from respec.masks import Masker, ultralytics_module
+    from respec.masks import Masker, ultralytics_scope
     from respec.metrics import Scorer, build_clip, build_lpips
-    ultralytics_module()
-    from ultralytics import YOLOWorld
     torch.manual_seed(0)
     t = {}
     t0 = time.perf_counter()
     clip = build_clip("ViT-B-32-quickgelu", None, device)
     t["CLIP ViT-B/32"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    yolo = YOLOWorld("yolov8l-worldv2.yaml")
+    with ultralytics_scope():
+        from ultralytics import YOLOWorld
+        yolo = YOLOWorld("yolov8l-worldv2.yaml")
     yolo.model.eval()
     for head in yolo.model.model[-1].cv4:
         head.bias.data.zero_()

@@ -211,13 +211,77 @@ def test_new_object_labels_parse_from_lists_json_and_text():
 
 # ----------------------------------------------------------------------------- ultralytics stays offline
 
+def _ultralytics_state():
+    import ultralytics.nn.tasks
+    import ultralytics.utils
+    import ultralytics.utils.checks
+    import ultralytics.utils.events
+    return {"env": dict(os.environ), "ONLINE": ultralytics.utils.ONLINE,
+            "checks.AUTOINSTALL": ultralytics.utils.checks.AUTOINSTALL,
+            "SAFE_LOAD": ultralytics.nn.tasks.SAFE_LOAD, "events": ultralytics.utils.events.events.enabled,
+            "Image.open": Image.open}
+
+
 @pytest.mark.slow
-def test_ultralytics_is_configured_offline_without_clip_or_analytics(parts):
-    from ultralytics.utils import SETTINGS
-    assert os.environ["YOLO_OFFLINE"] == "1" and os.environ["YOLO_AUTOINSTALL"] == "False"
-    assert SETTINGS["sync"] is False
-    make_masker(parts).mask(picture(), "flowers")
+def test_ultralytics_settings_apply_only_during_the_packs_calls(parts, monkeypatch):
+    """Offline, no auto-install, no analytics and safe loading while the pack calls ultralytics;
+    afterwards the environment and ultralytics' flags are exactly what they were."""
+    monkeypatch.setenv("YOLO_AUTOINSTALL", "True")   # another pack's choice
+    monkeypatch.delenv("YOLO_OFFLINE", raising=False)
+    before = _ultralytics_state()
+    seen = {}
+    m = make_masker(parts)
+    real_predict = m.yolo.predict
+
+    def spy(*args, **kwargs):
+        import ultralytics.nn.tasks
+        import ultralytics.utils.checks
+        import ultralytics.utils.events
+        seen.update(offline=os.environ.get("YOLO_OFFLINE"), autoinstall=os.environ.get("YOLO_AUTOINSTALL"),
+                    checks=ultralytics.utils.checks.AUTOINSTALL, safe=ultralytics.nn.tasks.SAFE_LOAD,
+                    events=ultralytics.utils.events.events.enabled)
+        return real_predict(*args, **kwargs)
+
+    monkeypatch.setattr(m.yolo, "predict", spy)
+    m.mask(picture(), "flowers")
+    assert seen == {"offline": "1", "autoinstall": "False", "checks": False, "safe": True, "events": False}
+    assert _ultralytics_state() == before
     assert "clip" not in sys.modules                  # OpenAI's clip package was never needed
+
+
+class _Payload:
+    """A pickle that runs code when unpickled (what a crafted .pt would hold)."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (exec, (f"open({self.marker!r}, 'w').write('ran')",))
+
+
+def test_a_malicious_yolo_checkpoint_does_not_run_its_pickle_code(tmp_path):
+    marker = tmp_path / "payload-ran"
+    folder = tmp_path / "respec_home" / "models" / "ultralytics"
+    folder.mkdir(parents=True)
+    evil = folder / "evil-worldv2.pt"
+    torch.save({"model": _Payload(marker), "train_args": {}}, evil)
+    with pytest.raises(masks.CorruptWeightsError, match="weights_only") as info:
+        masks.load_yolo_world(masks.resolve_weights("ultralytics", "evil-worldv2.pt", None, "", None))
+    assert str(evil) in str(info.value)
+    assert not marker.exists()
+    # the control: ultralytics' default loading would have run it
+    import ultralytics.nn.tasks
+    try:
+        ultralytics.nn.tasks.torch_safe_load(str(evil), safe_only=False)
+    except Exception:
+        pass
+    assert marker.read_text() == "ran"
+
+
+def test_a_real_ultralytics_checkpoint_still_loads_safely(tmp_path):
+    files = save_tiny_eval_files(tmp_path / "w")
+    yolo = masks.load_yolo_world(files["yolo"])
+    assert yolo.model.model[-1].nc >= 1
 
 
 @pytest.mark.slow
@@ -248,8 +312,9 @@ def test_load_masker_finds_weights_in_the_model_folders_and_names_missing_ones(t
 def test_importing_ultralytics_leaves_pil_image_open_alone():
     """ultralytics patches PIL.Image.open process-wide; the pack puts the original back."""
     from PIL import Image
-    from respec.masks import ultralytics_module
+    from respec.masks import ultralytics_scope
     before = Image.open
-    ultralytics_module()
+    with ultralytics_scope():
+        pass
     assert Image.open is before
     assert Image.open.__module__ == "PIL.Image"

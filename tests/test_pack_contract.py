@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 ROOT = Path(__file__).resolve().parent.parent
 WIDGET_TYPES = {"INT", "FLOAT", "STRING", "BOOLEAN"}
@@ -143,3 +145,33 @@ def test_is_changed_and_validate_inputs_accept_what_comfyui_passes(node):
         if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
             continue
         assert set(params) <= declared | {"input_types"}, f"{name}.{hook} names unknown inputs {set(params) - declared}"
+
+
+@pytest.mark.slow
+def test_importing_the_pack_and_running_a_mask_leaves_os_environ_unchanged(tmp_path):
+    """No process-wide environment change: not at import, not after the pack has used ultralytics
+    (imported and called by the pack). segment_anything and open_clip set TORCHINDUCTOR_CACHE_DIR /
+    TOKENIZERS_PARALLELISM when imported, as they do in any process: imported before the snapshot."""
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("YOLO_", "ULTRALYTICS_"))}
+    env.update(RESPEC_HOME=str(tmp_path / "home"), YOLO_CONFIG_DIR=str(tmp_path / "yolo"))
+    code = f"""
+import importlib.util, json, os, sys
+import segment_anything, open_clip
+before = dict(os.environ)
+name = "ReSpec-ComfyUI-env"
+spec = importlib.util.spec_from_file_location(name, {str(ROOT / '__init__.py')!r},
+                                              submodule_search_locations=[{str(ROOT)!r}])
+m = importlib.util.module_from_spec(spec); sys.modules[name] = m; spec.loader.exec_module(m)
+after_import = dict(os.environ)
+import numpy as np
+tiny = importlib.import_module(name + ".respec.tiny.eval_models")
+masks = importlib.import_module(name + ".respec.masks")
+masker = masks.Masker(tiny.build_tiny_yolo_world(), tiny.build_tiny_sam(0), tiny.build_tiny_clip(0), device="cpu")
+masker.mask(np.zeros((64, 64, 3), np.uint8), "flowers")
+after_use = dict(os.environ)
+diff = lambda a, b: sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+print(json.dumps({{"import": diff(before, after_import), "use": diff(before, after_use)}}))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"import": [], "use": []}

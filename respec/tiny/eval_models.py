@@ -38,11 +38,11 @@ def build_tiny_clip(seed: int = 0):
 def build_tiny_yolo_world(yaml: str = TINY_YOLO_YAML, seed: int = 0, zero_class_bias: bool = True):
     """ultralytics YOLOWorld built from its yaml (no weights file, offline)."""
     import torch
-    from ..masks import ultralytics_module
-    ultralytics_module()
-    from ultralytics import YOLOWorld
-    torch.manual_seed(seed)
-    model = YOLOWorld(yaml)
+    from ..masks import ultralytics_scope
+    with ultralytics_scope():
+        from ultralytics import YOLOWorld
+        torch.manual_seed(seed)
+        model = YOLOWorld(yaml)
     model.model.eval()
     if zero_class_bias:
         for head in model.model.model[-1].cv4:
