@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -215,7 +215,7 @@ def clean_mask(mask: np.ndarray, open_radius: int, close_radius: int, min_area: 
     return m
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ChangeResult:
     """What `change_mask` found: the mask (bool H×W at the history's size) and how."""
 
@@ -250,8 +250,12 @@ def change_mask(prev: Any, cur: Any, size: tuple[int, int] | None = None,
     prev_img = prev.array if isinstance(prev, StoredImage) else prev
     size = tuple(size) if size is not None else as_rgb(prev_img).size
     cur_size = as_rgb(cur.array if isinstance(cur, StoredImage) else cur).size
-    a = as_float_rgb(prev, size)
-    b = as_float_rgb(cur, size)
+    res = change_of(as_float_rgb(prev, size), as_float_rgb(cur, size), params)
+    return res if cur_size == size else replace(res, resized_from=cur_size)
+
+
+def change_of(a: np.ndarray, b: np.ndarray, params: ChangeParams = DEFAULT_PARAMS) -> ChangeResult:
+    """`change_mask` on float H×W×3 images of one size (0..1)."""
     fit = fit_colour(a, b)
     raw = residual(a, b, fit)
     r = smooth(raw, params.smooth_size)
@@ -260,7 +264,7 @@ def change_mask(prev: Any, cur: Any, size: tuple[int, int] | None = None,
     o, c = params.radii(r.shape)
     mask = clean_mask((r > threshold) & (raw > threshold / 2), o, c, params.min_area)
     mask.flags.writeable = False
-    return ChangeResult(mask, fit, float(threshold), None if cur_size == size else cur_size, params)
+    return ChangeResult(mask, fit, float(threshold), None, params)
 
 
 def history_size(history: History) -> tuple[int, int]:

@@ -1,0 +1,144 @@
+"""Reveal Composite (respec/reveal.py) on synthetic histories with exact ground truth: an occluder
+added at turn k, an unrelated edit, then the occluder removed by an editor that re-invents what
+was behind it, with a global colour drift and noise on every turn."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from respec.errors import InputError
+from respec.history import CHANGE, REVEAL_SOURCE, History
+from respec.provenance import change_for
+from respec.reveal import reveal_composite, reveal_for, reveal_masks
+from synthetic_scenes import background, draw_rect, drift, iou, rect_mask, u8
+
+SHAPE = (120, 160)
+OCC = (35, 50, 85, 110)          # the occluder's box (y0, x0, y1, x1)
+OTHER = (90, 10, 110, 40)        # an unrelated object added at turn 2
+
+
+def _reinvent(img: np.ndarray, box) -> np.ndarray:
+    """What an editor with no evidence paints where the occluder was: the mean colour around it."""
+    y0, x0, y1, x1 = box
+    ring = np.zeros(img.shape[:2], bool)
+    ring[max(0, y0 - 3):y1 + 3, max(0, x0 - 3):x1 + 3] = True
+    ring[y0:y1, x0:x1] = False
+    return draw_rect(img, box, img[ring].mean(axis=0))
+
+
+def _history(final, noise=0.008):
+    """I_0 scene; turn 1 adds the occluder; turn 2 adds an unrelated box; the caller's `final`
+    (a function of the clean scene and of I_2) makes I_3. Returns (history of I_0..I_2, I_3, scene)."""
+    scene = background(11, SHAPE)
+    i1 = drift(draw_rect(scene, OCC, (0.85, 0.2, 0.15)), gain=(1.02, 0.99, 1.0), bias=(0.01, 0, 0), noise=noise, seed=1)
+    i2 = drift(draw_rect(i1, OTHER, (0.1, 0.2, 0.8)), gain=(0.99, 1.01, 1.02), bias=(0, 0.01, 0), noise=noise, seed=2)
+    h = History.start(u8(scene))
+    for img, text in ((i1, "add a red board"), (i2, "add a blue box")):
+        h = h.append(u8(img), text, masks={CHANGE: change_for(h, u8(img))})
+    return h, u8(final(scene, u8(i2).astype(np.float64) / 255.0)), scene
+
+
+def _removed_and_reinvented(scene, i2):
+    return drift(_reinvent(i2, OCC), gain=(1.03, 0.98, 1.01), bias=(-0.01, 0.01, 0), noise=0.008, seed=3)
+
+
+def test_the_revealed_region_gets_the_hidden_pixels_back_colour_matched():
+    h, i3, scene = _history(_removed_and_reinvented)
+    res = reveal_for(h, i3, covering_turn=1)
+    assert res.applied, res.reason
+    truth = rect_mask(SHAPE, OCC)
+    assert iou(res.region, truth) > 0.95
+    # inside R the composite is I_0's content in I_3's colours: far closer to the truth than the
+    # editor's re-invention
+    expected = u8(drift(scene, gain=(1.02 * 0.99 * 1.03, 0.99 * 1.01 * 0.98, 1.0 * 1.02 * 1.01), bias=(0, 0, 0), noise=0))
+    err_before = np.abs(i3[truth].astype(float) - expected[truth]).mean()
+    err_after = np.abs(res.image[truth].astype(float) - expected[truth]).mean()
+    assert err_after < 0.25 * err_before and err_after < 4.0
+    # the editor's pixels are kept away from R and its seam
+    far = ~np.asarray(Image.fromarray(truth).resize(truth.shape[::-1]), bool)
+    far[OCC[0] - 8:OCC[2] + 8, OCC[1] - 8:OCC[3] + 8] = False
+    assert np.array_equal(res.image[far], i3[far])
+    assert res.source_id == 0 and res.record()["applied"] is True
+
+
+def test_which_pixels_came_from_where_is_recorded():
+    h, i3, _ = _history(_removed_and_reinvented)
+    res = reveal_for(h, i3, covering_turn=1)
+    w = res.source_weight
+    assert np.all(w[res.region] == 1.0)
+    assert w[5, 5] == 0.0
+    seam = (w > 0) & (w < 1)
+    assert seam.any() and not (seam & res.region).any()
+    masks = reveal_masks(res)
+    tm = masks[REVEAL_SOURCE]
+    assert np.array_equal(tm.mask, w >= 0.5) and tm.info["applied"] and tm.info["source_id"] == 0
+    # and it is kept with the turn
+    h3 = h.append(res.image, "remove the board", masks={CHANGE: change_for(h, res.image), **masks})
+    assert h3.turns[3].masks[REVEAL_SOURCE].info["reason"].startswith("pasted")
+
+
+def test_without_drift_the_reveal_is_pixel_exact():
+    scene = u8(background(12, SHAPE))
+    i1 = u8(draw_rect(scene / 255.0, OCC, (0.85, 0.2, 0.15)))
+    i2 = _reinvent(i1 / 255.0, OCC)
+    res = reveal_composite(scene, i1, u8(i2), rect_mask(SHAPE, OCC), source_id=0)
+    assert res.applied, res.reason
+    truth = rect_mask(SHAPE, OCC)
+    assert np.array_equal(res.image[truth], scene[truth])
+
+
+def test_a_shifted_scene_is_refused_and_the_edit_kept():
+    def shifted(scene, i2):
+        moved = np.roll(scene, (3, 4), axis=(0, 1))          # the removal also moved the scene
+        return drift(draw_rect(moved, OTHER, (0.1, 0.2, 0.8)), noise=0.008, seed=4)
+    h, i3, _ = _history(shifted)
+    res = reveal_for(h, i3, covering_turn=1)
+    assert not res.applied
+    assert "geometry moved" in res.reason
+    assert np.array_equal(res.image, i3) and not res.source_weight.any()
+    assert res.turn_mask() is None and reveal_masks(res) == {}
+    assert res.checks["scene_shift"] == [4, 3]          # np.roll by (3, 4): dy=3, dx=4
+
+
+def test_an_edit_that_did_not_remove_the_occluder_reveals_nothing():
+    h, i3, _ = _history(lambda scene, i2: drift(i2, noise=0.008, seed=5))
+    res = reveal_for(h, i3, covering_turn=1)
+    assert not res.applied and "nothing revealed" in res.reason
+    assert np.array_equal(res.image, i3)
+
+
+def test_a_shrunk_occluder_reveals_only_the_uncovered_part():
+    half = (OCC[0], OCC[1], OCC[2], (OCC[1] + OCC[3]) // 2)
+    uncovered = (OCC[0], half[3], OCC[2], OCC[3])
+
+    def shrink(scene, i2):
+        return drift(_reinvent(i2, uncovered), noise=0.008, seed=6)
+    h, i3, _ = _history(shrink)
+    res = reveal_for(h, i3, covering_turn=1)
+    assert res.applied, res.reason
+    assert iou(res.region, rect_mask(SHAPE, uncovered)) > 0.9
+    still = rect_mask(SHAPE, half)
+    assert np.array_equal(res.image[still], i3[still])        # the remaining occluder is untouched
+
+
+def test_an_edited_image_of_another_size_is_composited_at_its_own_size():
+    h, i3, _ = _history(_removed_and_reinvented)
+    big = np.asarray(Image.fromarray(i3).resize((320, 240), Image.BICUBIC))
+    res = reveal_for(h, big, covering_turn=1)
+    assert res.applied, res.reason
+    assert res.image.shape == big.shape and res.region.shape == (240, 320)
+    assert iou(res.region, rect_mask((240, 320), tuple(2 * v for v in OCC))) > 0.9
+
+
+def test_the_covering_turn_must_be_an_earlier_edit():
+    h, i3, _ = _history(_removed_and_reinvented)
+    for bad in (0, 3, 7):
+        with pytest.raises(InputError, match="covering turn"):
+            reveal_for(h, i3, covering_turn=bad)
+
+
+def test_an_empty_covered_mask_is_refused_with_the_reason():
+    h, i3, _ = _history(_removed_and_reinvented)
+    res = reveal_composite(h.image(0), h.current.image, i3, np.zeros(SHAPE, bool), source_id=0)
+    assert not res.applied and "empty" in res.reason
