@@ -3,7 +3,6 @@ editor's images (Reference Selector) and its instruction (Instruction Rewriter).
 The logic lives in respec/controller/; these classes only translate."""
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from ..respec.controller import (DEFAULT_MAX_NEW_TOKENS, DEFAULT_MAX_PIXELS, RES
 from ..respec.controller.backends import DEFAULT_MODELS
 from ..respec.controller.backends.openai_compat import RESPONSE_FORMATS
 from ..respec.controller.backends.transformers_vlm import QUANTIZATIONS
+from ..respec.controller.prompts import template_fingerprint
 from ..respec.errors import InputError
 from ..respec.images import as_array, as_rgb, resize
 from .common import HISTORY, PLAN, VLM, images_to_comfy
@@ -48,17 +48,6 @@ def _llm_choices() -> list[str]:
     """The known Hugging Face ids first (valid before a download), then the folders in models/LLM."""
     known = [DEFAULT_MODELS["qwen3-vl"], DEFAULT_MODELS["internvl3"]]
     return known + [n for n in comfy.list_models("LLM") if n not in known]
-
-
-def template_fingerprint(*chosen: Path | None) -> str:
-    """A digest of the override template files' text ('' when none is given)."""
-    if not any(chosen):
-        return ""
-    h = hashlib.sha256()
-    for f in chosen:
-        if f is not None:
-            h.update(str(f).encode() + (f.read_bytes() if f.is_file() else b"<missing>"))
-    return h.hexdigest()
 
 
 def plan_json(plan) -> str:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-from ..respec import comfy
-from ..respec.errors import InputError, StoreError
+from ..respec import web
+from ..respec.errors import InputError
 from ..respec.history import CHANGE, History
 from ..respec.provenance import change_for
-from ..respec.store import open_store, plan_summary, validate_session_id, workflow_store_root
+from ..respec.store import open_store, workflow_store_root
 from ..respec.turn import EDITOR_IMAGE_IDS
 from .common import HISTORY, PLAN, image_from_comfy, images_to_comfy
 
@@ -20,17 +20,6 @@ def _info(hist: History, mode: str) -> str:
     return json.dumps({"mode": mode, "session_id": hist.session_id, "version": hist.version,
                        "turns": len(hist), "latest_turn": hist.next_turn - 1,
                        "store": hist.store_root, "current_image": hist.current.image.digest})
-
-
-def _send(hist: History, node_id, action: str) -> None:
-    """Tell the frontend what the history looks like now (ids, text, digests; no pixels)."""
-    comfy.send_event("history", {
-        "node": node_id, "action": action, "session_id": hist.session_id, "version": hist.version,
-        "store": hist.store_root,
-        "turns": [{"index": t.index, "instruction": t.instruction, "sent_instruction": t.sent_instruction,
-                   "image": t.image.digest, "size": list(t.image.size), "plan": plan_summary(t.plan),
-                   "masks": t.mask_records()}
-                  for t in hist.turns]})
 
 
 class ReSpecHistoryStore:
@@ -110,22 +99,10 @@ class ReSpecHistoryStore:
                     raise InputError("rewind needs 'turn' >= 0: the last turn to keep (0 keeps only the original)")
                 hist = store.rewind(session_id, turn)
             else:
-                hist = self._branch(store, session_id, new_session_id.strip(), turn)
-        _send(hist, unique_id, mode)
+                hist = store.branch(session_id, new_session_id.strip(), None if turn < 0 else turn,
+                                    exist_ok=True)
+        web.send_history(hist, mode, unique_id)
         return (hist, images_to_comfy([hist.current.image]), hist.next_turn - 1, _info(hist, mode))
-
-    @staticmethod
-    def _branch(store, session_id, new_id, turn):
-        sid, nid = validate_session_id(session_id), validate_session_id(new_id)
-        at = None if turn < 0 else turn
-        if store.exists(nid):
-            # Queueing the same branch again: the branch made last time is what we want.
-            info = store.info(nid)
-            if info["parent_id"] == sid and (at is None or info["parent_turn"] == at):
-                return store.load(nid)
-            raise StoreError(f"session {nid!r} already exists and is not the branch of {sid!r} at turn "
-                             f"{'latest' if at is None else at}; choose another new_session_id")
-        return store.branch(sid, nid, at)
 
 
 class ReSpecHistoryAppend:
@@ -177,12 +154,12 @@ class ReSpecHistoryAppend:
         masks = {CHANGE: change_for(history, arr)}
         if history.session_id is None:
             new = history.append(arr, instruction, sent, plan, meta_d, masks)
-            _send(new, unique_id, "append")
+            web.send_history(new, "append", unique_id)
             return (new, images_to_comfy([new.current.image]))
 
         new = open_store(history.store_root).append_once(history, arr, instruction, sent, plan, meta_d,
                                                          prompt=prompt, node_id=unique_id, masks=masks)
-        _send(new, unique_id, "append")
+        web.send_history(new, "append", unique_id)
         return (new, images_to_comfy([new.current.image]))
 
     @staticmethod

@@ -142,6 +142,15 @@ class Turn:
             rec["masks"] = self.mask_records()
         return rec
 
+    def summary(self) -> dict:
+        """What a timeline shows of this turn: texts, the image by digest with its width and
+        height, the plan's summary, meta, the masks' records. No pixels."""
+        w, h = self.image.size
+        return {"index": self.index, "instruction": self.instruction,
+                "sent_instruction": self.sent_instruction, "image": self.image.digest,
+                "width": w, "height": h, "plan": self.plan.summary() if self.plan else None,
+                "meta": self.meta, "masks": self.mask_records()}
+
 
 @dataclass(frozen=True)
 class History:
@@ -193,6 +202,15 @@ class History:
         if not 0 <= image_id < len(self.turns):
             raise InputError(f"image id {image_id} does not exist; this history has ids 0..{len(self.turns) - 1}")
         return self.turns[image_id].image
+
+    def summary(self) -> dict:
+        """JSON-able description: session id, version, each turn's summary, and the latest plan
+        (with the turn it was applied at). The one shape every panel reads (GET /respec/sessions/{id},
+        the `respec.history` event)."""
+        turns = [t.summary() for t in self.turns]
+        latest = next((dict(t["plan"], applied_turn=t["index"]) for t in reversed(turns) if t["plan"]), None)
+        return {"session_id": self.session_id, "version": self.version, "turns": turns,
+                "latest_plan": latest}
 
     @cached_property
     def fingerprint(self) -> str:

@@ -36,6 +36,18 @@ class Plan:
         d["fallbacks"] = list(self.fallbacks)
         return d
 
+    def summary(self) -> dict:
+        """The fields a timeline shows (the raw VLM text and the reasoning stay out: long)."""
+        return {"turn": self.turn, "is_restoration": self.is_restoration,
+                "preservation_target": self.preservation_target,
+                "restoration_source_id": self.restoration_source_id,
+                "identity_anchor_id": self.identity_anchor_id,
+                "restoration_region": self.restoration_region,
+                "image_ids": list(self.image_ids),
+                "synthesis_instruction": self.synthesis_instruction,
+                "fallbacks": list(self.fallbacks), "vlm_called": self.vlm_called,
+                "controller": self.controller}
+
     @classmethod
     def from_dict(cls, d: dict) -> "Plan":
         known = {f for f in cls.__dataclass_fields__}

@@ -292,16 +292,6 @@ def _plan_json(plan: Plan | None) -> tuple[Plan | None, str | None]:
     return Plan.from_dict(json.loads(text)), text
 
 
-def plan_summary(plan: Plan | None) -> dict | None:
-    """The few plan fields a timeline shows (no raw VLM text)."""
-    if plan is None:
-        return None
-    return {"is_restoration": plan.is_restoration, "preservation_target": plan.preservation_target,
-            "restoration_source_id": plan.restoration_source_id,
-            "identity_anchor_id": plan.identity_anchor_id, "image_ids": list(plan.image_ids),
-            "fallbacks": list(plan.fallbacks), "vlm_called": plan.vlm_called}
-
-
 # What upgrades a store of version v-1 to version v (run in one transaction on first open).
 _MIGRATIONS = {
     2: [
@@ -724,16 +714,9 @@ class SessionStore:
                  "parent_id": r[5], "parent_turn": r[6], "current_image": r[7]} for r in rows]
 
     def list_turns(self, session_id: str) -> list[dict]:
-        """Small per-turn records for a timeline: index, instructions, image digest and size,
-        plan summary, meta. No pixels."""
-        hist = self.load(session_id)
-        out = []
-        for t in hist.turns:
-            out.append({"index": t.index, "instruction": t.instruction,
-                        "sent_instruction": t.sent_instruction, "image": t.image.digest,
-                        "size": list(t.image.size), "plan": plan_summary(t.plan), "meta": t.meta,
-                        "masks": t.mask_records()})
-        return out
+        """Each turn's summary for a timeline (Turn.summary: index, instructions, image digest,
+        width and height, plan summary, meta, mask records). No pixels."""
+        return [t.summary() for t in self.load(session_id).turns]
 
     def image_path(self, session_id: str, digest: str) -> Path:
         """The PNG of an image of this session (InputError/StoreError if it is not one of its images)."""
@@ -906,9 +889,12 @@ class SessionStore:
         self._remember(sid, new_lineage, hist)
         return hist
 
-    def branch(self, session_id: str, new_id: str, at_turn: int | None = None) -> History:
+    def branch(self, session_id: str, new_id: str, at_turn: int | None = None,
+               exist_ok: bool = False) -> History:
         """A new session `new_id` holding turns 0..at_turn (default: all) of `session_id`.
-        Image files are shared, not copied."""
+        Image files are shared, not copied. With exist_ok, a `new_id` that is already the branch of
+        `session_id` at `at_turn` (any turn when None) is loaded instead: queueing the same branch
+        again gives the branch made last time. Any other existing `new_id` is refused."""
         sid = validate_session_id(session_id)
         nid = validate_session_id(new_id)
         if nid == sid:
@@ -917,22 +903,30 @@ class SessionStore:
             at_turn = turn_number(at_turn)
         now = time.time()
         with self._tx(True) as conn:
-            row = self._session_row(conn, sid)
-            if row is None:
-                raise self._missing(sid)
-            n = row[2]
-            at = n - 1 if at_turn is None else at_turn
-            if not 0 <= at < n:
-                raise InputError(f"cannot branch session {sid!r} at turn {at}: it has turns 0..{n - 1}")
-            if self._session_row(conn, nid) is not None:
-                raise StoreError(f"session {nid!r} already exists in {self.root}; choose another id for the branch")
-            conn.execute("INSERT INTO sessions VALUES (?, ?, 1, ?, ?, ?, ?, ?)",
-                         (nid, uuid.uuid4().hex, at + 1, now, now, sid, at))
-            conn.execute(f"INSERT INTO turns SELECT ?, {_TURN_COLS}, NULL, ? FROM turns "
-                         "WHERE session_id = ? AND idx <= ?", (nid, now, sid, at))
-            conn.execute("INSERT INTO turn_masks SELECT ?, idx, name, image, height, width, info "
-                         "FROM turn_masks WHERE session_id = ? AND idx <= ?", (nid, sid, at))
-            _checkpoint("before_commit")
+            existing = self._session_row(conn, nid)
+            if existing is not None:
+                parent, parent_turn = existing[5], existing[6]
+                if not exist_ok:
+                    raise StoreError(f"session {nid!r} already exists in {self.root}; choose another id "
+                                     "for the branch")
+                if parent != sid or (at_turn is not None and parent_turn != at_turn):
+                    raise StoreError(f"session {nid!r} already exists and is not the branch of {sid!r} at "
+                                     f"turn {'latest' if at_turn is None else at_turn}; choose another new id")
+            else:
+                row = self._session_row(conn, sid)
+                if row is None:
+                    raise self._missing(sid)
+                n = row[2]
+                at = n - 1 if at_turn is None else at_turn
+                if not 0 <= at < n:
+                    raise InputError(f"cannot branch session {sid!r} at turn {at}: it has turns 0..{n - 1}")
+                conn.execute("INSERT INTO sessions VALUES (?, ?, 1, ?, ?, ?, ?, ?)",
+                             (nid, uuid.uuid4().hex, at + 1, now, now, sid, at))
+                conn.execute(f"INSERT INTO turns SELECT ?, {_TURN_COLS}, NULL, ? FROM turns "
+                             "WHERE session_id = ? AND idx <= ?", (nid, now, sid, at))
+                conn.execute("INSERT INTO turn_masks SELECT ?, idx, name, image, height, width, info "
+                             "FROM turn_masks WHERE session_id = ? AND idx <= ?", (nid, sid, at))
+                _checkpoint("before_commit")
         return self.load(nid)
 
     def delete_session(self, session_id: str) -> bool:

@@ -234,38 +234,16 @@ def with_store(open_store: Callable[[str | None], Any], store_param: Any,
 
 # --------------------------------------------------------------------------- handlers
 
-def _plan_record(plan) -> dict | None:
-    """The plan fields the panel shows (the raw VLM text and reasoning stay out: long)."""
-    if plan is None:
-        return None
-    return {"turn": plan.turn, "is_restoration": plan.is_restoration,
-            "preservation_target": plan.preservation_target,
-            "restoration_source_id": plan.restoration_source_id,
-            "identity_anchor_id": plan.identity_anchor_id,
-            "restoration_region": plan.restoration_region,
-            "image_ids": list(plan.image_ids),
-            "synthesis_instruction": plan.synthesis_instruction,
-            "fallbacks": list(plan.fallbacks), "vlm_called": plan.vlm_called,
-            "controller": plan.controller}
+def history_event(history, action: str, node: Any = None) -> dict:
+    """The payload of the `respec.history` event, in one shape for every sender (History nodes,
+    the rewind route): the session summary plus what happened (`action`: new, load, rewind,
+    branch, in-graph, append), the sending node, and the store directory the panel may read."""
+    return {**history.summary(), "action": action, "node": node, "store": history.store_root}
 
 
-def session_summary(history) -> dict:
-    """JSON-able description of a stored History: id, version, each turn (image by digest) and
-    the latest plan. What `GET /respec/sessions/{id}` returns and what the rewind route sends
-    as a `respec.history` event."""
-    turns = []
-    latest_plan = None
-    for t in history.turns:
-        plan = _plan_record(t.plan)
-        if plan is not None:
-            latest_plan = dict(plan, applied_turn=t.index)
-        w, h = t.image.size
-        turns.append({"index": t.index, "instruction": t.instruction,
-                      "sent_instruction": t.sent_instruction, "image": t.image.digest,
-                      "width": w, "height": h, "plan": plan, "meta": t.meta,
-                      "masks": t.mask_records()})
-    return {"session_id": history.session_id, "version": history.version,
-            "turns": turns, "latest_plan": latest_plan}
+def send_history(history, action: str, node: Any = None) -> None:
+    """Tell every open panel what `history` looks like now (ids, text, digests; no pixels)."""
+    comfy.send_event("respec.history", history_event(history, action, node))
 
 
 class NotFound(ReSpecError):
@@ -337,7 +315,7 @@ def get_session(store, session_id: Any) -> Response:
     scores seen for it in this process (or null)."""
     def run():
         hist = _load(store, session_id)
-        body = session_summary(hist)
+        body = hist.summary()
         body["scores"] = latest_scores(hist.session_id)
         return json_response(body)
     return _guard(run)
@@ -386,10 +364,9 @@ def rewind(store, session_id: Any, body: bytes | str | None, notify: bool = True
         k = parse_turn(data["turn"])
         _load(store, sid)               # 404 for an unknown session; the store checks k's range
         hist = store.rewind(sid, k)
-        summary = session_summary(hist)
         if notify:
-            comfy.send_event("respec.history", dict(summary, source="rewind"))
-        return json_response(summary)
+            send_history(hist, "rewind")
+        return json_response(hist.summary())
     return _guard(run)
 
 

@@ -8,7 +8,7 @@ from PIL import Image
 
 from controller_helpers import CountingVLM, ScriptedAnswer, make_history, tiny_qwen_dir  # noqa: F401
 from respec.controller import count_vlm_calls, load_backend, load_templates, plan_turn
-from respec.controller.prompts import builtin_template
+from respec.controller.prompts import builtin_template, template_fingerprint
 from respec.errors import InputError
 from respec.history import History
 from respec.plan import Plan
@@ -163,3 +163,19 @@ def test_scripted_answer_flows_into_the_plan_meta():
     plan = plan_turn(make_history(2), "make it pink", vlm, False, meta={"restoration_decided_by": "manual"})
     assert plan.meta["restoration_decided_by"] == "manual" and plan.meta["images_shown"] == [0, 1]
     assert plan.controller == "scripted" and plan.seconds >= 0
+
+
+def test_the_template_cache_key_follows_the_override_files_text(tmp_path):
+    f = tmp_path / "rest.txt"
+    f.write_text("v1", encoding="utf-8")
+    first = template_fingerprint(str(f), "")
+    assert template_fingerprint(str(f), "  ") == first and first != ""
+    f.write_text("v2", encoding="utf-8")
+    assert template_fingerprint(str(f), "") != first
+    assert template_fingerprint(None, str(f)) != template_fingerprint(str(f), None)   # which prompt it replaces
+    assert template_fingerprint("", "") == ""                  # built-in templates only: nothing to watch
+    missing = template_fingerprint(str(tmp_path / "gone.txt"))
+    assert missing not in ("", first)                          # a key all the same: the run reports it
+    f.write_bytes(b"\xff\xfe not utf-8")
+    with pytest.raises(InputError, match="not UTF-8"):
+        load_templates(restoration_path=str(f))

@@ -329,6 +329,27 @@ def test_history_events_carry_ids_text_and_digests_but_no_pixels(pack, nodes):
     assert len(json.dumps(data)) < 2000      # text and digests only, no pixels
 
 
+def test_the_history_event_has_the_shape_the_session_route_returns(pack, nodes):
+    """One payload shape for every panel: the event is the session's summary (width and height,
+    plan summaries, latest plan) plus what happened, the node and the store."""
+    Store, Append = nodes
+    comfy, Plan = core(pack, "comfy"), core(pack, "plan").Plan
+    got = []
+    remove = comfy.add_listener(lambda name, data: got.append(data))
+    try:
+        hist, *_ = _run(Store, "new", image=_image(0, 8, 6))
+        plan = Plan(turn=1, user_instruction="add a hat", synthesis_instruction="add a hat", image_ids=(0,))
+        Append().append(hist, _image(1, 8, 6), "add a hat", plan=plan, unique_id="9")
+    finally:
+        remove()
+    data = got[-1]
+    summary = _store(pack).load("s").summary()
+    assert {k: data[k] for k in summary} == summary
+    assert (data["action"], data["node"], data["store"]) == ("append", "9", hist.store_root)
+    assert (data["turns"][1]["width"], data["turns"][1]["height"]) == (6, 8)
+    assert data["latest_plan"]["applied_turn"] == 1 and data["latest_plan"]["image_ids"] == [0]
+
+
 # ----------------------------------------------------------------------------- change masks
 
 def _scene_pair():

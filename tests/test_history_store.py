@@ -220,6 +220,30 @@ def test_branch_shares_image_files_and_leaves_the_source_unchanged(store):
         store.branch("a", "b")
 
 
+def test_queueing_the_same_branch_again_gives_the_branch_made_before(store):
+    store.create("a", _img(0))
+    for i in range(1, 3):
+        store.append("a", _img(i), f"edit {i}")
+    b = store.branch("a", "b", at_turn=1, exist_ok=True)
+    store.append("b", _img(7), "branch edit")
+    again = store.branch("a", "b", at_turn=1, exist_ok=True)
+    assert again.instructions == ["edit 1", "branch edit"]        # the branch as it is now, not a new one
+    assert again.version == b.version + 1 and len(store.list_sessions()) == 2
+    assert store.branch("a", "b", exist_ok=True).session_id == "b"   # no turn given: any branch of a
+
+
+def test_a_branch_id_taken_by_something_else_is_refused(store):
+    store.create("a", _img(0))
+    store.append("a", _img(1), "edit 1")
+    store.create("c", _img(2))
+    store.branch("a", "b", at_turn=1)
+    with pytest.raises(StoreError, match="not the branch of 'a' at turn 0"):
+        store.branch("a", "b", at_turn=0, exist_ok=True)
+    with pytest.raises(StoreError, match="not the branch of 'a'"):
+        store.branch("a", "c", exist_ok=True)
+    assert store.load("c").instructions == [] and len(store.load("b")) == 2   # nothing changed
+
+
 def test_a_recreated_session_changes_its_token(store):
     store.create("a", _img(0))
     t1 = store.token("a")
@@ -239,6 +263,7 @@ def test_list_sessions_and_turns_describe_without_pixels(store):
     assert sessions["a"]["current_image"] == store.load("a").current.image.digest
     turns = store.list_turns("a")
     assert [t["index"] for t in turns] == [0, 1] and turns[1]["plan"]["image_ids"] == []
+    assert (turns[1]["width"], turns[1]["height"]) == store.load("a").current.image.size
     assert "array" not in str(turns)
 
 

@@ -56,7 +56,8 @@ function sameList(a, b) {
   return a.length === b.length && a.every((x, i) => x === b[i]);
 }
 
-/** A session record as the panel keeps it (from GET /respec/sessions/{id} or a full event). */
+/** A session record as the panel keeps it. GET /respec/sessions/{id} and the respec.history event
+ * carry the same shape (respec/history.py History.summary). */
 export function normalizeSession(data) {
   if (!data || !isSessionId(data.session_id) || !Array.isArray(data.turns)) return null;
   const turns = data.turns
@@ -67,18 +68,13 @@ export function normalizeSession(data) {
       sent_instruction:
         typeof t.sent_instruction === "string" ? t.sent_instruction : t.instruction ?? "",
       image: isDigest(t.image) ? t.image : null,
-      width: numberOr(t.width ?? t.size?.[0], null),
-      height: numberOr(t.height ?? t.size?.[1], null),
+      width: numberOr(t.width, null),
+      height: numberOr(t.height, null),
       plan: t.plan && typeof t.plan === "object" ? t.plan : null,
       masks: turnMasks(t.masks),
     }))
     .sort((a, b) => a.index - b.index);
-  let latest = data.latest_plan && typeof data.latest_plan === "object" ? data.latest_plan : null;
-  if (!latest) {
-    // History events carry each turn's plan summary but no latest_plan: the last one applies.
-    const withPlan = turns.filter((t) => t.plan).pop();
-    latest = withPlan ? { ...withPlan.plan, applied_turn: withPlan.index } : null;
-  }
+  const latest = data.latest_plan && typeof data.latest_plan === "object" ? data.latest_plan : null;
   return { session_id: data.session_id, version: numberOr(data.version, 0), turns, latest_plan: latest };
 }
 

@@ -219,17 +219,20 @@ test("a live plan made for another turn (another history) is not highlighted", (
   assert.equal(currentPlan(s).restoration_source_id, 0);
 });
 
-test("the History nodes' event shape is shown with the last turn's plan", () => {
-  // What nodes/history_nodes.py sends: size instead of width/height, plan summaries, no latest_plan.
+test("a respec.history event is shown as it comes, with the last turn's plan", () => {
+  // The one shape of respec/web.py history_event: History.summary() plus action, node and store.
+  const plan = { turn: 2, is_restoration: true, restoration_source_id: 0, identity_anchor_id: 1 };
   const event = { node: "3", action: "append", session_id: "kitchen", version: 3, store: "/u/respec/sessions",
     turns: [
-      { index: 0, instruction: "", sent_instruction: "", image: D("a"), size: [640, 480], plan: null },
-      { index: 1, instruction: "add a vase", sent_instruction: "add a vase", image: D("b"), size: [640, 480], plan: null },
+      { index: 0, instruction: "", sent_instruction: "", image: D("a"), width: 640, height: 480, plan: null },
+      { index: 1, instruction: "add a vase", sent_instruction: "add a vase", image: D("b"), width: 640, height: 480, plan: null },
       { index: 2, instruction: "remove the vase", sent_instruction: "remove the vase; restore the table from image 0",
-        image: D("c"), size: [640, 480], plan: { is_restoration: true, restoration_source_id: 0, identity_anchor_id: 1 } },
-    ] };
+        image: D("c"), width: 640, height: 480, plan },
+    ],
+    latest_plan: { ...plan, applied_turn: 2 } };
   const s = run([{ type: "event/history", data: event }]);
   assert.equal(s.session.turns[2].width, 640);
+  assert.equal(s.session.turns[2].height, 480);
   assert.equal(s.session.latest_plan.applied_turn, 2);
   assert.deepEqual(turnCards(s).map((c) => c.roles), [["restoration-source"], ["identity-anchor"], []]);
   assert.equal(s.stores.kitchen, "/u/respec/sessions");

@@ -9,7 +9,9 @@ last one, I_{N-1}, is the editor's input; it is shown once, not duplicated.
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from PIL import Image
@@ -52,8 +54,9 @@ class Templates:
         return {"source": src, "sha256": hashlib.sha256(text.encode()).hexdigest()[:16]}
 
 
+@lru_cache(maxsize=None)
 def builtin_template(kind: str) -> str:
-    """The template text shipped with the pack (respec/controller/templates/<kind>.txt)."""
+    """The template text shipped with the pack (respec/controller/templates/<kind>.txt), read once."""
     if kind not in (RESTORATION, MIDTURN):
         raise ValueError(f"unknown prompt kind {kind!r}; use 'restoration' or 'midturn'")
     return (TEMPLATE_DIR / f"{kind}.txt").read_text(encoding="utf-8")
@@ -64,7 +67,11 @@ def _read_override(path: str, kind: str) -> str:
     if not p.is_file():
         raise InputError(f"the {kind} prompt template file {str(p)!r} does not exist; give the path of a "
                          f"UTF-8 text file, or leave the field empty to use the built-in template")
-    text = p.read_text(encoding="utf-8")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"the {kind} prompt template file {str(p)!r} is not UTF-8 text ({e}); save it "
+                         "as UTF-8") from e
     if not text.strip():
         raise InputError(f"the {kind} prompt template file {str(p)!r} is empty")
     return text
@@ -77,6 +84,23 @@ def load_templates(restoration_path: str | None = None, midturn_path: str | None
     return Templates(rest, mid,
                      str(Path(restoration_path).expanduser()) if restoration_path else "built-in",
                      str(Path(midturn_path).expanduser()) if midturn_path else "built-in")
+
+
+def template_fingerprint(restoration_path: str | os.PathLike | None = None,
+                         midturn_path: str | os.PathLike | None = None) -> str:
+    """The Preservation Target's cache key for its template files: a digest of the override
+    templates' paths and text, read the way load_templates reads them; '' when no override is
+    given (the built-in text only changes with the pack). A file that cannot be read gets a key of
+    its own, so the run itself reports what is wrong."""
+    rest, mid = (str(p or "").strip() for p in (restoration_path, midturn_path))
+    if not (rest or mid):
+        return ""
+    try:
+        t = load_templates(rest or None, mid or None)
+        key = "\0".join((t.restoration_source, t.restoration, t.midturn_source, t.midturn))
+    except (InputError, OSError) as e:
+        key = f"unreadable\0{rest}\0{mid}\0{e}"
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def history_text(history: History, user_instruction: str) -> str:
