@@ -1,17 +1,16 @@
 """OCCUR evaluation nodes: occluder / new-object masks (appendix B.1), the OCCUR score (A.5),
 the instruction-faithfulness judge (figure 11) and reference-selection accuracy (D.4).
-The work happens in respec/masks.py, respec/metrics.py and respec/judge.py."""
+The work happens in respec/masks.py, respec/metrics.py, respec/scoring.py and respec/judge.py."""
 from __future__ import annotations
 
 import json
 
-
 from ..respec import comfy, web
-from ..respec.errors import InputError
 from ..respec.judge import DEFAULT_MAX_NEW_TOKENS, judge_instruction
 from ..respec.masks import ACCEPT_CONF, DEFAULT_YOLO, SAM_FILES, load_masker
 from ..respec.metrics import (DEFAULT_CLIP, DEFAULT_LPIPS_TRUNK, DEFAULT_PSNR_CAP, json_safe, load_scorer,
-                              occur_regions, reference_selection_correct, resize_mask)
+                              reference_selection_correct, resize_mask)
+from ..respec.scoring import score_result
 from .common import (HISTORY, MASK_RECORDS, MASKER, PLAN, SCORER, VLM, image_from_comfy, images_from_comfy,
                      masks_to_comfy)
 
@@ -206,36 +205,21 @@ class ReSpecOccurScore:
 
     def score(self, scorer, masks, psnr_cap, reference_turn, history=None, final_image=None,
               reference_image=None, unique_id=None):
-        if final_image is not None:
-            final = image_from_comfy(final_image, "final_image")
-        elif history is not None:
-            final = history.current.image
-        else:
-            raise InputError("OCCUR Score needs the final image: connect final_image or a history")
-        if reference_turn >= 0:
-            if history is None:
-                raise InputError("reference_turn is set but no history is connected; connect the history "
-                                 "or set reference_turn to -1 and connect reference_image")
-            ref = history.image(reference_turn)
-        elif reference_image is not None:
-            ref = image_from_comfy(reference_image, "reference_image")
-        else:
-            raise InputError("OCCUR Score needs I_ref: set reference_turn (with a history) or connect reference_image")
-        result = scorer.occur_score(final, ref, masks, psnr_cap=psnr_cap)
-        if reference_turn >= 0:
-            result["reference_turn"] = reference_turn
-        w, h = result["size"]
-        regions = occur_regions(masks, size=(w, h))
+        final = image_from_comfy(final_image, "final_image") if final_image is not None else None
+        ref = image_from_comfy(reference_image, "reference_image") if reference_image is not None else None
+        result = score_result(scorer, masks, history=history, final_image=final, reference_image=ref,
+                              reference_turn=reference_turn, psnr_cap=psnr_cap)
+        regions = result.pop("regions")
         record = json_safe(result)
         # The panel draws the regions over the latest image and files the scores under the session.
-        event = {"node": unique_id, **record,
-                 "regions": web.publish_region_masks({"R_restore": regions[0], "R_preserve": regions[1]})}
+        event = {"node": unique_id, **record, "regions": web.publish_region_masks(regions)}
         if history is not None and history.session_id:
             event["session_id"] = history.session_id
         comfy.send_event("scores", event)
         return {"ui": {"respec_scores": [record]},
                 "result": (result["S_restore"], result["S_preserve"], result["S_TC"],
-                           masks_to_comfy(list(regions)), json.dumps(record, indent=1))}
+                           masks_to_comfy([regions["R_restore"], regions["R_preserve"]]),
+                           json.dumps(record, indent=1))}
 
 
 class ReSpecInstructionJudge:

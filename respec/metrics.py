@@ -538,7 +538,10 @@ class Scorer:
     def occur_score(self, final_image: Any, ref_image: Any, traj_masks: Any,
                     psnr_cap: float | None = None) -> dict:
         """S_restore, S_preserve, S_TC (paper eqs. 9–11 / 17–22) with their parts, areas and the
-        whole-image measures. Î_N = final_image (resized to I_ref if needed), I_ref = ref_image."""
+        whole-image measures. Î_N = final_image (resized to I_ref if needed), I_ref = ref_image.
+
+        Everything is JSON-able except `regions`: {"R_restore", "R_preserve"} as the bool H×W
+        masks (I_ref's grid) the scores were computed on; drop it before writing a record."""
         with self._lock:
             cap = float(psnr_cap or self.psnr_cap)
             gen, ref, info = prepare_pair(final_image, ref_image)
@@ -564,6 +567,7 @@ class Scorer:
                 "n_turns": len(traj_masks.occ),
                 "reasons": reasons,
                 **info,
+                "regions": {"R_restore": r_restore, "R_preserve": r_preserve},
             }
 
 

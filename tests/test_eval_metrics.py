@@ -151,6 +151,34 @@ def test_identical_images_score_one_everywhere(scorer):
     assert res["whole_image"]["sim"] == 1.0
 
 
+def test_the_score_carries_the_regions_it_was_computed_on(scorer):
+    s = (64, 64)
+    masks = traj([box(s, 8, 32, 8, 32), box(s, 40, 60, 40, 60)], [np.zeros(s, bool), box(s, 0, 8, 0, 8)])
+    ref = photo(1, size=32)                                     # the grid is I_ref's: 32x32
+    res = scorer.occur_score(photo(2), ref, masks)
+    want = occur_regions(masks, size=(32, 32))
+    assert np.array_equal(res["regions"]["R_restore"], want[0])
+    assert np.array_equal(res["regions"]["R_preserve"], want[1])
+    assert res["areas"]["R_restore"] == pytest.approx(want[0].mean())
+
+
+def test_the_final_image_is_the_given_one_else_the_historys_latest():
+    from respec.history import History
+    from respec.scoring import final_and_reference
+    h = History.start(photo(0)).append(photo(1), "a").append(photo(2), "b")
+    final, ref = final_and_reference(h, reference_turn=0)
+    assert final is h.current.image and ref is h.image(0)
+    given = photo(9)
+    final, ref = final_and_reference(h, final_image=given, reference_image=photo(8), reference_turn=1)
+    assert final is given and ref is h.image(1)                  # a reference turn wins over an image
+    with pytest.raises(InputError, match="final image"):
+        final_and_reference(reference_image=photo(8))
+    with pytest.raises(InputError, match="no history is connected"):
+        final_and_reference(final_image=given, reference_turn=0)
+    with pytest.raises(InputError, match="needs I_ref"):
+        final_and_reference(h)
+
+
 def test_a_change_outside_r_restore_leaves_s_restore_unchanged(scorer):
     ref, gen = photo(5), photo(6)
     s = (64, 64)
