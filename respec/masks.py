@@ -298,6 +298,23 @@ class Detection:
 
 # --------------------------------------------------------------------------- the masker
 
+def _set_single_class(world_model, feats, query: str) -> None:
+    """Make a YOLO-World network detect `query` alone (its CLIP text embedding as the one class)."""
+    world_model.txt_feats = feats.to(next(world_model.parameters()).device)
+    world_model.model[-1].nc = 1
+    world_model.names = [query]
+
+
+def _predictor_network(predictor):
+    """The (fused) YOLO-World network an ultralytics predictor runs, or None when there is no
+    predictor or its layout is one this code does not know (then a new predictor is built)."""
+    backend = getattr(predictor, "model", None)
+    for net in (getattr(getattr(backend, "backend", None), "model", None), getattr(backend, "model", None)):
+        if net is not None and hasattr(net, "txt_feats") and hasattr(net, "model"):
+            return net
+    return None
+
+
 class Masker:
     """YOLO-World v2 + SAM, as in appendix B.1. Construct with `load_masker` (or the tiny builders)."""
 
@@ -361,24 +378,30 @@ class Masker:
         from ultralytics.utils import torch_utils
         feats = self.text_features(query)
         threads = torch.get_num_threads()
-        comfy.use_models(self._managed[:1])
-        with _YOLO_LOCK, ultralytics_scope(), self.timer.measure("yolo_detect"):
-            inner = self.yolo.model
-            inner.txt_feats = feats.to(next(inner.parameters()).device)
-            inner.model[-1].nc = 1
-            inner.names = [query]
-            # ultralytics' predictor keeps its own fused copy of the network: a new class embedding
-            # only takes effect with a fresh predictor.
-            self.yolo.predictor = None
-            # On a CPU, ultralytics' device selection sets torch's thread count (for the whole
-            # process) to its own default (cores - 1, at most 8); keep the process's setting.
-            torch_utils.NUM_THREADS = threads
-            try:
-                res = self.yolo.predict(Image.fromarray(arr), conf=self.conf, imgsz=self.imgsz,
-                                        device=self._yolo_device(), verbose=False)[0]
-            finally:
-                if torch.get_num_threads() != threads:
-                    torch.set_num_threads(threads)
+        with _YOLO_LOCK:
+            # The query becomes the only class: on the model itself (what a new predictor copies)
+            # and on the fused copy an existing predictor runs, so that copy (built once per loaded
+            # model: copying and fusing cost more than a forward) serves every query. The copy is
+            # a model of its own under the memory manager, so ComfyUI sees and can unload it.
+            running = _predictor_network(self.yolo.predictor)
+            comfy.use_models([comfy.manage(running, self.device, name="yolo-world (fused)")] if running is not None
+                             else self._managed[:1])
+            with ultralytics_scope(), self.timer.measure("yolo_detect"):
+                _set_single_class(self.yolo.model, feats, query)
+                if running is not None:
+                    _set_single_class(running, feats, query)
+                    self.yolo.predictor.model.names = {0: query}
+                else:
+                    self.yolo.predictor = None
+                # On a CPU, ultralytics' device selection sets torch's thread count (for the whole
+                # process) to its own default (cores - 1, at most 8); keep the process's setting.
+                torch_utils.NUM_THREADS = threads
+                try:
+                    res = self.yolo.predict(Image.fromarray(arr), conf=self.conf, imgsz=self.imgsz,
+                                            device=self._yolo_device(), verbose=False)[0]
+                finally:
+                    if torch.get_num_threads() != threads:
+                        torch.set_num_threads(threads)
         speed = getattr(res, "speed", None) or {}
         for part in ("preprocess", "inference", "postprocess"):
             if speed.get(part) is not None:

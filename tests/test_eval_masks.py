@@ -162,6 +162,29 @@ def test_the_detector_runs_one_class_per_query(parts):
     assert torch.allclose(head.txt_feats.norm(dim=-1), torch.ones(1, 1), atol=1e-5)
 
 
+def test_one_predictor_serves_every_query_with_the_boxes_of_a_fresh_one(parts):
+    """B.1 runs one detection per query; the predictor (ultralytics' fused copy of the network) is
+    built once per loaded model and only its class embedding changes between queries."""
+    m = make_masker(parts)
+    tune_detector(m.yolo, m.text_features, "flowers", CHAIN, concept_confidence=0.6)
+    queries = [(picture(0), "flowers"), (picture(0), "traffic cone"), (picture(0), "red flowers"),
+               (picture(1), "flowers"), (picture(1), "flower"), (picture(2), "flowers")]
+    kept, predictors = [], []
+    for img, q in queries:
+        kept.append(m.detect(img, q))
+        predictors.append(m.yolo.predictor)
+    assert all(p is predictors[0] for p in predictors)
+    fresh = []
+    for img, q in queries:   # the old way: a new predictor (a new fused copy) for every query
+        m.yolo.predictor = None
+        m._det_cache.clear()
+        fresh.append(m.detect(img, q))
+    assert kept == fresh
+    found = {d.query: d.n_boxes > 0 for d in kept}
+    assert found["flowers"] and not found["traffic cone"]   # the swapped embedding is what ran
+    assert m.yolo.predictor.model.names == {0: "flowers"}
+
+
 # ----------------------------------------------------------------------------- trajectories
 
 @pytest.mark.slow
