@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..respec import comfy, paths
-from ..respec.bench.results import ResultsFile, json_safe
+from ..respec.bench.results import json_safe, open_results
 from ..respec.bench.runner import CONFIGS, make_row, summarise_judgements, trajectory_masks
 from ..respec.bench.scenario import load_workflow_dataset, packaged_datasets, resolve_workflow_dataset
 from ..respec.errors import InputError
@@ -244,7 +244,7 @@ class ReSpecResultsWriter:
         row = make_row(scenario, history, score, config=config, editor=editor.strip(), judge=judge,
                        seed=seeds[0] if seeds and seeds[0] is not None else None)
         row["source"] = "comfyui"
-        written = ResultsFile(path).append(row)
+        written = open_results(path).append(row)
         row_json = json.dumps(json_safe({**row, "written": written}))
         comfy.send_event("bench.row", {"node": unique_id, "key": row["key"], "written": written,
                                        "S_TC": row.get("S_TC"), "file": str(path)})

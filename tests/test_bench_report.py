@@ -5,6 +5,10 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -53,6 +57,70 @@ def test_a_torn_last_line_is_ignored_and_cut_before_the_next_append(tmp_path):
     rf.append(_row("c"))
     lines = p.read_bytes().splitlines()
     assert len(lines) == 2 and all(json.loads(line) for line in lines)
+
+
+def _append_in_another_process(path, row):
+    """Append `row` to `path` from a separate Python process (its own ResultsFile, its own memory)."""
+    code = ("import json, sys; from respec.bench.results import ResultsFile; "
+            "print(ResultsFile(sys.argv[1]).append(json.loads(sys.argv[2])))")
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code, str(path), json.dumps(row)], cwd=root, capture_output=True,
+                         text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(root)})
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip() == "True"
+
+
+def test_a_row_appended_by_another_process_is_seen_by_an_open_results_file(tmp_path):
+    p = tmp_path / "r.jsonl"
+    rf = ResultsFile(p)
+    assert rf.append(_row("a"))
+    assert rf.done_keys() == {_row("a")["key"]}        # keys now held in memory
+    assert _append_in_another_process(p, _row("b"))
+    assert not _append_in_another_process(p, _row("a"))   # the other process sees ours too
+    assert _row("b")["key"] in rf.done_keys()
+    assert rf.append(_row("b", S_TC=0.9)) is False        # not written twice
+    assert rf.append(_row("c")) is True
+    assert [r["scenario_id"] for r in rf.rows()] == ["a", "b", "c"]
+
+
+def test_an_append_reads_only_what_other_processes_added(tmp_path, monkeypatch):
+    from respec.bench import results
+    p = tmp_path / "r.jsonl"
+    rf = ResultsFile(p)
+    for i in range(50):
+        rf.append(_row(f"s{i}"))
+    real_read = os.read
+
+    def bytes_read_by(append, row):
+        read = []
+        monkeypatch.setattr(results.os, "read", lambda fd, n: _counted(read, fd, n))
+        try:
+            assert append(row)
+        finally:
+            monkeypatch.setattr(results.os, "read", real_read)
+        return sum(read)
+
+    def _counted(read, fd, n):
+        data = real_read(fd, n)
+        read.append(len(data))
+        return data
+
+    assert bytes_read_by(rf.append, _row("own")) == 0          # nothing new in the file: nothing read
+    assert _append_in_another_process(p, _row("other"))
+    other_line = len(p.read_bytes().splitlines()[-1]) + 1
+    assert bytes_read_by(rf.append, _row("own-2")) == other_line   # just the other process's line
+
+
+def test_a_results_file_replaced_behind_an_open_one_is_read_again(tmp_path):
+    p = tmp_path / "r.jsonl"
+    rf = ResultsFile(p)
+    rf.append(_row("a"))
+    rf.append(_row("b"))
+    p.unlink()                                  # e.g. a fresh run started over in the same folder
+    ResultsFile(p).append(_row("c"))
+    assert rf.done_keys() == {_row("c")["key"]}
+    assert rf.append(_row("a")) is True
+    assert [r["scenario_id"] for r in rf.rows()] == ["c", "a"]
 
 
 def test_nan_scores_are_written_as_null(tmp_path):

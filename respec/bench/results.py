@@ -5,13 +5,16 @@ under an exclusive lock (where the OS has one), so a crash, a SIGKILL or Ctrl-C 
 the scenario that was running and never leaves half a row in the middle of the file. A torn
 last line (power loss during the write) is cut off on the next append and ignored by readers.
 Rows are keyed by scenario x config x editor (`row_key`); an append whose key is already in the
-file is dropped, so a resumed run never duplicates a row.
+file is dropped, so a resumed run never duplicates a row. The keys are read once and then kept in
+memory; under the lock an append reads only the bytes other processes added since, so its cost
+does not grow with the file.
 """
 from __future__ import annotations
 
 import json
 import math
 import os
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -43,13 +46,13 @@ def json_safe(v: Any) -> Any:
 
 
 @contextmanager
-def _locked(fd: int) -> Iterator[None]:
+def _locked(fd: int, shared: bool = False) -> Iterator[None]:
     try:
         import fcntl
     except ImportError:  # Windows: one writer per results file is the documented rule there
         yield
         return
-    fcntl.flock(fd, fcntl.LOCK_EX)
+    fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
     try:
         yield
     finally:
@@ -77,12 +80,29 @@ def _read_lines(data: bytes) -> tuple[list[dict], int]:
     return rows, bad
 
 
+def _key_of(row: dict) -> str | None:
+    try:
+        return row.get("key") or row_key(row)
+    except InputError:
+        return None
+
+
 class ResultsFile:
-    """An append-only JSONL results file (see the module docstring for the guarantees)."""
+    """An append-only JSONL results file (see the module docstring for the guarantees).
+
+    The keys of the rows in the file are kept in memory together with how many bytes of the file
+    they cover: an append reads only what another process added since (the file grew under the
+    lock) and so costs the same at 10 rows as at 10,000. A file that shrank or was replaced is
+    read again from the start.
+    """
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.skipped_lines = 0
+        self._keys: set[str] = set()
+        self._covered = 0          # bytes of the file (whole lines) whose keys are in _keys
+        self._file_id: tuple[int, int] | None = None
+        self._lock = threading.Lock()
 
     def rows(self) -> list[dict]:
         """Every complete row, in file order (a torn or unparseable line is skipped and counted)."""
@@ -93,13 +113,41 @@ class ResultsFile:
 
     def done_keys(self) -> set[str]:
         """Keys of the rows already written (what a resumed run skips)."""
-        keys = set()
-        for r in self.rows():
+        if not self.path.exists():
+            return set()
+        with self._lock:
+            fd = os.open(self.path, os.O_RDONLY)
             try:
-                keys.add(r.get("key") or row_key(r))
-            except InputError:
-                continue
-        return keys
+                with _locked(fd, shared=True):
+                    self._catch_up(fd, cut_torn_tail=False)
+            finally:
+                os.close(fd)
+            return set(self._keys)
+
+    def _catch_up(self, fd: int, cut_torn_tail: bool) -> None:
+        """Bring the in-memory keys up to the file's current end (call under the file lock)."""
+        st = os.fstat(fd)
+        file_id = (st.st_dev, st.st_ino)
+        if file_id != self._file_id or st.st_size < self._covered:
+            self._keys, self._covered, self._file_id = set(), 0, file_id   # replaced or cut: start over
+        if st.st_size == self._covered:
+            return
+        os.lseek(fd, self._covered, os.SEEK_SET)
+        chunks, want = [], st.st_size - self._covered
+        while want > 0:
+            chunk = os.read(fd, want)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            want -= len(chunk)
+        data = b"".join(chunks)
+        whole = data.rfind(b"\n") + 1
+        if whole < len(data) and cut_torn_tail:
+            # A crash tore the last line: cut it so the next row starts on its own line.
+            os.ftruncate(fd, self._covered + whole)
+        rows, _ = _read_lines(data[:whole])
+        self._keys.update(k for k in map(_key_of, rows) if k is not None)
+        self._covered += whole
 
     def append(self, row: dict) -> bool:
         """Write `row` as one line; False (and nothing written) when its key is already there."""
@@ -108,30 +156,34 @@ class ResultsFile:
         row["key"] = row.get("key") or row_key(row)
         line = (json.dumps(row, ensure_ascii=False, sort_keys=False, allow_nan=False) + "\n").encode("utf-8")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            with _locked(fd):
-                size = os.fstat(fd).st_size
-                data = b""
-                if size:
-                    os.lseek(fd, 0, os.SEEK_SET)
-                    data = os.read(fd, size)
-                    while len(data) < size:
-                        chunk = os.read(fd, size - len(data))
-                        if not chunk:
-                            break
-                        data += chunk
-                if data and not data.endswith(b"\n"):
-                    # A crash tore the last line: cut it so the new row starts on its own line.
-                    os.ftruncate(fd, data.rfind(b"\n") + 1)
-                    data = data[: data.rfind(b"\n") + 1]
-                existing, _ = _read_lines(data)
-                if any((r.get("key") or "") == row["key"] for r in existing):
-                    return False
-                view = memoryview(line)
-                while view:
-                    view = view[os.write(fd, view):]
-                os.fsync(fd)
-                return True
-        finally:
-            os.close(fd)
+        with self._lock:
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                with _locked(fd):
+                    self._catch_up(fd, cut_torn_tail=True)
+                    if row["key"] in self._keys:
+                        return False
+                    view = memoryview(line)
+                    while view:
+                        view = view[os.write(fd, view):]
+                    os.fsync(fd)
+                    self._keys.add(row["key"])
+                    self._covered += len(line)
+                    return True
+            finally:
+                os.close(fd)
+
+
+_OPEN: dict[str, ResultsFile] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+def open_results(path: str | Path) -> ResultsFile:
+    """The process-wide ResultsFile of `path`, so repeated appends (one per queued prompt in a
+    ComfyUI server) reuse its in-memory keys instead of reading the file each time."""
+    resolved = str(Path(path).expanduser().resolve())
+    with _OPEN_LOCK:
+        rf = _OPEN.get(resolved)
+        if rf is None:
+            rf = _OPEN[resolved] = ResultsFile(resolved)
+        return rf
