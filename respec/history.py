@@ -155,7 +155,8 @@ class Turn:
 @dataclass(frozen=True)
 class History:
     """All turns so far. `session_id`/`version` tie it to a persistent session, when it has one;
-    `store_root` names the session store (directory) it lives in."""
+    `store_root` names the session store (directory) it lives in. `turns` is a tuple, or for a
+    history loaded from the store a sequence that reads its earlier turns on first access."""
 
     turns: tuple[Turn, ...]
     session_id: str | None = None
@@ -163,8 +164,10 @@ class History:
     store_root: str | None = None
 
     def __post_init__(self):
-        if not self.turns:
+        if not len(self.turns):
             raise InputError("a history needs at least the original image (turn 0)")
+        if not isinstance(self.turns, tuple):
+            return   # a lazy sequence from the session store, which checks the indices it reads
         for i, t in enumerate(self.turns):
             if t.index != i:
                 raise InputError(f"turn indices must be 0..n-1 in order; turn at {i} says {t.index}")

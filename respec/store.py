@@ -21,7 +21,9 @@ Guarantees (tests/test_history_store.py checks each one):
 - A file that is not a ReSpec store (random bytes, another program's database, a newer schema,
   an empty 0-byte file) raises StoreError saying so; the file is never modified.
 - Loading a session decodes no image: turns carry LazyStoredImage values that decode their PNG
-  (and verify its hash) the first time their pixels are read.
+  (and verify its hash) the first time their pixels are read. A cold load reads only the latest
+  turn's row; the earlier rows are read together when one of them is first asked for
+  (StoredTurns), so opening a long session costs what opening a short one does.
 """
 from __future__ import annotations
 
@@ -34,7 +36,9 @@ import threading
 import time
 import uuid
 import weakref
+from collections.abc import Sequence
 from contextlib import contextmanager
+from functools import partial
 from io import BytesIO
 from pathlib import Path
 from typing import Any, Iterator
@@ -290,6 +294,83 @@ def _plan_json(plan: Plan | None) -> tuple[Plan | None, str | None]:
     except (TypeError, ValueError) as e:
         raise InputError(f"the plan holds a value that cannot be stored as JSON: {e}") from e
     return Plan.from_dict(json.loads(text)), text
+
+
+class StoredTurns(Sequence):
+    """Turns 0..n-1 of a stored session, of which only the latest ones are in memory.
+
+    The earlier turns (0..start-1) are read from the store, all at once, the first time one of
+    them is asked for, so loading the latest turn costs the same whatever the session's length.
+    They are read under the lineage the session had when loaded: if it was rewound or re-created
+    since, reading them raises StoreError instead of mixing turns of two lineages.
+    Pickling or deep-copying gives a plain tuple of turns.
+    """
+
+    __slots__ = ("_read", "_lineage", "_start", "_tail", "_head", "_lock")
+
+    def __init__(self, read, lineage: str, start: int, tail: tuple, head: tuple | None = None):
+        self._read = read              # read(lineage, stop) -> turns 0..stop-1
+        self._lineage = lineage
+        self._start = int(start)
+        self._tail = tuple(tail)       # turns start..n-1
+        self._head = head              # turns 0..start-1, once read
+        self._lock = threading.Lock()
+
+    @property
+    def loaded(self) -> bool:
+        """True once every turn is in memory."""
+        return self._start == 0 or self._head is not None
+
+    def _prefix(self) -> tuple:
+        with self._lock:
+            if self._head is None:
+                self._head = self._read(self._lineage, self._start) if self._start else ()
+            return self._head
+
+    def __len__(self) -> int:
+        return self._start + len(self._tail)
+
+    def __getitem__(self, i):
+        n = len(self)
+        if isinstance(i, slice):
+            start, stop, step = i.indices(n)
+            if step == 1 and start >= self._start:
+                return self._tail[start - self._start: max(start, stop) - self._start]
+            return (self._prefix() + self._tail)[i]
+        i = int(i)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"turn index {i} out of range 0..{n - 1}")
+        return self._tail[i - self._start] if i >= self._start else self._prefix()[i]
+
+    def __iter__(self):
+        if self._start:
+            yield from self._prefix()
+        yield from self._tail
+
+    def __add__(self, more) -> "StoredTurns":
+        return StoredTurns(self._read, self._lineage, self._start, self._tail + tuple(more), self._head)
+
+    def head(self, m: int, lineage: str) -> "StoredTurns":
+        """Turns 0..m-1, still lazy, read under `lineage` (a rewind to m-1 keeps those rows)."""
+        if m > self._start:
+            return StoredTurns(self._read, lineage, self._start, self._tail[: m - self._start], self._head)
+        return StoredTurns(self._read, lineage, m, (), None if self._head is None else self._head[:m])
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (StoredTurns, tuple)):
+            return len(self) == len(other) and tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __reduce__(self):
+        return (tuple, (tuple(self),))
+
+    def __repr__(self) -> str:
+        return f"StoredTurns({len(self)} turns, {len(self._tail)} in memory{', all read' if self.loaded else ''})"
 
 
 # What upgrades a store of version v-1 to version v (run in one transaction on first open).
@@ -600,12 +681,13 @@ class SessionStore:
                              "the store was written by another version or edited by hand") from e
         return Turn(idx, self.files.lazy(digest, (h, w, c)), instruction, sent, plan, meta, masks or {})
 
-    def _masks(self, conn, sid: str, first: int) -> dict[int, dict]:
-        """The stored masks of the session's turns from `first` on: {idx: {name: TurnMask}} (lazy)."""
+    def _masks(self, conn, sid: str, first: int, stop: int | None = None) -> dict[int, dict]:
+        """The stored masks of the session's turns first..stop-1 (default: to the end):
+        {idx: {name: TurnMask}} (lazy)."""
         out: dict[int, dict] = {}
         for idx, name, digest, h, w, info in conn.execute(
                 "SELECT idx, name, image, height, width, info FROM turn_masks "
-                "WHERE session_id = ? AND idx >= ?", (sid, first)):
+                "WHERE session_id = ? AND idx >= ? AND idx < ?", (sid, first, 2 ** 62 if stop is None else stop)):
             try:
                 info_d = json.loads(info)
             except ValueError as e:
@@ -681,16 +763,36 @@ class SessionStore:
                 if entry[1].version == version:
                     return entry[1]
                 known = entry[1].turns
+            # Turns already known here and the new ones; on a cold load only the latest turn:
+            # the earlier ones are read when first asked for (StoredTurns).
+            first = len(known) if known else n - 1
             rows = conn.execute(f"SELECT {_TURN_COLS} FROM turns WHERE session_id = ? AND idx >= ? "
-                                "ORDER BY idx", (sid, len(known))).fetchall()
-            masks = self._masks(conn, sid, len(known))
-        if len(known) + len(rows) != n or any(r[0] != len(known) + i for i, r in enumerate(rows)):
-            raise StoreError(f"session {sid!r} in {self.db_path} is inconsistent (expected turns "
-                             f"0..{n - 1}, found {len(known) + len(rows)} rows); it was edited by hand")
-        hist = History(known + tuple(self._turn(r, masks.get(r[0])) for r in rows), sid, int(version),
-                       str(self.root))
+                                "ORDER BY idx", (sid, first)).fetchall()
+            masks = self._masks(conn, sid, first)
+        self._check_rows(sid, rows, first, n)
+        new = tuple(self._turn(r, masks.get(r[0])) for r in rows)
+        turns = known + new if known else StoredTurns(partial(self._read_turns, sid), lineage, first, new)
+        hist = History(turns, sid, int(version), str(self.root))
         self._remember(sid, lineage, hist)
         return hist
+
+    def _check_rows(self, sid: str, rows: list, first: int, stop: int) -> None:
+        if len(rows) != stop - first or any(r[0] != first + i for i, r in enumerate(rows)):
+            raise StoreError(f"session {sid!r} in {self.db_path} is inconsistent (expected turns "
+                             f"{first}..{stop - 1}, found {len(rows)} rows); it was edited by hand")
+
+    def _read_turns(self, sid: str, lineage: str, stop: int) -> tuple[Turn, ...]:
+        """Turns 0..stop-1 of a session, provided it still has the lineage they were loaded under."""
+        with self._tx(False) as conn:
+            row = self._session_row(conn, sid)
+            if row is None or row[0] != lineage or row[2] < stop:
+                raise StoreError(f"session {sid!r} was rewound, deleted or re-created after this history "
+                                 "was loaded, so its earlier turns are gone; load the session again")
+            rows = conn.execute(f"SELECT {_TURN_COLS} FROM turns WHERE session_id = ? AND idx < ? ORDER BY idx",
+                                (sid, stop)).fetchall()
+            masks = self._masks(conn, sid, 0, stop)
+        self._check_rows(sid, rows, 0, stop)
+        return tuple(self._turn(r, masks.get(r[0])) for r in rows)
 
     def _cached(self, sid: str, lineage: str, version: int) -> History | None:
         with self._cache_lock:
@@ -885,7 +987,8 @@ class SessionStore:
         prev = self._cached(sid, lineage, version)
         if not changed or prev is None or len(prev) != n:
             return self.load(sid)
-        hist = History(prev.turns[: k + 1], sid, version + 1, str(self.root))
+        kept = prev.turns.head(k + 1, new_lineage) if isinstance(prev.turns, StoredTurns) else prev.turns[: k + 1]
+        hist = History(kept, sid, version + 1, str(self.root))
         self._remember(sid, new_lineage, hist)
         return hist
 

@@ -337,6 +337,48 @@ def test_a_session_that_only_grew_elsewhere_reads_just_the_new_turns(store, monk
     assert read == [6, 7] and h.fingerprint == SessionStore(store.root).load("a").fingerprint
 
 
+def test_a_cold_load_reads_the_latest_turn_and_the_earlier_ones_only_when_asked(store, monkeypatch):
+    store.create("a", _img(0))
+    for i in range(1, 8):
+        store.append("a", _img(i), f"edit {i}", meta={"i": i})
+    cold = SessionStore(store.root)
+    read = []
+    real = cold._turn
+    monkeypatch.setattr(cold, "_turn", lambda row: read.append(row[0]) or real(row))
+    h = cold.load("a")
+    assert read == [7] and len(h) == 8 and h.next_turn == 8
+    assert np.array_equal(h.current.image.array, _img(7)) and h.current.instruction == "edit 7"
+    assert h.turns[3].meta == {"i": 3} and read == [7, 0, 1, 2, 3, 4, 5, 6]   # all earlier rows, once
+    h.turns[5], h.images
+    assert len(read) == 8
+    assert h == store.load("a") and [t.index for t in h.turns] == list(range(8))
+    assert [t.instruction for t in h.append(_img(9), "more").turns[6:]] == ["edit 6", "edit 7", "more"]
+
+
+def test_earlier_turns_are_not_read_from_another_lineage(store):
+    store.create("a", _img(0))
+    for i in range(1, 4):
+        store.append("a", _img(i), f"edit {i}")
+    old = SessionStore(store.root).load("a")        # latest turn only, so far
+    store.rewind("a", 0)
+    store.append("a", _img(20), "another edit 1")   # turn 1 now means something else
+    with pytest.raises(StoreError, match="load the session again"):
+        old.turns[1]
+    fresh = SessionStore(store.root)
+    fresh.load("a")
+    back = fresh.rewind("a", 0)                     # a rewind's history reads its turns under the new lineage
+    assert len(back) == 1 and np.array_equal(back.current.image.array, _img(0))
+
+
+def test_a_lazily_loaded_history_pickles_with_all_its_turns(store):
+    import pickle
+    store.create("a", _img(0))
+    store.append("a", _img(1), "edit 1")
+    h = SessionStore(store.root).load("a")
+    back = pickle.loads(pickle.dumps(h))
+    assert isinstance(back.turns, tuple) and [t.instruction for t in back.turns] == ["", "edit 1"]
+
+
 @pytest.mark.parametrize("elsewhere", ["rewind", "rewind_and_regrow", "recreate"])
 def test_a_cached_history_is_never_stale(store, elsewhere):
     store.create("a", _img(0))
