@@ -344,7 +344,7 @@ def test_a_cold_load_reads_the_latest_turn_and_the_earlier_ones_only_when_asked(
     cold = SessionStore(store.root)
     read = []
     real = cold._turn
-    monkeypatch.setattr(cold, "_turn", lambda row: read.append(row[0]) or real(row))
+    monkeypatch.setattr(cold, "_turn", lambda row, *masks: read.append(row[0]) or real(row, *masks))
     h = cold.load("a")
     assert read == [7] and len(h) == 8 and h.next_turn == 8
     assert np.array_equal(h.current.image.array, _img(7)) and h.current.instruction == "edit 7"
@@ -501,6 +501,9 @@ def test_a_store_of_schema_version_1_opens_and_is_migrated_in_place(tmp_path):
     again = SessionStore(root).load("old")
     assert len(again) == 4 and np.array_equal(again.turns[3].change.mask, np.eye(8, dtype=bool))
     assert again.turns[3].change.info == {"method": "test"}
+    store.append("old", _img(10, (8, 8, 3)), "edit 4")
+    later = SessionStore(root).load("old")          # turn 3 is now an earlier turn, read on first access
+    assert np.array_equal(later.turns[3].change.mask, np.eye(8, dtype=bool)) and later.turns[4].masks == {}
 
 
 def test_a_database_damaged_after_creation_gives_a_store_error(store):
