@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 from ..respec import comfy
-from ..respec.editors import (FLUX2_DEFAULT_SOURCE, KLEIN_VARIANTS, OFFLOAD_MODES, append_reference_latents,
-                              load_flux2, load_omnigen2)
+from ..respec.editors import FLUX2_DEFAULT_SOURCE, KLEIN_VARIANTS, OFFLOAD_MODES, load_flux2, load_omnigen2
 from ..respec.editors.omnigen2 import DEFAULT_SOURCE as OMNIGEN2_DEFAULT_SOURCE
 from ..respec.errors import InputError
 from .common import EDITOR, image_from_comfy, images_from_comfy, images_to_comfy
+from .conditioning import append_reference_latents
 
 CATEGORY = "ReSpec/editors"
 NONE = "(none)"
@@ -30,6 +30,11 @@ def _sources(known: list[str]) -> list[str]:
 
 def _files(kind: str) -> list[str]:
     return [NONE] + comfy.list_models(kind)
+
+
+def _file(choice: str) -> str | None:
+    """A single-file drop-down's value: None for "(none)" (keep the source's component)."""
+    return None if choice in ("", NONE) else choice
 
 
 def _output_size(current_image, width: int, height: int) -> tuple[int, int]:
@@ -114,9 +119,9 @@ class ReSpecFlux2Loader:
 
     def load(self, model, transformer_file, text_encoder_file, vae_file, dtype, offload, allow_download,
              custom_model=""):
-        editor = load_flux2((custom_model or "").strip() or model, transformer_file=transformer_file,
-                            text_encoder_file=text_encoder_file, vae_file=vae_file, dtype=dtype, offload=offload,
-                            allow_download=allow_download)
+        editor = load_flux2((custom_model or "").strip() or model, transformer_file=_file(transformer_file),
+                            text_encoder_file=_file(text_encoder_file), vae_file=_file(vae_file), dtype=dtype,
+                            offload=offload, allow_download=allow_download)
         return (editor,)
 
 

@@ -169,8 +169,8 @@ def load_flux2(source: str = DEFAULT_SOURCE, *, transformer_file: str = "", text
         raise InputError(f"offload must be one of {', '.join(OFFLOAD_MODES)}; got {offload!r}")
     device = _torch_device(device)
     torch_dtype = models.torch_dtype(dtype)
-    files = {"transformer": transformer_file or "", "text_encoder": text_encoder_file or "", "vae": vae_file or ""}
-    files = {k: v for k, v in files.items() if v and v != "(none)"}
+    files = {"transformer": transformer_file, "text_encoder": text_encoder_file, "vae": vae_file}
+    files = {k: v for k, v in files.items() if v}
     resolved = {k: models.resolve_path(_FILE_KIND[k], v, HOW_TO_GET_FILES[k], want="file") for k, v in files.items()}
     need_weights = len(resolved) < 3
     folder = _resolve_source(source, allow_download, configs_only=not need_weights)

@@ -8,7 +8,7 @@ named by the RESPEC_OMNIGEN2_PATH environment variable, which only the server's 
 No workflow value ever names code to import: on a server others can reach, anyone who can queue
 a prompt can also upload files (ComfyUI's /upload/image writes any bytes under input/), so a
 path widget would let them run their own code. Without the package every call raises
-OmniGen2NotInstalled with these instructions. ComfyUI's own OmniGen2 support is the other route (editors/native.py).
+OmniGen2NotInstalled with these instructions. ComfyUI's own OmniGen2 support is the other route (nodes/conditioning.py).
 """
 from __future__ import annotations
 

@@ -4,12 +4,13 @@ ComfyUI's own FLUX.2 and OmniGen2 models read reference images from the conditio
 "reference_latents" list (what its ReferenceLatent node fills). This module does the same for a
 whole batch of references, in the selector's order, without importing ComfyUI: a CONDITIONING
 is a list of [tensor, dict] pairs and ComfyUI's VAE object has `encode(pixels[B,H,W,C])`.
+It speaks ComfyUI's types only, so it lives with the adapters, not in the core.
 """
 from __future__ import annotations
 
 import math
 
-from ..errors import InputError
+from ..respec.errors import InputError
 
 
 def scale_to_megapixels(image, megapixels: float, multiple: int = 16):
