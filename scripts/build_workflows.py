@@ -37,7 +37,7 @@ CORE_NODES = [
     "DualCFGGuider", "CFGGuider", "BasicGuider", "FluxGuidance", "SamplerCustomAdvanced",
     "KSamplerSelect", "BasicScheduler", "Flux2Scheduler", "RandomNoise", "VAEDecode", "VAEEncode",
     "UNETLoader", "CLIPLoader", "VAELoader", "EmptySD3LatentImage", "EmptyFlux2LatentImage",
-    "ReferenceLatent", "ImageScaleToTotalPixels", "GetImageSize", "ImageFromBatch", "ImageBatch",
+    "ReferenceLatent", "ImageScaleToTotalPixels", "ImageScale", "GetImageSize", "ImageFromBatch", "ImageBatch",
     "PrimitiveInt", "PrimitiveFloat", "PrimitiveString", "PrimitiveStringMultiline", "PrimitiveBoolean",
 ]
 _KEEP = ("input", "input_order", "output", "output_is_list", "output_name", "name", "display_name",
@@ -91,12 +91,27 @@ def graph(fn):
     return fn
 
 
-# Model files the native workflows select. They are the names ComfyUI's own FLUX.2 / OmniGen2
-# example workflows use (Comfy-Org's repackaged files); rename in the loaders if yours differ.
-FLUX2_NATIVE = {"unet": "flux-2-klein-base-9b.safetensors", "clip": "qwen_3_8b.safetensors",
-                "vae": "flux2-vae.safetensors"}
-OMNIGEN2_NATIVE = {"unet": "omnigen2_fp16.safetensors", "clip": "qwen_2.5_vl_fp16.safetensors",
-                   "vae": "ae.safetensors"}
+# Model files the native workflows select: the names ComfyUI's own FLUX.2 [klein] / OmniGen2
+# templates use, with the public download each UI file lists in its loaders' properties.models
+# (ComfyUI's missing-models dialog offers them). klein base 9B is Black Forest Labs' own gated
+# repository (FLUX Non-Commercial License): no direct URL.
+HF = "https://huggingface.co/"
+KLEIN_TE_REPO = HF + "Comfy-Org/vae-text-encorder-for-flux-klein-9b/resolve/main/split_files/"
+OMNIGEN2_REPO = HF + "Comfy-Org/Omnigen2_ComfyUI_repackaged/resolve/main/split_files/"
+NATIVE_FILES = {
+    "flux2": {"unet": ("flux-2-klein-base-9b-fp8.safetensors", "diffusion_models", None),
+              "clip": ("qwen_3_8b_fp8mixed.safetensors", "text_encoders",
+                       KLEIN_TE_REPO + "text_encoders/qwen_3_8b_fp8mixed.safetensors"),
+              "vae": ("flux2-vae.safetensors", "vae", KLEIN_TE_REPO + "vae/flux2-vae.safetensors")},
+    "omnigen2": {"unet": ("omnigen2_fp16.safetensors", "diffusion_models",
+                          OMNIGEN2_REPO + "diffusion_models/omnigen2_fp16.safetensors"),
+                 "clip": ("qwen_2.5_vl_fp16.safetensors", "text_encoders",
+                          OMNIGEN2_REPO + "text_encoders/qwen_2.5_vl_fp16.safetensors"),
+                 "vae": ("ae.safetensors", "vae",
+                         HF + "Comfy-Org/Lumina_Image_2.0_Repackaged/resolve/main/split_files/vae/ae.safetensors")},
+}
+CLIP_TYPES = {"flux2": "flux2", "omnigen2": "omnigen2"}
+NATIVE_NEGATIVE = {"flux2": "", "omnigen2": "blurry, low quality, distorted, deformed, watermark"}
 FIRST_REQUEST = "add a large bouquet of sunflowers in front of the person"
 SESSION_NOTE = """\
 **One prompt per turn.** Type your request in *Your request* and queue. The session
@@ -133,93 +148,128 @@ def _append_and_save(g, store, request, plan, select, rewrite, image, editor_nam
     return append
 
 
+DIFFUSERS_NOTE = ("**Paper-exact diffusers route.** This graph runs the pack's own FLUX.2 [klein] / OmniGen2 "
+                 "pipelines (diffusers folders or single files, including ComfyUI's fp8 files): the setting of "
+                 "the paper's tables. The native graphs (`{native}`) run the same ReSpec steps on ComfyUI's own "
+                 "loaders and sampler, which most users' files and cards suit better.")
+
+
 @graph
-def conversational_flux2(specs):
-    g = wg.Graph("conversational_flux2", specs, title="ReSpec conversational editing (FLUX.2 [klein])",
+def conversational_flux2_diffusers(specs):
+    g = wg.Graph("conversational_flux2_diffusers", specs,
+                 title="ReSpec conversational editing (FLUX.2 [klein], paper-exact diffusers)",
                  description="One prompt per turn on a persistent session: history -> controller -> "
-                             "references + rewritten request -> FLUX.2 [klein] edit -> append -> save.")
+                             "references + rewritten request -> the pack's diffusers FLUX.2 [klein] edit -> "
+                             "append -> save.")
     store, request, plan, select, rewrite = _session_controller(g, FIRST_REQUEST)
     editor = g.node("ReSpecFlux2Loader")
     edit = g.node("ReSpecFlux2Edit", editor=editor["editor"], editor_images=select["editor_images"],
                   current_image=select["current_image"], instruction=rewrite["instruction"],
                   seed=42, steps=30, guidance=4.0)
     _append_and_save(g, store, request, plan, select, rewrite, edit["image"], "flux2-klein")
-    g.note(SESSION_NOTE)
+    g.note(SESSION_NOTE + "\n\n" + DIFFUSERS_NOTE.format(native="conversational_flux2"))
     return g
 
 
-def _native(g: wg.Graph, files: dict, clip_type: str):
-    """Loaders + positive / negative text conditioning with the selected references appended."""
-    unet = g.node("UNETLoader", unet_name=files["unet"])
-    clip = g.node("CLIPLoader", clip_name=files["clip"], type=clip_type)
-    vae = g.node("VAELoader", vae_name=files["vae"])
-    return unet, clip, vae
+def native_loaders(g: wg.Graph, editor: str):
+    """UNETLoader / CLIPLoader / VAELoader with the template file names, each listing its file in
+    properties.models (name, directory, public URL) for ComfyUI's missing-models dialog."""
+    out = []
+    for kind, cls, widget in (("unet", "UNETLoader", "unet_name"), ("clip", "CLIPLoader", "clip_name"),
+                              ("vae", "VAELoader", "vae_name")):
+        name, directory, url = NATIVE_FILES[editor][kind]
+        entry = {"name": name, "directory": directory, **({"url": url} if url else {})}
+        extra = {"type": CLIP_TYPES[editor]} if kind == "clip" else {}
+        out.append(g.node(cls, properties={"models": [entry]}, **{widget: name}, **extra))
+    return out
+
+
+class NativeParts:
+    """The nodes a native edit shares across turn slots: loaders, the negative text, the sampler
+    (and OmniGen2's scheduler, which depends only on the model and the steps)."""
+
+    def __init__(self, g: wg.Graph, editor: str, steps):
+        self.editor = editor
+        self.unet, self.clip, self.vae = native_loaders(g, editor)
+        self.negative = g.node("CLIPTextEncode", title="Negative", text=NATIVE_NEGATIVE[editor], clip=self.clip[0])
+        self.sampler = g.node("KSamplerSelect", sampler_name="euler")
+        self.scheduler = (g.node("BasicScheduler", model=self.unet[0], scheduler="simple", steps=steps, denoise=1.0)
+                          if editor == "omnigen2" else None)
+        self.steps = steps
+
+    def nodes(self) -> list:
+        return [n for n in (self.unet, self.clip, self.vae, self.negative, self.sampler, self.scheduler) if n]
+
+
+def native_edit(g: wg.Graph, parts: NativeParts, images, current, instruction, seed: int) -> list:
+    """ComfyUI-native edit of `current` with `images` as reference latents: text encode -> Reference
+    Latents (ReSpec) on positive and negative -> guider (FLUX.2: CFGGuider 4.0; OmniGen2:
+    DualCFGGuider text 5.0 / image 2.0) -> SamplerCustomAdvanced -> VAEDecode -> back to the
+    current image's size. Returns the new nodes; the last one's IMAGE is the edit."""
+    positive = g.node("CLIPTextEncode", title="Instruction", text=instruction, clip=parts.clip[0])
+    pos = g.node("ReSpecReferenceConditioning", conditioning=positive[0], vae=parts.vae[0], editor_images=images)
+    neg = g.node("ReSpecReferenceConditioning", conditioning=parts.negative[0], vae=parts.vae[0], editor_images=images)
+    size = g.node("GetImageSize", image=current)
+    if parts.editor == "flux2":
+        guider = g.node("CFGGuider", model=parts.unet[0], positive=pos[0], negative=neg[0], cfg=4.0)
+        sigmas = g.node("Flux2Scheduler", steps=parts.steps, width=size["width"], height=size["height"])
+        latent = g.node("EmptyFlux2LatentImage", width=size["width"], height=size["height"], batch_size=1)
+        new = [sigmas]
+    else:
+        # cond1: instruction + references, cond2: negative + references (image guidance),
+        # negative: the plain negative. Paper: text guidance 5.0, image guidance 2.0.
+        guider = g.node("DualCFGGuider", model=parts.unet[0], cond1=pos[0], cond2=neg[0], negative=parts.negative[0],
+                        cfg_conds=5.0, cfg_cond2_negative=2.0, style="regular")
+        sigmas = parts.scheduler
+        latent = g.node("EmptySD3LatentImage", width=size["width"], height=size["height"], batch_size=1)
+        new = []
+    noise = g.node("RandomNoise", noise_seed=seed)
+    sample = g.node("SamplerCustomAdvanced", noise=noise[0], guider=guider[0], sampler=parts.sampler[0],
+                    sigmas=sigmas[0], latent_image=latent[0])
+    decoded = g.node("VAEDecode", samples=sample["output"], vae=parts.vae[0])
+    # The latent grid rounds the size down to a multiple of 16; the history keeps the current size.
+    resized = g.node("ImageScale", title="Edited image (current size)", image=decoded[0], upscale_method="lanczos",
+                     width=size["width"], height=size["height"], crop="disabled")
+    return [positive, pos, neg, size, guider, *new, latent, noise, sample, decoded, resized]
+
+
+NATIVE_NOTE = {
+    "flux2": ("**Native models.** ComfyUI's own loaders read the files of its FLUX.2 [klein] template "
+              "(`flux-2-klein-base-9b-fp8.safetensors` in models/diffusion_models, `qwen_3_8b_fp8mixed.safetensors` "
+              "in models/text_encoders, `flux2-vae.safetensors` in models/vae; the bf16 "
+              "`flux-2-klein-base-9b.safetensors` works the same); pick yours in the three loaders. klein base runs "
+              "real CFG: CFGGuider 4.0, 30 steps (the paper's setting). Needs a ComfyUI that loads the klein text "
+              "encoder (CLIPLoader type flux2 with Qwen3-8B; ComfyUI 0.8.0 does not)."),
+    "omnigen2": ("**Native models.** ComfyUI's own loaders read the files of its OmniGen2 template "
+                 "(`omnigen2_fp16.safetensors`, `qwen_2.5_vl_fp16.safetensors`, the FLUX.1 `ae.safetensors`) from "
+                 "models/diffusion_models, models/text_encoders and models/vae. DualCFGGuider: text guidance 5.0, "
+                 "image guidance 2.0, 50 steps (the paper's setting)."),
+}
+
+
+def _conversation_native(name: str, editor: str, specs) -> wg.Graph:
+    label = {"flux2": "FLUX.2 [klein]", "omnigen2": "OmniGen2"}[editor]
+    g = wg.Graph(name, specs, title=f"ReSpec conversational editing ({label}, ComfyUI's own models)",
+                 description=f"One prompt per turn on a persistent session: history -> controller -> references + "
+                             f"rewritten request -> ComfyUI-native {label} sampling with the references as reference "
+                             f"latents -> append -> save.")
+    store, request, plan, select, rewrite = _session_controller(g, FIRST_REQUEST)
+    steps = g.node("PrimitiveInt", title="Steps", value=EDITORS[editor][2]["steps"])
+    parts = NativeParts(g, editor, steps[0])
+    edit = native_edit(g, parts, select["editor_images"], select["current_image"], rewrite["instruction"], 42)
+    _append_and_save(g, store, request, plan, select, rewrite, edit[-1][0], f"{editor}-native")
+    g.note(SESSION_NOTE + "\n\n" + NATIVE_NOTE[editor], title="Read me")
+    return g
 
 
 @graph
-def native_flux2_reference(specs):
-    g = wg.Graph("native_flux2_reference", specs,
-                 title="ReSpec with ComfyUI's own FLUX.2 loaders (reference latents)",
-                 description="The ReSpec controller and Reference Selector feeding ComfyUI-native FLUX.2 "
-                             "sampling: the references become reference latents on the conditioning.")
-    store, request, plan, select, rewrite = _session_controller(g, FIRST_REQUEST)
-    unet, clip, vae = _native(g, FLUX2_NATIVE, "flux2")
-    pos_text = g.node("CLIPTextEncode", title="Rewritten request", text=rewrite["instruction"], clip=clip[0])
-    neg_text = g.node("CLIPTextEncode", title="Negative (empty)", text="", clip=clip[0])
-    pos = g.node("ReSpecReferenceConditioning", conditioning=pos_text[0], vae=vae[0],
-                 editor_images=select["editor_images"])
-    neg = g.node("ReSpecReferenceConditioning", conditioning=neg_text[0], vae=vae[0],
-                 editor_images=select["editor_images"])
-    size = g.node("GetImageSize", image=select["current_image"])
-    guider = g.node("CFGGuider", model=unet[0], positive=pos[0], negative=neg[0], cfg=4.0)
-    sigmas = g.node("Flux2Scheduler", steps=30, width=size["width"], height=size["height"])
-    latent = g.node("EmptyFlux2LatentImage", width=size["width"], height=size["height"], batch_size=1)
-    noise = g.node("RandomNoise", noise_seed=42)
-    sampler = g.node("KSamplerSelect", sampler_name="euler")
-    sample = g.node("SamplerCustomAdvanced", noise=noise[0], guider=guider[0], sampler=sampler[0],
-                    sigmas=sigmas[0], latent_image=latent[0])
-    decoded = g.node("VAEDecode", samples=sample["output"], vae=vae[0])
-    _append_and_save(g, store, request, plan, select, rewrite, decoded[0], "flux2-native")
-    g.note(SESSION_NOTE + "\n\n**Native models.** Put the FLUX.2 [klein] files in ComfyUI's "
-           "`models/diffusion_models`, `models/text_encoders` and `models/vae` and pick them in the three "
-           "loaders (a ComfyUI version with native klein support is needed). klein base runs real CFG: "
-           "CFGGuider, guidance 4.0, 30 steps (the paper's setting).", title="Read me")
-    return g
+def conversational_flux2(specs):
+    return _conversation_native("conversational_flux2", "flux2", specs)
 
 
 @graph
-def native_omnigen2_reference(specs):
-    g = wg.Graph("native_omnigen2_reference", specs,
-                 title="ReSpec with ComfyUI's own OmniGen2 loaders (reference latents)",
-                 description="The ReSpec controller and Reference Selector feeding ComfyUI-native OmniGen2 "
-                             "sampling with text + image guidance (DualCFGGuider).")
-    store, request, plan, select, rewrite = _session_controller(g, FIRST_REQUEST)
-    unet, clip, vae = _native(g, OMNIGEN2_NATIVE, "omnigen2")
-    pos_text = g.node("CLIPTextEncode", title="Rewritten request", text=rewrite["instruction"], clip=clip[0])
-    neg_text = g.node("CLIPTextEncode", title="Negative", clip=clip[0],
-                      text="blurry, low quality, distorted, deformed, watermark")
-    pos = g.node("ReSpecReferenceConditioning", conditioning=pos_text[0], vae=vae[0],
-                 editor_images=select["editor_images"])
-    neg_ref = g.node("ReSpecReferenceConditioning", conditioning=neg_text[0], vae=vae[0],
-                     editor_images=select["editor_images"])
-    size = g.node("GetImageSize", image=select["current_image"])
-    # cond1: request + references, cond2: negative + references (image guidance),
-    # negative: plain negative. Paper: text guidance 5.0, image guidance 2.0, 50 steps.
-    guider = g.node("DualCFGGuider", model=unet[0], cond1=pos[0], cond2=neg_ref[0], negative=neg_text[0],
-                    cfg_conds=5.0, cfg_cond2_negative=2.0, style="regular")
-    sigmas = g.node("BasicScheduler", model=unet[0], scheduler="simple", steps=50, denoise=1.0)
-    latent = g.node("EmptySD3LatentImage", width=size["width"], height=size["height"], batch_size=1)
-    noise = g.node("RandomNoise", noise_seed=42)
-    sampler = g.node("KSamplerSelect", sampler_name="euler")
-    sample = g.node("SamplerCustomAdvanced", noise=noise[0], guider=guider[0], sampler=sampler[0],
-                    sigmas=sigmas[0], latent_image=latent[0])
-    decoded = g.node("VAEDecode", samples=sample["output"], vae=vae[0])
-    _append_and_save(g, store, request, plan, select, rewrite, decoded[0], "omnigen2-native")
-    g.note(SESSION_NOTE + "\n\n**Native models.** Put the OmniGen2 files (`omnigen2_fp16.safetensors`, "
-           "`qwen_2.5_vl_fp16.safetensors`, the FLUX.1 `ae.safetensors`) in ComfyUI's `models/diffusion_models`, "
-           "`models/text_encoders`, `models/vae`. DualCFGGuider: text guidance 5.0, image guidance 2.0, "
-           "50 steps (the paper's setting).", title="Read me")
-    return g
+def conversational_omnigen2(specs):
+    return _conversation_native("conversational_omnigen2", "omnigen2", specs)
 
 
 # ------------------------------------------------------------------------------ benchmark graphs
@@ -275,24 +325,29 @@ def _scenario_end(g: wg.Graph, loader, history, config: str, editor_name: str, x
     g.group("Masks, OCCUR score, results row", nodes)
 
 
-def _benchmark(name: str, editor_name: str, specs: dict, *, respec: bool) -> wg.Graph:
+def _benchmark(name: str, editor_name: str, specs: dict, *, respec: bool, native: bool = False) -> wg.Graph:
     loader_cls, edit_cls, edit_settings = EDITORS[editor_name]
     label = {"flux2": "FLUX.2 [klein]", "omnigen2": "OmniGen2"}[editor_name]
+    route = "ComfyUI's own models" if native else "paper-exact diffusers"
     if respec:
-        title = f"OCCUR benchmark: ReSpec + {label} (PTI / HRS switches)"
+        title = f"OCCUR benchmark: ReSpec + {label} ({route}; PTI / HRS switches)"
         desc = (f"The full benchmark loop with ReSpec and {label}: scenario -> {TURN_SLOTS} turn slots (controller, "
                 "selector, rewriter, editor, append) -> trajectory masks -> OCCUR score -> results row. "
                 "The PTI / HRS switches give the paper's table 2 rows.")
     else:
-        title = f"OCCUR benchmark: baseline {label} (no ReSpec)"
+        title = f"OCCUR benchmark: baseline {label} (no ReSpec; {route})"
         desc = (f"The benchmark loop without ReSpec (paper table 1 baseline): each turn sends the user's "
                 f"instruction and the current image only to {label}.")
     g = wg.Graph(name, specs, title=title, description=desc)
     loader, store = _scenario_start(g)
-    editor = g.node(loader_cls)
-    left = [loader, store, editor]
-    steps = g.node("PrimitiveInt", title="Editor steps", value=edit_settings["steps"])
-    left.append(steps)
+    if native:
+        steps = g.node("PrimitiveInt", title="Editor steps", value=edit_settings["steps"])
+        parts = NativeParts(g, editor_name, steps[0])
+        left = [loader, store, steps, *parts.nodes()]
+    else:
+        editor = g.node(loader_cls)
+        steps = g.node("PrimitiveInt", title="Editor steps", value=edit_settings["steps"])
+        left = [loader, store, editor, steps]
     if respec:
         vlm = g.node("ReSpecVLMLoader")
         hrs = g.node("PrimitiveBoolean", title="HRS: give the editor the history reference", value=True)
@@ -301,48 +356,57 @@ def _benchmark(name: str, editor_name: str, specs: dict, *, respec: bool) -> wg.
         left += [vlm, hrs, pti, skip]
     stack(left, 60)
     history, current = store["history"], store["current_image"]
+    row_editor = f"{editor_name}-native" if native else editor_name
     for t in range(1, TURN_SLOTS + 1):
         turn = g.node("ReSpecScenarioTurn", title=f"Turn {t}", scenario=loader["scenario"], turn=t)
         seed = t   # per-slot seed; `python -m respec bench --server` sets the runner's per-turn seeds
-        edit_kw = dict(edit_settings, steps=steps[0])
         if respec:
             plan = g.node("ReSpecPreservationTarget", history=history, instruction=turn["instruction"],
                           vlm=vlm["vlm"], is_restoration=turn["is_restoration"], skip_non_restoration=skip[0])
             select = g.node("ReSpecReferenceSelector", history=history, plan=plan["plan"],
                             use_history_reference=hrs[0])
             rewrite = g.node("ReSpecInstructionRewriter", plan=plan["plan"], use_pti=pti[0])
-            edit = g.node(edit_cls, editor=editor["editor"], editor_images=select["editor_images"],
-                          current_image=select["current_image"], instruction=rewrite["instruction"],
-                          seed=seed, **edit_kw)
-            append = g.node("ReSpecHistoryAppend", history=history, image=edit["image"],
-                            instruction=turn["instruction"], sent_instruction=rewrite["instruction"],
-                            plan=plan["plan"], meta=json.dumps({"seed": seed, "editor": editor_name}),
-                            editor_image_ids=select["image_ids"])
-            chain = [turn, plan, select, rewrite, edit, append]
+            images, now, instruction = select["editor_images"], select["current_image"], rewrite["instruction"]
+            chain = [turn, plan, select, rewrite]
         else:
-            edit = g.node(edit_cls, editor=editor["editor"], editor_images=current, current_image=current,
-                          instruction=turn["instruction"], seed=seed, **edit_kw)
-            # Slot t's editor gets the current image I_{t-1} alone: recorded as its image ids.
-            append = g.node("ReSpecHistoryAppend", history=history, image=edit["image"],
-                            instruction=turn["instruction"],
-                            meta=json.dumps({"seed": seed, "editor": editor_name, "editor_image_ids": [t - 1]}))
-            chain = [turn, edit, append]
+            images, now, instruction = current, current, turn["instruction"]
+            chain = [turn]
+        if native:
+            edit_nodes = native_edit(g, parts, images, now, instruction, seed)
+            edited = edit_nodes[-1][0]
+        else:
+            edit_nodes = [g.node(edit_cls, editor=editor["editor"], editor_images=images, current_image=now,
+                                 instruction=instruction, seed=seed, **dict(edit_settings, steps=steps[0]))]
+            edited = edit_nodes[0]["image"]
+        if respec:
+            append = g.node("ReSpecHistoryAppend", history=history, image=edited, instruction=turn["instruction"],
+                            sent_instruction=rewrite["instruction"], plan=plan["plan"],
+                            meta=json.dumps({"seed": seed, "editor": row_editor}),
+                            editor_image_ids=select["image_ids"])
+        else:
+            append = g.node("ReSpecHistoryAppend", history=history, image=edited, instruction=turn["instruction"],
+                            meta=json.dumps({"seed": seed, "editor": row_editor, "editor_image_ids": [t - 1]}))
         switch = g.node("ReSpecTurnSwitch", title=f"Turn {t} switch", exists=turn["exists"],
                         history_before=history, history_after=append["history"])
-        chain.append(switch)
+        chain += edit_nodes + [append, switch]
         stack(chain, 500 + 420 * (t - 1))
         g.group(f"Turn {t}", chain)
         # The next slot starts from this slot's result. Its current image is this slot's
         # edit: a slot only runs when every earlier slot ran (turns are consecutive).
         history, current = switch["history"], append["current_image"]
-    _scenario_end(g, loader, history, "respec" if respec else "baseline", editor_name, 500 + 420 * TURN_SLOTS)
-    chain_text = ("Preservation Target (VLM) -> Reference Selector + Instruction Rewriter -> " + label + " edit"
-                  if respec else label + " edit (user instruction, current image)")
+    _scenario_end(g, loader, history, "respec" if respec else "baseline", row_editor, 500 + 420 * TURN_SLOTS)
+    edit_text = f"{label} edit" if not native else f"native {label} sampling (reference latents)"
+    chain_text = ("Preservation Target (VLM) -> Reference Selector + Instruction Rewriter -> " + edit_text
+                  if respec else edit_text + " (user instruction, current image)")
     switches = ("**Ablations (table 2).** HRS / PTI switches on the left; set Results Writer's `config` to "
                 "match: both on = `respec`, PTI only = `pti`, HRS only (+ skip on) = `hrs`. The `baseline` "
                 "row comes from the baseline workflow.\n\n" if respec else
                 "**Baseline (table 1).** No controller: this is the `baseline` config of the tables.\n\n")
     g.note(BENCH_NOTE.format(slots=TURN_SLOTS, chain=chain_text, switches=switches))
+    if native:
+        g.note(NATIVE_NOTE[editor_name] + f" Rows are labelled editor `{row_editor}`.", title="Models")
+    else:
+        g.note(DIFFUSERS_NOTE.format(native=name.replace("benchmark_", "benchmark_native_")), title="Route")
     return g
 
 
@@ -364,6 +428,26 @@ def benchmark_baseline_flux2(specs):
 @graph
 def benchmark_baseline_omnigen2(specs):
     return _benchmark("benchmark_baseline_omnigen2", "omnigen2", specs, respec=False)
+
+
+@graph
+def benchmark_native_flux2(specs):
+    return _benchmark("benchmark_native_flux2", "flux2", specs, respec=True, native=True)
+
+
+@graph
+def benchmark_native_omnigen2(specs):
+    return _benchmark("benchmark_native_omnigen2", "omnigen2", specs, respec=True, native=True)
+
+
+@graph
+def benchmark_native_baseline_flux2(specs):
+    return _benchmark("benchmark_native_baseline_flux2", "flux2", specs, respec=False, native=True)
+
+
+@graph
+def benchmark_native_baseline_omnigen2(specs):
+    return _benchmark("benchmark_native_baseline_omnigen2", "omnigen2", specs, respec=False, native=True)
 
 
 def build_all(specs: dict | None = None) -> dict[str, wg.Graph]:

@@ -267,7 +267,7 @@ def _ran(entry: dict, prompt: dict) -> set[str]:
 
 
 def execute_conversation(url: str, tiny: dict) -> list[str]:
-    """Use conversational_flux2 as an artist would, one queued prompt per turn on session
+    """Use conversational_flux2_diffusers as an artist would, one queued prompt per turn on session
     CONV_SESSION, and check what the session store promises through the pack's HTTP routes:
     turn 1 is stored; the identical prompt queued again adds nothing; a new request adds turn 2
     (History Store re-run, one controller call); the rewind route undoes it. One PASS/FAIL line
@@ -303,7 +303,7 @@ def execute_conversation(url: str, tiny: dict) -> list[str]:
         return problems
     image_name = "/".join(p for p in (uploaded.get("subfolder"), uploaded["name"]) if p)
 
-    wf = use_tiny_models(remote.load_api_workflow(API_DIR / "conversational_flux2.api.json"), tiny)
+    wf = use_tiny_models(remote.load_api_workflow(API_DIR / "conversational_flux2_diffusers.api.json"), tiny)
     store_ids = [nid for nid, n in wf.items() if n["class_type"] == "ReSpecHistoryStore"]
 
     def turn_prompt(request: str) -> dict:
@@ -322,7 +322,7 @@ def execute_conversation(url: str, tiny: dict) -> list[str]:
                 # "Your request" (a Primitive) feeds both; _set_input sets the primitive.
                 fed += remote._set_input(p, nid, "instruction", request)
         if not fed:
-            raise SystemExit("conversational_flux2.api.json: found no request input to fill")
+            raise SystemExit("conversational_flux2_diffusers.api.json: found no request input to fill")
         return p
 
     last = {"version": None}   # the session version the previous prompt's History Store saw

@@ -218,10 +218,11 @@ class Graph:
 
     # -- building ---------------------------------------------------------------------
     def node(self, class_type: str, title: str | None = None, control: dict | None = None,
-             at: tuple[int, int] | None = None, **inputs) -> Node:
+             at: tuple[int, int] | None = None, properties: dict | None = None, **inputs) -> Node:
         """Add a node; `inputs` are literals for widgets or outputs (Out / Node) for sockets.
         `control` sets a seed-like widget's "control after generate" mode (default "fixed");
-        `at` places the node in the UI (default: a column per graph depth)."""
+        `at` places the node in the UI (default: a column per graph depth); `properties` are
+        added to the UI node's properties (e.g. "models" for the frontend's missing-models dialog)."""
         if class_type not in self.specs:
             raise KeyError(f"{self.name}: unknown node type {class_type!r} (not registered by the pack, "
                            f"not in scripts/comfy_core_nodes.json)")
@@ -257,6 +258,7 @@ class Graph:
                 raise ValueError(f"{self.name}: {class_type}.{name} has no control_after_generate mode {mode!r}")
         node = Node(self, len(self.nodes) + 1, class_type, spec, filled, title, control)
         node.at = at
+        node.properties = dict(properties or {})
         self.nodes.append(node)
         return node
 
@@ -360,7 +362,7 @@ class Graph:
                 pos = [60 + 420 * col, y]
             node = {"id": n.id, "type": n.class_type, "pos": pos, "size": size,
                     "flags": {}, "order": order[n.id], "mode": 0, "inputs": slots,
-                    "outputs": [], "properties": {"Node name for S&R": n.class_type},
+                    "outputs": [], "properties": {"Node name for S&R": n.class_type, **n.properties},
                     "widgets_values": widgets_values}
             if n.title:
                 node["title"] = n.title

@@ -24,8 +24,10 @@ WIDGET_TYPES = {"INT", "FLOAT", "STRING", "BOOLEAN", "COMBO"}
 
 UI_FILES = sorted(WORKFLOWS.glob("*.json"))
 API_FILES = sorted(API_DIR.glob("*.api.json"))
-EXPECTED = ["conversational_flux2", "benchmark_flux2", "benchmark_omnigen2", "benchmark_baseline_flux2", "benchmark_baseline_omnigen2",
-            "native_flux2_reference", "native_omnigen2_reference"]
+EXPECTED = ["conversational_flux2", "conversational_omnigen2", "conversational_flux2_diffusers",
+            "benchmark_flux2", "benchmark_omnigen2", "benchmark_baseline_flux2", "benchmark_baseline_omnigen2",
+            "benchmark_native_flux2", "benchmark_native_omnigen2", "benchmark_native_baseline_flux2",
+            "benchmark_native_baseline_omnigen2"]
 
 
 def _ids(paths):
@@ -269,3 +271,77 @@ def test_ui_and_api_files_describe_the_same_graph(path, specs):
     api_path = API_DIR / f"{path.stem}.api.json"
     api = {k: {"class_type": v["class_type"], "inputs": v["inputs"]} for k, v in _load(api_path).items()}
     assert ui_to_api(_load(path), specs) == api
+
+
+# ---------------------------------------------------------------------------- the native route
+
+def _api(name):
+    return json.loads((API_DIR / f"{name}.api.json").read_text(encoding="utf-8"))
+
+
+def _ui(name):
+    return json.loads((WORKFLOWS / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def _upstream(wf, node_id):
+    seen, todo = set(), [node_id]
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        todo += [v[0] for v in wf[n]["inputs"].values() if isinstance(v, list) and len(v) == 2 and isinstance(v[0], str)]
+    return seen
+
+
+@pytest.mark.parametrize("editor, guider, steps", [("flux2", "CFGGuider", 30), ("omnigen2", "DualCFGGuider", 50)])
+def test_native_benchmark_runs_every_turn_on_comfyuis_own_models_behind_lazy_slots(editor, guider, steps):
+    wf = _api(f"benchmark_native_{editor}")
+    types = [n["class_type"] for n in wf.values()]
+    assert not any(t.startswith(("ReSpecFlux2", "ReSpecOmniGen2")) for t in types), "no diffusers editor"
+    assert all(types.count(t) == 1 for t in ("UNETLoader", "CLIPLoader", "VAELoader"))
+    switches = {n["inputs"]["exists"][0]: nid for nid, n in wf.items() if n["class_type"] == "ReSpecTurnSwitch"}
+    assert len(switches) == 5
+    for nid, node in wf.items():
+        if node["class_type"] != "ReSpecTurnSwitch":
+            continue
+        # the slot's sampling sits behind the switch's lazy input: nothing of it runs for a missing turn
+        slot = _upstream(wf, node["inputs"]["history_after"][0]) - _upstream(wf, node["inputs"]["history_before"][0])
+        slot_types = [wf[n]["class_type"] for n in slot]
+        for t in (guider, "SamplerCustomAdvanced", "ReSpecReferenceConditioning", "RandomNoise", "ImageScale",
+                  "ReSpecPreservationTarget", "ReSpecHistoryAppend"):
+            assert t in slot_types, (nid, t)
+    guiders = [n for n in wf.values() if n["class_type"] == guider]
+    assert len(guiders) == 5
+    if editor == "flux2":
+        assert all(g["inputs"]["cfg"] == 4.0 for g in guiders)
+    else:
+        assert all((g["inputs"]["cfg_conds"], g["inputs"]["cfg_cond2_negative"]) == (5.0, 2.0) for g in guiders)
+    assert sorted(n["inputs"]["value"] for n in wf.values() if n["class_type"] == "PrimitiveInt") == [steps]
+    titles = sorted(n["_meta"]["title"] for n in wf.values() if n["class_type"] == "PrimitiveBoolean")
+    assert any(t.startswith("HRS") for t in titles) and any(t.startswith("PTI") for t in titles)
+    writer = next(n for n in wf.values() if n["class_type"] == "ReSpecResultsWriter")
+    assert writer["inputs"]["editor"] == f"{editor}-native"
+
+
+def test_native_loaders_default_to_the_template_files_and_list_them_for_the_missing_models_dialog():
+    for name in ("benchmark_native_flux2", "conversational_flux2", "conversational_omnigen2"):
+        ui = _ui(name)
+        loaders = [n for n in ui["nodes"] if n["type"] in ("UNETLoader", "CLIPLoader", "VAELoader")]
+        assert len(loaders) == 3
+        for n in loaders:
+            (entry,) = n["properties"]["models"]
+            assert entry["name"] == n["widgets_values"][0]
+            assert entry["directory"] == {"UNETLoader": "diffusion_models", "CLIPLoader": "text_encoders",
+                                          "VAELoader": "vae"}[n["type"]]
+            assert "url" not in entry or (entry["url"].startswith("https://huggingface.co/")
+                                          and entry["url"].endswith("/" + entry["name"]))
+    clip = next(n for n in _ui("conversational_flux2")["nodes"] if n["type"] == "CLIPLoader")
+    assert clip["widgets_values"][:2] == ["qwen_3_8b_fp8mixed.safetensors", "flux2"]
+
+
+def test_the_conversational_template_is_native_and_the_diffusers_graphs_say_they_are_paper_exact():
+    assert "UNETLoader" in {n["class_type"] for n in _api("conversational_flux2").values()}
+    for name in ("conversational_flux2_diffusers", "benchmark_flux2", "benchmark_baseline_omnigen2"):
+        notes = " ".join(n["widgets_values"][0] for n in _ui(name)["nodes"] if n["type"] == "MarkdownNote")
+        assert "Paper-exact diffusers route" in notes, name
