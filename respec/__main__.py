@@ -32,15 +32,20 @@ def _parser() -> argparse.ArgumentParser:
                        description="Run every scenario of a dataset through the ReSpec loop under the chosen "
                                    "configs, writing a results row as each scenario finishes (re-running the same "
                                    "command resumes). " + PAPER_DEFAULTS + ".")
-    b.add_argument("--dataset", default="occur_sample",
-                   help="scenario JSON file, or a packaged set's name (default: occur_sample)")
+    b.add_argument("--dataset", default=None,
+                   help="scenario JSON file, or a packaged set's name (default: occur_sample; occur_sim with --editor sim)")
     b.add_argument("--smoke", action="store_true",
                    help="tiny random-weight models on the CPU (checks an install; numbers are meaningless)")
     b.add_argument("--out", default=None,
                    help="output folder (default: <output dir>/bench/<dataset>[-smoke]); the same folder resumes")
     b.add_argument("--config", default="all",
                    help="baseline | hrs | pti | respec | all, or a comma list (default: all)")
-    b.add_argument("--editor", default="flux2", choices=["flux2", "omnigen2"], help="in-context editor")
+    b.add_argument("--editor", default="flux2", choices=["flux2", "omnigen2", "sim"],
+                   help="in-context editor; 'sim' is the simulated editor with exact ground truth (a test "
+                        "instrument, docs/sim.md)")
+    b.add_argument("--masks", default=None, choices=["oracle", "detect"],
+                   help="A.5 masks from the sim editor's recorded layers (oracle, default with --editor sim) or "
+                        "from YOLO-World + SAM on the generated images (detect)")
     b.add_argument("--limit", type=int, default=None, help="only the first N scenarios")
     b.add_argument("--scenario", action="append", default=None, metavar="ID", help="only this scenario (repeatable)")
     b.add_argument("--server", action="append", default=None, metavar="URL",
@@ -127,9 +132,10 @@ def _settings(a):
     if a.allow_download:
         masker_opts["allow_download"] = True
         scorer_opts["allow_download"] = True
-    size = a.size if a.size is not None else (96 if a.smoke else 1024)
+    size = a.size if a.size is not None else (96 if a.smoke else 256 if a.editor == "sim" else 1024)
+    dataset = a.dataset or ("occur_sim" if a.editor == "sim" else "occur_sample")
     steps = a.steps if a.steps is not None else (2 if a.smoke else None)
-    return BenchSettings(dataset=a.dataset, out=a.out or "", configs=parse_configs(a.config), editor=a.editor,
+    return BenchSettings(dataset=dataset, out=a.out or "", masks=a.masks or "", configs=parse_configs(a.config), editor=a.editor,
                          smoke=a.smoke, size=size, seed=a.seed, steps=steps, guidance=a.guidance, limit=a.limit,
                          scenario_ids=a.scenario, judge=a.judge, save_images=not a.no_images,
                          controller=a.controller, controller_model=a.controller_model,
@@ -193,15 +199,20 @@ def cmd_bench(a) -> int:
         os.environ["RESPEC_PROGRESS"] = "0"
     settings = _settings(a)
     if a.server:
+        if settings.editor == "sim":
+            print("error: the sim editor runs in-process only (it is not a ComfyUI node); drop --server",
+                  file=sys.stderr)
+            return 2
         return _run_remote(a, settings)
     dataset = load_dataset(settings.dataset)
     out = Path(settings.out or default_out_dir(dataset.name, settings.smoke))
     settings.out = str(out)
     if a.fresh:
         _fresh(out)
+    sim = " (SIMULATED editor: a test instrument, docs/sim.md)" if settings.editor == "sim" else ""
     print(f"OCCUR bench: {len(dataset)} scenarios in {dataset.path}; configs {', '.join(settings.configs)}; "
-          f"editor {settings.editor}{' (smoke: tiny random-weight models)' if settings.smoke else ''}; out {out}",
-          flush=True)
+          f"editor {settings.editor}{sim}{' (smoke: tiny random-weight models)' if settings.smoke else ''}; "
+          f"masks {settings.masks_mode()}; out {out}", flush=True)
 
     # Ctrl-C: finish nothing half-way; rows written so far stay, a re-run resumes.
     def _on_sigint(signum, frame):

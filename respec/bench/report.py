@@ -25,7 +25,7 @@ from .results import ResultsFile
 
 CONFIG_ORDER = ("baseline", "hrs", "pti", "respec")
 CONFIG_SUFFIX = {"baseline": "", "hrs": " + HRS", "pti": " + PTI", "respec": " + PTI + HRS"}
-EDITOR_NAMES = {"flux2": "Flux.2", "omnigen2": "OmniGen2", "tiny": "tiny klein (smoke)"}
+EDITOR_NAMES = {"flux2": "Flux.2", "omnigen2": "OmniGen2", "tiny": "tiny klein (smoke)", "sim": "Sim (simulated)"}
 REVELATION_LABELS = OrderedDict([("resize", "A Resize"), ("move", "B Move"), ("replace", "C Replace"),
                                  ("remove", "D Remove"), ("multi", "E Multi-edit")])
 TERTILES = ("Small", "Medium", "Large")
@@ -359,6 +359,26 @@ def scenario_rows(rows: list[dict]) -> tuple[list[str], list[list[Any]]]:
     return header, [[f.get(k) for k in header] for f in flat]
 
 
+def run_conditions(rows: list[dict]) -> list[str]:
+    """What the numbers rest on: which editor, which masks, which scorer, which controller chose the
+    references and what the reference accuracy is measured against (markdown lines)."""
+    def values(key: str) -> str:
+        vals = sorted({str(r.get(key)) for r in rows if r.get(key)})
+        return ", ".join(f"`{v}`" for v in vals) or "not recorded"
+    out = []
+    if any(r.get("editor") == "sim" for r in rows):
+        out += ["> **Simulated editor** (`--editor sim`, docs/sim.md): a test instrument with exact ground truth. "
+                "Its defects are set by hand (colour drift, blur, noise, re-invention of revealed pixels, "
+                "copying from references with fidelity < 1); it reads no instruction text, so + PTI equals "
+                "the config without it. The numbers measure the pipeline around the editor, not any real "
+                "editor's quality.", ""]
+    out += [f"- Masks (A.5 regions): {values('masks_source')}",
+            f"- Scorer: {values('scorer')}",
+            f"- References chosen by (controller): {values('controller')}",
+            f"- Reference accuracy measured against: {values('reference_truth')}", ""]
+    return out
+
+
 def write_report(results: str | Path | list[dict], out_dir: str | Path) -> dict:
     """Write report.md, the CSVs and figure 7 for a results file (or rows); return the paths."""
     out = Path(out_dir)
@@ -395,6 +415,7 @@ def write_report(results: str | Path | list[dict], out_dir: str | Path) -> dict:
     if True in smoke:
         md += ["> **Smoke run**: tiny random-weight models. The numbers check the pipeline, they mean nothing "
                "about image quality.", ""]
+    md += run_conditions(good)
     md += [t.markdown() for t in tables]
     md += ["![Figure 7: S_restore by number of turns](figure7_turns.png)", "",
            "### Per-scenario rows", "", f"See `scenarios.csv` ({len(srows)} rows: scores, their parts, S_IF, "

@@ -59,7 +59,10 @@ CONFIGS: dict[str, BenchConfig] = {
     "pti": BenchConfig("pti", True, True, False, label="+ PTI"),
     "respec": BenchConfig("respec", True, True, True, label="+ PTI + HRS (ReSpec)"),
 }
-EDITORS = ("flux2", "omnigen2")
+EDITORS = ("flux2", "omnigen2", "sim")
+# Where the A.5 masks come from: "detect" = YOLO-World + SAM on the generated images (the paper);
+# "oracle" = the layers the simulated editor recorded (exact; only with --editor sim).
+MASKS = ("detect", "oracle")
 STAGE_KEYS = ("controller", "select", "rewrite", "editor", "masks", "score", "judge")
 
 
@@ -86,6 +89,7 @@ class BenchSettings:
     configs: list[str] = field(default_factory=lambda: ["baseline", "respec"])
     editor: str = "flux2"
     smoke: bool = False
+    masks: str = ""                  # "detect" | "oracle" ("": oracle with the sim editor, else detect)
     size: int = 1024                 # longer side of I_0 (multiples of 16); 0 keeps the source size
     seed: int = 0
     steps: int | None = None         # None: the editor's paper default (klein 30, OmniGen2 50)
@@ -108,7 +112,17 @@ class BenchSettings:
 
     # Fields whose change makes old rows incomparable with new ones.
     IDENTITY = ("dataset_name", "smoke", "size", "seed", "steps", "guidance", "controller", "controller_model",
-                "editor_model", "masker_options", "scorer_options")
+                "editor_model", "masker_options", "scorer_options", "masks")
+
+    def masks_mode(self) -> str:
+        """The masks this run uses (see MASKS)."""
+        mode = self.masks or ("oracle" if self.editor == "sim" else "detect")
+        if mode not in MASKS:
+            raise InputError(f"unknown --masks {mode!r}; use {' or '.join(MASKS)}")
+        if mode == "oracle" and self.editor != "sim":
+            raise InputError("--masks oracle needs --editor sim: only the simulated editor records its layers; "
+                             "real editors' masks come from YOLO-World + SAM (--masks detect)")
+        return mode
 
     def identity(self, dataset_name: str) -> dict:
         d = asdict(self)
@@ -125,6 +139,7 @@ class BenchModels:
     scorer: Any = None
     judge_backend: Any = None
     describe: dict = field(default_factory=dict)
+    masks: str = "detect"            # see MASKS
 
 
 @dataclass
@@ -150,15 +165,37 @@ def load_smoke_models(settings: BenchSettings, folder: str | Path | None = None)
     """Tiny random-weight models for `--smoke`: Qwen3-VL, FLUX.2 [klein], masker and scorer.
     The tiny Qwen3-VL is saved once under `folder` (default smoke_dir())."""
     import torch
-    from ..controller import load_backend
     from ..tiny.eval_models import build_tiny_clip, build_tiny_masker, build_tiny_scorer
     from ..tiny.klein import tiny_flux2_editor
-    from ..tiny.vlm import build_tiny_qwen3vl
 
     if settings.editor != "flux2":
         raise InputError(f"--smoke runs the tiny FLUX.2 [klein]; there is no tiny {settings.editor} "
                          f"(use --editor flux2 with --smoke, or run {settings.editor} with real weights)")
     torch.manual_seed(settings.seed)
+    backend = tiny_controller(settings, folder)
+    editor = tiny_flux2_editor(seed=settings.seed)
+    clip = build_tiny_clip(settings.seed)
+    # Detect at about the image's own size: ultralytics' default 640 px would dominate a smoke run.
+    imgsz = min(640, max(64, -(-int(settings.size or 640) // 32) * 32))
+    masker = build_tiny_masker(settings.seed, clip, imgsz=imgsz)
+    scorer = build_tiny_scorer(settings.seed, clip)
+    return BenchModels(editor=editor, backend=backend, masker=masker, scorer=scorer, judge_backend=backend,
+                       describe={"controller": "qwen3-vl (tiny)", "editor_model": "flux2-klein (tiny)",
+                                 "masker": "yolo-world+sam (tiny)", "scorer": "lpips+clip (tiny)"})
+
+
+def load_models(settings: BenchSettings) -> BenchModels:
+    """The run's models: the simulated world (--editor sim), the tiny ones (--smoke) or the real ones."""
+    if settings.editor == "sim":
+        from ..sim.bench import load_sim_models
+        return load_sim_models(settings)
+    return load_smoke_models(settings) if settings.smoke else load_real_models(settings)
+
+
+def tiny_controller(settings: BenchSettings, folder: str | Path | None = None, max_new_tokens: int = 48):
+    """The tiny random-weight Qwen3-VL backend (saved once under `folder`, default smoke_dir())."""
+    from ..controller import load_backend
+    from ..tiny.vlm import build_tiny_qwen3vl
     vlm_dir = Path(folder or smoke_dir()) / "qwen3vl"
     if not (vlm_dir / "config.json").exists():
         # Build beside it and rename, so a run killed while building leaves no half-written model.
@@ -169,17 +206,8 @@ def load_smoke_models(settings: BenchSettings, folder: str | Path | None = None)
         except OSError:   # another process finished first
             import shutil
             shutil.rmtree(tmp, ignore_errors=True)
-    opts = {"max_new_tokens": 48, **settings.controller_options}
-    backend = load_backend("qwen3-vl", str(vlm_dir), **opts)
-    editor = tiny_flux2_editor(seed=settings.seed)
-    clip = build_tiny_clip(settings.seed)
-    # Detect at about the image's own size: ultralytics' default 640 px would dominate a smoke run.
-    imgsz = min(640, max(64, -(-int(settings.size or 640) // 32) * 32))
-    masker = build_tiny_masker(settings.seed, clip, imgsz=imgsz)
-    scorer = build_tiny_scorer(settings.seed, clip)
-    return BenchModels(editor=editor, backend=backend, masker=masker, scorer=scorer, judge_backend=backend,
-                       describe={"controller": "qwen3-vl (tiny)", "editor_model": "flux2-klein (tiny)",
-                                 "masker": "yolo-world+sam (tiny)", "scorer": "lpips+clip (tiny)"})
+    opts = {"max_new_tokens": max_new_tokens, **settings.controller_options}
+    return load_backend("qwen3-vl", str(vlm_dir), **opts)
 
 
 def load_real_models(settings: BenchSettings) -> BenchModels:
@@ -233,6 +261,7 @@ def run_turns(scenario: Scenario, config: BenchConfig, models: BenchModels, sett
                             meta={"scenario": scenario.id, "config": config.name})
     for t, turn in enumerate(scenario.turns, start=1):
         comfy.check_interrupted()
+        tell_editor_the_turn(models.editor, scenario, t)
         _, history = run_turn(history, turn.instruction, editor=models.editor, backend=models.backend,
                               is_restoration=scenario.is_restoration(t), use_controller=config.use_controller,
                               use_pti=config.use_pti, use_hrs=config.use_hrs,
@@ -241,6 +270,14 @@ def run_turns(scenario: Scenario, config: BenchConfig, models: BenchModels, sett
                               guidance=settings.guidance, plan_meta={"restoration_flag": "ground_truth"},
                               meta={"stage": turn.stage}, timing=timing)
     return history
+
+
+def tell_editor_the_turn(editor: Any, scenario: Scenario, t: int) -> None:
+    """The simulated editor executes scenario turns, so it is told which one comes next
+    (docs/sim.md); real editors have no such hook and get only images and an instruction."""
+    begin = getattr(editor, "begin_turn", None)
+    if begin is not None:
+        begin(scenario, t)
 
 
 def trajectory_masks(masker: Any, scenario: Scenario, images: list):
@@ -275,11 +312,16 @@ def score_scenario(scenario: Scenario, history: History, models: BenchModels,
     stage = stage_timer(seconds if seconds is not None else {})
     generated = [im.rgb() for im in history.images[1:]]
     with stage("masks"):
-        masks = trajectory_masks(models.masker, scenario, generated)
+        if models.masks == "oracle":   # the layers the sim editor recorded: the exact A.5 regions
+            masks = models.editor.oracle_masks(scenario, generated)
+        else:
+            masks = trajectory_masks(models.masker, scenario, generated)
     ref = history.image(scenario.reference_turn).rgb()
     with stage("score"):
         score = models.scorer.occur_score(generated[-1], ref, masks)
-    return {"score": score, "masks": masks}
+    truth = getattr(models.editor, "truth", None)
+    true_reference = truth(scenario, generated[-1]).reference_turn if truth is not None else None
+    return {"score": score, "masks": masks, "true_reference": true_reference}
 
 
 def judge_turns(history: History, judge_backend: Any, seconds: dict[str, float] | None = None,
@@ -370,9 +412,11 @@ def _recorded_ids(meta: dict) -> list[int] | None:
 
 def make_row(scenario: Scenario, history: History, score: dict, *, config: str, editor: str,
              controller: str = "", smoke: bool = False, seed: int | None = None, judge: dict | None = None,
-             masks: Any = None, seconds: dict | None = None, editor_model: str = "") -> dict:
+             masks: Any = None, seconds: dict | None = None, editor_model: str = "",
+             masks_source: str = "detect", true_reference: int | None = None, scorer: str = "") -> dict:
     """One results row from a generated history and its OCCUR score (the in-process runner and
-    the Results Writer node both use this, so their rows are alike)."""
+    the Results Writer node both use this, so their rows are alike). `true_reference`: the I_ref
+    id the simulated world recorded; reference accuracy is then measured against it."""
     if len(history) != scenario.num_turns + 1:
         raise InputError(f"scenario {scenario.id!r} has {scenario.num_turns} turns but the history holds "
                          f"{len(history) - 1} edits; a results row needs the whole scenario")
@@ -384,7 +428,8 @@ def make_row(scenario: Scenario, history: History, score: dict, *, config: str, 
     plan_r = history.turns[scenario.restoration_turn].plan
     called = plan_r is not None and plan_r.vlm_called
     chosen = plan_r.restoration_source_id if called else None
-    correct = (chosen is not None and int(chosen) == scenario.reference_turn) if called else None
+    truth = scenario.reference_turn if true_reference is None else int(true_reference)
+    correct = (chosen is not None and int(chosen) == truth) if called else None
     areas = score.get("areas", {}) or {}
     row = {
         **scenario.summary(),
@@ -402,6 +447,8 @@ def make_row(scenario: Scenario, history: History, score: dict, *, config: str, 
         "areas": areas,
         "nan_reason": "; ".join(score.get("reasons") or []) or None,
         "reference_chosen": chosen, "reference_correct": correct,
+        "reference_truth": "sim world (recorded I_ref)" if true_reference is not None else "scenario annotation",
+        "masks_source": masks_source, "scorer": scorer,
         "editor_reference_ids": turns[scenario.restoration_turn - 1]["editor_image_ids"],
         "fallbacks": sorted({f for tr in turns for f in tr["fallbacks"]}),
         "vlm_calls": sum(tr["vlm_calls"] for tr in turns),
@@ -442,6 +489,8 @@ def run_one(scenario: Scenario, config: BenchConfig, models: BenchModels, settin
     row = make_row(scenario, history, scored["score"], config=config.name, editor=settings.editor,
                    controller=models.describe.get("controller", ""), smoke=settings.smoke, seed=settings.seed,
                    judge=judge, masks=scored["masks"], editor_model=models.describe.get("editor_model", ""),
+                   masks_source=models.describe.get("masks", models.masks), true_reference=scored["true_reference"],
+                   scorer=models.describe.get("scorer", ""),
                    seconds={**{k: round(v, 4) for k, v in seconds.items()},
                             "total": round(time.perf_counter() - t_start, 4)})
     if out_dir is not None and settings.save_images:
@@ -506,6 +555,7 @@ def run_benchmark(settings: BenchSettings, models: BenchModels | None = None,
     settings.configs = parse_configs(settings.configs)
     if settings.editor not in EDITORS:
         raise InputError(f"unknown editor {settings.editor!r}; use one of {', '.join(EDITORS)}")
+    settings.masks = settings.masks_mode()
     out_dir = Path(settings.out or default_out_dir(dataset.name, settings.smoke))
     out_dir.mkdir(parents=True, exist_ok=True)
     _check_manifest(out_dir, settings, dataset)
@@ -527,7 +577,7 @@ def run_benchmark(settings: BenchSettings, models: BenchModels | None = None,
         summary.seconds = time.perf_counter() - t0
         return summary
     if models is None:
-        models = load_smoke_models(settings) if settings.smoke else load_real_models(settings)
+        models = load_models(settings)
     comfy.clear_interrupt()
     try:
         with comfy.progress(len(todo), desc="OCCUR bench") as bar:

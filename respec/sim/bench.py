@@ -1,0 +1,60 @@
+"""The models of a benchmark run in the simulated world (`python -m respec bench --editor sim`).
+
+The editor is the SimEditor (a simulation, docs/sim.md). Masks are the recorded layers
+(`--masks oracle`, the default) or the real YOLO-World + SAM (`--masks detect`; the tiny random
+ones with --smoke). The controller is the one asked for with --controller-model, else the tiny
+random Qwen3-VL (its answers are noise, so the C.2/C.3 fallback rules choose the references; the
+report says which controller chose them). The scorer is LPIPS + CLIP from the model folders when
+their files are there, else the tiny random-weight one, and every row says which.
+"""
+from __future__ import annotations
+
+import logging
+
+from ..errors import DownloadNotAllowedError, MissingWeightsError
+from .editor import SimEditor
+
+log = logging.getLogger("respec.sim")
+
+TINY_SCORER = "lpips+clip (tiny random weights: their files were not found; only the PSNR part is calibrated)"
+
+
+def load_sim_models(settings):
+    """BenchModels for the sim world (see the module docstring)."""
+    from ..bench.runner import CONFIGS, BenchModels, tiny_controller
+    from ..tiny.eval_models import build_tiny_clip, build_tiny_masker, build_tiny_scorer
+
+    mode = settings.masks_mode()
+    describe = {"editor_model": "sim (simulated editor, docs/sim.md)"}
+    scorer = masker = None
+    try:
+        from ..metrics import load_scorer
+        scorer = load_scorer(**settings.scorer_options)
+        describe["scorer"] = getattr(scorer, "name", "lpips+clip")
+    except (MissingWeightsError, DownloadNotAllowedError) as e:
+        log.info("sim run: tiny scorer (%s)", str(e).splitlines()[0])
+        clip = build_tiny_clip(settings.seed)
+        scorer = build_tiny_scorer(settings.seed, clip)
+        describe["scorer"] = TINY_SCORER
+    if mode == "detect":
+        if settings.smoke:
+            masker = build_tiny_masker(settings.seed, imgsz=max(64, -(-int(settings.size or 256) // 32) * 32))
+            describe["masks"] = "detect: yolo-world+sam (tiny random weights)"
+        else:
+            from ..masks import load_masker
+            masker = load_masker(**settings.masker_options)
+            describe["masks"] = f"detect: {getattr(masker, 'name', 'yolo-world+sam')}"
+    else:
+        describe["masks"] = "oracle: the sim editor's recorded layers"
+    backend = None
+    if any(CONFIGS[c].use_controller for c in settings.configs) or settings.judge:
+        if settings.controller_model:
+            from ..controller import load_backend
+            backend = load_backend(settings.controller, settings.controller_model, **settings.controller_options)
+            describe["controller"] = f"{settings.controller}:{settings.controller_model}"
+        else:
+            # Its text is noise whatever its length; 16 tokens keep the sim run short.
+            backend = tiny_controller(settings, max_new_tokens=16)
+            describe["controller"] = "qwen3-vl (tiny, random weights)"
+    return BenchModels(editor=SimEditor(), backend=backend, masker=masker, scorer=scorer, judge_backend=backend,
+                       describe=describe, masks=mode)

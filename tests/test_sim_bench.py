@@ -1,0 +1,109 @@
+"""The benchmark loop in the simulated world: oracle masks in the loop, configs that differ for
+the reasons the sim defines, reference accuracy against the recorded I_ref."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from respec.bench.runner import BenchModels, BenchSettings, run_benchmark
+from respec.errors import InputError
+from respec.sim import SimEditor
+
+ROOT = Path(__file__).resolve().parent.parent
+# A 5turn_v2 'remove' scenario whose first turn repaints the occludee (I_ref = I_1, I_0 is wrong),
+# and a 2turn one (I_ref = I_0).
+SCENARIOS = ["sim0019_camera_5turn_v2_remove", "sim0003_coffee_2turn_resize"]
+
+
+class ChoosingController:
+    """A controller at the edge: on restoration turns it names `pick(t)` as the restoration source."""
+
+    name = "choosing-fake"
+
+    def __init__(self, pick):
+        self.pick = pick
+        self.calls = 0
+
+    def chat(self, parts, *, system=None, max_new_tokens=768, json_schema=None):
+        self.calls += 1
+        t = sum(1 for p in parts if hasattr(p, "size"))      # images I_0..I_{t-1}
+        if "restoration_source_id" in (system or ""):
+            src = self.pick(t)
+            return json.dumps({"restoration_source_id": src, "identity_anchor_id": t - 1,
+                               "image_ids": [src, t - 1], "restoration_region": "the freed area",
+                               "synthesis_instruction": "Do the edit, recovering the hidden content from the first image."})
+        return json.dumps({"synthesis_instruction": "Do exactly the requested edit."})
+
+
+@pytest.fixture(scope="module")
+def scorer():
+    from respec.tiny.eval_models import build_tiny_scorer
+    return build_tiny_scorer(0)
+
+
+def _run(tmp_path, scorer, controller, configs="all"):
+    settings = BenchSettings(dataset="occur_sim", out=str(tmp_path), configs=configs, editor="sim", size=128,
+                             scenario_ids=SCENARIOS, save_images=False)
+    models = BenchModels(editor=SimEditor(), backend=controller, scorer=scorer, masks="oracle",
+                         describe={"controller": controller.name, "masks": "oracle: the sim editor's recorded layers",
+                                   "scorer": "tiny"})
+    rows = []
+    run_benchmark(settings, models, on_row=rows.append)
+    return {(r["scenario_id"], r["config"]): r for r in rows}
+
+
+def test_oracle_masks_hrs_copies_and_reference_accuracy_uses_the_recorded_reference(tmp_path, scorer):
+    truth = {SCENARIOS[0]: 1, SCENARIOS[1]: 0}
+    rows = _run(tmp_path, scorer, ChoosingController(lambda t: _TRUTH[t]))
+    for sid in SCENARIOS:
+        base, hrs, pti, full = (rows[(sid, c)] for c in ("baseline", "hrs", "pti", "respec"))
+        assert base["masks_source"].startswith("oracle") and base["reference_truth"].startswith("sim world")
+        assert hrs["S_restore"] > base["S_restore"]                    # copied vs re-invented
+        assert pti["S_restore"] == base["S_restore"]                   # the sim reads no instruction text
+        assert full["S_restore"] == hrs["S_restore"]
+        assert hrs["reference_chosen"] == truth[sid] and hrs["reference_correct"] is True
+        assert base["reference_correct"] is None
+
+
+_TRUTH = {5: 1, 2: 0}   # the revelation turn t -> the true I_ref of that scenario (5 turns; 2 turns)
+
+
+def test_the_wrong_reference_is_counted_wrong_and_scores_lower(tmp_path, scorer):
+    right = _run(tmp_path / "right", scorer, ChoosingController(lambda t: _TRUTH[t]), configs="hrs")
+    wrong = _run(tmp_path / "wrong", scorer, ChoosingController(lambda t: 0), configs="hrs")
+    key = (SCENARIOS[0], "hrs")
+    assert wrong[key]["reference_chosen"] == 0 and wrong[key]["reference_correct"] is False
+    assert wrong[key]["S_restore"] < right[key]["S_restore"]
+
+
+def test_oracle_masks_need_the_sim_editor(tmp_path):
+    with pytest.raises(InputError, match="--editor sim"):
+        run_benchmark(BenchSettings(dataset="occur_sample", out=str(tmp_path), editor="flux2", masks="oracle",
+                                    configs="baseline"))
+
+
+def test_the_report_says_which_masks_scorer_and_controller(tmp_path, scorer):
+    from respec.bench.report import write_report
+    _run(tmp_path, scorer, ChoosingController(lambda t: _TRUTH[t]), configs="baseline,hrs")
+    text = Path(write_report(tmp_path / "results.jsonl", tmp_path / "report")["report"]).read_text()
+    assert "Simulated editor" in text and "oracle: the sim editor's recorded layers" in text
+    assert "References chosen by (controller): `choosing-fake`" in text
+    assert "sim world (recorded I_ref)" in text
+
+
+@pytest.mark.slow
+def test_the_cli_runs_the_sim_world_with_detected_masks_and_the_tiny_models(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "respec", "bench", "--editor", "sim", "--masks", "detect", "--smoke",
+                        "--size", "96", "--config", "baseline,hrs", "--scenario", SCENARIOS[1], "--out",
+                        str(tmp_path), "--quiet"], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = [json.loads(x) for x in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert {row["config"] for row in rows} == {"baseline", "hrs"}
+    assert all(row["masks_source"].startswith("detect") for row in rows)
+    assert all(row["controller"] in ("", "qwen3-vl (tiny, random weights)") for row in rows)
+    assert re.search(r"masks detect", r.stdout)
