@@ -271,3 +271,42 @@ def reveal_masks(result: RevealResult) -> dict:
     """{REVEAL_SOURCE: mask} to append with the turn when something was pasted, else {}."""
     tm = result.turn_mask()
     return {REVEAL_SOURCE: tm} if tm is not None else {}
+
+
+class RevealStep:
+    """Reveal Composite as a post-edit step of respec.turn.run_turn (`--reveal-composite`).
+
+    On a restoration turn it finds the covering turn k (from the plan when the provenance or
+    hybrid planner located it, else from provenance now), pastes I_{k-1}'s pixels where the
+    geometry held, keeps the `reveal_source` mask with the turn, and records what it did; other
+    turns pass through untouched."""
+
+    name = "reveal_composite"
+
+    def __init__(self, params: RevealParams = DEFAULT_REVEAL):
+        self.params = params
+
+    def __call__(self, history: History, record: Any) -> tuple[Any, dict]:
+        if not record.is_restoration or history.next_turn < 2:
+            return record.image, {"applied": False, "reason": "not a restoration turn"}
+        k, found_by = covering_turn_for(history, record.plan, record.request)
+        if k is None:
+            return record.image, {"applied": False, "reason": f"no covering turn found ({found_by})"}
+        res = reveal_for(history, record.image, k, self.params)
+        record.masks.update(reveal_masks(res))
+        return (res.image if res.applied else record.image), {**res.record(), "covering_turn": k,
+                                                              "covering_turn_from": found_by}
+
+
+def covering_turn_for(history: History, plan: Any, request: str) -> tuple[int | None, str]:
+    """(k, where it came from): the plan's provenance record when a provenance or hybrid planner
+    made one, else provenance located now (the plan's restoration_source_id + 1 breaks a tie)."""
+    from .controller.provenance import locate_covering_turn
+    rec = getattr(plan, "meta", {}).get("provenance") if plan is not None else None
+    if isinstance(rec, dict) and rec.get("turn") is not None and not rec.get("ambiguous"):
+        return int(rec["turn"]), "plan (provenance)"
+    found = locate_covering_turn(history, request)
+    src = getattr(plan, "restoration_source_id", None) if plan is not None else None
+    if found.ambiguous and src is not None and (src + 1) in found.candidates:
+        return src + 1, "provenance candidates, the plan's restoration source chose"
+    return found.turn, f"provenance ({found.reason})"

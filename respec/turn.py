@@ -5,15 +5,17 @@
 `run_turn` reads top to bottom like a diffusion pipeline's `__call__`:
 
     1. is this a restoration turn?      (a given flag wins, else restoration_mode decides)
-    2. plan                             (one controller call at most; none on turn 1)
+    2. plan                             (the planner part: one controller call at most; none on
+                                         turn 1; none at all with the provenance planner)
     3. select references                (the selector part: which history images the editor gets)
     4. rewrite                          (PTI: the plan's synthesis instruction, else the request)
     5. edit                             (the editor part, at the current image's size)
     6. post-edit steps                  (optional parts that may change the image, each recorded)
-    7. append                           (the new history; the turn's meta holds the record)
+    7. append                           (the new history; the turn's meta holds the record, its
+                                         masks the change mask C_t and the post-edit steps' masks)
 
-Every part is passed in: the controller backend, the selector, the editor, the post-edit
-steps and an optional timing hook. The switches of the paper's ablations (table 2) are
+Every part is passed in: the controller backend, the planner, the selector, the editor, the
+post-edit steps and an optional timing hook. The switches of the paper's ablations (table 2) are
 arguments: use_controller, use_pti, use_hrs, skip_non_restoration. The benchmark runner is
 a loop over this function; the ComfyUI graph runs the same stages as separate nodes, and its
 History Append records the same `editor_image_ids` key (EDITOR_IMAGE_IDS).
@@ -27,12 +29,33 @@ from typing import Any, Callable, ContextManager, Iterator, Protocol, Sequence
 
 from .controller import decide_restoration, plan_turn, rewrite_instruction, select_references
 from .controller.selection import Selection
-from .history import History
+from .history import CHANGE, History
 from .plan import Plan
+from .provenance import change_for
 
 # The turn-meta key that says which history images the editor received, in order. The runner
 # (through TurnRecord.meta) and the History Append node both write it; results rows read it.
 EDITOR_IMAGE_IDS = "editor_image_ids"
+
+
+class Planner(Protocol):
+    """This turn's plan (paper §4.1-4.3): what to preserve, which references, what to send."""
+
+    name: str
+
+    def plan(self, history: History, request: str, is_restoration: bool, *, backend: Any = None,
+             meta: dict | None = None, **vlm_options: Any) -> Plan:
+        """The plan for turn history.next_turn; vlm_options: skip_non_restoration, templates, ..."""
+
+
+class VLMPlanner:
+    """The paper's planner: one controller call (respec.controller.plan_turn)."""
+
+    name = "vlm"
+
+    def plan(self, history: History, request: str, is_restoration: bool, *, backend: Any = None,
+             meta: dict | None = None, **vlm_options: Any) -> Plan:
+        return plan_turn(history, request, backend, is_restoration, meta=meta, **vlm_options)
 
 
 class Selector(Protocol):
@@ -56,7 +79,8 @@ class PlanSelector:
 
 class PostEditStep(Protocol):
     """A part run after the edit: it sees the turn so far (record.image is the edited image)
-    and returns the image to keep (the same or a changed one) and an entry for the record."""
+    and returns the image to keep (the same or a changed one) and an entry for the record.
+    Per-pixel records it wants kept with the turn go into record.masks (name -> TurnMask)."""
 
     name: str
 
@@ -83,6 +107,7 @@ class TurnRecord:
     image: Any = None                           # I_t (after the post-edit steps)
     editor_run: dict = field(default_factory=dict)    # the editor's last_run (steps, size, seconds)
     post_edit: list[dict] = field(default_factory=list)
+    masks: dict = field(default_factory=dict)   # per-pixel records the post-edit steps add
     seconds: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -118,7 +143,8 @@ def current_only(history: History) -> Selection:
 
 
 def run_turn(history: History, request: str, *, editor: Any, backend: Any = None,
-             selector: Selector | None = None, post_edit: Sequence[PostEditStep] = (),
+             planner: Planner | None = None, selector: Selector | None = None,
+             post_edit: Sequence[PostEditStep] = (),
              is_restoration: bool | None = None, restoration_mode: str = "auto",
              use_controller: bool = True, use_pti: bool = True, use_hrs: bool = True,
              skip_non_restoration: bool = False, seed: int = 0, steps: int | None = None,
@@ -131,10 +157,13 @@ def run_turn(history: History, request: str, *, editor: Any, backend: Any = None
     use_controller off: no plan, the editor gets P_t and the current image (the baseline).
     use_pti / use_hrs: send the rewritten instruction / the plan's reference images.
     skip_non_restoration: non-restoration turns make no controller call.
+    planner: makes the plan (default: VLMPlanner, one controller call; see
+    respec.controller.provenance for the provenance and hybrid planners).
     selector: which images the editor gets (default: PlanSelector, the paper's rule).
     post_edit: steps run on the edited image, in order; each adds an entry to record.post_edit.
     plan_meta: extra entries for plan.meta; meta: extra entries for the turn's history meta.
     timing: a hook wrapped around each stage (the record holds each stage's seconds anyway)."""
+    planner = planner if planner is not None else VLMPlanner()
     selector = selector if selector is not None else PlanSelector()
     t = history.next_turn
     seconds: dict[str, float] = {}
@@ -149,9 +178,9 @@ def run_turn(history: History, request: str, *, editor: Any, backend: Any = None
     # 2. Plan: one controller call at most (none on turn 1, none when skipped or switched off).
     if use_controller:
         with stage("controller"):
-            record.plan = plan_turn(history, request, backend, record.is_restoration,
-                                    skip_non_restoration=skip_non_restoration, templates=templates,
-                                    meta={**decided, **(plan_meta or {})})
+            record.plan = planner.plan(history, request, record.is_restoration, backend=backend,
+                                       skip_non_restoration=skip_non_restoration, templates=templates,
+                                       meta={**decided, **(plan_meta or {})})
 
     # 3. Select references: the history images the editor gets, in order.
     if record.plan is not None:
@@ -181,10 +210,13 @@ def run_turn(history: History, request: str, *, editor: Any, backend: Any = None
             record.image, entry = step(history, record)
         record.post_edit.append({"step": name, **(entry or {})})
 
-    # 7. Append: H_t, with the record kept in the turn's meta.
+    # 7. Append: H_t, with the record kept in the turn's meta and C_t (what this turn changed)
+    #    with the turn, as History Append does in a graph.
+    with stage("provenance"):
+        masks = {CHANGE: change_for(history, record.image), **record.masks}
     record.seconds = seconds
     new = history.append(record.image, request, sent_instruction=record.sent_instruction, plan=record.plan,
-                         meta={**(meta or {}), **record.meta()})
+                         meta={**(meta or {}), **record.meta()}, masks=masks)
     return record, new
 
 

@@ -53,7 +53,8 @@ def test_full_respec_sends_the_plans_references_and_rewritten_instruction():
     assert new.next_turn == 5 and new.current.plan is record.plan
     assert new.current.meta[EDITOR_IMAGE_IDS] == [0, 3] and new.current.meta["seed"] == 11
     assert new.current.sent_instruction == record.sent_instruction
-    assert set(record.seconds) == {"controller", "select", "rewrite", "editor"}
+    assert set(record.seconds) == {"controller", "select", "rewrite", "editor", "provenance"}
+    assert new.current.change is not None      # C_t is kept with the turn, as History Append does
 
 
 @pytest.mark.parametrize("use_pti,use_hrs,ids,sent", [
@@ -148,7 +149,7 @@ def test_the_timing_hook_wraps_every_stage_that_ran():
 
     run_turn(_history(), "remove the large cardboard box", editor=Recorder(), backend=ScriptedAnswer(RESTORE),
              is_restoration=True, timing=hook)
-    assert [s for kind, s in seen if kind == "enter"] == ["controller", "select", "rewrite", "editor"]
+    assert [s for kind, s in seen if kind == "enter"] == ["controller", "select", "rewrite", "editor", "provenance"]
     assert seen.count(("exit", "editor")) == 1
 
 

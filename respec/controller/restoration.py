@@ -126,17 +126,25 @@ def detect_restoration(history: History, user_instruction: str) -> tuple[bool, s
     verb = revealing_verb(user_instruction or "")
     if verb is None:
         return False, "no revealing verb (remove / move / shrink / replace ...) in the request"
-    requested = _content(_words(user_instruction))
-    added_any = False
-    for k, earlier in enumerate(history.instructions, start=1):
-        obj = added_object_words(earlier)
-        added_any = added_any or bool(obj)
-        shared = sorted(obj & requested)
-        if shared:
-            return True, f"'{verb}' acts on '{' '.join(shared)}', which turn {k} added"
-    if not added_any:
+    named = turns_named(history, user_instruction)
+    if named:
+        k, shared = named[0]
+        return True, f"'{verb}' acts on '{' '.join(shared)}', which turn {k} added"
+    if not any(added_object_words(earlier) for earlier in history.instructions):
         return False, f"'{verb}' but no earlier turn added an object"
     return False, f"'{verb}' does not name anything an earlier turn added"
+
+
+def turns_named(history: History, user_instruction: str) -> list[tuple[int, list[str]]]:
+    """The earlier turns k whose added object the request names: [(k, shared content words)],
+    oldest first (the words rule of the module docstring, without the revealing verb)."""
+    requested = _content(_words(user_instruction or ""))
+    out = []
+    for k, earlier in enumerate(history.instructions, start=1):
+        shared = sorted(added_object_words(earlier) & requested)
+        if shared:
+            out.append((k, shared))
+    return out
 
 
 def decide_restoration(mode: str, history: History, user_instruction: str,

@@ -1,0 +1,241 @@
+"""Reference selection from pixel provenance, with no VLM (beyond the paper).
+
+The paper's controller re-reads the history to guess which past image still shows the content a
+revealing edit uncovers (figure 12, steps 1-3). The history's change masks (respec/provenance.py)
+answer it directly:
+
+    the covering turn k  = the earliest earlier turn that added what the request acts on,
+                           (a) named by the request (respec/controller/restoration.py's words rule:
+                               the request names the object turn k added) and confirmed by turn
+                               k's change mask (it changed a part of the image), or
+                           (b) when the request names nothing, from provenance alone: the earlier
+                               turns that added something and changed a part of the image;
+    restoration_source   = k - 1, the latest image before the covering turn (the paper's I_ref);
+    identity_anchor      = t - 1, the current image;
+    image_ids            = [k - 1, t - 1] (one id when they coincide).
+
+"Earliest" is the paper's own rule ("select the earliest turn that added content into the
+uncovered region"): I_{k-1} then precedes every later addition too.
+
+When the evidence is ambiguous (several candidate turns, or a named turn without a usable change
+mask) the plan says so (fallback PROVENANCE_AMBIGUOUS, meta["provenance"]) and, if a controller
+is connected, the decision is deferred to it (one VLM call, the paper's plan). Without one the
+earliest candidate is used.
+
+Three parts for respec.turn.run_turn:
+
+    ProvenancePlanner   a plan with 0 VLM calls: the ids above and a model-free instruction,
+                        P_t + ", revealing what was there in the first image exactly as it was"
+    HybridPlanner       the VLM's plan (its instruction) with the ids provenance decided
+    ProvenanceSelector  the editor's images from provenance (the Selector beside PlanSelector)
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from ..errors import InputError
+from ..history import History
+from ..plan import Plan
+from ..provenance import provenance_of
+from .planner import count_vlm_calls, plan_turn
+from .restoration import added_object_words, turns_named
+from .selection import Selection, select_references
+
+PROVENANCE_AMBIGUOUS = "provenance_ambiguous"          # plan.fallbacks: the evidence had several answers
+PROVENANCE_DEFERRED = "provenance_deferred_to_controller"
+NO_COVERING_TURN = "provenance_no_covering_turn"       # nothing earlier changed a part of the image
+
+REVEAL_CLAUSE = "revealing what was there in the first image exactly as it was"
+MIN_CHANGE = 1e-3     # a change mask smaller than this share of the image is no evidence
+GLOBAL_CHANGE = 0.5   # ... and one this large is a global edit (style), not an added object
+
+
+@dataclass(frozen=True)
+class CoveringTurn:
+    """Which earlier turn k covered what turn t reveals, and the evidence for it."""
+
+    turn: int | None                 # k (None: no earlier turn qualifies)
+    candidates: tuple[int, ...]      # every turn the evidence allowed, oldest first
+    evidence: str                    # "request+provenance" | "request" | "provenance" | "none"
+    ambiguous: bool
+    reason: str
+    changed: dict                    # {k: share of the image turn k changed} for the candidates
+
+    @property
+    def source_id(self) -> int | None:
+        """restoration_source_id = k - 1."""
+        return None if self.turn is None else self.turn - 1
+
+    def record(self) -> dict:
+        d = asdict(self)
+        d["candidates"] = list(self.candidates)
+        d["changed"] = {str(k): round(v, 6) for k, v in self.changed.items()}
+        d["source_id"] = self.source_id
+        return d
+
+
+def locate_covering_turn(history: History, request: str) -> CoveringTurn:
+    """The covering turn k for the restoration request P_t (see the module docstring)."""
+    if not isinstance(history, History):
+        raise InputError(f"locate_covering_turn needs a History, got {type(history).__name__}")
+    t = history.next_turn
+    if t < 2:
+        return CoveringTurn(None, (), "none", False, "turn 1: no earlier edit", {})
+    prov = provenance_of(history)
+    share = {k: float(prov.changes[k].mean()) for k in range(1, t)}
+    local = [k for k in range(1, t) if MIN_CHANGE <= share[k] < GLOBAL_CHANGE]
+    named = [k for k, _ in turns_named(history, request)]
+    confirmed = [k for k in named if k in local]
+    if confirmed:
+        k = confirmed[0]
+        why = f"the request names what turn {k} added ({share[k]:.1%} of the image changed)"
+        if len(confirmed) > 1:
+            why += f"; turns {confirmed} all qualify, the earliest is used"
+        return CoveringTurn(k, tuple(confirmed), "request+provenance", len(confirmed) > 1, why,
+                            {c: share[c] for c in confirmed})
+    if named:
+        k = named[0]
+        return CoveringTurn(k, tuple(named), "request", True,
+                            f"the request names what turn {k} added, but its change mask does not confirm it "
+                            f"({share[k]:.2%} of the image changed)", {c: share[c] for c in named})
+    adders = [k for k in local if added_object_words(history.turns[k].instruction)] or local
+    if not adders:
+        return CoveringTurn(None, (), "none", False, "no earlier turn changed a part of the image", {})
+    k = adders[0]
+    why = (f"the request names nothing; turn {k} is the only earlier turn that added something locally"
+           if len(adders) == 1 else
+           f"the request names nothing; turns {adders} added something locally, the earliest is used")
+    return CoveringTurn(k, tuple(adders), "provenance", len(adders) > 1, why, {c: share[c] for c in adders})
+
+
+def model_free_instruction(request: str) -> str:
+    """P_t with the paper's restoration clause (figure 12's pattern), for an editor that receives
+    [I_{k-1}, I_{t-1}]: "<the user's edit>, revealing what was there in the first image exactly as it was."."""
+    text = (request or "").strip().rstrip(".!;, ")
+    if not text:
+        raise InputError("the current request P_t is empty; type the edit you want for this turn")
+    return f"{text}, {REVEAL_CLAUSE}."
+
+
+def _ids(source: int, t: int) -> tuple[int, ...]:
+    anchor = t - 1
+    return (source, anchor) if source != anchor else (anchor,)
+
+
+def provenance_plan(history: History, request: str, is_restoration: bool, *, backend: Any = None,
+                    meta: dict | None = None, **vlm_options: Any) -> Plan:
+    """This turn's plan from provenance (0 VLM calls). On an ambiguous restoration turn with a
+    controller connected (`backend`), the controller's plan is used instead (one call) and the
+    plan records why. `vlm_options` go to plan_turn when it is called."""
+    if not isinstance(request, str) or not request.strip():
+        raise InputError("the current request P_t is empty; type the edit you want for this turn")
+    request = request.strip()
+    t = history.next_turn
+    meta = {**(meta or {}), "selector": "provenance"}
+    prior = count_vlm_calls(history)
+    if not is_restoration or t == 1:
+        return Plan(turn=t, user_instruction=request, synthesis_instruction=request, is_restoration=bool(is_restoration),
+                    controller="provenance", meta={**meta, "vlm_calls": 0, "vlm_calls_so_far": prior,
+                                                   "skipped": "not a restoration turn" if t > 1 else "first_turn"})
+    found = locate_covering_turn(history, request)
+    meta["provenance"] = found.record()
+    if found.ambiguous and backend is not None:
+        plan = plan_turn(history, request, backend, True, meta=meta, **vlm_options)
+        return replace(plan, fallbacks=plan.fallbacks + (PROVENANCE_AMBIGUOUS, PROVENANCE_DEFERRED))
+    fallbacks: tuple[str, ...] = (PROVENANCE_AMBIGUOUS,) if found.ambiguous else ()
+    if found.turn is None:
+        # Nothing to reveal from: the paper's own fallback (C.3) for a missing source is I_0.
+        source, fallbacks = 0, fallbacks + (NO_COVERING_TURN,)
+        region = None
+    else:
+        source = found.source_id
+        region = f"the pixels turn {found.turn} changed ({found.changed[found.turn]:.1%} of the image)"
+    return Plan(turn=t, user_instruction=request, synthesis_instruction=model_free_instruction(request),
+                is_restoration=True, preservation_target=None, restoration_source_id=source,
+                identity_anchor_id=t - 1, restoration_region=region, image_ids=_ids(source, t),
+                fallbacks=fallbacks, controller="provenance",
+                meta={**meta, "vlm_calls": 0, "vlm_calls_so_far": prior})
+
+
+def hybrid_plan(history: History, request: str, is_restoration: bool, *, backend: Any,
+                meta: dict | None = None, **vlm_options: Any) -> Plan:
+    """The controller writes the instruction (one call, the paper's plan); provenance decides the
+    reference ids, unless its evidence is ambiguous (then the controller's ids stand). The
+    controller's own choice is kept in meta["vlm_choice"]."""
+    plan = plan_turn(history, request, backend, is_restoration, meta={**(meta or {}), "selector": "hybrid"},
+                     **vlm_options)
+    if not plan.is_restoration or history.next_turn == 1:
+        return plan
+    found = locate_covering_turn(history, plan.user_instruction)
+    vlm_choice = {"restoration_source_id": plan.restoration_source_id,
+                  "identity_anchor_id": plan.identity_anchor_id, "image_ids": list(plan.image_ids)}
+    new_meta = {**plan.meta, "provenance": found.record(), "vlm_choice": vlm_choice}
+    if found.ambiguous or found.turn is None:
+        return replace(plan, meta=new_meta, fallbacks=plan.fallbacks + (PROVENANCE_DEFERRED,))
+    t = history.next_turn
+    return replace(plan, restoration_source_id=found.source_id, identity_anchor_id=t - 1,
+                   image_ids=_ids(found.source_id, t), meta=new_meta)
+
+
+class ProvenancePlanner:
+    """The planner part for `run_turn(planner=...)`: provenance_plan (0 VLM calls; the connected
+    controller only when the evidence is ambiguous)."""
+
+    name = "provenance"
+
+    def plan(self, history: History, request: str, is_restoration: bool, *, backend: Any = None,
+             meta: dict | None = None, **vlm_options: Any) -> Plan:
+        return provenance_plan(history, request, is_restoration, backend=backend, meta=meta, **vlm_options)
+
+
+class HybridPlanner:
+    """The planner part for `run_turn(planner=...)`: hybrid_plan (the VLM writes, provenance picks)."""
+
+    name = "hybrid"
+
+    def plan(self, history: History, request: str, is_restoration: bool, *, backend: Any = None,
+             meta: dict | None = None, **vlm_options: Any) -> Plan:
+        if backend is None:
+            raise InputError("the hybrid selector needs a controller to write the instruction: connect a VLM, "
+                             "or use the provenance selector (no VLM)")
+        return hybrid_plan(history, request, is_restoration, backend=backend, meta=meta, **vlm_options)
+
+
+class ProvenanceSelector:
+    """The Selector part beside the paper's PlanSelector: on a restoration turn with HRS on, the
+    editor gets [I_{k-1}, I_{t-1}] with k from provenance — read from the plan when a provenance
+    or hybrid planner already located it, else located now. An ambiguous location keeps the plan's
+    own ids (a controller decided them)."""
+
+    name = "provenance"
+
+    def select(self, history: History, plan: Plan, *, use_history_reference: bool) -> Selection:
+        if not (use_history_reference and plan.is_restoration) or history.next_turn == 1:
+            return select_references(history, plan, use_history_reference)
+        rec = plan.meta.get("provenance") if isinstance(plan.meta, dict) else None
+        if isinstance(rec, dict) and "source_id" in rec:
+            source, ambiguous = rec["source_id"], bool(rec.get("ambiguous"))
+        else:
+            found = locate_covering_turn(history, plan.user_instruction)
+            source, ambiguous = found.source_id, found.ambiguous
+        if source is None or (ambiguous and plan.vlm_called):
+            return select_references(history, plan, use_history_reference)
+        return select_references(history, replace(plan, image_ids=_ids(int(source), history.next_turn)),
+                                 use_history_reference)
+
+
+SELECTORS = ("vlm", "provenance", "hybrid")
+
+
+def selector_parts(name: str) -> tuple[Any, Any]:
+    """(planner, selector) for `--selector vlm|provenance|hybrid`; (None, None) is the paper's VLM
+    plan and its ids (run_turn's defaults)."""
+    key = (name or "vlm").strip().lower()
+    if key == "vlm":
+        return None, None
+    if key == "provenance":
+        return ProvenancePlanner(), ProvenanceSelector()
+    if key == "hybrid":
+        return HybridPlanner(), ProvenanceSelector()
+    raise InputError(f"unknown selector {name!r}; use one of {', '.join(SELECTORS)}")
