@@ -113,6 +113,26 @@ def test_klein_base_runs_real_cfg_and_distilled_klein_one_pass(pack, tiny_pipe, 
     assert len(calls) == 2 and distilled.default_steps == 4 and base.default_steps == 30
 
 
+def test_the_empty_negative_prompt_is_encoded_once_per_loaded_text_encoder(pack, tiny_pipe):
+    editors = core(pack, "editors")
+    calls = []
+    handle = tiny_pipe.text_encoder.register_forward_hook(lambda *a: calls.append(1))
+    refs = [_image(1, 64, 64)]
+    try:
+        kept = editors.Flux2Editor(tiny_pipe)
+        first = np.asarray(kept.edit(refs, "make it red", output_size=(64, 64), seed=5, steps=2, guidance=4.0))
+        assert len(calls) == 2                        # the instruction and the empty negative
+        again = [np.asarray(kept.edit(refs, text, output_size=(64, 64), seed=5, steps=2, guidance=4.0))
+                 for text in ("make it blue", "make it red")]
+        assert len(calls) == 4                        # one encoding per edit from now on
+        fresh = editors.Flux2Editor(tiny_pipe)        # nothing cached: encodes "" again
+        blue = np.asarray(fresh.edit(refs, "make it blue", output_size=(64, 64), seed=5, steps=2, guidance=4.0))
+    finally:
+        handle.remove()
+    assert np.array_equal(again[0], blue) and np.array_equal(again[1], first)
+    assert not np.array_equal(first, blue)
+
+
 def test_mixed_size_references_are_resized_not_refused(editor):
     refs = [_image(1, 64, 64), _image(2, 130, 100), _image(3, 96, 200)]
     out = editor.edit(refs, "restore the book", output_size=(80, 64), seed=0, steps=1)

@@ -84,6 +84,7 @@ class Flux2Editor(Editor):
         self.parts = dict(parts or {})   # stage name -> comfy.ManagedModel (empty with diffusers offload)
         self.device, self.dtype, self.offload = device, dtype, offload
         self.notes = list(notes)
+        self._empty_negative: dict = {}   # (text encoder, max_sequence_length, device) -> embeddings of ""
         pipe.set_progress_bar_config(disable=True)  # our own progress bar reports the steps
 
     def describe(self) -> dict:
@@ -136,13 +137,23 @@ class Flux2Editor(Editor):
         import torch
         te = self.parts.get("text_encoder")
         device = te.use() if te is not None else self.pipe._execution_device
-        with torch.inference_mode():
-            embeds = [self.pipe.encode_prompt(prompt=text, device=device, max_sequence_length=max_sequence_length,
-                                              text_encoder_out_layers=self.text_encoder_out_layers)[0]
-                      for text in ([instruction or ""] + ([] if self.is_distilled else [""]))]
+
+        def encode(text: str):
+            with torch.inference_mode():
+                return self.pipe.encode_prompt(prompt=text, device=device, max_sequence_length=max_sequence_length,
+                                               text_encoder_out_layers=self.text_encoder_out_layers)[0]
+
+        prompt = encode(instruction or "")
+        negative = None
+        if not self.is_distilled:
+            # The negative is always the empty prompt: encoded once per loaded text encoder.
+            key = (id(self.pipe.text_encoder), max_sequence_length, str(device))
+            negative = self._empty_negative.get(key)
+            if negative is None:
+                negative = self._empty_negative[key] = encode("")
         if te is not None:
             te.done()
-        return embeds[0], (embeds[1] if len(embeds) > 1 else None)
+        return prompt, negative
 
 
 def _out_layers(n_layers: int) -> tuple[int, int, int]:
