@@ -144,3 +144,13 @@ def test_instruction_rewriter_switches_with_pti(nodes, pack):
     node = nodes["ReSpecInstructionRewriter"]()
     assert node.rewrite(plan, True) == ("Remove it, revealing X.",)
     assert node.rewrite(plan, False) == ("remove the box",)
+
+
+def test_the_vlm_stays_loaded_by_default_in_the_loader_and_every_shipped_workflow(nodes):
+    from pathlib import Path
+    spec = nodes["ReSpecVLMLoader"].INPUT_TYPES()["required"]["keep_loaded"][1]
+    assert spec["default"] is True and "3 s" in spec["tooltip"]       # the tooltip says what off costs
+    loaders = []
+    for path in sorted((Path(__file__).resolve().parents[1] / "workflows" / "api").glob("*.api.json")):
+        loaders += [n for n in json.loads(path.read_text()).values() if n["class_type"] == "ReSpecVLMLoader"]
+    assert loaders and all(n["inputs"]["keep_loaded"] is True for n in loaders)
