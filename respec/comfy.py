@@ -209,6 +209,15 @@ def clear_interrupt() -> None:
     _interrupt.clear()
 
 
+def interrupt_requested() -> bool:
+    """Whether the user cancelled, without raising or clearing it (for a watcher that must stop
+    work in flight first; check_interrupted then raises)."""
+    mm = _try_import("comfy.model_management") if in_comfyui() else None
+    if mm is not None and getattr(mm, "processing_interrupted", None) is not None and mm.processing_interrupted():
+        return True
+    return _interrupt.is_set()
+
+
 def check_interrupted() -> None:
     """Raise if the user cancelled: ComfyUI's own exception inside ComfyUI, Interrupted outside."""
     mm = _try_import("comfy.model_management") if in_comfyui() else None

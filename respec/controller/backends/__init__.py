@@ -43,7 +43,7 @@ def load_backend(kind: str, model: str | None = None, **options) -> VLMBackend:
     models/LLM, or an absolute folder; options: dtype, device, keep_loaded, allow_download,
     max_pixels, max_new_tokens, json_constrained ("auto" | True | False), json_max_string.
     kind "openai": model is the served model's name; options: base_url, api_key_env, timeout,
-    retries, backoff, max_pixels, max_new_tokens, response_format, image_format."""
+    retries, backoff, max_pixels, max_new_tokens, response_format, image_format, max_response_bytes."""
     kind = (kind or "").strip().lower()
     if kind not in KINDS:
         raise InputError(f"unknown controller backend {kind!r}; use one of {', '.join(KINDS)}")
