@@ -192,8 +192,9 @@ def load_models(settings: BenchSettings) -> BenchModels:
     return load_smoke_models(settings) if settings.smoke else load_real_models(settings)
 
 
-def tiny_controller(settings: BenchSettings, folder: str | Path | None = None, max_new_tokens: int = 48):
-    """The tiny random-weight Qwen3-VL backend (saved once under `folder`, default smoke_dir())."""
+def tiny_controller(settings: BenchSettings, folder: str | Path | None = None, **defaults):
+    """The tiny random-weight Qwen3-VL backend (saved once under `folder`, default smoke_dir());
+    `defaults` are backend options (default max_new_tokens=48) that --controller options override."""
     from ..controller import load_backend
     from ..tiny.vlm import build_tiny_qwen3vl
     vlm_dir = Path(folder or smoke_dir()) / "qwen3vl"
@@ -206,7 +207,7 @@ def tiny_controller(settings: BenchSettings, folder: str | Path | None = None, m
         except OSError:   # another process finished first
             import shutil
             shutil.rmtree(tmp, ignore_errors=True)
-    opts = {"max_new_tokens": max_new_tokens, **settings.controller_options}
+    opts = {"max_new_tokens": 48, **defaults, **settings.controller_options}
     return load_backend("qwen3-vl", str(vlm_dir), **opts)
 
 

@@ -53,8 +53,9 @@ def load_sim_models(settings):
             backend = load_backend(settings.controller, settings.controller_model, **settings.controller_options)
             describe["controller"] = f"{settings.controller}:{settings.controller_model}"
         else:
-            # Its text is noise whatever its length; 16 tokens keep the sim run short.
-            backend = tiny_controller(settings, max_new_tokens=16)
+            # Its text is noise whatever its length or the images' size (every answer ends in the C.2/C.3
+            # fallbacks); 4 tokens and 128 x 128 px images keep the 252-row sim run within minutes.
+            backend = tiny_controller(settings, max_new_tokens=4, max_pixels=128 * 128)
             describe["controller"] = "qwen3-vl (tiny, random weights)"
     return BenchModels(editor=SimEditor(), backend=backend, masker=masker, scorer=scorer, judge_backend=backend,
                        describe=describe, masks=mode)
