@@ -10,11 +10,12 @@ from pathlib import Path
 import numpy as np
 
 from ..respec import comfy, paths
-from ..respec.bench.results import json_safe, open_results
+from ..respec.bench.results import open_results
 from ..respec.bench.runner import CONFIGS, make_row, summarise_judgements, trajectory_masks
 from ..respec.bench.scenario import load_workflow_dataset, packaged_datasets, resolve_workflow_dataset
 from ..respec.errors import InputError
-from ..respec.metrics import resize_mask
+from ..respec.images import resize_mask
+from ..respec.records import json_safe
 from .common import HISTORY, MASK_RECORDS, MASKER, SCENARIO, images_to_comfy, masks_to_comfy
 
 CATEGORY = "ReSpec/benchmark"

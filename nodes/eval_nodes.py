@@ -8,8 +8,10 @@ import json
 from ..respec import comfy, web
 from ..respec.judge import DEFAULT_MAX_NEW_TOKENS, judge_instruction
 from ..respec.masks import ACCEPT_CONF, DEFAULT_YOLO, SAM_FILES, load_masker
-from ..respec.metrics import (DEFAULT_CLIP, DEFAULT_LPIPS_TRUNK, DEFAULT_PSNR_CAP, json_safe, load_scorer,
-                              reference_selection_correct, resize_mask)
+from ..respec.images import resize_mask
+from ..respec.metric_models import DEFAULT_CLIP, DEFAULT_LPIPS_TRUNK, load_scorer
+from ..respec.metrics import DEFAULT_PSNR_CAP, reference_selection_correct
+from ..respec.records import json_safe
 from ..respec.scoring import score_result
 from .common import (HISTORY, MASK_RECORDS, MASKER, PLAN, SCORER, VLM, image_from_comfy, images_from_comfy,
                      masks_to_comfy)

@@ -3,6 +3,7 @@ or a PIL image; ComfyUI's float tensors are converted at the node edge (nodes/co
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -82,3 +83,44 @@ def downscale_to_budget(img, max_pixels: int) -> Image.Image:
         return pil
     s = (max_pixels / float(w * h)) ** 0.5
     return pil.resize((max(1, int(w * s)), max(1, int(h * s))), Image.BICUBIC)
+
+
+def rgb_array(img: Any) -> np.ndarray:
+    """Any image -> uint8 H×W×3 (alpha composited over white, grey expanded): a PIL image, a
+    StoredImage, or an H×W / H×W×C array of uint8, bool (True = white) or float (0..1, or 0..255
+    when its maximum is above 1)."""
+    img = getattr(img, "array", img)
+    if not isinstance(img, Image.Image):
+        arr = np.asarray(img)
+        if arr.dtype == bool:
+            arr = arr.astype(np.uint8) * 255
+        elif arr.dtype != np.uint8:
+            arr = to_uint8(arr) if arr.size and float(arr.max()) <= 1.0 else \
+                np.clip(np.round(arr.astype(np.float64)), 0, 255).astype(np.uint8)
+        img = as_array(arr)
+    return np.asarray(as_rgb(img))
+
+
+def as_mask(mask: Any, what: str = "mask") -> np.ndarray:
+    """bool H×W from a bool/0-1/uint8 array (values > 0.5 count as inside; uint8 > 127)."""
+    m = np.asarray(mask)
+    if m.ndim == 3 and m.shape[0] == 1:
+        m = m[0]
+    if m.ndim == 3 and m.shape[2] == 1:
+        m = m[:, :, 0]
+    if m.ndim != 2:
+        raise InputError(f"{what}: expected an H×W mask, got shape {m.shape}")
+    if m.dtype == bool:
+        return m
+    if m.dtype == np.uint8:
+        return m > 127
+    return m.astype(np.float64) > 0.5
+
+
+def resize_mask(mask: np.ndarray, shape_hw: tuple[int, int]) -> np.ndarray:
+    """Nearest-neighbour resize of a bool mask to (H, W); a no-op when the shape already matches."""
+    mask = as_mask(mask)
+    if mask.shape == tuple(shape_hw):
+        return mask
+    pil = Image.fromarray(mask.astype(np.uint8) * 255, "L").resize((shape_hw[1], shape_hw[0]), Image.NEAREST)
+    return np.asarray(pil) > 127

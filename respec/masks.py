@@ -30,9 +30,11 @@ import numpy as np
 
 from . import comfy, models
 from .errors import CorruptWeightsError, DownloadNotAllowedError, InputError, MissingWeightsError
-from .images import content_hash
-from .metrics import (CLIP_ARCH, DEFAULT_CLIP, StageTimer, download_weights, json_safe, load_clip_model,
-                      resolve_device, rgb_array)
+from .images import content_hash, rgb_array
+from .metric_models import CLIP_ARCH, DEFAULT_CLIP, load_clip_model
+from .metrics import StageTimer
+from .models import download_weights, resolve_device
+from .records import json_safe
 
 log = logging.getLogger("respec")
 

@@ -12,28 +12,25 @@ Everything a reader needs to recompute the numbers is here and in docs/evaluatio
 * the whole-image measures of D.5 (the same measures with R = Ω);
 * reference-selection accuracy of D.4.
 
-An empty region never raises: its scores are NaN and the record says why.
+An empty region never raises: its scores are NaN and the record says why. The LPIPS and CLIP
+networks the Scorer holds are found and built in respec/metric_models.py.
 """
 from __future__ import annotations
 
-import logging
 import math
 import threading
 import time
 from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 from PIL import Image
 
-from . import comfy, models
-from .errors import CorruptWeightsError, DownloadNotAllowedError, InputError, MissingWeightsError
-from .images import as_array, as_rgb
-
-log = logging.getLogger("respec")
+from . import comfy
+from .errors import InputError
+from .images import as_mask, resize_mask, rgb_array
 
 DEFAULT_PSNR_CAP = 50.0          # dB; PSNR_norm = clip(PSNR, 0, cap) / cap
 CLIP_INPUT_SIZE = 224
@@ -41,21 +38,6 @@ CLIP_INPUT_SIZE = 224
 # this mean so that, once normalised, they are exactly zero ("nothing there").
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
-
-DEFAULT_LPIPS_TRUNK = "alexnet-owt-7be5be79.pth"
-ALEXNET_URL = "https://download.pytorch.org/models/alexnet-owt-7be5be79.pth"
-DEFAULT_CLIP = "timm/vit_base_patch32_clip_224.openai"
-CLIP_ARCH = "ViT-B-32-quickgelu"  # OpenAI's B/32 uses QuickGELU; plain 'ViT-B-32' is wrong for its weights
-_CLIP_FILES = ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")
-
-HOW_TO_GET_LPIPS = (
-    f"download {ALEXNET_URL} (torchvision's AlexNet) into ComfyUI/models/respec_metrics/ "
-    "(or RESPEC_MODELS_DIR/respec_metrics/), or allow downloads")
-HOW_TO_GET_CLIP = (
-    "download open_clip_model.safetensors from the Hugging Face repo "
-    "timm/vit_base_patch32_clip_224.openai (OpenAI CLIP ViT-B/32) into "
-    "ComfyUI/models/respec_metrics/ (any file name; choose it in the loader), or put the whole repo folder "
-    "there, or allow downloads")
 
 
 # --------------------------------------------------------------------------- small helpers
@@ -85,50 +67,6 @@ class StageTimer:
 
     def as_dict(self) -> dict:
         return {k: {"seconds": round(v, 6), "calls": self.calls[k]} for k, v in sorted(self.seconds.items())}
-
-
-def json_safe(obj: Any) -> Any:
-    """Replace NaN/inf floats by None and numpy scalars by Python ones (for JSON and events)."""
-    if isinstance(obj, dict):
-        return {str(k): json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [json_safe(v) for v in obj]
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
-
-
-def rgb_array(img: Any) -> np.ndarray:
-    """Any core image (PIL, uint8 array, StoredImage) -> uint8 H×W×3 (alpha over white, grey expanded)."""
-    img = getattr(img, "array", img)
-    return np.asarray(as_rgb(as_array(img) if not isinstance(img, Image.Image) else img))
-
-
-def as_mask(mask: Any, what: str = "mask") -> np.ndarray:
-    """bool H×W from a bool/0-1/uint8 array (values > 0.5 count as inside; uint8 > 127)."""
-    m = np.asarray(mask)
-    if m.ndim == 3 and m.shape[0] == 1:
-        m = m[0]
-    if m.ndim == 3 and m.shape[2] == 1:
-        m = m[:, :, 0]
-    if m.ndim != 2:
-        raise InputError(f"{what}: expected an H×W mask, got shape {m.shape}")
-    if m.dtype == bool:
-        return m
-    if m.dtype == np.uint8:
-        return m > 127
-    return m.astype(np.float64) > 0.5
-
-
-def resize_mask(mask: np.ndarray, shape_hw: tuple[int, int]) -> np.ndarray:
-    """Nearest-neighbour resize of a bool mask to (H, W); a no-op when the shape already matches."""
-    mask = as_mask(mask)
-    if mask.shape == tuple(shape_hw):
-        return mask
-    pil = Image.fromarray(mask.astype(np.uint8) * 255, "L").resize((shape_hw[1], shape_hw[0]), Image.NEAREST)
-    return np.asarray(pil) > 127
 
 
 def prepare_pair(generated: Any, reference: Any) -> tuple[np.ndarray, np.ndarray, dict]:
@@ -240,164 +178,6 @@ def reference_selection_accuracy(pairs: Iterable[tuple[Any, int | None]]) -> dic
         correct += int(ok)
     return {"accuracy": (correct / total) if total else math.nan, "correct": correct, "n": total,
             "without_ground_truth": skipped}
-
-
-# --------------------------------------------------------------------------- models: LPIPS and CLIP
-
-def _alexnet_to_lpips(state: dict) -> dict:
-    """torchvision AlexNet keys features.{i}.* -> lpips' net.slice{k}.{i}.* (k from lpips' layer split)."""
-    slice_of = {0: 1, 1: 1, 2: 2, 3: 2, 4: 2, 5: 3, 6: 3, 7: 3, 8: 4, 9: 4, 10: 5, 11: 5}
-    out = {}
-    for key, value in state.items():
-        parts = key.split(".")
-        if len(parts) == 3 and parts[0] == "features" and parts[1].isdigit() and int(parts[1]) in slice_of:
-            i = int(parts[1])
-            out[f"slice{slice_of[i]}.{i}.{parts[2]}"] = value
-    return out
-
-
-def build_lpips(trunk_state: dict | None, device=None):
-    """lpips.LPIPS(net='alex', spatial=True) with the AlexNet trunk from `trunk_state` (random if None).
-
-    The linear heads ship inside the lpips wheel; `pnet_rand=True` stops lpips from asking
-    torchvision to download the trunk, which is loaded here instead.
-    """
-    import warnings
-
-    import lpips
-    with warnings.catch_warnings():  # lpips passes torchvision's deprecated `pretrained=` flag
-        warnings.simplefilter("ignore", UserWarning)
-        model = lpips.LPIPS(net="alex", pnet_rand=True, spatial=True, verbose=False)
-    if trunk_state is not None:
-        mapped = _alexnet_to_lpips(trunk_state)
-        expected = set(model.net.state_dict())
-        if set(mapped) != expected:
-            raise CorruptWeightsError(
-                "The LPIPS trunk file is not torchvision's AlexNet (expected keys features.0/3/6/8/10.weight/bias; "
-                f"missing {sorted(expected - set(mapped))[:4]}). Use {ALEXNET_URL}.")
-        model.net.load_state_dict(mapped, strict=True)
-    model.eval().requires_grad_(False)
-    return model.to(device or "cpu")
-
-
-def _hub_checkpoint(name: str) -> Path | None:
-    try:
-        import torch
-        p = Path(torch.hub.get_dir()) / "checkpoints" / name
-        return p if p.is_file() else None
-    except Exception:
-        return None
-
-
-def download_weights(url: str, kind: str, name: str) -> Path:
-    """Fetch `url` into the first writable model folder of `kind` (only called with consent)."""
-    import torch
-    target_dir = comfy.model_search_dirs(kind)[0]
-    target_dir.mkdir(parents=True, exist_ok=True)
-    dest = target_dir / name
-    log.info("downloading %s -> %s", url, dest)
-    tmp = dest.with_suffix(dest.suffix + ".part")
-    torch.hub.download_url_to_file(url, str(tmp), progress=True)
-    tmp.replace(dest)
-    return dest
-
-
-def resolve_lpips_trunk(name: str = DEFAULT_LPIPS_TRUNK, allow_download: bool | None = None) -> Path:
-    """The AlexNet trunk file: model folders (kind respec_metrics), torch's hub cache, or a download."""
-    try:
-        return models.resolve_path("respec_metrics", name, HOW_TO_GET_LPIPS, want="file")
-    except MissingWeightsError as missing:
-        hub = _hub_checkpoint(Path(name).name)
-        if hub is not None:
-            return hub
-        if Path(name).name != DEFAULT_LPIPS_TRUNK or Path(name).is_absolute():
-            raise
-        if not models.downloads_allowed(allow_download):
-            raise DownloadNotAllowedError(
-                f"{missing}\nDownloads are off: download it yourself or allow downloads "
-                "(the loader's allow_download switch or RESPEC_ALLOW_DOWNLOADS=1).") from None
-        return download_weights(ALEXNET_URL, "respec_metrics", DEFAULT_LPIPS_TRUNK)
-
-
-def resolve_clip(name: str = DEFAULT_CLIP, allow_download: bool | None = None) -> Path:
-    """An open_clip state file: a file or repo folder in the model folders, the HF cache, or a download."""
-    try:
-        p = models.resolve_path("respec_metrics", name, HOW_TO_GET_CLIP, want="any")
-    except MissingWeightsError as missing:
-        is_hf_id = name.count("/") == 1 and not Path(name).is_absolute()
-        if not is_hf_id:
-            raise
-        from huggingface_hub import hf_hub_download
-        for fname in _CLIP_FILES:
-            try:
-                return Path(hf_hub_download(name, fname, local_files_only=True))
-            except Exception:
-                pass
-        if not models.downloads_allowed(allow_download):
-            raise DownloadNotAllowedError(
-                f"{missing}\nIt is not in the Hugging Face cache either and downloads are off: download it "
-                "yourself or allow downloads (the loader's allow_download switch or RESPEC_ALLOW_DOWNLOADS=1).") from None
-        return Path(hf_hub_download(name, _CLIP_FILES[0]))
-    if p.is_dir():
-        for fname in _CLIP_FILES:
-            if (p / fname).is_file():
-                return p / fname
-        raise MissingWeightsError(f"{' or '.join(_CLIP_FILES)} inside {p}", [str(p)], HOW_TO_GET_CLIP)
-    return p
-
-
-class _DropRecord(logging.Filter):
-    def __init__(self, text: str):
-        super().__init__()
-        self.text = text
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return self.text not in record.getMessage()
-
-
-def build_clip(arch: str | dict = CLIP_ARCH, checkpoint: str | Path | None = None, device=None):
-    """An open_clip CLIP model (architecture name or config dict) with the weights of `checkpoint`
-    (an open_clip state file, read with weights_only; random weights if None)."""
-    import open_clip
-    if isinstance(arch, dict):
-        from open_clip.model import CLIP
-        model = CLIP(**arch)
-    else:
-        # open_clip warns that the model is random; the weights are loaded right below.
-        quiet = _DropRecord("No pretrained weights loaded")
-        logging.getLogger().addFilter(quiet)
-        try:
-            model = open_clip.create_model(arch, pretrained=None)
-        finally:
-            logging.getLogger().removeFilter(quiet)
-    if checkpoint is not None:
-        try:
-            open_clip.load_checkpoint(model, str(checkpoint), strict=True, weights_only=True)
-        except Exception as e:
-            raise CorruptWeightsError(
-                f"Could not load {checkpoint} into {arch if isinstance(arch, str) else 'the configured CLIP'} "
-                f"({type(e).__name__}: {str(e)[:300]}). Use OpenAI CLIP ViT-B/32 in open_clip format "
-                f"({HOW_TO_GET_CLIP}).") from e
-    model.eval().requires_grad_(False)
-    return model.to(device or "cpu")
-
-
-def load_clip_model(clip_weights: str = DEFAULT_CLIP, *, arch: str | dict = CLIP_ARCH,
-                    allow_download: bool | None = None, device=None):
-    """The shared CLIP model (used by the scorer's image embeddings and YOLO-World's text embeddings)."""
-    path = resolve_clip(clip_weights, allow_download)
-    dev = resolve_device(device)
-    key_arch = arch if isinstance(arch, str) else repr(sorted(arch.items()))
-    return models.cached(("open_clip", str(path), key_arch, str(dev)),
-                         lambda: build_clip(arch, path, dev))
-
-
-def resolve_device(device):
-    """None / "auto" -> the pack's device (ComfyUI's choice inside ComfyUI); else torch.device(device)."""
-    import torch
-    if device in (None, "", "auto"):
-        return comfy.torch_device()
-    return torch.device(device)
 
 
 # --------------------------------------------------------------------------- the scorer
@@ -569,14 +349,3 @@ class Scorer:
                 **info,
                 "regions": {"R_restore": r_restore, "R_preserve": r_preserve},
             }
-
-
-def load_scorer(lpips_trunk: str = DEFAULT_LPIPS_TRUNK, clip_weights: str = DEFAULT_CLIP, *,
-                clip_arch: str | dict = CLIP_ARCH, allow_download: bool | None = None, device=None,
-                psnr_cap: float = DEFAULT_PSNR_CAP) -> Scorer:
-    """LPIPS (AlexNet) + CLIP ViT-B/32 from local files (or consented downloads); weights cached."""
-    dev = resolve_device(device)
-    trunk = resolve_lpips_trunk(lpips_trunk, allow_download)
-    lp = models.cached(("lpips", str(trunk), str(dev)), lambda: build_lpips(models.load_state_file(trunk), dev))
-    clip = load_clip_model(clip_weights, arch=clip_arch, allow_download=allow_download, device=dev)
-    return Scorer(lp, clip, psnr_cap=psnr_cap, device=dev, name=f"lpips:{trunk.name}+clip:{Path(str(clip_weights)).name}")

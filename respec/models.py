@@ -182,3 +182,24 @@ def torch_dtype(name: str):
     if name not in table:
         raise ValueError(f"unknown dtype {name!r}; use one of auto, bf16, fp16, fp32")
     return table[name]
+
+
+def download_weights(url: str, kind: str, name: str) -> Path:
+    """Fetch `url` into the first writable model folder of `kind` (only called with consent)."""
+    import torch
+    target_dir = comfy.model_search_dirs(kind)[0]
+    target_dir.mkdir(parents=True, exist_ok=True)
+    dest = target_dir / name
+    log.info("downloading %s -> %s", url, dest)
+    tmp = dest.with_suffix(dest.suffix + ".part")
+    torch.hub.download_url_to_file(url, str(tmp), progress=True)
+    tmp.replace(dest)
+    return dest
+
+
+def resolve_device(device):
+    """None / "auto" -> the pack's device (ComfyUI's choice inside ComfyUI); else torch.device(device)."""
+    import torch
+    if device in (None, "", "auto"):
+        return comfy.torch_device()
+    return torch.device(device)

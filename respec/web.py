@@ -31,7 +31,8 @@ from PIL import Image
 
 from . import comfy, models
 from .errors import InputError, ReSpecError, StoreError
-from .metrics import as_mask, json_safe
+from .images import as_mask
+from .records import json_safe
 
 MIN_SIDE = 16          # smallest image side a client may ask for
 MAX_SIDE = 512         # largest: thumbnails and overlays never need more, and it bounds the work

@@ -97,7 +97,8 @@ def _fake_row(i: int) -> dict:
 
 def bench_results(sizes: list[int], appends: int) -> list[dict]:
     """Median time of one append to a results file that already holds n rows (read once at open)."""
-    from respec.bench.results import ResultsFile, json_safe, row_key
+    from respec.bench.results import ResultsFile, row_key
+    from respec.records import json_safe
     out = []
     with tempfile.TemporaryDirectory(prefix="respec-bench-results-") as tmp:
         for n in sizes:

@@ -8,8 +8,9 @@ from PIL import Image
 from respec import comfy, models
 from respec.errors import CorruptWeightsError, DownloadNotAllowedError, InputError, Interrupted, MissingWeightsError
 from respec.history import History, StoredImage
-from respec.images import as_array, as_rgb, content_hash, downscale_to_budget, to_uint8
+from respec.images import as_array, as_mask, as_rgb, content_hash, downscale_to_budget, resize_mask, rgb_array, to_uint8
 from respec.plan import Plan
+from respec.records import json_safe
 
 
 def _img(seed, h=8, w=10, c=3):
@@ -174,3 +175,30 @@ def test_standalone_mode_is_detected_without_comfyui():
     import torch
     assert comfy.manage(torch.nn.Linear(2, 2), torch.device("cpu")).patcher is None
     assert str(comfy.user_dir()).endswith("respec_home")
+
+
+def test_any_image_becomes_rgb_uint8_with_alpha_over_white():
+    rgba = np.zeros((2, 2, 4), np.uint8)
+    rgba[0, 0] = (10, 20, 30, 255)                      # opaque; the rest fully transparent
+    out = rgb_array(rgba)
+    assert out.shape == (2, 2, 3) and out.dtype == np.uint8
+    assert out[0, 0].tolist() == [10, 20, 30] and out[1, 1].tolist() == [255, 255, 255]
+    assert rgb_array(np.array([[True, False]])).tolist() == [[[255] * 3, [0] * 3]]
+    assert rgb_array(np.array([[1.0, 0.0]], np.float32))[0, 0].tolist() == [255] * 3
+    assert rgb_array(np.array([[200.0]]))[0, 0].tolist() == [200] * 3      # 0..255 floats kept
+    assert rgb_array(StoredImage(np.full((1, 1, 1), 7, np.uint8)))[0, 0].tolist() == [7] * 3
+
+
+def test_masks_threshold_at_half_and_resize_nearest():
+    assert as_mask(np.array([[0.4, 0.6]])).tolist() == [[False, True]]
+    assert as_mask(np.array([[127, 128]], np.uint8)).tolist() == [[False, True]]
+    with pytest.raises(InputError, match="H×W mask"):
+        as_mask(np.zeros((2, 2, 3)))
+    big = resize_mask(np.array([[True, False]]), (2, 4))
+    assert big.tolist() == [[True, True, False, False]] * 2
+
+
+def test_records_are_strict_json():
+    rec = json_safe({"a": float("nan"), "b": np.float32(0.5), "c": (np.int64(2), float("inf")), 3: np.array(1.5)})
+    assert rec == {"a": None, "b": 0.5, "c": [2, None], "3": 1.5}
+    assert type(rec["b"]) is float and type(rec["c"][0]) is int

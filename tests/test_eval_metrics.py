@@ -8,7 +8,7 @@ import pytest
 import torch
 from PIL import Image
 
-from respec import metrics, models
+from respec import metric_models, metrics, models
 from respec.errors import DownloadNotAllowedError, InputError, MissingWeightsError
 from respec.masks import TrajectoryMasks
 from respec.metrics import masked_psnr, occur_regions, reference_selection_accuracy
@@ -256,9 +256,9 @@ def test_scorer_loads_its_weights_from_local_files_once(tmp_path):
     folder = tmp_path / "respec_home" / "models" / "respec_metrics"
     files = save_tiny_eval_files(folder)
     models.CACHE.clear()
-    s1 = metrics.load_scorer("tiny-alexnet.pth", "tiny-clip.safetensors", clip_arch=TINY_CLIP_CFG, device="cpu")
+    s1 = metric_models.load_scorer("tiny-alexnet.pth", "tiny-clip.safetensors", clip_arch=TINY_CLIP_CFG, device="cpu")
     loads = models.CACHE.loads
-    s2 = metrics.load_scorer("tiny-alexnet.pth", "tiny-clip.safetensors", clip_arch=TINY_CLIP_CFG, device="cpu")
+    s2 = metric_models.load_scorer("tiny-alexnet.pth", "tiny-clip.safetensors", clip_arch=TINY_CLIP_CFG, device="cpu")
     assert models.CACHE.loads == loads and s2.lpips_model is s1.lpips_model and s2.clip_model is s1.clip_model
     trunk = torch.load(files["lpips_trunk"], weights_only=True)
     assert torch.equal(dict(s1.lpips_model.net.named_parameters())["slice3.6.weight"], trunk["features.6.weight"])
@@ -267,13 +267,13 @@ def test_scorer_loads_its_weights_from_local_files_once(tmp_path):
 
 def test_missing_metric_weights_name_the_folder_searched_and_downloads_need_consent(monkeypatch):
     with pytest.raises(MissingWeightsError, match="respec_metrics"):
-        metrics.load_scorer("no-such-trunk.pth", device="cpu")
+        metric_models.load_scorer("no-such-trunk.pth", device="cpu")
     monkeypatch.setenv("RESPEC_ALLOW_DOWNLOADS", "0")
-    monkeypatch.setattr(metrics, "_hub_checkpoint", lambda name: None)
+    monkeypatch.setattr(metric_models, "_hub_checkpoint", lambda name: None)
     with pytest.raises(DownloadNotAllowedError, match="allow downloads"):
-        metrics.resolve_lpips_trunk()
+        metric_models.resolve_lpips_trunk()
     with pytest.raises(DownloadNotAllowedError, match="allow downloads"):
-        metrics.resolve_clip("someone/not-cached-clip")
+        metric_models.resolve_clip("someone/not-cached-clip")
 
 
 @pytest.mark.slow
@@ -286,7 +286,7 @@ def test_weights_of_another_architecture_are_refused_clearly(tmp_path):
     torch.save({"classifier.1.weight": torch.zeros(2, 2)}, folder / "not-alexnet.pth")
     models.CACHE.clear()
     with pytest.raises(CorruptWeightsError, match="CLIP ViT-B/32"):
-        metrics.load_scorer("tiny-alexnet.pth", "not-clip.safetensors", clip_arch=TINY_CLIP_CFG, device="cpu")
+        metric_models.load_scorer("tiny-alexnet.pth", "not-clip.safetensors", clip_arch=TINY_CLIP_CFG, device="cpu")
     with pytest.raises(CorruptWeightsError, match="AlexNet"):
-        metrics.load_scorer("not-alexnet.pth", str(files["clip"]), clip_arch=TINY_CLIP_CFG, device="cpu")
+        metric_models.load_scorer("not-alexnet.pth", str(files["clip"]), clip_arch=TINY_CLIP_CFG, device="cpu")
     models.CACHE.clear()

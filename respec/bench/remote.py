@@ -684,7 +684,8 @@ def run_remote(dataset: str | Path, servers: list[str], out: str | Path, *,
     run with a RemoteBenchError once everything else is done; Ctrl-C stops at once, keeping the
     rows written so far (`summary.interrupted`).
     """
-    from .results import ResultsFile, json_safe, row_key
+    from ..records import json_safe
+    from .results import ResultsFile, row_key
     from .runner import EDITORS, BenchSettings, parse_configs, select_scenarios, turn_seed
     from .scenario import load_dataset
 

@@ -12,14 +12,14 @@ does not grow with the file.
 from __future__ import annotations
 
 import json
-import math
 import os
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 from ..errors import InputError
+from ..records import json_safe
 
 ROW_SCHEMA = 1
 
@@ -30,19 +30,6 @@ def row_key(row: dict) -> str:
         return "|".join(str(row[k]) for k in ("dataset", "scenario_id", "config", "editor"))
     except KeyError as e:
         raise InputError(f"a results row needs dataset, scenario_id, config and editor; missing {e}") from None
-
-
-def json_safe(v: Any) -> Any:
-    """NaN/inf -> None (strict JSON has no NaN); numpy scalars -> Python numbers."""
-    if isinstance(v, dict):
-        return {str(k): json_safe(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [json_safe(x) for x in v]
-    if hasattr(v, "item") and callable(v.item) and getattr(v, "shape", None) == ():
-        v = v.item()
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
 
 
 @contextmanager

@@ -217,7 +217,7 @@ def load_real_models(settings: BenchSettings) -> BenchModels:
     Smallest first, so that a missing file is reported before minutes go into loading the big ones."""
     from ..controller import DEFAULT_MODELS, load_backend
     from ..masks import load_masker
-    from ..metrics import load_scorer
+    from ..metric_models import load_scorer
 
     scorer = load_scorer(**settings.scorer_options)
     masker = load_masker(**settings.masker_options)

@@ -38,6 +38,7 @@ from PIL import Image
 
 from .. import paths
 from ..errors import InputError
+from ..images import rgb_array
 from . import geometry
 
 FORMAT = "occur-scenarios"
@@ -268,19 +269,6 @@ def fit_size(size: tuple[int, int], max_side: int | None, multiple: int = 16, mi
     return (int(w), int(h))
 
 
-def _to_rgb_array(arr: np.ndarray) -> np.ndarray:
-    arr = np.asarray(arr)
-    if arr.dtype != np.uint8:
-        arr = np.clip(arr * (255.0 if arr.max() <= 1.0 else 1.0), 0, 255).astype(np.uint8)
-    if arr.ndim == 2:
-        arr = np.stack([arr] * 3, axis=-1)
-    if arr.shape[2] == 4:
-        rgb = arr[..., :3].astype(np.float32)
-        a = arr[..., 3:4].astype(np.float32) / 255.0
-        arr = (rgb * a + 255.0 * (1 - a)).round().astype(np.uint8)
-    return arr
-
-
 def image_ref_problem(ref: Any, base_dir: str | Path | None) -> str | None:
     """Why `ref` is not a usable image reference, or None when it is."""
     if not isinstance(ref, str) or not ref.strip():
@@ -325,7 +313,7 @@ def _load_ref_cached(ref: str, base_dir: str) -> np.ndarray:
                 arr = np.asarray(im.convert("RGBA" if "A" in im.getbands() else "RGB"))
         except (OSError, ValueError) as e:
             raise InputError(f"could not read the scenario image {p}: {e}") from e
-    out = _to_rgb_array(arr)
+    out = rgb_array(arr)
     out.flags.writeable = False
     return out
 

@@ -28,7 +28,7 @@ def load_sim_models(settings):
     describe = {"editor_model": "sim (simulated editor, docs/sim.md)"}
     scorer = masker = None
     try:
-        from ..metrics import load_scorer
+        from ..metric_models import load_scorer
         scorer = load_scorer(**settings.scorer_options)
         describe["scorer"] = getattr(scorer, "name", "lpips+clip")
     except (MissingWeightsError, DownloadNotAllowedError) as e:

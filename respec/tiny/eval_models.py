@@ -123,7 +123,7 @@ def build_tiny_masker(seed: int = 0, clip_model=None, **options):
 
 def build_tiny_scorer(seed: int = 0, clip_model=None, **options):
     """A ready Scorer: AlexNet-LPIPS with a random trunk (the wheel's linear heads), tiny CLIP."""
-    from ..metrics import build_lpips
+    from ..metric_models import build_lpips
     from ..metrics import Scorer
     return Scorer(build_lpips(tiny_alexnet_state(seed)), clip_model or build_tiny_clip(seed),
                   device="cpu", name="tiny", **options)
