@@ -149,11 +149,27 @@ def test_table_1_and_2_average_per_editor_and_config_without_nan():
     t1 = _table(tables, "table1_main")
     assert [r[0] for r in t1.md_rows] == ["Flux.2", "Flux.2 w/ ReSpec"]   # table 1: baseline vs ReSpec only
     base = dict(zip(t1.header, t1.md_rows[0]))
-    assert base["S_restore"] == "0.200" and base["S_preserve"] == "0.500" and base["S_TC"] == "0.300"
-    assert "S_restore: 1" in base["NaN left out"] and "S_TC: 1" in base["NaN left out"]
+    # row b has no S_restore/S_TC, so its S_preserve is left out too (S_TC = mean of its parts)
+    assert base["S_restore"] == "0.200" and base["S_preserve"] == "0.400" and base["S_TC"] == "0.300"
+    assert base["NaN left out"] == "S_restore/S_preserve/S_TC: 1 row"
     assert dict(zip(t1.header, t1.md_rows[1]))["S_TC"] == "0.700"
     t2 = _table(tables, "table2_ablation")
     assert [r[0] for r in t2.md_rows] == ["Flux.2", "Flux.2 + PTI", "Flux.2 + PTI + HRS"]
+
+
+def test_s_tc_equals_the_mean_of_its_parts_over_the_same_rows():
+    # S_TC = (S_restore + S_preserve) / 2 per row; a row missing any of the three leaves all three
+    rows = [_row("a", S_restore=0.6, S_preserve=0.6, S_TC=0.6),
+            _row("b", S_restore=None, S_preserve=0.7, S_TC=None),
+            _row("c", S_restore=0.2, S_preserve=None, S_TC=None),
+            _row("d", S_restore=0.4, S_preserve=0.8, S_TC=0.6)]
+    t1 = _table(build_tables(rows), "table1_main")
+    cells = dict(zip(t1.header, t1.md_rows[0]))
+    s_r, s_p, s_tc = (float(cells[k]) for k in ("S_restore", "S_preserve", "S_TC"))
+    assert s_tc == pytest.approx((s_r + s_p) / 2, abs=1e-3) and (s_r, s_p, s_tc) == (0.5, 0.7, 0.6)
+    assert cells["NaN left out"] == "S_restore/S_preserve/S_TC: 2 rows"
+    csv_row = dict(zip(t1.csv_header, t1.csv_rows[0]))
+    assert csv_row["S_preserve_n"] == csv_row["S_TC_n"] == 2 and csv_row["S_preserve_nan"] == 2
 
 
 def test_s_if_counts_only_where_the_judge_ran():

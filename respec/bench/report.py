@@ -10,7 +10,8 @@ One call (`write_report(results, out_dir)`, or `python -m respec report RESULTS`
     figure7_turns.csv, figure7_turns.png
 
 Means skip NaN (a region that was empty, a judge that did not answer) and every table says how
-many values were left out. A "column" of a table is one editor x config (e.g. "Flux.2 + PTI").
+many values were left out. In the score tables a row without all of S_restore, S_preserve and
+S_TC is left out of all three, so S_TC is always the mean of the S_restore and S_preserve shown. A "column" of a table is one editor x config (e.g. "Flux.2 + PTI").
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ REVELATION_LABELS = OrderedDict([("resize", "A Resize"), ("move", "B Move"), ("r
                                  ("remove", "D Remove"), ("multi", "E Multi-edit")])
 TERTILES = ("Small", "Medium", "Large")
 SCORES = ("S_restore", "S_preserve", "S_TC", "S_IF")
+TC_SCORES = ("S_restore", "S_preserve", "S_TC")   # left out together (S_TC is built from the other two)
 
 
 def _num(v: Any) -> float:
@@ -176,9 +178,17 @@ def _score_table(name: str, title: str, rows: list[dict], cols: list[tuple[str, 
     md, csv_rows = [], []
     for e, c in cols:
         sub = [r for r in rows if r.get("editor") == e and r.get("config") == c]
+        # S_TC is the mean of S_restore and S_preserve per row: a row that lacks any of the three
+        # leaves all three columns, so the table's S_TC stays the mean of its own parts.
+        complete = [r for r in sub if all(math.isfinite(_num(r.get(k))) for k in TC_SCORES)]
+        stats = {k: Stat(stat(r.get(k) for r in complete).mean, len(complete), len(sub) - len(complete))
+                 for k in TC_SCORES}
         # S_IF exists only where the judge ran; elsewhere it is "not measured", not NaN.
-        stats = {k: stat(r.get(k) for r in sub if k != "S_IF" or r.get("judge", True)) for k in SCORES}
-        nan_note = ", ".join(f"{k}: {s.nan}" for k, s in stats.items() if s.nan) or "0"
+        stats["S_IF"] = stat(r.get("S_IF") for r in sub if r.get("judge", True))
+        dropped = len(sub) - len(complete)
+        notes = [f"{'/'.join(TC_SCORES)}: {dropped} row{'s' if dropped != 1 else ''}"] if dropped else []
+        notes += [f"S_IF: {stats['S_IF'].nan}"] if stats["S_IF"].nan else []
+        nan_note = ", ".join(notes) or "0"
         label = column_label(e, c, main)
         md.append([label] + [stats[k].cell() for k in SCORES] + [str(len(sub)), nan_note])
         csv_rows.append([label, e, c] + [x for k in SCORES for x in (stats[k].mean, stats[k].n, stats[k].nan)]
