@@ -227,8 +227,17 @@ class ImageFiles:
         return self._share(digest, shape)
 
     def get(self, digest: str) -> np.ndarray:
-        """Decode the PNG of `digest` into a read-only uint8 H×W×C array, checking its hash."""
+        """Decode the PNG of `digest` into a read-only uint8 H×W×C array, checking its hash. A file
+        that is a link leading outside the store is refused, whatever it holds."""
         path = self.path(digest)
+        if path.is_symlink():
+            try:
+                inside = path.resolve().is_relative_to(self.dir.resolve())
+            except OSError:
+                inside = False
+            if not inside:
+                raise StoreError(f"image file {path} is a link to a file outside the store; ReSpec "
+                                 "reads only the store's own files. Replace the link with the file.")
         try:
             with Image.open(path) as im:
                 im.load()

@@ -6,19 +6,22 @@ aiohttp adapter. Handlers validate everything they are given before touching the
 
 - session ids: `store.validate_session_id` ([A-Za-z0-9_-], 1..64);
 - turn numbers: decimal digits only, at most 9 of them (no sign, no spaces), then range-checked;
-- digests: exactly 64 lowercase hex characters, and only digests that belong to the session
-  (the store's `image_path` refuses any other);
+- digests: exactly 64 lowercase hex characters, and only digests that belong to the session;
 - sizes: decimal digits, clamped to MIN_SIDE..MAX_SIDE; images are only ever scaled down;
 - the rewind body: a JSON object of at most MAX_BODY bytes holding an integer `turn` (a JSON
   number without a fraction; "1", 1.0 and true are refused).
 
 Nothing but the session store's own image files (looked up by digest, never by a path taken from
 the request) and the in-memory region masks published by `publish_region_masks` is ever served.
+An image file is decoded and its content hash checked before it is served (once per digest and
+size, then cached): a damaged or replaced file, or a link leading outside the store, is a JSON
+error naming the turn, never a 200 or a bare 500; any other failure is a JSON 500 too.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 import threading
 from collections import OrderedDict
@@ -154,26 +157,34 @@ class _ByteCache:
 _PNG_CACHE = _ByteCache()
 
 
-def _encode_png(path, box: tuple[int, int]) -> bytes:
-    with Image.open(path) as im:
-        if im.format != "PNG":
-            raise StoreError(f"{path} is not a PNG file")
-        im.load()
-        if im.mode not in ("L", "RGB", "RGBA"):
-            im = im.convert("RGBA" if "A" in im.getbands() else "RGB")
-        target = fit_within(im.size, box)
-        if target != im.size:
-            im = im.resize(target, Image.BILINEAR, reducing_gap=2.0)
-        buf = BytesIO()
-        im.save(buf, format="PNG", compress_level=3)
-        return buf.getvalue()
+def _encode_png(arr: np.ndarray, box: tuple[int, int]) -> bytes:
+    im = Image.fromarray(arr[:, :, 0] if arr.shape[2] == 1 else arr)
+    target = fit_within(im.size, box)
+    if target != im.size:
+        im = im.resize(target, Image.BILINEAR, reducing_gap=2.0)
+    buf = BytesIO()
+    im.save(buf, format="PNG", compress_level=3)
+    return buf.getvalue()
 
 
-def _png(path, digest: str, box: tuple[int, int]) -> bytes:
+def _png(store, digest: str, box: tuple[int, int], what: str) -> bytes:
+    """The stored image `digest` as a PNG fitted into `box`. The file is decoded and its content
+    hash checked (ImageFiles.get) the first time; the result is cached by digest and box, so a
+    verified image is not decoded again. A damaged, replaced or linked-away file is a StoreError
+    naming `what` (e.g. "turn 2's image"), without server paths."""
     key = (digest, box)
     data = _PNG_CACHE.get(key)
     if data is None:
-        data = _encode_png(path, box)
+        try:
+            arr = store.files.get(digest)
+        except StoreError as e:
+            text = str(e)
+            why = ("is a link to a file outside the store" if "outside the store" in text else
+                   "is missing from the store" if "missing" in text else
+                   "was replaced by another picture" if "does not hold" in text else "is damaged")
+            raise StoreError(f"{what} (image {digest[:12]}...) cannot be served: its file {why}. Restore the "
+                             "file from a backup, or rewind the session to before that turn.") from e
+        data = _encode_png(arr, box)
         _PNG_CACHE.put(key, data)
     return data
 
@@ -262,6 +273,9 @@ def _guard(fn: Callable[[], Response]) -> Response:
         return error_response(404, str(e))
     except ReSpecError as e:
         return error_response(500, str(e))
+    except Exception as e:  # a bug or a library error: still JSON, without internals (logged here)
+        logging.getLogger(__name__).exception("ReSpec route failed")
+        return error_response(500, f"the request failed inside ReSpec ({type(e).__name__}); see the server log")
 
 
 def _load(store, session_id: Any):
@@ -277,13 +291,16 @@ def _load(store, session_id: Any):
     return store.load(sid)
 
 
-def _image_path(store, hist, digest: str):
-    """The PNG of `digest` if it is an image or a turn mask of this history's session (NotFound
-    otherwise)."""
-    if not any(t.image.digest == digest or any(m.image.digest == digest for m in t.masks.values())
-               for t in hist.turns):
-        raise NotFound(f"image {digest[:12]}... is not part of session {hist.session_id!r}")
-    return store.image_path(hist.session_id, digest)
+def _image_of(hist, digest: str) -> str:
+    """What `digest` is in this history's session ("turn 2's image", "turn 1's change mask"), or
+    NotFound when it is neither an image nor a turn mask of it."""
+    for t in hist.turns:
+        if t.image.digest == digest:
+            return f"turn {t.index}'s image"
+        for name, m in t.masks.items():
+            if m.image.digest == digest:
+                return f"turn {t.index}'s {name} mask"
+    raise NotFound(f"image {digest[:12]}... is not part of session {hist.session_id!r}")
 
 
 def _sessions(store) -> list[dict]:
@@ -332,7 +349,7 @@ def turn_image(store, session_id: Any, turn: Any, width: Any = None, height: Any
             raise NotFound(f"session {hist.session_id!r} has turns 0..{len(hist.turns) - 1}, not {k}")
         digest = hist.turns[k].image.digest
         # Turn k's content changes after a rewind and a new append: not cacheable.
-        return Response(200, "image/png", _png(_image_path(store, hist, digest), digest, box), dict(NO_CACHE))
+        return Response(200, "image/png", _png(store, digest, box, f"turn {k}'s image"), dict(NO_CACHE))
     return _guard(run)
 
 
@@ -342,7 +359,7 @@ def session_image(store, session_id: Any, digest: Any, width: Any = None, height
         d = parse_digest(digest)
         box = (parse_side(width), parse_side(height))
         hist = _load(store, session_id)
-        return Response(200, "image/png", _png(_image_path(store, hist, d), d, box), dict(IMMUTABLE))
+        return Response(200, "image/png", _png(store, d, box, _image_of(hist, d)), dict(IMMUTABLE))
     return _guard(run)
 
 

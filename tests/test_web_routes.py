@@ -410,3 +410,71 @@ def test_a_judge_score_is_added_to_the_occur_scores(env):
     assert got["S_TC"] == 0.6 and got["S_IF"] == pytest.approx(2 / 3)
     web.remember_event("respec.scores", {"session_id": "judge-demo", "S_restore": 0.1, "S_preserve": 0.2, "S_TC": 0.15})
     assert web.latest_scores("judge-demo")["S_TC"] == 0.15 and "S_IF" in web.latest_scores("judge-demo")
+
+
+# ------------------------------------------------------------------------------ damaged store files
+
+@pytest.fixture()
+def damaged(tmp_path):
+    """A store (own images, nothing cached) with session 's' of 3 turns; the test damages a file."""
+    from respec.store import SessionStore
+    store = SessionStore(tmp_path / "store")
+    seed = int.from_bytes(hashlib.sha256(str(tmp_path).encode()).digest()[:4], "little")
+    store.create("s", _img(seed))
+    store.append("s", _img(seed + 1), "add a hat")
+    store.append("s", _img(seed + 2), "remove the hat")
+    return store
+
+
+def _serve_both(store, k: int):
+    from respec import web
+    digest = store.load("s").turns[k].image.digest
+    return web.turn_image(store, "s", str(k)), web.session_image(store, "s", digest), digest
+
+
+def test_a_truncated_png_is_a_json_error_naming_the_turn(damaged):
+    path = damaged.files.path(damaged.load("s").turns[1].image.digest)
+    path.write_bytes(path.read_bytes()[:60])
+    for resp in _serve_both(damaged, 1)[:2]:
+        assert resp.status == 500 and resp.content_type == "application/json"
+        err = resp.json()["error"]
+        assert "turn 1" in err and "damaged" in err and str(damaged.root) not in err
+
+
+def test_a_png_replaced_by_another_valid_png_is_not_served(damaged):
+    hist = damaged.load("s")
+    target = damaged.files.path(hist.turns[2].image.digest)
+    Image.fromarray(_img(4242)).save(target, format="PNG")       # a valid PNG, the wrong picture
+    for resp in _serve_both(damaged, 2)[:2]:
+        assert resp.status == 500 and "turn 2" in resp.json()["error"]
+        assert "replaced" in resp.json()["error"]
+
+
+def test_a_symlink_leaving_the_store_is_refused(damaged, tmp_path):
+    hist = damaged.load("s")
+    inside = damaged.files.path(hist.turns[1].image.digest)
+    outside = tmp_path / "outside.png"
+    outside.write_bytes(inside.read_bytes())                     # even the right picture
+    inside.unlink()
+    inside.symlink_to(outside)
+    for resp in _serve_both(damaged, 1)[:2]:
+        assert resp.status == 500 and "turn 1" in resp.json()["error"]
+        assert "outside the store" in resp.json()["error"]
+    with pytest.raises(core_errors().StoreError, match="outside the store"):
+        damaged.files.get(hist.turns[1].image.digest)
+
+
+def test_intact_images_are_still_served_and_verified_once(damaged, monkeypatch):
+    from respec import web
+    calls = []
+    real = damaged.files.get
+    monkeypatch.setattr(damaged.files, "get", lambda d: calls.append(d) or real(d))
+    a, b, digest = _serve_both(damaged, 0)
+    assert a.status == b.status == 200 and a.content_type == "image/png"
+    web.turn_image(damaged, "s", "0")
+    assert calls == [digest]            # decoded and hash-checked once, then served from the cache
+
+
+def core_errors():
+    from respec import errors
+    return errors
