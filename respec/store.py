@@ -676,6 +676,13 @@ class SessionStore:
         return conn.execute("SELECT lineage, version, n_turns, created, updated, parent_id, parent_turn "
                             "FROM sessions WHERE id = ?", (sid,)).fetchone()
 
+    def _existing(self, conn, sid: str):
+        """The session's row (as _session_row); StoreError saying how to start it when it does not exist."""
+        row = self._session_row(conn, sid)
+        if row is None:
+            raise self._missing(sid)
+        return row
+
     def _missing(self, sid: str) -> StoreError:
         return StoreError(f"there is no session {sid!r} in the store {self.root}; start it with "
                           "mode 'new' (or check the id and the store directory)")
@@ -730,9 +737,7 @@ class SessionStore:
         """The session's version: it grows with every change (append, rewind)."""
         sid = validate_session_id(session_id)
         with self._tx(False) as conn:
-            row = self._session_row(conn, sid)
-        if row is None:
-            raise self._missing(sid)
+            row = self._existing(conn, sid)
         return int(row[1])
 
     def token(self, session_id: str) -> str:
@@ -748,9 +753,7 @@ class SessionStore:
         """Session metadata: id, version, turns (count including turn 0), times, parent."""
         sid = validate_session_id(session_id)
         with self._tx(False) as conn:
-            row = self._session_row(conn, sid)
-        if row is None:
-            raise self._missing(sid)
+            row = self._existing(conn, sid)
         lineage, version, n, created, updated, parent, parent_turn = row
         return {"session_id": sid, "lineage": lineage, "version": version, "turns": n, "created": created,
                 "updated": updated, "parent_id": parent, "parent_turn": parent_turn,
@@ -761,9 +764,7 @@ class SessionStore:
         process's cache; one that only grew since (appends by anyone) reads just the new rows."""
         sid = validate_session_id(session_id)
         with self._tx(False) as conn:
-            row = self._session_row(conn, sid)
-            if row is None:
-                raise self._missing(sid)
+            row = self._existing(conn, sid)
             lineage, version, n = row[0], row[1], row[2]
             with self._cache_lock:
                 entry = self._cache.get(sid)
@@ -834,8 +835,7 @@ class SessionStore:
         sid = validate_session_id(session_id)
         path = self.files.path(digest)
         with self._tx(False) as conn:
-            if self._session_row(conn, sid) is None:
-                raise self._missing(sid)
+            self._existing(conn, sid)
             used = conn.execute("SELECT 1 FROM turns WHERE session_id = ? AND image = ? UNION ALL "
                                 "SELECT 1 FROM turn_masks WHERE session_id = ? AND image = ? LIMIT 1",
                                 (sid, digest, sid, digest)).fetchone()
@@ -905,9 +905,7 @@ class SessionStore:
         _checkpoint("image_written")
         duplicate = False
         with self._tx(True) as conn:
-            row = self._session_row(conn, sid)
-            if row is None:
-                raise self._missing(sid)
+            row = self._existing(conn, sid)
             lineage, version, n = row[0], row[1], row[2]
             if idempotency_key is not None and conn.execute(
                     "SELECT 1 FROM turns WHERE session_id = ? AND idem_key = ?",
@@ -977,9 +975,7 @@ class SessionStore:
         sid = validate_session_id(session_id)
         k = turn_number(k)
         with self._tx(True) as conn:
-            row = self._session_row(conn, sid)
-            if row is None:
-                raise self._missing(sid)
+            row = self._existing(conn, sid)
             lineage, version, n = row[0], row[1], row[2]
             if not 0 <= k < n:
                 raise InputError(f"cannot rewind session {sid!r} to turn {k}: it has turns 0..{n - 1}")
@@ -1025,9 +1021,7 @@ class SessionStore:
                     raise StoreError(f"session {nid!r} already exists and is not the branch of {sid!r} at "
                                      f"turn {'latest' if at_turn is None else at_turn}; choose another new id")
             else:
-                row = self._session_row(conn, sid)
-                if row is None:
-                    raise self._missing(sid)
+                row = self._existing(conn, sid)
                 n = row[2]
                 at = n - 1 if at_turn is None else at_turn
                 if not 0 <= at < n:

@@ -261,24 +261,30 @@ def _region(value: Any, truncated: list[str]) -> str | None:
     return None if text is None else _cap(encodable(text), MAX_FIELD_CHARS, "restoration_region", truncated)
 
 
-def parse_restoration(raw: str, turn: int, user_instruction: str) -> Parsed:
-    """Read a restoration answer at turn t = `turn`: C.2 (find the object, or the fallback
-    object), then C.3 (fill missing ids) on every answer, a parse failure included."""
+def _read_answer(raw: Any, user_instruction: str) -> tuple[dict, str | None, str, list[str], list[str]]:
+    """The JSON object of an answer and C.2's first two rules, the same for both prompts: no JSON
+    object found -> the raw answer is the instruction; JSON that is not an object -> the user's
+    instruction. Returns (object ({} when a rule fired), that instruction or None, how the JSON
+    was found, the fallbacks fired, the fields truncated)."""
     raw = raw if isinstance(raw, str) else str(raw)
     found, obj, how = extract_json(raw)
     fallbacks: list[str] = []
     truncated: list[str] = []
     if not found:
-        # C.2's fallback object: no ids, no image_ids, the raw answer as the instruction.
         fallbacks.append(JSON_PARSE_FAILED)
-        instruction = _raw_as_instruction(raw, user_instruction, fallbacks, truncated)
-        obj = {}
-    elif not isinstance(obj, dict):
+        return {}, _raw_as_instruction(raw, user_instruction, fallbacks, truncated), how, fallbacks, truncated
+    if not isinstance(obj, dict):
         fallbacks += [RESULT_NOT_A_DICT, SYNTHESIS_INSTRUCTION_MISSING]
-        instruction = user_instruction
-        obj = {}
-    else:
-        instruction = None   # read after the ids, so the rules are listed in the paper's order
+        return {}, user_instruction, how, fallbacks, truncated
+    return obj, None, how, fallbacks, truncated
+
+
+def parse_restoration(raw: str, turn: int, user_instruction: str) -> Parsed:
+    """Read a restoration answer at turn t = `turn`: C.2 (find the object, or the fallback
+    object), then C.3 (fill missing ids) on every answer, a parse failure included."""
+    obj, instruction, how, fallbacks, truncated = _read_answer(raw, user_instruction)
+    # On a readable answer the instruction is read after the ids, so the rules are listed in
+    # the paper's order; on an unreadable one C.2's fallback object has no ids or image_ids.
     anchor = as_image_id(obj.get("identity_anchor_id"))
     if anchor is None:
         fallbacks.append(IDENTITY_ANCHOR_ID_MISSING)
@@ -317,17 +323,9 @@ def parse_restoration(raw: str, turn: int, user_instruction: str) -> Parsed:
 
 def parse_midturn(raw: str, user_instruction: str) -> Parsed:
     """Read a mid-turn rewrite answer (C.2): only reasoning and synthesis_instruction matter."""
-    raw = raw if isinstance(raw, str) else str(raw)
-    found, obj, how = extract_json(raw)
-    fallbacks: list[str] = []
-    truncated: list[str] = []
-    if not found:
-        fallbacks.append(JSON_PARSE_FAILED)
-        return Parsed(_raw_as_instruction(raw, user_instruction, fallbacks, truncated), fallbacks=fallbacks,
-                      found=how, truncated=truncated)
-    if not isinstance(obj, dict):
-        fallbacks += [RESULT_NOT_A_DICT, SYNTHESIS_INSTRUCTION_MISSING]
-        return Parsed(user_instruction, fallbacks=fallbacks, found=how)
+    obj, instruction, how, fallbacks, truncated = _read_answer(raw, user_instruction)
+    if instruction is not None:
+        return Parsed(instruction, fallbacks=fallbacks, found=how, truncated=truncated)
     instruction = _instruction(obj, user_instruction, fallbacks, truncated)
     return Parsed(instruction, bounded_reasoning(obj.get("reasoning"), truncated), fallbacks=fallbacks, found=how,
                   truncated=truncated)
