@@ -65,6 +65,8 @@ comfy.on_free(CACHE.clear)  # /free and the "Unload ReSpec models" node drop eve
 def loaded_models() -> dict:
     """What the pack holds now: cache entries per kind, live managed models, and those ComfyUI has
     loaded on its device (the panel and `GET /respec/models` show this)."""
+    import gc
+    gc.collect()   # managed models sit in a weak set: collect cycles so only referenced ones remain
     with CACHE._lock:
         kinds = [k[0] for k in CACHE._items if isinstance(k, tuple) and k]
     per_kind: dict[str, int] = {}

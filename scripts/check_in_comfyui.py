@@ -47,6 +47,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import check_native
 from comfyui_harness import (HarnessError, Page, free_port, http_json, log, start_chromium, start_comfyui, stop,
                              upload_image)
 
@@ -165,8 +166,27 @@ def use_tiny_models(wf: dict, tiny: dict) -> dict:
     return wf
 
 
-def execute_benchmark(url: str, tiny: dict) -> list[str]:
-    """Run benchmark_flux2 on a 2-turn scenario with tiny models; return the problems found."""
+SCORING = ("ReSpecMaskerLoader", "ReSpecScorerLoader", "ReSpecScenarioMasks", "ReSpecOccurScore")
+
+
+def without_scoring(wf: dict) -> dict:
+    """The benchmark graph with masks and scores replaced by an empty score record (they need real
+    detector weights, which are not here); in place, returns wf."""
+    from respec.bench import remote
+    for name in [k for k, n in wf.items() if n["class_type"] in SCORING]:
+        del wf[name]
+    wf["9001"] = {"class_type": "PrimitiveString", "inputs": {"value": "{}"},
+                  "_meta": {"title": "empty score record (no detector weights here)"}}
+    for node in wf.values():
+        if node["class_type"] == remote.RESULTS_WRITER:
+            node["inputs"]["score_record"] = ["9001", 0]
+    return wf
+
+
+def run_benchmark(url: str, name: str, tiny: dict, config: dict, chain: set[str]) -> tuple[list[str], dict, dict | None]:
+    """Run the benchmark workflow `name` on a 2-turn scenario (tiny controller, `config` widget
+    values); check that the turn-slot nodes of `chain` ran in slots 1-2 only and one row came back.
+    Returns (problems, the prompt, the row)."""
     sys.path.insert(0, str(ROOT))   # a script: use the repo's core to queue (respec.bench.remote)
     import asyncio
     from respec.bench import remote
@@ -176,19 +196,9 @@ def execute_benchmark(url: str, tiny: dict) -> list[str]:
     ds = load_dataset("occur_sample")
     index = next(i for i, sc in enumerate(ds) if sc.num_turns == 2)
     sc = ds[index]
-    wf = remote.load_api_workflow(API_DIR / "benchmark_flux2.api.json")
-    for name in [k for k, n in wf.items() if n["class_type"] in (
-            "ReSpecMaskerLoader", "ReSpecScorerLoader", "ReSpecScenarioMasks", "ReSpecOccurScore")]:
-        del wf[name]
-    wf["9001"] = {"class_type": "PrimitiveString", "inputs": {"value": "{}"},
-                  "_meta": {"title": "empty score record (no detector weights here)"}}
-    use_tiny_models(wf, tiny)
-    for node in wf.values():
-        if node["class_type"] == remote.RESULTS_WRITER:
-            node["inputs"]["score_record"] = ["9001", 0]
+    wf = use_tiny_models(without_scoring(remote.load_api_workflow(API_DIR / f"{name}.api.json")), tiny)
     prompt = remote.fill_workflow(wf, dataset="occur_sample", index=index,
-                                  turn_seed=lambda t: turn_seed(0, sc.id, t),
-                                  config={"ReSpecScenarioLoader.max_side": 96, "steps": 2})
+                                  turn_seed=lambda t: turn_seed(0, sc.id, t), config=config)
     executed: list[str] = []
     rows: list[dict] = []
 
@@ -199,16 +209,14 @@ def execute_benchmark(url: str, tiny: dict) -> list[str]:
     t0 = time.monotonic()
     summary = asyncio.run(remote.run_jobs([(index, sc.id, prompt)], [url],
                                           lambda i, label, row, info: rows.append(row),
-                                          poll_interval=2.0, max_attempts=1, on_event=on_event, timeout=900))
-    log(f"executed benchmark_flux2 on {sc.id} ({sc.num_turns} turns) in {time.monotonic() - t0:.1f} s; "
+                                          poll_interval=2.0, max_attempts=1, on_event=on_event, timeout=1800))
+    log(f"executed {name} on {sc.id} ({sc.num_turns} turns) in {time.monotonic() - t0:.1f} s; "
         f"{len(set(executed))} of {len(prompt)} nodes ran")
     problems = []
     if summary.failed:
         problems += [f"{a.kind}: {a.message}" for a in summary.failed[sc.id]]
-        return problems
+        return problems, prompt, None
     slots = remote._slot_turns(prompt)
-    chain = {"ReSpecPreservationTarget", "ReSpecReferenceSelector", "ReSpecInstructionRewriter",
-             "ReSpecFlux2Edit", "ReSpecHistoryAppend"}
     ran_late = sorted(f"{nid} {prompt[nid]['class_type']} (slot {slots[nid]})" for nid in set(executed)
                       if prompt[nid]["class_type"] in chain and slots[nid] > sc.num_turns)
     ran_early = {nid for nid in set(executed) if prompt[nid]["class_type"] in chain and slots[nid] <= sc.num_turns}
@@ -219,16 +227,23 @@ def execute_benchmark(url: str, tiny: dict) -> list[str]:
         problems.append(f"nodes of unused turn slots ran: {ran_late}")
     if ran_early != want_early:
         problems.append(f"nodes of used turn slots did not run: {sorted(want_early - ran_early)}")
-    if len(rows) != 1:
+    row = rows[0] if len(rows) == 1 else None
+    if row is None:
         problems.append(f"expected one results row, got {len(rows)}")
     else:
-        row = rows[0]
         log(f"results row: key {row.get('key')}, turns {len(row.get('turns') or [])}, "
             f"vlm_calls {row.get('vlm_calls')}, sent instructions "
             f"{[t.get('sent_instruction', '')[:40] for t in row.get('turns') or []]}")
         if len(row.get("turns") or []) != sc.num_turns or row.get("scenario_id") != sc.id:
             problems.append(f"row has {len(row.get('turns') or [])} turns for {row.get('scenario_id')}")
-    return problems
+    return problems, prompt, row
+
+
+def execute_benchmark(url: str, tiny: dict) -> tuple[list[str], dict, dict | None]:
+    """Run benchmark_flux2 (the pack's diffusers klein, tiny) on a 2-turn scenario."""
+    return run_benchmark(url, "benchmark_flux2", tiny, {"ReSpecScenarioLoader.max_side": 96, "steps": 2},
+                         {"ReSpecPreservationTarget", "ReSpecReferenceSelector", "ReSpecInstructionRewriter",
+                          "ReSpecFlux2Edit", "ReSpecHistoryAppend"})
 
 
 CONV_SESSION = "check-conv"
@@ -601,6 +616,8 @@ def run(args) -> int:
         t0 = time.monotonic()
         tiny = build_tiny_models(python, base)
         log(f"tiny models built in {time.monotonic() - t0:.1f} s: {tiny}")
+        if args.omnigen2_files:
+            check_native.install_omnigen2_files(python, comfy, Path(args.omnigen2_files), base / "models")
     log(f"temporary base directory {base}; placeholder model files: {made or 'none'}")
 
     port = args.port or free_port()
@@ -677,12 +694,16 @@ def run(args) -> int:
             failures += check_frontend(url, args.chromium, ui_files,
                                        Path(args.screenshots) if args.screenshots else None)
         if tiny is not None:
-            for p in execute_benchmark(url, tiny):
-                failures.append(f"execute: {p}")
-            if not any(f.startswith("execute:") for f in failures):
+            problems, prompt, row = execute_benchmark(url, tiny)
+            failures += [f"execute: {p}" for p in problems]
+            if not problems:
                 log("PASS  execute: benchmark_flux2 ran end to end; unused turn slots were skipped")
+                failures += [f"execute/free: {p}" for p in check_native.check_free(url, proc.pid, prompt, row)]
             for p in execute_conversation(url, tiny):
                 failures.append(f"execute/conversational: {p}")
+            if args.omnigen2_files:
+                failures += [f"execute/native: {p}" for p in
+                             check_native.execute_native_omnigen2(url, proc.pid, tiny, run_benchmark)]
     finally:
         stop(proc, signal.SIGINT)
         if args.keep:
@@ -707,6 +728,10 @@ def main(argv=None) -> int:
     ap.add_argument("--screenshots", default=None, metavar="DIR",
                     help="with --frontend: save a PNG of each loaded workflow there")
     ap.add_argument("--chromium", default=shutil.which("chromium") or "chromium", help="Chromium binary")
+    ap.add_argument("--omnigen2-files", default=None, metavar="DIR",
+                    help="with --execute: also run benchmark_native_omnigen2 on ComfyUI's own OmniGen2 loaders with "
+                         "the real-size random files in DIR/models (written there by scripts/make_omnigen2_files.py "
+                         "when missing; ~7.5 GB)")
     ap.add_argument("--execute", action="store_true",
                     help="also run the FLUX.2 benchmark workflow on a 2-turn scenario, and the conversational "
                          "workflow for 2 turns, a re-queue and a rewind, with tiny random models")

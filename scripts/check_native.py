@@ -1,0 +1,144 @@
+"""Memory and native-route checks for scripts/check_in_comfyui.py --execute (a real ComfyUI).
+
+- check_free: after a benchmark prompt, ComfyUI's own POST /free {unload_models, free_memory} must
+  leave none of the pack's models referenced. Shown three ways: the pack's GET /respec/models
+  (its model cache; its managed models, held in a weak set, so one still listed is one something
+  still references; those in ComfyUI's `current_loaded_models`), and the server's RSS before and
+  after. The same prompt queued again must reload them and give the same results row.
+- execute_native_omnigen2: benchmark_native_omnigen2 end to end on ComfyUI's own OmniGen2 loaders
+  (UNETLoader / CLIPLoader / VAELoader) with real-size random files (scripts/make_omnigen2_files.py:
+  ComfyUI 0.8 accepts no smaller OmniGen2), a tiny controller, 64 px images and 2 steps.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+from comfyui_harness import http_json, log
+
+HERE = Path(__file__).resolve().parent
+OMNIGEN2_FILES = {"diffusion_models": "omnigen2_fp16.safetensors", "text_encoders": "qwen_2.5_vl_fp16.safetensors",
+                  "vae": "ae.safetensors"}
+_VOLATILE = ("second", "time", "timing", "written", "remote", "duration", "prompt_id", "date")
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of process `pid` in MiB (Linux /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+def pack_models(url: str) -> dict:
+    status, body = http_json("GET", f"{url}/respec/models")
+    if status != 200 or not isinstance(body, dict):
+        raise RuntimeError(f"GET /respec/models answered {status}: {body}")
+    return body
+
+
+def _stable(value):
+    """A results row without the parts that differ between two runs of one prompt (timings, ids)."""
+    if isinstance(value, dict):
+        return {k: _stable(v) for k, v in value.items() if not any(w in k.lower() for w in _VOLATILE)}
+    if isinstance(value, list):
+        return [_stable(v) for v in value]
+    return value
+
+
+def _rerun(url: str, prompt: dict) -> dict | None:
+    import asyncio
+    from respec.bench import remote
+    rows: list[dict] = []
+    asyncio.run(remote.run_jobs([(0, "rerun", prompt)], [url], lambda i, label, row, info: rows.append(row),
+                                poll_interval=2.0, max_attempts=1, timeout=1800))
+    return rows[0] if rows else None
+
+
+def free(url: str, pid: int, wait: float = 60.0) -> tuple[dict, dict, float, float]:
+    """POST /free {unload_models, free_memory}; wait until the pack holds no model (or `wait` s).
+    Returns (models before, models after, RSS MiB before, RSS MiB after)."""
+    before, rss0 = pack_models(url), rss_mb(pid)
+    status, _ = http_json("POST", f"{url}/free", {"unload_models": True, "free_memory": True})
+    if status != 200:
+        raise RuntimeError(f"POST /free answered {status}")
+    deadline = time.monotonic() + wait
+    after = pack_models(url)
+    while (after["managed"] or after["cached"] or after["comfyui_loaded"]) and time.monotonic() < deadline:
+        time.sleep(1.0)
+        after = pack_models(url)
+    time.sleep(2.0)   # ComfyUI's worker collects garbage after the unload
+    return before, after, rss0, rss_mb(pid)
+
+
+def check_free(url: str, pid: int, prompt: dict, row: dict | None) -> list[str]:
+    """/free after a benchmark prompt leaves none of the pack's models; the rerun reloads them and
+    gives the same row. Returns the problems found."""
+    problems = []
+    before, after, rss0, rss1 = free(url, pid)
+    log(f"before /free: GET /respec/models = {json.dumps(before)}; server RSS {rss0:.0f} MiB")
+    log(f"after  /free: GET /respec/models = {json.dumps(after)}; server RSS {rss1:.0f} MiB")
+    if not before["managed"] or not before["comfyui_loaded"]:
+        problems.append(f"before /free the pack's models were not under ComfyUI's manager: {before}")
+    if after["managed"] or after["cached"] or after["comfyui_loaded"]:
+        problems.append(f"after /free the pack still holds models: {after}")
+    else:
+        log("PASS  execute/free: POST /free left none of the pack's models referenced "
+            f"({len(before['managed'])} managed, {sum(before['cached'].values())} cached before)")
+    again = _rerun(url, prompt)
+    reloaded = pack_models(url)
+    log(f"after the rerun: GET /respec/models = {json.dumps(reloaded)}")
+    if again is None:
+        problems.append("the same prompt after /free gave no row")
+    elif _stable(again) != _stable(row):
+        diff = [k for k in set(_stable(again)) | set(_stable(row or {})) if _stable(again).get(k) != _stable(row or {}).get(k)]
+        problems.append(f"the rerun after /free gave another row (fields {sorted(diff)})")
+    elif not reloaded["managed"]:
+        problems.append("the rerun did not reload the pack's models")
+    else:
+        log(f"PASS  execute/free: the same prompt after /free reloaded {len(reloaded['managed'])} models and "
+            f"gave the same row (S_TC {again.get('S_TC')}, sent {[t.get('sent_instruction', '')[:30] for t in again.get('turns') or []]})")
+    return problems
+
+
+def install_omnigen2_files(python: str, comfy: Path, cache: Path, models: Path) -> None:
+    """Link the OmniGen2 files of `cache` (made with make_omnigen2_files.py when missing) into `models`,
+    replacing the empty placeholders of the same names."""
+    src = cache / "models"
+    if not all((src / d / f).is_file() for d, f in OMNIGEN2_FILES.items()):
+        log(f"writing real-size random OmniGen2 files into {src} (a few minutes, ~7.5 GB)")
+        out = subprocess.run([python, str(HERE / "make_omnigen2_files.py"), "--comfyui", str(comfy),
+                              "--models", str(src)], capture_output=True, text=True, timeout=3600)
+        if out.returncode != 0:
+            raise SystemExit(f"make_omnigen2_files.py failed:\n{out.stderr[-3000:]}")
+        log(out.stdout.strip().splitlines()[-1])
+    for d, f in OMNIGEN2_FILES.items():
+        dst = models / d / f
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if dst.exists() or dst.is_symlink():
+            dst.unlink()
+        dst.symlink_to(src / d / f)
+    sizes = {f: f"{(src / d / f).stat().st_size / 2**30:.2f} GiB" for d, f in OMNIGEN2_FILES.items()}
+    log(f"OmniGen2 files (random weights, real sizes, fp8 mixed layout): {sizes}")
+
+
+def execute_native_omnigen2(url: str, pid: int, tiny: dict, run_benchmark) -> list[str]:
+    """benchmark_native_omnigen2 end to end on ComfyUI's own OmniGen2 loaders, then /free."""
+    config = {"ReSpecScenarioLoader.max_side": 64, "steps": 2,
+              # references at their own (64 px) size, not ComfyUI's usual 1 megapixel: CPU time
+              "ReSpecReferenceConditioning.megapixels": 0.0}
+    rss0 = rss_mb(pid)
+    problems, _, row = run_benchmark(url, "benchmark_native_omnigen2", tiny, config,
+                                     {"ReSpecPreservationTarget", "ReSpecReferenceSelector", "DualCFGGuider",
+                                      "SamplerCustomAdvanced", "ReSpecHistoryAppend"})
+    rss1 = rss_mb(pid)
+    log(f"server RSS before / after the native OmniGen2 prompt: {rss0:.0f} / {rss1:.0f} MiB")
+    if row is not None and row.get("editor") != "omnigen2-native":
+        problems.append(f"the row's editor is {row.get('editor')!r}, expected 'omnigen2-native'")
+    if not problems:
+        log("PASS  execute/native: benchmark_native_omnigen2 ran end to end on ComfyUI's OmniGen2 loaders")
+    _, after, f0, f1 = free(url, pid)
+    log(f"/free after the native prompt: server RSS {f0:.0f} -> {f1:.0f} MiB; pack models {json.dumps(after)}")
+    return problems
