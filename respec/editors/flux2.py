@@ -130,7 +130,6 @@ class Flux2Editor(Editor):
             seconds_per_step=(sum(reporter.step_seconds) / len(reporter.step_seconds)) if reporter.step_seconds else 0.0)
         return to_output_size(result, output_size)
 
-
     def _encode(self, instruction: str, max_sequence_length: int):
         """Stage 1: the text encoder alone turns the instruction (and, for real CFG, the empty
         negative) into prompt embeddings, so it never has to share the GPU with the transformer."""
