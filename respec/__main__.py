@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from .errors import ReSpecError
+from .errors import InputError, ReSpecError
 
 PAPER_DEFAULTS = ("paper defaults: controller Qwen/Qwen3-VL-8B-Instruct; FLUX.2 klein base 9B, 30 steps, "
                   "guidance 4.0; OmniGen2 50 steps, text guidance 5.0, image guidance 2.0; masks YOLO-World v2 "
@@ -37,7 +37,7 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--smoke", action="store_true",
                    help="tiny random-weight models on the CPU (checks an install; numbers are meaningless)")
     b.add_argument("--out", default=None,
-                   help="output folder (default: <output dir>/bench/<dataset>[-smoke]); the same folder resumes")
+                   help="output folder (default: <output dir>/bench/<dataset>-<editor>[-smoke]); the same folder resumes")
     b.add_argument("--config", default="all",
                    help="baseline | hrs | pti | respec | all, or a comma list (default: all)")
     b.add_argument("--editor", default="flux2", choices=["flux2", "omnigen2", "sim"],
@@ -78,6 +78,9 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--judge-model", default=None, help="judge model (e.g. gpt-4o-mini)")
     b.add_argument("--allow-download", action="store_true", help="let missing weights download (off by default)")
     b.add_argument("--no-images", action="store_true", help="do not save the generated images")
+    b.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="CPU threads torch uses in this process (default: torch's, one per core); 1 is much faster "
+                        "on a small or busy machine (docs/benchmark.md)")
     b.add_argument("--fresh", action="store_true",
                    help="start over: move the folder's earlier results aside (results.<time>.jsonl) instead of resuming")
     b.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -158,7 +161,7 @@ def _run_remote(a, settings) -> int:
     from .bench.runner import default_out_dir
     from .bench.scenario import load_dataset
     dataset = load_dataset(settings.dataset)
-    out = Path(settings.out or default_out_dir(dataset.name, settings.smoke))
+    out = Path(settings.out or default_out_dir(dataset.name, settings.smoke, settings.editor))
     wanted = dict(dataset=dataset.path, servers=a.server, out=str(out), configs=settings.configs,
                   editor=settings.editor, limit=settings.limit, scenario_ids=settings.scenario_ids,
                   seed=settings.seed, workflow=a.workflow, smoke=settings.smoke, size=settings.size,
@@ -191,6 +194,16 @@ def _finish(results: Path, out: Path) -> int:
     return 0
 
 
+def set_threads(n: int | None) -> None:
+    """Use `n` CPU threads for torch in this process (None: leave torch's default)."""
+    if n is None:
+        return
+    if n < 1:
+        raise InputError(f"--threads must be at least 1, got {n}")
+    import torch
+    torch.set_num_threads(int(n))
+
+
 def cmd_bench(a) -> int:
     from . import comfy
     from .bench.runner import default_out_dir, run_benchmark
@@ -198,6 +211,7 @@ def cmd_bench(a) -> int:
     if a.quiet:
         os.environ["RESPEC_PROGRESS"] = "0"
     settings = _settings(a)
+    set_threads(a.threads)
     if a.server:
         if settings.editor == "sim":
             print("error: the sim editor runs in-process only (it is not a ComfyUI node); drop --server",
@@ -205,7 +219,7 @@ def cmd_bench(a) -> int:
             return 2
         return _run_remote(a, settings)
     dataset = load_dataset(settings.dataset)
-    out = Path(settings.out or default_out_dir(dataset.name, settings.smoke))
+    out = Path(settings.out or default_out_dir(dataset.name, settings.smoke, settings.editor))
     settings.out = str(out)
     if a.fresh:
         _fresh(out)

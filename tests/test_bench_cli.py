@@ -76,3 +76,18 @@ def test_bench_with_an_unreachable_server_says_which_and_fails(tmp_path):
     assert out.returncode == 1
     assert f"OCCUR bench on 1 ComfyUI server(s): {url}" in out.stdout
     assert url in out.stderr and "astronaut_2t_remove" in out.stderr
+
+
+def test_threads_sets_torchs_cpu_threads_for_the_run_and_refuses_zero(tmp_path, capsys):
+    import torch
+    from respec.__main__ import main
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        # The dataset does not exist, so the run stops right after the settings are applied.
+        assert main(["bench", "--threads", "1", "--dataset", str(tmp_path / "none.json"), "--out", str(tmp_path)]) == 2
+        assert torch.get_num_threads() == 1
+        assert main(["bench", "--threads", "0", "--smoke", "--out", str(tmp_path)]) == 2
+        assert "--threads must be at least 1" in capsys.readouterr().err
+    finally:
+        torch.set_num_threads(before)

@@ -107,3 +107,25 @@ def test_the_cli_runs_the_sim_world_with_detected_masks_and_the_tiny_models(tmp_
     assert all(row["masks_source"].startswith("detect") for row in rows)
     assert all(row["controller"] in ("", "qwen3-vl (tiny, random weights)") for row in rows)
     assert re.search(r"masks detect", r.stdout)
+
+
+def test_each_scenarios_image_is_read_once_and_images_shared_by_configs_are_saved_once(tmp_path, scorer,
+                                                                                      monkeypatch):
+    from respec.bench.scenario import Scenario
+    reads = []
+    real = Scenario.load_image
+    monkeypatch.setattr(Scenario, "load_image", lambda self, *a, **kw: reads.append(self.id) or real(self, *a, **kw))
+    settings = BenchSettings(dataset="occur_sim", out=str(tmp_path), configs="baseline,pti,hrs", editor="sim",
+                             size=128, scenario_ids=SCENARIOS)
+    models = BenchModels(editor=SimEditor(), backend=ChoosingController(lambda t: _TRUTH[t]), scorer=scorer,
+                         masks="oracle", describe={"controller": "fake", "masks": "oracle", "scorer": "tiny"})
+    rows = {}
+    run_benchmark(settings, models, on_row=lambda r: rows.__setitem__((r["scenario_id"], r["config"]), r))
+    assert sorted(reads) == sorted(SCENARIOS)                        # I_0 read and resized once per scenario
+    for sid in SCENARIOS:
+        base, pti, hrs = (rows[(sid, c)]["images"] for c in ("baseline", "pti", "hrs"))
+        assert base == pti                     # the sim reads no instruction: the same images, the same files
+        assert base[0] == hrs[0] and base[-1] != hrs[-1]            # I_0 shared; the copied reveal differs
+        files = sorted(p.name for p in (tmp_path / "images" / sid).iterdir())
+        assert files == sorted({Path(p).name for p in base + hrs})   # each distinct image written once
+        assert all((tmp_path / p).is_file() for p in base + hrs)

@@ -369,15 +369,19 @@ def sif_value(res: dict) -> float | None:
     return v if v == v else None
 
 
-def _save_images(out_dir: Path, key_dir: str, history: History) -> list[str]:
-    folder = out_dir / "images" / key_dir
+def _save_images(out_dir: Path, scenario_id: str, history: History) -> list[str]:
+    """Write I_0..I_N as <out>/images/<scenario>/<digest>.png and return their paths (one per
+    turn). Named by content, so an image shared by several configs (I_0, a common prefix of turns)
+    is written once per scenario, not once per config."""
+    folder = out_dir / "images" / scenario_id
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
-    for t, img in enumerate(history.images):
-        p = folder / f"I{t}.png"
-        tmp = p.with_suffix(".png.tmp")
-        img.pil().save(tmp, format="PNG")
-        os.replace(tmp, p)
+    for img in history.images:
+        p = folder / f"{img.digest[:24]}.png"
+        if not p.exists():
+            tmp = p.with_name(f".{p.stem}.{os.getpid()}.tmp")
+            img.pil().save(tmp, format="PNG")
+            os.replace(tmp, p)
         paths.append(str(p.relative_to(out_dir)))
     return paths
 
@@ -495,7 +499,7 @@ def run_one(scenario: Scenario, config: BenchConfig, models: BenchModels, settin
                    seconds={**{k: round(v, 4) for k, v in seconds.items()},
                             "total": round(time.perf_counter() - t_start, 4)})
     if out_dir is not None and settings.save_images:
-        row["images"] = _save_images(out_dir, f"{scenario.id}/{config.name}-{settings.editor}", history)
+        row["images"] = _save_images(out_dir, scenario.id, history)
     return row
 
 
@@ -557,7 +561,7 @@ def run_benchmark(settings: BenchSettings, models: BenchModels | None = None,
     if settings.editor not in EDITORS:
         raise InputError(f"unknown editor {settings.editor!r}; use one of {', '.join(EDITORS)}")
     settings.masks = settings.masks_mode()
-    out_dir = Path(settings.out or default_out_dir(dataset.name, settings.smoke))
+    out_dir = Path(settings.out or default_out_dir(dataset.name, settings.smoke, settings.editor))
     out_dir.mkdir(parents=True, exist_ok=True)
     _check_manifest(out_dir, settings, dataset)
     results = ResultsFile(out_dir / "results.jsonl")
@@ -582,9 +586,12 @@ def run_benchmark(settings: BenchSettings, models: BenchModels | None = None,
     comfy.clear_interrupt()
     try:
         with comfy.progress(len(todo), desc="OCCUR bench") as bar:
+            source: tuple[str, Any] = ("", None)   # (scenario id, I_0): read and resized once per scenario
             for scenario, cname, key in todo:
                 try:
-                    image = scenario.load_image(settings.size or None)
+                    if source[0] != scenario.id:
+                        source = (scenario.id, scenario.load_image(settings.size or None))
+                    image = source[1]
                     row = run_one(scenario, CONFIGS[cname], models, settings, out_dir, image=image)
                 except (Interrupted, KeyboardInterrupt):
                     raise
@@ -618,6 +625,7 @@ def _is_interrupt(e: BaseException) -> bool:
     return type(e).__name__ in ("InterruptProcessingException",)
 
 
-def default_out_dir(dataset_name: str, smoke: bool) -> Path:
-    """<ComfyUI output or RESPEC_HOME/output>/bench/<dataset>[-smoke]: re-running resumes there."""
-    return comfy.output_dir() / "bench" / (dataset_name + ("-smoke" if smoke else ""))
+def default_out_dir(dataset_name: str, smoke: bool, editor: str = "flux2") -> Path:
+    """<ComfyUI output or RESPEC_HOME/output>/bench/<dataset>-<editor>[-smoke]: re-running
+    resumes there; each editor has its own folder (and results file) unless --out says otherwise."""
+    return comfy.output_dir() / "bench" / f"{dataset_name}-{editor}{'-smoke' if smoke else ''}"
