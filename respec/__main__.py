@@ -51,6 +51,9 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--server", action="append", default=None, metavar="URL",
                    help="queue the API workflow to this ComfyUI server instead of running in-process (repeatable)")
     b.add_argument("--workflow", default=None, help="API workflow for --server (default: the pack's benchmark workflow)")
+    b.add_argument("--route", default=None, choices=["native", "diffusers"],
+                   help="with --server: native (default) fills benchmark_native_* (ComfyUI's own loaders, rows "
+                        "labelled <editor>-native); diffusers fills the paper-exact benchmark_* graphs")
     b.add_argument("--size", type=int, default=None,
                    help="longer side of I_0 in pixels, rounded to multiples of 16 (default 1024; 96 with --smoke; "
                         "0 keeps the source size)")
@@ -165,7 +168,7 @@ def _run_remote(a, settings) -> int:
     wanted = dict(dataset=dataset.path, servers=a.server, out=str(out), configs=settings.configs,
                   editor=settings.editor, limit=settings.limit, scenario_ids=settings.scenario_ids,
                   seed=settings.seed, workflow=a.workflow, smoke=settings.smoke, size=settings.size,
-                  steps=settings.steps, judge=settings.judge, quiet=a.quiet)
+                  steps=settings.steps, judge=settings.judge, quiet=a.quiet, route=a.route or "native")
     kwargs = {k: v for k, v in wanted.items() if v is not None}
     print(f"OCCUR bench on {len(a.server)} ComfyUI server(s): {', '.join(a.server)}; out {out}", flush=True)
     rc = 0
@@ -218,6 +221,10 @@ def cmd_bench(a) -> int:
                   file=sys.stderr)
             return 2
         return _run_remote(a, settings)
+    if a.route:
+        print("error: --route chooses the workflow queued with --server; in-process runs use the pack's "
+              "diffusers editors. Add --server URL, or drop --route.", file=sys.stderr)
+        return 2
     dataset = load_dataset(settings.dataset)
     out = Path(settings.out or default_out_dir(dataset.name, settings.smoke, settings.editor))
     settings.out = str(out)

@@ -507,7 +507,10 @@ def listen_to_free(app) -> bool:
                 body = {}
             if isinstance(body, dict) and (body.get("unload_models") or body.get("free_memory")):
                 import asyncio
-                await asyncio.to_thread(release_models)
+                try:
+                    await asyncio.to_thread(release_models)
+                except Exception:   # ComfyUI's own /free must answer whatever happens to ours
+                    log.exception("ReSpec: releasing the pack's models on /free failed")
         return response
 
     try:

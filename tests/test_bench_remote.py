@@ -275,6 +275,16 @@ def test_run_remote_gives_each_turn_slot_the_runners_seed(comfy_nodes, tmp_path)
         prompt = next(iter(a.prompts.values()))
     sid = load_dataset("occur_sample")[0].id
     turns = {k: n["inputs"]["turn"] for k, n in prompt.items() if n["class_type"] == "ReSpecScenarioTurn"}
+    noise = {k: n for k, n in prompt.items() if n["class_type"] == "RandomNoise"}
+    assert len(noise) == 5, "the default (native) route: one RandomNoise per turn slot"
+    for k, n in noise.items():
+        # follow the noise to the History Append its slot ends in: RandomNoise -> sampler -> decode -> resize
+        node = k
+        for cls in ("SamplerCustomAdvanced", "VAEDecode", "ImageScale", "ReSpecHistoryAppend"):
+            node = next(c for c, m in prompt.items() if m["class_type"] == cls and
+                        any(isinstance(v, list) and v[0] == node for v in m["inputs"].values()))
+        t = turns[prompt[node]["inputs"]["instruction"][0]]
+        assert n["inputs"]["noise_seed"] == turn_seed(5, sid, t)
     for k, n in prompt.items():
         if n["class_type"] == "ReSpecFlux2Edit":
             rewriter = prompt[n["inputs"]["instruction"][0]]
@@ -310,7 +320,7 @@ def test_run_remote_sets_the_table_2_switches_for_each_config(comfy_nodes, tmp_p
 def test_run_remote_scenario_failing_everywhere_is_a_final_error_and_an_errors_row(comfy_nodes, tmp_path):
     def fail_index_1(prompt):
         loader = next(n for n in prompt.values() if n["class_type"] == remote.SCENARIO_LOADER)
-        return "ReSpecFlux2Edit:CUDA out of memory" if loader["inputs"]["index"] == 1 else None
+        return "SamplerCustomAdvanced:CUDA out of memory" if loader["inputs"]["index"] == 1 else None
 
     with FakeComfyUI(comfy_nodes, bench_execute, execution_error_for=fail_index_1) as a:
         with pytest.raises(remote.RemoteBenchError, match="out of memory"):
@@ -333,3 +343,21 @@ def test_fill_sets_a_switch_through_the_primitive_that_feeds_it():
     prims = {filled[n["inputs"]["use_pti"][0]]["inputs"]["value"] for n in filled.values()
              if n["class_type"] == "ReSpecInstructionRewriter"}
     assert prims == {False}
+
+
+def test_run_remote_defaults_to_the_native_route_and_labels_its_rows(comfy_nodes, tmp_path):
+    with FakeComfyUI(comfy_nodes, bench_execute) as a:
+        remote.run_remote("occur_sample", [a.url], tmp_path / "n", configs=["respec", "baseline"], limit=1,
+                          poll_interval=0.5, quiet=True)
+        native = list(a.prompts.values())
+        remote.run_remote("occur_sample", [a.url], tmp_path / "d", configs=["respec"], limit=1, route="diffusers",
+                          poll_interval=0.5, quiet=True)
+        diffusers = [p for pid, p in a.prompts.items() if p not in native]
+    for p in native:
+        types = {n["class_type"] for n in p.values()}
+        assert "UNETLoader" in types and "ReSpecFlux2Edit" not in types
+    assert {r["editor"] for r in read_rows(tmp_path / "n")} == {"flux2-native"}
+    assert "ReSpecFlux2Edit" in {n["class_type"] for n in diffusers[0].values()}
+    assert [r["editor"] for r in read_rows(tmp_path / "d")] == ["flux2"]
+    with pytest.raises(InputError, match="route"):
+        remote.run_remote("occur_sample", [a.url], tmp_path, route="gguf")

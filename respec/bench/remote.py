@@ -174,7 +174,19 @@ def _slot_turns(wf: dict) -> dict[str, int]:
         memo[node_id] = best
         return best
 
-    return {nid: turn_of(nid) for nid in wf}
+    slots = {nid: turn_of(nid) for nid in wf}
+    # A node with no turn upstream (a RandomNoise seed, a text encode of a fixed string) belongs
+    # to the slot of its consumers when they all sit in one slot.
+    consumers: dict[str, set[int]] = {}
+    for nid, node in wf.items():
+        for v in node["inputs"].values():
+            if _is_link(v):
+                consumers.setdefault(v[0], set()).add(slots[nid])
+    for nid, slot in slots.items():
+        used_by = consumers.get(nid, set())
+        if slot == 0 and len(used_by) == 1 and min(used_by) > 0:
+            slots[nid] = min(used_by)
+    return slots
 
 
 def _set_input(wf: dict, node_id: str, name: str, value: Any) -> bool:
@@ -620,14 +632,29 @@ def _normalise_url(url: str) -> str:
 
 # --------------------------------------------------------------------------- the benchmark, remotely
 
-def default_workflow(config: str, editor: str) -> Path:
-    """The shipped API workflow for a config: the baseline graph has no controller at all."""
-    name = f"benchmark_baseline_{editor}" if config == "baseline" else f"benchmark_{editor}"
+ROUTES = ("native", "diffusers")
+
+
+def default_workflow(config: str, editor: str, route: str = "native") -> Path:
+    """The shipped API workflow for a config and route: "native" runs ComfyUI's own loaders and
+    sampler (benchmark_native_*), "diffusers" the pack's paper-exact editors (benchmark_*). The
+    baseline graphs have no controller at all."""
+    if route not in ROUTES:
+        raise InputError(f"unknown route {route!r}; use one of {', '.join(ROUTES)}")
+    prefix = "benchmark_native_" if route == "native" else "benchmark_"
+    name = f"{prefix}baseline_{editor}" if config == "baseline" else f"{prefix}{editor}"
     return WORKFLOW_DIR / f"{name}.api.json"
 
 
+def row_editor(editor: str, route: str = "native") -> str:
+    """The editor label of a row: the native route's rows are "<editor>-native" (another model
+    stack than the paper's diffusers pipelines, so their rows never mix)."""
+    return f"{editor}-native" if route == "native" else editor
+
+
 def config_switches(config: str, editor: str) -> dict[str, Any]:
-    """Widget values that make a benchmark workflow run `config` (paper table 2) and label its row."""
+    """Widget values that make a benchmark workflow run `config` (paper table 2) and label its row
+    with `editor` (the row label, see row_editor)."""
     from .runner import CONFIGS
     c = CONFIGS[config]
     out: dict[str, Any] = {f"{RESULTS_WRITER}.config": c.name, f"{RESULTS_WRITER}.editor": editor}
@@ -672,11 +699,12 @@ def run_remote(dataset: str | Path, servers: list[str], out: str | Path, *,
                size: int | None = None, steps: int | None = None, smoke: bool = False, judge: bool = False,
                timeout: float | None = None, poll_interval: float = 5.0, max_attempts: int = 3,
                max_server_failures: int = 2, on_event: Callable | None = None,
-               quiet: bool = False) -> RemoteSummary:
+               quiet: bool = False, route: str = "native") -> RemoteSummary:
     """Run the OCCUR benchmark by queueing its API workflow to running ComfyUI servers.
 
-    One prompt per scenario x config: the shipped benchmark workflow of `editor` (the baseline
-    graph for the baseline config), or `workflow` for every config. Rows go to
+    One prompt per scenario x config: the shipped benchmark workflow of `editor` on `route`
+    ("native": ComfyUI's own loaders, rows labelled "<editor>-native"; "diffusers": the pack's
+    paper-exact editors) (the baseline graph for the baseline config), or `workflow` for every config. Rows go to
     `<out>/results.jsonl` (the in-process runner's file and layout) as each prompt finishes;
     rows already there are skipped, so re-running resumes. Seeds follow the in-process runner
     (`runner.turn_seed`), so both give the same editor seeds. `config` adds widget overrides
@@ -697,6 +725,9 @@ def run_remote(dataset: str | Path, servers: list[str], out: str | Path, *,
                          "(without --server), or pass a workflow of your own with the judge wired in")
     if editor not in EDITORS:
         raise InputError(f"unknown editor {editor!r}; use one of {', '.join(EDITORS)}")
+    if route not in ROUTES:
+        raise InputError(f"unknown route {route!r}; use one of {', '.join(ROUTES)}")
+    label = row_editor(editor, route)
     ds = load_dataset(dataset)
     names = parse_configs(configs)
     scenarios = select_scenarios(ds, BenchSettings(scenario_ids=scenario_ids, limit=limit))
@@ -710,19 +741,19 @@ def run_remote(dataset: str | Path, servers: list[str], out: str | Path, *,
     templates: dict[str, dict] = {}
     jobs, expected = [], {}
     for c in names:
-        source = workflow if workflow is not None else default_workflow(c, editor)
+        source = workflow if workflow is not None else default_workflow(c, editor, route)
         key_src = "given" if workflow is not None else str(source)
         if key_src not in templates:
             templates[key_src] = load_api_workflow(source)
         template = templates[key_src]
-        overrides = dict(config_switches(c, editor))
+        overrides = dict(config_switches(c, label))
         if size is not None:
             overrides[f"{SCENARIO_LOADER}.max_side"] = int(size)
         if steps is not None:
             overrides["steps"] = int(steps)
         overrides.update(config or {})
         for s in scenarios:
-            key = row_key({"dataset": ds.name, "scenario_id": s.id, "config": c, "editor": editor})
+            key = row_key({"dataset": ds.name, "scenario_id": s.id, "config": c, "editor": label})
             if key in done:
                 summary_skipped.append(key)
                 continue
@@ -764,7 +795,7 @@ def run_remote(dataset: str | Path, servers: list[str], out: str | Path, *,
     summary.skipped = summary_skipped
     for key, attempts in summary.failed.items():
         s = expected[key]
-        errors.append({"dataset": ds.name, "scenario_id": s.id, "config": key.split("|")[2], "editor": editor,
+        errors.append({"dataset": ds.name, "scenario_id": s.id, "config": key.split("|")[2], "editor": label,
                        "key": f"{key}|{time.time():.0f}", "status": "error", "source": "remote",
                        "error": "; ".join(f"{a.server} [{a.kind}] {a.message}" for a in attempts)
                        or "never sent: no usable server was left"})
