@@ -252,6 +252,7 @@ class ReSpecResultsWriter:
         return {"ui": {RESULTS_UI_KEY: [row_json]}, "result": (row_json, str(path))}
 
 
+EVAL_NODES = {"ReSpecScenarioMasks"}  # needs the eval extra's YOLO-World + SAM (see nodes/__init__.py)
 NODE_CLASS_MAPPINGS = {
     "ReSpecScenarioLoader": ReSpecScenarioLoader,
     "ReSpecScenarioTurn": ReSpecScenarioTurn,

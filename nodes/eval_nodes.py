@@ -293,6 +293,9 @@ class ReSpecReferenceCheck:
                 json.dumps({"chosen": chosen, "ground_truth": ground_truth_turn, "correct": ok}))
 
 
+# These need the eval extra (ultralytics, segment-anything, lpips, open_clip): see nodes/__init__.py.
+EVAL_NODES = {"ReSpecMaskerLoader", "ReSpecOccluderMask", "ReSpecTrajectoryMasks", "ReSpecScorerLoader",
+              "ReSpecOccurScore"}
 NODE_CLASS_MAPPINGS = {
     "ReSpecMaskerLoader": ReSpecMaskerLoader,
     "ReSpecOccluderMask": ReSpecOccluderMask,

@@ -263,3 +263,20 @@ def test_rows_that_failed_are_not_averaged():
     rows = [_row("a", S_TC=0.2), _row("b", S_TC=0.9, status="error")]
     t2 = _table(build_tables(rows), "table2_ablation")
     assert dict(zip(t2.header, t2.md_rows[0]))["S_TC"] == "0.200"
+
+
+def test_without_matplotlib_the_report_says_how_to_get_figure_7(tmp_path, monkeypatch):
+    import builtins
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            raise ImportError("No module named 'matplotlib'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    paths = write_report([_row("a", num_turns=2, S_restore=0.8)], tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    assert "pip install matplotlib" in md and "figure7_turns.csv" in md
+    assert "figure7" not in paths and not (tmp_path / "figure7_turns.png").exists()
+    assert (tmp_path / "figure7_turns.csv").is_file()

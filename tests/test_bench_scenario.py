@@ -265,5 +265,5 @@ def test_a_scenario_round_trips_through_to_dict():
     ds = load_dataset("occur_sample")
     data = {"format": "occur-scenarios", "version": 1, "name": ds.name, "sources": ds.sources,
             "scenarios": [s.to_dict() for s in ds]}
-    again = validate_dataset(copy.deepcopy(data), "mem")
+    again = validate_dataset(copy.deepcopy(data), "mem", Path(ds.path).parent)
     assert [s.to_dict() for s in again] == [s.to_dict() for s in ds]

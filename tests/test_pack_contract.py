@@ -175,3 +175,49 @@ print(json.dumps({{"import": diff(before, after_import), "use": diff(before, aft
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {"import": [], "use": []}
+
+
+EVAL_NODES = {"ReSpecMaskerLoader", "ReSpecOccluderMask", "ReSpecTrajectoryMasks", "ReSpecScorerLoader",
+              "ReSpecOccurScore", "ReSpecScenarioMasks"}
+
+
+def test_without_the_eval_extra_the_pack_loads_without_its_nodes_and_says_so_once():
+    """ultralytics, segment_anything, lpips and open_clip made unimportable: the editing and controller
+    nodes register, the evaluation nodes do not, and one log line names the extra."""
+    code = f"""
+import importlib.abc, importlib.util, json, logging, sys
+BLOCKED = ("ultralytics", "segment_anything", "lpips", "open_clip")
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+sys.meta_path.insert(0, Block())
+lines = []
+class Catch(logging.Handler):
+    def emit(self, record):
+        lines.append(record.getMessage())
+logging.getLogger("respec").addHandler(Catch())
+name = "ReSpec-ComfyUI-core-only"
+spec = importlib.util.spec_from_file_location(name, {str(ROOT / '__init__.py')!r},
+                                              submodule_search_locations=[{str(ROOT)!r}])
+m = importlib.util.module_from_spec(spec); sys.modules[name] = m; spec.loader.exec_module(m)
+print(json.dumps({{"nodes": sorted(m.NODE_CLASS_MAPPINGS), "display": sorted(m.NODE_DISPLAY_NAME_MAPPINGS),
+                  "log": lines, "imported": sorted(k for k in sys.modules if k.split(".")[0] in BLOCKED)}}))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    full = set(_pack_nodes())
+    assert set(got["nodes"]) == full - EVAL_NODES and got["display"] == got["nodes"]
+    assert {"ReSpecHistoryStore", "ReSpecPreservationTarget", "ReSpecFlux2Edit", "ReSpecResultsWriter"} <= set(got["nodes"])
+    assert len(got["log"]) == 1 and "requirements-eval.txt" in got["log"][0] and "[eval]" in got["log"][0]
+    assert got["imported"] == []
+
+
+def _pack_nodes():
+    from conftest import load_pack
+    return load_pack().NODE_CLASS_MAPPINGS
+
+
+def test_with_the_eval_extra_every_node_registers():
+    assert EVAL_NODES <= set(_pack_nodes())

@@ -16,6 +16,7 @@ S_TC is left out of all three, so S_TC is always the mean of the S_restore and S
 from __future__ import annotations
 
 import csv
+import logging
 import math
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from .results import ResultsFile
+
+log = logging.getLogger("respec")
 
 CONFIG_ORDER = ("baseline", "hrs", "pti", "respec")
 CONFIG_SUFFIX = {"baseline": "", "hrs": " + HRS", "pti": " + PTI", "respec": " + PTI + HRS"}
@@ -296,9 +299,16 @@ def _turns_table(rows: list[dict], cols: list[tuple[str, str]]) -> Table:
                           "S_restore", "The plot is figure7_turns.png.")
 
 
+MATPLOTLIB_HELP = "matplotlib is not installed (it is optional); `pip install matplotlib` to get the PNG."
+
+
 def plot_turns(rows: list[dict], path: Path) -> Path:
-    """Figure 7: S_restore against the number of turns, one line per editor x config (PNG)."""
-    import matplotlib
+    """Figure 7: S_restore against the number of turns, one line per editor x config (PNG).
+    Needs matplotlib (optional); ImportError says how to install it."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise ImportError(MATPLOTLIB_HELP) from None
     matplotlib.use("Agg", force=False)
     from matplotlib.figure import Figure
 
@@ -414,8 +424,13 @@ def write_report(results: str | Path | list[dict], out_dir: str | Path) -> dict:
         for r in srows:
             w.writerow(["" if v is None or (isinstance(v, float) and not math.isfinite(v)) else v for v in r])
     paths["scenarios"] = str(sp)
-    fig = plot_turns(rows, out / "figure7_turns.png")
-    paths["figure7"] = str(fig)
+    try:
+        paths["figure7"] = str(plot_turns(rows, out / "figure7_turns.png"))
+        figure = ["![Figure 7: S_restore by number of turns](figure7_turns.png)", ""]
+    except ImportError:
+        # matplotlib is optional: the figure's data is in figure7_turns.csv either way.
+        figure = [f"> Figure 7 was not drawn: {MATPLOTLIB_HELP} Its data is in `figure7_turns.csv`.", ""]
+        log.warning("figure 7 not drawn: %s", MATPLOTLIB_HELP)
 
     scenarios = {_scenario_key(r) for r in good}
     md = ["# OCCUR-Bench report", "",
@@ -427,7 +442,7 @@ def write_report(results: str | Path | list[dict], out_dir: str | Path) -> dict:
                "about image quality.", ""]
     md += run_conditions(good)
     md += [t.markdown() for t in tables]
-    md += ["![Figure 7: S_restore by number of turns](figure7_turns.png)", "",
+    md += figure + [
            "### Per-scenario rows", "", f"See `scenarios.csv` ({len(srows)} rows: scores, their parts, S_IF, "
            "reference chosen vs ground truth, VLM calls, per-stage seconds).", ""]
     rp = out / "report.md"

@@ -1,6 +1,11 @@
 """A byte-level Qwen2 tokenizer built without downloads (serves Qwen3 / Qwen3-VL tiny models)."""
 from __future__ import annotations
 
+import inspect
+import json
+import tempfile
+from pathlib import Path
+
 SPECIAL_TOKENS = [
     "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
     "<|image_pad|>", "<|video_pad|>", "<|box_start|>", "<|box_end|>", "<think>", "</think>",
@@ -33,16 +38,29 @@ def _bytes_to_unicode() -> list[str]:
     return [chr(c) for c in cs]
 
 
-def build_tokenizer():
-    """A Qwen2Tokenizer whose vocabulary is the 256 byte symbols plus Qwen's special tokens."""
-    from tokenizers import AddedToken
+def byte_level_tokenizer(specials: list[str], **options):
+    """A Qwen2Tokenizer over the 256 byte symbols plus `specials` (no merges), on transformers 4.5x
+    (vocabulary read from files) and 5.x (vocabulary given directly)."""
     from transformers import Qwen2Tokenizer
 
     vocab = {sym: i for i, sym in enumerate(_bytes_to_unicode())}
-    for tok in SPECIAL_TOKENS:
+    for tok in specials:
         vocab[tok] = len(vocab)
-    tok = Qwen2Tokenizer(vocab=vocab, merges=[], unk_token=None, bos_token=None,
-                         eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    options = dict(unk_token=None, bos_token=None, eos_token="<|im_end|>", pad_token="<|endoftext|>", **options)
+    if "vocab" in inspect.signature(Qwen2Tokenizer.__init__).parameters:   # transformers 5
+        return Qwen2Tokenizer(vocab=vocab, merges=[], **options)
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+        (Path(d) / "merges.txt").write_text("#version: 0.2\n", encoding="utf-8")
+        return Qwen2Tokenizer(vocab_file=str(Path(d) / "vocab.json"), merges_file=str(Path(d) / "merges.txt"),
+                              **options)
+
+
+def build_tokenizer():
+    """A Qwen2Tokenizer whose vocabulary is the 256 byte symbols plus Qwen's special tokens."""
+    from tokenizers import AddedToken
+
+    tok = byte_level_tokenizer(SPECIAL_TOKENS)
     tok.add_special_tokens({"additional_special_tokens": [AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS]})
     tok.chat_template = CHAT_TEMPLATE
     return tok

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .tokenizer import SPECIAL_TOKENS, _bytes_to_unicode, build_tokenizer
+from .tokenizer import SPECIAL_TOKENS, build_tokenizer, byte_level_tokenizer
 
 # InternVL's image markers (named the way InternVLProcessor looks them up on the tokenizer).
 INTERNVL_EXTRA_TOKENS = {
@@ -36,19 +36,22 @@ INTERNVL_CHAT_TEMPLATE = (
 def build_internvl_tokenizer():
     """The byte-level Qwen2 tokenizer plus InternVL's <img>, </img>, <IMG_CONTEXT>, <video>."""
     from tokenizers import AddedToken
-    from transformers import Qwen2Tokenizer
 
-    vocab = {sym: i for i, sym in enumerate(_bytes_to_unicode())}
     specials = SPECIAL_TOKENS + list(INTERNVL_EXTRA_TOKENS.values())
-    for tok in specials:
-        vocab[tok] = len(vocab)
-    tok = Qwen2Tokenizer(vocab=vocab, merges=[], unk_token=None, bos_token=None,
-                         eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                         extra_special_tokens=dict(INTERNVL_EXTRA_TOKENS))
+    tok = byte_level_tokenizer(specials, extra_special_tokens=dict(INTERNVL_EXTRA_TOKENS))
     tok.add_special_tokens({"additional_special_tokens":
                             [AddedToken(t, special=True, normalized=False) for t in specials]})
     tok.chat_template = INTERNVL_CHAT_TEMPLATE
     return tok
+
+
+def _rope(params: dict) -> dict:
+    """RoPE settings under the name this transformers reads: `rope_parameters` (5.x) or
+    `rope_scaling` + `rope_theta` (4.5x)."""
+    import transformers
+    if int(transformers.__version__.split(".")[0]) >= 5:
+        return {"rope_parameters": params}
+    return {"rope_scaling": {k: v for k, v in params.items() if k != "rope_theta"}, "rope_theta": params["rope_theta"]}
 
 
 def build_tiny_qwen3vl(path: str | Path, seed: int = 0) -> Path:
@@ -65,8 +68,8 @@ def build_tiny_qwen3vl(path: str | Path, seed: int = 0) -> Path:
         text_config=dict(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                          num_attention_heads=2, num_key_value_heads=1, head_dim=16,
                          max_position_embeddings=4096,
-                         rope_parameters={"rope_type": "default", "rope_theta": 5e6,
-                                          "mrope_section": [4, 2, 2], "mrope_interleaved": True},
+                         **_rope({"rope_type": "default", "rope_theta": 5e6,
+                                  "mrope_section": [4, 2, 2], "mrope_interleaved": True}),
                          eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id),
         vision_config=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, patch_size=16,
                            spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=32,
