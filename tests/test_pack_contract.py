@@ -221,3 +221,23 @@ def _pack_nodes():
 
 def test_with_the_eval_extra_every_node_registers():
     assert EVAL_NODES <= set(_pack_nodes())
+
+
+def test_the_ci_floor_versions_are_the_floors_requirements_txt_declares():
+    floors = dict(re.findall(r"^(transformers|diffusers)>=([\d.]+)\s*$", (ROOT / "requirements.txt").read_text(), re.M))
+    pins = dict(re.findall(r"^([A-Za-z0-9_.-]+)==([\d.]+)\s*$", (ROOT / ".ci/requirements-floor.txt").read_text(), re.M))
+    assert floors and {k: pins.get(k) for k in floors} == floors
+
+
+def test_pyproject_reads_its_dependencies_and_the_eval_extra_from_the_requirements_files():
+    import tomllib
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert set(meta["project"]["dynamic"]) == {"dependencies", "optional-dependencies"}
+    dyn = meta["tool"]["setuptools"]["dynamic"]
+    assert dyn["dependencies"] == {"file": ["requirements.txt"]}
+    assert dyn["optional-dependencies"]["eval"] == {"file": ["requirements-eval.txt"]}
+    core = {re.split(r"[<>=!~ ]", ln.strip())[0].lower() for ln in (ROOT / "requirements.txt").read_text().splitlines()
+            if ln.strip() and not ln.lstrip().startswith("#")}
+    assert "transformers" in core and "diffusers" in core
+    assert not core & {"ultralytics", "segment-anything", "lpips", "open_clip_torch", "scikit-image", "matplotlib"}
+    assert meta["tool"]["comfy"]["requires-comfyui"]
