@@ -153,6 +153,7 @@ class ReSpecScenarioMasks:
     """Occluder and new-object masks of a scenario's generated turns 1..N (multi-occluder aware)."""
 
     CATEGORY = CATEGORY
+    SEARCH_ALIASES = ["yolo", "sam", "occlusion", "benchmark"]
     FUNCTION = "masks"
     RETURN_TYPES = (MASK_RECORDS, "MASK", "MASK", "STRING")
     RETURN_NAMES = ("masks", "occluder_masks", "new_object_masks", "records")
@@ -261,9 +262,9 @@ NODE_CLASS_MAPPINGS = {
     "ReSpecResultsWriter": ReSpecResultsWriter,
 }
 NODE_DISPLAY_NAME_MAPPINGS = {
-    "ReSpecScenarioLoader": "Scenario Loader (OCCUR)",
-    "ReSpecScenarioTurn": "Scenario Turn",
-    "ReSpecTurnSwitch": "Scenario Turn Switch",
-    "ReSpecScenarioMasks": "Scenario Trajectory Masks",
-    "ReSpecResultsWriter": "Results Writer (OCCUR)",
+    "ReSpecScenarioLoader": "OCCUR Scenario Loader (ReSpec)",
+    "ReSpecScenarioTurn": "OCCUR Scenario Turn (ReSpec)",
+    "ReSpecTurnSwitch": "OCCUR Scenario Turn Switch (ReSpec)",
+    "ReSpecScenarioMasks": "OCCUR Scenario Trajectory Masks (ReSpec)",
+    "ReSpecResultsWriter": "OCCUR Results Writer (ReSpec)",
 }

@@ -62,7 +62,7 @@ class ReSpecVLMLoader:
     FUNCTION = "load"
     RETURN_TYPES = (VLM,)
     RETURN_NAMES = ("vlm",)
-    OUTPUT_TOOLTIPS = ("The loaded controller; connect it to Preservation Target (VLM).",)
+    OUTPUT_TOOLTIPS = ("The loaded controller; connect it to Preservation Target VLM (ReSpec).",)
     DESCRIPTION = ("Loads the VLM that plans each turn (paper: Qwen3-VL-8B-Instruct). The model is a folder "
                    "in ComfyUI's models/LLM or a Hugging Face id found in the local cache (downloaded only "
                    "with allow_download); inside ComfyUI its memory manager holds the weights. InternVL3 "
@@ -119,7 +119,7 @@ class ReSpecOpenAIController:
     FUNCTION = "connect"
     RETURN_TYPES = (VLM,)
     RETURN_NAMES = ("vlm",)
-    OUTPUT_TOOLTIPS = ("The remote controller; connect it to Preservation Target (VLM).",)
+    OUTPUT_TOOLTIPS = ("The remote controller; connect it to Preservation Target VLM (ReSpec).",)
     DESCRIPTION = ("A controller served by vLLM, Ollama, LM Studio, llama.cpp or a hosted API. Images are "
                    "sent inline. The API key is read from the environment variable you name, so it is never "
                    "saved in the workflow.")
@@ -159,6 +159,7 @@ class ReSpecPreservationTarget:
     """One controller call for this turn -> the plan (paper §4.1-4.3, appendix C)."""
 
     CATEGORY = CATEGORY
+    SEARCH_ALIASES = ["restore", "reveal", "occlusion", "controller", "planner", "vlm"]
     FUNCTION = "plan"
     RETURN_TYPES = (PLAN, "STRING", "STRING")
     RETURN_NAMES = ("plan", "plan_json", "synthesis_instruction")
@@ -239,6 +240,7 @@ class ReSpecReferenceSelector:
     """The editor's images for this turn, in the plan's order (paper §4.2, appendix C.3)."""
 
     CATEGORY = CATEGORY
+    SEARCH_ALIASES = ["reference", "restore", "reveal", "history image"]
     FUNCTION = "select"
     RETURN_TYPES = ("IMAGE", "IMAGE", "STRING")
     RETURN_NAMES = ("editor_images", "current_image", "image_ids")
@@ -278,6 +280,7 @@ class ReSpecInstructionRewriter:
     """The instruction the editor receives (paper §4.3)."""
 
     CATEGORY = CATEGORY
+    SEARCH_ALIASES = ["rewrite", "prompt", "instruction"]
     FUNCTION = "rewrite"
     RETURN_TYPES = ("STRING",)
     RETURN_NAMES = ("instruction",)
@@ -307,9 +310,9 @@ NODE_CLASS_MAPPINGS = {
     "ReSpecInstructionRewriter": ReSpecInstructionRewriter,
 }
 NODE_DISPLAY_NAME_MAPPINGS = {
-    "ReSpecVLMLoader": "VLM Controller Loader (Qwen3-VL / InternVL3)",
-    "ReSpecOpenAIController": "OpenAI-compatible Controller",
-    "ReSpecPreservationTarget": "Preservation Target (VLM)",
-    "ReSpecReferenceSelector": "Reference Selector",
-    "ReSpecInstructionRewriter": "Instruction Rewriter",
+    "ReSpecVLMLoader": "VLM Controller Loader: Qwen3-VL / InternVL3 (ReSpec)",
+    "ReSpecOpenAIController": "OpenAI-compatible Controller (ReSpec)",
+    "ReSpecPreservationTarget": "Preservation Target VLM (ReSpec)",
+    "ReSpecReferenceSelector": "Reference Selector (ReSpec)",
+    "ReSpecInstructionRewriter": "Instruction Rewriter (ReSpec)",
 }

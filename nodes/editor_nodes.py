@@ -129,6 +129,7 @@ class ReSpecFlux2Edit:
     """One FLUX.2 [klein] edit with the current image and historical references."""
 
     CATEGORY = CATEGORY
+    SEARCH_ALIASES = ["flux", "klein", "edit", "restore", "reveal"]
     FUNCTION = "edit"
     RETURN_TYPES = ("IMAGE", "STRING")
     RETURN_NAMES = ("image", "edit_info")
@@ -168,8 +169,8 @@ class ReSpecOmniGen2Loader:
     OUTPUT_TOOLTIPS = ("The loaded OmniGen2 editor, for 'OmniGen2 In-Context Edit'.",)
     DESCRIPTION = ("Loads OmniGen2 through its official pipeline. Its code is not on PyPI and not bundled: the "
                    "server's owner installs it into ComfyUI's Python (or sets RESPEC_OMNIGEN2_PATH to a clone) "
-                   "before starting ComfyUI; see docs/editors.md. Users of ComfyUI's native OmniGen2 models need the 'Reference Latents (ReSpec)' "
-                   "node instead.")
+                   "before starting ComfyUI; see docs/editors.md. Users of ComfyUI's native OmniGen2 models need "
+                   "the 'Reference Latents (ReSpec)' node instead.")
 
     @classmethod
     def INPUT_TYPES(cls):
@@ -192,6 +193,7 @@ class ReSpecOmniGen2Edit:
     """One OmniGen2 edit with the current image and historical references."""
 
     CATEGORY = CATEGORY
+    SEARCH_ALIASES = ["omnigen", "edit", "restore", "reveal"]
     FUNCTION = "edit"
     RETURN_TYPES = ("IMAGE", "STRING")
     RETURN_NAMES = ("image", "edit_info")
@@ -230,6 +232,7 @@ class ReSpecReferenceConditioning:
     """Append the Reference Selector's images to a CONDITIONING as reference latents (ComfyUI-native route)."""
 
     CATEGORY = CATEGORY
+    SEARCH_ALIASES = ["reference latent", "restore", "reveal"]
     FUNCTION = "append"
     RETURN_TYPES = ("CONDITIONING",)
     RETURN_NAMES = ("conditioning",)
@@ -265,8 +268,8 @@ NODE_CLASS_MAPPINGS = {
 }
 NODE_DISPLAY_NAME_MAPPINGS = {
     "ReSpecFlux2Loader": "Flux.2 [klein] Loader (ReSpec)",
-    "ReSpecFlux2Edit": "Flux.2 In-Context Edit",
+    "ReSpecFlux2Edit": "Flux.2 In-Context Edit (ReSpec)",
     "ReSpecOmniGen2Loader": "OmniGen2 Loader (ReSpec)",
-    "ReSpecOmniGen2Edit": "OmniGen2 In-Context Edit",
+    "ReSpecOmniGen2Edit": "OmniGen2 In-Context Edit (ReSpec)",
     "ReSpecReferenceConditioning": "Reference Latents (ReSpec)",
 }

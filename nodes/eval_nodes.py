@@ -34,6 +34,7 @@ class ReSpecMaskerLoader:
     """Load YOLO-World v2 + SAM (+ the CLIP text encoder for YOLO-World's class names)."""
 
     CATEGORY = CATEGORY
+    SEARCH_ALIASES = ["yolo", "sam", "yolo-world", "segment anything", "occlusion"]
     FUNCTION = "load"
     RETURN_TYPES = (MASKER,)
     RETURN_NAMES = ("masker",)
@@ -76,6 +77,7 @@ class ReSpecOccluderMask:
     """One label's mask in an image (or in each image of a batch)."""
 
     CATEGORY = CATEGORY
+    SEARCH_ALIASES = ["yolo", "sam", "occlusion", "mask", "segmentation"]
     FUNCTION = "mask"
     RETURN_TYPES = ("MASK", "STRING")
     RETURN_NAMES = ("mask", "record")
@@ -105,6 +107,7 @@ class ReSpecTrajectoryMasks:
     """M_occ^t and M_new^t for every turn 1..N of a history, in one call."""
 
     CATEGORY = CATEGORY
+    SEARCH_ALIASES = ["yolo", "sam", "occlusion", "mask"]
     FUNCTION = "masks"
     RETURN_TYPES = (MASK_RECORDS, "MASK", "MASK", "STRING")
     RETURN_NAMES = ("masks", "occluder_masks", "new_object_masks", "records")
@@ -172,6 +175,7 @@ class ReSpecOccurScore:
     """S_restore, S_preserve and S_TC of the final image against I_ref (appendix A.5)."""
 
     CATEGORY = CATEGORY
+    SEARCH_ALIASES = ["occlusion", "restore", "metric", "psnr", "lpips", "clip"]
     FUNCTION = "score"
     OUTPUT_NODE = True
     RETURN_TYPES = ("FLOAT", "FLOAT", "FLOAT", "MASK", "STRING")
@@ -281,7 +285,7 @@ class ReSpecReferenceCheck:
     @classmethod
     def INPUT_TYPES(cls):
         return {"required": {
-            "plan": (PLAN, {"tooltip": "The restoration turn's plan (from Preservation Target (VLM))."}),
+            "plan": (PLAN, {"tooltip": "The restoration turn's plan (from Preservation Target VLM (ReSpec))."}),
             "ground_truth_turn": ("INT", {"default": 0, "min": 0, "max": 1000, "tooltip":
                                   "The scenario's reference turn (the image id of I_ref)."}),
         }}
@@ -306,11 +310,11 @@ NODE_CLASS_MAPPINGS = {
     "ReSpecReferenceCheck": ReSpecReferenceCheck,
 }
 NODE_DISPLAY_NAME_MAPPINGS = {
-    "ReSpecMaskerLoader": "Masker Loader (YOLO-World + SAM)",
-    "ReSpecOccluderMask": "Occluder Mask",
-    "ReSpecTrajectoryMasks": "Trajectory Masks (occluder + new objects)",
-    "ReSpecScorerLoader": "Scorer Loader (LPIPS + CLIP)",
-    "ReSpecOccurScore": "OCCUR Score",
-    "ReSpecInstructionJudge": "Instruction Faithfulness (VLM judge)",
-    "ReSpecReferenceCheck": "Reference Selection Check",
+    "ReSpecMaskerLoader": "Masker Loader: YOLO-World + SAM (ReSpec)",
+    "ReSpecOccluderMask": "Occluder Mask (ReSpec)",
+    "ReSpecTrajectoryMasks": "Trajectory Masks: occluder + new objects (ReSpec)",
+    "ReSpecScorerLoader": "Scorer Loader: LPIPS + CLIP (ReSpec)",
+    "ReSpecOccurScore": "OCCUR Score (ReSpec)",
+    "ReSpecInstructionJudge": "Instruction Faithfulness: VLM judge (ReSpec)",
+    "ReSpecReferenceCheck": "Reference Selection Check (ReSpec)",
 }

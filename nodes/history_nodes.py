@@ -26,6 +26,7 @@ class ReSpecHistoryStore:
     """Start, load, rewind or branch an editing session; or start a history inside this graph."""
 
     CATEGORY = CATEGORY
+    SEARCH_ALIASES = ["undo", "rewind", "branch", "session", "history", "conversation"]
     FUNCTION = "run"
     RETURN_TYPES = (HISTORY, "IMAGE", "INT", "STRING")
     RETURN_NAMES = ("history", "current_image", "turn_count", "session_info")
@@ -109,6 +110,7 @@ class ReSpecHistoryAppend:
     """Add this turn (instruction, sent instruction, plan, edited image) to the history."""
 
     CATEGORY = CATEGORY
+    SEARCH_ALIASES = ["history", "session", "save turn"]
     FUNCTION = "append"
     RETURN_TYPES = (HISTORY, "IMAGE")
     RETURN_NAMES = ("history", "current_image")
@@ -191,6 +193,6 @@ NODE_CLASS_MAPPINGS = {
     "ReSpecHistoryAppend": ReSpecHistoryAppend,
 }
 NODE_DISPLAY_NAME_MAPPINGS = {
-    "ReSpecHistoryStore": "History Store",
-    "ReSpecHistoryAppend": "History Append",
+    "ReSpecHistoryStore": "History Store (ReSpec)",
+    "ReSpecHistoryAppend": "History Append (ReSpec)",
 }

@@ -38,4 +38,4 @@ class ReSpecUnloadModels:
 
 
 NODE_CLASS_MAPPINGS = {"ReSpecUnloadModels": ReSpecUnloadModels}
-NODE_DISPLAY_NAME_MAPPINGS = {"ReSpecUnloadModels": "Unload ReSpec models"}
+NODE_DISPLAY_NAME_MAPPINGS = {"ReSpecUnloadModels": "Unload Models (ReSpec)"}

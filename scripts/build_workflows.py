@@ -396,7 +396,7 @@ def _benchmark(name: str, editor_name: str, specs: dict, *, respec: bool, native
         history, current = switch["history"], append["current_image"]
     _scenario_end(g, loader, history, "respec" if respec else "baseline", row_editor, 500 + 420 * TURN_SLOTS)
     edit_text = f"{label} edit" if not native else f"native {label} sampling (reference latents)"
-    chain_text = ("Preservation Target (VLM) -> Reference Selector + Instruction Rewriter -> " + edit_text
+    chain_text = ("Preservation Target VLM (ReSpec) -> Reference Selector + Instruction Rewriter -> " + edit_text
                   if respec else edit_text + " (user instruction, current image)")
     switches = ("**Ablations (table 2).** HRS / PTI switches on the left; set Results Writer's `config` to "
                 "match: both on = `respec`, PTI only = `pti`, HRS only (+ skip on) = `hrs`. The `baseline` "

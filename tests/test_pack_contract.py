@@ -241,3 +241,14 @@ def test_pyproject_reads_its_dependencies_and_the_eval_extra_from_the_requiremen
     assert "transformers" in core and "diffusers" in core
     assert not core & {"ultralytics", "segment-anything", "lpips", "open_clip_torch", "scikit-image", "matplotlib"}
     assert meta["tool"]["comfy"]["requires-comfyui"]
+
+
+def test_every_display_name_ends_in_respec_and_search_aliases_are_plain_words(pack):
+    for name, shown in pack.NODE_DISPLAY_NAME_MAPPINGS.items():
+        assert shown.endswith(" (ReSpec)") and shown.count("(") == 1, (name, shown)
+    with_aliases = {n: c.SEARCH_ALIASES for n, c in pack.NODE_CLASS_MAPPINGS.items() if hasattr(c, "SEARCH_ALIASES")}
+    assert {"ReSpecHistoryStore", "ReSpecPreservationTarget", "ReSpecOccluderMask"} <= set(with_aliases)
+    for name, aliases in with_aliases.items():
+        assert isinstance(aliases, list) and all(isinstance(a, str) and a == a.lower() and a for a in aliases), name
+    everything = {a for al in with_aliases.values() for a in al}
+    assert {"undo", "occlusion", "restore", "reveal", "yolo", "sam"} <= everything
