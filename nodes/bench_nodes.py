@@ -1,17 +1,19 @@
 """OCCUR-Bench nodes: read a scenario, give each turn's instruction and flags, skip turn slots a
 scenario does not have, mask a scenario's trajectory, and write a results row.
-The work happens in respec/bench/ (scenario.py, runner.py, results.py)."""
+The work happens in respec/bench/ (scenario.py, runner.py, rows.py, results.py)."""
 from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
 
 import numpy as np
 
-from ..respec import comfy, paths
-from ..respec.bench.results import open_results
-from ..respec.bench.runner import CONFIGS, make_row, summarise_judgements, trajectory_masks
+from ..respec import comfy
+from ..respec.bench.configs import CONFIGS
+from ..respec.bench.results import open_results, results_path
+from ..respec.bench.rows import graph_row
+from ..respec.bench.runner import trajectory_masks
+from ..respec.bench.workflow import ROW_UI_KEY
 from ..respec.bench.scenario import load_workflow_dataset, packaged_datasets, resolve_workflow_dataset
 from ..respec.errors import InputError
 from ..respec.images import resize_mask
@@ -20,7 +22,6 @@ from .common import HISTORY, MASK_RECORDS, MASKER, SCENARIO, images_to_comfy, ma
 
 CATEGORY = "ReSpec/benchmark"
 MAX_TURNS = 64
-RESULTS_UI_KEY = "respec_results"   # read by respec/bench/remote.py from /history outputs
 
 
 def _labels_text(scenario) -> str:
@@ -180,15 +181,6 @@ class ReSpecScenarioMasks:
                 masks_to_comfy([resize_mask(m, shape) for m in tm.new]), json.dumps(tm.to_record(), indent=1))
 
 
-def _results_path(results_file: str) -> Path:
-    """A results file inside the output folder (a workflow must not write anywhere else)."""
-    rel = results_file.strip() or "bench/results.jsonl"
-    if not rel.endswith(".jsonl"):
-        raise InputError(f"results_file {results_file!r} must end in .jsonl and lie inside ComfyUI's output "
-                         f"folder (e.g. bench/results.jsonl)")
-    return paths.confine(rel, paths.results_dir(), "results_file")
-
-
 def _json_arg(text: str, what: str):
     try:
         return json.loads(text)
@@ -234,23 +226,15 @@ class ReSpecResultsWriter:
 
     def write(self, scenario, history, score_record, config, editor, results_file, judge_records="",
               unique_id=None):
-        path = _results_path(results_file)
-        score = _json_arg(score_record, "score_record")
-        judge = None
-        if judge_records and judge_records.strip():
-            recs = _json_arg(judge_records, "judge_records")
-            judge = summarise_judgements(recs if isinstance(recs, list) else [recs])
-        if not editor.strip():
-            raise InputError("editor is empty; name the editor this graph used (e.g. flux2)")
-        seeds = [t.meta.get("seed") for t in history.turns[1:] if isinstance(t.meta, dict)]
-        row = make_row(scenario, history, score, config=config, editor=editor.strip(), judge=judge,
-                       seed=seeds[0] if seeds and seeds[0] is not None else None)
-        row["source"] = "comfyui"
+        path = results_path(results_file)
+        judge = _json_arg(judge_records, "judge_records") if (judge_records or "").strip() else None
+        row = graph_row(scenario, history, _json_arg(score_record, "score_record"), config=config, editor=editor,
+                        judge_records=judge)
         written = open_results(path).append(row)
         row_json = json.dumps(json_safe({**row, "written": written}))
         comfy.send_event("bench.row", {"node": unique_id, "key": row["key"], "written": written,
                                        "S_TC": row.get("S_TC"), "file": str(path)})
-        return {"ui": {RESULTS_UI_KEY: [row_json]}, "result": (row_json, str(path))}
+        return {"ui": {ROW_UI_KEY: [row_json]}, "result": (row_json, str(path))}
 
 
 EVAL_NODES = {"ReSpecScenarioMasks"}  # needs the eval extra's YOLO-World + SAM (see nodes/__init__.py)

@@ -117,7 +117,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _settings(a):
-    from .bench.runner import BenchSettings, parse_configs
+    from .bench.configs import parse_configs
+    from .bench.runner import BenchSettings
     controller_opts: dict = {}
     if a.controller_url:
         controller_opts["base_url"] = a.controller_url

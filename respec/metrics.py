@@ -166,18 +166,24 @@ def reference_selection_correct(plan: Any, ground_truth_id: int | None) -> bool 
     return predicted is not None and int(predicted) == int(ground_truth_id)
 
 
-def reference_selection_accuracy(pairs: Iterable[tuple[Any, int | None]]) -> dict:
-    """Fraction of (plan, ground_truth_id) pairs whose restoration_source_id matches (paper D.4)."""
+def reference_accuracy(outcomes: Iterable[bool | None]) -> dict:
+    """Ref. Acc. (paper D.4, table 7) from per-scenario outcomes, as reference_selection_correct
+    gives them (a results row's `reference_correct`): the fraction that are right among those
+    with a ground truth; None counts as without."""
     correct = total = skipped = 0
-    for plan, gt in pairs:
-        ok = reference_selection_correct(plan, gt)
+    for ok in outcomes:
         if ok is None:
             skipped += 1
             continue
         total += 1
-        correct += int(ok)
+        correct += int(bool(ok))
     return {"accuracy": (correct / total) if total else math.nan, "correct": correct, "n": total,
             "without_ground_truth": skipped}
+
+
+def reference_selection_accuracy(pairs: Iterable[tuple[Any, int | None]]) -> dict:
+    """Fraction of (plan, ground_truth_id) pairs whose restoration_source_id matches (paper D.4)."""
+    return reference_accuracy(reference_selection_correct(plan, gt) for plan, gt in pairs)
 
 
 # --------------------------------------------------------------------------- the scorer

@@ -172,13 +172,13 @@ SCORING = ("ReSpecMaskerLoader", "ReSpecScorerLoader", "ReSpecScenarioMasks", "R
 def without_scoring(wf: dict) -> dict:
     """The benchmark graph with masks and scores replaced by an empty score record (they need real
     detector weights, which are not here); in place, returns wf."""
-    from respec.bench import remote
+    from respec.bench import workflow
     for name in [k for k, n in wf.items() if n["class_type"] in SCORING]:
         del wf[name]
     wf["9001"] = {"class_type": "PrimitiveString", "inputs": {"value": "{}"},
                   "_meta": {"title": "empty score record (no detector weights here)"}}
     for node in wf.values():
-        if node["class_type"] == remote.RESULTS_WRITER:
+        if node["class_type"] == workflow.RESULTS_WRITER:
             node["inputs"]["score_record"] = ["9001", 0]
     return wf
 
@@ -187,18 +187,18 @@ def run_benchmark(url: str, name: str, tiny: dict, config: dict, chain: set[str]
     """Run the benchmark workflow `name` on a 2-turn scenario (tiny controller, `config` widget
     values); check that the turn-slot nodes of `chain` ran in slots 1-2 only and one row came back.
     Returns (problems, the prompt, the row)."""
-    sys.path.insert(0, str(ROOT))   # a script: use the repo's core to queue (respec.bench.remote)
+    sys.path.insert(0, str(ROOT))   # a script: use the repo's core to fill and queue (respec.bench)
     import asyncio
-    from respec.bench import remote
-    from respec.bench.runner import turn_seed
+    from respec.bench import remote, workflow
+    from respec.bench.configs import turn_seed
     from respec.bench.scenario import load_dataset
 
     ds = load_dataset("occur_sample")
     index = next(i for i, sc in enumerate(ds) if sc.num_turns == 2)
     sc = ds[index]
-    wf = use_tiny_models(without_scoring(remote.load_api_workflow(API_DIR / f"{name}.api.json")), tiny)
-    prompt = remote.fill_workflow(wf, dataset="occur_sample", index=index,
-                                  turn_seed=lambda t: turn_seed(0, sc.id, t), config=config)
+    wf = use_tiny_models(without_scoring(workflow.load_api_workflow(API_DIR / f"{name}.api.json")), tiny)
+    prompt = workflow.fill_workflow(wf, dataset="occur_sample", index=index,
+                                    turn_seed=lambda t: turn_seed(0, sc.id, t), config=config)
     executed: list[str] = []
     rows: list[dict] = []
 
@@ -216,7 +216,7 @@ def run_benchmark(url: str, name: str, tiny: dict, config: dict, chain: set[str]
     if summary.failed:
         problems += [f"{a.kind}: {a.message}" for a in summary.failed[sc.id]]
         return problems, prompt, None
-    slots = remote._slot_turns(prompt)
+    slots = workflow.slot_turns(prompt)
     ran_late = sorted(f"{nid} {prompt[nid]['class_type']} (slot {slots[nid]})" for nid in set(executed)
                       if prompt[nid]["class_type"] in chain and slots[nid] > sc.num_turns)
     ran_early = {nid for nid in set(executed) if prompt[nid]["class_type"] in chain and slots[nid] <= sc.num_turns}
@@ -292,7 +292,7 @@ def execute_conversation(url: str, tiny: dict) -> list[str]:
 
     import numpy as np
     from PIL import Image
-    from respec.bench import remote
+    from respec.bench import workflow
 
     problems: list[str] = []
 
@@ -318,7 +318,7 @@ def execute_conversation(url: str, tiny: dict) -> list[str]:
         return problems
     image_name = "/".join(p for p in (uploaded.get("subfolder"), uploaded["name"]) if p)
 
-    wf = use_tiny_models(remote.load_api_workflow(API_DIR / "conversational_flux2_diffusers.api.json"), tiny)
+    wf = use_tiny_models(workflow.load_api_workflow(API_DIR / "conversational_flux2_diffusers.api.json"), tiny)
     store_ids = [nid for nid, n in wf.items() if n["class_type"] == "ReSpecHistoryStore"]
 
     def turn_prompt(request: str) -> dict:
@@ -334,8 +334,8 @@ def execute_conversation(url: str, tiny: dict) -> list[str]:
             elif cls == "ReSpecFlux2Edit":
                 node["inputs"]["steps"] = 2
             if cls in ("ReSpecPreservationTarget", "ReSpecHistoryAppend"):
-                # "Your request" (a Primitive) feeds both; _set_input sets the primitive.
-                fed += remote._set_input(p, nid, "instruction", request)
+                # "Your request" (a Primitive) feeds both; set_input sets the primitive.
+                fed += workflow.set_input(p, nid, "instruction", request)
         if not fed:
             raise SystemExit("conversational_flux2_diffusers.api.json: found no request input to fill")
         return p

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # script only: 
 import numpy as np  # noqa: E402
 
 from respec.bench.results import ResultsFile  # noqa: E402
-from respec.bench.runner import make_row  # noqa: E402
+from respec.bench.rows import make_row  # noqa: E402
 from respec.bench.scenario import load_dataset  # noqa: E402
 from respec.controller import plan_turn, rewrite_instruction, select_references  # noqa: E402
 from respec.store import SessionStore  # noqa: E402

@@ -11,10 +11,10 @@ import json
 import pytest
 
 from fake_comfyui import FakeComfyUI, free_port
-from respec.bench import remote
+from respec.bench import remote, workflow
 from respec.errors import InputError
 
-LOADER, WRITER = remote.SCENARIO_LOADER, remote.RESULTS_WRITER
+LOADER, WRITER = workflow.SCENARIO_LOADER, workflow.RESULTS_WRITER
 
 NODE_INFO = {
     LOADER: {"input": {"required": {"dataset": ["STRING", {}], "index": ["INT", {}]}},
@@ -37,11 +37,11 @@ def execute(prompt):
     index = prompt["1"]["inputs"]["index"]
     row = {"scenario_id": f"s{index:02d}", "index": index, "seed": prompt["2"]["inputs"]["seed"],
            "use_pti": prompt["2"]["inputs"]["use_pti"]}
-    return {"3": {remote.ROW_UI_KEY: [json.dumps(row)]}}
+    return {"3": {workflow.ROW_UI_KEY: [json.dumps(row)]}}
 
 
 def jobs(n, **fill):
-    return [(i, f"s{i:02d}", remote.fill_workflow(WORKFLOW, dataset="sample", index=i, **fill)) for i in range(n)]
+    return [(i, f"s{i:02d}", workflow.fill_workflow(WORKFLOW, dataset="sample", index=i, **fill)) for i in range(n)]
 
 
 def run(job_list, servers, **kw):
@@ -118,7 +118,7 @@ def test_server_without_the_pack_is_left_out_naming_the_missing_nodes():
 
 
 def test_validation_error_is_tried_once_per_server_then_reported_with_comfyui_node_errors():
-    broken = remote.fill_workflow(WORKFLOW, dataset="sample", index=0)
+    broken = workflow.fill_workflow(WORKFLOW, dataset="sample", index=0)
     del broken["2"]["inputs"]["seed"]
     with FakeComfyUI(NODE_INFO, execute) as a, FakeComfyUI(NODE_INFO, execute) as b:
         summary, rows = run([(0, "s00", broken)] + jobs(2)[1:], [a, b], max_attempts=5)
@@ -170,7 +170,7 @@ def test_cancelling_a_run_withdraws_the_running_prompt_from_the_server():
 
 
 def test_fill_workflow_sets_scenario_seed_and_config_switches():
-    wf = remote.fill_workflow(WORKFLOW, dataset="/data/occur", index=4, seed=11,
+    wf = workflow.fill_workflow(WORKFLOW, dataset="/data/occur", index=4, seed=11,
                               config={"use_pti": False})
     assert wf["1"]["inputs"] == {"dataset": "/data/occur", "index": 4}
     assert wf["2"]["inputs"]["seed"] == 11 and wf["2"]["inputs"]["use_pti"] is False
@@ -180,17 +180,17 @@ def test_fill_workflow_sets_scenario_seed_and_config_switches():
 
 def test_config_key_matching_no_widget_is_refused():
     with pytest.raises(InputError, match="use_pit"):
-        remote.fill_workflow(WORKFLOW, dataset="sample", index=0, config={"use_pit": False})
+        workflow.fill_workflow(WORKFLOW, dataset="sample", index=0, config={"use_pit": False})
 
 
 def test_ui_format_workflow_is_refused_for_the_api():
     with pytest.raises(InputError, match="UI-format"):
-        remote.load_api_workflow({"nodes": [], "links": [], "version": 0.4})
+        workflow.load_api_workflow({"nodes": [], "links": [], "version": 0.4})
 
 
 # ------------------------------------------------------------------------------ run_remote: the shipped workflows
 
-ROOT = remote.WORKFLOW_DIR.parent.parent
+ROOT = workflow.WORKFLOW_DIR.parent.parent
 CORE = json.loads((ROOT / "scripts" / "comfy_core_nodes.json").read_text(encoding="utf-8"))["nodes"]
 
 
@@ -209,13 +209,13 @@ def bench_execute(prompt):
     server's business; its row layout is the bench runner's)."""
     from respec.bench.results import row_key
     from respec.bench.scenario import load_dataset
-    loader = next(n for n in prompt.values() if n["class_type"] == remote.SCENARIO_LOADER)
-    wid, writer = next((k, n) for k, n in prompt.items() if n["class_type"] == remote.RESULTS_WRITER)
+    loader = next(n for n in prompt.values() if n["class_type"] == workflow.SCENARIO_LOADER)
+    wid, writer = next((k, n) for k, n in prompt.items() if n["class_type"] == workflow.RESULTS_WRITER)
     scenario = load_dataset(loader["inputs"]["dataset"])[loader["inputs"]["index"]]
     row = {**scenario.summary(), "status": "ok", "config": writer["inputs"]["config"],
            "editor": writer["inputs"]["editor"], "S_TC": 0.5, "vlm_calls": 1, "source": "comfyui"}
     row["key"] = row_key(row)
-    return {wid: {remote.ROW_UI_KEY: [json.dumps({**row, "written": True})]}}
+    return {wid: {workflow.ROW_UI_KEY: [json.dumps({**row, "written": True})]}}
 
 
 def read_rows(out):
@@ -234,7 +234,7 @@ def test_run_remote_writes_one_row_per_scenario_and_config(comfy_nodes, tmp_path
     assert all(r["remote"]["server"] in (a.url, b.url) and "written" not in r for r in rows)
     by_config = {}
     for p in prompts.values():
-        writer = next(n for n in p.values() if n["class_type"] == remote.RESULTS_WRITER)
+        writer = next(n for n in p.values() if n["class_type"] == workflow.RESULTS_WRITER)
         by_config.setdefault(writer["inputs"]["config"], []).append(p)
     # the baseline runs the graph without a controller; ReSpec the one with it
     assert all(not any(n["class_type"] == "ReSpecPreservationTarget" for n in p.values()) for p in by_config["baseline"])
@@ -267,7 +267,7 @@ def test_run_remote_survives_a_server_dying_mid_run_with_every_row_once(comfy_no
 
 
 def test_run_remote_gives_each_turn_slot_the_runners_seed(comfy_nodes, tmp_path):
-    from respec.bench.runner import turn_seed
+    from respec.bench.configs import turn_seed
     from respec.bench.scenario import load_dataset
     with FakeComfyUI(comfy_nodes, bench_execute) as a:
         remote.run_remote("occur_sample", [a.url], tmp_path, configs=["respec"], limit=1, seed=5,
@@ -319,7 +319,7 @@ def test_run_remote_sets_the_table_2_switches_for_each_config(comfy_nodes, tmp_p
 
 def test_run_remote_scenario_failing_everywhere_is_a_final_error_and_an_errors_row(comfy_nodes, tmp_path):
     def fail_index_1(prompt):
-        loader = next(n for n in prompt.values() if n["class_type"] == remote.SCENARIO_LOADER)
+        loader = next(n for n in prompt.values() if n["class_type"] == workflow.SCENARIO_LOADER)
         return "SamplerCustomAdvanced:CUDA out of memory" if loader["inputs"]["index"] == 1 else None
 
     with FakeComfyUI(comfy_nodes, bench_execute, execution_error_for=fail_index_1) as a:
@@ -338,8 +338,8 @@ def test_run_remote_refuses_smoke_because_servers_run_real_models(tmp_path):
 
 
 def test_fill_sets_a_switch_through_the_primitive_that_feeds_it():
-    wf = remote.load_api_workflow(remote.default_workflow("respec", "flux2"))
-    filled = remote.fill_workflow(wf, dataset="occur_sample", index=2, config={"use_pti": False})
+    wf = workflow.load_api_workflow(workflow.default_workflow("respec", "flux2"))
+    filled = workflow.fill_workflow(wf, dataset="occur_sample", index=2, config={"use_pti": False})
     prims = {filled[n["inputs"]["use_pti"][0]]["inputs"]["value"] for n in filled.values()
              if n["class_type"] == "ReSpecInstructionRewriter"}
     assert prims == {False}
@@ -361,3 +361,22 @@ def test_run_remote_defaults_to_the_native_route_and_labels_its_rows(comfy_nodes
     assert [r["editor"] for r in read_rows(tmp_path / "d")] == ["flux2"]
     with pytest.raises(InputError, match="route"):
         remote.run_remote("occur_sample", [a.url], tmp_path, route="gguf")
+
+
+def test_a_scenario_prompt_sets_the_scenario_the_config_and_each_slots_seed():
+    from respec.bench.configs import turn_seed
+    from respec.bench.scenario import load_dataset
+    ds = load_dataset("occur_sample")
+    sc = ds.by_id("coffee_3t_move")
+    wf = workflow.load_api_workflow(workflow.default_workflow("pti", "flux2"))
+    p = workflow.scenario_prompt(wf, ds, sc.id, "pti", "flux2", seed=4, size=96, steps=2)
+    loader = next(n for n in p.values() if n["class_type"] == workflow.SCENARIO_LOADER)
+    assert (loader["inputs"]["dataset"], loader["inputs"]["index"], loader["inputs"]["max_side"]) == \
+        ("occur_sample", [s.id for s in ds].index(sc.id), 96)
+    writer = next(n for n in p.values() if n["class_type"] == workflow.RESULTS_WRITER)
+    assert (writer["inputs"]["config"], writer["inputs"]["editor"]) == ("pti", "flux2")
+    slots = workflow.slot_turns(p)
+    seeds = {slots[k]: n["inputs"]["seed"] for k, n in p.items() if n["class_type"] == "ReSpecFlux2Edit"}
+    assert seeds == {t: turn_seed(4, sc.id, t) for t in range(1, 6)}
+    with pytest.raises(InputError, match="no scenario"):
+        workflow.scenario_prompt(wf, ds, "nope", "pti", "flux2")

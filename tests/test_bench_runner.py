@@ -18,7 +18,8 @@ import pytest
 from respec import comfy
 from respec.bench import runner
 from respec.bench.results import ResultsFile
-from respec.bench.runner import BenchSettings, CONFIGS, run_benchmark
+from respec.bench.configs import CONFIGS
+from respec.bench.runner import BenchSettings, run_benchmark
 from respec.bench.scenario import load_dataset
 from respec.errors import InputError
 

@@ -249,6 +249,13 @@ def test_reference_selection_accuracy_compares_restoration_source_id_with_ground
     assert acc == {"accuracy": 1 / 3, "correct": 1, "n": 3, "without_ground_truth": 1}
 
 
+def test_reference_accuracy_of_row_outcomes_leaves_out_those_without_a_verdict():
+    from respec.metrics import reference_accuracy
+    assert reference_accuracy([True, False, None, True]) == {"accuracy": 2 / 3, "correct": 2, "n": 3,
+                                                               "without_ground_truth": 1}
+    assert math.isnan(reference_accuracy([None])["accuracy"])
+
+
 # ----------------------------------------------------------------------------- loading
 
 @pytest.mark.slow

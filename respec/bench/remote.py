@@ -1,8 +1,8 @@
 """Queue the benchmark's API workflow to running ComfyUI servers (headless, one or many).
 
-For every scenario the API-format workflow is filled in (scenario index, dataset path, seed,
-config switches) and sent to a server's `POST /prompt`; progress is followed on that server's
-websocket (`/ws?clientId=...`), the outputs are read from `GET /history/<prompt_id>`, and the
+For every scenario the API-format workflow is filled in (respec/bench/workflow.py: scenario
+index, dataset path, seed, config switches) and sent to a server's `POST /prompt`; progress is
+followed on that server's websocket (`/ws?clientId=...`), the outputs are read from `GET /history/<prompt_id>`, and the
 results row the workflow's results-writer node reported is written locally as soon as the
 scenario finishes, so a crash or Ctrl-C loses nothing and a re-run resumes.
 
@@ -19,7 +19,6 @@ RemoteBenchError after everything else has finished.
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 import logging
 import time
@@ -29,21 +28,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ..errors import InputError, ReSpecError
+from .workflow import (RESULTS_WRITER, ROUTES, default_workflow, load_api_workflow, row_editor, rows_from_history,
+                       scenario_prompt)
 
 log = logging.getLogger("respec.bench.remote")
-
-# Node classes and input names the filler looks for in a benchmark workflow.
-SCENARIO_LOADER = "ReSpecScenarioLoader"
-SCENARIO_TURN = "ReSpecScenarioTurn"
-HISTORY_APPEND = "ReSpecHistoryAppend"
-RESULTS_WRITER = "ReSpecResultsWriter"
-DATASET_INPUT = "dataset"
-INDEX_INPUT = "index"
-SEED_INPUTS = ("seed", "noise_seed")
-# The key under which the results writer's UI output carries its row(s) in /history outputs.
-ROW_UI_KEY = "respec_results"
-
-WORKFLOW_DIR = Path(__file__).resolve().parents[2] / "workflows" / "api"
 
 
 class RemoteBenchError(ReSpecError):
@@ -123,151 +111,7 @@ class RemoteSummary:
     interrupted: bool = False
 
 
-# --------------------------------------------------------------------------- workflow filling
-
-def load_api_workflow(workflow: str | Path | dict) -> dict:
-    """An API-format workflow ({id: {"class_type", "inputs"}}) from a path or a dict (copied)."""
-    if isinstance(workflow, dict):
-        wf = copy.deepcopy(workflow)
-        where = "the workflow given"
-    else:
-        path = Path(workflow)
-        if not path.is_file():
-            raise InputError(f"workflow file {path} does not exist; use one of the *.api.json files "
-                             f"in the pack's workflows/ folder")
-        try:
-            wf = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise InputError(f"workflow file {path} is not valid JSON: {e}") from e
-        where = str(path)
-    if "nodes" in wf and "links" in wf:
-        raise InputError(f"{where} is a UI-format workflow; /prompt needs the API format "
-                         f"(the matching <name>.api.json file, or ComfyUI's 'Export (API)')")
-    if not wf or not all(isinstance(v, dict) and "class_type" in v and "inputs" in v for v in wf.values()):
-        raise InputError(f"{where} is not an API-format workflow: expected "
-                         '{"<node id>": {"class_type": ..., "inputs": {...}}, ...}')
-    return wf
-
-
-def _is_link(value: Any) -> bool:
-    return (isinstance(value, list) and len(value) == 2 and isinstance(value[0], str)
-            and isinstance(value[1], int))
-
-
-def _slot_turns(wf: dict) -> dict[str, int]:
-    """For every node: the highest turn slot t among the Scenario Turn nodes it depends on
-    (a node of slot t depends on the turn nodes 1..t, through the history chain)."""
-    memo: dict[str, int] = {}
-
-    def turn_of(node_id: str, seen: frozenset = frozenset()) -> int:
-        if node_id in memo:
-            return memo[node_id]
-        node = wf.get(node_id)
-        if node is None or node_id in seen:
-            return 0
-        best = 0
-        if node["class_type"] == SCENARIO_TURN and isinstance(node["inputs"].get("turn"), int):
-            best = node["inputs"]["turn"]
-        for v in node["inputs"].values():
-            if _is_link(v):
-                best = max(best, turn_of(v[0], seen | {node_id}))
-        memo[node_id] = best
-        return best
-
-    slots = {nid: turn_of(nid) for nid in wf}
-    # A node with no turn upstream (a RandomNoise seed, a text encode of a fixed string) belongs
-    # to the slot of its consumers when they all sit in one slot.
-    consumers: dict[str, set[int]] = {}
-    for nid, node in wf.items():
-        for v in node["inputs"].values():
-            if _is_link(v):
-                consumers.setdefault(v[0], set()).add(slots[nid])
-    for nid, slot in slots.items():
-        used_by = consumers.get(nid, set())
-        if slot == 0 and len(used_by) == 1 and min(used_by) > 0:
-            slots[nid] = min(used_by)
-    return slots
-
-
-def _set_input(wf: dict, node_id: str, name: str, value: Any) -> bool:
-    """Set a widget input; when it is fed by a Primitive node, set that node's value instead."""
-    node = wf[node_id]
-    current = node["inputs"].get(name)
-    if _is_link(current):
-        src = wf.get(current[0])
-        if src is not None and src["class_type"].startswith("Primitive") and "value" in src["inputs"] \
-                and not _is_link(src["inputs"]["value"]):
-            src["inputs"]["value"] = value
-            return True
-        return False
-    node["inputs"][name] = value
-    return True
-
-
-def fill_workflow(workflow: dict, *, dataset: str, index: int, seed: int | None = None,
-                  turn_seed: Callable[[int], int] | None = None,
-                  config: dict[str, Any] | None = None, strict: bool = True) -> dict:
-    """A copy of `workflow` set up for scenario `index` of `dataset`.
-
-    The Scenario Loader's dataset/index widgets are set. Seed widgets get `turn_seed(t)` in turn
-    slot t (and that slot's History Append records it in its meta), or `seed` everywhere.
-    Each `config` entry sets a widget value: `"input"` on every node that has that input,
-    `"ClassType.input"` only on nodes of that class, `"<node id>.input"` on one node; an input
-    fed by a Primitive node sets the primitive. With `strict`, a config key that matches no
-    widget is an error (a typo would silently run the wrong experiment otherwise); keys that
-    end in `?` are optional either way.
-    """
-    wf = copy.deepcopy(workflow)
-    loaders = [n for n in wf.values() if n["class_type"] == SCENARIO_LOADER]
-    if not loaders:
-        raise InputError(f"the workflow has no {SCENARIO_LOADER} node: use a benchmark workflow "
-                         f"(workflows/api/benchmark_*.api.json)")
-    for node in loaders:
-        node["inputs"][DATASET_INPUT] = str(dataset)
-        node["inputs"][INDEX_INPUT] = int(index)
-    if seed is not None or turn_seed is not None:
-        slots = _slot_turns(wf) if turn_seed is not None else {}
-        for node_id, node in wf.items():
-            t = slots.get(node_id, 0)
-            value = turn_seed(t) if (turn_seed is not None and t) else seed
-            if value is None:
-                continue
-            for name in SEED_INPUTS:
-                if name in node["inputs"]:
-                    _set_input(wf, node_id, name, int(value))
-            if node["class_type"] == HISTORY_APPEND and t and isinstance(node["inputs"].get("meta"), str):
-                try:
-                    meta = json.loads(node["inputs"]["meta"] or "{}")
-                except json.JSONDecodeError:
-                    meta = None
-                if isinstance(meta, dict):
-                    node["inputs"]["meta"] = json.dumps({**meta, "seed": int(value)})
-    for key, value in (config or {}).items():
-        optional = key.endswith("?")
-        scope, _, name = key.rstrip("?").rpartition(".")
-        hits = 0
-        for node_id, node in wf.items():
-            if scope and scope not in (node_id, node["class_type"]):
-                continue
-            if name in node["inputs"] and _set_input(wf, node_id, name, value):
-                hits += 1
-        if not hits and strict and not optional:
-            known = sorted({k for n in wf.values() for k, v in n["inputs"].items() if not _is_link(v)})
-            raise InputError(f"config key {key!r} matches no widget input in the workflow; "
-                             f"widget inputs are: {', '.join(known)}")
-    return wf
-
-
-def rows_from_history(entry: dict, prompt: dict) -> list[dict]:
-    """The results rows the workflow's results-writer node(s) reported in a /history entry."""
-    outputs = entry.get("outputs") or {}
-    rows: list[dict] = []
-    for node_id, node in prompt.items():
-        if node["class_type"] != RESULTS_WRITER:
-            continue
-        for item in (outputs.get(node_id) or {}).get(ROW_UI_KEY) or []:
-            rows.append(json.loads(item) if isinstance(item, str) else dict(item))
-    return rows
+# --------------------------------------------------------------------------- replies
 
 
 def _execution_message(entry_or_event: dict) -> str:
@@ -632,51 +476,6 @@ def _normalise_url(url: str) -> str:
 
 # --------------------------------------------------------------------------- the benchmark, remotely
 
-ROUTES = ("native", "diffusers")
-
-
-def default_workflow(config: str, editor: str, route: str = "native") -> Path:
-    """The shipped API workflow for a config and route: "native" runs ComfyUI's own loaders and
-    sampler (benchmark_native_*), "diffusers" the pack's paper-exact editors (benchmark_*). The
-    baseline graphs have no controller at all."""
-    if route not in ROUTES:
-        raise InputError(f"unknown route {route!r}; use one of {', '.join(ROUTES)}")
-    prefix = "benchmark_native_" if route == "native" else "benchmark_"
-    name = f"{prefix}baseline_{editor}" if config == "baseline" else f"{prefix}{editor}"
-    return WORKFLOW_DIR / f"{name}.api.json"
-
-
-def row_editor(editor: str, route: str = "native") -> str:
-    """The editor label of a row: the native route's rows are "<editor>-native" (another model
-    stack than the paper's diffusers pipelines, so their rows never mix)."""
-    return f"{editor}-native" if route == "native" else editor
-
-
-def config_switches(config: str, editor: str) -> dict[str, Any]:
-    """Widget values that make a benchmark workflow run `config` (paper table 2) and label its row
-    with `editor` (the row label, see row_editor)."""
-    from .runner import CONFIGS
-    c = CONFIGS[config]
-    out: dict[str, Any] = {f"{RESULTS_WRITER}.config": c.name, f"{RESULTS_WRITER}.editor": editor}
-    if c.use_controller:
-        out.update({"use_pti": c.use_pti, "use_history_reference": c.use_hrs,
-                    "skip_non_restoration": c.skip_non_restoration})
-    else:
-        # A custom single workflow may still hold the ReSpec nodes: switch both parts off.
-        out.update({"use_pti?": False, "use_history_reference?": False, "skip_non_restoration?": True})
-    return out
-
-
-def dataset_reference(path: str | Path) -> str:
-    """What the server's Scenario Loader is told: a packaged set by name (the server has its own
-    copy of the pack), any other file by its absolute path (the server must see that path)."""
-    from .scenario import packaged_datasets
-    p = Path(path).resolve()
-    for name, packaged in packaged_datasets().items():
-        if packaged.resolve() == p:
-            return name
-    return str(p)
-
 
 def _print_event(server: str, label: str, kind: str, data: dict) -> None:
     if kind == "start":
@@ -707,14 +506,15 @@ def run_remote(dataset: str | Path, servers: list[str], out: str | Path, *,
     paper-exact editors) (the baseline graph for the baseline config), or `workflow` for every config. Rows go to
     `<out>/results.jsonl` (the in-process runner's file and layout) as each prompt finishes;
     rows already there are skipped, so re-running resumes. Seeds follow the in-process runner
-    (`runner.turn_seed`), so both give the same editor seeds. `config` adds widget overrides
-    (see fill_workflow). Scenarios that fail everywhere go to `<out>/errors.jsonl` and end the
+    (`configs.turn_seed`), so both give the same editor seeds. `config` adds widget overrides
+    (see workflow.fill_workflow). Scenarios that fail everywhere go to `<out>/errors.jsonl` and end the
     run with a RemoteBenchError once everything else is done; Ctrl-C stops at once, keeping the
     rows written so far (`summary.interrupted`).
     """
     from ..records import json_safe
+    from .configs import EDITORS, parse_configs
     from .results import ResultsFile, row_key
-    from .runner import EDITORS, BenchSettings, parse_configs, select_scenarios, turn_seed
+    from .runner import BenchSettings, select_scenarios
     from .scenario import load_dataset
 
     if smoke:
@@ -737,7 +537,6 @@ def run_remote(dataset: str | Path, servers: list[str], out: str | Path, *,
     errors = ResultsFile(out_dir / "errors.jsonl")
     summary_skipped = []
     done = results.done_keys()
-    ds_ref = dataset_reference(ds.path)
     templates: dict[str, dict] = {}
     jobs, expected = [], {}
     for c in names:
@@ -746,21 +545,14 @@ def run_remote(dataset: str | Path, servers: list[str], out: str | Path, *,
         if key_src not in templates:
             templates[key_src] = load_api_workflow(source)
         template = templates[key_src]
-        overrides = dict(config_switches(c, label))
-        if size is not None:
-            overrides[f"{SCENARIO_LOADER}.max_side"] = int(size)
-        if steps is not None:
-            overrides["steps"] = int(steps)
-        overrides.update(config or {})
         for s in scenarios:
             key = row_key({"dataset": ds.name, "scenario_id": s.id, "config": c, "editor": label})
             if key in done:
                 summary_skipped.append(key)
                 continue
             index = next(i for i, x in enumerate(ds) if x.id == s.id)
-            prompt = fill_workflow(template, dataset=ds_ref, index=index,
-                                   turn_seed=lambda t, sid=s.id: turn_seed(seed, sid, t),
-                                   config=overrides, strict=workflow is None or bool(config))
+            prompt = scenario_prompt(template, ds, s.id, c, label, seed=seed, size=size, steps=steps,
+                                     overrides=config, strict=workflow is None or bool(config))
             expected[key] = s
             jobs.append((index, key, prompt))
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from ..metrics import reference_accuracy
 from .results import ResultsFile
 
 log = logging.getLogger("respec")
@@ -280,7 +281,7 @@ def _reference_table(rows: list[dict]) -> Table:
     md, csv_rows = [], []
     for ctrl, e, c in groups:
         sub = [r for r in judged if (r.get("controller", "?"), r.get("editor"), r.get("config")) == (ctrl, e, c)]
-        acc = sum(1 for r in sub if r.get("reference_correct")) / len(sub)
+        acc = reference_accuracy(r.get("reference_correct") for r in sub)["accuracy"]
         st = {k: stat(r.get(k) for r in sub) for k in ("S_restore", "S_preserve", "S_TC")}
         md.append([ctrl, column_label(e, c), f"{100 * acc:.1f}%"] + [st[k].cell() for k in st] + [str(len(sub))])
         csv_rows.append([ctrl, e, c, acc] + [st[k].mean for k in st] + [len(sub)])

@@ -18,10 +18,21 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from .. import paths
 from ..errors import InputError
 from ..records import json_safe
 
 ROW_SCHEMA = 1
+
+
+def results_path(results_file: str) -> Path:
+    """Where a workflow's results file goes: a relative .jsonl path confined to the results folder
+    (inside ComfyUI's output folder); a workflow value never names a file anywhere else."""
+    rel = results_file.strip() or "bench/results.jsonl"
+    if not rel.endswith(".jsonl"):
+        raise InputError(f"results_file {results_file!r} must end in .jsonl and lie inside ComfyUI's output "
+                         f"folder (e.g. bench/results.jsonl)")
+    return paths.confine(rel, paths.results_dir(), "results_file")
 
 
 def row_key(row: dict) -> str:

@@ -27,7 +27,6 @@ import logging
 import os
 import time
 import traceback
-import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -35,50 +34,14 @@ from typing import Any, Callable
 from .. import comfy
 from ..errors import InputError, Interrupted
 from ..history import History
-from ..turn import EDITOR_IMAGE_IDS, TimingHook, run_turn, stage_timer
+from ..turn import TimingHook, run_turn, stage_timer
+from .configs import CONFIGS, EDITORS, MASKS, BenchConfig, parse_configs, turn_seed
 from .results import ResultsFile, row_key
+from .rows import make_row, summarise_judgements
 from .scenario import Dataset, Scenario, load_dataset
 
 log = logging.getLogger("respec.bench")
-
-
-@dataclass(frozen=True)
-class BenchConfig:
-    """One column of table 2."""
-    name: str
-    use_controller: bool
-    use_pti: bool
-    use_hrs: bool
-    skip_non_restoration: bool = False
-    label: str = ""
-
-
-CONFIGS: dict[str, BenchConfig] = {
-    "baseline": BenchConfig("baseline", False, False, False, label="no ReSpec"),
-    "hrs": BenchConfig("hrs", True, False, True, skip_non_restoration=True, label="+ HRS"),
-    "pti": BenchConfig("pti", True, True, False, label="+ PTI"),
-    "respec": BenchConfig("respec", True, True, True, label="+ PTI + HRS (ReSpec)"),
-}
-EDITORS = ("flux2", "omnigen2", "sim")
-# Where the A.5 masks come from: "detect" = YOLO-World + SAM on the generated images (the paper);
-# "oracle" = the layers the simulated editor recorded (exact; only with --editor sim).
-MASKS = ("detect", "oracle")
 STAGE_KEYS = ("controller", "select", "rewrite", "editor", "masks", "score", "judge")
-
-
-def parse_configs(spec: str | list[str] | None) -> list[str]:
-    """'all' | 'baseline,respec' | ['pti', 'hrs'] -> config names in table-2 order."""
-    if spec is None:
-        return ["baseline", "respec"]
-    items = spec.split(",") if isinstance(spec, str) else list(spec)
-    names: list[str] = []
-    for item in items:
-        for name in (CONFIGS if item.strip() == "all" else [item.strip()]):
-            if name not in CONFIGS:
-                raise InputError(f"unknown benchmark config {name!r}; use baseline, hrs, pti, respec or all")
-            if name not in names:
-                names.append(name)
-    return [c for c in CONFIGS if c in names]
 
 
 @dataclass
@@ -248,10 +211,6 @@ def load_real_models(settings: BenchSettings) -> BenchModels:
 
 # ------------------------------------------------------------------------------ one scenario
 
-def turn_seed(base: int, scenario_id: str, t: int) -> int:
-    """The editor seed of turn t: the same in every config, so configs are compared pairwise."""
-    return (int(base) + zlib.crc32(f"{scenario_id}:{t}".encode())) % (2 ** 31)
-
 
 def run_turns(scenario: Scenario, config: BenchConfig, models: BenchModels, settings: BenchSettings,
               image=None, timing: TimingHook | None = None) -> History:
@@ -343,32 +302,6 @@ def judge_turns(history: History, judge_backend: Any, seconds: dict[str, float] 
     return summarise_judgements(per_turn, calls)
 
 
-def summarise_judgements(per_turn: list[dict], calls: int | None = None) -> dict:
-    """S_IF (mean over the judged turns that parsed), S_IF_final, per-turn values and records."""
-    vals = [sif_value(r) for r in per_turn]
-    good = [v for v in vals if v is not None]
-    return {"S_IF": sum(good) / len(good) if good else None, "S_IF_turns": vals,
-            "S_IF_final": vals[-1] if vals else None, "judge_records": per_turn,
-            "judge_calls": len(per_turn) if calls is None else calls}
-
-
-def sif_value(res: dict) -> float | None:
-    """The 0-1 S_IF of one judge record (respec.judge gives S_IF = score / 3; None when unparsed)."""
-    if "S_IF_norm" in res:
-        v = res["S_IF_norm"]
-    elif "S_IF" in res:
-        v = res["S_IF"]
-    elif isinstance(res.get("score"), (int, float)):
-        v = res["score"] / 3.0
-    else:
-        v = None
-    try:
-        v = float(v)
-    except (TypeError, ValueError):
-        return None
-    return v if v == v else None
-
-
 def _save_images(out_dir: Path, scenario_id: str, history: History) -> list[str]:
     """Write I_0..I_N as <out>/images/<scenario>/<digest>.png and return their paths (one per
     turn). Named by content, so an image shared by several configs (I_0, a common prefix of turns)
@@ -384,96 +317,6 @@ def _save_images(out_dir: Path, scenario_id: str, history: History) -> list[str]
             os.replace(tmp, p)
         paths.append(str(p.relative_to(out_dir)))
     return paths
-
-
-def turn_records(history: History, scenario: Scenario | None = None) -> list[dict]:
-    """Per-turn records of a generated history (what the row's 'turns' holds). The editor's image
-    ids are the ones recorded with each turn (run_turn's record, or the History Append node's
-    editor_image_ids input); None where nothing was recorded."""
-    out = []
-    for turn in history.turns[1:]:
-        plan, meta = turn.plan, turn.meta or {}
-        t = turn.index
-        if "is_restoration" in meta:
-            flag = meta["is_restoration"]
-        else:
-            flag = scenario.is_restoration(t) if scenario is not None else (plan.is_restoration if plan else None)
-        out.append({"t": t, "stage": meta.get("stage", scenario.turns[t - 1].stage if scenario else None),
-                    "is_restoration": flag,
-                    "instruction": turn.instruction, "sent_instruction": turn.sent_instruction,
-                    "editor_image_ids": _recorded_ids(meta),
-                    "vlm_calls": int(meta.get("vlm_calls", plan.meta.get("vlm_calls", int(plan.vlm_called))
-                                              if plan is not None else 0)),
-                    "fallbacks": list(meta.get("fallbacks", plan.fallbacks if plan is not None else [])),
-                    "seed": meta.get("seed"), "plan": plan.to_dict() if plan is not None else None,
-                    "seconds": meta.get("seconds", {})})
-    return out
-
-
-def _recorded_ids(meta: dict) -> list[int] | None:
-    ids = meta.get(EDITOR_IMAGE_IDS)
-    return [int(i) for i in ids] if isinstance(ids, (list, tuple)) else None
-
-
-def make_row(scenario: Scenario, history: History, score: dict, *, config: str, editor: str,
-             controller: str = "", smoke: bool = False, seed: int | None = None, judge: dict | None = None,
-             masks: Any = None, seconds: dict | None = None, editor_model: str = "",
-             masks_source: str = "detect", true_reference: int | None = None, scorer: str = "") -> dict:
-    """One results row from a generated history and its OCCUR score (the in-process runner and
-    the Results Writer node both use this, so their rows are alike). `true_reference`: the I_ref
-    id the simulated world recorded; reference accuracy is then measured against it."""
-    if len(history) != scenario.num_turns + 1:
-        raise InputError(f"scenario {scenario.id!r} has {scenario.num_turns} turns but the history holds "
-                         f"{len(history) - 1} edits; a results row needs the whole scenario")
-    cfg = CONFIGS.get(config)
-    turns = turn_records(history, scenario)
-    controller = controller or next((t.plan.controller for t in history.turns
-                                     if t.plan is not None and t.plan.vlm_called and t.plan.controller), "")
-    judge = judge or {}
-    plan_r = history.turns[scenario.restoration_turn].plan
-    called = plan_r is not None and plan_r.vlm_called
-    chosen = plan_r.restoration_source_id if called else None
-    truth = scenario.reference_turn if true_reference is None else int(true_reference)
-    correct = (chosen is not None and int(chosen) == truth) if called else None
-    areas = score.get("areas", {}) or {}
-    row = {
-        **scenario.summary(),
-        "status": "ok",
-        "config": config, "use_pti": cfg.use_pti if cfg else None, "use_hrs": cfg.use_hrs if cfg else None,
-        "editor": editor, "editor_model": editor_model, "smoke": bool(smoke),
-        "controller": controller if any(t["vlm_calls"] for t in turns) or called else "",
-        "size": list(history.images[0].size), "seed": seed,
-        "S_restore": score.get("S_restore"), "S_preserve": score.get("S_preserve"), "S_TC": score.get("S_TC"),
-        "judge": bool(judge), "S_IF": judge.get("S_IF"), "S_IF_final": judge.get("S_IF_final"),
-        "S_IF_turns": judge.get("S_IF_turns"),
-        "parts": {"restore": score.get("restore"), "preserve": score.get("preserve")},
-        "whole": score.get("whole_image"),
-        "restore_area_ratio": areas.get("R_restore"), "preserve_area_ratio": areas.get("R_preserve"),
-        "areas": areas,
-        "nan_reason": "; ".join(score.get("reasons") or []) or None,
-        "reference_chosen": chosen, "reference_correct": correct,
-        "reference_truth": "sim world (recorded I_ref)" if true_reference is not None else "scenario annotation",
-        "masks_source": masks_source, "scorer": scorer,
-        "editor_reference_ids": turns[scenario.restoration_turn - 1]["editor_image_ids"],
-        "fallbacks": sorted({f for tr in turns for f in tr["fallbacks"]}),
-        "vlm_calls": sum(tr["vlm_calls"] for tr in turns),
-        "judge_calls": judge.get("judge_calls", 0),
-        "seconds": seconds or _sum_turn_seconds(turns),
-        "turns": turns,
-        "mask_records": _mask_records(masks) if masks is not None else None,
-        "judge_records": judge.get("judge_records"),
-        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
-    row["key"] = row_key(row)
-    return row
-
-
-def _sum_turn_seconds(turns: list[dict]) -> dict:
-    tot: dict[str, float] = {}
-    for tr in turns:
-        for k, v in (tr.get("seconds") or {}).items():
-            tot[k] = round(tot.get(k, 0.0) + float(v), 4)
-    return tot
 
 
 def run_one(scenario: Scenario, config: BenchConfig, models: BenchModels, settings: BenchSettings,
@@ -501,15 +344,6 @@ def run_one(scenario: Scenario, config: BenchConfig, models: BenchModels, settin
     if out_dir is not None and settings.save_images:
         row["images"] = _save_images(out_dir, scenario.id, history)
     return row
-
-
-def _mask_records(masks) -> Any:
-    rec = masks.to_record() if hasattr(masks, "to_record") else getattr(masks, "records", None)
-    try:
-        json.dumps(rec, default=str)
-        return json.loads(json.dumps(rec, default=str))
-    except (TypeError, ValueError):
-        return str(rec)
 
 
 # ------------------------------------------------------------------------------ the whole run

@@ -21,7 +21,8 @@ TINY_SCORER = "lpips+clip (tiny random weights: their files were not found; only
 
 def load_sim_models(settings):
     """BenchModels for the sim world (see the module docstring)."""
-    from ..bench.runner import CONFIGS, BenchModels, tiny_controller
+    from ..bench.configs import CONFIGS
+    from ..bench.runner import BenchModels, tiny_controller
     from ..tiny.eval_models import build_tiny_clip, build_tiny_masker, build_tiny_scorer
 
     mode = settings.masks_mode()

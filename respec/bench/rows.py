@@ -1,0 +1,165 @@
+"""Results rows: one row per scenario x config x editor, the same for every way a scenario was
+run (the in-process runner, or a ComfyUI graph through the Results Writer node).
+
+A row is made from the generated history (each turn's meta holds what the turn recorded:
+seed, stage, the editor's image ids, VLM calls, fallbacks, seconds), the OCCUR score and,
+optionally, the S_IF judge records.
+"""
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from ..errors import InputError
+from ..history import History
+from ..metrics import reference_selection_correct
+from ..turn import EDITOR_IMAGE_IDS
+from .configs import CONFIGS
+from .results import row_key
+from .scenario import Scenario
+
+ROW_SOURCE_COMFYUI = "comfyui"   # the `source` of a row written by the Results Writer node
+
+
+def summarise_judgements(per_turn: list[dict], calls: int | None = None) -> dict:
+    """S_IF (mean over the judged turns that parsed), S_IF_final, per-turn values and records."""
+    vals = [sif_value(r) for r in per_turn]
+    good = [v for v in vals if v is not None]
+    return {"S_IF": sum(good) / len(good) if good else None, "S_IF_turns": vals,
+            "S_IF_final": vals[-1] if vals else None, "judge_records": per_turn,
+            "judge_calls": len(per_turn) if calls is None else calls}
+
+
+def sif_value(res: dict) -> float | None:
+    """The 0-1 S_IF of one judge record (respec.judge gives S_IF = score / 3; None when unparsed)."""
+    if "S_IF_norm" in res:
+        v = res["S_IF_norm"]
+    elif "S_IF" in res:
+        v = res["S_IF"]
+    elif isinstance(res.get("score"), (int, float)):
+        v = res["score"] / 3.0
+    else:
+        v = None
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        return None
+    return v if v == v else None
+
+
+def turn_records(history: History, scenario: Scenario | None = None) -> list[dict]:
+    """Per-turn records of a generated history (what the row's 'turns' holds). The editor's image
+    ids are the ones recorded with each turn (run_turn's record, or the History Append node's
+    editor_image_ids input); None where nothing was recorded."""
+    out = []
+    for turn in history.turns[1:]:
+        plan, meta = turn.plan, turn.meta or {}
+        t = turn.index
+        if "is_restoration" in meta:
+            flag = meta["is_restoration"]
+        else:
+            flag = scenario.is_restoration(t) if scenario is not None else (plan.is_restoration if plan else None)
+        out.append({"t": t, "stage": meta.get("stage", scenario.turns[t - 1].stage if scenario else None),
+                    "is_restoration": flag,
+                    "instruction": turn.instruction, "sent_instruction": turn.sent_instruction,
+                    "editor_image_ids": _recorded_ids(meta),
+                    "vlm_calls": int(meta.get("vlm_calls", plan.meta.get("vlm_calls", int(plan.vlm_called))
+                                              if plan is not None else 0)),
+                    "fallbacks": list(meta.get("fallbacks", plan.fallbacks if plan is not None else [])),
+                    "seed": meta.get("seed"), "plan": plan.to_dict() if plan is not None else None,
+                    "seconds": meta.get("seconds", {})})
+    return out
+
+
+def _recorded_ids(meta: dict) -> list[int] | None:
+    ids = meta.get(EDITOR_IMAGE_IDS)
+    return [int(i) for i in ids] if isinstance(ids, (list, tuple)) else None
+
+
+def make_row(scenario: Scenario, history: History, score: dict, *, config: str, editor: str,
+             controller: str = "", smoke: bool = False, seed: int | None = None, judge: dict | None = None,
+             masks: Any = None, seconds: dict | None = None, editor_model: str = "",
+             masks_source: str = "detect", true_reference: int | None = None, scorer: str = "") -> dict:
+    """One results row from a generated history and its OCCUR score (the in-process runner and
+    the Results Writer node both use this, so their rows are alike). `true_reference`: the I_ref
+    id the simulated world recorded; reference accuracy is then measured against it."""
+    if len(history) != scenario.num_turns + 1:
+        raise InputError(f"scenario {scenario.id!r} has {scenario.num_turns} turns but the history holds "
+                         f"{len(history) - 1} edits; a results row needs the whole scenario")
+    cfg = CONFIGS.get(config)
+    turns = turn_records(history, scenario)
+    controller = controller or next((t.plan.controller for t in history.turns
+                                     if t.plan is not None and t.plan.vlm_called and t.plan.controller), "")
+    judge = judge or {}
+    plan_r = history.turns[scenario.restoration_turn].plan
+    called = plan_r is not None and plan_r.vlm_called
+    chosen = plan_r.restoration_source_id if called else None
+    truth = scenario.reference_turn if true_reference is None else int(true_reference)
+    correct = reference_selection_correct(plan_r, truth) if called else None
+    areas = score.get("areas", {}) or {}
+    row = {
+        **scenario.summary(),
+        "status": "ok",
+        "config": config, "use_pti": cfg.use_pti if cfg else None, "use_hrs": cfg.use_hrs if cfg else None,
+        "editor": editor, "editor_model": editor_model, "smoke": bool(smoke),
+        "controller": controller if any(t["vlm_calls"] for t in turns) or called else "",
+        "size": list(history.images[0].size), "seed": seed,
+        "S_restore": score.get("S_restore"), "S_preserve": score.get("S_preserve"), "S_TC": score.get("S_TC"),
+        "judge": bool(judge), "S_IF": judge.get("S_IF"), "S_IF_final": judge.get("S_IF_final"),
+        "S_IF_turns": judge.get("S_IF_turns"),
+        "parts": {"restore": score.get("restore"), "preserve": score.get("preserve")},
+        "whole": score.get("whole_image"),
+        "restore_area_ratio": areas.get("R_restore"), "preserve_area_ratio": areas.get("R_preserve"),
+        "areas": areas,
+        "nan_reason": "; ".join(score.get("reasons") or []) or None,
+        "reference_chosen": chosen, "reference_correct": correct,
+        "reference_truth": "sim world (recorded I_ref)" if true_reference is not None else "scenario annotation",
+        "masks_source": masks_source, "scorer": scorer,
+        "editor_reference_ids": turns[scenario.restoration_turn - 1]["editor_image_ids"],
+        "fallbacks": sorted({f for tr in turns for f in tr["fallbacks"]}),
+        "vlm_calls": sum(tr["vlm_calls"] for tr in turns),
+        "judge_calls": judge.get("judge_calls", 0),
+        "seconds": seconds or _sum_turn_seconds(turns),
+        "turns": turns,
+        "mask_records": _mask_records(masks) if masks is not None else None,
+        "judge_records": judge.get("judge_records"),
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    row["key"] = row_key(row)
+    return row
+
+
+def graph_row(scenario: Scenario, history: History, score: dict, *, config: str, editor: str,
+              judge_records: list | dict | None = None) -> dict:
+    """The row of a scenario that a ComfyUI graph ran (the Results Writer node's row): make_row
+    with S_IF from the Instruction Judge's record(s) (one, or a list of per-turn records), the
+    seed of the graph's first turn (its History Append meta; the remote runner sets it from
+    turn_seed) and source 'comfyui'."""
+    if not editor.strip():
+        raise InputError("editor is empty; name the editor this graph used (e.g. flux2)")
+    judge = None
+    if judge_records is not None:
+        judge = summarise_judgements(judge_records if isinstance(judge_records, list) else [judge_records])
+    seeds = [t.meta.get("seed") for t in history.turns[1:] if isinstance(t.meta, dict)]
+    row = make_row(scenario, history, score, config=config, editor=editor.strip(), judge=judge,
+                   seed=seeds[0] if seeds and seeds[0] is not None else None)
+    row["source"] = ROW_SOURCE_COMFYUI
+    return row
+
+
+def _sum_turn_seconds(turns: list[dict]) -> dict:
+    tot: dict[str, float] = {}
+    for tr in turns:
+        for k, v in (tr.get("seconds") or {}).items():
+            tot[k] = round(tot.get(k, 0.0) + float(v), 4)
+    return tot
+
+
+def _mask_records(masks) -> Any:
+    rec = masks.to_record() if hasattr(masks, "to_record") else getattr(masks, "records", None)
+    try:
+        json.dumps(rec, default=str)
+        return json.loads(json.dumps(rec, default=str))
+    except (TypeError, ValueError):
+        return str(rec)
