@@ -368,7 +368,7 @@ def test_a_scenario_prompt_sets_the_scenario_the_config_and_each_slots_seed():
     from respec.bench.scenario import load_dataset
     ds = load_dataset("occur_sample")
     sc = ds.by_id("coffee_3t_move")
-    wf = workflow.load_api_workflow(workflow.default_workflow("pti", "flux2"))
+    wf = workflow.load_api_workflow(workflow.default_workflow("pti", "flux2", route="diffusers"))
     p = workflow.scenario_prompt(wf, ds, sc.id, "pti", "flux2", seed=4, size=96, steps=2)
     loader = next(n for n in p.values() if n["class_type"] == workflow.SCENARIO_LOADER)
     assert (loader["inputs"]["dataset"], loader["inputs"]["index"], loader["inputs"]["max_side"]) == \
