@@ -102,7 +102,9 @@ def rgb_array(img: Any) -> np.ndarray:
 
 
 def as_mask(mask: Any, what: str = "mask") -> np.ndarray:
-    """bool H×W from a bool/0-1/uint8 array (values > 0.5 count as inside; uint8 > 127)."""
+    """bool H×W from a mask array of any dtype: bool as is; values that are all 0 or 1 mark
+    their ones; otherwise a 0..255 scale (any value above 1) counts above 127 as inside, and a
+    0..1 float scale above 0.5."""
     m = np.asarray(mask)
     if m.ndim == 3 and m.shape[0] == 1:
         m = m[0]
@@ -112,9 +114,12 @@ def as_mask(mask: Any, what: str = "mask") -> np.ndarray:
         raise InputError(f"{what}: expected an H×W mask, got shape {m.shape}")
     if m.dtype == bool:
         return m
-    if m.dtype == np.uint8:
-        return m > 127
-    return m.astype(np.float64) > 0.5
+    if m.dtype.kind not in "uif":
+        raise InputError(f"{what}: expected a numeric or bool mask, got dtype {m.dtype}")
+    if ((m == 0) | (m == 1)).all():
+        return m == 1
+    m = m.astype(np.float64)
+    return m > 127.5 if m.max(initial=0.0) > 1.0 else m > 0.5
 
 
 def resize_mask(mask: np.ndarray, shape_hw: tuple[int, int]) -> np.ndarray:

@@ -69,11 +69,27 @@ class StageTimer:
         return {k: {"seconds": round(v, 6), "calls": self.calls[k]} for k, v in sorted(self.seconds.items())}
 
 
+MIN_SIDE = 32               # AlexNet-LPIPS needs at least this many pixels per side
+ASPECT_TOLERANCE = 0.05     # relative aspect-ratio difference still resized (editors round sizes to 16 px)
+
+
 def prepare_pair(generated: Any, reference: Any) -> tuple[np.ndarray, np.ndarray, dict]:
-    """RGB uint8 arrays of the same size: the generated image is resized (bicubic) to the reference's."""
+    """RGB uint8 arrays of the same size: the generated image is resized (bicubic) to the
+    reference's, recorded in info["generated_resized_from"]. Refused (InputError): a side under
+    MIN_SIDE, or aspect ratios more than ASPECT_TOLERANCE apart (resizing would stretch the content
+    and compare misplaced pixels)."""
     ref = rgb_array(reference)
     gen = rgb_array(generated)
+    for name, a in (("generated", gen), ("reference", ref)):
+        if min(a.shape[:2]) < MIN_SIDE:
+            raise InputError(f"the {name} image is {a.shape[1]}×{a.shape[0]} px; the scores need images of at "
+                             f"least {MIN_SIDE}×{MIN_SIDE} px (AlexNet-LPIPS cannot read smaller ones)")
     info: dict = {"size": [ref.shape[1], ref.shape[0]]}
+    ratio = (gen.shape[1] / gen.shape[0]) / (ref.shape[1] / ref.shape[0])
+    if abs(ratio - 1.0) > ASPECT_TOLERANCE:
+        raise InputError(f"the generated image ({gen.shape[1]}×{gen.shape[0]}) and the reference "
+                         f"({ref.shape[1]}×{ref.shape[0]}) have different aspect ratios; resizing one to the "
+                         "other would stretch the content. Edit at the reference's size (or crop both alike).")
     if gen.shape != ref.shape:
         info["generated_resized_from"] = [gen.shape[1], gen.shape[0]]
         gen = np.asarray(Image.fromarray(gen).resize((ref.shape[1], ref.shape[0]), Image.BICUBIC))

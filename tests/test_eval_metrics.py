@@ -297,3 +297,42 @@ def test_weights_of_another_architecture_are_refused_clearly(tmp_path):
     with pytest.raises(CorruptWeightsError, match="AlexNet"):
         metric_models.load_scorer("not-alexnet.pth", str(files["clip"]), clip_arch=TINY_CLIP_CFG, device="cpu")
     models.CACHE.clear()
+
+
+# ----------------------------------------------------------------------------- input edge cases
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int32, np.float32, np.float64, np.int64])
+def test_zero_one_masks_of_any_dtype_mark_their_ones(dtype):
+    from respec.images import as_mask
+    m = np.zeros((8, 8), dtype)
+    m[2:5, 3:6] = 1
+    assert as_mask(m).sum() == 9 and as_mask(m)[3, 4]
+
+
+def test_0_255_and_0_1_float_masks_keep_their_meaning():
+    from respec.images import as_mask
+    assert as_mask(np.array([[0, 255], [128, 127]], np.uint8)).tolist() == [[False, True], [True, False]]
+    assert as_mask(np.array([[0.0, 0.7], [0.2, 1.0]])).tolist() == [[False, True], [False, True]]
+    assert as_mask(np.array([[0.0, 200.0], [100.0, 255.0]], np.float32)).tolist() == [[False, True], [False, True]]
+
+
+def test_a_uint8_zero_one_mask_scores_like_the_bool_mask(scorer):
+    s = (64, 64)
+    region = box(s, 8, 40, 8, 40)
+    as_bool = scorer.sim(photo(3), photo(4), region)
+    as_uint8 = scorer.sim(photo(3), photo(4), region.astype(np.uint8))
+    assert not math.isnan(as_uint8["sim"]) and as_uint8["sim"] == as_bool["sim"]
+
+
+def test_images_under_32_px_are_refused_clearly_not_crashed_inside_lpips(scorer):
+    with pytest.raises(InputError, match=r"24×24 px.*at least 32×32"):
+        scorer.sim(photo(1, 24), photo(2, 24))
+
+
+def test_a_different_aspect_ratio_is_refused_not_stretched(scorer):
+    wide = np.asarray(Image.fromarray(photo(5, 64)).resize((96, 48)))
+    with pytest.raises(InputError, match=r"96×48.*64×64.*different aspect ratios"):
+        scorer.sim(wide, photo(6, 64))
+    # rounding to a multiple of 16 (an editor's output size) is within the tolerance and recorded
+    near = np.asarray(Image.fromarray(photo(5, 64)).resize((64, 66)))
+    assert scorer.sim(near, photo(6, 64))["generated_resized_from"] == [64, 66]
