@@ -600,8 +600,9 @@ def load_yolo_world(path: str | Path, device=None):
     return model
 
 
-def build_sam(sam_type: str, state: dict | None = None, device=None):
-    """segment-anything's model of `sam_type` (vit_h / vit_l / vit_b) with `state` loaded (random if None)."""
+def build_sam(sam_type: str, state: dict | None = None, device=None, source: str | Path | None = None):
+    """segment-anything's model of `sam_type` (vit_h / vit_l / vit_b) with `state` loaded (random if
+    None); `source` (the checkpoint's path) is named when the state does not fit."""
     from segment_anything import sam_model_registry
     if sam_type not in SAM_FILES:
         raise InputError(f"unknown SAM type {sam_type!r}; use one of {sorted(SAM_FILES)}")
@@ -610,8 +611,9 @@ def build_sam(sam_type: str, state: dict | None = None, device=None):
         try:
             sam.load_state_dict(state, strict=True)
         except RuntimeError as e:
-            raise CorruptWeightsError(f"The SAM checkpoint does not fit SAM {sam_type} ({str(e)[:300]}); "
-                                      f"pick the sam_type that matches the file ({SAM_FILES}).") from e
+            raise CorruptWeightsError(f"The SAM checkpoint {source or '(given as a state dict)'} does not fit SAM "
+                                      f"{sam_type} ({str(e)[:300]}); pick the sam_type that matches the file "
+                                      f"({SAM_FILES}), or use the official file for {sam_type}.") from e
     sam.eval().requires_grad_(False)
     return sam.to(device or "cpu")
 
@@ -635,7 +637,7 @@ def load_masker(yolo_weights: str = DEFAULT_YOLO, sam_type: str = "vit_h", sam_w
     clip = load_clip_model(clip_weights, arch=clip_arch, allow_download=allow_download, device=dev)
     yolo = models.cached(("yolo_world", str(yolo_path), str(dev)), lambda: load_yolo_world(yolo_path, dev))
     sam = models.cached(("sam", sam_type, str(sam_path), str(dev)),
-                        lambda: build_sam(sam_type, models.load_torch_file(sam_path), dev))
+                        lambda: build_sam(sam_type, models.load_torch_file(sam_path), dev, source=sam_path))
     return models.cached(("masker", str(yolo_path), str(sam_path), repr(clip_weights), str(dev), conf, accept, imgsz),
                          lambda: Masker(yolo, sam, clip, conf=conf, accept=accept, imgsz=imgsz, device=dev,
                                         name=f"yolo:{yolo_path.name}+sam:{sam_path.name}"))

@@ -166,6 +166,21 @@ def load_safetensors(path: str | Path) -> dict:
             f"(size {path.stat().st_size if path.exists() else 0} bytes); download it again.") from e
 
 
+def read_json_object(path: str | Path, how_to_get: str) -> dict:
+    """A model folder's JSON file (config.json, model_index.json ...) as a dict; an unreadable,
+    truncated or non-object file raises CorruptWeightsError naming it and how to get it again."""
+    import json
+    path = Path(path)
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise CorruptWeightsError(f"{path} is damaged ({type(e).__name__}: {e}); it may be truncated. "
+                                  f"{how_to_get}") from e
+    if not isinstance(value, dict):
+        raise CorruptWeightsError(f"{path} is not a JSON object (it holds a {type(value).__name__}); {how_to_get}")
+    return value
+
+
 def load_state_file(path: str | Path) -> dict:
     """A state dict from .safetensors or a torch checkpoint (weights_only)."""
     p = str(path)

@@ -225,3 +225,14 @@ def test_quantised_loading_needs_a_cuda_gpu(tiny_qwen_dir, monkeypatch):
     assert "CUDA" in str(e.value)
     with pytest.raises(InputError, match="unknown quantization"):
         load_backend("qwen3-vl", str(tiny_qwen_dir), device="cpu", quantization="3-bit")
+
+
+@pytest.mark.parametrize("template", ["", "   \n", "{% for m in messages %}{{ m['content'] }}", "{{ messages[0]['content' }}"])
+def test_a_damaged_or_empty_chat_template_is_named_at_load(tiny_qwen_dir, tmp_path, template):
+    import shutil
+    folder = tmp_path / "damaged-template"
+    shutil.copytree(tiny_qwen_dir, folder)
+    (folder / "chat_template.jinja").write_text(template)
+    with pytest.raises(CorruptWeightsError) as info:
+        load_backend("qwen3-vl", str(folder))     # at load, not at the first chat
+    assert str(folder / "chat_template.jinja") in str(info.value)

@@ -132,3 +132,15 @@ def test_hugging_face_id_not_cached_locally_needs_download_consent(pack, loader,
         loader.load(model="black-forest-labs/FLUX.2-klein-base-4B", transformer_file="(none)",
                     text_encoder_file="(none)", vae_file="(none)", dtype="fp32", offload="none",
                     allow_download=False)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "not_an_object"])
+@pytest.mark.parametrize("name", ["model_index.json", "transformer/config.json", "vae/config.json"])
+def test_a_damaged_config_json_is_named_with_what_to_do(pack, loader, single_files, name, damage):
+    errors = core(pack, "errors")
+    path = _models_dir() / "diffusers" / single_files["config"] / name
+    text = path.read_text()
+    path.write_text({"truncated": text[: len(text) // 2], "empty": "", "not_an_object": "[1, 2]"}[damage])
+    with pytest.raises(errors.CorruptWeightsError) as info:
+        _load(loader, single_files)
+    assert str(path) in str(info.value) and "download" in str(info.value)

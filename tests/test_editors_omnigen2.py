@@ -169,3 +169,20 @@ def test_omnigen2_same_seed_same_noise(pack):
         editor.edit([np.zeros((64, 64, 3), np.uint8)], "x", output_size=(64, 64), seed=seed, steps=1)
     noises = [c["noise"] for c in pipe.calls]
     assert noises[0] == noises[1] != noises[2]
+
+
+@pytest.mark.parametrize("init, expected", [("def broken(:\n", "SyntaxError"),
+                                            ("import omnigen2_missing_dependency_xyz\n", "omnigen2_missing_dependency_xyz"),
+                                            ("raise RuntimeError('half-installed')\n", "half-installed")])
+def test_a_broken_omnigen2_package_gives_the_packs_error_naming_the_folder(pack, no_omnigen2, tmp_path,
+                                                                           monkeypatch, init, expected):
+    omnigen2 = core(pack, "editors.omnigen2")
+    pkg = tmp_path / "OmniGen2" / "omnigen2"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(init)
+    monkeypatch.setenv("RESPEC_OMNIGEN2_PATH", str(tmp_path / "OmniGen2"))
+    with pytest.raises(omnigen2.OmniGen2NotInstalled) as info:
+        omnigen2.import_omnigen2()
+    message = str(info.value)
+    assert expected in message and str(pkg) in message and "failed to import" in message
+    assert "omnigen2" not in sys.modules

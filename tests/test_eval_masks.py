@@ -13,11 +13,12 @@ import torch
 from PIL import Image
 
 from respec import masks
-from respec.errors import DownloadNotAllowedError, InputError, MissingWeightsError
+from respec.errors import CorruptWeightsError, DownloadNotAllowedError, InputError, MissingWeightsError
 from respec.history import History
 from respec.masks import Masker, clip_box, parse_labels_per_turn, query_chain, simple_singular
 from respec.tiny.eval_models import (build_tiny_clip, build_tiny_sam, build_tiny_yolo_world, save_tiny_eval_files,
                                      tune_detector)
+from respec.tiny.eval_models import TINY_CLIP_CFG
 
 CHAIN = ["red flowers", "flowers", "flower", "traffic cone"]
 
@@ -341,3 +342,14 @@ def test_importing_ultralytics_leaves_pil_image_open_alone():
         pass
     assert Image.open is before
     assert Image.open.__module__ == "PIL.Image"
+
+
+def test_a_sam_checkpoint_of_the_wrong_size_names_the_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("RESPEC_ALLOW_DOWNLOADS", "0")
+    files = save_tiny_eval_files(tmp_path / "w")
+    sam_file = tmp_path / "w" / "my-sam.pth"
+    torch.save(build_tiny_sam(0).state_dict(), sam_file)          # a SAM, but not a vit_b
+    with pytest.raises(CorruptWeightsError) as info:
+        masks.load_masker(str(files["yolo"]), "vit_b", str(sam_file), str(files["clip"]),
+                          clip_arch=TINY_CLIP_CFG, device="cpu")
+    assert str(sam_file) in str(info.value) and "vit_b" in str(info.value)

@@ -11,7 +11,6 @@ Weights come from one of two places (both cached once per setting in respec.mode
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
@@ -224,6 +223,8 @@ def _resolve_source(source: str, allow_download: bool | None, configs_only: bool
         missing.append("tokenizer/")
     if missing:
         raise MissingWeightsError(f"{', '.join(missing)} of the FLUX.2 pipeline {source}", [str(folder)], how)
+    for f in _CONFIG_FILES:   # a truncated download fails here, naming the file, not deep in a library
+        models.read_json_object(folder / f, "Download the configs again: " + how)
     return folder
 
 
@@ -231,7 +232,7 @@ def _build_editor(source: str, folder: Path, files: dict, torch_dtype, device, o
     from diffusers import FlowMatchEulerDiscreteScheduler, Flux2KleinPipeline
     from transformers import AutoTokenizer
 
-    index = json.loads((folder / "model_index.json").read_text())
+    index = models.read_json_object(folder / "model_index.json", HOW_TO_GET_CONFIGS)
     loaders = {"transformer": (load_transformer_file, _load_transformer_folder),
                "text_encoder": (load_text_encoder_file, _load_text_encoder_folder),
                "vae": (load_vae_file, _load_vae_folder)}

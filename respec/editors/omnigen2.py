@@ -56,9 +56,9 @@ def import_omnigen2() -> dict:
     without touching sys.path.
     """
     path = (os.environ.get("RESPEC_OMNIGEN2_PATH") or "").strip()
-    if path and "omnigen2" not in sys.modules:
-        _register_from_folder(_owner_folder(Path(path).expanduser()))
     try:
+        if path and "omnigen2" not in sys.modules:
+            _register_from_folder(_owner_folder(Path(path).expanduser()))
         pipeline = importlib.import_module(_PIPELINE_MODULE)
         transformer = importlib.import_module(_TRANSFORMER_MODULE)
         scheduler = importlib.import_module(_SCHEDULER_MODULE)
@@ -66,14 +66,38 @@ def import_omnigen2() -> dict:
         if e.name and (e.name == "omnigen2" or e.name.startswith("omnigen2.")):
             where = f" (looked in {path})" if path else ""
             raise OmniGen2NotInstalled(f"The OmniGen2 package is not installed{where}.\n{INSTALL_HELP}") from None
+        _forget_omnigen2()
+        where = _package_folder()
         raise OmniGen2NotInstalled(
-            f"OmniGen2 was found but one of its dependencies is missing: {e}.\n"
-            f"Run `pip install -r requirements.txt` from the OmniGen2 folder.") from e
-    except ImportError as e:
-        raise OmniGen2NotInstalled(f"OmniGen2 was found but failed to import ({e}).\n{INSTALL_HELP}") from e
+            f"OmniGen2 was found{f' in {where}' if where else ''} but failed to import: one of its dependencies "
+            f"is missing ({e}).\nRun `pip install -r requirements.txt` from the OmniGen2 folder.") from e
+    except OmniGen2NotInstalled:
+        raise
+    except Exception as e:  # ImportError, SyntaxError, anything its package raises while importing
+        _forget_omnigen2()
+        where = _package_folder()
+        raise OmniGen2NotInstalled(f"OmniGen2 was found{f' in {where}' if where else ''} but failed to import "
+                                   f"({type(e).__name__}: {e}). Reinstall it (a fresh clone, then `pip install -r "
+                                   f"requirements.txt` in it).\n{INSTALL_HELP}") from e
     return {"pipeline": pipeline.OmniGen2Pipeline,
             "transformer": transformer.OmniGen2Transformer2DModel,
             "scheduler": scheduler.FlowMatchEulerDiscreteScheduler}
+
+
+def _forget_omnigen2() -> None:
+    """Drop a half-imported omnigen2 (so a fixed installation imports afresh)."""
+    for name in [k for k in sys.modules if k == "omnigen2" or k.startswith("omnigen2.")]:
+        del sys.modules[name]
+
+
+def _package_folder() -> str:
+    """Where the omnigen2 package that failed lives, if known."""
+    path = (os.environ.get("RESPEC_OMNIGEN2_PATH") or "").strip()
+    if path:
+        p = Path(path).expanduser()
+        return str(p if p.name == "omnigen2" else p / "omnigen2")
+    spec = importlib.util.find_spec("omnigen2") if "omnigen2" not in sys.modules else None
+    return str(Path(spec.origin).parent) if spec is not None and spec.origin else ""
 
 
 def _owner_folder(path: Path) -> Path:

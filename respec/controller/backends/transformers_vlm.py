@@ -101,6 +101,26 @@ def _device(name: str | None):
         raise InputError(f"unknown device {name!r}; use auto, cpu, cuda, cuda:N or mps") from None
 
 
+def _check_chat_template(processor, folder: Path, kind: str) -> None:
+    """The chat template must be there and compile now: a damaged one would otherwise fail only
+    at the first chat, naming no file. CorruptWeightsError names the file and what to do."""
+    from jinja2 import TemplateError
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+    where = next((folder / n for n in ("chat_template.jinja", "chat_template.json") if (folder / n).exists()),
+                 folder)
+    template = getattr(processor, "chat_template", None) or \
+        getattr(getattr(processor, "tokenizer", None), "chat_template", None)
+    if isinstance(template, dict):   # named templates: the default one is what chats use
+        template = template.get("default")
+    fix = f"restore the file from the model's release. {HOW_TO_GET[kind]}"
+    if not isinstance(template, str) or not template.strip():
+        raise CorruptWeightsError(f"the {kind} controller has no chat template: {where} is empty or missing; {fix}")
+    try:
+        ImmutableSandboxedEnvironment().from_string(template)
+    except TemplateError as e:
+        raise CorruptWeightsError(f"the chat template in {where} is damaged ({type(e).__name__}: {e}); {fix}") from e
+
+
 class _ProgressAndInterrupt:
     """A StoppingCriteria that advances the progress bar once per generated token; the bar's
     update is also the interrupt check, so a cancel stops generation within one token."""
@@ -161,6 +181,7 @@ class TransformersVLM:
             raise CorruptWeightsError(f"could not load the {kind} controller from {self.folder} "
                                       f"({type(e).__name__}: {e}). The folder may be incomplete; "
                                       f"{HOW_TO_GET[kind]}") from e
+        _check_chat_template(self.processor, Path(self.folder), kind)
         # Inside ComfyUI its memory manager places (and on /free unloads) the weights.
         self.managed = comfy.manage(self.model, self.device, keep_loaded=self.keep_loaded, name=self.name,
                                     movable=quant is None)
