@@ -15,6 +15,10 @@ ComfyUI. It follows ComfyUI 0.8's server.py / execution.py / main.py:
   executing message.
 - GET /history/{prompt_id}  -> {} until done, then {prompt_id: {"prompt", "outputs", "status"}}
 - POST /interrupt, POST /queue {"delete": [...]} (recorded)
+- POST /upload/image (multipart: image, subfolder, type, overwrite) -> {"name", "subfolder", "type"};
+  GET /view?filename=&subfolder=&type= serves what was uploaded or what `execute` stored in
+  `srv.files[(type, subfolder, filename)]`
+- `routes(table)` adds more routes (e.g. the pack's own /respec/ routes) to an aiohttp RouteTableDef
 
 Prompts are executed one at a time by a worker task (like ComfyUI's queue). What a prompt
 "produces" comes from `execute(prompt) -> {node_id: ui_output}` given by the test.
@@ -49,7 +53,7 @@ class FakeComfyUI:
                  output_nodes: set[str] = frozenset(), fail_after: int | None = None,
                  reject_500: bool = False, step_delay: float = 0.0,
                  execution_error_for: Callable[[dict], str | None] | None = None,
-                 silent_ws: bool = False):
+                 silent_ws: bool = False, routes: Callable[[web.RouteTableDef], None] | None = None):
         self.node_info = node_info
         self.execute = execute
         self.output_nodes = set(output_nodes)
@@ -58,6 +62,8 @@ class FakeComfyUI:
         self.step_delay = step_delay
         self.execution_error_for = execution_error_for
         self.silent_ws = silent_ws             # accept websockets but never send on them
+        self.routes = routes
+        self.files: dict[tuple[str, str, str], bytes] = {}   # (type, subfolder, filename) -> bytes
         self.accepted: list[str] = []          # prompt ids accepted, in order
         self.completed: list[str] = []         # prompt ids that finished successfully
         self.prompts: dict[str, dict] = {}
@@ -131,6 +137,22 @@ class FakeComfyUI:
         body = await request.json()
         self.deleted.extend(body.get("delete") or [])
         return web.Response(status=200)
+
+    async def _upload_image(self, request):
+        form = await request.post()
+        image = form.get("image")
+        if image is None or not getattr(image, "filename", None):
+            return web.Response(status=400)
+        kind, sub = str(form.get("type") or "input"), str(form.get("subfolder") or "")
+        self.files[(kind, sub, image.filename)] = image.file.read()
+        return web.json_response({"name": image.filename, "subfolder": sub, "type": kind})
+
+    async def _view(self, request):
+        q = request.query
+        key = (q.get("type", "output"), q.get("subfolder", ""), q.get("filename", ""))
+        if key not in self.files:
+            return web.Response(status=404)
+        return web.Response(body=self.files[key], content_type="image/png")
 
     async def _ws(self, request):
         ws = web.WebSocketResponse()
@@ -223,6 +245,12 @@ class FakeComfyUI:
             app.router.add_post("/interrupt", self._interrupt)
             app.router.add_post("/queue", self._post_queue)
             app.router.add_get("/ws", self._ws)
+            app.router.add_post("/upload/image", self._upload_image)
+            app.router.add_get("/view", self._view)
+            if self.routes is not None:
+                table = web.RouteTableDef()
+                self.routes(table)
+                app.add_routes(table)
             runner = web.AppRunner(app, handle_signals=False)
             await runner.setup()
             site = web.TCPSite(runner, "127.0.0.1", self.port)

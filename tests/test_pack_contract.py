@@ -252,3 +252,12 @@ def test_every_display_name_ends_in_respec_and_search_aliases_are_plain_words(pa
         assert isinstance(aliases, list) and all(isinstance(a, str) and a == a.lower() and a for a in aliases), name
     everything = {a for al in with_aliases.values() for a in al}
     assert {"undo", "occlusion", "restore", "reveal", "yolo", "sam"} <= everything
+
+
+def test_the_registry_publish_workflow_publishes_this_publishers_pack():
+    import tomllib
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    flow = (ROOT / ".github/workflows/publish.yml").read_text()
+    assert "Comfy-Org/publish-node-action@" in flow and "secrets.REGISTRY_ACCESS_TOKEN" in flow
+    assert "pyproject.toml" in flow and meta["tool"]["comfy"]["PublisherId"] in flow
+    assert meta["project"]["name"] and re.fullmatch(r"\d+\.\d+\.\d+", meta["project"]["version"])
