@@ -33,7 +33,7 @@ class ReSpecUnloadModels:
         return float("nan")  # unload every time it is queued
 
     def unload(self, after=None):
-        summary = models.unload_all()
+        summary = models.unload_all(unload_from_comfyui=True)   # on ComfyUI's prompt worker
         return {"ui": {"text": [json.dumps(summary)]}, "result": (json.dumps(summary, indent=1),)}
 
 

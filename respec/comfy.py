@@ -451,16 +451,22 @@ def on_free(fn: Callable[[], None]) -> Callable[[], None]:
     return lambda: _free_listeners.remove(fn) if fn in _free_listeners else None
 
 
-def release_models() -> dict:
-    """Unload every model of the pack and drop the pack's caches (what /free and the
-    "Unload ReSpec models" node do). Other nodes' models stay loaded. Returns a summary."""
+def release_models(unload_from_comfyui: bool = False) -> dict:
+    """Drop the pack's caches so nothing of the pack references its models any more (what /free,
+    the panel's button and the "Unload ReSpec models" node do); other nodes' models stay loaded.
+
+    unload_from_comfyui: also take the pack's models out of ComfyUI's loaded-model list. Only
+    ComfyUI's prompt worker (a node running) may change that list; from any other thread (an
+    HTTP handler) leave it to ComfyUI, whose list holds models weakly: a model nothing references
+    any more is freed and its entry cleaned up by ComfyUI itself. Returns a summary.
+    """
     for fn in list(_free_listeners):
         try:
             fn()
         except Exception:
             log.exception("a model-release listener failed")
     unloaded = 0
-    mm = _try_import("comfy.model_management") if in_comfyui() else None
+    mm = _try_import("comfy.model_management") if (in_comfyui() and unload_from_comfyui) else None
     if mm is not None:
         ours = {id(m.patcher) for m in list(_MANAGED) if m.patcher is not None}
         loaded = mm.current_loaded_models
@@ -493,6 +499,7 @@ def listen_to_free(app) -> bool:
 
     ComfyUI's /free only sets flags for its prompt worker, which then unloads the models it manages
     and clears its node cache; the pack's own cache must let go too, or the weights stay referenced.
+    The worker does the unloading: this handler only drops the pack's references.
     An aiohttp middleware watches the request (added before the server starts; False if too late).
     """
     from aiohttp import web as aioweb

@@ -76,9 +76,10 @@ def loaded_models() -> dict:
             "comfyui_loaded": sorted(comfy.comfy_loaded_models())}
 
 
-def unload_all() -> dict:
-    """Unload every model of the pack and drop its cache (what /free does); returns what is left."""
-    summary = comfy.release_models()
+def unload_all(unload_from_comfyui: bool = False) -> dict:
+    """Drop the pack's model cache (what /free does) and, from a running node, unload its models from
+    ComfyUI's memory manager (comfy.release_models); returns the summary and what is left."""
+    summary = comfy.release_models(unload_from_comfyui)
     return {**summary, **loaded_models()}
 
 

@@ -501,6 +501,6 @@ def models_status() -> Response:
 
 
 def unload_models() -> Response:
-    """POST /respec/models/unload: unload the pack's models and drop its caches (like /free, but
-    other nodes' models stay loaded)."""
+    """POST /respec/models/unload: drop the pack's caches (like /free, but other nodes' models stay
+    loaded); models the last prompt's node outputs still hold are listed as still referenced."""
     return _guard(lambda: json_response(models.unload_all()))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import types
+import weakref
 from pathlib import Path
 
 
@@ -68,8 +69,14 @@ def _folder_paths(models_dir: Path):
 
 
 class _LoadedModel:
+    """Like ComfyUI's: the patcher is held weakly (a model nothing else references is freed)."""
+
     def __init__(self, patcher):
-        self.model = patcher
+        self._model = weakref.ref(patcher)
+
+    @property
+    def model(self):
+        return self._model()
 
     def model_unload(self, memory_to_free=None, unpatch_weights=True):
         self.model.model.to(self.model.offload_device)

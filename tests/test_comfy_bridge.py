@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import weakref
 
 import pytest
 import torch
@@ -121,18 +122,32 @@ def test_one_module_shared_by_two_loaders_has_one_patcher(comfyui):
     assert comfy.manage(clip, name="clip") is comfy.manage(clip, name="clip")
 
 
-def test_release_unloads_only_the_packs_models_and_drops_the_cache(comfyui):
+def test_a_node_unloads_only_the_packs_models_from_comfyui_and_drops_the_cache(comfyui):
     _, mm = comfyui
     other = comfy_stand_in.sys.modules["comfy.model_patcher"].ModelPatcher(torch.nn.Linear(2, 2), "cpu", "cpu")
     mm.load_models_gpu([other])                       # a model of another node
     vlm = models.cached(("qwen3-vl", "tiny"), lambda: comfy.manage(_TransformersLike(), name="vlm"))
     vlm.use()
     assert models.loaded_models()["comfyui_loaded"] == ["vlm"] and models.loaded_models()["cached"] == {"qwen3-vl": 1}
-    del vlm
-    summary = models.unload_all()
-    assert summary["unloaded"] == 1 and summary["still_referenced"] == [] and summary["cached"] == {}
+    summary = models.unload_all(unload_from_comfyui=True)   # vlm still held here, as a node output would
+    assert summary["unloaded"] == 1 and summary["still_referenced"] == ["vlm"] and summary["cached"] == {}
     assert [lm.model for lm in mm.current_loaded_models] == [other], "other nodes' models stay loaded"
-    assert comfy.managed_models() == [] and mm.empty_cache_calls >= 1
+    alive = weakref.ref(vlm)
+    del vlm
+    gc.collect()
+    assert alive() is None, "nothing of the pack holds the model once its user lets go"
+    assert mm.empty_cache_calls >= 1
+
+
+def test_dropping_the_cache_from_a_request_frees_what_nothing_else_holds_without_touching_comfyuis_list(comfyui):
+    _, mm = comfyui
+    models.cached(("sam", "tiny"), lambda: comfy.manage(_TransformersLike(), name="sam")).use()
+    assert len(mm.current_loaded_models) == 1
+    summary = models.unload_all()                     # what /free and the panel's button do
+    assert summary["unloaded"] == 0 and "sam" not in summary["still_referenced"] + summary["managed"]
+    assert summary["comfyui_loaded"] == [] and len(mm.current_loaded_models) == 1, \
+        "ComfyUI's list is left to ComfyUI: its entry now points at a freed model"
+    assert mm.current_loaded_models[0].model is None
 
 
 def test_comfyuis_free_request_releases_the_packs_models(comfyui):
