@@ -345,3 +345,17 @@ def test_the_conversational_template_is_native_and_the_diffusers_graphs_say_they
     for name in ("conversational_flux2_diffusers", "benchmark_flux2", "benchmark_baseline_omnigen2"):
         notes = " ".join(n["widgets_values"][0] for n in _ui(name)["nodes"] if n["type"] == "MarkdownNote")
         assert "Paper-exact diffusers route" in notes, name
+
+
+def test_every_ui_workflow_has_its_template_browser_thumbnail():
+    """ComfyUI's template browser shows workflows/<name>.jpg beside workflows/<name>.json
+    (rendered by scripts/render_thumbnails.py from the real frontend)."""
+    from PIL import Image
+    ui = sorted((ROOT / "workflows").glob("*.json"))
+    assert ui
+    for wf in ui:
+        thumb = wf.with_suffix(".jpg")
+        assert thumb.is_file(), f"{thumb.name} is missing: run scripts/render_thumbnails.py"
+        with Image.open(thumb) as im:
+            assert im.format == "JPEG" and im.width == 640 and im.height >= 200, thumb.name
+    assert not {p.stem for p in (ROOT / "workflows").glob("*.jpg")} - {p.stem for p in ui}
