@@ -96,6 +96,17 @@ def test_the_report_says_which_masks_scorer_and_controller(tmp_path, scorer):
     assert "sim world (recorded I_ref)" in text
 
 
+def test_table_7b_pairs_right_and_wrong_references_on_the_same_scenarios(tmp_path, scorer):
+    from respec.bench.report import build_tables
+    rows = list(_run(tmp_path, scorer, ChoosingController(lambda t: 0), configs="baseline,hrs").values())
+    t7b = next(t for t in build_tables(rows) if t.name == "table7b_reference_right_wrong")
+    by_group = {r[0]: r for r in t7b.csv_rows}
+    # I_0 is right for the 2-turn scenario (I_ref = I_0), wrong for the 5-turn one (I_ref = I_1).
+    right, wrong = by_group["reference right"], by_group["reference wrong"]
+    assert right[2] == right[5] == 1 and wrong[2] == wrong[5] == 1          # one scenario each, both configs
+    assert right[4] > right[1]                  # + HRS with the right reference beats the baseline
+
+
 @pytest.mark.slow
 def test_the_cli_runs_the_sim_world_with_detected_masks_and_the_tiny_models(tmp_path):
     r = subprocess.run([sys.executable, "-m", "respec", "bench", "--editor", "sim", "--masks", "detect", "--smoke",

@@ -7,6 +7,7 @@ One call (`write_report(results, out_dir)`, or `python -m respec report RESULTS`
                        chosen vs ground truth, VLM calls, per-stage seconds)
     table1_main.csv, table2_ablation.csv, table4_revelation_type.csv,
     table5_reference_distance.csv, table6_area_tertile.csv, table7_reference_accuracy.csv,
+    table7b_reference_right_wrong.csv,
     figure7_turns.csv, figure7_turns.png
 
 Means skip NaN (a region that was empty, a judge that did not answer) and every table says how
@@ -269,8 +270,27 @@ def build_tables(all_rows: list[dict]) -> list[Table]:
                                  [(b, (lambda r, b=b: bins.get(_scenario_key(r)) == b)) for b in TERTILES],
                                  "S_TC", cut_note, gains=True))
     tables.append(_reference_table(rows))
+    tables.append(_right_wrong_table(rows, cols))
     tables.append(_turns_table(rows, cols))
     return tables
+
+
+def _right_wrong_table(rows: list[dict], cols: list[tuple[str, str]]) -> Table:
+    """S_restore of every config on the scenarios where the controller's reference (in the + HRS row,
+    else the ReSpec row, of the same editor) was right, and where it was wrong: a paired view of
+    what a right reference is worth."""
+    right: dict[tuple, bool] = {}
+    for config in ("respec", "hrs"):            # + HRS decides when both ran
+        for r in rows:
+            if r.get("config") == config and r.get("reference_correct") is not None:
+                right[(_scenario_key(r), r.get("editor"))] = bool(r["reference_correct"])
+    groups = [(label, (lambda r, want=want: right.get((_scenario_key(r), r.get("editor"))) is want))
+              for label, want in (("reference right", True), ("reference wrong", False))]
+    return _grouped_table("table7b_reference_right_wrong",
+                          "Table 7b: restoration consistency when the chosen reference was right or wrong",
+                          rows, cols, groups, "S_restore",
+                          "Scenarios grouped by whether the + HRS row's restoration_source_id (else the ReSpec "
+                          "row's) equals the ground-truth reference; every config's S_restore on the same scenarios.")
 
 
 def _reference_table(rows: list[dict]) -> Table:
