@@ -70,6 +70,7 @@ def _append_in_another_process(path, row):
     return out.stdout.strip() == "True"
 
 
+@pytest.mark.slow
 def test_a_row_appended_by_another_process_is_seen_by_an_open_results_file(tmp_path):
     p = tmp_path / "r.jsonl"
     rf = ResultsFile(p)

@@ -34,6 +34,7 @@ def failure(fn) -> tuple[str, float]:
     return str(err.value), time.monotonic() - start
 
 
+@pytest.mark.slow
 def test_a_slow_loris_server_is_cut_off_at_the_attempt_deadline(key):
     with HostileServer("slowloris", drip_s=0.2) as srv:
         msg, took = failure(lambda: backend(srv, key, timeout=1.5, retries=1).chat(["hi"]))
@@ -41,6 +42,7 @@ def test_a_slow_loris_server_is_cut_off_at_the_attempt_deadline(key):
     assert "no complete answer within 1.5 s" in msg and KEY not in msg
 
 
+@pytest.mark.slow
 def test_cancel_stops_a_request_in_flight_within_a_second(key):
     with HostileServer("slowloris", drip_s=0.2) as srv:
         vlm = backend(srv, key, timeout=30.0)
@@ -73,6 +75,7 @@ def test_a_server_that_echoes_headers_cannot_put_the_key_into_the_error(key):
     assert KEY not in msg and KEY[:12] not in msg and "[redacted]" in msg
 
 
+@pytest.mark.slow
 def test_retry_after_is_honoured_and_the_error_says_rate_limited(key):
     with HostileServer("ratelimit", retry_after="1", limit_n=1, answer="fine") as srv:
         start = time.monotonic()

@@ -398,6 +398,7 @@ def test_huge_integer_ids_are_unreadable_not_kept():
                               "\\ud800", "\udc80", "\\udfff", '", ', '"}', "[", "]", "}", "x"]),
              min_size=1, max_size=30).map("".join)),
        restoration=st.booleans())
+@pytest.mark.slow
 def test_any_answer_gives_a_plan_that_serialises_stores_and_reloads(tmp_path_factory, answer, restoration):
     plan = plan_turn(HISTORY, REQUEST, ScriptedAnswer(answer), restoration)
     text = json.dumps(plan.to_dict(), ensure_ascii=False)
@@ -422,6 +423,7 @@ def _property_store(factory) -> SessionStore:
     return _STORES["s"]
 
 
+@pytest.mark.slow
 def test_fuzzed_answers_pass_through_the_whole_turn_path_without_an_exception(tmp_path):
     # a CI-size run of scripts/fuzz_controller.py (the benchmark runs 10,000 cases and times them)
     spec = importlib.util.spec_from_file_location("fuzz_controller", ROOT / "scripts" / "fuzz_controller.py")

@@ -46,6 +46,7 @@ def _run(editor, seed=5):
     return np.asarray(editor.edit(REFS, "remove the vase", output_size=(80, 64), seed=seed, steps=2), dtype=np.float32)
 
 
+@pytest.mark.slow
 def test_fp8_files_give_the_full_precision_image_within_fp8_tolerance(pack, files):
     full = _editor(pack, files, files["transformer"], files["text_encoder"])
     quant = _editor(pack, files, files["transformer_fp8"], files["text_encoder_fp8"])

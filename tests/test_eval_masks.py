@@ -163,6 +163,7 @@ def test_the_detector_runs_one_class_per_query(parts):
     assert torch.allclose(head.txt_feats.norm(dim=-1), torch.ones(1, 1), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_one_predictor_serves_every_query_with_the_boxes_of_a_fresh_one(parts):
     """B.1 runs one detection per query; the predictor (ultralytics' fused copy of the network) is
     built once per loaded model and only its class embedding changes between queries."""
@@ -302,6 +303,7 @@ def test_a_malicious_yolo_checkpoint_does_not_run_its_pickle_code(tmp_path):
     assert marker.read_text() == "ran"
 
 
+@pytest.mark.slow
 def test_a_real_ultralytics_checkpoint_still_loads_safely(tmp_path):
     files = save_tiny_eval_files(tmp_path / "w")
     yolo = masks.load_yolo_world(files["yolo"])

@@ -770,6 +770,7 @@ def test_a_busy_store_is_waited_for_and_the_message_states_the_real_wait(tmp_pat
     con.close()
 
 
+@pytest.mark.slow
 def test_four_processes_opening_a_fresh_store_at_once_all_succeed(tmp_path):
     # a CI-size run of scripts/stress_store_open.py (the script's default is 4 x 200 rounds)
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "stress_store_open.py"), "--rounds", "25",

@@ -57,6 +57,7 @@ def _run(tmp_path, scorer, controller, configs="all"):
     return {(r["scenario_id"], r["config"]): r for r in rows}
 
 
+@pytest.mark.slow
 def test_oracle_masks_hrs_copies_and_reference_accuracy_uses_the_recorded_reference(tmp_path, scorer):
     truth = {SCENARIOS[0]: 1, SCENARIOS[1]: 0}
     rows = _run(tmp_path, scorer, ChoosingController(lambda t: _TRUTH[t]))
@@ -73,6 +74,7 @@ def test_oracle_masks_hrs_copies_and_reference_accuracy_uses_the_recorded_refere
 _TRUTH = {5: 1, 2: 0}   # the revelation turn t -> the true I_ref of that scenario (5 turns; 2 turns)
 
 
+@pytest.mark.slow
 def test_the_wrong_reference_is_counted_wrong_and_scores_lower(tmp_path, scorer):
     right = _run(tmp_path / "right", scorer, ChoosingController(lambda t: _TRUTH[t]), configs="hrs")
     wrong = _run(tmp_path / "wrong", scorer, ChoosingController(lambda t: 0), configs="hrs")
@@ -87,6 +89,7 @@ def test_oracle_masks_need_the_sim_editor(tmp_path):
                                     configs="baseline"))
 
 
+@pytest.mark.slow
 def test_the_report_says_which_masks_scorer_and_controller(tmp_path, scorer):
     from respec.bench.report import write_report
     _run(tmp_path, scorer, ChoosingController(lambda t: _TRUTH[t]), configs="baseline,hrs")

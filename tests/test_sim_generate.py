@@ -141,6 +141,7 @@ def _five_turn_v1(data):
     return [s for s in data["scenarios"] if s["template"] == "5turn_v1"]
 
 
+@pytest.mark.slow
 def test_the_vlm_writes_valid_intermediate_turns_and_they_get_geometry():
     vlm = FakeVLM()
     data = generate_scenarios(shipped_photo_refs(), 9, seed=5, backend=vlm)
@@ -166,6 +167,7 @@ def test_invalid_vlm_answers_are_refused_with_the_reason(answer, why):
     assert any(why in r for r in reasons)
 
 
+@pytest.mark.slow
 def test_a_failed_vlm_answer_falls_back_to_word_lists_and_the_notes_say_why():
     data = generate_scenarios(shipped_photo_refs(), 9, seed=5, backend=FakeVLM(broken="no json here"))
     notes = " ".join(s["notes"] for s in data["scenarios"])
@@ -178,6 +180,7 @@ def test_the_prompts_follow_figures_9_and_10():
         assert "Adding" not in p   # our own wording, not the paper's text
 
 
+@pytest.mark.slow
 def test_the_tiny_qwen3_vl_runs_the_vlm_path(tmp_path):
     from respec.controller import load_backend
     from respec.tiny.vlm import build_tiny_qwen3vl
@@ -187,6 +190,7 @@ def test_the_tiny_qwen3_vl_runs_the_vlm_path(tmp_path):
     assert len(data["scenarios"]) == 2 and "VLM" in data["description"] or "instructions" in data["description"]
 
 
+@pytest.mark.slow
 def test_the_cli_generates_from_a_photo_folder_and_validate_accepts_it(tmp_path):
     from PIL import Image
     import numpy as np

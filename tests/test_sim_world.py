@@ -125,6 +125,7 @@ def test_oracle_R_restore_equals_the_hidden_then_revealed_pixels_exactly(rtype):
     assert not (revealed_now & ~hidden_before).any()    # only pixels an occluder hid come back
 
 
+@pytest.mark.slow
 def test_a_perfect_restoration_scores_S_restore_exactly_1(scorer):
     s = _scenario([KITE, OCC, REMOVE], ref=1)
     editor = SimEditor(SimDefects.none())
@@ -152,6 +153,7 @@ def reinvention_bound(ref: np.ndarray, region: np.ndarray, cap: float = DEFAULT_
     return (2.0 + psnr_norm) / 3.0
 
 
+@pytest.mark.slow
 def test_a_re_invented_restoration_scores_below_the_derived_bound(scorer):
     s = _scenario([OCC, REMOVE])
     editor = SimEditor(SimDefects.none())
@@ -166,6 +168,7 @@ def test_a_re_invented_restoration_scores_below_the_derived_bound(scorer):
     assert score["S_restore"] <= bound
 
 
+@pytest.mark.slow
 def test_the_wrong_reference_scores_lower_than_the_right_one(scorer):
     # I_1 repaints the occludee, so I_ref = I_1; I_0 shows the old colours: its content is wrong.
     s = _scenario([RECOLOUR_OCCLUDEE, OCC, REMOVE], ref=1)
@@ -191,6 +194,7 @@ def test_copying_follows_the_image_ids_order_and_skips_images_that_do_not_show_t
     assert editor.last_run["copied_px"] == {"I_0": int(tr.revealed.sum())}
 
 
+@pytest.mark.slow
 def test_the_right_reference_beats_re_invention_with_the_default_defects(scorer):
     s = _scenario([KITE, OCC, REMOVE], ref=1)
     base_editor, hrs_editor = SimEditor(), SimEditor()
