@@ -1,0 +1,231 @@
+"""The benchmark on a Ray cluster: one worker per GPU, the results file kept by the driver.
+
+    python -m respec bench --ray local ...         # a Ray instance on this machine
+    python -m respec bench --ray auto ...          # the cluster this machine belongs to (`ray start`)
+    python -m respec bench --ray HOST:6379 ...     # or a ray:// address
+
+Work is scheduled per scenario: a worker runs all the scenario's configs in a row, so their
+shared prefix turns are computed once (`respec.bench.prefix`). Each worker is a Ray actor that
+loads the editor, controller, masker and scorer once in its constructor and keeps them for the
+whole run (one GPU each where the cluster has GPUs, else `cpus_per_worker` CPUs).
+
+Faults: a worker process that dies is restarted by Ray (the constructor reloads the weights)
+and its scenario is tried again; a scenario that runs past `scenario_timeout` has its worker
+killed and restarted, and is tried again; after `max_attempts` tries a scenario's keys go to
+errors.jsonl with the reason. The driver alone writes results.jsonl (the pack's lock + fsync
+append): keys already there are skipped at start, so a restarted driver resumes where the last
+one stopped. Rows equal the in-process runner's for the same settings.
+
+`--out` must be a folder every worker can write (a local path for `--ray local`, a shared
+file system such as NFS on a cluster): workers save the images there, the driver the rows.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ..errors import InputError
+from . import runner
+from .results import ResultsFile, row_key
+from .scenario import load_dataset
+
+log = logging.getLogger("respec.bench.ray")
+
+
+@dataclass
+class RayOptions:
+    """How the run uses the cluster."""
+    address: str = "local"            # local | auto | HOST:PORT | ray://HOST:PORT
+    workers: int | None = None        # None: one per GPU, else one per `cpus_per_worker` CPUs
+    cpus_per_worker: float = 1.0
+    max_attempts: int = 3             # tries per scenario (first run included)
+    scenario_timeout: float | None = None   # seconds; None: no limit
+    num_cpus: int | None = None       # for address="local": CPUs Ray may use (None: all)
+
+
+def _ray():
+    try:
+        import ray
+    except ImportError:
+        raise InputError("--ray needs Ray: pip install 'respec-occur[cluster]' (or pip install ray)") from None
+    return ray
+
+
+def _status_path(out: Path, worker: int) -> Path:
+    return out / "workers" / f"worker-{worker}.json"
+
+
+class BenchWorker:
+    """One Ray actor: the models of a run, loaded once, and the scenarios given to it."""
+
+    def __init__(self, settings: dict, out: str, worker: int):
+        self.settings = runner.BenchSettings(**settings)
+        self.out = Path(out)
+        self.worker = worker
+        self._write_status(None)
+        self.models = runner.load_models(self.settings)
+
+    def _write_status(self, scenario_id: str | None) -> None:
+        # Where an operator (or a test) sees which process runs what, and since when.
+        path = _status_path(self.out, self.worker)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"worker": self.worker, "pid": os.getpid(), "host": socket.gethostname(),
+                                   "scenario": scenario_id, "since": time.time()}), encoding="utf-8")
+        os.replace(tmp, path)
+
+    def run(self, dataset_path: str, scenario_id: str, configs: list[str]) -> list[dict]:
+        """Every given config of one scenario: a row per config, or an error record."""
+        dataset = load_dataset(dataset_path)
+        scenario = next(s for s in dataset if s.id == scenario_id)
+        self._write_status(scenario_id)
+        try:
+            return runner.run_scenario(scenario, configs, self.models, self.settings, self.out,
+                                       dataset_name=dataset.name)
+        finally:
+            self._write_status(None)
+
+
+@dataclass
+class _Task:
+    scenario_id: str
+    configs: list[str]
+    keys: list[str]
+    attempts: int = 0
+    reasons: list[str] = field(default_factory=list)
+
+
+def _start_ray(ray, opts: RayOptions) -> None:
+    if ray.is_initialized():
+        return
+    # Workers must import this pack from its folder: ship the folder's parent on their path.
+    pack_root = str(Path(__file__).resolve().parents[2])
+    env = {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in (pack_root, os.environ.get("PYTHONPATH")) if p),
+                        "RESPEC_PROGRESS": "0"}}
+    for name in ("RESPEC_HOME", "RESPEC_MODELS_DIR", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "YOLO_OFFLINE",
+                 "YOLO_CONFIG_DIR", "OMP_NUM_THREADS"):
+        if name in os.environ:
+            env["env_vars"][name] = os.environ[name]
+    kwargs: dict[str, Any] = {"runtime_env": env, "logging_level": logging.WARNING,
+                              "include_dashboard": False}
+    if opts.address == "local":
+        if opts.num_cpus:
+            kwargs["num_cpus"] = int(opts.num_cpus)
+    else:
+        kwargs["address"] = opts.address
+    ray.init(**kwargs)
+
+
+def _worker_count(ray, opts: RayOptions) -> tuple[int, dict]:
+    res = ray.cluster_resources()
+    gpus = int(res.get("GPU", 0))
+    if gpus:
+        return (opts.workers or gpus), {"num_gpus": 1}
+    cpus = float(res.get("CPU", 1))
+    n = opts.workers or max(1, int(cpus // max(opts.cpus_per_worker, 0.01)))
+    return n, {"num_cpus": opts.cpus_per_worker}
+
+
+def run_ray(settings: "runner.BenchSettings", opts: RayOptions,
+            on_row: Callable[[dict], None] | None = None) -> "runner.RunSummary":
+    """Run the benchmark on Ray (see the module docstring); rows go to <out>/results.jsonl."""
+    ray = _ray()
+    plan = runner.prepare_run(settings)
+    summary = plan.summary
+    todo = plan.by_scenario()
+    if not todo:
+        return summary
+    t0 = time.perf_counter()
+    _start_ray(ray, opts)
+    n_workers, resources = _worker_count(ray, opts)
+    n_workers = max(1, min(n_workers, len(todo)))
+    Actor = ray.remote(max_restarts=-1, max_task_retries=0, **resources)(BenchWorker)
+    settings_dict = asdict(settings)
+    actors = [Actor.remote(settings_dict, str(plan.out), i) for i in range(n_workers)]
+
+    pending = [_Task(s.id, cfgs, keys) for s, cfgs, keys in todo]
+    running: dict[Any, tuple[_Task, Any, float]] = {}   # object ref -> (task, actor, started)
+    idle = list(actors)
+
+    def give_up(task: _Task) -> None:
+        for key, cname in zip(task.keys, task.configs):
+            reason = "; ".join(task.reasons)
+            summary.failed[key] = reason
+            plan.errors.append({"dataset": plan.dataset.name, "scenario_id": task.scenario_id, "config": cname,
+                                "editor": settings.editor, "key": f"{key}|{time.time():.0f}", "status": "error",
+                                "error": reason, "attempts": task.attempts})
+
+    def retry_or_fail(task: _Task, reason: str) -> None:
+        task.reasons.append(reason)
+        log.warning("scenario %s attempt %d failed: %s", task.scenario_id, task.attempts, reason)
+        if task.attempts < opts.max_attempts:
+            pending.insert(0, task)
+        else:
+            give_up(task)
+
+    try:
+        while pending or running:
+            while pending and idle:
+                task, actor = pending.pop(0), idle.pop(0)
+                task.attempts += 1
+                ref = actor.run.remote(plan.dataset.path, task.scenario_id, task.configs)
+                running[ref] = (task, actor, time.monotonic())
+            done, _ = ray.wait(list(running), num_returns=1, timeout=1.0)
+            for ref in done:
+                task, actor, _ = running.pop(ref)
+                idle.append(actor)
+                try:
+                    results = ray.get(ref)
+                except ray.exceptions.RayActorError as e:
+                    retry_or_fail(task, f"worker died ({type(e).__name__})")
+                    continue
+                except ray.exceptions.RayTaskError as e:
+                    retry_or_fail(task, f"{type(e.cause).__name__ if e.cause else 'error'}: {e.cause or e}")
+                    continue
+                for key, result in zip(task.keys, results):
+                    if result.get("status") == "error":
+                        summary.failed[key] = result["error"]
+                        plan.errors.append(result)
+                    elif plan.results.append(result):
+                        summary.done.append(key)
+                        if on_row is not None:
+                            on_row(result)
+                    else:
+                        summary.skipped.append(key)
+            if opts.scenario_timeout:
+                now = time.monotonic()
+                for ref, (task, actor, started) in list(running.items()):
+                    if now - started > opts.scenario_timeout:
+                        running.pop(ref)
+                        # A restart gives the worker a fresh process; its weights load again.
+                        ray.kill(actor, no_restart=False)
+                        idle.append(actor)
+                        retry_or_fail(task, f"timed out after {opts.scenario_timeout:.0f} s")
+    except KeyboardInterrupt:
+        summary.interrupted = True
+    finally:
+        for actor in actors:
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception:  # already gone
+                pass
+    summary.seconds = time.perf_counter() - t0
+    return summary
+
+
+def error_record(dataset: str, scenario_id: str, config: str, editor: str, exc: BaseException) -> dict:
+    """The errors.jsonl entry of one failed scenario x config."""
+    key = row_key({"dataset": dataset, "scenario_id": scenario_id, "config": config, "editor": editor})
+    return {"dataset": dataset, "scenario_id": scenario_id, "config": config, "editor": editor,
+            "key": f"{key}|{time.time():.0f}", "status": "error", "error": f"{type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc()}
+
+
+__all__ = ["RayOptions", "run_ray", "BenchWorker", "error_record", "ResultsFile"]
