@@ -1,8 +1,11 @@
-"""Command line: `python -m respec bench | report | validate` (run from the pack's folder).
+"""Command line: `python -m respec bench | report | merge | validate | scenarios` (run from the pack's folder).
 
     python -m respec bench --smoke                   # the sample set with tiny random models (CPU)
     python -m respec bench --config all --editor flux2 --out runs/flux2
     python -m respec bench --server http://127.0.0.1:8188 --server http://gpu2:8188
+    python -m respec bench --ray auto --config all   # on a Ray cluster (docs/scale.md)
+    python -m respec bench --shard 2/8 --out runs/s2  # one of 8 batch jobs; then:
+    python -m respec merge runs/s1 ... runs/s8 --into runs/all
     python -m respec report runs/flux2/results.jsonl --out runs/flux2/report
     python -m respec validate my_scenarios.json
     python -m respec scenarios generate --photos my_photos/ --count 200 --out my_scenarios.json
@@ -87,10 +90,30 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--fresh", action="store_true",
                    help="start over: move the folder's earlier results aside (results.<time>.jsonl) instead of resuming")
     b.add_argument("--quiet", action="store_true", help="no progress bars")
+    b.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                   help="run on Ray: 'local' (a Ray instance on this machine; the default when no address is "
+                        "given), 'auto' (the cluster this machine joined with `ray start`) or HOST:PORT / "
+                        "ray://HOST:PORT; needs pip install 'respec-occur[cluster]' (docs/scale.md)")
+    b.add_argument("--ray-workers", type=int, default=None,
+                   help="Ray workers (default: one per GPU of the cluster, else one per CPU)")
+    b.add_argument("--scenario-timeout", type=float, default=None,
+                   help="with --ray: seconds after which a scenario's worker is restarted and the scenario retried")
+    b.add_argument("--max-attempts", type=int, default=3,
+                   help="with --ray: tries per scenario before it goes to errors.jsonl (default 3)")
+    b.add_argument("--shard", default=None, metavar="I/N",
+                   help="run only shard I of N (whole scenarios, chosen by a hash of their id); join the "
+                        "shards' folders with `python -m respec merge`")
+    b.add_argument("--no-shared-prefix", action="store_true",
+                   help="run every config of a scenario from scratch (by default their identical turns run once; "
+                        "the rows are the same either way)")
 
     r = sub.add_parser("report", help="tables 1, 2, 4-7 and figure 7 from a results file")
     r.add_argument("results", help="results.jsonl (or the bench output folder holding it)")
     r.add_argument("--out", default=None, help="report folder (default: <results folder>/report)")
+
+    m = sub.add_parser("merge", help="join the results folders of --shard runs (or other runs of the same settings)")
+    m.add_argument("folders", nargs="+", help="results folders (each holding results.jsonl)")
+    m.add_argument("--into", required=True, help="a new folder for the merged results")
 
     v = sub.add_parser("validate", help="check a scenario file and summarise it")
     v.add_argument("dataset", help="scenario JSON file (or a packaged set's name)")
@@ -148,7 +171,8 @@ def _settings(a):
                          controller=a.controller, controller_model=a.controller_model,
                          controller_options=controller_opts, judge_controller=a.judge_backend,
                          judge_model=a.judge_model, editor_model=a.editor_model, editor_options=editor_opts,
-                         masker_options=masker_opts, scorer_options=scorer_opts)
+                         masker_options=masker_opts, scorer_options=scorer_opts, shard=a.shard,
+                         share_prefix=not a.no_shared_prefix)
 
 
 def _fresh(out: Path) -> None:
@@ -241,8 +265,15 @@ def cmd_bench(a) -> int:
         comfy.request_interrupt()
         signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C stops at once
     old = signal.signal(signal.SIGINT, _on_sigint)
+    if a.ray:
+        from .bench.ray_runner import RayOptions, run_ray
+        opts = RayOptions(address=a.ray, workers=a.ray_workers, max_attempts=a.max_attempts,
+                          scenario_timeout=a.scenario_timeout)
+        run = lambda **kw: run_ray(settings, opts, **kw)  # noqa: E731
+    else:
+        run = lambda **kw: run_benchmark(settings, **kw)  # noqa: E731
     try:
-        summary = run_benchmark(settings, on_row=lambda row: print(
+        summary = run(on_row=lambda row: print(
             f"  {row['scenario_id']} [{row['config']}] S_restore={_f(row.get('S_restore'))} "
             f"S_preserve={_f(row.get('S_preserve'))} S_TC={_f(row.get('S_TC'))} "
             f"VLM calls={row.get('vlm_calls')} {row['seconds']['total']:.1f}s", flush=True))
@@ -250,6 +281,10 @@ def cmd_bench(a) -> int:
         signal.signal(signal.SIGINT, old)
     print(f"done {len(summary.done)}, already there {len(summary.skipped)}, failed {len(summary.failed)} "
           f"in {summary.seconds:.1f}s")
+    w = summary.work
+    if w.get("edits_run") or w.get("edits_shared"):
+        print(f"edits run {w['edits_run']} (+{w['edits_shared']} shared between configs), controller calls run "
+              f"{w['vlm_calls_run']} (+{w['vlm_calls_shared']} shared)")
     for key, err in summary.failed.items():
         print(f"  FAILED {key}: {err}  (traceback in {out / 'errors.jsonl'})", file=sys.stderr)
     if summary.interrupted:
@@ -275,6 +310,16 @@ def cmd_report(a) -> int:
     print(f"Report: {paths['report']}")
     print(f"Tables: {out}/*.csv   Figure 7: {paths['figure7']}")
     return 0
+
+
+def cmd_merge(a) -> int:
+    from .bench.shards import merge_results
+    summary = merge_results(a.folders, a.into)
+    for folder, n in summary.per_source.items():
+        print(f"  {folder}: {n} rows")
+    print(f"merged {summary.rows} rows into {summary.into} ({summary.duplicates} duplicates dropped, "
+          f"{summary.errors} errors without a row kept)")
+    return _finish(Path(summary.into) / "results.jsonl", Path(summary.into))
 
 
 def cmd_validate(a) -> int:
@@ -333,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     a = _parser().parse_args(argv)
     try:
-        return {"bench": cmd_bench, "report": cmd_report, "validate": cmd_validate,
+        return {"bench": cmd_bench, "report": cmd_report, "merge": cmd_merge, "validate": cmd_validate,
                 "scenarios": cmd_scenarios}[a.command](a)
     except ReSpecError as e:
         print(f"error: {e}", file=sys.stderr)

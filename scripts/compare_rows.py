@@ -3,8 +3,8 @@
     python scripts/compare_rows.py runs/before/results.jsonl runs/after/results.jsonl
 
 Rows are matched by their `key` (dataset|scenario|config|editor). Every other field is compared
-recursively (scores to the last bit), except timings and run-specific paths: `seconds` at any
-depth, `finished_at`, `images`, and a plan's own `seconds`. Exit status 0 when every row matches.
+recursively (scores to the last bit), except timings and run-specific paths
+(respec.bench.shards.VOLATILE_FIELDS, at any depth). Exit status 0 when every row matches.
 """
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import json
 import sys
 from pathlib import Path
 
-IGNORED = {"seconds", "finished_at", "images"}
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from respec.bench.shards import VOLATILE_FIELDS, comparable, differences  # noqa: E402
 
 
 def load(path: Path) -> dict[str, dict]:
@@ -29,27 +30,6 @@ def load(path: Path) -> dict[str, dict]:
     return rows
 
 
-def differences(a, b, where: str = "") -> list[str]:
-    """Paths (a.b[2].c) at which a and b differ, ignoring the IGNORED keys at any depth."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        out = []
-        for k in sorted(set(a) | set(b)):
-            if k in IGNORED:
-                continue
-            if k not in a or k not in b:
-                out.append(f"{where}.{k}: only in {'after' if k not in a else 'before'}")
-            else:
-                out += differences(a[k], b[k], f"{where}.{k}")
-        return out
-    if isinstance(a, list) and isinstance(b, list):
-        if len(a) != len(b):
-            return [f"{where}: {len(a)} items before, {len(b)} after"]
-        return [d for i, (x, y) in enumerate(zip(a, b)) for d in differences(x, y, f"{where}[{i}]")]
-    if a != b and not (a != a and b != b):       # NaN == NaN here
-        return [f"{where}: {a!r} before, {b!r} after"]
-    return []
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("before", type=Path, help="results.jsonl (or its folder) of the earlier run")
@@ -57,10 +37,10 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     before, after = load(args.before), load(args.after)
     missing, extra = sorted(set(before) - set(after)), sorted(set(after) - set(before))
-    diffs = {k: differences(before[k], after[k]) for k in sorted(set(before) & set(after))}
+    diffs = {k: differences(comparable(before[k]), comparable(after[k])) for k in sorted(set(before) & set(after))}
     changed = {k: d for k, d in diffs.items() if d}
     print(f"rows: {len(before)} before, {len(after)} after; compared {len(diffs)} by key "
-          f"(ignoring {', '.join(sorted(IGNORED))} at any depth)")
+          f"(ignoring {', '.join(sorted(VOLATILE_FIELDS))} at any depth; first = before)")
     for k in missing:
         print(f"  only before: {k}")
     for k in extra:

@@ -12,7 +12,8 @@ whose revelation turn is r:
     turn r and later differ in all four: 1 + 2(r-2) + 4(N-r+1)
   VLM calls without sharing: +HRS 1 (turn r only), +PTI N-1, ReSpec N-1
   distinct VLM calls: +PTI and ReSpec ask the same questions up to and including turn r (same
-    history, same prompt), so N-1 + 1 (+HRS's turn-r question sees another history)
+    history, same prompt), so N-1, + 1 for +HRS's turn-r question, which sees another history
+    unless r = 2 (then only turn 1, the same in all configs, came before)
 GPU time is ESTIMATED from parameter counts and step counts (linear-layer FLOPs 2 x params x
 tokens per pass, x 1.25 for attention at these sequence lengths, at an assumed 40 % of the
 card's dense bf16 peak); it is not measured. Say so wherever these numbers are quoted.
@@ -45,7 +46,7 @@ def counts(n: int, r: int) -> dict:
     """Edits and VLM calls of one scenario (N turns, revelation at turn r) over the 4 configs."""
     # r >= 2 always: a scenario occludes before it reveals.
     return {"edits": 4 * n, "edits_distinct": 1 + 2 * (r - 2) + 4 * (n - r + 1),
-            "vlm": 1 + 2 * (n - 1), "vlm_distinct": (n - 1) + 1}
+            "vlm": 1 + 2 * (n - 1), "vlm_distinct": (n - 1) + (1 if r > 2 else 0)}
 
 
 def edit_seconds(params: float, steps: int, passes: int, refs: int, tflops: float) -> float:

@@ -49,7 +49,7 @@ def test_comparable_drops_timings_at_every_depth():
     assert a != b
     assert comparable(a) == comparable(b)
     c = _row("s1", "baseline", score=0.7)
-    assert differences(comparable(a), comparable(c)) == ["S_TC"]
+    assert differences(comparable(a), comparable(c)) == [".S_TC: 0.5 in the first, 0.7 in the second"]
 
 
 def test_merge_dedupes_by_key_and_copies_images(tmp_path):
@@ -73,7 +73,7 @@ def test_merge_dedupes_by_key_and_copies_images(tmp_path):
 def test_merge_refuses_conflicting_rows_and_writes_nothing(tmp_path):
     one = _folder(tmp_path, "one", [_row("s1", "baseline", score=0.5)])
     two = _folder(tmp_path, "two", [_row("s1", "baseline", score=0.9)])
-    with pytest.raises(InputError, match=r"d\|s1\|baseline\|flux2.*S_TC"):
+    with pytest.raises(InputError, match=r"d\|s1\|baseline\|flux2.*S_TC: 0.5 in the first, 0.9"):
         merge_results([one, two], tmp_path / "all")
     assert not (tmp_path / "all" / "results.jsonl").exists()
 

@@ -26,14 +26,12 @@ import logging
 import os
 import socket
 import time
-import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import InputError
 from . import runner
-from .results import ResultsFile, row_key
 from .scenario import load_dataset
 
 log = logging.getLogger("respec.bench.ray")
@@ -81,8 +79,9 @@ class BenchWorker:
                                    "scenario": scenario_id, "since": time.time()}), encoding="utf-8")
         os.replace(tmp, path)
 
-    def run(self, dataset_path: str, scenario_id: str, configs: list[str]) -> list[dict]:
-        """Every given config of one scenario: a row per config, or an error record."""
+    def run(self, dataset_path: str, scenario_id: str, configs: list[str]) -> tuple[list[dict], dict]:
+        """Every given config of one scenario (runner.run_scenario): rows or error records, and
+        the counts of work run / shared."""
         dataset = load_dataset(dataset_path)
         scenario = next(s for s in dataset if s.id == scenario_id)
         self._write_status(scenario_id)
@@ -139,7 +138,7 @@ def run_ray(settings: "runner.BenchSettings", opts: RayOptions,
     ray = _ray()
     plan = runner.prepare_run(settings)
     summary = plan.summary
-    todo = plan.by_scenario()
+    todo = plan.todo
     if not todo:
         return summary
     t0 = time.perf_counter()
@@ -155,12 +154,12 @@ def run_ray(settings: "runner.BenchSettings", opts: RayOptions,
     idle = list(actors)
 
     def give_up(task: _Task) -> None:
+        reason = "; ".join(task.reasons)
         for key, cname in zip(task.keys, task.configs):
-            reason = "; ".join(task.reasons)
-            summary.failed[key] = reason
-            plan.errors.append({"dataset": plan.dataset.name, "scenario_id": task.scenario_id, "config": cname,
-                                "editor": settings.editor, "key": f"{key}|{time.time():.0f}", "status": "error",
-                                "error": reason, "attempts": task.attempts})
+            runner.record_result(plan, key, {
+                "dataset": plan.dataset.name, "scenario_id": task.scenario_id, "config": cname,
+                "editor": settings.editor, "key": f"{key}|{time.time():.0f}", "status": "error",
+                "error": f"gave up after {task.attempts} attempts: {reason}", "attempts": task.attempts})
 
     def retry_or_fail(task: _Task, reason: str) -> None:
         task.reasons.append(reason)
@@ -182,23 +181,16 @@ def run_ray(settings: "runner.BenchSettings", opts: RayOptions,
                 task, actor, _ = running.pop(ref)
                 idle.append(actor)
                 try:
-                    results = ray.get(ref)
+                    results, counts = ray.get(ref)
                 except ray.exceptions.RayActorError as e:
                     retry_or_fail(task, f"worker died ({type(e).__name__})")
                     continue
                 except ray.exceptions.RayTaskError as e:
                     retry_or_fail(task, f"{type(e.cause).__name__ if e.cause else 'error'}: {e.cause or e}")
                     continue
+                summary.add_work(counts)
                 for key, result in zip(task.keys, results):
-                    if result.get("status") == "error":
-                        summary.failed[key] = result["error"]
-                        plan.errors.append(result)
-                    elif plan.results.append(result):
-                        summary.done.append(key)
-                        if on_row is not None:
-                            on_row(result)
-                    else:
-                        summary.skipped.append(key)
+                    runner.record_result(plan, key, result, on_row)
             if opts.scenario_timeout:
                 now = time.monotonic()
                 for ref, (task, actor, started) in list(running.items()):
@@ -220,12 +212,4 @@ def run_ray(settings: "runner.BenchSettings", opts: RayOptions,
     return summary
 
 
-def error_record(dataset: str, scenario_id: str, config: str, editor: str, exc: BaseException) -> dict:
-    """The errors.jsonl entry of one failed scenario x config."""
-    key = row_key({"dataset": dataset, "scenario_id": scenario_id, "config": config, "editor": editor})
-    return {"dataset": dataset, "scenario_id": scenario_id, "config": config, "editor": editor,
-            "key": f"{key}|{time.time():.0f}", "status": "error", "error": f"{type(exc).__name__}: {exc}",
-            "traceback": traceback.format_exc()}
-
-
-__all__ = ["RayOptions", "run_ray", "BenchWorker", "error_record", "ResultsFile"]
+__all__ = ["RayOptions", "run_ray", "BenchWorker"]

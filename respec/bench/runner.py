@@ -39,6 +39,7 @@ from .configs import CONFIGS, EDITORS, MASKS, BenchConfig, parse_configs, turn_s
 from .results import ResultsFile, row_key
 from .rows import make_row, summarise_judgements
 from .scenario import Dataset, Scenario, load_dataset
+from .shards import parse_shard
 
 log = logging.getLogger("respec.bench")
 STAGE_KEYS = ("controller", "select", "rewrite", "editor", "masks", "score", "judge")
@@ -72,6 +73,9 @@ class BenchSettings:
     editor_options: dict = field(default_factory=dict)
     masker_options: dict = field(default_factory=dict)
     scorer_options: dict = field(default_factory=dict)
+    # how the work is split and shared (rows do not depend on these)
+    shard: str | None = None         # "i/N": this job's share of the scenarios (respec.bench.shards)
+    share_prefix: bool = True        # configs of a scenario compute their common turns once
 
     # Fields whose change makes old rows incomparable with new ones.
     IDENTITY = ("dataset_name", "smoke", "size", "seed", "steps", "guidance", "controller", "controller_model",
@@ -115,6 +119,13 @@ class RunSummary:
     failed: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
     interrupted: bool = False
+    # edits / controller calls actually run, and those answered from the shared prefix
+    work: dict[str, int] = field(default_factory=lambda: {"edits_run": 0, "edits_shared": 0,
+                                                          "vlm_calls_run": 0, "vlm_calls_shared": 0})
+
+    def add_work(self, counts: dict[str, int]) -> None:
+        for k, v in counts.items():
+            self.work[k] = self.work.get(k, 0) + int(v)
 
 
 # ------------------------------------------------------------------------------ models
@@ -383,6 +394,95 @@ def select_scenarios(dataset: Dataset, settings: BenchSettings) -> list[Scenario
     return scenarios
 
 
+@dataclass
+class RunPlan:
+    """A run ready to start: its folder and files, and the work left (resumed keys removed)."""
+    dataset: Dataset
+    out: Path
+    results: ResultsFile
+    errors: ResultsFile
+    summary: RunSummary
+    todo: list[tuple[Scenario, list[str], list[str]]]   # scenario, its configs left, their keys
+
+    @property
+    def keys(self) -> int:
+        return sum(len(keys) for _, _, keys in self.todo)
+
+
+def prepare_run(settings: BenchSettings) -> RunPlan:
+    """Check the settings, open the output folder (refusing other settings' results) and list
+    the (scenario, configs) still to run: this job's shard, minus the keys already written."""
+    dataset = load_dataset(settings.dataset)
+    settings.configs = parse_configs(settings.configs)
+    if settings.editor not in EDITORS:
+        raise InputError(f"unknown editor {settings.editor!r}; use one of {', '.join(EDITORS)}")
+    settings.masks = settings.masks_mode()
+    shard = parse_shard(settings.shard)
+    out_dir = Path(settings.out or default_out_dir(dataset.name, settings.smoke, settings.editor))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _check_manifest(out_dir, settings, dataset)
+    results = ResultsFile(out_dir / "results.jsonl")
+    summary = RunSummary(out=str(out_dir), results=str(results.path))
+    done = results.done_keys()
+    todo = []
+    for s in select_scenarios(dataset, settings):
+        if shard is not None and not shard.holds(dataset.name, s.id):
+            continue
+        left, keys = [], []
+        for c in settings.configs:
+            key = row_key({"dataset": dataset.name, "scenario_id": s.id, "config": c, "editor": settings.editor})
+            if key in done:
+                summary.skipped.append(key)
+            else:
+                left.append(c)
+                keys.append(key)
+        if left:
+            todo.append((s, left, keys))
+    return RunPlan(dataset, out_dir, results, ResultsFile(out_dir / "errors.jsonl"), summary, todo)
+
+
+def error_record(dataset: str, scenario_id: str, config: str, editor: str, exc: BaseException,
+                 **extra: Any) -> dict:
+    """The errors.jsonl entry of one failed scenario x config (call it while handling `exc`)."""
+    key = row_key({"dataset": dataset, "scenario_id": scenario_id, "config": config, "editor": editor})
+    return {"dataset": dataset, "scenario_id": scenario_id, "config": config, "editor": editor,
+            "key": f"{key}|{time.time():.0f}", "status": "error", "error": f"{type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc(), **extra}
+
+
+def run_scenario(scenario: Scenario, configs: list[str], models: BenchModels, settings: BenchSettings,
+                 out_dir: Path | None = None, *, dataset_name: str | None = None,
+                 on_result: Callable[[str, dict], None] | None = None) -> tuple[list[dict], dict]:
+    """Every given config of one scenario: a row per config, or an error record (status "error")
+    where that config failed. With settings.share_prefix the configs share one memo of edits and
+    controller calls (respec.bench.prefix), so their common turns are computed once; the rows
+    are the same as with separate runs. on_result(config, row_or_error) is called as each ends.
+    Returns the results in config order and the counts of work run / shared."""
+    from dataclasses import replace
+    from .prefix import SharedPrefix
+
+    prefix = SharedPrefix() if settings.share_prefix else None
+    parts = (replace(models, editor=prefix.editor(models.editor), backend=prefix.controller(models.backend))
+             if prefix is not None else models)
+    image = scenario.load_image(settings.size or None)      # once for all configs
+    out: list[dict] = []
+    for cname in configs:
+        try:
+            result = run_one(scenario, CONFIGS[cname], parts, settings, out_dir, image=image)
+        except (Interrupted, KeyboardInterrupt):
+            raise
+        except Exception as e:  # one broken scenario must not end a long run
+            if _is_interrupt(e):
+                raise
+            log.exception("scenario %s (%s) failed", scenario.id, cname)
+            result = error_record(dataset_name or scenario.dataset, scenario.id, cname, settings.editor, e)
+        out.append(result)
+        if on_result is not None:
+            on_result(cname, result)
+    counts = dict(prefix.counts) if prefix is not None else {}
+    return out, counts
+
+
 def run_benchmark(settings: BenchSettings, models: BenchModels | None = None,
                   on_row: Callable[[dict], None] | None = None) -> RunSummary:
     """Run the dataset under every config in settings.configs, appending rows as they finish.
@@ -390,68 +490,48 @@ def run_benchmark(settings: BenchSettings, models: BenchModels | None = None,
     Rows already in <out>/results.jsonl are skipped (resume). A scenario that fails is written to
     <out>/errors.jsonl with its traceback and the run goes on; Ctrl-C / interruption stops it
     with everything finished so far saved."""
-    dataset = load_dataset(settings.dataset)
-    settings.configs = parse_configs(settings.configs)
-    if settings.editor not in EDITORS:
-        raise InputError(f"unknown editor {settings.editor!r}; use one of {', '.join(EDITORS)}")
-    settings.masks = settings.masks_mode()
-    out_dir = Path(settings.out or default_out_dir(dataset.name, settings.smoke, settings.editor))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    _check_manifest(out_dir, settings, dataset)
-    results = ResultsFile(out_dir / "results.jsonl")
-    errors = ResultsFile(out_dir / "errors.jsonl")
-    summary = RunSummary(out=str(out_dir), results=str(results.path))
-    scenarios = select_scenarios(dataset, settings)
-    done = results.done_keys()
-    todo = []
-    for s in scenarios:
-        for c in settings.configs:
-            key = row_key({"dataset": dataset.name, "scenario_id": s.id, "config": c, "editor": settings.editor})
-            if key in done:
-                summary.skipped.append(key)
-            else:
-                todo.append((s, c, key))
+    plan = prepare_run(settings)
+    summary = plan.summary
     t0 = time.perf_counter()
-    if not todo:
+    if not plan.todo:
         summary.seconds = time.perf_counter() - t0
         return summary
     if models is None:
         models = load_models(settings)
     comfy.clear_interrupt()
     try:
-        with comfy.progress(len(todo), desc="OCCUR bench") as bar:
-            source: tuple[str, Any] = ("", None)   # (scenario id, I_0): read and resized once per scenario
-            for scenario, cname, key in todo:
-                try:
-                    if source[0] != scenario.id:
-                        source = (scenario.id, scenario.load_image(settings.size or None))
-                    image = source[1]
-                    row = run_one(scenario, CONFIGS[cname], models, settings, out_dir, image=image)
-                except (Interrupted, KeyboardInterrupt):
-                    raise
-                except Exception as e:  # one broken scenario must not end a long run
-                    if _is_interrupt(e):
-                        raise
-                    log.exception("scenario %s (%s) failed", scenario.id, cname)
-                    summary.failed[key] = f"{type(e).__name__}: {e}"
-                    errors.append({"dataset": dataset.name, "scenario_id": scenario.id, "config": cname,
-                                   "editor": settings.editor, "key": f"{key}|{time.time():.0f}",
-                                   "status": "error", "error": f"{type(e).__name__}: {e}",
-                                   "traceback": traceback.format_exc()})
+        with comfy.progress(plan.keys, desc="OCCUR bench") as bar:
+            for scenario, configs, keys in plan.todo:
+                key_of = dict(zip(configs, keys))
+
+                def write(cname: str, result: dict) -> None:
+                    record_result(plan, key_of[cname], result, on_row)
                     bar.update()
-                    continue
-                if results.append(row):
-                    summary.done.append(key)
-                    if on_row is not None:
-                        on_row(row)
-                else:
-                    summary.skipped.append(key)
-                comfy.send_event("bench.row", {"key": key, "S_TC": row.get("S_TC")})
-                bar.update()
+
+                _, counts = run_scenario(scenario, configs, models, settings, plan.out,
+                                         dataset_name=plan.dataset.name, on_result=write)
+                summary.add_work(counts)
     except (Interrupted, KeyboardInterrupt):
         summary.interrupted = True
     summary.seconds = time.perf_counter() - t0
     return summary
+
+
+def record_result(plan: RunPlan, key: str, result: dict, on_row: Callable[[dict], None] | None = None) -> None:
+    """Write one config's result where it belongs: a row to results.jsonl (unless its key is
+    already there), an error record to errors.jsonl; and note it in the run's summary."""
+    summary = plan.summary
+    if result.get("status") == "error":
+        summary.failed[key] = result["error"]
+        plan.errors.append(result)
+        return
+    if plan.results.append(result):
+        summary.done.append(key)
+        if on_row is not None:
+            on_row(result)
+    else:
+        summary.skipped.append(key)
+    comfy.send_event("bench.row", {"key": key, "S_TC": result.get("S_TC")})
 
 
 def _is_interrupt(e: BaseException) -> bool:

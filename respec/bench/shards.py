@@ -24,7 +24,8 @@ from .results import ResultsFile
 
 # Row fields that measure time or place, not the result: they may differ between two runs of
 # the same key (and between a shared-prefix run and separate runs) without the rows disagreeing.
-VOLATILE_FIELDS = frozenset({"seconds", "finished_at", "seconds_per_step", "schema"})
+# (`images` holds paths relative to the results folder, which differ only between folder layouts.)
+VOLATILE_FIELDS = frozenset({"seconds", "finished_at", "seconds_per_step", "schema", "images"})
 
 _SHARD = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
@@ -66,22 +67,24 @@ def comparable(value):
     return value
 
 
-def differences(a, b, path: str = "") -> list[str]:
-    """Where two comparable values differ, as dotted paths (at most one entry per leaf)."""
+def differences(a, b, where: str = "") -> list[str]:
+    """Where two comparable values differ: one line per differing leaf, its path and both values
+    (NaN equals NaN here)."""
     if isinstance(a, dict) and isinstance(b, dict):
         out = []
         for k in sorted(set(a) | set(b), key=str):
             if k not in a or k not in b:
-                out.append(f"{path}{k} (only in {'second' if k in b else 'first'})")
+                out.append(f"{where}.{k}: only in {'second' if k in b else 'first'}")
             else:
-                out.extend(differences(a[k], b[k], f"{path}{k}."))
+                out += differences(a[k], b[k], f"{where}.{k}")
         return out
-    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        out = []
-        for i, (x, y) in enumerate(zip(a, b)):
-            out.extend(differences(x, y, f"{path}{i}."))
-        return out
-    return [] if a == b else [path.rstrip(".") or "(row)"]
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return [f"{where}: {len(a)} items in the first, {len(b)} in the second"]
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in differences(x, y, f"{where}[{i}]")]
+    if a != b and not (a != a and b != b):
+        return [f"{where or '(row)'}: {a!r} in the first, {b!r} in the second"]
+    return []
 
 
 @dataclass
@@ -146,8 +149,8 @@ def merge_results(sources: list[str | Path], into: str | Path) -> MergeSummary:
             if key in rows:
                 diff = differences(comparable(rows[key]), comparable(row))
                 if diff:
-                    raise InputError(f"row {key!r} differs between {origin[key]} and {f} "
-                                     f"(at {', '.join(diff[:5])}{' ...' if len(diff) > 5 else ''}); "
+                    raise InputError(f"row {key!r} differs between {origin[key]} (first) and {f} (second): "
+                                     f"{'; '.join(diff[:5])}{' ...' if len(diff) > 5 else ''}; "
                                      f"nothing was merged. Re-run that scenario in one place, or leave one "
                                      f"folder out.")
                 duplicates += 1
