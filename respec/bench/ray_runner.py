@@ -70,6 +70,10 @@ class BenchWorker:
         self._write_status(None)
         self.models = runner.load_models(self.settings)
 
+    def ready(self) -> int:
+        """Answers once the constructor (model loading) has finished; the worker's process id."""
+        return os.getpid()
+
     def _write_status(self, scenario_id: str | None) -> None:
         # Where an operator (or a test) sees which process runs what, and since when.
         path = _status_path(self.out, self.worker)
@@ -114,11 +118,10 @@ def _start_ray(ray, opts: RayOptions) -> None:
             env["env_vars"][name] = os.environ[name]
     kwargs: dict[str, Any] = {"runtime_env": env, "logging_level": logging.WARNING,
                               "include_dashboard": False}
-    if opts.address == "local":
-        if opts.num_cpus:
-            kwargs["num_cpus"] = int(opts.num_cpus)
-    else:
-        kwargs["address"] = opts.address
+    # "local" always starts a new Ray on this machine (never joins one found running).
+    kwargs["address"] = opts.address
+    if opts.address == "local" and opts.num_cpus:
+        kwargs["num_cpus"] = int(opts.num_cpus)
     ray.init(**kwargs)
 
 
@@ -150,8 +153,20 @@ def run_ray(settings: "runner.BenchSettings", opts: RayOptions,
     actors = [Actor.remote(settings_dict, str(plan.out), i) for i in range(n_workers)]
 
     pending = [_Task(s.id, cfgs, keys) for s, cfgs, keys in todo]
-    running: dict[Any, tuple[_Task, Any, float]] = {}   # object ref -> (task, actor, started)
-    idle = list(actors)
+    busy: dict[Any, tuple[_Task, Any, float]] = {}   # run ref -> (task, actor, started)
+    waking: dict[Any, Any] = {}                      # ready ref -> an actor (re)starting
+    restarting: list[tuple[float, Any]] = []         # (when to ask again, actor) still unavailable
+    idle: list = []
+
+    def wake(actor, delay: float = 0.0) -> None:
+        # A worker takes work only once it answers ready(): its constructor has loaded the models.
+        if delay:
+            restarting.append((time.monotonic() + delay, actor))
+        else:
+            waking[actor.ready.remote()] = actor
+
+    for actor in actors:
+        wake(actor)
 
     def give_up(task: _Task) -> None:
         reason = "; ".join(task.reasons)
@@ -163,6 +178,7 @@ def run_ray(settings: "runner.BenchSettings", opts: RayOptions,
 
     def retry_or_fail(task: _Task, reason: str) -> None:
         task.reasons.append(reason)
+        summary.retried.setdefault(task.scenario_id, []).append(reason)
         log.warning("scenario %s attempt %d failed: %s", task.scenario_id, task.attempts, reason)
         if task.attempts < opts.max_attempts:
             pending.insert(0, task)
@@ -170,36 +186,57 @@ def run_ray(settings: "runner.BenchSettings", opts: RayOptions,
             give_up(task)
 
     try:
-        while pending or running:
+        while pending or busy:
+            if pending and not (idle or busy or waking or restarting):
+                for task in pending:
+                    task.reasons.append("every worker is gone")
+                    give_up(task)
+                break
             while pending and idle:
                 task, actor = pending.pop(0), idle.pop(0)
                 task.attempts += 1
-                ref = actor.run.remote(plan.dataset.path, task.scenario_id, task.configs)
-                running[ref] = (task, actor, time.monotonic())
-            done, _ = ray.wait(list(running), num_returns=1, timeout=1.0)
+                busy[actor.run.remote(plan.dataset.path, task.scenario_id, task.configs)] = (task, actor,
+                                                                                               time.monotonic())
+            now = time.monotonic()
+            for item in [r for r in restarting if r[0] <= now]:
+                restarting.remove(item)
+                wake(item[1])
+            done, _ = ray.wait(list(busy) + list(waking), num_returns=1, timeout=0.5)
             for ref in done:
-                task, actor, _ = running.pop(ref)
-                idle.append(actor)
+                if ref in waking:
+                    actor = waking.pop(ref)
+                    try:
+                        ray.get(ref)
+                        idle.append(actor)
+                    except ray.exceptions.ActorUnavailableError:
+                        wake(actor, delay=0.5)            # Ray is restarting it: ask again shortly
+                    except ray.exceptions.RayActorError as e:
+                        log.warning("a worker is gone for good: %s", e)
+                    continue
+                task, actor, _ = busy.pop(ref)
                 try:
                     results, counts = ray.get(ref)
                 except ray.exceptions.RayActorError as e:
+                    wake(actor)                           # Ray restarts it (max_restarts=-1)
                     retry_or_fail(task, f"worker died ({type(e).__name__})")
                     continue
                 except ray.exceptions.RayTaskError as e:
+                    idle.append(actor)
                     retry_or_fail(task, f"{type(e.cause).__name__ if e.cause else 'error'}: {e.cause or e}")
                     continue
+                idle.append(actor)
                 summary.add_work(counts)
                 for key, result in zip(task.keys, results):
                     runner.record_result(plan, key, result, on_row)
             if opts.scenario_timeout:
                 now = time.monotonic()
-                for ref, (task, actor, started) in list(running.items()):
+                for ref, (task, actor, started) in list(busy.items()):
                     if now - started > opts.scenario_timeout:
-                        running.pop(ref)
+                        busy.pop(ref)
                         # A restart gives the worker a fresh process; its weights load again.
                         ray.kill(actor, no_restart=False)
-                        idle.append(actor)
-                        retry_or_fail(task, f"timed out after {opts.scenario_timeout:.0f} s")
+                        wake(actor)
+                        retry_or_fail(task, f"timed out after {opts.scenario_timeout:g} s")
     except KeyboardInterrupt:
         summary.interrupted = True
     finally:

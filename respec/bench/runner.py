@@ -119,6 +119,7 @@ class RunSummary:
     failed: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
     interrupted: bool = False
+    retried: dict[str, list[str]] = field(default_factory=dict)   # scenario id -> why each try failed (Ray)
     # edits / controller calls actually run, and those answered from the shared prefix
     work: dict[str, int] = field(default_factory=lambda: {"edits_run": 0, "edits_shared": 0,
                                                           "vlm_calls_run": 0, "vlm_calls_shared": 0})
