@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-ray = pytest.importorskip("ray", reason="the Ray runner is the optional [cluster] extra; scripts/setup.sh installs it")
+import ray  # the [cluster] extra; scripts/setup.sh installs it for the tests
 
-from respec.bench.ray_runner import RayOptions, run_ray  # noqa: E402
-from respec.bench.results import ResultsFile  # noqa: E402
-from respec.bench.runner import BenchSettings, run_benchmark  # noqa: E402
-from respec.bench.shards import comparable, differences  # noqa: E402
+from respec.bench.ray_runner import RayOptions, run_ray
+from respec.bench.results import ResultsFile
+from respec.bench.runner import BenchSettings, run_benchmark
+from respec.bench.shards import comparable, differences
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
