@@ -289,6 +289,9 @@ def cmd_bench(a) -> int:
         print(f"  FAILED {key}: {err}  (traceback in {out / 'errors.jsonl'})", file=sys.stderr)
     if summary.interrupted:
         print(f"Interrupted: everything finished so far is in {summary.results}; run the same command to resume.")
+    if settings.shard and not (summary.done or summary.skipped or summary.failed):
+        print(f"shard {settings.shard} holds none of the selected scenarios: nothing to do")
+        return 0
     rc = _finish(Path(summary.results), out)
     return 130 if summary.interrupted else (1 if summary.failed else rc)
 

@@ -106,3 +106,22 @@ def test_merge_keeps_errors_only_for_keys_without_a_row(tmp_path):
     summary = merge_results([one, two], tmp_path / "all")
     kept = ResultsFile(tmp_path / "all" / "errors.jsonl").rows()
     assert summary.errors == 1 and [e["key"] for e in kept] == ["d|s9|baseline|flux2|1700000000"]
+
+
+@pytest.mark.slow
+def test_two_shards_merged_equal_one_unsharded_run(tmp_path, capsys):
+    from respec.__main__ import main
+    common = ["bench", "--editor", "sim", "--size", "96", "--config", "all", "--limit", "10", "--quiet"]
+    assert main(common + ["--out", str(tmp_path / "whole")]) == 0
+    assert main(common + ["--shard", "1/2", "--out", str(tmp_path / "s1")]) == 0
+    assert main(common + ["--shard", "2/2", "--out", str(tmp_path / "s2")]) == 0
+    assert main(["merge", str(tmp_path / "s1"), str(tmp_path / "s2"), "--into", str(tmp_path / "all")]) == 0
+    whole = {r["key"]: r for r in ResultsFile(tmp_path / "whole" / "results.jsonl").rows()}
+    parts = [ResultsFile(tmp_path / s / "results.jsonl").rows() for s in ("s1", "s2")]
+    merged = {r["key"]: r for r in ResultsFile(tmp_path / "all" / "results.jsonl").rows()}
+    assert len(whole) == 40 and all(parts)                  # each shard did some of the work
+    assert not {r["key"] for r in parts[0]} & {r["key"] for r in parts[1]}
+    assert merged.keys() == whole.keys()
+    for key in whole:
+        assert differences(comparable(merged[key]), comparable(whole[key])) == [], key
+    assert (tmp_path / "all" / "report" / "report.md").is_file()
