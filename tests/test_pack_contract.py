@@ -261,3 +261,36 @@ def test_the_registry_publish_workflow_publishes_this_publishers_pack():
     assert "Comfy-Org/publish-node-action@" in flow and "secrets.REGISTRY_ACCESS_TOKEN" in flow
     assert "pyproject.toml" in flow and meta["tool"]["comfy"]["PublisherId"] in flow
     assert meta["project"]["name"] and re.fullmatch(r"\d+\.\d+\.\d+", meta["project"]["version"])
+
+
+# Every free-text (STRING widget) input, by what it may name. A new one fails the test below until it
+# is classified here: a workflow value must never name code, and a path must stay in its folder.
+FREE_TEXT_INPUTS = {
+    # confined to a registered folder (respec/paths.py), each refusal tested in its node's tests
+    ("ReSpecHistoryStore", "store_dir"): "path: user/respec/sessions",
+    ("ReSpecScenarioLoader", "dataset"): "path: input/respec_datasets (or a packaged set's name)",
+    ("ReSpecResultsWriter", "results_file"): "path: output/respec",
+    # model sources: a Hugging Face id or a model folder, read with weights-only loaders, no remote code
+    ("ReSpecVLMLoader", "hf_model"): "model source",
+    ("ReSpecFlux2Loader", "custom_model"): "model source",
+    # not paths
+    ("ReSpecHistoryStore", "session_id"): "id, validated",
+    ("ReSpecHistoryStore", "new_session_id"): "id, validated",
+    ("ReSpecOpenAIController", "base_url"): "URL: trusted input, pinned by RESPEC_OPENAI_BASE_URL",
+    ("ReSpecOpenAIController", "model"): "served model name",
+    ("ReSpecOpenAIController", "api_key_env"): "environment variable name",
+    ("ReSpecOccluderMask", "label"): "detector query",
+    ("ReSpecTrajectoryMasks", "occluder_label"): "detector query",
+    ("ReSpecResultsWriter", "editor"): "label in the results",
+}
+
+
+def test_every_free_text_input_is_classified(pack):
+    found = set()
+    for name, cls in pack.NODE_CLASS_MAPPINGS.items():
+        for section in ("required", "optional"):
+            for key, spec in cls.INPUT_TYPES().get(section, {}).items():
+                opts = spec[1] if len(spec) > 1 else {}
+                if spec[0] == "STRING" and not opts.get("multiline") and not opts.get("forceInput"):
+                    found.add((name, key))
+    assert found == set(FREE_TEXT_INPUTS)
