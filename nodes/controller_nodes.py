@@ -266,14 +266,18 @@ class ReSpecReferenceSelector:
         }
 
     def select(self, history, plan, use_history_reference, unique_id=None):
-        chosen = select_references(history, plan, use_history_reference)
-        size = chosen.current.size
-        refs = [as_array(resize(as_rgb(img.array), size)) for img in chosen.images]
-        comfy.send_event("references", {"node": unique_id, "turn": plan.turn, "ids": chosen.ids,
-                                        "digests": [img.digest for img in chosen.images],
-                                        "fallbacks": chosen.fallbacks})
-        return (images_to_comfy(refs), images_to_comfy([np.asarray(chosen.current.array)]),
-                json.dumps(chosen.ids))
+        return selection_outputs(select_references(history, plan, use_history_reference), plan, unique_id)
+
+
+def selection_outputs(chosen, plan, unique_id=None) -> tuple:
+    """(editor_images, current_image, image_ids JSON) of a Selection, and the panel's
+    `references` event: the images resized to the current image's size."""
+    size = chosen.current.size
+    refs = [as_array(resize(as_rgb(img.array), size)) for img in chosen.images]
+    comfy.send_event("references", {"node": unique_id, "turn": plan.turn, "ids": chosen.ids,
+                                    "digests": [img.digest for img in chosen.images],
+                                    "fallbacks": chosen.fallbacks})
+    return (images_to_comfy(refs), images_to_comfy([np.asarray(chosen.current.array)]), json.dumps(chosen.ids))
 
 
 class ReSpecInstructionRewriter:

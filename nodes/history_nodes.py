@@ -8,6 +8,7 @@ from ..respec import web
 from ..respec.errors import InputError
 from ..respec.history import CHANGE, History
 from ..respec.provenance import change_for
+from ..respec.reveal import reveal_for_append
 from ..respec.store import open_store, workflow_store_root
 from ..respec.turn import EDITOR_IMAGE_IDS
 from .common import HISTORY, PLAN, image_from_comfy, images_to_comfy
@@ -140,12 +141,14 @@ class ReSpecHistoryAppend:
                 "editor_image_ids": ("STRING", {"default": "", "forceInput": True, "tooltip":
                                      "The Reference Selector's image_ids: which history images the editor got, "
                                      "kept with the turn (results rows report them)."}),
+                "reveal": ("RESPEC_REVEAL", {"tooltip": "Reveal Composite's record: which pixels were pasted "
+                           "from which past image, kept with the turn (connect its image output to 'image')."}),
             },
             "hidden": {"prompt": "PROMPT", "unique_id": "UNIQUE_ID"},
         }
 
     def append(self, history, image, instruction, sent_instruction="", plan=None, meta="", editor_image_ids="",
-               prompt=None, unique_id=None):
+               reveal=None, prompt=None, unique_id=None):
         if not isinstance(history, History):
             raise InputError(f"'history' must come from a History Store or Append node, got {type(history).__name__}")
         arr = image_from_comfy(image, "image")
@@ -154,6 +157,10 @@ class ReSpecHistoryAppend:
         if (editor_image_ids or "").strip():
             meta_d[EDITOR_IMAGE_IDS] = self._ids(editor_image_ids)
         masks = {CHANGE: change_for(history, arr)}
+        if reveal is not None:
+            reveal_masks, reveal_meta = reveal_for_append(reveal)
+            masks.update(reveal_masks)
+            meta_d.update(reveal_meta)
         if history.session_id is None:
             new = history.append(arr, instruction, sent, plan, meta_d, masks)
             web.send_history(new, "append", unique_id)

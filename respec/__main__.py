@@ -42,7 +42,17 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--out", default=None,
                    help="output folder (default: <output dir>/bench/<dataset>-<editor>[-smoke]); the same folder resumes")
     b.add_argument("--config", default="all",
-                   help="baseline | hrs | pti | respec | all, or a comma list (default: all)")
+                   help="baseline | hrs | pti | respec | respec-prov | respec-prov+reveal | respec-hybrid | "
+                        "hrs+reveal | pti+reveal | respec+reveal ..., the groups all (the paper's four), prov, "
+                        "reveal, or a comma list (default: all)")
+    b.add_argument("--selector", default=None, choices=["vlm", "provenance", "hybrid"],
+                   help="reference selector for the configs with a controller: vlm (the paper), provenance (the "
+                        "history's change masks, model-free rewrite, 0 VLM calls), hybrid (provenance picks, the "
+                        "VLM writes); picks the matching config, e.g. respec -> respec-prov (hrs and pti have no "
+                        "provenance variant and are left out)")
+    b.add_argument("--reveal-composite", action="store_true",
+                   help="paste the hidden pixels back after each restoration edit where the geometry held "
+                        "(Reveal Composite; e.g. respec -> respec+reveal)")
     b.add_argument("--editor", default="flux2", choices=["flux2", "omnigen2", "sim"],
                    help="in-context editor; 'sim' is the simulated editor with exact ground truth (a test "
                         "instrument, docs/sim.md)")
@@ -165,7 +175,8 @@ def _settings(a):
     size = a.size if a.size is not None else (96 if a.smoke else 256 if a.editor == "sim" else 1024)
     dataset = a.dataset or ("occur_sim" if a.editor == "sim" else "occur_sample")
     steps = a.steps if a.steps is not None else (2 if a.smoke else None)
-    return BenchSettings(dataset=dataset, out=a.out or "", masks=a.masks or "", configs=parse_configs(a.config), editor=a.editor,
+    return BenchSettings(dataset=dataset, out=a.out or "", masks=a.masks or "",
+                         configs=_configs(a.config, a.selector, a.reveal_composite), editor=a.editor,
                          smoke=a.smoke, size=size, seed=a.seed, steps=steps, guidance=a.guidance, limit=a.limit,
                          scenario_ids=a.scenario, judge=a.judge, save_images=not a.no_images,
                          controller=a.controller, controller_model=a.controller_model,
@@ -173,6 +184,22 @@ def _settings(a):
                          judge_model=a.judge_model, editor_model=a.editor_model, editor_options=editor_opts,
                          masker_options=masker_opts, scorer_options=scorer_opts, shard=a.shard,
                          share_prefix=not a.no_shared_prefix)
+
+
+def _configs(spec: str, selector: str | None, reveal: bool) -> list[str]:
+    """The configs asked for, each switched to --selector / --reveal-composite when given (the
+    baseline, which has no controller, stays as it is)."""
+    from .bench.configs import CONFIGS, config_variant, parse_configs
+    names = parse_configs(spec)
+    if selector is None and not reveal:
+        return names
+    out = []
+    for n in names:
+        if not CONFIGS[n].use_controller:
+            out.append(n)
+        elif selector in (None, "vlm") or CONFIGS[n].use_pti and CONFIGS[n].use_hrs:
+            out.append(config_variant(n, selector, reveal))
+    return parse_configs(out)
 
 
 def _fresh(out: Path) -> None:

@@ -13,11 +13,14 @@ an editor re-invents. `reveal_composite` does this in four steps:
    (residuals |I_t - T_src(I_{k-1})| < |I_t - T_prev(I_{t-1})|, both averaged over
    `compare_size`² pixels so that re-invented texture is compared by its colour), cleaned up
    like a change mask.
-3. **Geometry check.** A ring `ring` px wide around R, on pixels no turn since k-1 changed: if
-   the scene did not move, I_t and T_src(I_{k-1}) differ there only by the editor's noise. The
-   noise is measured on the rest of the stable image: the residual (3×3 mean, as for change
-   masks) exceeds τ = median + K · 1.4826 · MAD (K = 4, at least `min_delta`) on a share p of the
-   stable pixels. Neighbouring residuals are correlated by the 3×3 mean, so the ring holds about
+3. **Geometry check.** A ring `ring` px wide around R, on pixels no turn since k-1 changed (and
+   2 px away from this edit's other changes): if the scene did not move, I_t and T_src(I_{k-1})
+   differ there only by the editor's noise and blur. That is measured on the rest of the stable
+   image: the residual (3×3 mean, as for change masks) exceeds τ = median + K · 1.4826 · MAD
+   (K = 4, at least `min_delta`) on some share of it; an editor's blur leaves more residual on
+   sharp texture, so the expected share p for the ring is the background's share per texture
+   decile (gradient magnitude of I_{k-1}), averaged over the ring's pixels by their decile.
+   Neighbouring residuals are correlated by the 3×3 mean, so the ring holds about
    n_eff = n_ring / 9 independent samples, and an exceedance rate in the ring above
    p + 3 · sqrt(p (1 - p) / n_eff) + `allowance` (allowance = 0.05: an occluder's soft edge or
    shadow, a mask a pixel too tight) is not noise: the check refuses. It also refuses when the
@@ -151,6 +154,22 @@ def _best_shift(a: np.ndarray, b: np.ndarray, ring: np.ndarray, max_shift: int) 
     return (int(dxs[iy]), int(dxs[ix])), float(errs[iy, ix]), zero
 
 
+TEXTURE_BINS = 10
+
+
+def _expected_exceedance(src: np.ndarray, exceeds: np.ndarray, bg: np.ndarray, ring: np.ndarray) -> float:
+    """How often a ring pixel would exceed τ if the geometry held: the background's exceedance
+    rate per texture decile (gradient magnitude of I_{k-1}: an editor's blur leaves more residual
+    on sharp texture), averaged over the ring's pixels by their decile."""
+    grey = src.mean(axis=2)
+    g = np.hypot(ndimage.sobel(grey, 0), ndimage.sobel(grey, 1))
+    edges = np.quantile(g[bg], np.linspace(0, 1, TEXTURE_BINS + 1)[1:-1])
+    bins = np.digitize(g, edges)
+    rate = np.array([exceeds[bg & (bins == b)].mean() if (bg & (bins == b)).any() else exceeds[bg].mean()
+                     for b in range(TEXTURE_BINS)])
+    return float(rate[bins[ring]].mean())
+
+
 def _feather(region: np.ndarray, width: int) -> np.ndarray:
     """1 inside the region, falling linearly to 0 over `width` px outside it (float32). The
     distance transform runs on the region's bounding box only."""
@@ -207,8 +226,11 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
 
     # 3. geometry check in a ring of stable pixels around R
     r3 = smooth(raw_src, 3)
-    bg = stab & ~changed_now & ~dilate(region, px["ring"])
-    ring = dilate(region, px["ring"]) & ~dilate(region, 1) & stab & ~changed_now
+    # This edit's other changes (a replacing object, the occluder's new place) and their soft
+    # rims are no evidence about the geometry: they are left out with a 2 px margin.
+    quiet = stab & ~dilate(changed_now & ~region, 2)
+    bg = quiet & ~dilate(region, px["ring"])
+    ring = dilate(region, px["ring"]) & ~dilate(region, 1) & quiet
     n_ring = int(ring.sum())
     checks["ring_pixels"] = n_ring
     if n_ring < params.min_ring or bg.sum() < params.min_ring:
@@ -216,7 +238,7 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
                               "region (later turns changed its surroundings)", source_id, region, checks)
     med, sig = robust_scale(r3[bg])
     tau = max(med + params.k * sig, DEFAULT_PARAMS.min_delta)
-    p_bg = float((r3[bg] > tau).mean())
+    p_bg = _expected_exceedance(src, r3 > tau, bg, ring)
     p_ring = float((r3[ring] > tau).mean())
     limit = p_bg + 3.0 * np.sqrt(max(p_bg * (1 - p_bg), 1e-12) / max(1.0, n_ring / 9.0)) + params.allowance
     # The shift search looks at the whole ring, this edit's changes included: a scene that moved is
@@ -287,15 +309,36 @@ class RevealStep:
         self.params = params
 
     def __call__(self, history: History, record: Any) -> tuple[Any, dict]:
-        if not record.is_restoration or history.next_turn < 2:
-            return record.image, {"applied": False, "reason": "not a restoration turn"}
-        k, found_by = covering_turn_for(history, record.plan, record.request)
-        if k is None:
-            return record.image, {"applied": False, "reason": f"no covering turn found ({found_by})"}
-        res = reveal_for(history, record.image, k, self.params)
+        res, entry = reveal_turn(history, record.image, record.plan, record.request, record.is_restoration,
+                                 self.params)
+        if res is None or not res.applied:
+            return record.image, entry
         record.masks.update(reveal_masks(res))
-        return (res.image if res.applied else record.image), {**res.record(), "covering_turn": k,
-                                                              "covering_turn_from": found_by}
+        return res.image, entry
+
+
+def reveal_turn(history: History, edited: Any, plan: Any, request: str, is_restoration: bool,
+                params: RevealParams = DEFAULT_REVEAL) -> tuple[RevealResult | None, dict]:
+    """Reveal Composite for one turn (the post-edit step and the node): (the result, or None when
+    it did not run, and the record entry saying what happened and why)."""
+    if not is_restoration or history.next_turn < 2:
+        return None, {"applied": False, "reason": "not a restoration turn"}
+    k, found_by = covering_turn_for(history, plan, request)
+    if k is None:
+        return None, {"applied": False, "reason": f"no covering turn found ({found_by})"}
+    res = reveal_for(history, edited, k, params)
+    return res, {**res.record(), "covering_turn": k, "covering_turn_from": found_by}
+
+
+def reveal_for_append(reveal: Any) -> tuple[dict, dict]:
+    """What History Append keeps for a Reveal Composite value ({entry..., "result": RevealResult}):
+    (the turn's masks, the turn's meta entries)."""
+    if not isinstance(reveal, dict):
+        raise InputError(f"'reveal' must come from a Reveal Composite node, got {type(reveal).__name__}")
+    entry = {k: v for k, v in reveal.items() if k != "result"}
+    res = reveal.get("result")
+    masks = reveal_masks(res) if isinstance(res, RevealResult) else {}
+    return masks, {"post_edit": [{"step": RevealStep.name, **entry}]}
 
 
 def covering_turn_for(history: History, plan: Any, request: str) -> tuple[int | None, str]:

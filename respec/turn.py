@@ -105,6 +105,7 @@ class TurnRecord:
     sent_instruction: str = ""                  # what the editor was sent
     seed: int = 0
     image: Any = None                           # I_t (after the post-edit steps)
+    edited: Any = None                          # the editor's own output (before the post-edit steps)
     editor_run: dict = field(default_factory=dict)    # the editor's last_run (steps, size, seconds)
     post_edit: list[dict] = field(default_factory=list)
     masks: dict = field(default_factory=dict)   # per-pixel records the post-edit steps add
@@ -201,6 +202,7 @@ def run_turn(history: History, request: str, *, editor: Any, backend: Any = None
         record.image = editor.edit([im.rgb() for im in record.selection.images], record.sent_instruction,
                                    output_size=history.current.image.size, seed=record.seed, steps=steps,
                                    guidance=guidance)
+    record.edited = record.image
     record.editor_run = dict(getattr(editor, "last_run", {}) or {})
 
     # 6. Post-edit steps: each may replace the image and says what it did.

@@ -143,3 +143,34 @@ def test_each_scenarios_image_is_read_once_and_images_shared_by_configs_are_save
         files = sorted(p.name for p in (tmp_path / "images" / sid).iterdir())
         assert files == sorted({Path(p).name for p in base + hrs})   # each distinct image written once
         assert all((tmp_path / p).is_file() for p in base + hrs)
+
+
+def test_the_provenance_configs_pick_the_recorded_reference_with_no_vlm_call_and_reveal_restores(tmp_path, scorer):
+    # The controller would pick I_0 (wrong for the 5-turn scenario): provenance does not ask it.
+    vlm = ChoosingController(lambda t: 0)
+    rows = _run(tmp_path, scorer, vlm, configs="respec,respec-prov,respec-prov+reveal,respec+reveal")
+    for sid in SCENARIOS:
+        prov, rev = rows[(sid, "respec-prov")], rows[(sid, "respec-prov+reveal")]
+        assert prov["vlm_calls"] == rev["vlm_calls"] == 0
+        assert prov["reference_correct"] is True and rev["reference_correct"] is True
+        step = rev["turns"][-1]["post_edit"][0]
+        assert step["step"] == "reveal_composite" and step["applied"], step
+        assert rev["S_restore"] > prov["S_restore"]                      # I_{k-1}'s own pixels beat the copy
+        # Reveal Composite after the VLM's (wrong for sim0019) reference still pastes I_{k-1}
+        assert rows[(sid, "respec+reveal")]["turns"][-1]["post_edit"][0]["source_id"] == _TRUTH[
+            len(rows[(sid, "respec")]["turns"])]
+    assert rows[(SCENARIOS[0], "respec")]["reference_correct"] is False
+    assert vlm.calls == sum(r["vlm_calls"] for (_, c), r in rows.items() if c in ("respec", "respec+reveal"))
+
+
+def test_config_groups_and_variants():
+    from respec.bench.configs import config_variant, parse_configs
+    assert parse_configs("all") == ["baseline", "hrs", "pti", "respec"]
+    assert parse_configs("prov") == ["respec-prov", "respec-prov+reveal", "respec-hybrid", "respec-hybrid+reveal"]
+    assert parse_configs("reveal,baseline") == ["baseline", "hrs+reveal", "pti+reveal", "respec+reveal"]
+    assert config_variant("respec", "provenance", True) == "respec-prov+reveal"
+    assert config_variant("hrs", None, True) == "hrs+reveal"
+    with pytest.raises(InputError, match="no config 'pti' with selector 'provenance'"):
+        config_variant("pti", "provenance")
+    with pytest.raises(InputError, match="unknown benchmark config 'turbo'"):
+        parse_configs("turbo")

@@ -18,13 +18,41 @@ class BenchConfig:
     use_hrs: bool
     skip_non_restoration: bool = False
     label: str = ""
+    selector: str = "vlm"            # vlm | provenance | hybrid (respec.controller.provenance)
+    reveal: bool = False             # Reveal Composite after the edit (respec.reveal.RevealStep)
+
+    @property
+    def needs_vlm(self) -> bool:
+        """Whether this config calls the controller (the provenance selector does not)."""
+        return self.use_controller and self.selector != "provenance"
 
 
+# The paper's four (table 2), then beyond the paper (docs/provenance.md): the provenance selector
+# (0 VLM calls), the hybrid (provenance picks, the VLM writes) and Reveal Composite after the edit.
 CONFIGS: dict[str, BenchConfig] = {
     "baseline": BenchConfig("baseline", False, False, False, label="no ReSpec"),
     "hrs": BenchConfig("hrs", True, False, True, skip_non_restoration=True, label="+ HRS"),
     "pti": BenchConfig("pti", True, True, False, label="+ PTI"),
     "respec": BenchConfig("respec", True, True, True, label="+ PTI + HRS (ReSpec)"),
+    "respec-prov": BenchConfig("respec-prov", True, True, True, selector="provenance",
+                               label="ReSpec, provenance selector (0 VLM calls)"),
+    "respec-prov+reveal": BenchConfig("respec-prov+reveal", True, True, True, selector="provenance", reveal=True,
+                                      label="ReSpec, provenance selector + Reveal Composite"),
+    "respec-hybrid": BenchConfig("respec-hybrid", True, True, True, selector="hybrid",
+                                 label="ReSpec, hybrid (provenance picks, the VLM writes)"),
+    "respec-hybrid+reveal": BenchConfig("respec-hybrid+reveal", True, True, True, selector="hybrid", reveal=True,
+                                        label="ReSpec, hybrid + Reveal Composite"),
+    "hrs+reveal": BenchConfig("hrs+reveal", True, False, True, skip_non_restoration=True, reveal=True,
+                              label="+ HRS + Reveal Composite"),
+    "pti+reveal": BenchConfig("pti+reveal", True, True, False, reveal=True, label="+ PTI + Reveal Composite"),
+    "respec+reveal": BenchConfig("respec+reveal", True, True, True, reveal=True,
+                                 label="+ PTI + HRS (ReSpec) + Reveal Composite"),
+}
+# `--config all` is the paper's four; names and groups combine ("all,prov,reveal").
+CONFIG_GROUPS = {
+    "all": ("baseline", "hrs", "pti", "respec"),
+    "prov": ("respec-prov", "respec-prov+reveal", "respec-hybrid", "respec-hybrid+reveal"),
+    "reveal": ("hrs+reveal", "pti+reveal", "respec+reveal"),
 }
 EDITORS = ("flux2", "omnigen2", "sim")
 # Where the A.5 masks come from: "detect" = YOLO-World + SAM on the generated images (the paper);
@@ -33,18 +61,35 @@ MASKS = ("detect", "oracle")
 
 
 def parse_configs(spec: str | list[str] | None) -> list[str]:
-    """'all' | 'baseline,respec' | ['pti', 'hrs'] -> config names in table-2 order."""
+    """'all' | 'baseline,respec' | ['pti', 'hrs'] | 'all,prov' -> config names in table-2 order
+    (the groups: CONFIG_GROUPS)."""
     if spec is None:
         return ["baseline", "respec"]
     items = spec.split(",") if isinstance(spec, str) else list(spec)
     names: list[str] = []
     for item in items:
-        for name in (CONFIGS if item.strip() == "all" else [item.strip()]):
+        for name in CONFIG_GROUPS.get(item.strip(), [item.strip()]):
             if name not in CONFIGS:
-                raise InputError(f"unknown benchmark config {name!r}; use baseline, hrs, pti, respec or all")
+                raise InputError(f"unknown benchmark config {name!r}; use one of {', '.join(CONFIGS)}, or a "
+                                 f"group: {', '.join(f'{g} ({chr(44).join(v)})' for g, v in CONFIG_GROUPS.items())}")
             if name not in names:
                 names.append(name)
     return [c for c in CONFIGS if c in names]
+
+
+def config_variant(name: str, selector: str | None = None, reveal: bool = False) -> str:
+    """The config that is `name` with another selector and/or Reveal Composite, e.g. ("respec",
+    "provenance", True) -> "respec-prov+reveal". InputError when no such config exists."""
+    base = CONFIGS[name]
+    sel = (selector or base.selector).strip().lower()
+    want = (base.use_controller, base.use_pti, base.use_hrs, base.skip_non_restoration, sel, base.reveal or reveal)
+    for cand in CONFIGS.values():
+        if (cand.use_controller, cand.use_pti, cand.use_hrs, cand.skip_non_restoration, cand.selector,
+                cand.reveal) == want:
+            return cand.name
+    raise InputError(f"there is no config {name!r} with selector {sel!r}{' and Reveal Composite' if reveal else ''}: "
+                     "the provenance and hybrid selectors are defined for 'respec' (PTI + HRS), Reveal Composite "
+                     "for every config with a controller")
 
 
 def turn_seed(base: int, scenario_id: str, t: int) -> int:

@@ -29,8 +29,15 @@ from .results import ResultsFile
 
 log = logging.getLogger("respec")
 
-CONFIG_ORDER = ("baseline", "hrs", "pti", "respec")
-CONFIG_SUFFIX = {"baseline": "", "hrs": " + HRS", "pti": " + PTI", "respec": " + PTI + HRS"}
+CONFIG_ORDER = ("baseline", "hrs", "pti", "respec", "hrs+reveal", "pti+reveal", "respec+reveal",
+                "respec-prov", "respec-prov+reveal", "respec-hybrid", "respec-hybrid+reveal")
+CONFIG_SUFFIX = {"baseline": "", "hrs": " + HRS", "pti": " + PTI", "respec": " + PTI + HRS",
+                 "hrs+reveal": " + HRS + reveal", "pti+reveal": " + PTI + reveal",
+                 "respec+reveal": " + PTI + HRS + reveal",
+                 "respec-prov": " + ReSpec-prov (0 VLM calls)", "respec-prov+reveal": " + ReSpec-prov + reveal",
+                 "respec-hybrid": " + ReSpec-hybrid", "respec-hybrid+reveal": " + ReSpec-hybrid + reveal"}
+# Table 1's rows: the paper's two, and the provenance method beside them (beyond the paper).
+MAIN_CONFIGS = ("baseline", "respec", "respec-prov", "respec-prov+reveal")
 EDITOR_NAMES = {"flux2": "Flux.2", "omnigen2": "OmniGen2", "tiny": "tiny klein (smoke)", "sim": "Sim (simulated)"}
 REVELATION_LABELS = OrderedDict([("resize", "A Resize"), ("move", "B Move"), ("replace", "C Replace"),
                                  ("remove", "D Remove"), ("multi", "E Multi-edit")])
@@ -241,7 +248,7 @@ def build_tables(all_rows: list[dict]) -> list[Table]:
     cols = _columns(rows)
     tables = [
         _score_table("table1_main", "Table 1: main results (without vs with ReSpec)", rows,
-                     _columns(rows, ("baseline", "respec")), True,
+                     _columns(rows, MAIN_CONFIGS), True,
                      "S_TC = (S_restore + S_preserve) / 2; S_IF (instruction faithfulness, 0-1) is auxiliary "
                      "and not part of S_TC; it is empty when the judge was off."),
         _score_table("table2_ablation", "Table 2: ablation of PTI and HRS", rows, cols, False,

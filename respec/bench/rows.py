@@ -68,13 +68,16 @@ def turn_records(history: History, scenario: Scenario | None = None) -> list[dic
                                               if plan is not None else 0)),
                     "fallbacks": list(meta.get("fallbacks", plan.fallbacks if plan is not None else [])),
                     "seed": meta.get("seed"), "plan": plan.to_dict() if plan is not None else None,
-                    "seconds": meta.get("seconds", {})})
+                    "post_edit": meta.get("post_edit", []), "seconds": meta.get("seconds", {})})
     return out
 
 
 def _recorded_ids(meta: dict) -> list[int] | None:
     ids = meta.get(EDITOR_IMAGE_IDS)
     return [int(i) for i in ids] if isinstance(ids, (list, tuple)) else None
+
+
+PROVENANCE_ANALYZER = "provenance (change masks, no VLM)"   # the rows' `controller` when no VLM chose
 
 
 def make_row(scenario: Scenario, history: History, score: dict, *, config: str, editor: str,
@@ -93,7 +96,9 @@ def make_row(scenario: Scenario, history: History, score: dict, *, config: str, 
                                      if t.plan is not None and t.plan.vlm_called and t.plan.controller), "")
     judge = judge or {}
     plan_r = history.turns[scenario.restoration_turn].plan
-    called = plan_r is not None and plan_r.vlm_called
+    # A reference was chosen when the controller planned the restoration turn, or the provenance
+    # planner did (0 calls); pass-through plans (skipped turns) chose nothing.
+    called = plan_r is not None and plan_r.is_restoration and (plan_r.vlm_called or plan_r.controller == "provenance")
     chosen = plan_r.restoration_source_id if called else None
     truth = scenario.reference_turn if true_reference is None else int(true_reference)
     correct = reference_selection_correct(plan_r, truth) if called else None
@@ -103,7 +108,8 @@ def make_row(scenario: Scenario, history: History, score: dict, *, config: str, 
         "status": "ok",
         "config": config, "use_pti": cfg.use_pti if cfg else None, "use_hrs": cfg.use_hrs if cfg else None,
         "editor": editor, "editor_model": editor_model, "smoke": bool(smoke),
-        "controller": controller if any(t["vlm_calls"] for t in turns) or called else "",
+        "controller": (controller if any(t["vlm_calls"] for t in turns) or (called and plan_r.vlm_called)
+                       else PROVENANCE_ANALYZER if called else ""),
         "size": list(history.images[0].size), "seed": seed,
         "S_restore": score.get("S_restore"), "S_preserve": score.get("S_preserve"), "S_TC": score.get("S_TC"),
         "judge": bool(judge), "S_IF": judge.get("S_IF"), "S_IF_final": judge.get("S_IF_final"),

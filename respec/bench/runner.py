@@ -35,6 +35,8 @@ from .. import comfy
 from ..errors import InputError, Interrupted
 from ..history import History
 from ..turn import TimingHook, run_turn, stage_timer
+from ..controller.provenance import selector_parts
+from ..reveal import RevealStep
 from .configs import CONFIGS, EDITORS, MASKS, BenchConfig, parse_configs, turn_seed
 from .results import ResultsFile, row_key
 from .rows import make_row, summarise_judgements
@@ -196,7 +198,7 @@ def load_real_models(settings: BenchSettings) -> BenchModels:
 
     scorer = load_scorer(**settings.scorer_options)
     masker = load_masker(**settings.masker_options)
-    need_controller = any(CONFIGS[c].use_controller for c in settings.configs)
+    need_controller = any(CONFIGS[c].needs_vlm for c in settings.configs)
     backend = None
     if need_controller or (settings.judge and not settings.judge_controller):
         backend = load_backend(settings.controller, settings.controller_model, **settings.controller_options)
@@ -231,17 +233,30 @@ def run_turns(scenario: Scenario, config: BenchConfig, models: BenchModels, sett
     calls, fallbacks and per-stage seconds)."""
     history = History.start(image if image is not None else scenario.load_image(settings.size or None),
                             meta={"scenario": scenario.id, "config": config.name})
+    planner, selector = selector_parts(config.selector)
+    post_edit = [RevealStep()] if config.reveal else []
     for t, turn in enumerate(scenario.turns, start=1):
         comfy.check_interrupted()
         tell_editor_the_turn(models.editor, scenario, t)
-        _, history = run_turn(history, turn.instruction, editor=models.editor, backend=models.backend,
-                              is_restoration=scenario.is_restoration(t), use_controller=config.use_controller,
-                              use_pti=config.use_pti, use_hrs=config.use_hrs,
-                              skip_non_restoration=config.skip_non_restoration,
-                              seed=turn_seed(settings.seed, scenario.id, t), steps=settings.steps,
-                              guidance=settings.guidance, plan_meta={"restoration_flag": "ground_truth"},
-                              meta={"stage": turn.stage}, timing=timing)
+        record, history = run_turn(history, turn.instruction, editor=models.editor, backend=models.backend,
+                                   planner=planner, selector=selector, post_edit=post_edit,
+                                   is_restoration=scenario.is_restoration(t),
+                                   use_controller=config.use_controller, use_pti=config.use_pti,
+                                   use_hrs=config.use_hrs, skip_non_restoration=config.skip_non_restoration,
+                                   seed=turn_seed(settings.seed, scenario.id, t), steps=settings.steps,
+                                   guidance=settings.guidance, plan_meta={"restoration_flag": "ground_truth"},
+                                   meta={"stage": turn.stage}, timing=timing)
+        if record.image is not record.edited:
+            tell_editor_the_derived_image(models.editor, scenario, history.current.image, record.edited)
     return history
+
+
+def tell_editor_the_derived_image(editor: Any, scenario: Scenario, image: Any, edited: Any) -> None:
+    """A post-edit step (Reveal Composite) changed the simulated editor's output: the sim editor
+    is told, so the new image keeps that output's ground truth (real editors have no such hook)."""
+    register = getattr(editor, "register_derived", None)
+    if register is not None:
+        register(scenario, image, edited)
 
 
 def tell_editor_the_turn(editor: Any, scenario: Scenario, t: int) -> None:

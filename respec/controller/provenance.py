@@ -165,8 +165,18 @@ def hybrid_plan(history: History, request: str, is_restoration: bool, *, backend
     controller's own choice is kept in meta["vlm_choice"]."""
     plan = plan_turn(history, request, backend, is_restoration, meta={**(meta or {}), "selector": "hybrid"},
                      **vlm_options)
+    return with_provenance_ids(history, plan)
+
+
+def with_provenance_ids(history: History, plan: Plan) -> Plan:
+    """A controller's plan with the reference ids provenance decides (hybrid), unless provenance's
+    evidence is ambiguous or empty (then the plan's ids stand, fallback PROVENANCE_DEFERRED). The
+    controller's own choice is kept in meta["vlm_choice"]."""
     if not plan.is_restoration or history.next_turn == 1:
         return plan
+    if plan.turn != history.next_turn:
+        raise InputError(f"this plan is for turn {plan.turn} but the history is at turn {history.next_turn}; "
+                         "connect the same history to the Preservation Target and the provenance selector")
     found = locate_covering_turn(history, plan.user_instruction)
     vlm_choice = {"restoration_source_id": plan.restoration_source_id,
                   "identity_anchor_id": plan.identity_anchor_id, "image_ids": list(plan.image_ids)}
@@ -223,6 +233,17 @@ class ProvenanceSelector:
             return select_references(history, plan, use_history_reference)
         return select_references(history, replace(plan, image_ids=_ids(int(source), history.next_turn)),
                                  use_history_reference)
+
+
+def provenance_selection(history: History, request: str, is_restoration: bool, plan: Plan | None = None,
+                         use_history_reference: bool = True) -> tuple[Plan, Selection]:
+    """The Reference Selector (provenance) node's whole job: without a plan, the provenance plan
+    (0 VLM calls, model-free instruction); with a controller's plan, that plan with provenance's
+    ids (hybrid). Returns (plan, the editor's images)."""
+    if not isinstance(history, History):
+        raise InputError(f"the provenance selector needs a History, got {type(history).__name__}")
+    plan = provenance_plan(history, request, is_restoration) if plan is None else with_provenance_ids(history, plan)
+    return plan, ProvenanceSelector().select(history, plan, use_history_reference=use_history_reference)
 
 
 SELECTORS = ("vlm", "provenance", "hybrid")

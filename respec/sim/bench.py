@@ -48,7 +48,7 @@ def load_sim_models(settings):
     else:
         describe["masks"] = "oracle: the sim editor's recorded layers"
     backend = None
-    if any(CONFIGS[c].use_controller for c in settings.configs) or settings.judge:
+    if any(CONFIGS[c].needs_vlm for c in settings.configs) or settings.judge:
         if settings.controller_model:
             from ..controller import load_backend
             backend = load_backend(settings.controller, settings.controller_model, **settings.controller_options)

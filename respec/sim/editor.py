@@ -172,6 +172,17 @@ class SimEditor(Editor):
         self._remember(scenario, content_hash(arr), frame)
         return frame
 
+    def register_derived(self, scenario, image, from_image) -> Frame:
+        """Register an image that a post-edit step (Reveal Composite) made from one of this editor's
+        outputs by changing pixels, not the scene: it shows the same scene state, so its ground truth
+        is that output's and the next turn recognises it as its base."""
+        fr = self.frame(scenario, from_image)
+        if fr is None:
+            raise InputError(f"the sim editor did not make the image this one was derived from (scenario {scenario.id!r})")
+        arr = np.asarray(as_rgb(as_array(getattr(image, "array", image))))
+        self._remember(scenario, content_hash(arr), fr)
+        return fr
+
     # -- the edit -------------------------------------------------------------------------
     def edit(self, images: list, instruction: str, *, output_size: tuple[int, int], seed: int,
              steps: int | None = None, guidance: float | None = None, **extra) -> Image.Image:

@@ -1,0 +1,101 @@
+"""The Reference Selector (provenance) and Reveal Composite nodes, and History Append keeping what
+Reveal Composite pasted: a whole restoration turn through the nodes with no VLM."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import core
+from synthetic_scenes import background, draw_rect, drift, rect_mask, u8
+
+SHAPE = (96, 128)
+SUITCASE = (30, 40, 70, 90)
+
+
+def _t(arr: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(arr).float()[None] / 255.0
+
+
+@pytest.fixture
+def nodes(pack):
+    m = pack.NODE_CLASS_MAPPINGS
+    return m["ReSpecHistoryStore"], m["ReSpecHistoryAppend"], m["ReSpecProvenanceSelector"], m["ReSpecRevealComposite"]
+
+
+def _two_turns(nodes):
+    """An in-graph history: I_0, turn 1 adds a suitcase, turn 2 adds a lamp (through History Append)."""
+    Store, Append, _, _ = nodes
+    scene = background(31, SHAPE)
+    hist, *_ = Store().run("in-graph", "s", -1, "", "", image=_t(u8(scene)), unique_id="1")
+    i1 = draw_rect(scene, SUITCASE, (0.2, 0.8, 0.3))
+    i2 = draw_rect(i1, (5, 5, 25, 25), (0.9, 0.9, 0.1))
+    for img, text in ((i1, "Add a large suitcase in the middle."), (i2, "Add a yellow lamp in the corner.")):
+        hist, _ = Append().append(hist, _t(u8(drift(img, noise=0.006))), text)
+    return hist, scene
+
+
+def _reinvent(current: torch.Tensor) -> torch.Tensor:
+    """What an editor with no evidence does when told to remove the suitcase: a flat fill."""
+    cur = current[0].numpy().astype(np.float64)
+    y0, x0, y1, x1 = SUITCASE
+    ring = np.zeros(SHAPE, bool)
+    ring[y0 - 3:y1 + 3, x0 - 3:x1 + 3] = True
+    ring[y0:y1, x0:x1] = False
+    return _t(u8(drift(draw_rect(cur, SUITCASE, cur[ring].mean(axis=0)), noise=0.006, seed=7)))
+
+
+def test_a_restoration_turn_through_the_nodes_needs_no_vlm_and_keeps_what_was_pasted(pack, nodes):
+    _, Append, Selector, Reveal = nodes
+    hist, scene = _two_turns(nodes)
+    request = "Remove the suitcase."
+    plan, editor_images, current, ids, instruction, pj = Selector().select(hist, request, "auto", True)
+    assert json.loads(ids) == [0, 2] and editor_images.shape[0] == 2
+    assert plan.meta["vlm_calls"] == 0 and not plan.vlm_called and plan.is_restoration
+    assert instruction == "Remove the suitcase, revealing what was there in the first image exactly as it was."
+    assert json.loads(pj)["meta"]["provenance"]["turn"] == 1
+    edited = _reinvent(current)
+    image, reveal, source_mask, report = Reveal().composite(hist, edited, request, True, "auto", plan=plan)
+    rep = json.loads(report)
+    assert rep["applied"] and rep["covering_turn"] == 1 and rep["source_id"] == 0
+    box = rect_mask(SHAPE, SUITCASE)
+    assert torch.all(source_mask[0][torch.from_numpy(box)] == 1.0)
+    out = np.round(image[0].numpy() * 255)[box]
+    truth = u8(scene)[box].astype(float)
+    assert min(np.corrcoef(out[:, c], truth[:, c])[0, 1] for c in range(3)) > 0.95
+    new, _ = Append().append(hist, image, request, instruction, plan, editor_image_ids=ids, reveal=reveal)
+    turn = new.current
+    history_mod = core(pack, "history")
+    assert set(turn.masks) == {history_mod.CHANGE, history_mod.REVEAL_SOURCE}
+    assert turn.meta["post_edit"][0]["step"] == "reveal_composite" and turn.meta["post_edit"][0]["applied"]
+
+
+def test_reveal_composite_switched_off_or_on_another_turn_passes_the_edit_through(nodes):
+    _, _, _, Reveal = nodes
+    hist, _ = _two_turns(nodes)
+    edited = _reinvent(_t(hist.current.image.array))
+    image, reveal, mask, report = Reveal().composite(hist, edited, "Remove the suitcase.", False, "auto")
+    assert image is edited and json.loads(report) == {"applied": False, "reason": "switched off"}
+    image, reveal, mask, report = Reveal().composite(hist, edited, "Make the sky bluer.", True, "auto")
+    assert image is edited and "not a restoration turn" in json.loads(report)["reason"] and not mask.any()
+
+
+def test_with_a_vlm_plan_the_selector_keeps_its_instruction_and_picks_the_ids(pack, nodes):
+    _, _, Selector, _ = nodes
+    hist, _ = _two_turns(nodes)
+    Plan = core(pack, "plan").Plan
+    vlm_plan = Plan(turn=3, user_instruction="Remove the suitcase.", synthesis_instruction="VLM text",
+                    is_restoration=True, restoration_source_id=2, identity_anchor_id=2, image_ids=(2,),
+                    vlm_called=True, meta={"vlm_calls": 1})
+    plan, _, _, ids, instruction, _ = Selector().select(hist, "Remove the suitcase.", "auto", True, plan=vlm_plan)
+    assert json.loads(ids) == [0, 2] and instruction == "VLM text"
+    assert plan.meta["vlm_choice"]["restoration_source_id"] == 2
+
+
+def test_history_append_refuses_a_reveal_value_from_elsewhere(nodes):
+    _, Append, _, _ = nodes
+    hist, _ = _two_turns(nodes)
+    with pytest.raises(Exception, match="Reveal Composite"):
+        Append().append(hist, _t(hist.current.image.array), "x", reveal="not a reveal")
