@@ -13,8 +13,9 @@ an editor re-invents. `reveal_composite` does this in four steps:
    (residuals |I_t - T_src(I_{k-1})| < |I_t - T_prev(I_{t-1})|, both averaged over
    `compare_size`² pixels so that re-invented texture is compared by its colour), cleaned up
    like a change mask.
-3. **Geometry check.** A ring `ring` px wide around R, on pixels no turn since k-1 changed (and
-   2 px away from this edit's other changes): if the scene did not move, I_t and T_src(I_{k-1})
+3. **Geometry check.** A ring around R (from `gap` px out, where an occluder's blurred rim has
+   faded, to `gap` + `ring` px), on pixels no turn since k-1 changed (and 2 px away from this
+   edit's other changes): if the scene did not move, I_t and T_src(I_{k-1})
    differ there only by the editor's noise and blur. That is measured on the rest of the stable
    image: the residual (3×3 mean, as for change masks) exceeds τ = median + K · 1.4826 · MAD
    (K = 4, at least `min_delta`) on some share of it; an editor's blur leaves more residual on
@@ -26,8 +27,9 @@ an editor re-invents. `reveal_composite` does this in four steps:
    shadow, a mask a pixel too tight) is not noise: the check refuses. It also refuses when the
    ring matches best at a shifted position: the ring's median residual after a colour fit, for
    integer shifts up to `max_shift` px, is lowest away from (0, 0) and `shift_ratio` (1.5) times
-   lower than at (0, 0) — the scene moved by that shift. (Noise alone gives ratios near 1; the
-   editor's blur is symmetric and keeps (0, 0) best.) Too few ring pixels (< `min_ring`) also
+   lower than at (0, 0) — the scene moved by that shift; the same search then runs on the whole
+   stable image (a ring on flat ground cannot see a shift the rest of the picture shows). (Noise
+   alone gives ratios near 1; the editor's blur is symmetric and keeps (0, 0) best.) Too few ring pixels (< `min_ring`) also
    refuses: nothing to check against.
 4. **Paste.** Inside R the composite is T_src(I_{k-1}) (I_{k-1}'s pixels in I_t's colours);
    outside, the weight falls linearly to 0 over `feather` px on stable pixels (the seam), and
@@ -68,6 +70,8 @@ class RevealParams:
     k: float = 4.0                 # noise threshold τ = median + k robust sigmas (as change masks)
     compare_size: int = 5          # averaging window for "agrees better with I_{k-1}" (px)
     ring_frac: float = 0.03        # ring width around R for the geometry check
+    gap_frac: float = 0.01         # ... starting this far out (at least 3 px): an occluder's blurred rim
+                                   # outlives it by a few pixels and is no evidence about the geometry
     min_ring: int = 32             # fewer ring pixels than this: refuse (nothing to check)
     allowance: float = 0.05        # extra exceedance rate tolerated in the ring
     shift_frac: float = 0.02       # largest shift searched in the ring (at least 4 px, at most 12)
@@ -77,7 +81,8 @@ class RevealParams:
     def pixels(self, shape: tuple[int, int]) -> dict[str, int]:
         """Ring width, largest shift and feather width in pixels for an image of `shape`."""
         side = min(shape)
-        return {"ring": max(3, round(self.ring_frac * side)),
+        gap = max(3, round(self.gap_frac * side))
+        return {"gap": gap, "ring": gap + max(3, round(self.ring_frac * side)),
                 "max_shift": int(min(12, max(4, round(self.shift_frac * side)))),
                 "feather": max(1, round(self.feather_frac * side))}
 
@@ -230,7 +235,7 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
     # rims are no evidence about the geometry: they are left out with a 2 px margin.
     quiet = stab & ~dilate(changed_now & ~region, 2)
     bg = quiet & ~dilate(region, px["ring"])
-    ring = dilate(region, px["ring"]) & ~dilate(region, 1) & quiet
+    ring = dilate(region, px["ring"]) & ~dilate(region, px["gap"]) & quiet
     n_ring = int(ring.sum())
     checks["ring_pixels"] = n_ring
     if n_ring < params.min_ring or bg.sum() < params.min_ring:
@@ -243,8 +248,12 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
     limit = p_bg + 3.0 * np.sqrt(max(p_bg * (1 - p_bg), 1e-12) / max(1.0, n_ring / 9.0)) + params.allowance
     # The shift search looks at the whole ring, this edit's changes included: a scene that moved is
     # all "changed", so leaving C_t out (as the exceedance test must, for new objects) would hide it.
-    wide_ring = dilate(region, px["ring"]) & ~dilate(region, 1) & stab
+    wide_ring = dilate(region, px["ring"]) & ~dilate(region, px["gap"]) & stab
     shift, err_best, err_zero = _best_shift(src, cur, wide_ring, px["max_shift"])
+    if shift == (0, 0) or err_zero <= params.shift_ratio * err_best:
+        # The same search on the whole stable image: a ring on flat ground cannot see a shift
+        # that the rest of the picture shows.
+        shift, err_best, err_zero = _best_shift(src, cur, stab & ~dilate(region, px["ring"]), px["max_shift"])
     checks.update({"tau": round(tau, 6), "ring_exceed": round(p_ring, 4), "background_exceed": round(p_bg, 4),
                    "ring_limit": round(float(limit), 4), "scene_shift": [-int(shift[1]), -int(shift[0])],
                    "ring_residual_zero": round(err_zero, 6), "ring_residual_best": round(err_best, 6)})

@@ -171,6 +171,44 @@ def conversational_flux2_diffusers(specs):
     return g
 
 
+PROVENANCE_NOTE = """\
+**No VLM: pixel provenance** (beyond the paper, docs/provenance.md). One prompt per turn on a
+persistent session, as in the other conversational graphs, but no controller model: every turn
+keeps the pixels it changed (History Append), and on a turn that uncovers something an earlier
+edit hid, *Reference Selector, provenance* finds that earlier turn k from your request and those
+pixels, gives the editor I_{k-1} (the latest image before it) with the current image, and adds
+"revealing what was there in the first image exactly as it was" to your request. *Reveal
+Composite* then pastes I_{k-1}'s own pixels into the uncovered area when the scene around it did
+not move (its `report` says what it did and why; switch it off with `enabled`). The panel shows
+each turn's changed pixels and what was pasted ("show changes" on a turn card)."""
+
+
+@graph
+def conversational_provenance_flux2(specs):
+    g = wg.Graph("conversational_provenance_flux2", specs,
+                 title="ReSpec conversational editing without a VLM (pixel provenance, FLUX.2 [klein])",
+                 description="One prompt per turn on a persistent session: history -> provenance reference selector "
+                             "(no VLM) -> FLUX.2 [klein] edit -> Reveal Composite -> append -> save.")
+    image = g.node("LoadImage", image="example.png")
+    store = g.node("ReSpecHistoryStore", mode="new", session_id="my-provenance-session", image=image["IMAGE"])
+    request = g.node("PrimitiveStringMultiline", title="Your request", value=FIRST_REQUEST)
+    select = g.node("ReSpecProvenanceSelector", history=store["history"], instruction=request[0])
+    g.node("PreviewImage", title="References given to the editor", images=select["editor_images"])
+    editor = g.node("ReSpecFlux2Loader")
+    edit = g.node("ReSpecFlux2Edit", editor=editor["editor"], editor_images=select["editor_images"],
+                  current_image=select["current_image"], instruction=select["instruction"],
+                  seed=42, steps=30, guidance=4.0)
+    reveal = g.node("ReSpecRevealComposite", history=store["history"], image=edit["image"], instruction=request[0],
+                    plan=select["plan"])
+    append = g.node("ReSpecHistoryAppend", history=store["history"], image=reveal["image"], instruction=request[0],
+                    sent_instruction=select["instruction"], plan=select["plan"],
+                    meta=json.dumps({"editor": "flux2-klein", "selector": "provenance"}),
+                    editor_image_ids=select["image_ids"], reveal=reveal["reveal"])
+    g.node("SaveImage", images=append["current_image"], filename_prefix="respec/turn")
+    g.note(PROVENANCE_NOTE + "\n\n" + DIFFUSERS_NOTE.format(native="conversational_flux2"), title="Read me")
+    return g
+
+
 def native_loaders(g: wg.Graph, editor: str):
     """UNETLoader / CLIPLoader / VAELoader with the template file names, each listing its file in
     properties.models (name, directory, public URL) for ComfyUI's missing-models dialog."""

@@ -281,6 +281,94 @@ def _ran(entry: dict, prompt: dict) -> set[str]:
     return set(prompt) - cached
 
 
+def upload_picture(url: str) -> tuple[str | None, str]:
+    """The artist's picture, sent the way Load Image's upload button sends it: (its name for
+    Load Image, '') or (None, why not)."""
+    from io import BytesIO
+
+    import numpy as np
+    from PIL import Image
+    yy, xx = np.mgrid[0:64, 0:96]
+    pixels = np.stack([xx * 255 // 95, yy * 255 // 63, np.full_like(xx, 128)], -1).astype(np.uint8)
+    buf = BytesIO()
+    Image.fromarray(pixels, "RGB").save(buf, format="PNG")
+    status, uploaded = upload_image(url, "respec-check-conv.png", buf.getvalue())
+    if status != 200 or not isinstance(uploaded, dict) or not uploaded.get("name"):
+        return None, f"/upload/image answered {status}: {str(uploaded)[:300]}"
+    return "/".join(p for p in (uploaded.get("subfolder"), uploaded["name"]) if p), ""
+
+
+def conversation_prompt(wf: dict, image_name: str, session: str, request: str) -> dict:
+    """A shipped conversational graph with the artist's picture, session and request (2 steps)."""
+    from respec.bench import workflow
+    p = copy.deepcopy(wf)
+    fed = 0
+    for nid, node in p.items():
+        cls = node["class_type"]
+        if cls == "LoadImage":
+            node["inputs"]["image"] = image_name
+        elif cls == "ReSpecHistoryStore":
+            node["inputs"].update(mode="new", session_id=session)
+        elif cls == "ReSpecFlux2Edit":
+            node["inputs"]["steps"] = 2
+        if cls in ("ReSpecPreservationTarget", "ReSpecProvenanceSelector", "ReSpecHistoryAppend"):
+            # "Your request" (a Primitive) feeds them; _set_input sets the primitive.
+            fed += workflow.set_input(p, nid, "instruction", request)
+    if not fed:
+        raise SystemExit("conversational workflow: found no request input to fill")
+    return p
+
+
+PROV_SESSION = "check-prov"
+
+
+def execute_provenance(url: str, tiny: dict) -> list[str]:
+    """Run conversational_provenance_flux2 for two turns on session PROV_SESSION ("add a red box",
+    then "remove the red box"): Reference Selector, provenance and Reveal Composite must execute;
+    turn 2 must be planned by provenance with no VLM call, keep its change mask, and record what
+    Reveal Composite did (pasted or refused, with the reason)."""
+    sys.path.insert(0, str(ROOT))
+    from respec.bench import workflow
+    problems: list[str] = []
+
+    def check(label: str, ok: bool, detail: str) -> None:
+        log(f"{'PASS' if ok else 'FAIL'}  execute/provenance: {label}: {detail}")
+        if not ok:
+            problems.append(f"{label}: {detail}")
+
+    image_name, why = upload_picture(url)
+    if image_name is None:
+        check("upload", False, why)
+        return problems
+    wf = use_tiny_models(workflow.load_api_workflow(API_DIR / "conversational_provenance_flux2.api.json"), tiny)
+    wanted = {"ReSpecProvenanceSelector", "ReSpecRevealComposite"}
+    for label, request in (("turn 1", "add a red box on the left"), ("turn 2", "remove the red box")):
+        prompt = conversation_prompt(wf, image_name, PROV_SESSION, request)
+        entry, why = queue_and_wait(url, prompt)
+        if why:
+            check(label, False, why)
+            return problems
+        ran = {prompt[n]["class_type"] for n in _ran(entry, prompt)}
+        check(f"{label}: nodes ran", wanted <= ran, f"ran {sorted(ran & (wanted | {'ReSpecHistoryAppend'}))}")
+    status, body = http_json("GET", f"{url}/respec/sessions/{PROV_SESSION}")
+    turns = body.get("turns") if isinstance(body, dict) else None
+    if status != 200 or not turns or len(turns) != 3:
+        check("session", False, f"GET /respec/sessions/{PROV_SESSION} answered {status}: {str(body)[:300]}")
+        return problems
+    t2 = turns[2]
+    plan, meta = t2.get("plan") or {}, t2.get("meta") or {}
+    reveal = (meta.get("post_edit") or [{}])[0]
+    check("turn 2 planned by provenance, no VLM call",
+          plan.get("controller") == "provenance" and plan.get("vlm_called") is False and plan.get("is_restoration"),
+          f"plan controller {plan.get('controller')!r}, vlm_called {plan.get('vlm_called')}, restoration source "
+          f"{plan.get('restoration_source_id')}, image_ids {plan.get('image_ids')}, sent {t2.get('sent_instruction')!r}")
+    check("turn 2 keeps its change mask and the Reveal Composite record",
+          "change" in (t2.get("masks") or {}) and reveal.get("step") == "reveal_composite",
+          f"masks {sorted(t2.get('masks') or {})}; reveal: applied {reveal.get('applied')}, "
+          f"reason {reveal.get('reason')!r}")
+    return problems
+
+
 def execute_conversation(url: str, tiny: dict) -> list[str]:
     """Use conversational_flux2_diffusers as an artist would, one queued prompt per turn on session
     CONV_SESSION, and check what the session store promises through the pack's HTTP routes:
@@ -288,10 +376,6 @@ def execute_conversation(url: str, tiny: dict) -> list[str]:
     (History Store re-run, one controller call); the rewind route undoes it. One PASS/FAIL line
     per check; returns the problems found."""
     sys.path.insert(0, str(ROOT))
-    from io import BytesIO
-
-    import numpy as np
-    from PIL import Image
     from respec.bench import workflow
 
     problems: list[str] = []
@@ -307,38 +391,15 @@ def execute_conversation(url: str, tiny: dict) -> list[str]:
             return None, f"GET /respec/sessions/{CONV_SESSION} answered {status}: {str(body)[:300]}"
         return [t.get("index") for t in body.get("turns") or []], body
 
-    # The artist's picture, sent the way Load Image's upload button sends it.
-    yy, xx = np.mgrid[0:64, 0:96]
-    pixels = np.stack([xx * 255 // 95, yy * 255 // 63, np.full_like(xx, 128)], -1).astype(np.uint8)
-    buf = BytesIO()
-    Image.fromarray(pixels, "RGB").save(buf, format="PNG")
-    status, uploaded = upload_image(url, "respec-check-conv.png", buf.getvalue())
-    if status != 200 or not isinstance(uploaded, dict) or not uploaded.get("name"):
-        check("upload", False, f"/upload/image answered {status}: {str(uploaded)[:300]}")
+    image_name, why = upload_picture(url)
+    if image_name is None:
+        check("upload", False, why)
         return problems
-    image_name = "/".join(p for p in (uploaded.get("subfolder"), uploaded["name"]) if p)
-
     wf = use_tiny_models(workflow.load_api_workflow(API_DIR / "conversational_flux2_diffusers.api.json"), tiny)
     store_ids = [nid for nid, n in wf.items() if n["class_type"] == "ReSpecHistoryStore"]
 
     def turn_prompt(request: str) -> dict:
-        """The shipped graph with the artist's picture, session and request (small steps)."""
-        p = copy.deepcopy(wf)
-        fed = 0
-        for nid, node in p.items():
-            cls = node["class_type"]
-            if cls == "LoadImage":
-                node["inputs"]["image"] = image_name
-            elif cls == "ReSpecHistoryStore":
-                node["inputs"].update(mode="new", session_id=CONV_SESSION)
-            elif cls == "ReSpecFlux2Edit":
-                node["inputs"]["steps"] = 2
-            if cls in ("ReSpecPreservationTarget", "ReSpecHistoryAppend"):
-                # "Your request" (a Primitive) feeds both; set_input sets the primitive.
-                fed += workflow.set_input(p, nid, "instruction", request)
-        if not fed:
-            raise SystemExit("conversational_flux2_diffusers.api.json: found no request input to fill")
-        return p
+        return conversation_prompt(wf, image_name, CONV_SESSION, request)
 
     last = {"version": None}   # the session version the previous prompt's History Store saw
 
@@ -701,6 +762,7 @@ def run(args) -> int:
                 failures += [f"execute/free: {p}" for p in check_native.check_free(url, proc.pid, prompt, row)]
             for p in execute_conversation(url, tiny):
                 failures.append(f"execute/conversational: {p}")
+            failures += [f"execute/provenance: {p}" for p in execute_provenance(url, tiny)]
             if args.omnigen2_files:
                 failures += [f"execute/native: {p}" for p in
                              check_native.execute_native_omnigen2(url, proc.pid, tiny, run_benchmark)]

@@ -46,7 +46,7 @@ from respec.sim import SimEditor  # noqa: E402
 
 def _scorer():
     try:
-        from respec.metrics import load_scorer
+        from respec.metric_models import load_scorer
         return load_scorer(), "lpips+clip"
     except (MissingWeightsError, DownloadNotAllowedError):
         from respec.tiny.eval_models import build_tiny_clip, build_tiny_scorer
@@ -99,11 +99,13 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--shift", type=int, default=6, help="scene shift in px for the refusal check (0: skip)")
     ap.add_argument("--out", default="runs/provenance")
+    ap.add_argument("--scenario", action="append", default=None, metavar="ID", help="only this scenario (repeatable)")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     ds = load_dataset(args.dataset)
-    scenarios = [s for s in ds.scenarios if s.has_geometry][: args.limit]
+    scenarios = [s for s in ds.scenarios if s.has_geometry and (not args.scenario or s.id in args.scenario)]
+    scenarios = scenarios[: args.limit]
     scorer, scorer_name = _scorer()
     settings = BenchSettings(dataset=args.dataset, editor="sim", size=args.size, save_images=False)
     editor = SimEditor()
