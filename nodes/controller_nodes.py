@@ -155,6 +155,19 @@ class ReSpecOpenAIController:
         return (vlm,)
 
 
+# Inputs the controller-stage nodes share (Preservation Target, the provenance nodes).
+HISTORY_INPUT = (HISTORY, {"tooltip": "The editing history up to the previous turn (I_0 ... I_{t-1})."})
+REQUEST_INPUT = ("STRING", {"multiline": True, "default": "", "tooltip":
+                            "This turn's request P_t, as the user wrote it."})
+RESTORATION_MODE_INPUT = (list(RESTORATION_MODES), {"default": "auto", "tooltip":
+                          "Is this a restoration turn (the request uncovers something an earlier edit hid)? "
+                          "auto: decided from the requests' words (a remove / move / shrink / replace verb "
+                          "acting on something an earlier turn added). Or force it either way."})
+GROUND_TRUTH_INPUT = ("BOOLEAN", {"forceInput": True, "default": False, "tooltip":
+                      "Ground-truth restoration flag (the benchmark's revelation turn). When connected it "
+                      "overrides restoration_mode."})
+
+
 class ReSpecPreservationTarget:
     """One controller call for this turn -> the plan (paper §4.1-4.3, appendix C)."""
 
@@ -176,17 +189,12 @@ class ReSpecPreservationTarget:
     def INPUT_TYPES(cls):
         return {
             "required": {
-                "history": (HISTORY, {"tooltip": "The editing history up to the previous turn (I_0 ... I_{t-1})."}),
-                "instruction": ("STRING", {"multiline": True, "default": "", "tooltip":
-                                "This turn's request P_t, as the user wrote it."}),
+                "history": HISTORY_INPUT,
+                "instruction": REQUEST_INPUT,
                 "vlm": (VLM, {"lazy": True, "tooltip":
                         "The controller (VLM Loader or OpenAI-compatible Controller). Only evaluated when a "
                         "call is needed: turn 1 and skipped turns never load it."}),
-                "restoration_mode": (list(RESTORATION_MODES), {"default": "auto", "tooltip":
-                                     "Is this a restoration turn (the request uncovers something an earlier "
-                                     "edit hid)? auto: decided from the requests' words (a remove / move / "
-                                     "shrink / replace verb acting on something an earlier turn added). "
-                                     "Or force it either way."}),
+                "restoration_mode": RESTORATION_MODE_INPUT,
                 "skip_non_restoration": ("BOOLEAN", {"default": False, "tooltip":
                                          "On: non-restoration turns make no VLM call and pass the request "
                                          "through unchanged (saves time). Off: every turn after the first "
@@ -199,9 +207,7 @@ class ReSpecPreservationTarget:
                                      "ComfyUI's user/respec/templates folder."}),
             },
             "optional": {
-                "is_restoration": ("BOOLEAN", {"forceInput": True, "default": False, "tooltip":
-                                   "Ground-truth restoration flag (the benchmark's revelation turn). When "
-                                   "connected it overrides restoration_mode."}),
+                "is_restoration": GROUND_TRUTH_INPUT,
             },
             "hidden": {"unique_id": "UNIQUE_ID"},
         }

@@ -7,11 +7,12 @@ import json
 import numpy as np
 
 from ..respec import comfy
-from ..respec.controller import RESTORATION_MODES, decide_restoration
+from ..respec.controller import decide_restoration
 from ..respec.controller.provenance import provenance_selection
 from ..respec.reveal import reveal_turn
 from .common import HISTORY, PLAN, image_from_comfy, images_to_comfy, masks_to_comfy
-from .controller_nodes import plan_json, selection_outputs
+from .controller_nodes import (GROUND_TRUTH_INPUT, HISTORY_INPUT, REQUEST_INPUT, RESTORATION_MODE_INPUT, plan_json,
+                               selection_outputs)
 
 CATEGORY = "ReSpec/provenance"
 REVEAL = "RESPEC_REVEAL"   # what Reveal Composite did (for History Append to keep with the turn)
@@ -44,13 +45,9 @@ class ReSpecProvenanceSelector:
     def INPUT_TYPES(cls):
         return {
             "required": {
-                "history": (HISTORY, {"tooltip": "The editing history up to the previous turn (I_0 ... I_{t-1})."}),
-                "instruction": ("STRING", {"multiline": True, "default": "", "tooltip":
-                                "This turn's request P_t, as the user wrote it."}),
-                "restoration_mode": (list(RESTORATION_MODES), {"default": "auto", "tooltip":
-                                     "Is this a restoration turn? auto: decided from the requests' words (a "
-                                     "remove / move / shrink / replace verb acting on something an earlier turn "
-                                     "added). Or force it either way."}),
+                "history": HISTORY_INPUT,
+                "instruction": REQUEST_INPUT,
+                "restoration_mode": RESTORATION_MODE_INPUT,
                 "use_history_reference": ("BOOLEAN", {"default": True, "tooltip":
                                           "HRS: on restoration turns give the editor I_{k-1} and the current "
                                           "image. Off: only the current image (ablation)."}),
@@ -58,9 +55,7 @@ class ReSpecProvenanceSelector:
             "optional": {
                 "plan": (PLAN, {"tooltip": "Optional: a Preservation Target plan for this turn (hybrid: the VLM "
                                 "writes the instruction, provenance picks the images)."}),
-                "is_restoration": ("BOOLEAN", {"forceInput": True, "default": False, "tooltip":
-                                   "Ground-truth restoration flag (the benchmark's revelation turn). When "
-                                   "connected it overrides restoration_mode."}),
+                "is_restoration": GROUND_TRUTH_INPUT,
             },
             "hidden": {"unique_id": "UNIQUE_ID"},
         }
@@ -101,16 +96,14 @@ class ReSpecRevealComposite:
                 "instruction": ("STRING", {"multiline": True, "default": "", "tooltip":
                                 "This turn's request P_t (finds the covering turn when no plan names it)."}),
                 "enabled": ("BOOLEAN", {"default": True, "tooltip":
-                            "Off: pass the edit through unchanged (compare with and without)."}),
-                "restoration_mode": (list(RESTORATION_MODES), {"default": "auto", "tooltip":
-                                     "Is this a restoration turn? auto: from the requests' words. Only "
-                                     "restoration turns are composited."}),
+                            "Off: pass the edit through unchanged (compare with and without). Only "
+                            "restoration turns are composited."}),
+                "restoration_mode": RESTORATION_MODE_INPUT,
             },
             "optional": {
                 "plan": (PLAN, {"tooltip": "This turn's plan (its provenance evidence or restoration source "
                                 "helps find the covering turn)."}),
-                "is_restoration": ("BOOLEAN", {"forceInput": True, "default": False, "tooltip":
-                                   "Ground-truth restoration flag; overrides restoration_mode when connected."}),
+                "is_restoration": GROUND_TRUTH_INPUT,
             },
         }
 

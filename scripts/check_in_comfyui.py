@@ -281,6 +281,15 @@ def _ran(entry: dict, prompt: dict) -> set[str]:
     return set(prompt) - cached
 
 
+def checker(prefix: str, problems: list[str]):
+    """check(label, ok, detail): logs one PASS/FAIL line under `prefix`; a failure joins `problems`."""
+    def check(label: str, ok: bool, detail: str) -> None:
+        log(f"{'PASS' if ok else 'FAIL'}  {prefix}: {label}: {detail}")
+        if not ok:
+            problems.append(f"{label}: {detail}")
+    return check
+
+
 def upload_picture(url: str) -> tuple[str | None, str]:
     """The artist's picture, sent the way Load Image's upload button sends it: (its name for
     Load Image, '') or (None, why not)."""
@@ -330,11 +339,7 @@ def execute_provenance(url: str, tiny: dict) -> list[str]:
     sys.path.insert(0, str(ROOT))
     from respec.bench import workflow
     problems: list[str] = []
-
-    def check(label: str, ok: bool, detail: str) -> None:
-        log(f"{'PASS' if ok else 'FAIL'}  execute/provenance: {label}: {detail}")
-        if not ok:
-            problems.append(f"{label}: {detail}")
+    check = checker(f"execute/provenance", problems)
 
     image_name, why = upload_picture(url)
     if image_name is None:
@@ -379,11 +384,7 @@ def execute_conversation(url: str, tiny: dict) -> list[str]:
     from respec.bench import workflow
 
     problems: list[str] = []
-
-    def check(label: str, ok: bool, detail: str) -> None:
-        log(f"{'PASS' if ok else 'FAIL'}  execute/conversational: {label}: {detail}")
-        if not ok:
-            problems.append(f"{label}: {detail}")
+    check = checker(f"execute/conversational", problems)
 
     def session() -> tuple[list[int] | None, dict | str]:
         status, body = http_json("GET", f"{url}/respec/sessions/{CONV_SESSION}")
