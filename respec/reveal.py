@@ -69,6 +69,7 @@ class RevealParams:
 
     k: float = 4.0                 # noise threshold τ = median + k robust sigmas (as change masks)
     compare_size: int = 5          # averaging window for "agrees better with I_{k-1}" (px)
+    agree_ratio: float = 1.0       # revealed where |I_t - I_{k-1}| < agree_ratio * |I_t - I_{t-1}|
     ring_frac: float = 0.03        # ring width around R for the geometry check
     gap_frac: float = 0.01         # ... starting this far out (at least 3 px): an occluder's blurred rim
                                    # outlives it by a few pixels and is no evidence about the geometry
@@ -222,7 +223,7 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
     d_src = smooth(raw_src, params.compare_size)
     d_occ = smooth(residual(prev, cur, fit_prev), params.compare_size)
     o, c = DEFAULT_PARAMS.radii(shape)
-    region = clean_mask(cov & changed_now & (d_src < d_occ), o, c, DEFAULT_PARAMS.min_area)
+    region = clean_mask(cov & changed_now & (d_src < params.agree_ratio * d_occ), o, c, DEFAULT_PARAMS.min_area)
     checks["covered_fraction"] = round(float(cov.mean()), 6)
     if not region.any():
         return _refuse(e_arr, "nothing revealed: where turn k covered the scene, I_t still shows "
