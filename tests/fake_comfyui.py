@@ -25,7 +25,8 @@ Prompts are executed one at a time by a worker task (like ComfyUI's queue). What
 Failure modes: `fail_after` (after that many accepted prompts the server drops every websocket
 mid-run and answers 500 from then on), `reject_500` (POST /prompt always answers 500),
 `execution_error_for(prompt) -> "ClassType:message" | None` (that node raises), and
-`silent_ws` (the websocket stays open but says nothing: only /history tells the result).
+`silent_ws` (the websocket stays open but says nothing: only /history tells the result), `hang`
+(prompts are accepted but never run: a hung server that still answers HTTP).
 """
 from __future__ import annotations
 
@@ -53,7 +54,8 @@ class FakeComfyUI:
                  output_nodes: set[str] = frozenset(), fail_after: int | None = None,
                  reject_500: bool = False, step_delay: float = 0.0,
                  execution_error_for: Callable[[dict], str | None] | None = None,
-                 silent_ws: bool = False, routes: Callable[[web.RouteTableDef], None] | None = None):
+                 silent_ws: bool = False, hang: bool = False,
+                 routes: Callable[[web.RouteTableDef], None] | None = None):
         self.node_info = node_info
         self.execute = execute
         self.output_nodes = set(output_nodes)
@@ -64,6 +66,7 @@ class FakeComfyUI:
         self.silent_ws = silent_ws             # accept websockets but never send on them
         self.routes = routes
         self.files: dict[tuple[str, str, str], bytes] = {}   # (type, subfolder, filename) -> bytes
+        self.hang = hang                       # accept prompts but never run them
         self.accepted: list[str] = []          # prompt ids accepted, in order
         self.completed: list[str] = []         # prompt ids that finished successfully
         self.prompts: dict[str, dict] = {}
@@ -185,6 +188,8 @@ class FakeComfyUI:
     async def _worker(self):
         while True:
             prompt_id, prompt, sid = await self._queue.get()
+            if self.hang:
+                continue
             if self.fail_after is not None and len(self.accepted) > self.fail_after:
                 # Crash mid-run: the websockets drop and every later request answers 500.
                 self.broken = True

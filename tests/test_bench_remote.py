@@ -380,3 +380,62 @@ def test_a_scenario_prompt_sets_the_scenario_the_config_and_each_slots_seed():
     assert seeds == {t: turn_seed(4, sc.id, t) for t in range(1, 6)}
     with pytest.raises(InputError, match="no scenario"):
         workflow.scenario_prompt(wf, ds, "nope", "pti", "flux2")
+
+
+def _recording_run(job_list, servers, **kw):
+    """Like run(), but the rows keep the attempt number the runner reports."""
+    rows = []
+    urls = [s if isinstance(s, str) else s.url for s in servers]
+    kw.setdefault("poll_interval", 0.2)
+    summary = asyncio.run(remote.run_jobs(job_list, urls, lambda i, sid, row, info: rows.append((sid, info)), **kw))
+    return summary, rows
+
+
+def test_a_hung_servers_prompt_times_out_is_withdrawn_and_runs_elsewhere():
+    with FakeComfyUI(NODE_INFO, execute, hang=True) as hung, FakeComfyUI(NODE_INFO, execute, step_delay=0.3) as good:
+        summary, rows = _recording_run(jobs(3), [hung, good], timeout=1.0, max_server_failures=1)
+    assert sorted(sid for sid, _ in rows) == ["s00", "s01", "s02"] and not summary.failed
+    assert all(info["server"] == good.url for _, info in rows)
+    stuck = hung.accepted[0]
+    assert stuck in hung.deleted and stuck in hung.interrupted       # taken back from the hung server
+    assert any(info["attempt"] == 2 for _, info in rows)             # that scenario's second try
+    assert "timeout" in summary.retired[hung.url]
+
+
+def test_a_retired_server_that_comes_back_is_used_again():
+    import threading
+    late = FakeComfyUI(NODE_INFO, execute, step_delay=0.05)           # down when the run starts
+    starter = threading.Timer(1.0, late.__enter__)
+    with FakeComfyUI(NODE_INFO, execute, step_delay=0.5) as steady:
+        starter.start()
+        try:
+            summary, rows = _recording_run(jobs(8), [late.url, steady], server_grace=60,
+                                           reprobe_backoff=(0.2, 0.5))
+        finally:
+            starter.join()
+            late.__exit__(None, None, None)
+    assert sorted(sid for sid, _ in rows) == [f"s{i:02d}" for i in range(8)] and not summary.failed
+    assert summary.returned == {late.url: 1} and not summary.retired
+    assert late.completed and summary.per_server[late.url] == len(late.completed)
+
+
+def test_a_server_that_never_comes_back_is_given_up_after_the_grace_period():
+    dead = f"http://127.0.0.1:{free_port()}"
+    seen = []
+    summary, rows = _recording_run(jobs(2), [dead], server_grace=1.0, reprobe_backoff=(0.2, 0.4),
+                                   on_event=lambda server, label, kind, data: seen.append(kind))
+    assert rows == [] and sorted(summary.failed) == ["s00", "s01"]
+    assert "server_given_up" in seen and "unreachable" in summary.retired[dead]
+
+
+def test_a_scenarios_configs_run_on_one_server():
+    job_list = [(i, f"s{i // 4:02d}|c{i % 4}", remote.fill_workflow(WORKFLOW, dataset="sample", index=i), f"s{i // 4:02d}")
+                for i in range(12)]                                    # 3 scenarios x 4 configs
+    with FakeComfyUI(NODE_INFO, execute, step_delay=0.05) as a, FakeComfyUI(NODE_INFO, execute, step_delay=0.05) as b:
+        summary, rows = _recording_run(job_list, [a, b])
+    assert len(rows) == 12 and not summary.failed
+    servers_of = {}
+    for label, info in rows:
+        servers_of.setdefault(label.split("|")[0], set()).add(info["server"])
+    assert all(len(s) == 1 for s in servers_of.values())
+    assert len(set().union(*servers_of.values())) == 2               # both servers still worked

@@ -67,12 +67,12 @@ class _ScenarioFailure(Exception):
 class Attempt:
     """One try of one scenario on one server."""
     server: str
-    kind: str      # "unreachable" | "server_error" | "rejected" | "execution_error" | "interrupted" | "no_row"
+    kind: str      # "unreachable" | "server_error" | "timeout" | "rejected" | "execution_error" | "interrupted" | "no_row"
     message: str
 
     @property
     def server_fault(self) -> bool:
-        return self.kind in ("unreachable", "server_error")
+        return self.kind in ("unreachable", "server_error", "timeout")
 
 
 @dataclass
@@ -80,6 +80,7 @@ class _Job:
     index: int
     scenario_id: str
     prompt: dict
+    group: str = ""    # jobs of one group (a scenario's configs) go to one server when possible
     attempts: list[Attempt] = field(default_factory=list)
 
     def tried(self, url: str) -> bool:
@@ -95,8 +96,14 @@ class _Server:
     url: str
     client_id: str
     failures_in_row: int = 0
-    retired: str | None = None   # why it was taken out of the run
+    retired: str | None = None   # why it was taken out of the run (for now: it is re-probed)
+    retired_at: float = 0.0
+    gave_up: bool = False        # re-probed for the whole grace period without coming back
+    returns: int = 0             # how often it came back after being retired
     done: int = 0
+
+    def retire(self, reason: str) -> None:
+        self.retired, self.retired_at = reason, time.monotonic()
 
 
 @dataclass
@@ -107,6 +114,7 @@ class RemoteSummary:
     failed: dict[str, list[Attempt]] = field(default_factory=dict)
     per_server: dict[str, int] = field(default_factory=dict)
     retired: dict[str, str] = field(default_factory=dict)
+    returned: dict[str, int] = field(default_factory=dict)   # servers that came back after retiring
     seconds: float = 0.0
     interrupted: bool = False
 
@@ -203,7 +211,10 @@ async def _run_prompt(session, server: _Server, prompt: dict, *, timeout: float 
         failure: dict = {}
         while finished is None:
             if timeout is not None and time.monotonic() - started > timeout:
-                raise _ServerFailure(f"no result after {timeout:.0f} s (prompt {prompt_id})")
+                # A hung server may still answer HTTP: take the prompt back so it can run elsewhere.
+                await _cancel_on_server(session, base, prompt_id)
+                raise _ServerFailure(f"timeout: no result {timeout:g} s after queueing prompt {prompt_id}; "
+                                     "withdrawn from that server")
             try:
                 msg = await ws.receive(timeout=poll_interval)
             except asyncio.TimeoutError:
@@ -304,7 +315,13 @@ def _emit(on_event: Callable | None, server: str, label: str, kind: str, data: d
 # --------------------------------------------------------------------------- scheduling
 
 class _Pool:
-    """Pending scenarios, shared by one worker per server."""
+    """Pending scenarios, shared by one worker per server.
+
+    A retired server stays a candidate while it is being re-probed (it may come back); only a
+    server given up counts as gone. Jobs of one group (a scenario's configs) go to the server
+    that took the group's first job, so they run one after another there (ComfyUI reuses the
+    cached outputs of the nodes they share); another server takes them only when that one is
+    out of the run or has failed them."""
 
     def __init__(self, jobs: list[_Job], servers: list[_Server], max_attempts: int):
         self.pending = list(jobs)
@@ -312,13 +329,19 @@ class _Pool:
         self.servers = servers
         self.max_attempts = max_attempts
         self.failed: list[_Job] = []
+        self.owner: dict[str, _Server] = {}
         self.cond = asyncio.Condition()
 
-    def _candidates(self, job: _Job) -> list[_Server]:
-        return [s for s in self.servers if s.retired is None and not job.refused_by(s.url)]
+    @property
+    def finished(self) -> bool:
+        return not self.pending and not self.in_flight
+
+    def _candidates(self, job: _Job, live_only: bool = False) -> list[_Server]:
+        return [s for s in self.servers if not s.gave_up and not (live_only and s.retired is not None)
+                and not job.refused_by(s.url)]
 
     def _sweep(self) -> None:
-        """Give up on pending jobs no live server may take."""
+        """Give up on pending jobs no server (live or being re-probed) may take."""
         keep = []
         for job in self.pending:
             if len(job.attempts) >= self.max_attempts or not self._candidates(job):
@@ -327,23 +350,31 @@ class _Pool:
                 keep.append(job)
         self.pending = keep
 
+    def _free_for(self, job: _Job, server: _Server) -> bool:
+        """Whether `server` may take `job` as far as grouping goes."""
+        owner = self.owner.get(job.group)
+        return owner is None or owner is server or owner.retired is not None or owner.gave_up or job.tried(owner.url)
+
     async def take(self, server: _Server) -> _Job | None:
         async with self.cond:
             while True:
                 self._sweep()
-                if server.retired is not None or (not self.pending and not self.in_flight):
+                if server.retired is not None or self.finished:
                     self.cond.notify_all()
                     return None
-                mine = [j for j in self.pending if not j.refused_by(server.url)]
-                # Prefer a scenario this server has not tried; take one it failed for transport
-                # reasons only when no other live server could take it.
-                pick = next((j for j in mine if not j.tried(server.url)), None)
+                mine = [j for j in self.pending if not j.refused_by(server.url) and self._free_for(j, server)]
+                # Prefer this server's own groups, then a new group; a job this server failed for
+                # transport reasons only when no other live server could take it.
+                fresh = [j for j in mine if not j.tried(server.url)]
+                pick = next((j for j in fresh if self.owner.get(j.group) is server), None) or \
+                    next(iter(fresh), None)
                 if pick is None:
                     pick = next((j for j in mine if all(
-                        s is server or j.tried(s.url) for s in self._candidates(j))), None)
+                        s is server or j.tried(s.url) for s in self._candidates(j, live_only=True))), None)
                 if pick is not None:
                     self.pending.remove(pick)
                     self.in_flight += 1
+                    self.owner[pick.group] = server
                     return pick
                 await self.cond.wait()
 
@@ -360,22 +391,66 @@ class _Pool:
             self._sweep()
             self.cond.notify_all()
 
+    async def wait(self, seconds: float) -> None:
+        """Sleep up to `seconds`, or less when the pool changes (a job settles, a server returns)."""
+        async with self.cond:
+            try:
+                await asyncio.wait_for(self.cond.wait(), timeout=max(0.0, seconds))
+            except asyncio.TimeoutError:
+                pass
+
+
+async def _reprobe(session, server: _Server, pool: _Pool, class_types: set[str], *, grace: float,
+                   backoff: tuple[float, float], on_event: Callable | None) -> bool:
+    """Probe a retired server with growing pauses until it answers and knows the workflow's nodes
+    (True: it is back in the run), the run ends, or `grace` seconds pass (False: given up)."""
+    delay, cap = backoff
+    while True:
+        left = server.retired_at + grace - time.monotonic()
+        if pool.finished or left <= 0:
+            if not pool.finished:
+                server.gave_up = True
+                _emit(on_event, server.url, "", "server_given_up", {"reason": server.retired})
+                await pool.wake()
+            return False
+        await pool.wait(min(delay, left))
+        if pool.finished:
+            return False
+        delay = min(delay * 2, cap)
+        try:
+            await _check_nodes(session, server, class_types, timeout=30)
+        except (_ServerFailure, _ScenarioFailure) as e:
+            log.info("server %s still out: %s", server.url, e)
+            continue
+        server.retired, server.failures_in_row = None, 0
+        server.returns += 1
+        _emit(on_event, server.url, "", "server_back", {"returns": server.returns})
+        await pool.wake()
+        return True
+
 
 async def _worker(session, server: _Server, pool: _Pool, write_row: Callable[[_Job, dict, dict], None],
                   summary: RemoteSummary, class_types: set[str], *, timeout: float | None,
                   poll_interval: float, max_server_failures: int, on_event: Callable | None,
-                  check_rows: Callable[[_Job, list[dict]], str | None] | None) -> None:
+                  check_rows: Callable[[_Job, list[dict]], str | None] | None,
+                  server_grace: float, backoff: tuple[float, float]) -> None:
     try:
         await _check_nodes(session, server, class_types, timeout=30)
     except (_ServerFailure, _ScenarioFailure) as e:
-        server.retired = str(e)
+        server.retire(str(e))
         log.warning("server %s left out: %s", server.url, e)
         _emit(on_event, server.url, "", "server_retired", {"reason": str(e)})
         await pool.wake()
-        return
     while True:
+        if server.retired is not None:
+            if await _reprobe(session, server, pool, class_types, grace=server_grace, backoff=backoff,
+                              on_event=on_event):
+                continue
+            return
         job = await pool.take(server)
         if job is None:
+            if server.retired is not None:
+                continue
             return
         label = job.scenario_id
         _emit(on_event, server.url, label, "start", {"attempt": len(job.attempts) + 1})
@@ -391,10 +466,11 @@ async def _worker(session, server: _Server, pool: _Pool, write_row: Callable[[_J
                 raise _ScenarioFailure(f"no_row: {problem}")
         except _ServerFailure as e:
             msg = str(e)
-            job.attempts.append(Attempt(server.url, "unreachable" if msg.startswith("unreachable") else "server_error", msg))
+            kind = next((k for k in ("unreachable", "timeout") if msg.startswith(k)), "server_error")
+            job.attempts.append(Attempt(server.url, kind, msg))
             server.failures_in_row += 1
             if server.failures_in_row >= max_server_failures:
-                server.retired = f"{server.failures_in_row} failure(s) in a row, last: {msg}"
+                server.retire(f"{server.failures_in_row} failure(s) in a row, last: {msg}")
                 log.warning("server %s left out: %s", server.url, server.retired)
                 _emit(on_event, server.url, label, "server_retired", {"reason": server.retired})
             _emit(on_event, server.url, label, "retry", {"reason": msg})
@@ -419,18 +495,24 @@ async def _worker(session, server: _Server, pool: _Pool, write_row: Callable[[_J
         await pool.settle(job, ok=True)
 
 
-async def run_jobs(jobs: Iterable[tuple[int, str, dict]], servers: list[str],
+async def run_jobs(jobs: Iterable[tuple], servers: list[str],
                    write_row: Callable[[int, str, dict, dict], None], *, timeout: float | None = None,
                    poll_interval: float = 5.0, max_attempts: int = 3, max_server_failures: int = 2,
                    on_event: Callable | None = None,
-                   check_rows: Callable[[int, str, list[dict]], str | None] | None = None) -> RemoteSummary:
-    """Run filled prompts `(index, label, prompt)` on `servers`.
+                   check_rows: Callable[[int, str, list[dict]], str | None] | None = None,
+                   server_grace: float = 0.0, reprobe_backoff: tuple[float, float] = (5.0, 300.0)) -> RemoteSummary:
+    """Run filled prompts `(index, label, prompt[, group])` on `servers`.
 
     `write_row(index, label, row, info)` is called once per reported row as each prompt finishes
     (info: server, prompt_id, attempt); `check_rows(index, label, rows)` may refuse the rows
     (return the reason) before anything is written, which counts as a failed attempt.
+    `timeout`: seconds a prompt may take from queueing to its result; then it is withdrawn from
+    that server and queued again (a server failure). A server retired after `max_server_failures`
+    failures in a row is re-probed for `server_grace` seconds (pauses growing from
+    `reprobe_backoff[0]` to `reprobe_backoff[1]`) and used again when it answers. Jobs sharing a
+    `group` run on one server when possible.
     `on_event(server, label, kind, data)` sees every step (queued, execution_start, executing,
-    progress, executed, done, retry, server_retired)."""
+    progress, executed, done, retry, server_retired, server_back, server_given_up)."""
     import aiohttp
     urls = [_normalise_url(u) for u in servers]
     if not urls:
@@ -439,7 +521,7 @@ async def run_jobs(jobs: Iterable[tuple[int, str, dict]], servers: list[str],
         raise InputError(f"a server is listed twice: {urls}")
     if max_attempts < 1:
         raise InputError("max_attempts must be at least 1")
-    job_list = [_Job(i, sid, p) for i, sid, p in jobs]
+    job_list = [_Job(j[0], j[1], j[2], group=str(j[3]) if len(j) > 3 else j[1]) for j in jobs]
     class_types = {n["class_type"] for j in job_list for n in j.prompt.values()}
     state = [_Server(u, client_id=uuid.uuid4().hex) for u in urls]
     pool = _Pool(job_list, state, max_attempts)
@@ -456,13 +538,15 @@ async def run_jobs(jobs: Iterable[tuple[int, str, dict]], servers: list[str],
         await asyncio.gather(*(_worker(session, s, pool, _write, summary, class_types, timeout=timeout,
                                        poll_interval=poll_interval,
                                        max_server_failures=max_server_failures, on_event=on_event,
-                                       check_rows=_check)
+                                       check_rows=_check, server_grace=server_grace,
+                                       backoff=reprobe_backoff)
                                for s in state))
     pool._sweep()
     for job in pool.failed + pool.pending:
         summary.failed[job.scenario_id] = list(job.attempts)
     summary.per_server = {s.url: s.done for s in state}
     summary.retired = {s.url: s.retired for s in state if s.retired}
+    summary.returned = {s.url: s.returns for s in state if s.returns}
     summary.seconds = time.monotonic() - started
     return summary
 
