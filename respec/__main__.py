@@ -64,6 +64,12 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--server", action="append", default=None, metavar="URL",
                    help="queue the API workflow to this ComfyUI server instead of running in-process (repeatable)")
     b.add_argument("--workflow", default=None, help="API workflow for --server (default: the pack's benchmark workflow)")
+    b.add_argument("--prompt-timeout", type=float, default=None, metavar="SECONDS",
+                   help="--server: a prompt without a result this long after queueing is withdrawn and queued "
+                        "again, elsewhere when possible (default 3600)")
+    b.add_argument("--server-grace", type=float, default=None, metavar="SECONDS",
+                   help="--server: how long a server taken out after failures is re-probed (pauses growing from "
+                        "5 s to 5 min) before it is given up (default 1800)")
     b.add_argument("--route", default=None, choices=["native", "diffusers"],
                    help="with --server: native (default) fills benchmark_native_* (ComfyUI's own loaders, rows "
                         "labelled <editor>-native); diffusers fills the paper-exact benchmark_* graphs")
@@ -220,7 +226,8 @@ def _run_remote(a, settings) -> int:
     wanted = dict(dataset=dataset.path, servers=a.server, out=str(out), configs=settings.configs,
                   editor=settings.editor, limit=settings.limit, scenario_ids=settings.scenario_ids,
                   seed=settings.seed, workflow=a.workflow, smoke=settings.smoke, size=settings.size,
-                  steps=settings.steps, judge=settings.judge, quiet=a.quiet, route=a.route or "native")
+                  steps=settings.steps, judge=settings.judge, quiet=a.quiet, route=a.route or "native",
+                  timeout=a.prompt_timeout, server_grace=a.server_grace)
     kwargs = {k: v for k, v in wanted.items() if v is not None}
     print(f"OCCUR bench on {len(a.server)} ComfyUI server(s): {', '.join(a.server)}; out {out}", flush=True)
     rc = 0

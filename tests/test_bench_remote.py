@@ -197,10 +197,22 @@ CORE = json.loads((ROOT / "scripts" / "comfy_core_nodes.json").read_text(encodin
 @pytest.fixture(scope="module")
 def comfy_nodes(pack):
     """/object_info of a ComfyUI with the pack installed: the pack's nodes and the core ones."""
-    info = dict(CORE)
+    info = json.loads(json.dumps(CORE))
     for name, cls in pack.NODE_CLASS_MAPPINGS.items():
         info[name] = {"input": cls.INPUT_TYPES(), "output": list(cls.RETURN_TYPES),
                       "output_node": bool(getattr(cls, "OUTPUT_NODE", False))}
+    return with_model_files(info)
+
+
+def with_model_files(info, skip=()):
+    """The server has the model files the shipped workflows' loaders name, but not those in `skip`."""
+    shipped = [json.loads(p.read_text(encoding="utf-8")) for p in remote.WORKFLOW_DIR.glob("*.api.json")]
+    info = json.loads(json.dumps(info, default=list))
+    for key, names in remote.model_files(shipped).items():
+        node, _, name = key.rpartition(".")
+        spec = info[node]["input"].get("required", {}).get(name) or info[node]["input"].get("optional", {}).get(name)
+        if isinstance(spec, (list, tuple)) and spec and isinstance(spec[0], (list, tuple)):
+            spec[0][:] = sorted((set(spec[0]) | set(names)) - set(skip))
     return info
 
 
@@ -429,7 +441,7 @@ def test_a_server_that_never_comes_back_is_given_up_after_the_grace_period():
 
 
 def test_a_scenarios_configs_run_on_one_server():
-    job_list = [(i, f"s{i // 4:02d}|c{i % 4}", remote.fill_workflow(WORKFLOW, dataset="sample", index=i), f"s{i // 4:02d}")
+    job_list = [(i, f"s{i // 4:02d}|c{i % 4}", workflow.fill_workflow(WORKFLOW, dataset="sample", index=i), f"s{i // 4:02d}")
                 for i in range(12)]                                    # 3 scenarios x 4 configs
     with FakeComfyUI(NODE_INFO, execute, step_delay=0.05) as a, FakeComfyUI(NODE_INFO, execute, step_delay=0.05) as b:
         summary, rows = _recording_run(job_list, [a, b])
@@ -439,3 +451,43 @@ def test_a_scenarios_configs_run_on_one_server():
         servers_of.setdefault(label.split("|")[0], set()).add(info["server"])
     assert all(len(s) == 1 for s in servers_of.values())
     assert len(set().union(*servers_of.values())) == 2               # both servers still worked
+
+
+def _scenario_and_config(prompt):
+    loader = next(n for n in prompt.values() if n["class_type"] == remote.SCENARIO_LOADER)
+    writer = next(n for n in prompt.values() if n["class_type"] == remote.RESULTS_WRITER)
+    return loader["inputs"]["index"], writer["inputs"]["config"]
+
+
+def test_run_remote_queues_scenario_by_scenario(comfy_nodes, tmp_path):
+    with FakeComfyUI(comfy_nodes, bench_execute) as a:
+        remote.run_remote("occur_sample", [a.url], tmp_path, configs=["baseline", "respec"], limit=3,
+                          poll_interval=0.5, quiet=True)
+        order = [_scenario_and_config(a.prompts[pid]) for pid in a.accepted]
+    assert [i for i, _ in order] == [0, 0, 1, 1, 2, 2]
+    assert [c for _, c in order] == ["baseline", "respec"] * 3
+
+
+def test_run_remote_refuses_to_resume_with_other_settings_or_model_files(comfy_nodes, tmp_path):
+    with FakeComfyUI(comfy_nodes, bench_execute) as a:
+        remote.run_remote("occur_sample", [a.url], tmp_path, configs=["respec"], limit=1, poll_interval=0.5,
+                          quiet=True)
+        recorded = json.loads((tmp_path / "run.json").read_text())["identity"]
+        assert recorded["model:UNETLoader.unet_name"] and recorded["route"] == "native"
+        with pytest.raises(InputError, match="steps: None -> 12"):
+            remote.run_remote("occur_sample", [a.url], tmp_path, configs=["respec"], limit=2, steps=12,
+                              poll_interval=0.5, quiet=True)
+        with pytest.raises(InputError, match="UNETLoader.unet_name.*other-klein.safetensors"):
+            remote.run_remote("occur_sample", [a.url], tmp_path, configs=["respec"], limit=2, poll_interval=0.5,
+                              quiet=True, config={"UNETLoader.unet_name": "other-klein.safetensors"})
+        accepted = len(a.accepted)
+    assert accepted == 1 and len(read_rows(tmp_path)) == 1        # nothing ran or was written after a refusal
+
+
+def test_run_remote_leaves_out_a_server_without_the_workflows_model_files(comfy_nodes, tmp_path):
+    lacking = with_model_files(comfy_nodes, skip={"flux2-vae.safetensors"})
+    with FakeComfyUI(lacking, bench_execute) as bare, FakeComfyUI(comfy_nodes, bench_execute) as good:
+        summary = remote.run_remote("occur_sample", [bare.url, good.url], tmp_path, configs=["respec"], limit=2,
+                                    poll_interval=0.5, quiet=True, server_grace=0)
+    assert not bare.accepted and summary.per_server[good.url] == 2
+    assert "flux2-vae.safetensors" in summary.retired[bare.url]

@@ -19,6 +19,7 @@ RemoteBenchError after everything else has finished.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import time
@@ -32,6 +33,9 @@ from .workflow import (RESULTS_WRITER, ROUTES, default_workflow, load_api_workfl
                        scenario_prompt)
 
 log = logging.getLogger("respec.bench.remote")
+
+DEFAULT_PROMPT_TIMEOUT = 3600.0   # seconds from queueing to a scenario's result (then: withdrawn, queued again)
+DEFAULT_SERVER_GRACE = 1800.0     # seconds a retired server is re-probed before it is given up
 
 
 class RemoteBenchError(ReSpecError):
@@ -156,10 +160,26 @@ async def _json_or_text(resp) -> Any:
         return await resp.text()
 
 
-async def _check_nodes(session, server: _Server, class_types: set[str], timeout: float) -> None:
-    """Pre-flight: the server answers and knows every node type of the workflow."""
+MODEL_FILE_SUFFIXES = (".safetensors", ".sft", ".ckpt", ".pt", ".pth", ".bin", ".gguf")
+
+
+def model_files(prompts: Iterable[dict]) -> dict[str, list[str]]:
+    """The model files the prompts' loader widgets name: {"ClassType.input": sorted file names}."""
+    out: dict[str, set[str]] = {}
+    for prompt in prompts:
+        for node in prompt.values():
+            for name, value in node["inputs"].items():
+                if isinstance(value, str) and value.lower().endswith(MODEL_FILE_SUFFIXES):
+                    out.setdefault(f"{node['class_type']}.{name}", set()).add(value)
+    return {k: sorted(v) for k, v in sorted(out.items())}
+
+
+async def _check_nodes(session, server: _Server, class_types: set[str], timeout: float,
+                       files: dict[str, list[str]] | None = None) -> None:
+    """Pre-flight: the server answers, knows every node type of the workflow and lists every model
+    file the workflow's loaders name among that loader's choices."""
     import aiohttp
-    missing = []
+    missing, absent = [], []
     for ct in sorted(class_types):
         try:
             async with session.get(f"{server.url}/object_info/{ct}",
@@ -171,9 +191,21 @@ async def _check_nodes(session, server: _Server, class_types: set[str], timeout:
             raise _ServerFailure(f"unreachable: {type(e).__name__}: {e}") from e
         if not isinstance(info, dict) or ct not in info:
             missing.append(ct)
+            continue
+        declared = info[ct].get("input") or {}
+        inputs = {**(declared.get("required") or {}), **(declared.get("optional") or {})}
+        for key, names in (files or {}).items():
+            node, _, name = key.rpartition(".")
+            spec = inputs.get(name) if node == ct else None
+            choices = spec[0] if isinstance(spec, list) and spec and isinstance(spec[0], list) else None
+            if choices is not None:
+                absent += [f"{n} ({key})" for n in names if n not in choices]
     if missing:
         raise _ScenarioFailure(f"the server has no node type(s) {', '.join(missing)}: install the "
                                f"ReSpec pack (and restart ComfyUI) there, or leave this server out")
+    if absent:
+        raise _ScenarioFailure(f"the server lacks the model file(s) {', '.join(absent)} the workflow uses: put "
+                               f"the same files in its model folders, or leave this server out")
 
 
 async def _run_prompt(session, server: _Server, prompt: dict, *, timeout: float | None,
@@ -400,7 +432,8 @@ class _Pool:
                 pass
 
 
-async def _reprobe(session, server: _Server, pool: _Pool, class_types: set[str], *, grace: float,
+async def _reprobe(session, server: _Server, pool: _Pool, class_types: set[str], files: dict[str, list[str]], *,
+                   grace: float,
                    backoff: tuple[float, float], on_event: Callable | None) -> bool:
     """Probe a retired server with growing pauses until it answers and knows the workflow's nodes
     (True: it is back in the run), the run ends, or `grace` seconds pass (False: given up)."""
@@ -418,7 +451,7 @@ async def _reprobe(session, server: _Server, pool: _Pool, class_types: set[str],
             return False
         delay = min(delay * 2, cap)
         try:
-            await _check_nodes(session, server, class_types, timeout=30)
+            await _check_nodes(session, server, class_types, timeout=30, files=files)
         except (_ServerFailure, _ScenarioFailure) as e:
             log.info("server %s still out: %s", server.url, e)
             continue
@@ -433,9 +466,9 @@ async def _worker(session, server: _Server, pool: _Pool, write_row: Callable[[_J
                   summary: RemoteSummary, class_types: set[str], *, timeout: float | None,
                   poll_interval: float, max_server_failures: int, on_event: Callable | None,
                   check_rows: Callable[[_Job, list[dict]], str | None] | None,
-                  server_grace: float, backoff: tuple[float, float]) -> None:
+                  server_grace: float, backoff: tuple[float, float], files: dict[str, list[str]]) -> None:
     try:
-        await _check_nodes(session, server, class_types, timeout=30)
+        await _check_nodes(session, server, class_types, timeout=30, files=files)
     except (_ServerFailure, _ScenarioFailure) as e:
         server.retire(str(e))
         log.warning("server %s left out: %s", server.url, e)
@@ -443,7 +476,7 @@ async def _worker(session, server: _Server, pool: _Pool, write_row: Callable[[_J
         await pool.wake()
     while True:
         if server.retired is not None:
-            if await _reprobe(session, server, pool, class_types, grace=server_grace, backoff=backoff,
+            if await _reprobe(session, server, pool, class_types, files, grace=server_grace, backoff=backoff,
                               on_event=on_event):
                 continue
             return
@@ -523,6 +556,7 @@ async def run_jobs(jobs: Iterable[tuple], servers: list[str],
         raise InputError("max_attempts must be at least 1")
     job_list = [_Job(j[0], j[1], j[2], group=str(j[3]) if len(j) > 3 else j[1]) for j in jobs]
     class_types = {n["class_type"] for j in job_list for n in j.prompt.values()}
+    files = model_files(j.prompt for j in job_list)
     state = [_Server(u, client_id=uuid.uuid4().hex) for u in urls]
     pool = _Pool(job_list, state, max_attempts)
     summary = RemoteSummary()
@@ -539,7 +573,7 @@ async def run_jobs(jobs: Iterable[tuple], servers: list[str],
                                        poll_interval=poll_interval,
                                        max_server_failures=max_server_failures, on_event=on_event,
                                        check_rows=_check, server_grace=server_grace,
-                                       backoff=reprobe_backoff)
+                                       backoff=reprobe_backoff, files=files)
                                for s in state))
     pool._sweep()
     for job in pool.failed + pool.pending:
@@ -575,14 +609,29 @@ def _print_event(server: str, label: str, kind: str, data: dict) -> None:
         print(f"  [{server}] server left out of the run: {data.get('reason')}", flush=True)
 
 
+def remote_identity(dataset_name: str, reference: dict[str, dict], *, seed: int, size: int | None,
+                    steps: int | None, editor: str, route: str) -> dict:
+    """What decides a remote run's numbers: the settings the in-process runner records too, a
+    digest of the prompt each config queues (on a reference scenario) and the model files the
+    loaders name. One key per config and per loader input, so a resume may add configs."""
+    ident = {"dataset_name": dataset_name, "seed": seed, "size": size, "steps": steps, "editor": editor,
+             "route": route}
+    for c, p in reference.items():
+        ident[f"workflow:{c}"] = hashlib.sha256(json.dumps(p, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    for c, p in reference.items():
+        for key, names in model_files([p]).items():
+            ident[f"model:{key}"] = sorted(set(ident.get(f"model:{key}", [])) | set(names))
+    return ident
+
+
 def run_remote(dataset: str | Path, servers: list[str], out: str | Path, *,
                configs: str | list[str] | None = None, editor: str = "flux2",
                workflow: str | Path | dict | None = None, config: dict[str, Any] | None = None,
                seed: int = 0, limit: int | None = None, scenario_ids: list[str] | None = None,
                size: int | None = None, steps: int | None = None, smoke: bool = False, judge: bool = False,
-               timeout: float | None = None, poll_interval: float = 5.0, max_attempts: int = 3,
-               max_server_failures: int = 2, on_event: Callable | None = None,
-               quiet: bool = False, route: str = "native") -> RemoteSummary:
+               timeout: float | None = DEFAULT_PROMPT_TIMEOUT, poll_interval: float = 5.0, max_attempts: int = 3,
+               max_server_failures: int = 2, server_grace: float = DEFAULT_SERVER_GRACE,
+               on_event: Callable | None = None, quiet: bool = False, route: str = "native") -> RemoteSummary:
     """Run the OCCUR benchmark by queueing its API workflow to running ComfyUI servers.
 
     One prompt per scenario x config: the shipped benchmark workflow of `editor` on `route`
@@ -594,10 +643,17 @@ def run_remote(dataset: str | Path, servers: list[str], out: str | Path, *,
     (see workflow.fill_workflow). Scenarios that fail everywhere go to `<out>/errors.jsonl` and end the
     run with a RemoteBenchError once everything else is done; Ctrl-C stops at once, keeping the
     rows written so far (`summary.interrupted`).
+
+    A prompt without a result `timeout` seconds after queueing is withdrawn and queued again
+    (elsewhere when possible); a server taken out after failures is re-probed for `server_grace`
+    seconds. The settings that decide the numbers (dataset, seed, size, steps, editor, route, each
+    config's filled workflow and the model files its loaders name) are recorded in <out>/run.json
+    and a resume with other ones is refused; every server must list those model files. Jobs go
+    scenario by scenario, and a scenario's configs run on one server.
     """
     from ..records import json_safe
     from .configs import EDITORS, parse_configs
-    from .results import ResultsFile, row_key
+    from .results import ResultsFile, check_run_identity, row_key
     from .runner import BenchSettings, select_scenarios
     from .scenario import load_dataset
 
@@ -622,23 +678,32 @@ def run_remote(dataset: str | Path, servers: list[str], out: str | Path, *,
     summary_skipped = []
     done = results.done_keys()
     templates: dict[str, dict] = {}
-    jobs, expected = [], {}
-    for c in names:
+    strict = workflow is None or bool(config)
+
+    def prompt_for(c: str, sid: str) -> dict:
         source = workflow if workflow is not None else default_workflow(c, editor, route)
         key_src = "given" if workflow is not None else str(source)
         if key_src not in templates:
             templates[key_src] = load_api_workflow(source)
-        template = templates[key_src]
-        for s in scenarios:
+        return scenario_prompt(templates[key_src], ds, sid, c, label, seed=seed, size=size, steps=steps,
+                               overrides=config, strict=strict)
+
+    # What each config queues, shown on the dataset's first scenario: recorded, compared on resume.
+    reference = {c: prompt_for(c, next(iter(ds)).id) for c in names}
+    check_run_identity(out_dir, remote_identity(ds.name, reference, seed=seed, size=size, steps=steps,
+                                                editor=label, route=route),
+                       {"dataset_path": ds.path, "servers": list(servers), "mode": "remote"})
+    # Scenario by scenario, so a scenario's configs are queued together (and go to one server).
+    jobs, expected = [], {}
+    for s in scenarios:
+        index = next(i for i, x in enumerate(ds) if x.id == s.id)
+        for c in names:
             key = row_key({"dataset": ds.name, "scenario_id": s.id, "config": c, "editor": label})
             if key in done:
                 summary_skipped.append(key)
                 continue
-            index = next(i for i, x in enumerate(ds) if x.id == s.id)
-            prompt = scenario_prompt(template, ds, s.id, c, label, seed=seed, size=size, steps=steps,
-                                     overrides=config, strict=workflow is None or bool(config))
             expected[key] = s
-            jobs.append((index, key, prompt))
+            jobs.append((index, key, prompt_for(c, s.id), s.id))
 
     def check_rows(index: int, key: str, rows: list[dict]) -> str | None:
         keys = [r.get("key") or row_key(r) for r in rows]
@@ -661,7 +726,7 @@ def run_remote(dataset: str | Path, servers: list[str], out: str | Path, *,
     try:
         summary = asyncio.run(run_jobs(jobs, servers, write_row, timeout=timeout, poll_interval=poll_interval,
                                        max_attempts=max_attempts, max_server_failures=max_server_failures,
-                                       on_event=events, check_rows=check_rows))
+                                       on_event=events, check_rows=check_rows, server_grace=server_grace))
     except KeyboardInterrupt:
         # Rows are written as prompts finish; nothing else to save. Running prompts were withdrawn.
         summary = RemoteSummary(interrupted=True)

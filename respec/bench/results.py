@@ -185,3 +185,25 @@ def open_results(path: str | Path) -> ResultsFile:
         if rf is None:
             rf = _OPEN[resolved] = ResultsFile(resolved)
         return rf
+
+
+def check_run_identity(out_dir: str | Path, identity: dict, record: dict | None = None) -> None:
+    """Refuse to add rows to `out_dir` when its run.json records other values for the settings in
+    `identity` (the ones that change the numbers), then record them there (merged with the ones
+    another kind of run recorded) with `record` beside them."""
+    path = Path(out_dir) / "run.json"
+    old: dict = {}
+    if path.exists():
+        try:
+            old = json.loads(path.read_text(encoding="utf-8")).get("identity", {})
+        except (OSError, json.JSONDecodeError, AttributeError):
+            old = {}
+    diff = {k: (old.get(k), v) for k, v in identity.items() if k in old and old.get(k) != v}
+    if diff:
+        lines = "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in diff.items())
+        raise InputError(f"{out_dir} holds results made with other settings ({lines}); resuming would mix "
+                         f"incomparable rows. Use another --out folder (or the same settings).")
+    tmp = path.with_name(f".run.{os.getpid()}.json.tmp")
+    tmp.write_text(json.dumps({**(record or {}), "identity": {**old, **identity}}, indent=2, default=str),
+                   encoding="utf-8")
+    os.replace(tmp, path)

@@ -38,7 +38,7 @@ from ..turn import TimingHook, run_turn, stage_timer
 from ..controller.provenance import selector_parts
 from ..reveal import RevealStep
 from .configs import CONFIGS, EDITORS, MASKS, BenchConfig, parse_configs, turn_seed
-from .results import ResultsFile, row_key
+from .results import ResultsFile, check_run_identity, row_key
 from .rows import make_row, summarise_judgements
 from .scenario import Dataset, Scenario, load_dataset
 from .shards import parse_shard
@@ -376,22 +376,8 @@ def run_one(scenario: Scenario, config: BenchConfig, models: BenchModels, settin
 # ------------------------------------------------------------------------------ the whole run
 
 def _check_manifest(out_dir: Path, settings: BenchSettings, dataset: Dataset) -> None:
-    path = out_dir / "run.json"
-    ident = settings.identity(dataset.name)
-    if path.exists():
-        try:
-            old = json.loads(path.read_text(encoding="utf-8")).get("identity", {})
-        except (OSError, json.JSONDecodeError):
-            old = {}
-        diff = {k: (old.get(k), v) for k, v in ident.items() if k in old and old.get(k) != v}
-        if diff:
-            lines = ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in diff.items())
-            raise InputError(f"{out_dir} holds results made with other settings ({lines}); resuming would mix "
-                             f"incomparable rows. Use another --out folder (or the same settings).")
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"identity": ident, "dataset_path": dataset.path, "settings": asdict(settings)},
-                              indent=2, default=str), encoding="utf-8")
-    os.replace(tmp, path)
+    check_run_identity(out_dir, settings.identity(dataset.name),
+                       {"dataset_path": dataset.path, "settings": asdict(settings)})
 
 
 def select_scenarios(dataset: Dataset, settings: BenchSettings) -> list[Scenario]:
