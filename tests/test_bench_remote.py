@@ -206,7 +206,7 @@ def comfy_nodes(pack):
 
 def with_model_files(info, skip=()):
     """The server has the model files the shipped workflows' loaders name, but not those in `skip`."""
-    shipped = [json.loads(p.read_text(encoding="utf-8")) for p in remote.WORKFLOW_DIR.glob("*.api.json")]
+    shipped = [json.loads(p.read_text(encoding="utf-8")) for p in workflow.WORKFLOW_DIR.glob("*.api.json")]
     info = json.loads(json.dumps(info, default=list))
     for key, names in remote.model_files(shipped).items():
         node, _, name = key.rpartition(".")
@@ -454,8 +454,8 @@ def test_a_scenarios_configs_run_on_one_server():
 
 
 def _scenario_and_config(prompt):
-    loader = next(n for n in prompt.values() if n["class_type"] == remote.SCENARIO_LOADER)
-    writer = next(n for n in prompt.values() if n["class_type"] == remote.RESULTS_WRITER)
+    loader = next(n for n in prompt.values() if n["class_type"] == workflow.SCENARIO_LOADER)
+    writer = next(n for n in prompt.values() if n["class_type"] == workflow.RESULTS_WRITER)
     return loader["inputs"]["index"], writer["inputs"]["config"]
 
 

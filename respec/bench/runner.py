@@ -22,7 +22,6 @@ A re-run with the same output folder skips the scenario x config x editor rows a
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
