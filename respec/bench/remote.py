@@ -104,6 +104,7 @@ class _Server:
     retired_at: float = 0.0
     gave_up: bool = False        # re-probed for the whole grace period without coming back
     returns: int = 0             # how often it came back after being retired
+    answered: bool = False       # passed its pre-flight at least once in this run
     done: int = 0
 
     def retire(self, reason: str) -> None:
@@ -440,7 +441,10 @@ async def _reprobe(session, server: _Server, pool: _Pool, class_types: set[str],
     delay, cap = backoff
     while True:
         left = server.retired_at + grace - time.monotonic()
-        if pool.finished or left <= 0:
+        # One that never answered in this run (a wrong URL, a server not started) is waited for
+        # only while another server works.
+        hopeless = not server.answered and all(s.retired is not None for s in pool.servers)
+        if pool.finished or left <= 0 or hopeless:
             if not pool.finished:
                 server.gave_up = True
                 _emit(on_event, server.url, "", "server_given_up", {"reason": server.retired})
@@ -455,7 +459,7 @@ async def _reprobe(session, server: _Server, pool: _Pool, class_types: set[str],
         except (_ServerFailure, _ScenarioFailure) as e:
             log.info("server %s still out: %s", server.url, e)
             continue
-        server.retired, server.failures_in_row = None, 0
+        server.retired, server.failures_in_row, server.answered = None, 0, True
         server.returns += 1
         _emit(on_event, server.url, "", "server_back", {"returns": server.returns})
         await pool.wake()
@@ -469,6 +473,7 @@ async def _worker(session, server: _Server, pool: _Pool, write_row: Callable[[_J
                   server_grace: float, backoff: tuple[float, float], files: dict[str, list[str]]) -> None:
     try:
         await _check_nodes(session, server, class_types, timeout=30, files=files)
+        server.answered = True
     except (_ServerFailure, _ScenarioFailure) as e:
         server.retire(str(e))
         log.warning("server %s left out: %s", server.url, e)
