@@ -99,14 +99,16 @@ class ReSpecVLMLoader:
                              "model) or 4-bit (~6 GB). Needs `pip install bitsandbytes`."}),
         }, "optional": {
             "hf_model": ("STRING", {"default": "", "tooltip":
-                         "Any Hugging Face id (e.g. Qwen/Qwen3-VL-4B-Instruct); overrides 'model' when set. "
-                         "Found in the local Hugging Face cache, downloaded only with allow_download."}),
+                         "A Hugging Face id (e.g. Qwen/Qwen3-VL-4B-Instruct) or a folder inside models/LLM; "
+                         "overrides 'model' when set. Ids are found in the local Hugging Face cache, downloaded "
+                         "only with allow_download; paths outside the LLM model folders are refused."}),
         }}
 
     def load(self, backend, model, dtype, device, keep_loaded, allow_download, max_pixels, max_new_tokens,
              json_constrained, quantization="none", hf_model=""):
         constrained = {"auto": "auto", "on": True, "off": False}[json_constrained]
-        vlm = load_backend(backend, (hf_model or "").strip() or model, dtype=dtype, device=device,
+        source = paths.model_source(hf_model, "LLM", "the VLM loader's hf_model") if (hf_model or "").strip() else model
+        vlm = load_backend(backend, source, dtype=dtype, device=device,
                            keep_loaded=keep_loaded, allow_download=allow_download, max_pixels=max_pixels,
                            max_new_tokens=max_new_tokens, json_constrained=constrained, quantization=quantization)
         return (vlm,)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ..respec import comfy
+from ..respec import comfy, paths
 from ..respec.editors import FLUX2_DEFAULT_SOURCE, KLEIN_VARIANTS, OFFLOAD_MODES, load_flux2, load_omnigen2
 from ..respec.editors.omnigen2 import DEFAULT_SOURCE as OMNIGEN2_DEFAULT_SOURCE
 from ..respec.errors import InputError
@@ -113,13 +113,16 @@ class ReSpecFlux2Loader:
             },
             "optional": {
                 "custom_model": ("STRING", {"default": "", "tooltip":
-                                 "Overrides 'model': any Hugging Face id or absolute folder path."}),
+                                 "Overrides 'model': a Hugging Face id (owner/name) or a pipeline folder inside "
+                                 "models/diffusers; paths outside the diffusers model folders are refused."}),
             },
         }
 
     def load(self, model, transformer_file, text_encoder_file, vae_file, dtype, offload, allow_download,
              custom_model=""):
-        editor = load_flux2((custom_model or "").strip() or model, transformer_file=_file(transformer_file),
+        source = (paths.model_source(custom_model, "diffusers", "the Flux.2 loader's custom_model")
+                  if (custom_model or "").strip() else model)
+        editor = load_flux2(source, transformer_file=_file(transformer_file),
                             text_encoder_file=_file(text_encoder_file), vae_file=_file(vae_file), dtype=dtype,
                             offload=offload, allow_download=allow_download)
         return (editor,)

@@ -12,10 +12,15 @@ Registered folders (inside ComfyUI; standalone they sit under RESPEC_HOME):
     datasets   input/respec_datasets      scenario files and their images (Scenario Loader)
     sessions   user/respec/sessions       session stores (History Store; RESPEC_SESSIONS_DIR)
     results    output/respec              results files (Results Writer)
+
+Model sources typed into a loader (the VLM loader's `hf_model`, the Flux.2 loader's
+`custom_model`) go through `model_source`: a Hugging Face id, or a folder inside ComfyUI's
+model folders of that kind (models/LLM, models/diffusers and their extra_model_paths.yaml entries).
 """
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from . import comfy
@@ -61,6 +66,54 @@ def confine(value: str, root: Path, what: str) -> Path:
             f"{what} {text!r} is outside {base}: a workflow may only name files in that folder "
             f"(give a name relative to it). To use another file, copy it into {base}.")
     return resolved
+
+
+# A Hugging Face repo id as the hub accepts it: owner/name, letters, digits, '-', '_' and '.', no "..".
+_HF_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}")
+
+
+def is_hf_id(text: str) -> bool:
+    """True when `text` is a plain Hugging Face repo id (owner/name), nothing that could be a path."""
+    return bool(_HF_ID.fullmatch(text)) and ".." not in text
+
+
+def model_source(value: str, kind: str, what: str) -> str:
+    """A model source a workflow typed, made safe to hand to the core loaders.
+
+    Returns the resolved folder when `value` names a file or folder inside a registered model
+    folder of `kind` (comfy.model_search_dirs), else `value` itself when it is a strict Hugging Face
+    id (which the loaders look up in the local Hugging Face cache, downloading only when allowed).
+    Absolute paths outside those folders, `..` escapes and symlinks that leave them raise
+    InputError naming the allowed folders. The core loaders themselves still take any path: this
+    check belongs to the node boundary, where anyone who can queue a prompt chooses the value.
+    """
+    text = (value or "").strip()
+    if not text:
+        raise InputError(f"{what} is empty")
+    if "\x00" in text:
+        raise InputError(f"{what} contains a NUL character")
+    roots = [d.expanduser().resolve() for d in comfy.model_search_dirs(kind)]
+    allowed = ", ".join(str(r) for r in roots)
+    refusal = (f"{what} {text!r} is outside the model folders for {kind} ({allowed}): a workflow may only "
+               f"name a Hugging Face id (owner/name) or a model inside those folders. Move or link the model "
+               f"into one of them, or add its folder under '{kind}' in ComfyUI's extra_model_paths.yaml.")
+    p = Path(text)
+    if p.is_absolute() or text.startswith("~"):
+        resolved = p.expanduser().resolve()
+        if any(r in resolved.parents for r in roots):
+            return str(resolved)
+        raise InputError(refusal)
+    for root in roots:
+        resolved = (root / p).resolve()
+        if root not in resolved.parents:
+            raise InputError(refusal)   # ".." or a symlink that leaves the folder (or the folder itself)
+        if resolved.exists():
+            return str(resolved)
+    if is_hf_id(text):
+        return text
+    raise InputError(f"{what} {text!r} is neither a model in the model folders for {kind} ({allowed}) nor a "
+                     f"Hugging Face id (owner/name: letters, digits, '-', '_', '.'). Put the model in one of "
+                     f"those folders or give its Hugging Face id.")
 
 
 def list_files(root: Path, suffixes: tuple[str, ...]) -> list[str]:

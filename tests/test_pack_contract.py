@@ -270,9 +270,10 @@ FREE_TEXT_INPUTS = {
     ("ReSpecHistoryStore", "store_dir"): "path: user/respec/sessions",
     ("ReSpecScenarioLoader", "dataset"): "path: input/respec_datasets (or a packaged set's name)",
     ("ReSpecResultsWriter", "results_file"): "path: output/respec",
-    # model sources: a Hugging Face id or a model folder, read with weights-only loaders, no remote code
-    ("ReSpecVLMLoader", "hf_model"): "model source",
-    ("ReSpecFlux2Loader", "custom_model"): "model source",
+    # model sources (paths.model_source, refusals in test_model_sources.py): a strict Hugging Face id,
+    # or a model inside that kind's registered model folders; weights-only loaders, no remote code
+    ("ReSpecVLMLoader", "hf_model"): "Hugging Face id or path: models/LLM",
+    ("ReSpecFlux2Loader", "custom_model"): "Hugging Face id or path: models/diffusers",
     # not paths
     ("ReSpecHistoryStore", "session_id"): "id, validated",
     ("ReSpecHistoryStore", "new_session_id"): "id, validated",
