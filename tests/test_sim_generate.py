@@ -209,3 +209,32 @@ def test_the_cli_generates_from_a_photo_folder_and_validate_accepts_it(tmp_path)
     assert v.returncode == 0 and "10 valid scenarios" in v.stdout
     data = json.loads(out.read_text())
     assert all(s["image"].startswith("../photos/") for s in data["scenarios"])
+
+
+def test_regenerating_the_shipped_sim_set_gives_a_relocatable_file_equal_to_the_shipped_one(tmp_path, capsys):
+    from respec.__main__ import main
+    out = tmp_path / "elsewhere" / "occur_sim.json"
+    assert main(["scenarios", "generate", "--count", "63", "--seed", "0", "--name", "occur_sim",
+                 "--out", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    # no path of this machine: neither the checkout, nor the output folder, nor any absolute path
+    assert str(ROOT) not in text and str(tmp_path) not in text and '"/' not in text
+    data = json.loads(text)
+    assert {s["image"] for s in data["scenarios"]} <= {f"sample:{p.name}" for p in
+                                                       (ROOT / "respec/bench/samples/photos").iterdir()}
+    assert set(data["sources"]) == {s["image"] for s in data["scenarios"]}
+    shipped = json.loads((ROOT / "respec/bench/samples/occur_sim.json").read_text(encoding="utf-8"))
+    assert data == shipped   # the shipped file is this command's output (docs/sim.md); regenerate it on drift
+    moved = tmp_path / "moved" / "again.json"     # the file still loads, images included, once moved
+    moved.parent.mkdir()
+    out.rename(moved)
+    ds = load_dataset(moved)
+    assert len(ds) == 63 and ds.scenarios[0].load_image().size[0] > 0
+
+
+@pytest.mark.parametrize("ref", ["sample:../occur_sim.json", "sample:nope.png", "sample:photos/astronaut.png",
+                                 "sample:/etc/passwd"])
+def test_a_sample_reference_names_only_a_shipped_photo(ref):
+    raw = {"format": "occur-scenarios", "scenarios": [_raw(image=ref)]}
+    with pytest.raises(ScenarioError, match="shipped photo"):
+        validate_dataset(raw)

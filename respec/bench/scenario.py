@@ -72,8 +72,10 @@ _RESTORE_WORDS = re.compile(
 
 _ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,80}$")
 
-# Image references that name a packaged sample rather than a file.
-_BUILTIN_REF = re.compile(r"^(skimage|matplotlib):")
+# Image references that name a packaged sample rather than a file. 'sample:<file>' is one of the
+# photos that ship inside the pack (samples/photos/), so a scenario file naming it can move anywhere.
+_BUILTIN_REF = re.compile(r"^(skimage|matplotlib|sample):")
+_PHOTO_NAME = re.compile(r"[A-Za-z0-9_.-]+\.(png|jpg|jpeg)")
 
 # Images that ship inside the scikit-image wheel (no download needed).
 SKIMAGE_BUNDLED = (
@@ -89,6 +91,13 @@ SCENARIO_FIELDS = {"id", "image", "turns", "occluders", "revelation_type", "refe
 TURN_FIELDS = {"instruction", "stage", "new_objects", "note", "actions"}
 
 SAMPLES_DIR = Path(__file__).resolve().parent / "samples"
+SAMPLE_PHOTOS_DIR = SAMPLES_DIR / "photos"
+SAMPLE_PREFIX = "sample:"
+
+
+def sample_photo_ref(path: str | Path) -> str:
+    """The relocatable reference ('sample:astronaut.png') of a photo that ships with the pack."""
+    return SAMPLE_PREFIX + Path(path).name
 
 
 class ScenarioError(InputError):
@@ -272,7 +281,14 @@ def fit_size(size: tuple[int, int], max_side: int | None, multiple: int = 16, mi
 def image_ref_problem(ref: Any, base_dir: str | Path | None) -> str | None:
     """Why `ref` is not a usable image reference, or None when it is."""
     if not isinstance(ref, str) or not ref.strip():
-        return "must be a non-empty string: a path relative to the dataset file, 'skimage:<name>' or 'matplotlib:<file>'"
+        return ("must be a non-empty string: a path relative to the dataset file, 'sample:<file>', "
+                "'skimage:<name>' or 'matplotlib:<file>'")
+    if ref.startswith(SAMPLE_PREFIX):
+        name = ref[len(SAMPLE_PREFIX):]
+        shipped = sorted(p.name for p in SAMPLE_PHOTOS_DIR.iterdir()) if SAMPLE_PHOTOS_DIR.is_dir() else []
+        if not _PHOTO_NAME.fullmatch(name) or name not in shipped:
+            return f"unknown shipped photo {name!r}; the pack ships: {', '.join(shipped) or 'none'}"
+        return None
     if ref.startswith("skimage:"):
         name = ref.split(":", 1)[1]
         if name not in SKIMAGE_BUNDLED:
@@ -293,7 +309,10 @@ def image_ref_problem(ref: Any, base_dir: str | Path | None) -> str | None:
 
 @lru_cache(maxsize=32)
 def _load_ref_cached(ref: str, base_dir: str) -> np.ndarray:
-    if ref.startswith("skimage:"):
+    if ref.startswith(SAMPLE_PREFIX):
+        with Image.open(SAMPLE_PHOTOS_DIR / ref[len(SAMPLE_PREFIX):]) as im:
+            arr = np.asarray(im.convert("RGB"))
+    elif ref.startswith("skimage:"):
         import skimage.data
         arr = getattr(skimage.data, ref.split(":", 1)[1])()
     elif ref.startswith("matplotlib:"):
@@ -319,8 +338,8 @@ def _load_ref_cached(ref: str, base_dir: str) -> np.ndarray:
 
 
 def load_image_ref(ref: str, base_dir: str | Path | None = None) -> Image.Image:
-    """An image reference -> RGB PIL image ('skimage:astronaut', 'matplotlib:grace_hopper.jpg',
-    or a path, relative paths against `base_dir`)."""
+    """An image reference -> RGB PIL image ('sample:astronaut.png', 'skimage:astronaut',
+    'matplotlib:grace_hopper.jpg', or a path, relative paths against `base_dir`)."""
     problem = image_ref_problem(ref, base_dir)
     if problem:
         raise InputError(f"image {ref!r}: {problem}")

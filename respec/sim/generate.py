@@ -90,12 +90,11 @@ def photo_name(ref: str) -> str:
 
 
 def shipped_photo_refs() -> list[str]:
-    """The image references of the pack's sample set (the photos that ship with the pack)."""
-    from ..bench.scenario import load_dataset
-    ds = load_dataset("occur_sample")
-    refs = list(dict.fromkeys(s.image for s in ds))
-    base = Path(ds.path).parent
-    return [r if ":" in r or Path(r).is_absolute() else str((base / r).resolve()) for r in refs]
+    """The image references of the pack's sample set (the photos that ship with the pack), in the
+    relocatable 'sample:<file>' form, so a generated file holds no path of this machine."""
+    from ..bench.scenario import load_dataset, sample_photo_ref
+    refs = dict.fromkeys(s.image for s in load_dataset("occur_sample"))
+    return [r if ":" in r else sample_photo_ref(r) for r in refs]
 
 
 def shipped_sources(refs: list[str]) -> dict:
