@@ -619,13 +619,21 @@ def build_sam(sam_type: str, state: dict | None = None, device=None, source: str
 
 
 def load_masker(yolo_weights: str = DEFAULT_YOLO, sam_type: str = "vit_h", sam_weights: str | None = None,
-                clip_weights: str = DEFAULT_CLIP, *, clip_arch: str | dict = CLIP_ARCH,
+                clip_weights: str = DEFAULT_CLIP, *, source: str | None = None, clip_arch: str | dict = CLIP_ARCH,
                 allow_download: bool | None = None, device=None, conf: float = DETECT_CONF,
                 accept: float = ACCEPT_CONF, imgsz: int = DETECT_IMGSZ) -> Masker:
     """YOLO-World v2 + SAM + the CLIP text encoder from local files (downloads only with consent).
 
-    Weights are cached (models.cached) by path and device; thresholds only shape the Masker.
+    source "tiny" / "tiny:<seed>": the same classes at toy sizes with random weights, built in
+    code on the CPU (respec/tiny; the weight arguments are then unused). Weights are cached
+    (models.cached) by path and device; thresholds only shape the Masker.
     """
+    seed = models.tiny_seed(source)
+    if seed is not None:
+        from .tiny.eval_models import build_tiny_masker, shared_tiny_clip
+        return models.cached(("masker", models.TINY, seed, conf, accept, imgsz),
+                             lambda: build_tiny_masker(seed, shared_tiny_clip(seed), conf=conf, accept=accept,
+                                                       imgsz=imgsz))
     dev = resolve_device(device)
     if sam_type not in SAM_FILES:
         raise InputError(f"unknown SAM type {sam_type!r}; use one of {sorted(SAM_FILES)}")

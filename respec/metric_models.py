@@ -167,9 +167,17 @@ def load_clip_model(clip_weights: str = DEFAULT_CLIP, *, arch: str | dict = CLIP
 
 
 def load_scorer(lpips_trunk: str = DEFAULT_LPIPS_TRUNK, clip_weights: str = DEFAULT_CLIP, *,
-                clip_arch: str | dict = CLIP_ARCH, allow_download: bool | None = None, device=None,
-                psnr_cap: float = DEFAULT_PSNR_CAP) -> Scorer:
-    """LPIPS (AlexNet) + CLIP ViT-B/32 from local files (or consented downloads); weights cached."""
+                source: str | None = None, clip_arch: str | dict = CLIP_ARCH, allow_download: bool | None = None,
+                device=None, psnr_cap: float = DEFAULT_PSNR_CAP) -> Scorer:
+    """LPIPS (AlexNet) + CLIP ViT-B/32 from local files (or consented downloads); weights cached.
+
+    source "tiny" / "tiny:<seed>": the same models at toy sizes with random weights (respec/tiny;
+    the weight arguments are then unused): the PSNR part is exact, LPIPS and CLIP are noise."""
+    seed = models.tiny_seed(source)
+    if seed is not None:
+        from .tiny.eval_models import build_tiny_scorer, shared_tiny_clip
+        return models.cached(("scorer", models.TINY, seed, psnr_cap),
+                             lambda: build_tiny_scorer(seed, shared_tiny_clip(seed), psnr_cap=psnr_cap))
     dev = resolve_device(device)
     trunk = resolve_lpips_trunk(lpips_trunk, allow_download)
     lp = models.cached(("lpips", str(trunk), str(dev)), lambda: build_lpips(models.load_state_file(trunk), dev))

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Hashable
 
 from . import comfy
-from .errors import CorruptWeightsError, DownloadNotAllowedError, MissingWeightsError
+from .errors import CorruptWeightsError, DownloadNotAllowedError, InputError, MissingWeightsError
 
 log = logging.getLogger("respec")
 
@@ -86,6 +86,26 @@ def unload_all(unload_from_comfyui: bool = False) -> dict:
 def cached(key: tuple, loader: Callable[[], Any]) -> Any:
     """Load once per key (key[0] is the kind, e.g. "flux2", "qwen3-vl", "sam")."""
     return CACHE.get(key, loader)
+
+
+TINY = "tiny"
+
+
+def tiny_seed(source: Any) -> int | None:
+    """The seed of a "tiny" / "tiny:<seed>" model source: a tiny random-weight model built in code
+    (respec/tiny), one source among files, folders and hub ids that every stage's loader takes.
+    None for any other source."""
+    if not isinstance(source, str):
+        return None
+    text = source.strip().lower()
+    if text == TINY:
+        return 0
+    if not text.startswith(TINY + ":"):
+        return None
+    try:
+        return int(text[len(TINY) + 1:])
+    except ValueError:
+        raise InputError(f"model source {source!r}: write {TINY} or {TINY}:<seed> (e.g. {TINY}:0)") from None
 
 
 def downloads_allowed(explicit: bool | None = None) -> bool:

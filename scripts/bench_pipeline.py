@@ -215,12 +215,12 @@ def _count_calls(obj, method: str, counter: dict, name: str) -> None:
 
 def bench_smoke(limit: int | None, out_dir: Path) -> dict:
     """The smoke benchmark (all four configs) with call counters and the forward clock."""
-    from respec.bench.runner import BenchSettings, load_smoke_models, run_benchmark
+    from respec.bench.runner import BenchSettings, load_models, run_benchmark
 
     settings = BenchSettings(smoke=True, out=str(out_dir), configs=["baseline", "hrs", "pti", "respec"],
                              size=96, steps=2, limit=limit, save_images=True)
     t = time.perf_counter()
-    models = load_smoke_models(settings)
+    models = load_models(settings)
     load_s = time.perf_counter() - t
     counts = {"editor": 0, "vlm": 0}
     _count_calls(models.editor, "edit", counts, "editor")

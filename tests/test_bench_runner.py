@@ -29,9 +29,10 @@ SMALL = dict(smoke=True, size=64, steps=1, seed=0)
 
 @pytest.fixture(scope="module")
 def tiny_models(tmp_path_factory):
-    """The smoke run's models, built once for this module (tiny Qwen3-VL saved in a temp folder)."""
-    folder = tmp_path_factory.mktemp("tiny")
-    return runner.load_smoke_models(BenchSettings(**SMALL), folder=folder)
+    """The smoke run's models, built once for this module (the tiny Qwen3-VL saved under a temp home)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RESPEC_HOME", str(tmp_path_factory.mktemp("home")))
+        return runner.load_models(BenchSettings(**SMALL))
 
 
 class Recorder:

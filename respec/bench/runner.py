@@ -33,6 +33,7 @@ from typing import Any, Callable
 from .. import comfy
 from ..errors import InputError, Interrupted
 from ..history import History
+from ..models import TINY
 from ..turn import TimingHook, run_turn, stage_timer
 from ..controller.provenance import selector_parts
 from ..reveal import RevealStep
@@ -132,94 +133,54 @@ class RunSummary:
 
 # ------------------------------------------------------------------------------ models
 
-def smoke_dir() -> Path:
-    """Where the smoke run keeps its tiny random-weight models (built on first use)."""
-    return comfy.standalone_home() / "tiny"
-
-
-def load_smoke_models(settings: BenchSettings, folder: str | Path | None = None) -> BenchModels:
-    """Tiny random-weight models for `--smoke`: Qwen3-VL, FLUX.2 [klein], masker and scorer.
-    The tiny Qwen3-VL is saved once under `folder` (default smoke_dir())."""
-    import torch
-    from ..tiny.eval_models import build_tiny_clip, build_tiny_masker, build_tiny_scorer
-    from ..tiny.klein import tiny_flux2_editor
-
-    if settings.editor != "flux2":
-        raise InputError(f"--smoke runs the tiny FLUX.2 [klein]; there is no tiny {settings.editor} "
-                         f"(use --editor flux2 with --smoke, or run {settings.editor} with real weights)")
-    torch.manual_seed(settings.seed)
-    backend = tiny_controller(settings, folder)
-    editor = tiny_flux2_editor(seed=settings.seed)
-    clip = build_tiny_clip(settings.seed)
-    # Detect at about the image's own size: ultralytics' default 640 px would dominate a smoke run.
-    imgsz = min(640, max(64, -(-int(settings.size or 640) // 32) * 32))
-    masker = build_tiny_masker(settings.seed, clip, imgsz=imgsz)
-    scorer = build_tiny_scorer(settings.seed, clip)
-    return BenchModels(editor=editor, backend=backend, masker=masker, scorer=scorer, judge_backend=backend,
-                       describe={"controller": "qwen3-vl (tiny)", "editor_model": "flux2-klein (tiny)",
-                                 "masker": "yolo-world+sam (tiny)", "scorer": "lpips+clip (tiny)"})
-
-
 def load_models(settings: BenchSettings) -> BenchModels:
-    """The run's models: the simulated world (--editor sim), the tiny ones (--smoke) or the real ones."""
+    """The run's models, each asked of its stage with the run's model source: the simulated world
+    (--editor sim), the tiny random-weight models (--smoke: source "tiny:<seed>" for every stage)
+    or the real ones (files, folders and hub ids from the settings). Smallest first, so that a
+    missing file is reported before minutes go into loading the big ones."""
     if settings.editor == "sim":
         from ..sim.bench import load_sim_models
         return load_sim_models(settings)
-    return load_smoke_models(settings) if settings.smoke else load_real_models(settings)
-
-
-def tiny_controller(settings: BenchSettings, folder: str | Path | None = None, **defaults):
-    """The tiny random-weight Qwen3-VL backend (saved once under `folder`, default smoke_dir());
-    `defaults` are backend options (default max_new_tokens=48) that --controller options override."""
-    from ..controller import load_backend
-    from ..tiny.vlm import build_tiny_qwen3vl
-    vlm_dir = Path(folder or smoke_dir()) / "qwen3vl"
-    if not (vlm_dir / "config.json").exists():
-        # Build beside it and rename, so a run killed while building leaves no half-written model.
-        tmp = vlm_dir.with_name(f".{vlm_dir.name}.{os.getpid()}.tmp")
-        build_tiny_qwen3vl(tmp, seed=settings.seed)
-        try:
-            os.replace(tmp, vlm_dir)
-        except OSError:   # another process finished first
-            import shutil
-            shutil.rmtree(tmp, ignore_errors=True)
-    opts = {"max_new_tokens": 48, **defaults, **settings.controller_options}
-    return load_backend("qwen3-vl", str(vlm_dir), **opts)
-
-
-def load_real_models(settings: BenchSettings) -> BenchModels:
-    """The paper's models (or the ones given): scorer, masker, controller, editor, judge.
-
-    Smallest first, so that a missing file is reported before minutes go into loading the big ones."""
     from ..controller import DEFAULT_MODELS, load_backend
+    from ..editors import load_editor
     from ..masks import load_masker
     from ..metric_models import load_scorer
 
-    scorer = load_scorer(**settings.scorer_options)
-    masker = load_masker(**settings.masker_options)
-    need_controller = any(CONFIGS[c].needs_vlm for c in settings.configs)
-    backend = None
-    if need_controller or (settings.judge and not settings.judge_controller):
-        backend = load_backend(settings.controller, settings.controller_model, **settings.controller_options)
-    judge = None
-    if settings.judge:
-        judge = (load_backend(settings.judge_controller, settings.judge_model) if settings.judge_controller
-                 else backend)
-    if settings.editor == "flux2":
-        from ..editors import load_flux2
-        editor = load_flux2(*([settings.editor_model] if settings.editor_model else []), **settings.editor_options)
-    elif settings.editor == "omnigen2":
-        from ..editors import load_omnigen2
-        editor = load_omnigen2(*([settings.editor_model] if settings.editor_model else []),
-                               **settings.editor_options)
-    else:
+    tiny = f"{TINY}:{settings.seed}" if settings.smoke else None
+    if tiny and settings.editor != "flux2":
+        raise InputError(f"--smoke runs the tiny FLUX.2 [klein]; there is no tiny {settings.editor} "
+                         f"(use --editor flux2 with --smoke, or run {settings.editor} with real weights)")
+    scorer = load_scorer(source=tiny, **settings.scorer_options)
+    masker_options = dict(settings.masker_options)
+    if tiny:
+        # Detect at about the image's own size: ultralytics' default 640 px would dominate a smoke run.
+        masker_options.setdefault("imgsz", min(640, max(64, -(-int(settings.size or 640) // 32) * 32)))
+    masker = load_masker(source=tiny, **masker_options)
+    kind = "qwen3-vl" if tiny else settings.controller
+    model = tiny or settings.controller_model
+    # A smoke run checks the whole install: its tiny controller is loaded (and judges) whatever the configs.
+    backend = judge = None
+    own_judge = settings.judge and not settings.judge_controller
+    if tiny or own_judge or any(CONFIGS[c].needs_vlm for c in settings.configs):
+        backend = load_backend(kind, model, **({"max_new_tokens": 48} if tiny else {}), **settings.controller_options)
+    if tiny or own_judge:
+        judge = backend
+    elif settings.judge:
+        judge = load_backend(settings.judge_controller, settings.judge_model)
+    if settings.editor not in EDITORS:
         raise InputError(f"unknown editor {settings.editor!r}; use one of {', '.join(EDITORS)}")
-    model = settings.controller_model or DEFAULT_MODELS.get(settings.controller, "")
+    editor = load_editor(settings.editor, tiny or settings.editor_model, **settings.editor_options)
+    if tiny:
+        describe = {"controller": "qwen3-vl (tiny)", "editor_model": "flux2-klein (tiny)",
+                    "masker": "yolo-world+sam (tiny)", "scorer": "lpips+clip (tiny)"}
+    else:
+        model = settings.controller_model or DEFAULT_MODELS.get(settings.controller, "")
+        describe = {"controller": f"{settings.controller}:{Path(model).name or model}",
+                    "editor_model": getattr(editor, "name", settings.editor),
+                    "masker": getattr(masker, "name", type(masker).__name__),
+                    "scorer": getattr(scorer, "name", type(scorer).__name__)}
     return BenchModels(editor=editor, backend=backend, masker=masker, scorer=scorer, judge_backend=judge,
-                       describe={"controller": f"{settings.controller}:{Path(model).name or model}",
-                                 "editor_model": getattr(editor, "name", settings.editor),
-                                 "masker": getattr(masker, "name", type(masker).__name__),
-                                 "scorer": getattr(scorer, "name", type(scorer).__name__)})
+                       describe=describe)
 
 
 # ------------------------------------------------------------------------------ one scenario

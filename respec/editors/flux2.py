@@ -169,13 +169,19 @@ def load_flux2(source: str = DEFAULT_SOURCE, *, transformer_file: str = "", text
                allow_download: bool | None = None, device=None) -> Flux2Editor:
     """Load (once per setting) a FLUX.2 [klein] editor.
 
-    source: a diffusers folder name in models/diffusers, an absolute folder, or a Hugging Face id.
+    source: a diffusers folder name in models/diffusers, an absolute folder, a Hugging Face id,
+    or "tiny" / "tiny:<seed>" (a tiny random-weight klein built in code, CPU; for checking an
+    install: its images are noise).
     transformer_file / text_encoder_file / vae_file: ComfyUI single files (names in
     models/diffusion_models, models/text_encoders, models/vae, or absolute paths); each one given
     replaces that component of `source`, which then only needs its configs and tokenizer.
     """
     if offload not in OFFLOAD_MODES:
         raise InputError(f"offload must be one of {', '.join(OFFLOAD_MODES)}; got {offload!r}")
+    seed = models.tiny_seed(source)
+    if seed is not None:
+        from ..tiny.klein import tiny_flux2_editor
+        return models.cached(("flux2", models.TINY, seed), lambda: tiny_flux2_editor(seed=seed))
     device = _torch_device(device)
     torch_dtype = models.torch_dtype(dtype)
     files = {"transformer": transformer_file, "text_encoder": text_encoder_file, "vae": vae_file}

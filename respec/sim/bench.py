@@ -22,27 +22,28 @@ TINY_SCORER = "lpips+clip (tiny random weights: their files were not found; only
 def load_sim_models(settings):
     """BenchModels for the sim world (see the module docstring)."""
     from ..bench.configs import CONFIGS
-    from ..bench.runner import BenchModels, tiny_controller
-    from ..tiny.eval_models import build_tiny_clip, build_tiny_masker, build_tiny_scorer
+    from ..bench.runner import BenchModels
+    from ..controller import load_backend
+    from ..masks import load_masker
+    from ..metric_models import load_scorer
+    from ..models import TINY
 
+    tiny = f"{TINY}:{settings.seed}"
     mode = settings.masks_mode()
     describe = {"editor_model": "sim (simulated editor, docs/sim.md)"}
     scorer = masker = None
     try:
-        from ..metric_models import load_scorer
         scorer = load_scorer(**settings.scorer_options)
         describe["scorer"] = getattr(scorer, "name", "lpips+clip")
     except (MissingWeightsError, DownloadNotAllowedError) as e:
         log.info("sim run: tiny scorer (%s)", str(e).splitlines()[0])
-        clip = build_tiny_clip(settings.seed)
-        scorer = build_tiny_scorer(settings.seed, clip)
+        scorer = load_scorer(source=tiny)
         describe["scorer"] = TINY_SCORER
     if mode == "detect":
         if settings.smoke:
-            masker = build_tiny_masker(settings.seed, imgsz=max(64, -(-int(settings.size or 256) // 32) * 32))
+            masker = load_masker(source=tiny, imgsz=max(64, -(-int(settings.size or 256) // 32) * 32))
             describe["masks"] = "detect: yolo-world+sam (tiny random weights)"
         else:
-            from ..masks import load_masker
             masker = load_masker(**settings.masker_options)
             describe["masks"] = f"detect: {getattr(masker, 'name', 'yolo-world+sam')}"
     else:
@@ -50,13 +51,13 @@ def load_sim_models(settings):
     backend = None
     if any(CONFIGS[c].needs_vlm for c in settings.configs) or settings.judge:
         if settings.controller_model:
-            from ..controller import load_backend
             backend = load_backend(settings.controller, settings.controller_model, **settings.controller_options)
             describe["controller"] = f"{settings.controller}:{settings.controller_model}"
         else:
             # Its text is noise whatever its length or the images' size (every answer ends in the C.2/C.3
             # fallbacks); 4 tokens and 128 x 128 px images keep the 252-row sim run within minutes.
-            backend = tiny_controller(settings, max_new_tokens=4, max_pixels=128 * 128)
+            backend = load_backend("qwen3-vl", tiny, **{"max_new_tokens": 4, "max_pixels": 128 * 128,
+                                                       **settings.controller_options})
             describe["controller"] = "qwen3-vl (tiny, random weights)"
     return BenchModels(editor=SimEditor(), backend=backend, masker=masker, scorer=scorer, judge_backend=backend,
                        describe=describe, masks=mode)

@@ -35,6 +35,12 @@ def build_tiny_clip(seed: int = 0):
     return CLIP(**TINY_CLIP_CFG).eval().requires_grad_(False)
 
 
+def shared_tiny_clip(seed: int = 0):
+    """The one tiny CLIP of `seed` that the tiny masker and the tiny scorer share (built once)."""
+    from .. import models
+    return models.cached(("open_clip", "tiny", seed), lambda: build_tiny_clip(seed))
+
+
 def build_tiny_yolo_world(yaml: str = TINY_YOLO_YAML, seed: int = 0, zero_class_bias: bool = True):
     """ultralytics YOLOWorld built from its yaml (no weights file, offline)."""
     import torch

@@ -6,6 +6,8 @@ under a second. Their text is noise; tests check the path, not the words.
 """
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 from .tokenizer import SPECIAL_TOKENS, build_tokenizer, byte_level_tokenizer
@@ -52,6 +54,23 @@ def _rope(params: dict) -> dict:
     if int(transformers.__version__.split(".")[0]) >= 5:
         return {"rope_parameters": params}
     return {"rope_scaling": {k: v for k, v in params.items() if k != "rope_theta"}, "rope_theta": params["rope_theta"]}
+
+
+def tiny_vlm_folder(kind: str, seed: int = 0) -> Path:
+    """The saved tiny random-weight model of controller `kind` ("qwen3-vl" or "internvl3") for
+    `seed`, built on first use under <RESPEC_HOME>/tiny (what load_backend(kind, "tiny") loads)."""
+    from .. import comfy
+    build = {"qwen3-vl": build_tiny_qwen3vl, "internvl3": build_tiny_internvl}[kind]
+    folder = comfy.standalone_home() / "tiny" / f"{kind}-seed{int(seed)}"
+    if not (folder / "config.json").exists():
+        # Build beside it and rename, so a run killed while building leaves no half-written model.
+        tmp = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
+        build(tmp, seed=seed)
+        try:
+            os.replace(tmp, folder)
+        except OSError:   # another process finished first
+            shutil.rmtree(tmp, ignore_errors=True)
+    return folder
 
 
 def build_tiny_qwen3vl(path: str | Path, seed: int = 0) -> Path:

@@ -40,7 +40,8 @@ def load_backend(kind: str, model: str | None = None, **options) -> VLMBackend:
     """A loaded, cached controller backend.
 
     kind "qwen3-vl" / "internvl3": model is a Hugging Face id, a folder in ComfyUI's
-    models/LLM, or an absolute folder; options: dtype, device, keep_loaded, allow_download,
+    models/LLM, an absolute folder, or "tiny" / "tiny:<seed>" (a tiny random-weight model of
+    that kind, built once; its text is noise: for checking an install); options: dtype, device, keep_loaded, allow_download,
     max_pixels, max_new_tokens, json_constrained ("auto" | True | False), json_max_string.
     kind "openai": model is the served model's name; options: base_url, api_key_env, timeout,
     retries, backoff, max_pixels, max_new_tokens, response_format, image_format, max_response_bytes."""
@@ -48,6 +49,13 @@ def load_backend(kind: str, model: str | None = None, **options) -> VLMBackend:
     if kind not in KINDS:
         raise InputError(f"unknown controller backend {kind!r}; use one of {', '.join(KINDS)}")
     model = (model or "").strip() or DEFAULT_MODELS[kind]
+    seed = models.tiny_seed(model)
+    if seed is not None:
+        if kind == "openai":
+            raise InputError("there is no tiny 'openai' controller: the model of an OpenAI-compatible server "
+                             "is whatever it serves; use qwen3-vl or internvl3 with the tiny source")
+        from ...tiny.vlm import tiny_vlm_folder
+        model = str(tiny_vlm_folder(kind, seed))
     if kind == "openai":
         from .openai_compat import OpenAICompatBackend
         key = _key(kind, model, options)
