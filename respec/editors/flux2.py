@@ -180,8 +180,10 @@ def load_flux2(source: str = DEFAULT_SOURCE, *, transformer_file: str = "", text
         raise InputError(f"offload must be one of {', '.join(OFFLOAD_MODES)}; got {offload!r}")
     seed = models.tiny_seed(source)
     if seed is not None:
-        from ..tiny.klein import tiny_flux2_editor
-        return models.cached(("flux2", models.TINY, seed), lambda: tiny_flux2_editor(seed=seed))
+        from ..tiny.klein import build_tiny_klein_pipeline
+        return models.cached(("flux2", models.TINY, seed),
+                             lambda: Flux2Editor(build_tiny_klein_pipeline(seed=seed), name="flux2-klein-tiny",
+                                                 source="tiny (random weights)"))
     device = _torch_device(device)
     torch_dtype = models.torch_dtype(dtype)
     files = {"transformer": transformer_file, "text_encoder": text_encoder_file, "vae": vae_file}

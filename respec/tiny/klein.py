@@ -1,13 +1,13 @@
 """A tiny random FLUX.2 [klein] pipeline (real diffusers / transformers classes at toy sizes).
 
-Three uses:
+Uses:
 - `build_tiny_klein_pipeline()`: an in-memory `Flux2KleinPipeline` (3-layer Qwen3 text encoder,
   byte-level tokenizer built in code, small VAE, 1+1-block transformer) for tests.
 - `write_tiny_klein_single_files(models_dir)`: the same weights written the way ComfyUI users
   keep them (transformer in BFL names under `diffusion_models/`, Qwen3 text encoder with HF names
   under `text_encoders/`, VAE in LDM names under `vae/`) plus a weight-free diffusers folder with
   the configs and tokenizer under `diffusers/`, so the single-file loader can be tested offline.
-- `tiny_flux2_editor()`: a ready Editor for the smoke benchmark (`python -m respec bench --smoke`).
+- the smoke benchmark's editor: `load_flux2("tiny")` wraps `build_tiny_klein_pipeline()`.
 
 Sizes follow STACK.md "Building tiny test models". Nothing here downloads anything.
 """
@@ -60,13 +60,6 @@ def build_tiny_klein_pipeline(seed: int = 0, is_distilled: bool = False):
     scheduler = FlowMatchEulerDiscreteScheduler(shift=3.0, use_dynamic_shifting=True)
     return Flux2KleinPipeline(scheduler=scheduler, vae=vae, text_encoder=text_encoder, tokenizer=tokenizer,
                               transformer=transformer, is_distilled=is_distilled)
-
-
-def tiny_flux2_editor(seed: int = 0, is_distilled: bool = False):
-    """A Flux2Editor around a fresh tiny pipeline (for smoke runs and benchmarks; not cached)."""
-    from ..editors.flux2 import Flux2Editor
-    pipe = build_tiny_klein_pipeline(seed=seed, is_distilled=is_distilled)
-    return Flux2Editor(pipe, name="flux2-klein-tiny", source="tiny (random weights)")
 
 
 def save_tiny_klein_diffusers(path, pipe=None) -> Path:
@@ -230,8 +223,6 @@ def flux2_vae_to_ldm(sd: dict) -> dict:
         new = new.replace("conv_shortcut", "nin_shortcut")
         out[new] = v
     return out
-
-
 
 
 def write_fp8_file(src, dst, layout: str = "mixed", fmt: str = "float8_e4m3fn", skip=("embed_tokens",)) -> Path:
