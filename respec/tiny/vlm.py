@@ -60,8 +60,9 @@ def tiny_vlm_folder(kind: str, seed: int = 0) -> Path:
     """The saved tiny random-weight model of controller `kind` ("qwen3-vl" or "internvl3") for
     `seed`, built on first use under <RESPEC_HOME>/tiny (what load_backend(kind, "tiny") loads)."""
     from .. import comfy
-    build = {"qwen3-vl": build_tiny_qwen3vl, "internvl3": build_tiny_internvl}[kind]
-    folder = comfy.standalone_home() / "tiny" / f"{kind}-seed{int(seed)}"
+    build, name = {"qwen3-vl": (build_tiny_qwen3vl, "qwen3vl"), "internvl3": (build_tiny_internvl, "internvl3")}[kind]
+    # Seed 0 keeps the folder name earlier smoke runs used, so their saved model is reused.
+    folder = comfy.standalone_home() / "tiny" / (name if int(seed) == 0 else f"{name}-seed{int(seed)}")
     if not (folder / "config.json").exists():
         # Build beside it and rename, so a run killed while building leaves no half-written model.
         tmp = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
