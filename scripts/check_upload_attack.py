@@ -8,9 +8,14 @@
 3. queues LoadImage -> OmniGen2 Loader + OmniGen2 In-Context Edit -> PreviewImage with an extra
    "omnigen2_path" input naming the uploaded folder (the widget the pack used to have), once as a
    relative and once as an absolute path;
-4. passes when ComfyUI wrote the uploaded file (the attack's first half works), each prompt ends
-   in an execution error whose message is the pack's "OmniGen2 is not installed" instructions,
-   and the marker file was never created. Exit status 0 = passed.
+4. queues the VLM loader (hf_model) and the Flux.2 loader (custom_model), each feeding PreviewAny,
+   naming the uploaded folder (absolute, and as a `..` escape from the model folder) and /etc, then
+   a Hugging Face id that is not on the machine;
+5. passes when ComfyUI wrote the uploaded file (the attack's first half works), each OmniGen2
+   prompt ends in an execution error whose message is the pack's "OmniGen2 is not installed"
+   instructions, each loader path ends in the pack's "outside the model folders" refusal, the id
+   in "downloads are off" (looked up, nothing fetched), and the marker file was never created.
+   Exit status 0 = passed.
 """
 from __future__ import annotations
 
@@ -67,6 +72,19 @@ def attack(url: str, path_value: str) -> dict:
               "2": {"class_type": "ReSpecOmniGen2Loader", "inputs": loader},
               "3": {"class_type": "ReSpecOmniGen2Edit", "inputs": edit},
               "4": {"class_type": "PreviewImage", "inputs": {"images": ["3", 0]}}}
+    return queue(url, prompt)
+
+
+def loader_source(url: str, node: str, key: str, value: str) -> dict:
+    """Queue `node` with its free-text model source `key` set to `value`, feeding PreviewAny."""
+    _, info = http_json("GET", f"{url}/object_info/{node}")
+    prompt = {"1": {"class_type": node, "inputs": dict(defaults(info[node]), **{key: value})},
+              "2": {"class_type": "PreviewAny", "inputs": {"source": ["1", 0]}}}
+    return queue(url, prompt)
+
+
+def queue(url: str, prompt: dict) -> dict:
+    """Queue `prompt` and wait for its end: how it ended and the execution error, if any."""
     status, body = http_json("POST", f"{url}/prompt", {"prompt": prompt, "client_id": "attack"})
     if status != 200:
         return {"queued": False, "status": status, "body": body}
@@ -109,7 +127,16 @@ def main(argv=None) -> int:
             log(f"omnigen2_path={value!r}: {json.dumps(r)[:600]}")
         refused = all(r.get("status_str") == "error" and r.get("node_type") == "ReSpecOmniGen2Loader"
                       and "not installed" in (r.get("message") or "") for r in results.values())
-        ok = written and refused and not marker.exists()
+        sources = {}
+        for node, key in (("ReSpecVLMLoader", "hf_model"), ("ReSpecFlux2Loader", "custom_model")):
+            for value in (str(base / "input" / "x"), "../../input/x", "/etc", "nobody/not-a-model"):
+                sources[(node, value)] = r = loader_source(url, node, key, value)
+                log(f"{node}.{key}={value!r}: {json.dumps(r)[:400]}")
+        confined = all(r.get("status_str") == "error" and r.get("node_type") == node and
+                       ("downloads are off" if value == "nobody/not-a-model" else "outside the model folders")
+                       in (r.get("message") or "") for (node, value), r in sources.items())
+        log(f"every loader path refused, the id looked up offline: {confined}")
+        ok = written and refused and confined and not marker.exists()
         log(f"payload ran: {marker.exists()}; every prompt failed with the install message: {refused}")
         log("PASS: the upload-then-queue attack runs nothing" if ok else "FAIL")
     finally:
