@@ -231,11 +231,16 @@ def run_benchmark(url: str, name: str, tiny: dict, config: dict, chain: set[str]
     if row is None:
         problems.append(f"expected one results row, got {len(rows)}")
     else:
+        ids = [t.get("editor_image_ids") for t in row.get("turns") or []]
         log(f"results row: key {row.get('key')}, turns {len(row.get('turns') or [])}, "
-            f"vlm_calls {row.get('vlm_calls')}, sent instructions "
+            f"vlm_calls {row.get('vlm_calls')}, editor image ids {ids}, editor_reference_ids "
+            f"{row.get('editor_reference_ids')}, sent instructions "
             f"{[t.get('sent_instruction', '')[:40] for t in row.get('turns') or []]}")
         if len(row.get("turns") or []) != sc.num_turns or row.get("scenario_id") != sc.id:
             problems.append(f"row has {len(row.get('turns') or [])} turns for {row.get('scenario_id')}")
+        if any(i is None for i in ids):
+            # Each slot's History Append records what its editor got (the Reference Selector's image_ids).
+            problems.append(f"the row does not say which images the editor got at every turn: {ids}")
     return problems, prompt, row
 
 

@@ -21,7 +21,7 @@ from comfyui_harness import http_json, log
 HERE = Path(__file__).resolve().parent
 OMNIGEN2_FILES = {"diffusion_models": "omnigen2_fp16.safetensors", "text_encoders": "qwen_2.5_vl_fp16.safetensors",
                   "vae": "ae.safetensors"}
-_VOLATILE = ("second", "time", "timing", "written", "remote", "duration", "prompt_id", "date")
+_VOLATILE = ("second", "time", "timing", "written", "remote", "duration", "prompt_id", "date", "finished")
 
 
 def rss_mb(pid: int) -> float:
