@@ -160,7 +160,11 @@ def test_the_provenance_configs_pick_the_recorded_reference_with_no_vlm_call_and
         assert rows[(sid, "respec+reveal")]["turns"][-1]["post_edit"][0]["source_id"] == _TRUTH[
             len(rows[(sid, "respec")]["turns"])]
     assert rows[(SCENARIOS[0], "respec")]["reference_correct"] is False
-    assert vlm.calls == sum(r["vlm_calls"] for (_, c), r in rows.items() if c in ("respec", "respec+reveal"))
+    # Each row counts the controller calls its config made; respec and respec+reveal ask the same
+    # questions (the reveal step only changes the last turn's image), so with shared prefixes
+    # (respec.bench.prefix) the controller itself answers each question once.
+    per_config = {c: sum(r["vlm_calls"] for (_, cc), r in rows.items() if cc == c) for c in ("respec", "respec+reveal")}
+    assert per_config["respec"] == per_config["respec+reveal"] == vlm.calls > 0
 
 
 def test_config_groups_and_variants():
