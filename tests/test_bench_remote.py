@@ -102,7 +102,10 @@ def test_unreachable_server_is_left_out_and_every_scenario_runs_elsewhere():
 
 
 def test_server_answering_500_has_its_scenarios_retried_elsewhere():
-    with FakeComfyUI(NODE_INFO, execute, reject_500=True) as bad, FakeComfyUI(NODE_INFO, execute) as good:
+    # The good server works slowly, so the bad one is asked for a job even on a busy machine
+    # (otherwise the good one can finish all four before the bad one's first try).
+    with FakeComfyUI(NODE_INFO, execute, reject_500=True) as bad, \
+            FakeComfyUI(NODE_INFO, execute, step_delay=0.2) as good:
         summary, rows = run(jobs(4), [bad, good], max_server_failures=1)
     assert sorted(sid for sid, _, _ in rows) == ["s00", "s01", "s02", "s03"]
     assert all(server == good.url for _, _, server in rows)
