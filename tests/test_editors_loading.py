@@ -18,6 +18,28 @@ def _run(editor, seed=5):
     return np.asarray(editor.edit(REFS, "remove the vase", output_size=(80, 64), seed=seed, steps=2))
 
 
+# A reloaded model runs the same weights through differently laid-out tensors, and float
+# rounding of that order differs between CPUs: 1 of 15,360 uint8 values was seen 1 level off.
+# The weights must match exactly; the images may differ by this much and no more.
+IMAGE_TOLERANCE = 2  # uint8 levels, largest per-value difference
+
+
+def _assert_same_weights(got, want):
+    """Every component's parameters and buffers are bit-identical (names, shapes, values)."""
+    for name in ("transformer", "vae", "text_encoder"):
+        a, b = getattr(got, name).state_dict(), getattr(want, name).state_dict()
+        assert a.keys() == b.keys(), name
+        for key in a:
+            assert torch.equal(a[key], b[key]), f"{name}.{key}"
+
+
+def _assert_same_image(got, want):
+    assert got.shape == want.shape
+    diff = np.abs(got.astype(np.int16) - want.astype(np.int16))
+    assert diff.max() <= IMAGE_TOLERANCE, f"largest difference {diff.max()} > {IMAGE_TOLERANCE}"
+    assert (diff > 0).mean() < 0.01, f"{(diff > 0).mean():.2%} of values differ"
+
+
 def _models_dir() -> Path:
     return Path(os.environ["RESPEC_MODELS_DIR"])
 
@@ -44,7 +66,8 @@ def _load(loader, files, **over):
 def test_single_files_load_through_the_loader_and_match_the_in_memory_pipeline(pack, loader, single_files):
     editor = _load(loader, single_files)
     reference = core(pack, "editors").Flux2Editor(single_files["pipe"])
-    assert np.array_equal(_run(editor), _run(reference))
+    _assert_same_weights(editor.pipe, reference.pipe)
+    _assert_same_image(_run(editor), _run(reference))
     assert editor.text_encoder_out_layers == (1, 2, 3) and not editor.is_distilled
 
 
@@ -63,7 +86,8 @@ def test_diffusers_folder_loads_and_matches_the_in_memory_pipeline(pack, loader)
     tiny.save_tiny_klein_diffusers(_models_dir() / "diffusers" / "tiny-klein", pipe)
     editor = loader.load(model="tiny-klein", transformer_file="(none)", text_encoder_file="(none)",
                          vae_file="(none)", dtype="fp32", offload="none", allow_download=False)[0]
-    assert np.array_equal(_run(editor), _run(core(pack, "editors").Flux2Editor(pipe)))
+    _assert_same_weights(editor.pipe, pipe)
+    _assert_same_image(_run(editor), _run(core(pack, "editors").Flux2Editor(pipe)))
 
 
 @pytest.mark.slow
