@@ -218,3 +218,96 @@ def test_validate_clips_a_valid_files_long_name(tmp_path, capsys):
                              "scenarios": [_scenario("skimage:astronaut")]}))
     rc, out, _ = _cli(capsys, "validate", str(p))
     assert rc == 0 and len(out) < 5000
+
+
+# --- provenance and reveal inputs -----------------------------------------------------------------
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_change_of_refuses_non_finite_pixels(bad):
+    from respec.provenance import change_of
+    a = np.full((32, 32, 3), 0.5, np.float32)
+    b = a.copy()
+    b[3, 4, 1] = bad
+    with pytest.raises(InputError, match=r"change_of's second image holds 1 NaN or infinite value"):
+        change_of(a, b)
+    with pytest.raises(InputError, match=r"change_of's first image"):
+        change_of(b, a)
+
+
+def test_change_of_records_are_strict_json_on_finite_input():
+    from respec.provenance import change_of
+    rng = np.random.default_rng(0)
+    a = rng.random((32, 32, 3), dtype=np.float32)
+    res = change_of(a, a)
+    json.dumps(res.info(), allow_nan=False)
+    assert np.isfinite(res.threshold)
+
+
+def _small_history():
+    from respec.history import History
+    img = np.full((32, 32, 3), 100, np.uint8)
+    return History.start(img, "s").append(img, "add a box")
+
+
+@pytest.mark.parametrize("bad", ["abc", "1.5", [1], None, True, float("nan"), "9" * 40])
+def test_reveal_for_names_a_bad_covering_turn(bad):
+    from respec.reveal import reveal_for
+    h = _small_history()
+    with pytest.raises(InputError, match=r"reveal_for's covering_turn must be an image id"):
+        reveal_for(h, np.full((32, 32, 3), 100, np.uint8), bad)
+
+
+def test_reveal_for_still_takes_an_int_or_its_text():
+    from respec.reveal import reveal_for
+    h = _small_history()
+    img = np.full((32, 32, 3), 100, np.uint8)
+    assert reveal_for(h, img, "1").record()["source_id"] == reveal_for(h, img, 1).record()["source_id"] == 0
+
+
+# --- the store's text -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("where", ["instruction", "sent", "meta value", "meta key", "create meta key"])
+def test_a_lone_surrogate_is_refused_with_an_input_error_and_nothing_is_stored(tmp_path, where):
+    from respec.store import SessionStore
+    store = SessionStore(tmp_path / "store")
+    img = np.zeros((6, 5, 3), np.uint8)
+    if where == "create meta key":
+        with pytest.raises(InputError, match=r"meta .*lone surrogate \(U\+D800\)"):
+            store.create("s1", img, meta={"\ud800 x": 1})
+        assert not store.exists("s1")
+        return
+    store.create("s1", img)
+    kwargs = {"instruction": "ok", "sent_instruction": None, "meta": None}
+    if where == "instruction":
+        kwargs["instruction"] = "\ud800 x"
+    elif where == "sent":
+        kwargs["sent_instruction"] = "x \udfff"
+    elif where == "meta value":
+        kwargs["meta"] = {"note": ["\ud800"]}
+    else:
+        kwargs["meta"] = {"\ud800": 1}
+    pngs = sorted((tmp_path / "store").rglob("*.png"))
+    with pytest.raises(InputError, match=r"lone surrogate \(U\+D[8F]"):
+        store.append("s1", np.ones((6, 5, 3), np.uint8), **kwargs)
+    assert len(store.load("s1")) == 1
+    assert sorted((tmp_path / "store").rglob("*.png")) == pngs          # no image written either
+
+
+def test_a_real_emoji_and_other_text_is_stored_as_is(tmp_path):
+    from respec.store import SessionStore
+    store = SessionStore(tmp_path / "store")
+    store.create("s1", np.zeros((6, 5, 3), np.uint8))
+    h = store.append("s1", np.ones((6, 5, 3), np.uint8), "add a 😀 sticker", meta={"ключ": "значение"})
+    again = SessionStore(tmp_path / "store").load("s1")
+    assert again.turns[1].instruction == h.turns[1].instruction == "add a 😀 sticker"
+    assert again.turns[1].meta == {"ключ": "значение"}
+
+
+def test_a_nul_in_the_store_root_is_an_input_error(tmp_path):
+    from respec.store import SessionStore, open_store
+    with pytest.raises(InputError, match="NUL"):
+        SessionStore(str(tmp_path / "a\x00b"))
+    with pytest.raises(InputError, match="NUL"):
+        open_store(str(tmp_path / "a\x00b"))
+    with pytest.raises(InputError, match="cannot use in a path"):
+        SessionStore(str(tmp_path / "a\ud800b"))
