@@ -16,6 +16,7 @@ in a private folder beside --into that is renamed into place (--into must be new
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -73,21 +74,25 @@ def comparable(value):
     return value
 
 
-def differences(a, b, where: str = "") -> list[str]:
+def differences(a, b, where: str = "", tol: float = 0.0) -> list[str]:
     """Where two comparable values differ: one line per differing leaf, its path and both values
-    (NaN equals NaN here)."""
+    (NaN equals NaN here). `tol`: floats this close (absolute, or relative to the larger) count as
+    equal, for rows computed in other processes or on other CPUs, whose float rounding differs."""
     if isinstance(a, dict) and isinstance(b, dict):
         out = []
         for k in sorted(set(a) | set(b), key=str):
             if k not in a or k not in b:
                 out.append(f"{where}.{k}: only in {'second' if k in b else 'first'}")
             else:
-                out += differences(a[k], b[k], f"{where}.{k}")
+                out += differences(a[k], b[k], f"{where}.{k}", tol)
         return out
     if isinstance(a, list) and isinstance(b, list):
         if len(a) != len(b):
             return [f"{where}: {len(a)} items in the first, {len(b)} in the second"]
-        return [d for i, (x, y) in enumerate(zip(a, b)) for d in differences(x, y, f"{where}[{i}]")]
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in differences(x, y, f"{where}[{i}]", tol)]
+    if (tol and isinstance(a, float) and isinstance(b, float)
+            and math.isclose(a, b, rel_tol=tol, abs_tol=tol)):
+        return []
     if a != b and not (a != a and b != b):
         return [f"{where or '(row)'}: {a!r} in the first, {b!r} in the second"]
     return []
