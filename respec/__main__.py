@@ -133,6 +133,9 @@ def _parser() -> argparse.ArgumentParser:
 
     v = sub.add_parser("validate", help="check a scenario file and summarise it")
     v.add_argument("dataset", help="scenario JSON file (or a packaged set's name)")
+    v.add_argument("--images-root", default=None,
+                   help="refuse scenario images outside this folder, as the Bench node does (default: "
+                        "ComfyUI's input/respec_datasets for a file inside it, else no folder rule)")
 
     sc = sub.add_parser("scenarios", help="make scenario files")
     scsub = sc.add_subparsers(dest="scenarios_command", required=True)
@@ -361,12 +364,16 @@ def cmd_merge(a) -> int:
 
 def cmd_validate(a) -> int:
     from collections import Counter
-    from .bench.scenario import TEMPLATES, load_dataset
+    from .bench.scenario import TEMPLATES, confine_images, load_dataset, packaged_datasets
+    from .images import clip_text
     ds = load_dataset(a.dataset)
+    root = None if Path(ds.path) in packaged_datasets().values() else _images_root(a.images_root, Path(ds.path))
+    if root is not None:
+        confine_images(ds, root)
     templates = Counter(s.template for s in ds)
     types = Counter(s.revelation_type for s in ds)
     dists = Counter(s.reference_distance for s in ds)
-    print(f"{ds.path}: {len(ds)} valid scenarios (dataset {ds.name!r})")
+    print(f"{clip_text(ds.path)}: {len(ds)} valid scenarios (dataset {clip_text(ds.name, 80)!r})")
     print("  templates:        " + ", ".join(f"{t} {templates.get(t, 0)}" for t in list(TEMPLATES) + ["custom"]
                                             if templates.get(t, 0) or t in TEMPLATES))
     print("  revelation types: " + ", ".join(f"{t} {n}" for t, n in sorted(types.items())))
@@ -381,10 +388,24 @@ def cmd_validate(a) -> int:
     return 0
 
 
+def _images_root(given: str | None, dataset: Path) -> Path | None:
+    """Where `validate` requires the scenario images: --images-root, else input/respec_datasets for
+    a file inside it (the Bench node's rule), else nowhere in particular (the CLI bench reads the
+    images a local file names; every one must still be a readable image within the pixel limit)."""
+    if given:
+        return Path(given).expanduser()
+    from . import paths
+    datasets = paths.datasets_dir().resolve()
+    return datasets if datasets in dataset.resolve().parents else None
+
+
 def cmd_scenarios(a) -> int:
     from .bench.scenario import load_dataset
     from .sim.generate import cell_table, generate_scenarios, photos_in, shipped_photo_refs, write_dataset
     out = Path(a.out).expanduser().resolve()
+    if out.is_dir() or (os.path.lexists(out) and not out.is_file()):
+        raise InputError(f"--out {a.out} is {'a folder' if out.is_dir() else 'not a regular file'}; give the path "
+                         f"of the dataset file to write (e.g. {Path(a.out) / 'my_scenarios.json'})")
     out.parent.mkdir(parents=True, exist_ok=True)
     refs = photos_in(a.photos) if a.photos else shipped_photo_refs()
     # Paths are written relative to the dataset file when they can be, so the folder can move.

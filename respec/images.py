@@ -3,6 +3,11 @@ or a PIL image; ComfyUI's float tensors are converted at the node edge (nodes/co
 from __future__ import annotations
 
 import hashlib
+import math
+import os
+import stat
+import warnings
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -11,6 +16,95 @@ from PIL import Image
 from .errors import InputError
 
 _MODES = {1: "L", 3: "RGB", 4: "RGBA"}
+
+# The largest image the pack opens from a file (photos, scenario images): 40 megapixels, checked
+# from the header before any pixel is decoded. A 12000×12000 PNG compresses to 50 kB and decodes
+# to 2 GB; a decompression bomb is smaller still. Shrink larger photos before giving them.
+MAX_IMAGE_PIXELS = 40_000_000
+
+
+def clip_text(value: Any, limit: int = 200) -> str:
+    """repr-like text of `value` cut to `limit` characters (what an error message may echo back)."""
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def image_file_problem(path: str | Path, max_pixels: int | None = MAX_IMAGE_PIXELS) -> str | None:
+    """Why the file `path` cannot be opened as an image, or None when it can: it must be a regular
+    file (not a FIFO, device or folder) whose header PIL reads and whose size is within
+    `max_pixels` (None: PIL's own decompression-bomb limit only). Reads the header only."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError) as e:
+        return f"cannot be read ({getattr(e, 'strerror', None) or e})"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    try:
+        with open(path, "rb") as fh, warnings.catch_warnings():
+            if max_pixels is not None:   # our own limit is checked below, PIL's warning would only be noise
+                warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(fh) as im:
+                w, h = im.size
+    except Image.DecompressionBombError as e:
+        return f"is refused as a decompression bomb ({e}); the pack opens images of at most {_mp(max_pixels)}"
+    except (OSError, ValueError, SyntaxError, EOFError) as e:
+        return f"is not an image file PIL can read ({clip_text(str(e))})"
+    if max_pixels is not None and w * h > max_pixels:
+        return (f"is {w}×{h} pixels ({w * h / 1e6:.1f} MP), over the limit of {_mp(max_pixels)} "
+                f"(respec.images.MAX_IMAGE_PIXELS); shrink it first")
+    return None
+
+
+def _mp(max_pixels: int | None) -> str:
+    return f"{max_pixels / 1e6:g} MP" if max_pixels is not None else f"{Image.MAX_IMAGE_PIXELS / 1e6:g} MP (PIL's limit)"
+
+
+def open_image(path: str | Path, what: str = "image", max_pixels: int | None = MAX_IMAGE_PIXELS) -> Image.Image:
+    """The one way the pack opens an image file: a decoded PIL image of `path`. Refuses (InputError
+    naming the file and the limit) what `image_file_problem` refuses, before decoding anything;
+    `what` names the input in the message."""
+    problem = image_file_problem(path, max_pixels)
+    if problem:
+        raise InputError(f"{what} {clip_text(str(path))} {problem}")
+    try:
+        with open(path, "rb") as fh, warnings.catch_warnings():
+            if max_pixels is not None:
+                warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            im = Image.open(fh)
+            if max_pixels is not None and im.size[0] * im.size[1] > max_pixels:   # replaced since the check
+                raise InputError(f"{what} {clip_text(str(path))} is over the limit of {_mp(max_pixels)}")
+            im.load()
+    except Image.DecompressionBombError as e:
+        raise InputError(f"{what} {clip_text(str(path))} is refused as a decompression bomb ({e})") from None
+    except (OSError, ValueError, SyntaxError, EOFError) as e:
+        if isinstance(e, InputError):
+            raise
+        raise InputError(f"{what} {clip_text(str(path))} could not be decoded ({clip_text(str(e))})") from e
+    return im
+
+
+def finite_array(value: Any, what: str) -> np.ndarray:
+    """`value` as a numpy array, refusing NaN or infinite entries with an InputError naming `what`
+    (a NaN pixel would make every threshold and record computed from it NaN)."""
+    arr = np.asarray(getattr(value, "array", value))
+    if arr.dtype.kind in "fc" and arr.size and not np.isfinite(arr).all():
+        bad = int(arr.size - np.isfinite(arr).sum())
+        raise InputError(f"{what} holds {bad} NaN or infinite value(s); give finite pixel values "
+                         f"(0..1 floats or 0..255 integers)")
+    return arr
+
+
+def image_id_arg(value: Any, what: str) -> int:
+    """An image id argument (0 = I_0): an int, or text of one; anything else is an InputError naming `what`."""
+    if isinstance(value, bool):
+        raise InputError(f"{what} must be an image id (an integer, 0 = the original image); got {value!r}")
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().lstrip("+-").isdigit() and len(value.strip()) <= 30:
+        return int(value.strip())
+    raise InputError(f"{what} must be an image id (an integer, 0 = the original image); got {clip_text(value, 80)}")
 
 
 def as_array(img) -> np.ndarray:

@@ -45,7 +45,7 @@ from scipy import ndimage
 
 from .errors import InputError
 from .history import CHANGE, History, StoredImage, TurnMask
-from .images import as_rgb
+from .images import as_rgb, finite_array
 
 METHOD = "drift-robust-v1"   # recorded in every mask's info: what computed it
 MAD_TO_SIGMA = 1.4826         # MAD of a normal distribution times this = its standard deviation
@@ -256,6 +256,7 @@ def change_mask(prev: Any, cur: Any, size: tuple[int, int] | None = None,
 
 def change_of(a: np.ndarray, b: np.ndarray, params: ChangeParams = DEFAULT_PARAMS) -> ChangeResult:
     """`change_mask` on float H×W×3 images of one size (0..1)."""
+    a, b = finite_array(a, "change_of's first image"), finite_array(b, "change_of's second image")
     fit = fit_colour(a, b)
     raw = residual(a, b, fit)
     r = smooth(raw, params.smooth_size)

@@ -55,7 +55,7 @@ from scipy import ndimage
 
 from .errors import InputError
 from .history import REVEAL_SOURCE, History, StoredImage, TurnMask
-from .images import as_array
+from .images import as_array, image_id_arg
 from .provenance import (DEFAULT_PARAMS, as_float_rgb, change_of, clean_mask, dilate,
                          fit_colour, provenance_of, residual, robust_scale, smooth)
 
@@ -291,7 +291,7 @@ def reveal_for(history: History, edited: Any, covering_turn: int,
     if not isinstance(history, History):
         raise InputError(f"reveal_for needs a History, got {type(history).__name__}")
     t = history.next_turn
-    k = int(covering_turn)
+    k = image_id_arg(covering_turn, "reveal_for's covering_turn")
     if not 1 <= k < t:
         raise InputError(f"the covering turn must be one of 1..{t - 1} (an earlier edit), got {k}")
     prov = provenance_of(history)

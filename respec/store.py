@@ -49,7 +49,7 @@ from PIL import Image
 from . import paths
 from .errors import InputError, StoreError
 from .history import History, StoredImage, Turn, TurnMask, check_masks
-from .images import as_array, as_pil, content_hash
+from .images import as_array, as_pil, content_hash, open_image
 from .plan import Plan
 
 SCHEMA_VERSION = 2   # 1: sessions and turns; 2: + turn_masks (per-turn change / reveal masks)
@@ -84,6 +84,21 @@ def validate_session_id(s: Any) -> str:
             "a digit 0-9, '_' or '-' (no spaces, dots, slashes or other path characters), "
             "e.g. 'portrait-2' or 'kitchen_edit'")
     return s
+
+
+def _root_path(root: str | os.PathLike) -> Path:
+    """A store folder given by the caller, resolved; a NUL or unencodable character is an InputError."""
+    text = os.fspath(root)
+    if isinstance(text, bytes):
+        text = os.fsdecode(text)
+    if "\x00" in text:
+        raise InputError(f"the session store folder {text!r} contains a NUL character; give a folder path without it")
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError:
+        raise InputError(f"the session store folder {text!r} holds characters this system cannot use in a path; "
+                         f"give another folder") from None
+    return Path(text).expanduser().resolve()
 
 
 def default_root() -> Path:
@@ -239,14 +254,16 @@ class ImageFiles:
                 raise StoreError(f"image file {path} is a link to a file outside the store; ReSpec "
                                  "reads only the store's own files. Replace the link with the file.")
         try:
-            with Image.open(path) as im:
-                im.load()
-                arr = as_array(im)
-        except FileNotFoundError as e:
-            raise StoreError(f"image file {path} is missing: the store directory {self.dir.parent} "
-                             "was changed outside ReSpec. Restore the file or rewind the session "
-                             "before the turn that uses it.") from e
-        except (OSError, ValueError, InputError) as e:
+            # The pack's one opener; the store's own images are not held to the photo size limit.
+            arr = as_array(open_image(path, "image file", max_pixels=None))
+        except InputError as e:
+            if not os.path.lexists(path):
+                raise StoreError(f"image file {path} is missing: the store directory {self.dir.parent} "
+                                 "was changed outside ReSpec. Restore the file or rewind the session "
+                                 "before the turn that uses it.") from e
+            raise StoreError(f"image file {path} is damaged ({e}); restore it from a backup or "
+                             "rewind the session before the turn that uses it.") from e
+        except (OSError, ValueError) as e:
             raise StoreError(f"image file {path} is damaged ({e}); restore it from a backup or "
                              "rewind the session before the turn that uses it.") from e
         if arr.flags.writeable:
@@ -280,6 +297,21 @@ class ImageFiles:
 
 # ------------------------------------------------------------------------------- helpers
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def storable_text(text: str, what: str) -> str:
+    """`text` if SQLite can store it as UTF-8; a lone surrogate (which a JSON string such as
+    "\\ud800" can carry, but no UTF-8 text can) is refused with an InputError naming `what`, the
+    same for requests, instructions, plans and meta keys or values."""
+    m = _SURROGATE.search(text)
+    if m:
+        raise InputError(f"{what} holds a lone surrogate (U+{ord(m.group(0)):04X}) at character {m.start()}, "
+                         f"which is not valid Unicode text and cannot be stored; remove that character (it "
+                         f"usually comes from text cut in the middle of an emoji)")
+    return text
+
+
 def _json_dict(value: Any, what: str) -> tuple[dict, str]:
     """(normalised dict, JSON text): what a reload would give, so cached and loaded agree."""
     if value is None:
@@ -290,7 +322,7 @@ def _json_dict(value: Any, what: str) -> tuple[dict, str]:
         text = json.dumps(value, ensure_ascii=False, sort_keys=True)
     except (TypeError, ValueError) as e:
         raise InputError(f"{what} must be JSON-serialisable: {e}") from e
-    return json.loads(text), text
+    return json.loads(text), storable_text(text, f"{what} (a key or a value)")
 
 
 def _plan_json(plan: Plan | None) -> tuple[Plan | None, str | None]:
@@ -302,7 +334,7 @@ def _plan_json(plan: Plan | None) -> tuple[Plan | None, str | None]:
         text = json.dumps(plan.to_dict(), ensure_ascii=False, sort_keys=True)
     except (TypeError, ValueError) as e:
         raise InputError(f"the plan holds a value that cannot be stored as JSON: {e}") from e
-    return Plan.from_dict(json.loads(text)), text
+    return Plan.from_dict(json.loads(text)), storable_text(text, "the plan")
 
 
 class StoredTurns(Sequence):
@@ -476,7 +508,7 @@ class SessionStore:
 
     def __init__(self, root: str | os.PathLike | None = None, *, timeout: float = 30.0,
                  png_compress_level: int = 4):
-        self.root = Path(root).expanduser().resolve() if root else default_root().resolve()
+        self.root = _root_path(root) if root else default_root().resolve()
         self.db_path = self.root / DB_NAME
         self.timeout = float(timeout)
         self.files = ImageFiles(self.root / "images", png_compress_level)
@@ -716,6 +748,7 @@ class SessionStore:
         """Write the masks' PNGs (before the transaction that refers to them); (name, image, info JSON)."""
         out = []
         for name, m in check_masks(masks).items():
+            storable_text(name, "a mask name")
             _, info_text = _json_dict(m.info, f"mask {name!r} info")
             out.append((name, self.files.put(m.image), info_text))
         return out
@@ -895,6 +928,8 @@ class SessionStore:
         sent = instruction if sent_instruction is None else sent_instruction
         if not isinstance(sent, str):
             raise InputError(f"sent_instruction must be text, got {type(sent).__name__}")
+        storable_text(instruction, "the instruction (request)")
+        storable_text(sent, "the sent instruction")
         if idempotency_key is not None and (not isinstance(idempotency_key, str)
                                             or not 0 < len(idempotency_key) <= MAX_KEY_LEN):
             raise InputError(f"idempotency_key must be a non-empty string of at most {MAX_KEY_LEN} characters")
@@ -1090,7 +1125,7 @@ def workflow_store_root(store_dir: str) -> Path | None:
 def open_store(root: str | os.PathLike | None = None) -> SessionStore:
     """The process-wide SessionStore for `root` (default store when empty), so that every node
     shares one connection per thread and one history cache."""
-    path = Path(root).expanduser().resolve() if root else default_root().resolve()
+    path = _root_path(root) if root else default_root().resolve()
     with _STORES_LOCK:
         store = _STORES.get(str(path))
         if store is None:

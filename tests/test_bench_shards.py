@@ -52,6 +52,14 @@ def test_comparable_drops_timings_at_every_depth():
     assert differences(comparable(a), comparable(c)) == [".S_TC: 0.5 in the first, 0.7 in the second"]
 
 
+def test_differences_can_allow_float_rounding_but_nothing_else():
+    a, b = {"S_TC": 0.5, "n": 1, "ids": [0, 3]}, {"S_TC": 0.5 + 1e-7, "n": 1, "ids": [0, 3]}
+    assert differences(a, b) == [".S_TC: 0.5 in the first, 0.5000001 in the second"]
+    assert differences(a, b, tol=1e-6) == []
+    assert differences(a, {**b, "S_TC": 0.6}, tol=1e-6) != []
+    assert differences(a, {**b, "n": 2}, tol=1e-6) == [".n: 1 in the first, 2 in the second"]
+
+
 def test_merge_dedupes_by_key_and_copies_images(tmp_path):
     one = _folder(tmp_path, "one", [_row("s1", "baseline"), _row("s2", "baseline")])
     two = _folder(tmp_path, "two", [_row("s2", "baseline", seconds=5.0), _row("s3", "respec")])

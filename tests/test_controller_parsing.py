@@ -383,10 +383,10 @@ def test_lone_surrogates_are_replaced_at_the_parse_boundary(tmp_path):
     assert SessionStore(tmp_path / "store").load("s").turns[-1].plan.to_dict() == plan.to_dict()
 
 
-def test_huge_integer_ids_are_unreadable_not_kept():
+def test_huge_integer_ids_are_kept_as_the_capped_out_of_range_marker():
     plan = restoration_plan(fenced({**FULL, "restoration_source_id": 10 ** 40, "image_ids": [10 ** 40, 3]}))
-    assert plan.restoration_source_id == 0 and plan.image_ids == (3,)
-    assert set(plan.fallbacks) == {"restoration_source_id_missing", "image_ids_entry_unreadable"}
+    assert plan.restoration_source_id == parsing.ID_CAP and plan.image_ids == (parsing.ID_CAP, 3)
+    assert plan.fallbacks == ()
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
@@ -432,3 +432,35 @@ def test_fuzzed_answers_pass_through_the_whole_turn_path_without_an_exception(tm
     res = fuzz.run(count=60, seed=13, workdir=tmp_path)
     assert res["exceptions"] == 0, res["errors"]
     assert sum(v["cases"] for v in res["by_kind"].values()) == 60 and len(res["by_kind"]) >= 8
+
+
+@pytest.mark.parametrize("huge", [2 ** 64, -(2 ** 70), 10 ** 30, 1e300, "123456789012345678901234567890"])
+def test_an_id_too_large_for_64_bits_is_kept_out_of_range_not_treated_as_missing(huge):
+    """Beyond C.3: a huge id is not 'missing' (which would make it 0 or t-1); it stays an
+    out-of-range id (capped so it can be stored) and the ordering rule drops it."""
+    from respec.controller.selection import select_references
+    plan = restoration_plan(fenced({**FULL, "restoration_source_id": huge, "identity_anchor_id": huge,
+                                    "image_ids": [huge, 3]}))
+    cap = parsing.ID_CAP if (huge > 0 if not isinstance(huge, str) else True) else -parsing.ID_CAP
+    assert fields(plan) == expected(restoration_source_id=cap, identity_anchor_id=cap, image_ids=[cap, 3])
+    assert "restoration_source_id_missing" not in plan.fallbacks
+    assert {"identity_anchor_id", "restoration_source_id", "image_ids"} <= set(plan.meta["truncated"])
+    chosen = select_references(HISTORY, plan)
+    assert chosen.ids == [3] and chosen.dropped_ids == [cap]
+    json.dumps(plan.to_dict(), allow_nan=False)
+
+
+def test_a_capped_id_survives_the_store(tmp_path):
+    from respec.history import History
+    plan = restoration_plan(fenced({**FULL, "restoration_source_id": 2 ** 64}))
+    store = SessionStore(tmp_path / "s")
+    h = store.create("s1", HISTORY.image(0).array)
+    store.append("s1", HISTORY.image(1).array, REQUEST, plan=Plan.from_dict({**plan.to_dict(), "turn": 1}))
+    again = SessionStore(tmp_path / "s").load("s1")
+    assert again.turns[1].plan.restoration_source_id == parsing.ID_CAP
+    assert isinstance(h, History)
+
+
+def test_ids_of_ordinary_size_are_not_capped():
+    plan = restoration_plan(fenced({**FULL, "restoration_source_id": 2 ** 31 - 2, "image_ids": [12345678901, 3]}))
+    assert plan.restoration_source_id == 2 ** 31 - 2 and plan.image_ids == (parsing.ID_CAP, 3)

@@ -27,6 +27,7 @@ problem it finds.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -38,7 +39,7 @@ from PIL import Image
 
 from .. import paths
 from ..errors import InputError
-from ..images import rgb_array
+from ..images import clip_text, image_file_problem, open_image, rgb_array
 from . import geometry
 
 FORMAT = "occur-scenarios"
@@ -100,6 +101,9 @@ def sample_photo_ref(path: str | Path) -> str:
     return SAMPLE_PREFIX + Path(path).name
 
 
+MAX_LISTED_PROBLEMS = 50
+
+
 class ScenarioError(InputError):
     """A dataset file breaks the scenario format. `.problems` lists (scenario id, field, message)."""
 
@@ -107,9 +111,13 @@ class ScenarioError(InputError):
         self.where = where
         self.problems = list(problems)
         lines = [f"{where}: {len(problems)} problem(s) in the scenario file:"]
-        for sid, fld, msg in problems:
-            who = f"scenario {sid!r}" if sid is not None else "dataset"
-            lines.append(f"  - {where}: {who}, field '{fld}': {msg}")
+        # Values from the file are echoed cut short (an id may be a megabyte long), and only the
+        # first problems are listed: the message stays readable whatever the file holds.
+        for sid, fld, msg in problems[:MAX_LISTED_PROBLEMS]:
+            who = f"scenario {clip_text(sid, 80)!r}" if sid is not None else "dataset"
+            lines.append(f"  - {where}: {who}, field '{clip_text(fld, 80)}': {clip_text(msg, 500)}")
+        if len(problems) > MAX_LISTED_PROBLEMS:
+            lines.append(f"  ... and {len(problems) - MAX_LISTED_PROBLEMS} more problem(s)")
         lines.append("Fix these fields (the format is described in docs/benchmark.md and "
                      "respec/bench/scenario.schema.json), then run `python -m respec validate FILE`.")
         super().__init__("\n".join(lines))
@@ -299,19 +307,21 @@ def image_ref_problem(ref: Any, base_dir: str | Path | None) -> str | None:
         if not re.fullmatch(r"[A-Za-z0-9_.-]+\.(png|jpg|jpeg)", name):
             return f"matplotlib sample {name!r} must be an image file name such as 'grace_hopper.jpg'"
         return None
+    if "\x00" in ref:
+        return "contains a NUL character"
     p = Path(ref)
     if not p.is_absolute() and base_dir is not None:
         p = Path(base_dir) / p
-    if not p.is_file():
+    if not os.path.lexists(p) or (p.is_symlink() and not p.exists()):
         return f"image file {str(p)!r} does not exist (relative paths are resolved against the dataset file's folder)"
-    return None
+    problem = image_file_problem(p)
+    return f"image file {str(p)!r} {problem}" if problem else None
 
 
 @lru_cache(maxsize=32)
 def _load_ref_cached(ref: str, base_dir: str) -> np.ndarray:
     if ref.startswith(SAMPLE_PREFIX):
-        with Image.open(SAMPLE_PHOTOS_DIR / ref[len(SAMPLE_PREFIX):]) as im:
-            arr = np.asarray(im.convert("RGB"))
+        arr = np.asarray(open_image(SAMPLE_PHOTOS_DIR / ref[len(SAMPLE_PREFIX):], "shipped photo").convert("RGB"))
     elif ref.startswith("skimage:"):
         import skimage.data
         arr = getattr(skimage.data, ref.split(":", 1)[1])()
@@ -327,11 +337,8 @@ def _load_ref_cached(ref: str, base_dir: str) -> np.ndarray:
         p = Path(ref)
         if not p.is_absolute():
             p = Path(base_dir) / p
-        try:
-            with Image.open(p) as im:
-                arr = np.asarray(im.convert("RGBA" if "A" in im.getbands() else "RGB"))
-        except (OSError, ValueError) as e:
-            raise InputError(f"could not read the scenario image {p}: {e}") from e
+        im = open_image(p, "the scenario image")
+        arr = np.asarray(im.convert("RGBA" if "A" in im.getbands() else "RGB"))
     out = rgb_array(arr)
     out.flags.writeable = False
     return out
@@ -610,11 +617,17 @@ def load_workflow_dataset(name: str) -> Dataset:
     path = resolve_workflow_dataset(name)
     ds = load_dataset(path)
     if path not in packaged_datasets().values():
-        for sc in ds.scenarios:
-            if not _BUILTIN_REF.match(sc.image):
-                ref = Path(sc.image) if Path(sc.image).is_absolute() else Path(sc.base_dir) / sc.image
-                paths.confine(str(ref), paths.datasets_dir(), f"scenario {sc.id!r}'s image")
+        confine_images(ds, paths.datasets_dir())
     return ds
+
+
+def confine_images(ds: Dataset, root: str | Path) -> None:
+    """Refuse (InputError) a scenario whose image file lies outside `root` once links are resolved
+    (the rule of the Bench node and of `validate`); packaged samples are not files and pass."""
+    for sc in ds.scenarios:
+        if not _BUILTIN_REF.match(sc.image):
+            ref = Path(sc.image) if Path(sc.image).is_absolute() else Path(sc.base_dir) / sc.image
+            paths.confine(str(ref), Path(root), f"scenario {sc.id!r}'s image")
 
 
 def load_dataset(name_or_path: str | Path | None = None) -> Dataset:
@@ -623,7 +636,13 @@ def load_dataset(name_or_path: str | Path | None = None) -> Dataset:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
-        raise ScenarioError(str(path), [(None, "(file)", f"is not valid JSON: {e}")]) from e
+        raise ScenarioError(str(path), [(None, "(file)", f"is not valid JSON: {e}")]) from None
+    except UnicodeDecodeError as e:
+        raise ScenarioError(str(path), [(None, "(file)", f"is not valid UTF-8 (byte {e.start}); scenario files "
+                                                         f"are UTF-8 JSON")]) from None
+    except RecursionError:
+        raise ScenarioError(str(path), [(None, "(file)", "is nested too deeply to read; a scenario file is a few "
+                                                         "levels deep")]) from None
     except OSError as e:
         raise InputError(f"could not read the dataset file {path}: {e}") from e
     return validate_dataset(data, str(path), path.parent)

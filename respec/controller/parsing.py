@@ -46,12 +46,16 @@ MAX_FIELD_CHARS = 2_048          # restoration_region, preservation target
 MAX_REASONING_CHARS = 16_384     # reasoning, as JSON text
 MAX_REASONING_DEPTH = 8          # deeper reasoning objects are kept as (capped) JSON text
 MAX_ID_CHARS = 32                # an id written as text ("Image 2")
+# An id too large to store (SQLite, ComfyUI's INT, 32-bit consumers) is kept as this capped marker
+# with its sign: never an image of the pool, so the editor-ordering rule of C.3 drops it as out of
+# range, exactly as it drops 7 in a 4-image history (an id is not "missing" because it is large).
+ID_CAP = 2 ** 31 - 1
 MAX_IMAGE_IDS = 64               # image_ids entries read (the paper's plans hold two)
 MAX_FENCED_BLOCKS = 32           # ```json blocks tried before the object search
 TRUNCATED = "...[truncated]"
 
 _FENCE_OPEN = re.compile(r"```\s*json", re.IGNORECASE)
-_ID_TEXT = re.compile(r"\s*(?:image\s*|i_?)?(-?\d{1,9})\s*", re.IGNORECASE)
+_ID_TEXT = re.compile(r"\s*(?:image\s*|i_?)?(-?\d{1,30})\s*", re.IGNORECASE)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -133,17 +137,22 @@ def extract_json(text: str) -> tuple[bool, Any, str]:
 
 def as_image_id(value: Any) -> int | None:
     """An image id from the model's value: ints, integral floats, "2", "Image 2", "I_2".
-    None when absent or unreadable (then the C.3 "missing" rule applies). Never clamped."""
+    None when absent or unreadable (then the C.3 "missing" rule applies). Never clamped to the
+    pool; an id beyond ±ID_CAP becomes ±ID_CAP, a marker that is out of range like the id itself."""
     if value is None or isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value if abs(value) < 2 ** 31 else None
+        return _capped(value)
     if isinstance(value, float):
-        return int(value) if math.isfinite(value) and value.is_integer() and abs(value) < 2 ** 31 else None
+        return _capped(int(value)) if math.isfinite(value) and value.is_integer() else None
     if isinstance(value, str) and len(value) <= MAX_ID_CHARS:
         m = _ID_TEXT.fullmatch(value)
-        return int(m.group(1)) if m else None
+        return _capped(int(m.group(1))) if m else None
     return None
+
+
+def _capped(i: int) -> int:
+    return i if -ID_CAP < i < ID_CAP else (ID_CAP if i > 0 else -ID_CAP)
 
 
 def _nonempty_text(value: Any) -> str | None:
@@ -313,6 +322,10 @@ def parse_restoration(raw: str, turn: int, user_instruction: str) -> Parsed:
     if not ids:
         fallbacks.append(IMAGE_IDS_MISSING)
         ids = [source, anchor]
+    for name, value in (("identity_anchor_id", anchor), ("restoration_source_id", source), ("image_ids", None)):
+        if (abs(value) == ID_CAP if value is not None else any(abs(i) == ID_CAP for i in ids)) \
+                and name not in truncated:
+            truncated.append(name)     # the id was too large to keep: the record says it was capped
     if instruction is None:
         instruction = _instruction(obj, user_instruction, fallbacks, truncated)
     reasoning = bounded_reasoning(obj.get("reasoning"), truncated)

@@ -25,6 +25,7 @@ import os
 import random
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from ..bench.geometry import Box, box_area, box_intersection
 from ..bench.scenario import (FORMAT, FORMAT_VERSION, REVELATION_TYPES, TEMPLATES, ScenarioError, load_image_ref,
                               validate_dataset)
 from ..errors import InputError
+from ..images import content_hash
 from .sprites import COLOURS
 
 OCCLUDERS = ("wooden crate", "bouquet", "beach umbrella", "cardboard box", "suitcase", "stack of books",
@@ -97,14 +99,33 @@ def shipped_photo_refs() -> list[str]:
     return [r if ":" in r else sample_photo_ref(r) for r in refs]
 
 
-def shipped_sources(refs: list[str]) -> dict:
-    """The sample set's source and licence records of those `refs` that are shipped photos."""
+@lru_cache(maxsize=1)
+def _shipped_by_content() -> dict[str, str]:
+    """The content hash of each photo that ships with the pack -> its name ('astronaut')."""
+    from ..bench.scenario import SAMPLE_PHOTOS_DIR, sample_photo_ref
+    return {content_hash(np.asarray(load_image_ref(sample_photo_ref(p)))): p.stem
+            for p in sorted(SAMPLE_PHOTOS_DIR.iterdir()) if p.suffix.lower() in PHOTO_SUFFIXES}
+
+
+def shipped_photo_name(ref: str, base_dir: str | Path | None = None) -> str | None:
+    """Which shipped photo `ref` is ('astronaut'), or None for any other image. A packaged sample
+    ('sample:', 'skimage:', 'matplotlib:') is known by its name; a file only by its pixels, so a
+    user's own photo called astronaut.png never gets the shipped one's occludees or credit."""
+    if re.match(r"^(sample|skimage|matplotlib):", ref):
+        return photo_name(ref)
+    return _shipped_by_content().get(content_hash(np.asarray(load_image_ref(ref, base_dir))))
+
+
+def shipped_sources(refs: list[str], base_dir: str | Path | None = None) -> dict:
+    """The sample set's source and licence records of those `refs` that are shipped photos
+    (recognised as `shipped_photo_name` does; relative refs resolve against `base_dir`)."""
     from ..bench.scenario import load_dataset
-    known = {photo_name(r): (r, info) for r, info in load_dataset("occur_sample").sources.items()}
+    known = {photo_name(r): info for r, info in load_dataset("occur_sample").sources.items()}
     out = {}
     for ref in dict.fromkeys(refs):
-        if photo_name(ref) in known:
-            out[ref] = known[photo_name(ref)][1]
+        name = shipped_photo_name(ref, base_dir)
+        if name in known:
+            out[ref] = known[name]
     return out
 
 
@@ -129,8 +150,9 @@ def load_photos(refs: list[str], seed: int = 0, base_dir: str | Path | None = No
     out = []
     for ref in refs:
         name = photo_name(ref)
-        if name in SHIPPED_OCCLUDEES:
-            out.append(Photo(ref, name, SHIPPED_OCCLUDEES[name], base))
+        shipped = shipped_photo_name(ref, base_dir)
+        if shipped in SHIPPED_OCCLUDEES:
+            out.append(Photo(ref, name, SHIPPED_OCCLUDEES[shipped], base))
         else:
             img = load_image_ref(ref, base_dir)
             boxes = tuple((f"textured region {i + 1}", textured_box(img, rng)) for i in range(2))
@@ -514,7 +536,7 @@ def generate_scenarios(photo_refs: list[str], count: int, seed: int = 0, backend
                             f"{'instructions of intermediate turns from the VLM where valid' if backend else 'word lists'}"
                             f"{f'; {vlm_calls} VLM calls' if backend else ''})."),
             "licence": "Scenario text and annotations: same licence as the pack (GPL-3.0-or-later). Photos: see 'sources'.",
-            "sources": shipped_sources([s["image"] for s in scenarios]),
+            "sources": shipped_sources([s["image"] for s in scenarios], base_dir),
             "scenarios": scenarios}
     if not data["sources"]:
         del data["sources"]
@@ -540,12 +562,23 @@ def dataset_text(data: dict) -> str:
 
 
 def write_dataset(data: dict, out: str | Path) -> Path:
-    """Write a dataset file atomically."""
+    """Write a dataset file atomically (a folder or other non-file at `out` is refused, and no
+    temporary file is left behind when the write fails)."""
     out = Path(out)
+    if out.is_dir() or (os.path.lexists(out) and not out.is_file()):
+        raise InputError(f"{out} is {'a folder' if out.is_dir() else 'not a regular file'}; give the path of the "
+                         f"dataset file to write (e.g. {out / 'my_scenarios.json'})")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(out.suffix + ".tmp")
-    tmp.write_text(dataset_text(data), encoding="utf-8")
-    os.replace(tmp, out)
+    try:
+        tmp.write_text(dataset_text(data), encoding="utf-8")
+        os.replace(tmp, out)
+    except BaseException as e:
+        if tmp.is_file():
+            tmp.unlink()
+        if isinstance(e, OSError):
+            raise InputError(f"could not write the dataset file {out}: {e}") from e
+        raise
     return out
 
 
