@@ -56,7 +56,7 @@ def add_routes(table, open_store: Callable[[str | None], Any] = _open_store) -> 
 
     @table.get("/respec/sessions")
     async def sessions(request):
-        return await _run(web.list_sessions, open_store)
+        return await _run(web.list_sessions, open_store, request.query.get("store"))
 
     @table.get("/respec/sessions/{session_id}")
     async def session(request):

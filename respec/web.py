@@ -311,12 +311,17 @@ def _sessions(store) -> list[dict]:
     return store.list_sessions()
 
 
-def list_sessions(open_store: Callable[[str | None], Any]) -> Response:
+def list_sessions(open_store: Callable[[str | None], Any], store_param: Any = None) -> Response:
     """GET /respec/sessions: every session of the default store and of the stores History nodes
-    of this server used, newest change first; each names its store (pass it back as ?store=)."""
+    of this server used, newest change first; each names its store (pass it back as ?store=).
+    With ?store=, only that store's sessions; a store that is not one of those is 400, as on the
+    other routes (a client cannot name a directory to read)."""
     def run():
         out, seen = [], set()
-        for root in [None, *known_store_roots()]:
+        roots = [None, *known_store_roots()]
+        if store_param is not None:
+            roots = [str(resolve_store(store_param, open_store).root)]
+        for root in roots:
             store = open_store(root)
             key = str(store.root)
             if key in seen:

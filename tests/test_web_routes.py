@@ -478,3 +478,16 @@ def test_intact_images_are_still_served_and_verified_once(damaged, monkeypatch):
 def core_errors():
     from respec import errors
     return errors
+
+
+@pytest.mark.parametrize("store", ["%2Fetc", "..", "relative", "%2Ftmp"])
+def test_the_session_list_refuses_an_unknown_store_like_the_other_routes(env, store):
+    status, _, body = env["server"].get(f"/respec/sessions?store={store}")
+    assert status == 400 and "unknown session store" in json.loads(body)["error"]
+
+
+def test_the_session_list_of_a_named_store_lists_only_that_store(env):
+    query = "?store=" + str(env["store"].root).replace("/", "%2F")
+    status, _, body = env["server"].get("/respec/sessions" + query)
+    listed = json.loads(body)["sessions"]
+    assert status == 200 and listed and {s["store"] for s in listed} == {str(env["store"].root)}
