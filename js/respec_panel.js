@@ -716,7 +716,7 @@ function buildCard(view, sid, c, side, height) {
       actions.append(h("button", { class: "respec-undo", title: `Undo the turns after ${c.index}`, onclick: () => rewind(sid, c.index) }, "↶ Undo to here"));
     } else if (kind === "branch") {
       actions.append(h("button", { class: "respec-branch", title: `A new session with turns 0..${c.index}; the panel follows it`,
-        onclick: () => cardAction("branch", sid, c) }, "⑂ Branch from here"));
+        onclick: () => cardAction("branch", sid, c) }, "Branch from here"));
     } else if (kind === "regenerate") {
       const b = h("button", { class: "respec-regenerate", title: "Make this turn again: same request, new seed (replaces it)",
         onclick: () => cardAction("regenerate", sid, c) }, "↻ Regenerate");
