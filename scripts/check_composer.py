@@ -149,10 +149,11 @@ def check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict 
             t0 = time.monotonic()
             await page.js(f"(() => {{ const c = {PR}.querySelectorAll('.respec-card')[1]; "
                           "c.querySelector('.respec-undo').click(); return true; })()")
-            await page.wait_for("document.querySelector('.p-dialog')?.innerText.includes('Rewind session')", 15,
-                                "the confirmation")
-            await page.js("[...document.querySelectorAll('.p-dialog button')].find(b => "
-                          "b.innerText.includes('Confirm')).click()")
+            # The frontend's confirmation dialog (PrimeVue .p-dialog in 1.35; role=dialog in later ones).
+            dialog = ("[...document.querySelectorAll('.p-dialog, [role=dialog], [role=alertdialog]')]"
+                      ".find(d => d.innerText.includes('Rewind session'))")
+            await page.wait_for(f"!!{dialog}", 15, "the confirmation")
+            await page.js(f"[...{dialog}.querySelectorAll('button')].find(b => b.innerText.includes('Confirm')).click()")
             turns, body = await _wait_turns(page, url, SESSION, [0, 1], 30)
             await page.wait_for(f"{PR}.querySelectorAll('.respec-card').length === 2", 20, "2 cards after undo")
             check("Undo to here on turn 1", turns == [0, 1], f"{time.monotonic() - t0:.1f} s; session turns {turns}")
