@@ -1,13 +1,17 @@
 // ReSpec sidebar tab for ComfyUI's frontend (1.35+): the editing session a graph works on —
 // turn thumbnails with the user's and the sent instruction, the latest plan's restoration source
 // and identity anchor, R_restore / R_preserve overlays on the latest image, the latest OCCUR
-// scores — updated live from the nodes' websocket events, with undo (rewind) after a confirmation.
+// scores — updated live from the nodes' websocket events; a chat-style composer that queues one turn
+// through the frontend's own queue call; per-turn Undo to here / Branch from here / Regenerate.
 //
-// All decisions (which session, what to fetch, what is highlighted, geometry) are made by the pure
-// functions of lib/respec_view.js; this file only talks to ComfyUI and draws.
+// All decisions (which session, what to fetch, what is highlighted, geometry, which node carries the
+// request, the pending turn's states, what an action does) are made by the pure functions of
+// lib/respec_view.js and lib/respec_composer.js; this file only talks to ComfyUI and draws. The panel
+// lives in a shadow root on the sidebar's element, so its stylesheet styles nothing else on the page.
 import { app } from "../../scripts/app.js";
 import { api } from "../../scripts/api.js";
 import * as V from "./lib/respec_view.js";
+import * as C from "./lib/respec_composer.js";
 
 const TAB_ID = "respec-history";
 const GRAPH_POLL_MS = 1500;
@@ -15,6 +19,8 @@ const LIST_MIN_INTERVAL_MS = 2000;
 const CARD_MIN_WIDTH = 104;
 
 let state = V.initialState();
+let composer = C.initialComposer();
+let composerNote = ""; // why the composer cannot send (no conversational graph, empty request, ...)
 const views = new Set(); // mounted panels: {el, parts, cards: Map, drawn: string}
 const inFlight = new Set(); // session ids being fetched
 let listInFlight = false;
@@ -28,6 +34,13 @@ function dispatch(action) {
   const next = V.reduce(state, action);
   if (next === state) return;
   state = next;
+  schedule();
+}
+
+function dispatchComposer(action) {
+  const next = C.reduceComposer(composer, action);
+  if (next === composer) return;
+  composer = next;
   schedule();
 }
 
@@ -103,8 +116,17 @@ function scanGraph() {
 function listen() {
   api.addEventListener("respec.history", (e) => {
     dispatch({ type: "event/history", data: e.detail });
+    dispatchComposer({ type: "history", data: e.detail });
     loadSessions(true);
   });
+  api.addEventListener("respec.plan", (e) => dispatchComposer({ type: "plan", data: e.detail }));
+  // The composer's own prompt: ComfyUI's events carry its prompt_id (others' are ignored).
+  for (const name of ["execution_start", "executing", "progress", "execution_success", "execution_error",
+    "execution_interrupted"]) {
+    api.addEventListener(name, (e) => {
+      if (e.detail && typeof e.detail === "object") dispatchComposer({ type: name, data: e.detail });
+    });
+  }
   // Every event the pack's nodes send has a listener, so none is reported as unhandled.
   const actions = {
     "respec.plan": "event/plan",
@@ -166,6 +188,121 @@ async function rewind(sid, k) {
   }
 }
 
+function graphNow() {
+  const graph = app.rootGraph ?? app.graph;
+  return { graph, nodes: graph?._nodes ?? graph?.nodes ?? [], links: graph?.links ?? graph?._links ?? {} };
+}
+
+function setWidget(graph, nodeId, name, value) {
+  const node = graph?.getNodeById?.(nodeId) ?? (graph?._nodes ?? []).find((n) => n.id === nodeId);
+  const w = node?.widgets?.find((x) => x.name === name);
+  if (!w) return false;
+  w.value = value;
+  try {
+    w.callback?.(value, app.canvas, node);
+  } catch (e) {
+    console.warn("ReSpec: a widget callback failed", e);
+  }
+  return true;
+}
+
+async function findPromptId(target, request) {
+  // app.queuePrompt does not return the prompt's id: find the prompt that carries this request.
+  const q = await getJson("/queue");
+  let id = C.findQueuedPrompt([...(q?.queue_running ?? []), ...(q?.queue_pending ?? [])], target.nodeId, target.widget, request);
+  if (id) return { id, done: null };
+  const h = await getJson("/history?max_items=8");
+  const entries = Object.values(h ?? {});
+  id = C.findQueuedPrompt(entries, target.nodeId, target.widget, request);
+  const entry = entries.find((e) => Array.isArray(e?.prompt) && e.prompt[1] === id);
+  return { id, done: entry?.status ?? null };
+}
+
+/** Send one turn: fill the request node found by type, point the History Store at the shown session,
+ * queue through the frontend's own queue call (other extensions and the queue panel see a normal
+ * prompt), and follow it on a pending card. */
+async function sendTurn(request, { newSeed = false } = {}) {
+  const problem = C.requestProblem(request);
+  const { graph, nodes, links } = graphNow();
+  const target = C.findRequestTarget(nodes, links);
+  composerNote = problem || (target.ok ? "" : target.message);
+  if (composerNote || C.isBusy(composer)) {
+    schedule();
+    return false;
+  }
+  const sid = V.activeSessionId(state) ?? V.sessionIdsFromNodes(nodes)[0] ?? null;
+  const session = state.session && state.session.session_id === sid ? state.session : null;
+  dispatchComposer({ type: "send", request, sessionId: sid, turn: session ? session.turns.length : 1 });
+  const seedNow = nodes.flatMap((n) => n.widgets ?? []).find((w) => w.name === "seed" || w.name === "noise_seed")?.value;
+  for (const e of C.graphEdits(nodes, target, request, sid, newSeed ? C.nextSeed(seedNow) : null)) {
+    setWidget(graph, e.nodeId, e.widget, e.value);
+  }
+  graph?.setDirtyCanvas?.(true, true);
+  try {
+    await app.queuePrompt(0, 1);
+    const { id, done } = await findPromptId(target, request);
+    if (!id) throw new Error("ComfyUI did not queue the prompt (see the error dialog: a node's input was refused)");
+    dispatchComposer({ type: "queued", promptId: id });
+    if (done) {
+      // It finished before its events could be matched (e.g. everything cached).
+      const ok = done.status_str === "success";
+      dispatchComposer(ok ? { type: "execution_success", data: { prompt_id: id } }
+        : { type: "execution_error", data: { prompt_id: id, exception_message: `the prompt ended with ${done.status_str}` } });
+    }
+    return true;
+  } catch (e) {
+    dispatchComposer({ type: "refused", message: e.message ?? String(e) });
+    return false;
+  }
+}
+
+async function cancelTurn() {
+  const id = composer.promptId;
+  if (!id) return;
+  try {
+    if (composer.phase === "queued") {
+      await api.deleteItem?.("queue", id);
+      dispatchComposer({ type: "execution_interrupted", data: { prompt_id: id } });
+    }
+    await api.interrupt?.(id); // the composer's prompt only (newer frontends pass the id on)
+  } catch (e) {
+    toast("error", "ReSpec", `Cancel failed: ${e.message}`);
+  }
+}
+
+async function postJson(path, body) {
+  const res = await api.fetchApi(path, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+  const out = await res.json().catch(() => null);
+  if (!res.ok) throw new Error(out?.error ?? `HTTP ${res.status}`);
+  return out;
+}
+
+/** A card's Branch from here / Regenerate (Undo to here is rewind()). */
+async function cardAction(kind, sid, card) {
+  const count = state.session?.turns.length ?? 0;
+  const store = state.stores[sid];
+  const act = C.cardAction(kind, { sessionId: sid, count, k: card.index, instruction: card.instruction,
+    paths: { rewind: V.rewindPath(sid, store), branch: C.branchPath(sid, store) } });
+  if (!act || (act.queue && C.isBusy(composer))) return;
+  try {
+    const body = await postJson(act.route, act.body);
+    dispatch({ type: "session/loaded", data: body });
+    if (act.follow) {
+      // Follow the new session: the panel shows it and the next turn goes to it.
+      const { graph, nodes, links } = graphNow();
+      const target = C.findRequestTarget(nodes, links);
+      if (target.ok && target.storeId !== null) setWidget(graph, target.storeId, "session_id", body.session_id);
+      dispatch({ type: "session/pinned", sessionId: body.session_id });
+      toast("success", "ReSpec", `Branched "${sid}" at turn ${card.index} into "${body.session_id}".`);
+    }
+    loadSessions(true);
+    if (act.queue) await sendTurn(act.request, { newSeed: act.newSeed });
+  } catch (e) {
+    dispatch({ type: "error", message: `${kind} failed: ${e.message}` });
+    toast("error", "ReSpec", `${kind} failed: ${e.message}`);
+  }
+}
+
 async function unloadModels() {
   try {
     const res = await api.fetchApi("/respec/models/unload", {
@@ -217,14 +354,30 @@ const STYLE = `
 .respec-badge.restoration-source{background:#2ecc71}
 .respec-badge.identity-anchor{background:#e67e22}
 .respec-card button{font-size:11px;padding:1px 4px;margin-top:2px}
+.respec-card.pending{border:2px dashed #f1c40f}
+.respec-card.pending.failed{border-color:#c0392b}
+.respec-card .err{font-size:11px;color:#e74c3c;overflow-wrap:anywhere}
+.respec-card .st{font-size:11px;opacity:.85}
+.respec-bar{height:4px;border-radius:2px;background:rgba(127,127,127,.3);overflow:hidden}
+.respec-bar>div{height:100%;background:#f1c40f;transition:width .2s}
+.respec-actions{display:flex;flex-wrap:wrap;gap:2px}
+.respec-composer{display:flex;flex-direction:column;gap:4px;position:sticky;bottom:0;padding-top:4px;background:var(--comfy-menu-bg,#353535)}
+.respec-composer textarea{width:100%;box-sizing:border-box;min-height:52px;resize:vertical;background:var(--comfy-input-bg,#222);color:inherit;border:1px solid var(--border-color,#444);border-radius:6px;padding:6px;font:inherit}
+.respec-composer .note{font-size:11px;color:#e67e22}
+.respec-composer .hint{font-size:10px;opacity:.6}
+.respec-picker{display:flex;flex-direction:column;gap:2px;max-height:160px;overflow:auto}
+.respec-picker button{display:flex;align-items:center;gap:6px;text-align:left;width:100%}
+.respec-picker button.on{border-color:#f1c40f}
+.respec-picker img{width:32px;height:32px;object-fit:cover;border-radius:3px;background:rgba(0,0,0,.25)}
+:host{display:block;height:100%}
 `;
 
-function ensureStyle() {
-  if (document.getElementById("respec-panel-style")) return;
-  const style = document.createElement("style");
-  style.id = "respec-panel-style";
-  style.textContent = STYLE;
-  document.head.appendChild(style);
+/** The panel's own DOM: a shadow root on the sidebar's element, holding the stylesheet, so the
+ * panel's rules style nothing else on the page (and no other stylesheet reaches in). */
+function panelRoot(el) {
+  const root = el.shadowRoot ?? el.attachShadow({ mode: "open" });
+  root.replaceChildren(h("style", {}, STYLE));
+  return root;
 }
 
 function h(tag, attrs = {}, ...children) {
@@ -240,8 +393,8 @@ function h(tag, attrs = {}, ...children) {
 
 function mount(el) {
   if ([...views].some((v) => v.el === el)) return; // the frontend may call render() again
-  ensureStyle();
-  el.replaceChildren();
+  el.setAttribute("data-respec-panel", "");
+  const shadow = panelRoot(el);
   const parts = {
     status: h("span", { class: "respec-status" }),
     select: h("select", { "aria-label": "Session" }),
@@ -254,7 +407,20 @@ function mount(el) {
     grid: h("div", { class: "respec-grid" }),
     turnsTitle: h("h3", {}, "Turns"),
     latestTitle: h("h3", {}, "Latest image"),
+    picker: h("div", { class: "respec-picker", role: "listbox", "aria-label": "Sessions" }),
+    input: h("textarea", { "aria-label": "Your request", placeholder: "Describe the next edit… (Enter sends, Shift+Enter: new line)" }),
+    send: h("button", { class: "respec-send", title: "Queue this request as the next turn (Enter)" }, "Send"),
+    cancel: h("button", { class: "respec-cancel", title: "Interrupt the turn being made" }, "Cancel"),
+    note: h("div", { class: "note" }),
   };
+  parts.input.addEventListener("keydown", (e) => {
+    if (C.keyAction(e) !== "send") return;
+    e.preventDefault();
+    e.stopPropagation(); // the canvas's own shortcuts must not see it
+    submit(parts);
+  });
+  parts.send.addEventListener("click", () => submit(parts));
+  parts.cancel.addEventListener("click", cancelTurn);
   parts.select.addEventListener("change", () => dispatch({ type: "session/pinned", sessionId: parts.select.value || null }));
   parts.latest.append(parts.latestTitle, parts.canvas, parts.legend, parts.plan);
   const root = h(
@@ -266,10 +432,14 @@ function mount(el) {
     parts.msg,
     parts.latest,
     h("div", {}, h("h3", {}, "OCCUR scores"), parts.scores),
+    h("details", {}, h("summary", {}, "Sessions"), parts.picker),
     parts.turnsTitle,
     parts.grid,
+    h("div", { class: "respec-composer" }, parts.note, parts.input,
+      h("div", { class: "respec-row" }, parts.send, parts.cancel,
+        h("span", { class: "hint" }, "Enter sends · Shift+Enter new line"))),
   );
-  el.append(root);
+  shadow.append(root);
   const view = { el, parts, cards: new Map(), drawn: "", focus: null,
     overlaysOn: { R_restore: true, R_preserve: true, change: true, reveal_source: true } };
   views.add(view);
@@ -278,6 +448,11 @@ function mount(el) {
   loadLatestScores();
   if (!pollTimer) pollTimer = setInterval(() => (views.size ? scanGraph() : stopPolling()), GRAPH_POLL_MS);
   render(view);
+}
+
+async function submit(parts) {
+  const text = parts.input.value;
+  if (await sendTurn(text)) parts.input.value = "";
 }
 
 function stopPolling() {
@@ -317,7 +492,7 @@ function message(active, session) {
   }
   if (!session) {
     return ["", V.sessionExists(state, active) ? `Loading session "${active}"…`
-      : `Session "${active}" does not exist yet; it is created when the graph runs.`];
+      : `Session "${active}" does not exist yet; it is created when its first turn is made (type a request below).`];
   }
   if (session.turns.length <= 1) return ["", `Session "${active}" holds only its original image; edits appear here as turns.`];
   return null;
@@ -347,6 +522,28 @@ function render(view) {
     renderLatest(view, session, focused);
   }
   renderGrid(view, active, cards);
+  renderComposer(view);
+  renderPicker(view, active);
+}
+
+function renderComposer(view) {
+  const { parts } = view;
+  const busy = C.isBusy(composer);
+  parts.send.disabled = busy;
+  parts.cancel.hidden = !busy;
+  parts.note.textContent = composerNote;
+  parts.note.hidden = !composerNote;
+}
+
+function renderPicker(view, active) {
+  const rows = C.pickerRows(state.sessions, 32);
+  const key = JSON.stringify([rows, active]);
+  if (view.parts.picker.dataset.key === key) return;
+  view.parts.picker.dataset.key = key;
+  view.parts.picker.replaceChildren(...rows.map((r) => h("button", {
+    class: r.sessionId === active ? "on" : "", role: "option", title: `Show session ${r.sessionId}; the next turn goes to it`,
+    onclick: () => dispatch({ type: "session/pinned", sessionId: r.sessionId }),
+  }, h("img", { src: api.apiURL(r.thumb), alt: "", loading: "lazy" }), h("span", {}, r.label))));
 }
 
 function renderScores(view) {
@@ -471,7 +668,8 @@ function renderGrid(view, sid, cards) {
   const side = V.requestSide(layout.width, window.devicePixelRatio || 1);
   const wanted = [];
   for (const c of cards) {
-    const key = `${sid}|${state.stores[sid] ?? ""}|${c.index}|${c.image}|${c.instruction}|${c.sentInstruction}|${c.roles.join()}|${c.canRewind}|${side}|${Object.values(c.masks).join()}|${view.focus === c.index}`;
+    const busy = C.isBusy(composer);
+    const key = `${sid}|${state.stores[sid] ?? ""}|${c.index}|${c.image}|${c.instruction}|${c.sentInstruction}|${c.roles.join()}|${c.canRewind}|${c.latest}|${busy}|${side}|${Object.values(c.masks).join()}|${view.focus === c.index}`;
     let el = view.cards.get(key);
     if (!el) {
       el = buildCard(view, sid, c, side, layout.height);
@@ -481,6 +679,8 @@ function renderGrid(view, sid, cards) {
   }
   const keep = new Set(wanted);
   for (const [k, el] of view.cards) if (!keep.has(el)) view.cards.delete(k);
+  const pending = C.pendingCard(composer);
+  if (pending && (composer.sessionId === null || composer.sessionId === sid)) wanted.push(buildPending(pending, layout.height));
   if (wanted.length !== grid.children.length || wanted.some((el, i) => grid.children[i] !== el)) grid.replaceChildren(...wanted);
 }
 
@@ -509,16 +709,45 @@ function buildCard(view, sid, c, side, height) {
       },
     }, on ? "◉ changes shown" : "◎ show changes"));
   }
-  if (c.canRewind) {
-    card.append(h("button", { title: `Undo the turns after ${c.index}`, onclick: () => rewind(sid, c.index) }, "↶ Undo to here"));
+  const count = state.session?.turns.length ?? 0;
+  const actions = h("div", { class: "respec-actions" });
+  for (const kind of C.cardActions(c.index, count)) {
+    if (kind === "undo") {
+      actions.append(h("button", { class: "respec-undo", title: `Undo the turns after ${c.index}`, onclick: () => rewind(sid, c.index) }, "↶ Undo to here"));
+    } else if (kind === "branch") {
+      actions.append(h("button", { class: "respec-branch", title: `A new session with turns 0..${c.index}; the panel follows it`,
+        onclick: () => cardAction("branch", sid, c) }, "Branch from here"));
+    } else if (kind === "regenerate") {
+      const b = h("button", { class: "respec-regenerate", title: "Make this turn again: same request, new seed (replaces it)",
+        onclick: () => cardAction("regenerate", sid, c) }, "↻ Regenerate");
+      b.disabled = C.isBusy(composer);
+      actions.append(b);
+    }
   }
+  card.append(actions);
+  return card;
+}
+
+function buildPending(p, height) {
+  const bar = h("div", { class: "respec-bar" }, h("div", { style: `width:${p.percent ?? 0}%` }));
+  const card = h("div", { class: `respec-card pending${p.error ? " failed" : ""}`, "data-pending": "" },
+    h("div", { style: `height:${Math.round(height / 2)}px;display:flex;align-items:center;justify-content:center;opacity:.6` },
+      p.error ? "✕" : "…"),
+    h("div", { class: "t" }, `${p.title} (${p.error ? "not made" : "being made"})`),
+    h("div", { class: "u" }, `“${p.request}”`),
+    h("div", { class: "st" }, p.status),
+    p.error ? null : bar,
+    ...p.plan.map((l) => h("div", { class: "s" }, l)),
+    p.error ? h("div", { class: "err" }, p.error) : null);
+  if (p.cancel) card.append(h("button", { class: "respec-cancel", onclick: cancelTurn }, "Cancel"));
+  else card.append(h("button", { onclick: () => dispatchComposer({ type: "dismiss" }) }, "Dismiss"));
   return card;
 }
 
 // --------------------------------------------------------------------------- registration
 
 app.registerExtension({
-  name: "ReSpec.HistoryPanel",
+  name: "respechistorygroundedconversationalediting.panel", // inside the pack's namespace (its DisplayName)
   setup() {
     listen();
     const manager = app.extensionManager;

@@ -16,6 +16,7 @@ from ..respec.controller.backends import DEFAULT_MODELS
 from ..respec.controller.backends.openai_compat import RESPONSE_FORMATS
 from ..respec.controller.backends.transformers_vlm import QUANTIZATIONS
 from ..respec.controller.prompts import template_fingerprint
+from ..respec.controller.request import ON_PARSE_FAILURE, REQUEST
 from ..respec.errors import InputError
 from ..respec.images import as_array, as_rgb, resize
 from .common import HISTORY, PLAN, VLM, images_to_comfy
@@ -30,6 +31,11 @@ _TOKENS = {"default": DEFAULT_MAX_NEW_TOKENS, "min": 16, "max": 8192, "tooltip":
 
 BUILTIN = "(built-in)"
 _TEMPLATE_SUFFIXES = (".txt", ".md", ".jinja")
+# Shared by every node that turns a controller answer into a plan (respec/controller/request.py).
+ON_PARSE_FAILURE_INPUT = (list(ON_PARSE_FAILURE), {"default": REQUEST, "tooltip":
+                          "When the controller's answer holds no JSON: 'request' sends your own words to the "
+                          "editor (conversations); 'paper' sends the answer's raw text, appendix C.2's rule "
+                          "(the benchmark graphs). The plan's fallbacks record it."})
 
 
 def template_choices() -> list[str]:
@@ -210,13 +216,15 @@ class ReSpecPreservationTarget:
             },
             "optional": {
                 "is_restoration": GROUND_TRUTH_INPUT,
+                "on_parse_failure": ON_PARSE_FAILURE_INPUT,
             },
             "hidden": {"unique_id": "UNIQUE_ID"},
         }
 
     @classmethod
     def IS_CHANGED(cls, history=None, instruction=None, vlm=None, restoration_mode=None, skip_non_restoration=None,
-                   restoration_template="", midturn_template="", is_restoration=None, unique_id=None):
+                   restoration_template="", midturn_template="", is_restoration=None, on_parse_failure=None,
+                   unique_id=None):
         """Re-run when an override template file's text changes (the other inputs are ComfyUI's
         own cache key already)."""
         try:
@@ -226,7 +234,8 @@ class ReSpecPreservationTarget:
             return float("nan")  # the run itself reports the refused path
 
     def check_lazy_status(self, history, instruction, vlm, restoration_mode, skip_non_restoration,
-                          restoration_template, midturn_template, is_restoration=None, unique_id=None):
+                          restoration_template, midturn_template, is_restoration=None, on_parse_failure=REQUEST,
+                          unique_id=None):
         """Ask ComfyUI for the VLM only when this turn will call it."""
         if vlm is not None or history is None or history.next_turn == 1:
             return []
@@ -234,12 +243,13 @@ class ReSpecPreservationTarget:
         return [] if (not flag and skip_non_restoration) else ["vlm"]
 
     def plan(self, history, instruction, vlm, restoration_mode, skip_non_restoration, restoration_template,
-             midturn_template, is_restoration=None, unique_id=None):
+             midturn_template, is_restoration=None, on_parse_failure=REQUEST, unique_id=None):
         flag, meta = decide_restoration(restoration_mode, history, instruction, is_restoration)
         templates = load_templates(template_path(restoration_template, "restoration"),
                                    template_path(midturn_template, "mid-turn"))
         plan = plan_turn(history, instruction, vlm, flag, skip_non_restoration=skip_non_restoration,
-                         templates=templates, meta={**meta, "restoration_mode": restoration_mode})
+                         templates=templates, meta={**meta, "restoration_mode": restoration_mode},
+                         on_parse_failure=on_parse_failure)
         comfy.send_event("plan", {"node": unique_id, "plan": plan.to_dict()})
         return (plan, plan_json(plan), plan.synthesis_instruction)
 

@@ -3,9 +3,12 @@ persistent session across prompts (respec/history.py, respec/store.py)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from ..respec import web
+from ..respec.controller.request import check_request
 from ..respec.errors import InputError
+from ..respec.gallery import FITS, history_images
 from ..respec.history import CHANGE, History
 from ..respec.provenance import change_for
 from ..respec.reveal import reveal_for_append
@@ -15,6 +18,32 @@ from .common import HISTORY, PLAN, image_from_comfy, images_to_comfy
 
 CATEGORY = "ReSpec/history"
 MODES = ["new", "load", "rewind", "branch", "in-graph"]
+
+
+def _blocked():
+    """ComfyUI's silent ExecutionBlocker: the nodes fed by this output do not run (a rewind is an
+    undo, not a turn). Outside ComfyUI (tests) a stand-in with the same meaning."""
+    try:
+        from comfy_execution.graph_utils import ExecutionBlocker
+    except ImportError:
+        try:
+            from comfy_execution.graph import ExecutionBlocker
+        except ImportError:
+            return Blocked(None)
+    return ExecutionBlocker(None)
+
+
+class Blocked:
+    """What _blocked returns outside ComfyUI (same constructor as ComfyUI's ExecutionBlocker)."""
+
+    def __init__(self, message):
+        self.message = message
+
+
+def pending_session(history: History) -> bool:
+    """True for a History Store 'new' history whose session is not in the store yet: it is created
+    by the first History Append, so a prompt that fails before it leaves no session behind."""
+    return history.session_id is not None and history.version == 0 and history.store_root is not None
 
 
 def _info(hist: History, mode: str) -> str:
@@ -37,9 +66,10 @@ class ReSpecHistoryStore:
                        "JSON: session id, version, number of turns, store directory.")
     DESCRIPTION = ("Holds the editing history. 'new' starts a session from an image (or continues it "
                    "when it already exists with the same original image); 'load' continues a session; "
-                   "'rewind' undoes the turns after a given turn; 'branch' copies a session up to a turn "
-                   "under a new id; 'in-graph' keeps the history only inside this prompt. Sessions are "
-                   "saved on disk and re-run only when they changed.")
+                   "'rewind' undoes the turns after a given turn and stops there (nothing fed by this node "
+                   "runs, so no turn is added); 'branch' copies a session up to a turn under a new id; "
+                   "'in-graph' keeps the history only inside this prompt. A new session is saved by its "
+                   "first History Append; sessions re-run only when they changed.")
 
     @classmethod
     def INPUT_TYPES(cls):
@@ -47,7 +77,8 @@ class ReSpecHistoryStore:
             "required": {
                 "mode": (MODES, {"default": "new", "tooltip":
                          "new: start a session from 'image' (continue it if it exists with the same image). "
-                         "load: continue an existing session. rewind: keep turns 0..turn, undo the rest. "
+                         "load: continue an existing session. rewind: keep turns 0..turn, undo the rest, and run "
+                         "nothing else (the ReSpec panel's 'Undo to here' does the same). "
                          "branch: copy the session up to 'turn' into 'new_session_id'. "
                          "in-graph: history of this prompt only, nothing saved."}),
                 "session_id": ("STRING", {"default": "my-session", "tooltip":
@@ -93,13 +124,24 @@ class ReSpecHistoryStore:
         else:
             store = open_store(workflow_store_root(store_dir))
             if mode == "new":
-                hist = store.create(session_id, image_from_comfy(image, "image"), exist_ok=True)
+                first = image_from_comfy(image, "image")
+                if store.exists(session_id):
+                    hist = store.create(session_id, first, exist_ok=True)
+                else:
+                    # Not stored yet: the first History Append creates it with its turn, so a prompt
+                    # that fails before that (a missing model) leaves no empty session behind.
+                    hist = replace(History.start(first, session_id=session_id), store_root=str(store.root))
+                    return (hist, images_to_comfy([hist.current.image]), 0, _info(hist, mode))
             elif mode == "load":
                 hist = store.load(session_id)
             elif mode == "rewind":
                 if turn < 0:
                     raise InputError("rewind needs 'turn' >= 0: the last turn to keep (0 keeps only the original)")
                 hist = store.rewind(session_id, turn)
+                web.send_history(hist, mode, unique_id)
+                # An undo, not a turn: block everything this node feeds, so no edit runs and no
+                # turn is appended (the request would otherwise come back as turn turn+1).
+                return tuple(_blocked() for _ in range(4))
             else:
                 hist = store.branch(session_id, new_session_id.strip(), None if turn < 0 else turn,
                                     exist_ok=True)
@@ -151,6 +193,8 @@ class ReSpecHistoryAppend:
                reveal=None, prompt=None, unique_id=None):
         if not isinstance(history, History):
             raise InputError(f"'history' must come from a History Store or Append node, got {type(history).__name__}")
+        check_request(instruction, "the instruction")
+        check_request(sent_instruction or "", "the sent instruction")
         arr = image_from_comfy(image, "image")
         sent = sent_instruction if (sent_instruction or "").strip() else instruction
         meta_d = self._meta(meta)
@@ -166,7 +210,14 @@ class ReSpecHistoryAppend:
             web.send_history(new, "append", unique_id)
             return (new, images_to_comfy([new.current.image]))
 
-        new = open_store(history.store_root).append_once(history, arr, instruction, sent, plan, meta_d,
+        store = open_store(history.store_root)
+        if pending_session(history):
+            # History Store left the session to be created here, together with its first turn. The
+            # pending history stands for the session as created (version 1, turn 0 only), so running
+            # this Append again finds its turn, and another client's turn meanwhile is refused.
+            created = store.create(history.session_id, history.turns[0].image.array, exist_ok=True)
+            history = replace(created.with_turns(created.turns[:1]), version=1)
+        new = store.append_once(history, arr, instruction, sent, plan, meta_d,
                                                          prompt=prompt, node_id=unique_id, masks=masks)
         web.send_history(new, "append", unique_id)
         return (new, images_to_comfy([new.current.image]))
@@ -195,11 +246,49 @@ class ReSpecHistoryAppend:
         return value
 
 
+class ReSpecHistoryToImages:
+    """Every turn (or a range) of a history as one IMAGE batch plus a text log."""
+
+    CATEGORY = CATEGORY
+    SEARCH_ALIASES = ["gallery", "conversation", "all turns", "timeline", "history images"]
+    FUNCTION = "images"
+    RETURN_TYPES = ("IMAGE", "STRING", "INT")
+    RETURN_NAMES = ("images", "log", "count")
+    OUTPUT_TOOLTIPS = ("The turns' images I_first..I_last as one batch, all the size of I_first.",
+                       "One line per turn: index, size, the request and the instruction sent, resizing.",
+                       "Number of images in the batch.")
+    DESCRIPTION = ("Outputs the images of a whole conversation (or of turns first..last) as one IMAGE batch, "
+                   "for Save Image or Preview Image, and a text log of the turns. A batch holds one size: "
+                   "every image is brought to the size of the first turn of the range ('fit').")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "history": (HISTORY, {"tooltip": "The history (from History Store or History Append)."}),
+                "first_turn": ("INT", {"default": 0, "min": 0, "max": 1_000_000, "tooltip":
+                               "The first turn to output (0 = the original image)."}),
+                "last_turn": ("INT", {"default": -1, "min": -1, "max": 1_000_000, "tooltip":
+                              "The last turn to output (-1 = the latest)."}),
+                "fit": (list(FITS), {"default": "pad", "tooltip":
+                        "Images of another size than the first one: 'pad' scales them to fit inside it and "
+                        "centres them on black (nothing is cut); 'stretch' scales them to exactly that size; "
+                        "'crop' scales them to cover it and cuts the overflow. Same-size images are unchanged."}),
+            },
+        }
+
+    def images(self, history, first_turn, last_turn, fit):
+        frames, log, indices = history_images(history, first_turn, last_turn, fit)
+        return (images_to_comfy(frames), log, len(indices))
+
+
 NODE_CLASS_MAPPINGS = {
     "ReSpecHistoryStore": ReSpecHistoryStore,
     "ReSpecHistoryAppend": ReSpecHistoryAppend,
+    "ReSpecHistoryToImages": ReSpecHistoryToImages,
 }
 NODE_DISPLAY_NAME_MAPPINGS = {
     "ReSpecHistoryStore": "History Store (ReSpec)",
     "ReSpecHistoryAppend": "History Append (ReSpec)",
+    "ReSpecHistoryToImages": "History to Images (ReSpec)",
 }

@@ -10,6 +10,7 @@ respec.comfy.routes(); outside ComfyUI, register() does nothing.
     GET  /respec/sessions/{session_id}/turns/{turn}/image  turn image, PNG, ?w=&h= (<= 512)
     GET  /respec/sessions/{session_id}/images/{digest}     session image by digest, PNG, ?w=&h=
     POST /respec/sessions/{session_id}/rewind              {"turn": k}: keep turns 0..k
+    POST /respec/sessions/{session_id}/branch              {"turn": k}: a new session of turns 0..k
     GET  /respec/masks/{digest}                            a region mask published with the scores
     GET  /respec/scores/latest                             the latest respec.scores payload
     GET  /respec/models                                    the pack's loaded models
@@ -56,7 +57,7 @@ def add_routes(table, open_store: Callable[[str | None], Any] = _open_store) -> 
 
     @table.get("/respec/sessions")
     async def sessions(request):
-        return await _run(web.list_sessions, open_store)
+        return await _run(web.list_sessions, open_store, request.query.get("store"))
 
     @table.get("/respec/sessions/{session_id}")
     async def session(request):
@@ -79,6 +80,13 @@ def add_routes(table, open_store: Callable[[str | None], Any] = _open_store) -> 
             return _reply(web.error_response(415, "send the body as application/json, e.g. {\"turn\": 2}"))
         body = await request.content.read(web.MAX_BODY + 1)
         return await on_store(request, web.rewind, request.match_info["session_id"], body)
+
+    @table.post("/respec/sessions/{session_id}/branch")
+    async def branch(request):
+        if request.content_type != "application/json":
+            return _reply(web.error_response(415, "send the body as application/json, e.g. {\"turn\": 2}"))
+        body = await request.content.read(web.MAX_BODY + 1)
+        return await on_store(request, web.branch, request.match_info["session_id"], body)
 
     @table.get("/respec/masks/{digest}")
     async def mask(request):

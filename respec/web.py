@@ -311,12 +311,17 @@ def _sessions(store) -> list[dict]:
     return store.list_sessions()
 
 
-def list_sessions(open_store: Callable[[str | None], Any]) -> Response:
+def list_sessions(open_store: Callable[[str | None], Any], store_param: Any = None) -> Response:
     """GET /respec/sessions: every session of the default store and of the stores History nodes
-    of this server used, newest change first; each names its store (pass it back as ?store=)."""
+    of this server used, newest change first; each names its store (pass it back as ?store=).
+    With ?store=, only that store's sessions; a store that is not one of those is 400, as on the
+    other routes (a client cannot name a directory to read)."""
     def run():
         out, seen = [], set()
-        for root in [None, *known_store_roots()]:
+        roots = [None, *known_store_roots()]
+        if store_param is not None:
+            roots = [str(resolve_store(store_param, open_store).root)]
+        for root in roots:
             store = open_store(root)
             key = str(store.root)
             if key in seen:
@@ -385,6 +390,55 @@ def rewind(store, session_id: Any, body: bytes | str | None, notify: bool = True
         if notify:
             send_history(hist, "rewind")
         return json_response(hist.summary())
+    return _guard(run)
+
+
+def _json_body(body: bytes | str | None, example: str) -> dict:
+    """A POST body: a JSON object of at most MAX_BODY bytes (InputError otherwise)."""
+    raw = body.encode("utf-8") if isinstance(body, str) else (body or b"")
+    if len(raw) > MAX_BODY:
+        raise InputError(f"request body too large ({len(raw)} bytes; at most {MAX_BODY})")
+    try:
+        data = json.loads(raw.decode("utf-8")) if raw else None
+    except (UnicodeDecodeError, ValueError) as e:
+        raise InputError(f"the body must be JSON like {example}: {e}") from e
+    if not isinstance(data, dict):
+        raise InputError(f"the body must be a JSON object like {example}")
+    return data
+
+
+def branch_id(store, session_id: str, turn: int) -> str:
+    """A free session id for a branch of `session_id` at `turn`: "<id>-b<turn>", then "-2", "-3", …
+    (cut so it stays a valid id of at most 64 characters)."""
+    base = f"{session_id[:50]}-b{turn}"
+    for n in range(1, 1000):
+        cand = base if n == 1 else f"{base}-{n}"
+        if not store.exists(cand):
+            return cand
+    raise InputError(f"no free branch id left for {session_id!r}; pass new_session_id")
+
+
+def branch(store, session_id: Any, body: bytes | str | None, notify: bool = True) -> Response:
+    """POST /respec/sessions/{id}/branch with {"turn": k} (and optionally "new_session_id"): a new
+    session holding turns 0..k of this one (the History Store node's branch; the source is not
+    changed). Answers like GET /respec/sessions/{new id} and sends `respec.history`."""
+    def run():
+        sid = parse_session_id(session_id)
+        data = _json_body(body, '{"turn": 2}')
+        if "turn" not in data or not isinstance(data["turn"], int) or isinstance(data["turn"], bool):
+            raise InputError(f'"turn" must be a whole number like {{"turn": 2}}, got {json.dumps(data.get("turn"))[:40]}')
+        k = parse_turn(data["turn"])
+        hist = _load(store, sid)
+        if k >= len(hist.turns):
+            raise InputError(f"cannot branch session {sid!r} at turn {k}: it has turns 0..{len(hist.turns) - 1}")
+        new_id = data.get("new_session_id")
+        new_id = branch_id(store, sid, k) if new_id in (None, "") else parse_session_id(new_id)
+        if store.exists(new_id):
+            raise InputError(f"session {new_id!r} already exists; choose another id for the branch")
+        new = store.branch(sid, new_id, k)
+        if notify:
+            send_history(new, "branch")
+        return json_response(new.summary())
     return _guard(run)
 
 

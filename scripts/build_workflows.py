@@ -114,11 +114,12 @@ CLIP_TYPES = {"flux2": "flux2", "omnigen2": "omnigen2"}
 NATIVE_NEGATIVE = {"flux2": "", "omnigen2": "blurry, low quality, distorted, deformed, watermark"}
 FIRST_REQUEST = "add a large bouquet of sunflowers in front of the person"
 SESSION_NOTE = """\
-**One prompt per turn.** Type your request in *Your request* and queue. The session
-(`session_id`) is kept on disk between prompts: every queue adds one turn, starting from the
-image in *Load Image* the first time. Queueing the same request again does not add it twice.
-To undo, set History Store's mode to `rewind` and `turn` to the last turn to keep, queue once,
-then set it back to `new`. Start another conversation with another `session_id`.
+**One prompt per turn.** Type your request in the **ReSpec** sidebar tab's composer and press
+Enter (or type it in *Your request* and queue). The session (`session_id`) is kept on disk
+between prompts: every queue adds one turn, starting from the image in *Load Image* the first
+time. Queueing the same request again does not add it twice. To undo, press *Undo to here* on a
+turn card in the panel (or set History Store's mode to `rewind`, which rewinds and runs nothing
+else). Start another conversation with another `session_id`, or *Branch from here*.
 
 The controller (Qwen3-VL by default, or an OpenAI-compatible server) reads the history and,
 on a turn that uncovers something an earlier edit hid, picks the past image that still shows
@@ -400,7 +401,8 @@ def _benchmark(name: str, editor_name: str, specs: dict, *, respec: bool, native
         seed = t   # per-slot seed; `python -m respec bench --server` sets the runner's per-turn seeds
         if respec:
             plan = g.node("ReSpecPreservationTarget", history=history, instruction=turn["instruction"],
-                          vlm=vlm["vlm"], is_restoration=turn["is_restoration"], skip_non_restoration=skip[0])
+                          vlm=vlm["vlm"], is_restoration=turn["is_restoration"], skip_non_restoration=skip[0],
+                          on_parse_failure="paper")   # C.2's rule, as the in-process runner
             select = g.node("ReSpecReferenceSelector", history=history, plan=plan["plan"],
                             use_history_reference=hrs[0])
             rewrite = g.node("ReSpecInstructionRewriter", plan=plan["plan"], use_pti=pti[0])

@@ -233,8 +233,10 @@ def make_base(base: Path, with_harness: bool) -> None:
 # --------------------------------------------------------------------------- the page
 
 APP = "window.comfyAPI.app.app"
-PANEL_TEXT = "(document.querySelector('.respec-panel')?.innerText ?? '')"
-PANEL_CLIP = """(() => { const p = document.querySelector('.respec-panel');
+# The panel lives in a shadow root on the sidebar's element (data-respec-panel).
+PANEL_ROOT = "(document.querySelector('[data-respec-panel]')?.shadowRoot ?? document)"
+PANEL_TEXT = "(document.querySelector('[data-respec-panel]')?.shadowRoot?.querySelector('.respec-panel')?.innerText ?? '')"
+PANEL_CLIP = """(() => { const p = document.querySelector('[data-respec-panel]')?.shadowRoot?.querySelector('.respec-panel');
   if (!p) return null; const r0 = p.getBoundingClientRect();
   const bottom = Math.max(...[...p.children].filter(c => !c.hidden).map(c => c.getBoundingClientRect().bottom));
   return {x: 0, y: 0, width: Math.ceil(r0.right + 4), height: Math.ceil(Math.min(window.innerHeight, bottom + 12))}; })()"""
@@ -242,12 +244,13 @@ PANEL_CLIP = """(() => { const p = document.querySelector('.respec-panel');
 
 async def click_button(page: Page, scope: str, label: str) -> bool:
     """Click the first button under `scope` (CSS) whose text contains `label`."""
-    return await page.js(f"""(() => {{ const b = [...document.querySelectorAll({json.dumps(scope + ' button')})]
+    root = PANEL_ROOT if scope.startswith(".respec") else "document"
+    return await page.js(f"""(() => {{ const b = [...{root}.querySelectorAll({json.dumps(scope + ' button')})]
         .find(x => x.innerText.includes({json.dumps(label)})); if (!b) return false; b.click(); return true; }})()""")
 
 
 async def card_turns(page: Page) -> int:
-    return await page.js("document.querySelectorAll('.respec-card').length")
+    return await page.js("(document.querySelector('[data-respec-panel]')?.shadowRoot ?? document).querySelectorAll('.respec-card').length")
 
 
 async def drive(args, url: str, out: Path, prompt: dict, report: dict) -> None:
@@ -292,32 +295,32 @@ async def drive(args, url: str, out: Path, prompt: dict, report: dict) -> None:
         # (d) queue from the page; screenshots during and after the run
         page.phase = "d-run"
         await page.js(f"{APP}.queuePrompt(0, 1)")
-        await page.wait_for("document.querySelectorAll('.respec-card').length >= 4 && "
-                            "!!document.querySelector('.respec-status.running')", 120, "4 turns while running")
-        await page.wait_for("document.querySelectorAll('.respec-card.restoration-source').length === 1", 20,
+        await page.wait_for("(document.querySelector('[data-respec-panel]')?.shadowRoot ?? document).querySelectorAll('.respec-card').length >= 4 && "
+                            "!!(document.querySelector('[data-respec-panel]')?.shadowRoot ?? document).querySelector('.respec-status.running')", 120, "4 turns while running")
+        await page.wait_for("(document.querySelector('[data-respec-panel]')?.shadowRoot ?? document).querySelectorAll('.respec-card.restoration-source').length === 1", 20,
                             "the restoration-source highlight")
         await asyncio.sleep(0.8)   # thumbnails and the latest image load
         await page.screenshot(out / "panel-running.png", await page.js(PANEL_CLIP))
         check("during the run: 4 turns, running badge, plan highlights",
-              await page.js("!!document.querySelector('.respec-status.running')"))
+              await page.js("!!(document.querySelector('[data-respec-panel]')?.shadowRoot ?? document).querySelector('.respec-status.running')"))
         await page.wait_for(f"{PANEL_TEXT}.includes('S_restore') && !{PANEL_TEXT}.includes('No scores yet') && "
-                            "!document.querySelector('.respec-status.running')", 180, "scores after the run")
+                            "!(document.querySelector('[data-respec-panel]')?.shadowRoot ?? document).querySelector('.respec-status.running')", 180, "scores after the run")
         await asyncio.sleep(1.5)   # the overlays are drawn after the masks load
         await page.screenshot(out / "frontend-panel.png", await page.js(PANEL_CLIP))
-        roles = await page.js("[...document.querySelectorAll('.respec-card')].map(c => [...c.classList].filter(x => x !== 'respec-card').join('+'))")
+        roles = await page.js("[...(document.querySelector('[data-respec-panel]')?.shadowRoot ?? document).querySelectorAll('.respec-card')].map(c => [...c.classList].filter(x => x !== 'respec-card').join('+'))")
         check("restoration source = I0 and identity anchor = I2 highlighted",
               roles[:4] == ["restoration-source", "", "identity-anchor", ""], json.dumps(roles))
-        sent = await page.js("[...document.querySelectorAll('.respec-card .s')].map(e => e.innerText)")
+        sent = await page.js("[...(document.querySelector('[data-respec-panel]')?.shadowRoot ?? document).querySelectorAll('.respec-card .s')].map(e => e.innerText)")
         check("the rewritten (sent) instruction is shown for turn 3", any("first image" in s for s in sent), json.dumps(sent))
-        legend = await page.js("[...document.querySelectorAll('.respec-legend label')].map(l => l.innerText)")
+        legend = await page.js("[...(document.querySelector('[data-respec-panel]')?.shadowRoot ?? document).querySelectorAll('.respec-legend label')].map(l => l.innerText)")
         check("R_restore / R_preserve overlay toggles shown", len(legend) == 2, json.dumps(legend))
-        pixels = await page.js("""(() => { const c = document.querySelector('.respec-latest canvas');
+        pixels = await page.js("""(() => { const c = (document.querySelector('[data-respec-panel]')?.shadowRoot ?? document).querySelector('.respec-latest canvas');
             const x = c.getContext('2d').getImageData(0, 0, c.width, c.height).data; let green = 0;
             for (let i = 0; i < x.length; i += 4) if (x[i+1] > x[i] + 40 && x[i+1] > x[i+2]) green++;
             return {w: c.width, h: c.height, greenish: green}; })()""")
         check("overlay drawn on the latest image (greenish R_restore pixels present)", pixels["greenish"] > 500,
               json.dumps(pixels))
-        rows = await page.js("[...document.querySelectorAll('.respec-scores tr')].map(r => r.innerText.replace(/\\s+/g, ' '))")
+        rows = await page.js("[...(document.querySelector('[data-respec-panel]')?.shadowRoot ?? document).querySelectorAll('.respec-scores tr')].map(r => r.innerText.replace(/\\s+/g, ' '))")
         check("OCCUR scores listed", len(rows) >= 3, json.dumps(rows))
         report["scores_rows"] = rows
 
@@ -333,7 +336,7 @@ async def drive(args, url: str, out: Path, prompt: dict, report: dict) -> None:
         await click_button(page, ".respec-card:nth-child(2)", "Undo")
         await page.wait_for("document.querySelector('.p-dialog')?.innerText.includes('Rewind session')", 10, "dialog")
         await click_button(page, ".p-dialog", "Confirm")
-        await page.wait_for("document.querySelectorAll('.respec-card').length === 2", 20, "2 turns after the rewind")
+        await page.wait_for("(document.querySelector('[data-respec-panel]')?.shadowRoot ?? document).querySelectorAll('.respec-card').length === 2", 20, "2 turns after the rewind")
         _, body = http_json("GET", f"{url}/respec/sessions/{SESSION}")
         check("confirming rewinds the session to turn 1 (store and panel agree)", len(body["turns"]) == 2)
         await click_button(page, ".respec-card:nth-child(1)", "Undo")

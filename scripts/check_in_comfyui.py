@@ -47,6 +47,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import check_composer
 import check_native
 from comfyui_harness import (HarnessError, Page, free_port, http_json, log, start_chromium, start_comfyui, stop,
                              upload_image)
@@ -760,6 +761,7 @@ def run(args) -> int:
         if args.frontend:
             failures += check_frontend(url, args.chromium, ui_files,
                                        Path(args.screenshots) if args.screenshots else None)
+            failures += check_composer.check_composer(url, args.chromium, python, base, tiny, args.screenshots)
         if tiny is not None:
             problems, prompt, row = execute_benchmark(url, tiny)
             failures += [f"execute: {p}" for p in problems]

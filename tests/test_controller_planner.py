@@ -179,3 +179,46 @@ def test_the_template_cache_key_follows_the_override_files_text(tmp_path):
     f.write_bytes(b"\xff\xfe not utf-8")
     with pytest.raises(InputError, match="not UTF-8"):
         load_templates(restoration_path=str(f))
+
+
+# ----------------------------------------------------------------------------- on_parse_failure, size
+
+PROSE = "Sure! I think the cat should be brought back, it was hidden behind the box earlier."
+
+
+@pytest.mark.parametrize("restoration", [False, True])
+def test_an_unparsable_answer_sends_the_raw_text_under_the_papers_rule(restoration):
+    plan = plan_turn(make_history(3), "bring back the cat", ScriptedAnswer(PROSE), restoration)
+    assert plan.synthesis_instruction == PROSE and "json_parse_failed" in plan.fallbacks
+    assert "parse_failure_used_request" not in plan.fallbacks and plan.meta["on_parse_failure"] == "paper"
+
+
+@pytest.mark.parametrize("restoration", [False, True])
+def test_an_unparsable_answer_sends_the_users_words_under_the_request_rule(restoration):
+    plan = plan_turn(make_history(3), "bring back the cat", ScriptedAnswer(PROSE), restoration,
+                     on_parse_failure="request")
+    assert plan.synthesis_instruction == "bring back the cat"
+    assert plan.fallbacks[0] == "json_parse_failed" and plan.fallbacks[-1] == "parse_failure_used_request"
+    assert plan.raw_text == PROSE and plan.meta["on_parse_failure"] == "request"
+    if restoration:    # C.3 still fills the ids of the fallback object
+        assert plan.restoration_source_id == 0 and plan.identity_anchor_id == 2
+
+
+def test_the_request_rule_leaves_a_parsed_answer_alone():
+    vlm = ScriptedAnswer('{"reasoning": {"notes": "n"}, "synthesis_instruction": "make the wall pink"}')
+    plan = plan_turn(make_history(2), "make it pink", vlm, False, on_parse_failure="request")
+    assert plan.synthesis_instruction == "make the wall pink" and plan.fallbacks == ()
+
+
+def test_an_unknown_parse_failure_rule_is_refused():
+    with pytest.raises(InputError, match="on_parse_failure must be one of"):
+        plan_turn(make_history(2), "make it pink", ScriptedAnswer(PROSE), False, on_parse_failure="raw")
+
+
+def test_a_request_over_16_kib_is_refused_before_any_call():
+    vlm = ScriptedAnswer(PROSE)
+    with pytest.raises(InputError, match=r"16,385 bytes.*16 KiB"):
+        plan_turn(make_history(2), "a" * 16385, vlm, False)
+    assert vlm.calls == 0
+    plan_turn(make_history(2), "a" * 16384, vlm, False)
+    assert vlm.calls == 1

@@ -97,8 +97,9 @@ def test_new_mode_starts_a_session_and_continues_it_with_the_same_image(pack, no
 
 
 def test_new_mode_refuses_a_different_original_for_an_existing_session(pack, nodes):
-    Store, _ = nodes
-    _run(Store, "new", image=_image(0))
+    Store, Append = nodes
+    hist, *_ = _run(Store, "new", image=_image(0))
+    Append().append(hist, _image(1), "add a hat")
     with pytest.raises(core(pack, "errors").StoreError, match="different original image"):
         _run(Store, "new", image=_image(5))
 
@@ -154,8 +155,13 @@ def test_rewind_mode_keeps_turns_up_to_k(pack, nodes):
     hist, *_ = _run(Store, "new", image=_image(0))
     for i in range(1, 4):
         hist, _ = Append().append(hist, _image(i), f"edit {i}")
-    hist, current, count, _ = _run(Store, "rewind", turn=1)
-    assert count == 1 and hist.instructions == ["edit 1"] and torch.equal(current, _image(1))
+    outputs = _run(Store, "rewind", turn=1)
+    # An undo, not a turn: every output is ComfyUI's silent blocker, so nothing downstream runs.
+    blocker = pack.nodes.history_nodes.Blocked
+    assert len(outputs) == 4 and all(type(o).__name__ in ("ExecutionBlocker", blocker.__name__) for o in outputs)
+    assert all(o.message is None for o in outputs)
+    assert _store(pack).load("s").instructions == ["edit 1"]
+    _run(Store, "rewind", turn=1)    # queued again: still turns 0..1, nothing re-added
     assert _store(pack).load("s").instructions == ["edit 1"]
     with pytest.raises(core(pack, "errors").InputError, match="turn' >= 0"):
         _run(Store, "rewind", turn=-1)
@@ -260,10 +266,11 @@ def test_re_running_append_on_the_same_inputs_adds_nothing(pack, nodes):
 def test_append_on_a_stale_history_is_refused(pack, nodes):
     Store, Append = nodes
     hist, *_ = _run(Store, "new", image=_image(0))
+    hist, _ = Append().append(hist, _image(3), "first")
     _store(pack, hist.store_root).append("s", _uint8(_image(7)), "someone else's turn")
     with pytest.raises(core(pack, "errors").StoreError, match="changed since"):
         Append().append(hist, _image(1), "add a hat")
-    assert _store(pack).load("s").instructions == ["someone else's turn"]
+    assert _store(pack).load("s").instructions == ["first", "someone else's turn"]
 
 
 # ----------------------------------------------------------------------------- append inputs, events
@@ -321,7 +328,8 @@ def test_history_events_carry_ids_text_and_digests_but_no_pixels(pack, nodes):
         Append().append(hist, _image(1, 64, 64), "add a hat", unique_id="9")
     finally:
         remove()
-    assert [n for n, _ in got] == ["respec.history", "respec.history"]
+    # The Store sends nothing for a session it has not stored yet; the Append that creates it does.
+    assert [n for n, _ in got] == ["respec.history"]
     data = got[-1][1]
     assert data["session_id"] == "s" and data["node"] == "9" and data["version"] == 2
     assert [t["instruction"] for t in data["turns"]] == ["", "add a hat"]
@@ -374,3 +382,94 @@ def test_history_append_records_the_turns_change_mask(pack, nodes, mode):
     if mode == "new":   # stored with the turn, and back after a reload
         again = _store(pack).load("cm")
         assert np.array_equal(again.turns[1].change.mask, change.mask)
+
+
+# ----------------------------------------------------------------------------- rough edges (issue 25)
+
+def test_a_prompt_failing_before_history_append_leaves_no_session(pack, nodes):
+    Store, Append = nodes
+    hist, current, count, info = _run(Store, "new", image=_image(0))
+    # The editor fails here (a missing model): History Append never runs.
+    assert count == 0 and torch.equal(current, _image(0)) and json.loads(info)["turns"] == 1
+    store = _store(pack)
+    assert not store.exists("s") and store.list_sessions() == []
+    # The next prompt succeeds: the session is created with turn 0 and turn 1 together.
+    hist, *_ = _run(Store, "new", image=_image(0))
+    new, _ = Append().append(hist, _image(1), "add a hat")
+    loaded = store.load("s")
+    assert loaded.instructions == ["add a hat"] and loaded.version == new.version == 2
+    assert np.array_equal(loaded.turns[0].image.array, _uint8(_image(0)))
+
+
+def test_the_pending_session_is_created_once_by_a_rerun_append(pack, nodes):
+    Store, Append = nodes
+    hist, *_ = _run(Store, "new", image=_image(0))
+    a, _ = Append().append(hist, _image(1), "add a hat")
+    b, _ = Append().append(hist, _image(1), "add a hat")     # the same Append re-run on the same inputs
+    assert len(a) == len(b) == 2 and _store(pack).load("s").instructions == ["add a hat"]
+    with pytest.raises(core(pack, "errors").StoreError, match="changed since"):
+        Append().append(hist, _image(2), "another request on the stale pending history")
+
+
+@pytest.mark.parametrize("field", ["instruction", "sent_instruction"])
+def test_an_instruction_over_16_kib_is_refused_and_nothing_is_stored(pack, nodes, field):
+    Store, Append = nodes
+    hist, *_ = _run(Store, "new", image=_image(0))
+    limit = core(pack, "controller.request").MAX_REQUEST_BYTES
+    ok = "é" * (limit // 2)                      # exactly 16 KiB of UTF-8 (2 bytes a character)
+    Append().append(hist, _image(1), ok)
+    big = {"instruction": "add a hat", "sent_instruction": ""}
+    big[field] = ok + "x"
+    hist, *_ = _run(Store, "new", image=_image(0))
+    with pytest.raises(core(pack, "errors").InputError, match=r"16,385 bytes.*16 KiB"):
+        Append().append(hist, _image(2), big["instruction"], sent_instruction=big["sent_instruction"])
+    assert len(_store(pack).load("s")) == 2
+
+
+# ----------------------------------------------------------------------------- History to Images
+
+def _gallery(pack):
+    return pack.NODE_CLASS_MAPPINGS["ReSpecHistoryToImages"]
+
+
+def test_history_to_images_outputs_every_turn_and_a_log(pack, nodes):
+    Store, Append = nodes
+    hist, *_ = _run(Store, "in-graph", image=_image(0, 8, 6))
+    for i in (1, 2):
+        hist, _ = Append().append(hist, _image(i, 8, 6), f"edit {i}", sent_instruction=f"sent {i}" if i == 2 else "")
+    images, log, count = _gallery(pack)().images(hist, 0, -1, "pad")
+    assert count == 3 and tuple(images.shape) == (3, 8, 6, 3)
+    for i in range(3):   # same-size turns are passed through bit-exactly
+        assert torch.equal(images[i:i + 1], _image(i, 8, 6))
+    lines = log.splitlines()
+    assert len(lines) == 4 and "original image" in lines[1] and "“edit 1”" in lines[2] and "sent" not in lines[2]
+    assert "→ sent “sent 2”" in lines[3]
+    images, log, count = _gallery(pack)().images(hist, 1, 1, "pad")
+    assert count == 1 and torch.equal(images, _image(1, 8, 6))
+
+
+@pytest.mark.parametrize("first,last,match", [(3, -1, "first_turn 3"), (0, 5, "last_turn 5"), (2, 1, "before")])
+def test_history_to_images_refuses_a_range_outside_the_history(pack, nodes, first, last, match):
+    Store, Append = nodes
+    hist, *_ = _run(Store, "in-graph", image=_image(0))
+    hist, _ = Append().append(hist, _image(1), "a")
+    hist, _ = Append().append(hist, _image(2), "b")
+    with pytest.raises(core(pack, "errors").InputError, match=match):
+        _gallery(pack)().images(hist, first, last, "pad")
+
+
+def test_history_to_images_brings_other_sizes_to_the_first_turns_size(pack, nodes):
+    Store, Append = nodes
+    hist, *_ = _run(Store, "in-graph", image=_image(0, 8, 8))
+    white_wide = torch.ones(1, 4, 8, 3)               # 8 wide, 4 high: half the height of I0
+    hist, _ = Append().append(hist, white_wide, "widen")
+    images, log, _ = _gallery(pack)().images(hist, 0, -1, "pad")
+    assert tuple(images.shape) == (2, 8, 8, 3)
+    frame = images[1]
+    # pad: scaled to fit (8x4 stays 8x4), centred on black: rows 0-1 and 6-7 black, 2-5 white
+    assert torch.all(frame[:2] == 0) and torch.all(frame[6:] == 0) and torch.all(frame[2:6] == 1)
+    assert "[pad 8x4 → 8x8]" in log.splitlines()[2]
+    images, _, _ = _gallery(pack)().images(hist, 0, -1, "stretch")
+    assert torch.all(images[1] == 1)                  # stretched over the whole frame
+    images, _, _ = _gallery(pack)().images(hist, 0, -1, "crop")
+    assert tuple(images.shape) == (2, 8, 8, 3) and torch.all(images[1] == 1)

@@ -478,3 +478,60 @@ def test_intact_images_are_still_served_and_verified_once(damaged, monkeypatch):
 def core_errors():
     from respec import errors
     return errors
+
+
+@pytest.mark.parametrize("store", ["%2Fetc", "..", "relative", "%2Ftmp"])
+def test_the_session_list_refuses_an_unknown_store_like_the_other_routes(env, store):
+    status, _, body = env["server"].get(f"/respec/sessions?store={store}")
+    assert status == 400 and "unknown session store" in json.loads(body)["error"]
+
+
+def test_the_session_list_of_a_named_store_lists_only_that_store(env):
+    query = "?store=" + str(env["store"].root).replace("/", "%2F")
+    status, _, body = env["server"].get("/respec/sessions" + query)
+    listed = json.loads(body)["sessions"]
+    assert status == 200 and listed and {s["store"] for s in listed} == {str(env["store"].root)}
+
+
+# ------------------------------------------------------------------------------ branch (the panel's)
+
+def test_branch_makes_a_new_session_of_turns_up_to_k_and_tells_the_panels(env, pack, branch):
+    comfy = core(pack, "comfy")
+    seen = []
+    remove = comfy.add_listener(lambda name, data: seen.append((name, data)))
+    try:
+        status, _, body = env["server"].request("POST", f"/respec/sessions/{branch}/branch", b'{"turn": 1}')
+        again, _, body2 = env["server"].request("POST", f"/respec/sessions/{branch}/branch", b'{"turn": 1}')
+    finally:
+        remove()
+    made = json.loads(body)
+    assert status == 200 and made["session_id"] == f"{branch}-b1" and len(made["turns"]) == 2
+    assert again == 200 and json.loads(body2)["session_id"] == f"{branch}-b1-2"   # a second branch, new id
+    assert len(env["store"].load(branch).turns) == 4                              # the source is unchanged
+    assert [t.image.digest for t in env["store"].load(made["session_id"]).turns] == \
+        [_digest(env["store"], branch, k) for k in (0, 1)]
+    assert [n for n, _ in seen] == ["respec.history"] * 2 and seen[0][1]["action"] == "branch"
+
+
+def test_branch_takes_a_chosen_id_and_refuses_an_existing_one(env, branch):
+    body = json.dumps({"turn": 2, "new_session_id": f"{branch}-mine"}).encode()
+    status, _, out = env["server"].request("POST", f"/respec/sessions/{branch}/branch", body)
+    assert status == 200 and json.loads(out)["session_id"] == f"{branch}-mine"
+    status, _, out = env["server"].request("POST", f"/respec/sessions/{branch}/branch", body)
+    assert status == 400 and "already exists" in json.loads(out)["error"]
+
+
+@pytest.mark.parametrize("payload", [b'{"turn": -1}', b'{"turn": true}', b'{"turn": "1"}', b'{}', b'[1]',
+                                     b'not json', b'{"turn": 99}', b'{"turn": 1, "new_session_id": "../x"}'])
+def test_branch_refuses_bad_bodies_and_makes_nothing(env, branch, payload):
+    before = len(env["store"].list_sessions())
+    status, _, _ = env["server"].request("POST", f"/respec/sessions/{branch}/branch", payload)
+    assert status == 400 and len(env["store"].list_sessions()) == before
+
+
+def test_branch_needs_json_and_an_existing_session(env, branch):
+    status, _, _ = env["server"].request("POST", f"/respec/sessions/{branch}/branch", b'{"turn": 1}',
+                                         content_type="text/plain")
+    assert status == 415
+    status, _, _ = env["server"].request("POST", "/respec/sessions/nobody/branch", b'{"turn": 0}')
+    assert status == 404

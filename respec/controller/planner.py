@@ -15,6 +15,7 @@ from ..errors import InputError
 from ..history import History
 from ..plan import Plan
 from . import parsing
+from .request import PAPER, check_on_parse_failure, check_request, read_answer
 from .prompts import DEFAULT_MAX_PIXELS, MIDTURN, RESTORATION, Templates, build_parts, load_templates
 from .schemas import midturn_schema, restoration_schema
 
@@ -40,7 +41,7 @@ def _passthrough(history: History, user_instruction: str, is_restoration: bool, 
 def plan_turn(history: History, user_instruction: str, backend: Any, is_restoration: bool, *,
               skip_non_restoration: bool = False, templates: Templates | None = None,
               max_pixels: int | None = None, max_new_tokens: int | None = None,
-              meta: dict | None = None) -> Plan:
+              meta: dict | None = None, on_parse_failure: str = PAPER) -> Plan:
     """This turn's plan from the history H_{t-1}, the request P_t and the controller.
 
     is_restoration: whether turn t reveals hidden content (the benchmark's ground-truth flag,
@@ -48,11 +49,15 @@ def plan_turn(history: History, user_instruction: str, backend: Any, is_restorat
     skip_non_restoration: pass P_t through on non-restoration turns without a call.
     max_pixels / max_new_tokens: None takes the backend's own settings (else the defaults).
     meta: extra entries for plan.meta (e.g. how is_restoration was decided).
+    on_parse_failure: what an answer with no JSON sends to the editor (respec.controller.request:
+    "paper", C.2's raw text, the default; "request", the user's words).
     plan.meta["vlm_calls"] is 1 when this turn called the controller, else 0."""
     if not isinstance(history, History):
         raise InputError(f"plan_turn needs a History, got {type(history).__name__}")
     if not isinstance(user_instruction, str) or not user_instruction.strip():
         raise InputError("the current request P_t is empty; type the edit you want for this turn")
+    check_request(user_instruction, "the current request P_t")
+    check_on_parse_failure(on_parse_failure)
     user_instruction = user_instruction.strip()
     is_restoration = bool(is_restoration)
     meta = dict(meta or {})
@@ -81,16 +86,14 @@ def plan_turn(history: History, user_instruction: str, backend: Any, is_restorat
     if not isinstance(raw, str):
         raw = "" if raw is None else str(raw)
 
-    if is_restoration:
-        parsed = parsing.parse_restoration(raw, t, user_instruction)
-    else:
-        parsed = parsing.parse_midturn(raw, user_instruction)
+    parsed = read_answer(raw, t, user_instruction, is_restoration, on_parse_failure)
     meta.update({
         "vlm_calls": 1,
         "vlm_calls_so_far": count_vlm_calls(history) + 1,
         "prompt": kind,
         "template": templates.describe(kind),
         "parse": parsed.found,
+        "on_parse_failure": on_parse_failure,
         "images_shown": list(range(t)),
         "max_pixels": max_pixels,
         "max_new_tokens": max_new_tokens,

@@ -1,0 +1,289 @@
+// Pure logic of the panel's composer (the chat-style request box) and of the per-turn actions:
+// which node carries the request P_t, how the graph is prepared for a turn, the pending turn's
+// states (queued -> running with progress and plan -> done | error | cancelled), and what each
+// card action does (route, body, whether a prompt is queued). No DOM, no ComfyUI imports, so
+// Node's test runner covers it (js/tests/respec_composer.test.mjs).
+
+const SESSION_ID = /^[A-Za-z0-9_-]{1,64}$/;
+const APPEND = "ReSpecHistoryAppend";
+const STORE = "ReSpecHistoryStore";
+const TEXT_WIDGETS = ["value", "text", "string", "prompt"];
+const SEED_WIDGETS = ["seed", "noise_seed"];
+export const MAX_REQUEST_BYTES = 16 * 1024; // the server refuses longer requests (respec/controller/request.py)
+
+function nodeType(node) {
+  return node?.comfyClass ?? node?.type;
+}
+
+function active(node) {
+  return node && node.mode !== 2 && node.mode !== 4; // 2 = muted ("never"), 4 = bypassed
+}
+
+function widget(node, name) {
+  return (Array.isArray(node?.widgets) ? node.widgets : []).find((w) => w?.name === name) ?? null;
+}
+
+/** The link feeding input `name` of `node` as {originId, originSlot}, or null. `links` maps a link
+ * id to a link ({origin_id, origin_slot}, LiteGraph's LLink) or to an array [id, origin, slot, ...]. */
+export function inputSource(node, name, links) {
+  const slot = (Array.isArray(node?.inputs) ? node.inputs : []).find((i) => i?.name === name);
+  if (!slot || slot.link === null || slot.link === undefined) return null;
+  const get = typeof links?.get === "function" ? (id) => links.get(id) : (id) => links?.[id];
+  const link = get(slot.link);
+  if (!link) return null;
+  if (Array.isArray(link)) return { originId: link[1], originSlot: link[2] };
+  return { originId: link.origin_id, originSlot: link.origin_slot };
+}
+
+/**
+ * The node and widget that carry the user's request P_t in a conversational graph, found by type:
+ * the (only active) History Append's `instruction`, followed back through its link to the text
+ * node feeding it ("Your request", a PrimitiveStringMultiline), or the Append's own widget when
+ * nothing is linked. Returns {ok: true, nodeId, widget, appendId, storeId} or {ok: false, message}.
+ */
+export function findRequestTarget(nodes, links) {
+  const list = (Array.isArray(nodes) ? nodes : []).filter(active);
+  const appends = list.filter((n) => nodeType(n) === APPEND);
+  if (!appends.length) {
+    return { ok: false, message: "This graph has no History Append (ReSpec) node, so there is no conversation to " +
+      "send a request to. Open a conversational workflow (e.g. conversational_provenance_flux2 from the template " +
+      "browser) and type here again." };
+  }
+  if (appends.length > 1) {
+    return { ok: false, message: `This graph has ${appends.length} History Append (ReSpec) nodes (a benchmark ` +
+      "graph?); the composer sends one request per turn to a conversational graph with exactly one." };
+  }
+  const append = appends[0];
+  const stores = list.filter((n) => nodeType(n) === STORE);
+  const storeId = stores.length === 1 ? stores[0].id : null;
+  const src = inputSource(append, "instruction", links);
+  if (!src) {
+    if (!widget(append, "instruction")) {
+      return { ok: false, message: "History Append's instruction input is not connected: connect your request to it." };
+    }
+    return { ok: true, nodeId: append.id, widget: "instruction", appendId: append.id, storeId };
+  }
+  const origin = (Array.isArray(nodes) ? nodes : []).find((n) => n?.id === src.originId);
+  const name = TEXT_WIDGETS.find((w) => widget(origin, w) && typeof widget(origin, w).value === "string");
+  if (!origin || !name) {
+    return { ok: false, message: `History Append's instruction comes from node ${src.originId} ` +
+      `(${nodeType(origin) ?? "missing"}), which has no text box the composer can fill. Feed it from a text ` +
+      "node such as String (Multiline)." };
+  }
+  return { ok: true, nodeId: origin.id, widget: name, appendId: append.id, storeId };
+}
+
+/** UTF-8 byte length of a string (what the server's 16 KiB limit counts). */
+export function utf8Length(text) {
+  let n = 0;
+  for (const ch of String(text)) {
+    const c = ch.codePointAt(0);
+    n += c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+  }
+  return n;
+}
+
+/** Why a request cannot be sent ("" when it can): empty, or over the server's limit. */
+export function requestProblem(text) {
+  if (typeof text !== "string" || !text.trim()) return "Type a request first.";
+  const n = utf8Length(text);
+  return n > MAX_REQUEST_BYTES ? `The request is ${n} bytes long; at most ${MAX_REQUEST_BYTES} (16 KiB) are accepted.` : "";
+}
+
+/** What the keyboard does in the composer: Enter sends, Shift+Enter (or an IME composition) types. */
+export function keyAction(event) {
+  if (event?.key !== "Enter" || event.isComposing) return "type";
+  return event.shiftKey ? "newline" : "send";
+}
+
+/**
+ * The widget changes that make the open graph run one turn of `sessionId` with `request`:
+ * [{nodeId, widget, value}]. The History Store is pointed at the session and, when it was left in
+ * rewind / branch / in-graph mode, set to `new` (a rewind there would stop the graph).
+ * `newSeed` (a number) also sets every active seed widget (Regenerate).
+ */
+export function graphEdits(nodes, target, request, sessionId, newSeed = null) {
+  const edits = [{ nodeId: target.nodeId, widget: target.widget, value: request }];
+  const list = (Array.isArray(nodes) ? nodes : []).filter(active);
+  const store = list.find((n) => n.id === target.storeId);
+  if (store) {
+    if (SESSION_ID.test(sessionId ?? "") && widget(store, "session_id") && widget(store, "session_id").value !== sessionId) {
+      edits.push({ nodeId: store.id, widget: "session_id", value: sessionId });
+    }
+    const mode = widget(store, "mode")?.value;
+    if (mode && mode !== "new" && mode !== "load") edits.push({ nodeId: store.id, widget: "mode", value: "new" });
+  }
+  if (Number.isInteger(newSeed)) {
+    for (const n of list) {
+      for (const name of SEED_WIDGETS) {
+        if (widget(n, name) && typeof widget(n, name).value === "number") edits.push({ nodeId: n.id, widget: name, value: newSeed });
+      }
+    }
+  }
+  return edits;
+}
+
+/** A seed different from `previous` in 0..2^32-1 (`random` in [0, 1)). */
+export function nextSeed(previous, random = Math.random()) {
+  const seed = Math.floor(random * 4294967295);
+  return seed === previous ? (seed + 1) % 4294967296 : seed;
+}
+
+// --------------------------------------------------------------------------- the pending turn
+
+/** The composer before anything was sent. */
+export function initialComposer() {
+  return { phase: "idle", request: "", sessionId: null, turn: null, promptId: null, progress: null,
+    node: null, plan: null, error: null };
+}
+
+const LIVE = new Set(["queueing", "queued", "running"]);
+
+/** True while a sent turn has not finished (the composer is busy; Cancel is offered). */
+export function isBusy(c) {
+  return LIVE.has(c?.phase);
+}
+
+function mine(c, data) {
+  // Events of other prompts (another tab, the queue) do not touch this turn.
+  return c.promptId !== null && data?.prompt_id === c.promptId;
+}
+
+/**
+ * Reducer of the pending turn. Actions:
+ * send {request, sessionId, turn} -> queueing; queued {promptId} -> queued; refused {message} -> error;
+ * ComfyUI's events with their data: execution_start, executing, progress {value, max, node},
+ * execution_success, execution_error {exception_message, node_type, node_id}, execution_interrupted;
+ * plan {plan} (respec.plan); history {session_id, turns} (respec.history: the turn is there -> done);
+ * dismiss -> idle.
+ */
+export function reduceComposer(c, action) {
+  const d = action?.data ?? {};
+  switch (action?.type) {
+    case "send":
+      if (isBusy(c)) return c;
+      return { ...initialComposer(), phase: "queueing", request: action.request, sessionId: action.sessionId ?? null,
+        turn: Number.isInteger(action.turn) ? action.turn : null };
+    case "queued":
+      return c.phase === "queueing" ? { ...c, phase: "queued", promptId: action.promptId ?? null } : c;
+    case "refused":
+      return c.phase === "queueing" || c.phase === "queued" ? { ...c, phase: "error", error: String(action.message) } : c;
+    case "execution_start":
+      return mine(c, d) && c.phase === "queued" ? { ...c, phase: "running" } : c;
+    case "executing":
+      if (!mine(c, d)) return c;
+      return d.node === null || d.node === undefined ? c : { ...c, phase: "running", node: String(d.node), progress: null };
+    case "progress":
+      if (!mine(c, d) || !Number.isFinite(d.value) || !Number.isFinite(d.max) || d.max <= 0) return c;
+      return { ...c, phase: "running", progress: { value: d.value, max: d.max }, node: d.node === undefined ? c.node : String(d.node) };
+    case "plan": {
+      const plan = d.plan ?? d;
+      if (!isBusy(c) || !plan || typeof plan !== "object") return c;
+      return c.turn === null || plan.turn === c.turn ? { ...c, plan } : c;
+    }
+    case "execution_error":
+      if (!mine(c, d)) return c;
+      return { ...c, phase: "error", error: `${d.node_type ? `${d.node_type}: ` : ""}${String(d.exception_message ?? "the prompt failed").trim()}` };
+    case "execution_interrupted":
+      return mine(c, d) ? { ...c, phase: "cancelled", error: "Cancelled: the prompt was interrupted; no turn was added." } : c;
+    case "execution_success":
+      return mine(c, d) ? { ...c, phase: "done" } : c;
+    case "history":
+      // The appended turn arrived (respec.history from History Append): the real card replaces the pending one.
+      if (!isBusy(c) || d.session_id !== c.sessionId || !Array.isArray(d.turns) || c.turn === null) return c;
+      return d.turns.length > c.turn && d.action === "append" ? { ...c, phase: "done" } : c;
+    case "dismiss":
+      return isBusy(c) ? c : initialComposer();
+    default:
+      return c;
+  }
+}
+
+/** What the pending card says: {title, status, percent (0..100 or null), plan lines, error, cancel}. */
+export function pendingCard(c) {
+  if (!c || c.phase === "idle" || c.phase === "done") return null;
+  const pct = c.progress ? Math.round((100 * c.progress.value) / c.progress.max) : null;
+  const status = {
+    queueing: "sending…",
+    queued: "queued: waiting for the server",
+    running: c.progress ? `running · step ${c.progress.value}/${c.progress.max}` : c.node ? `running · node ${c.node}` : "running",
+    error: "failed: nothing was added",
+    cancelled: "cancelled",
+  }[c.phase];
+  const p = c.plan;
+  const plan = p ? [
+    `${p.is_restoration ? "restoration" : "not a restoration"}${p.vlm_called === false ? " (no VLM call)" : ""}`,
+    Number.isInteger(p.restoration_source_id) ? `restore from I${p.restoration_source_id}` : null,
+    p.synthesis_instruction && p.synthesis_instruction !== c.request ? `→ ${p.synthesis_instruction}` : null,
+    Array.isArray(p.fallbacks) && p.fallbacks.length ? `fallbacks: ${p.fallbacks.join(", ")}` : null,
+  ].filter(Boolean) : [];
+  return { title: c.turn === null ? "next turn" : `I${c.turn}`, request: c.request, status, percent: pct,
+    plan, error: c.phase === "error" || c.phase === "cancelled" ? c.error : null, cancel: isBusy(c) };
+}
+
+/** The queue entry of the prompt the composer queued: ComfyUI's /queue items ([number, prompt_id,
+ * prompt, extra, outputs]) or /history entries ({prompt: [...]}) whose prompt gives node `nodeId`'s
+ * `widget` the request; the newest (highest number) wins. Its prompt_id, or null. */
+export function findQueuedPrompt(items, nodeId, widgetName, request) {
+  let best = null;
+  for (const item of Array.isArray(items) ? items : []) {
+    const entry = Array.isArray(item) ? item : item?.prompt;
+    if (!Array.isArray(entry)) continue;
+    const [number, id, prompt] = entry;
+    const inputs = prompt?.[String(nodeId)]?.inputs;
+    if (inputs?.[widgetName] === request && (best === null || number > best.number)) best = { number, id };
+  }
+  return best?.id ?? null;
+}
+
+// --------------------------------------------------------------------------- card actions
+
+/**
+ * What a card's action does, for session `sessionId` with `count` turns (0..count-1), on turn `k`:
+ * undo: POST rewind {turn: k}, nothing queued; branch: POST branch {turn: k}, then follow the new
+ * session, nothing queued; regenerate (latest turn only, k >= 1): POST rewind {turn: k-1}, then
+ * queue the same request with a new seed. null when the action does not apply.
+ * `paths` = {rewind, branch} route paths of the session (with its ?store=).
+ */
+export function cardAction(kind, { sessionId, count, k, instruction, paths }) {
+  if (!SESSION_ID.test(sessionId ?? "") || !Number.isInteger(k) || k < 0 || !Number.isInteger(count) || k >= count) return null;
+  switch (kind) {
+    case "undo":
+      return k < count - 1 ? { route: paths.rewind, body: { turn: k }, queue: false, follow: false, confirm: true } : null;
+    case "branch":
+      return { route: paths.branch, body: { turn: k }, queue: false, follow: true, confirm: false };
+    case "regenerate":
+      return k === count - 1 && k >= 1 && typeof instruction === "string" && instruction.trim()
+        ? { route: paths.rewind, body: { turn: k - 1 }, queue: true, request: instruction, newSeed: true, follow: false, confirm: false }
+        : null;
+    default:
+      return null;
+  }
+}
+
+/** The actions offered on a card of turn `k` of a session with `count` turns. */
+export function cardActions(k, count) {
+  const out = [];
+  if (k < count - 1) out.push("undo");
+  out.push("branch");
+  if (k === count - 1 && k >= 1) out.push("regenerate");
+  return out;
+}
+
+/** Rows of the session picker: [{sessionId, store, edits, label, thumb}] (newest first, as listed);
+ * `thumb` is the path of turn 0's image (the first image) `side` px. */
+export function pickerRows(sessions, side = 48) {
+  return (Array.isArray(sessions) ? sessions : []).filter((s) => SESSION_ID.test(s?.session_id ?? "")).map((s) => {
+    const edits = Math.max(0, (Number.isInteger(s.turns) ? s.turns : 1) - 1);
+    const store = typeof s.store === "string" && s.store ? `&store=${encodeURIComponent(s.store)}` : "";
+    return { sessionId: s.session_id, store: s.store ?? null, edits,
+      label: `${s.session_id} · ${edits} turn${edits === 1 ? "" : "s"}${s.parent_id ? ` (branch of ${s.parent_id})` : ""}`,
+      thumb: `/respec/sessions/${s.session_id}/turns/0/image?w=${side}&h=${side}${store}` };
+  });
+}
+
+/** URL path of the branch route (null for an invalid session id); `store` as listed by the server. */
+export function branchPath(sessionId, store = null) {
+  if (!SESSION_ID.test(sessionId ?? "")) return null;
+  return `/respec/sessions/${sessionId}/branch${typeof store === "string" && store ? `?store=${encodeURIComponent(store)}` : ""}`;
+}

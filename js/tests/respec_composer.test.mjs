@@ -1,0 +1,187 @@
+// Unit tests of the composer's logic (run: node --test js/tests/).
+import test from "node:test";
+import assert from "node:assert/strict";
+
+import {
+  branchPath, cardAction, cardActions, findQueuedPrompt, findRequestTarget, graphEdits, initialComposer, isBusy,
+  keyAction, nextSeed, pendingCard, pickerRows, reduceComposer, requestProblem, utf8Length,
+} from "../lib/respec_composer.js";
+
+const W = (name, value) => ({ name, value });
+
+// The provenance conversational graph as LiteGraph holds it (ids as in the shipped file).
+function graph({ appendMode = 0, linked = true, extraAppend = false } = {}) {
+  const nodes = [
+    { id: 2, type: "ReSpecHistoryStore", mode: 0, widgets: [W("mode", "rewind"), W("session_id", "my-provenance-session"), W("turn", 1)] },
+    { id: 3, type: "PrimitiveStringMultiline", mode: 0, widgets: [W("value", "add sunflowers")], inputs: [] },
+    { id: 7, type: "ReSpecFlux2Edit", mode: 0, widgets: [W("instruction", ""), W("seed", 42), W("steps", 30)] },
+    { id: 9, type: "ReSpecHistoryAppend", mode: appendMode, widgets: [W("instruction", ""), W("meta", "{}")],
+      inputs: [{ name: "history", link: 13 }, { name: "instruction", link: linked ? 15 : null }] },
+  ];
+  if (extraAppend) nodes.push({ id: 19, type: "ReSpecHistoryAppend", mode: 0, widgets: [W("instruction", "")], inputs: [] });
+  const links = new Map([[13, { origin_id: 2, origin_slot: 0 }], [15, { origin_id: 3, origin_slot: 0 }]]);
+  return { nodes, links };
+}
+
+test("the request node is found by type: the text node feeding History Append's instruction", () => {
+  const { nodes, links } = graph();
+  assert.deepEqual(findRequestTarget(nodes, links), { ok: true, nodeId: 3, widget: "value", appendId: 9, storeId: 2 });
+  // Links given as LiteGraph's serialised arrays work the same.
+  const arr = { 15: [15, 3, 0, 9, 1, "STRING"], 13: [13, 2, 0, 9, 0, "RESPEC_HISTORY"] };
+  assert.equal(findRequestTarget(nodes, arr).nodeId, 3);
+});
+
+test("an unlinked instruction is History Append's own widget", () => {
+  const { nodes, links } = graph({ linked: false });
+  const t = findRequestTarget(nodes, links);
+  assert.equal(t.ok, true);
+  assert.equal(t.nodeId, 9);
+  assert.equal(t.widget, "instruction");
+});
+
+test("a graph with no (active) History Append says so clearly", () => {
+  for (const nodes of [[], graph({ appendMode: 4 }).nodes, graph({ appendMode: 2 }).nodes]) {
+    const t = findRequestTarget(nodes, new Map());
+    assert.equal(t.ok, false);
+    assert.match(t.message, /no History Append \(ReSpec\) node/);
+  }
+});
+
+test("a graph with several Appends (a benchmark) is refused with a reason", () => {
+  const { nodes, links } = graph({ extraAppend: true });
+  const t = findRequestTarget(nodes, links);
+  assert.equal(t.ok, false);
+  assert.match(t.message, /2 History Append/);
+});
+
+test("a request fed by a node without a text box is refused with its id and type", () => {
+  const { nodes, links } = graph();
+  nodes[1] = { id: 3, type: "ReSpecScenarioTurn", mode: 0, widgets: [W("turn", 1)] };
+  const t = findRequestTarget(nodes, links);
+  assert.equal(t.ok, false);
+  assert.match(t.message, /node 3 \(ReSpecScenarioTurn\)/);
+});
+
+test("graph edits: the request, the session, a rewind mode set back to new, seeds only when regenerating", () => {
+  const { nodes, links } = graph();
+  const target = findRequestTarget(nodes, links);
+  assert.deepEqual(graphEdits(nodes, target, "add a cat", "my-provenance-session"), [
+    { nodeId: 3, widget: "value", value: "add a cat" },
+    { nodeId: 2, widget: "mode", value: "new" },
+  ]);
+  assert.deepEqual(graphEdits(nodes, target, "add a cat", "other-b1", 7), [
+    { nodeId: 3, widget: "value", value: "add a cat" },
+    { nodeId: 2, widget: "session_id", value: "other-b1" },
+    { nodeId: 2, widget: "mode", value: "new" },
+    { nodeId: 7, widget: "seed", value: 7 },
+  ]);
+  nodes[0].widgets[0].value = "load";
+  assert.equal(graphEdits(nodes, target, "x", "bad id!").length, 1);   // an invalid id is never written
+});
+
+test("a new seed always differs from the previous one", () => {
+  assert.notEqual(nextSeed(0, 0), 0);
+  assert.equal(nextSeed(5, 0), 0);
+  assert.ok(nextSeed(1, 0.999999) < 4294967296);
+});
+
+test("Enter sends, Shift+Enter and IME composition type", () => {
+  assert.equal(keyAction({ key: "Enter" }), "send");
+  assert.equal(keyAction({ key: "Enter", shiftKey: true }), "newline");
+  assert.equal(keyAction({ key: "Enter", isComposing: true }), "type");
+  assert.equal(keyAction({ key: "a" }), "type");
+});
+
+test("empty and over-16-KiB requests are not sent", () => {
+  assert.match(requestProblem("  "), /Type a request/);
+  assert.equal(utf8Length("é"), 2);
+  assert.equal(utf8Length("😀"), 4);
+  assert.equal(requestProblem("é".repeat(8192)), "");
+  assert.match(requestProblem("é".repeat(8192) + "x"), /16385 bytes/);
+});
+
+function sent(extra = {}) {
+  return reduceComposer(initialComposer(), { type: "send", request: "add a cat", sessionId: "s", turn: 2, ...extra });
+}
+
+test("pending turn: queued, then running with step progress and the plan, then done by the history event", () => {
+  let c = sent();
+  assert.equal(c.phase, "queueing");
+  assert.equal(pendingCard(c).status, "sending…");
+  assert.equal(reduceComposer(c, { type: "send", request: "again" }), c);     // busy: a second send is ignored
+  c = reduceComposer(c, { type: "queued", promptId: "p1" });
+  c = reduceComposer(c, { type: "progress", data: { prompt_id: "other", value: 1, max: 2 } });
+  assert.equal(c.progress, null);                                               // another prompt's progress
+  c = reduceComposer(c, { type: "execution_start", data: { prompt_id: "p1" } });
+  c = reduceComposer(c, { type: "progress", data: { prompt_id: "p1", value: 3, max: 8, node: "7" } });
+  assert.equal(pendingCard(c).status, "running · step 3/8");
+  assert.equal(pendingCard(c).percent, 38);
+  c = reduceComposer(c, { type: "plan", data: { plan: { turn: 1, is_restoration: true } } });
+  assert.equal(c.plan, null);                                                    // a plan for another turn
+  c = reduceComposer(c, { type: "plan", data: { plan: { turn: 2, is_restoration: true, restoration_source_id: 0,
+    synthesis_instruction: "add a cat, keep the dog", vlm_called: false } } });
+  assert.deepEqual(pendingCard(c).plan, ["restoration (no VLM call)", "restore from I0", "→ add a cat, keep the dog"]);
+  assert.equal(isBusy(c), true);
+  assert.equal(pendingCard(c).cancel, true);
+  c = reduceComposer(c, { type: "history", data: { session_id: "s", action: "append", turns: [{}, {}, {}] } });
+  assert.equal(c.phase, "done");
+  assert.equal(pendingCard(c), null);
+});
+
+test("an error shows on the card and the composer can be used again", () => {
+  let c = reduceComposer(sent(), { type: "queued", promptId: "p1" });
+  c = reduceComposer(c, { type: "execution_error", data: { prompt_id: "p1", node_type: "ReSpecFlux2Loader",
+    exception_message: "no model file named x\n" } });
+  assert.equal(c.phase, "error");
+  assert.equal(pendingCard(c).error, "ReSpecFlux2Loader: no model file named x");
+  assert.equal(pendingCard(c).status, "failed: nothing was added");
+  assert.equal(isBusy(c), false);
+  assert.equal(reduceComposer(c, { type: "dismiss" }).phase, "idle");
+  // /prompt refusing the graph (validation errors) is an error too.
+  assert.equal(reduceComposer(sent(), { type: "refused", message: "missing model" }).error, "missing model");
+});
+
+test("Cancel: an interrupted prompt is reported as cancelled, other prompts' events are ignored", () => {
+  let c = reduceComposer(sent(), { type: "queued", promptId: "p1" });
+  assert.equal(reduceComposer(c, { type: "execution_interrupted", data: { prompt_id: "p2" } }), c);
+  c = reduceComposer(c, { type: "execution_interrupted", data: { prompt_id: "p1" } });
+  assert.equal(c.phase, "cancelled");
+  assert.match(pendingCard(c).error, /no turn was added/);
+});
+
+test("the composer's prompt is found in /queue or /history by its request", () => {
+  const q = [[4, "a", { 3: { inputs: { value: "add a cat" } } }], [6, "b", { 3: { inputs: { value: "add a cat" } } }],
+    [7, "c", { 3: { inputs: { value: "other" } } }]];
+  assert.equal(findQueuedPrompt(q, 3, "value", "add a cat"), "b");
+  assert.equal(findQueuedPrompt([{ prompt: q[0] }], 3, "value", "add a cat"), "a");
+  assert.equal(findQueuedPrompt(q, 3, "value", "nothing"), null);
+});
+
+const paths = { rewind: "/respec/sessions/s/rewind", branch: "/respec/sessions/s/branch" };
+
+test("card actions map to routes and prompts", () => {
+  assert.deepEqual(cardAction("undo", { sessionId: "s", count: 4, k: 1, paths }),
+    { route: paths.rewind, body: { turn: 1 }, queue: false, follow: false, confirm: true });
+  assert.equal(cardAction("undo", { sessionId: "s", count: 4, k: 3, paths }), null);   // the latest turn
+  assert.deepEqual(cardAction("branch", { sessionId: "s", count: 4, k: 2, paths }),
+    { route: paths.branch, body: { turn: 2 }, queue: false, follow: true, confirm: false });
+  assert.deepEqual(cardAction("regenerate", { sessionId: "s", count: 4, k: 3, instruction: "add a cat", paths }),
+    { route: paths.rewind, body: { turn: 2 }, queue: true, request: "add a cat", newSeed: true, follow: false, confirm: false });
+  assert.equal(cardAction("regenerate", { sessionId: "s", count: 4, k: 2, instruction: "x", paths }), null);
+  assert.equal(cardAction("regenerate", { sessionId: "s", count: 1, k: 0, instruction: "", paths }), null);
+  assert.equal(cardAction("undo", { sessionId: "../x", count: 4, k: 1, paths }), null);
+  assert.deepEqual(cardActions(0, 3), ["undo", "branch"]);
+  assert.deepEqual(cardActions(2, 3), ["branch", "regenerate"]);
+  assert.deepEqual(cardActions(0, 1), ["branch"]);
+});
+
+test("branch path and picker rows (first image, turn count)", () => {
+  assert.equal(branchPath("s", "/u/st"), "/respec/sessions/s/branch?store=%2Fu%2Fst");
+  assert.equal(branchPath("a/b"), null);
+  const rows = pickerRows([{ session_id: "s", turns: 3, store: "/u/st" }, { session_id: "s-b1", turns: 2, parent_id: "s" },
+    { session_id: "../x", turns: 9 }], 40);
+  assert.equal(rows.length, 2);
+  assert.equal(rows[0].label, "s · 2 turns");
+  assert.equal(rows[0].thumb, "/respec/sessions/s/turns/0/image?w=40&h=40&store=%2Fu%2Fst");
+  assert.equal(rows[1].label, "s-b1 · 1 turn (branch of s)");
+});
