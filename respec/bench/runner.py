@@ -335,9 +335,9 @@ def run_one(scenario: Scenario, config: BenchConfig, models: BenchModels, settin
 
 # ------------------------------------------------------------------------------ the whole run
 
-def _check_manifest(out_dir: Path, settings: BenchSettings, dataset: Dataset) -> None:
+def _check_manifest(out_dir: Path, settings: BenchSettings, dataset: Dataset, write: bool = True) -> None:
     check_run_identity(out_dir, settings.identity(dataset.name),
-                       {"dataset_path": dataset.path, "settings": asdict(settings)})
+                       {"dataset_path": dataset.path, "settings": asdict(settings)}, write=write)
 
 
 def select_scenarios(dataset: Dataset, settings: BenchSettings) -> list[Scenario]:
@@ -347,7 +347,9 @@ def select_scenarios(dataset: Dataset, settings: BenchSettings) -> list[Scenario
         wanted = set(settings.scenario_ids)
         unknown = wanted - {s.id for s in scenarios}
         if unknown:
-            raise InputError(f"{dataset.path}: no scenario with id {sorted(unknown)}")
+            raise InputError(f"{dataset.path}: no scenario with id {', '.join(sorted(unknown))} (its {len(scenarios)} "
+                             f"ids run from {scenarios[0].id} to {scenarios[-1].id}; `python -m respec validate` "
+                             f"summarises the file)" if scenarios else f"{dataset.path}: no scenarios")
         scenarios = [s for s in scenarios if s.id in wanted]
     if settings.limit is not None:
         if settings.limit < 1:
@@ -366,14 +368,26 @@ class RunPlan:
     summary: RunSummary
     todo: list[tuple[Scenario, list[str], list[str]]]   # scenario, its configs left, their keys
 
+    settings: BenchSettings | None = None
+    started: bool = False
+
     @property
     def keys(self) -> int:
         return sum(len(keys) for _, _, keys in self.todo)
 
+    def start(self) -> None:
+        """Record the run's settings in <out>/run.json, once, as the first row is about to be made
+        (a run that fails before that leaves the folder as it was)."""
+        if self.started or self.settings is None:
+            return
+        _check_manifest(self.out, self.settings, self.dataset)
+        self.started = True
 
-def prepare_run(settings: BenchSettings) -> RunPlan:
-    """Check the settings, open the output folder (refusing other settings' results) and list
-    the (scenario, configs) still to run: this job's shard, minus the keys already written."""
+
+def prepare_run(settings: BenchSettings, check_folder: bool = True) -> RunPlan:
+    """Check the settings and the output folder (refusing other settings' results; with
+    check_folder=False only the settings) and list the (scenario, configs) still to run: this job's
+    shard, minus the keys already written. Nothing is written: RunPlan.start() records the run."""
     dataset = load_dataset(settings.dataset)
     settings.configs = parse_configs(settings.configs)
     if settings.editor not in EDITORS:
@@ -381,13 +395,14 @@ def prepare_run(settings: BenchSettings) -> RunPlan:
     settings.masks = settings.masks_mode()
     shard = parse_shard(settings.shard)
     out_dir = Path(settings.out or default_out_dir(dataset.name, settings.smoke, settings.editor))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    _check_manifest(out_dir, settings, dataset)
+    scenarios = select_scenarios(dataset, settings)
+    if check_folder:
+        _check_manifest(out_dir, settings, dataset, write=False)
     results = ResultsFile(out_dir / "results.jsonl")
     summary = RunSummary(out=str(out_dir), results=str(results.path))
     done = results.done_keys()
     todo = []
-    for s in select_scenarios(dataset, settings):
+    for s in scenarios:
         if shard is not None and not shard.holds(dataset.name, s.id):
             continue
         left, keys = [], []
@@ -400,7 +415,7 @@ def prepare_run(settings: BenchSettings) -> RunPlan:
                 keys.append(key)
         if left:
             todo.append((s, left, keys))
-    return RunPlan(dataset, out_dir, results, ResultsFile(out_dir / "errors.jsonl"), summary, todo)
+    return RunPlan(dataset, out_dir, results, ResultsFile(out_dir / "errors.jsonl"), summary, todo, settings)
 
 
 def error_record(dataset: str, scenario_id: str, config: str, editor: str, exc: BaseException,
@@ -460,6 +475,7 @@ def run_benchmark(settings: BenchSettings, models: BenchModels | None = None,
         return summary
     if models is None:
         models = load_models(settings)
+    plan.start()
     comfy.clear_interrupt()
     try:
         with comfy.progress(plan.keys, desc="OCCUR bench") as bar:
@@ -483,6 +499,7 @@ def record_result(plan: RunPlan, key: str, result: dict, on_row: Callable[[dict]
     """Write one config's result where it belongs: a row to results.jsonl (unless its key is
     already there), an error record to errors.jsonl; and note it in the run's summary."""
     summary = plan.summary
+    plan.start()   # the Ray runner's first result (the in-process runner has started already)
     if result.get("status") == "error":
         summary.failed[key] = result["error"]
         plan.errors.append(result)
