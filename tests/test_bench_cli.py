@@ -215,3 +215,13 @@ def test_a_folder_with_other_settings_is_refused_in_plain_words(tmp_path):
     with pytest.raises(InputError) as e:
         check_run_identity(tmp_path, {"size": 512, "masks": "oracle"})
     assert "(size: 256 there, 512 now)" in str(e.value)
+
+
+def test_the_docs_name_the_report_folder_the_main_job_writes():
+    import re
+    from respec.bench.runner import default_out_dir
+    folder = default_out_dir("occur_sim", False, "sim")
+    named = f"<output>/bench/{folder.name}/report/"
+    assert named in (ROOT / "docs" / "sim.md").read_text()
+    # A hand-typed test count goes stale with the next test; install.md states none.
+    assert not re.search(r"\b\d{3,} tests\b", (ROOT / "docs" / "install.md").read_text())
