@@ -101,8 +101,9 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--allow-download", action="store_true", help="let missing weights download (off by default)")
     b.add_argument("--no-images", action="store_true", help="do not save the generated images")
     b.add_argument("--threads", type=int, default=None, metavar="N",
-                   help="CPU threads torch uses in this process (default: torch's, one per core); 1 is much faster "
-                        "on a small or busy machine (docs/benchmark.md)")
+                   help="CPU threads torch uses in this process (default on the CPU: one per core that other "
+                        "work leaves free when the run starts, at least 1; GPU runs: torch's default; the first "
+                        "line printed says which; docs/benchmark.md)")
     b.add_argument("--fresh", action="store_true",
                    help="start over: move the folder's earlier results aside (results.<time>.jsonl) instead of resuming")
     b.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -269,14 +270,133 @@ def set_threads(n: int | None) -> None:
     torch.set_num_threads(int(n))
 
 
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):   # not Linux
+        return os.cpu_count() or 1
+
+
+def _cpu_jiffies() -> tuple[int, int, int] | None:
+    """(all jiffies, idle + iowait jiffies, cpus) from Linux's /proc/stat; None elsewhere."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            lines = f.read().splitlines()
+        v = [int(x) for x in lines[0].split()[1:]]
+        cpus = sum(1 for line in lines[1:] if line.startswith("cpu"))
+        return sum(v), v[3] + (v[4] if len(v) > 4 else 0), max(1, cpus)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _busy_between(a, b) -> float | None:
+    if a is None or b is None or b[0] <= a[0]:
+        return None
+    return (1 - (b[1] - a[1]) / (b[0] - a[0])) * b[2]
+
+
+def _cpu_busy_now(seconds: float = 0.3) -> float | None:
+    """Cores busy right now (over `seconds`), None where unknown."""
+    a = _cpu_jiffies()
+    time.sleep(seconds)
+    return _busy_between(a, _cpu_jiffies())
+
+
+def busy_cores() -> float:
+    """How many cores other work keeps busy: the larger of the 1-minute load average (lags, but
+    smooths bursts) and the busy share of the last 0.3 s (catches what just started)."""
+    vals = []
+    try:
+        vals.append(os.getloadavg()[0])
+    except (AttributeError, OSError):
+        pass
+    now = _cpu_busy_now()
+    if now is not None:
+        vals.append(now)
+    return max(vals) if vals else 0.0
+
+
+def choose_threads(requested: int | None, cores: int | None = None, busy: float | None = None,
+                   gpu: bool | None = None, default: int | None = None) -> tuple[int | None, str]:
+    """The CPU threads torch uses in this process and what to say about them. --threads wins; a
+    GPU run keeps torch's default (the CPU only feeds the device); on the CPU, one thread per core
+    that other work leaves free (at least 1): torch's threads wait for each other at every
+    operation, so a thread on a core another process holds stalls all of them (docs/benchmark.md
+    has the measurements). Measure before torch runs anything: our own start-up is not load."""
+    if requested is not None:
+        if requested < 1:
+            raise InputError(f"--threads must be at least 1, got {requested}")
+        return requested, f"CPU threads: {requested} (--threads)"
+    cores = _usable_cores() if cores is None else cores
+    busy = busy_cores() if busy is None else busy
+    if gpu is None or default is None:
+        import torch
+        gpu = torch.cuda.is_available() if gpu is None else gpu
+        default = torch.get_num_threads() if default is None else default
+    if gpu:
+        return None, f"CPU threads: torch's default ({default}; a GPU run)"
+    n = max(1, min(cores, default, int(cores - busy + 0.5)))
+    return n, (f"CPU threads: {n} of {cores} cores ({busy:.1f} busy with other work when the run started; "
+               f"--threads N sets it)")
+
+
+class ThreadGovernor:
+    """Keeps torch's CPU threads at the cores other work leaves free while a run goes on (only when
+    --threads was not given, on the CPU): every few seconds the busy cores of the machine and the
+    load average, each minus this process's own CPU time, give the others' share (the larger). Threads go down as soon as the others take
+    a core, up only once they leave one clearly free (a hysteresis of 0.2 cores)."""
+
+    def __init__(self, n: int, cores: int, default: int, every: float = 2.0):
+        self.n, self.cores, self.default, self.every = n, cores, default, every
+        self.changes: list[tuple[float, int, float]] = []   # (seconds into the run, threads, others' cores)
+        self._t0 = time.monotonic()
+        self._mark = self._sample()
+
+    @staticmethod
+    def _sample():
+        return time.monotonic(), time.process_time(), _cpu_jiffies()
+
+    def check(self) -> int | None:
+        """Re-count (at most every `every` s); the new thread count when it changed, else None."""
+        now = self._sample()
+        wall = now[0] - self._mark[0]
+        if wall < self.every:
+            return None
+        busy = _busy_between(self._mark[2], now[2])
+        own = (now[1] - self._mark[1]) / wall
+        self._mark = now
+        # The busy share of /proc/stat misses contention from outside a container (seen only as a
+        # load, or as our own slowness); the load average, which includes our own threads, does not.
+        try:
+            load = os.getloadavg()[0] - own
+        except (AttributeError, OSError):
+            load = None
+        seen = [v - (own if v is busy else 0.0) for v in (busy, load) if v is not None]
+        if not seen:
+            return None
+        others = max(0.0, *seen)
+        want = max(1, min(self.cores, self.default, int(self.cores - others + 0.5)))
+        if want > self.n and int(self.cores - others + 0.3) < want:
+            return None   # not clearly free yet
+        if want == self.n:
+            return None
+        set_threads(want)
+        self.n = want
+        self.changes.append((round(now[0] - self._t0, 1), want, round(others, 1)))
+        return want
+
+
 def cmd_bench(a) -> int:
     from . import comfy
-    from .bench.runner import default_out_dir, run_benchmark
+    from .bench.runner import default_out_dir, prepare_run, run_benchmark, select_scenarios
     from .bench.scenario import load_dataset
-    if a.quiet:
+    bars = not a.quiet and sys.stderr.isatty() and os.environ.get("RESPEC_PROGRESS") != "0"
+    if not bars:
+        # A redirected stderr gets no bars (they are rewritten in place: kilobytes of \r lines in a
+        # log); the rows' own lines and a progress line every few rows say how far the run is.
         os.environ["RESPEC_PROGRESS"] = "0"
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")   # transformers' "Loading weights"
     settings = _settings(a)
-    set_threads(a.threads)
     if a.server:
         if settings.editor == "sim":
             print("error: the sim editor runs in-process only (it is not a ComfyUI node); drop --server",
@@ -287,13 +407,25 @@ def cmd_bench(a) -> int:
         print("error: --route chooses the workflow queued with --server; in-process runs use the pack's "
               "diffusers editors. Add --server URL, or drop --route.", file=sys.stderr)
         return 2
+    # Before torch does any work, so that our own start-up does not count as other work.
+    import torch
+    default = torch.get_num_threads()
+    threads, said = choose_threads(a.threads, default=default)
+    print(said, flush=True)
+    set_threads(threads)
+    governor = ThreadGovernor(threads, _usable_cores(), default) if a.threads is None and threads else None
     dataset = load_dataset(settings.dataset)
     out = Path(settings.out or default_out_dir(dataset.name, settings.smoke, settings.editor))
     settings.out = str(out)
+    # Every setting is checked before anything is printed about the run or written to its folder
+    # (run.json is written as the first row is about to be made).
+    plan = prepare_run(settings, check_folder=not a.fresh)
     if a.fresh:
         _fresh(out)
+    chosen = len(select_scenarios(dataset, settings))
+    count = f"{chosen} of {len(dataset)}" if chosen != len(dataset) else f"{len(dataset)}"
     sim = " (SIMULATED editor: a test instrument, docs/sim.md)" if settings.editor == "sim" else ""
-    print(f"OCCUR bench: {len(dataset)} scenarios in {dataset.path}; configs {', '.join(settings.configs)}; "
+    print(f"OCCUR bench: {count} scenarios in {dataset.path}; configs {', '.join(settings.configs)}; "
           f"editor {settings.editor}{sim}{' (smoke: tiny random-weight models)' if settings.smoke else ''}; "
           f"masks {settings.masks_mode()}; out {out}", flush=True)
 
@@ -309,11 +441,23 @@ def cmd_bench(a) -> int:
         run = lambda **kw: run_ray(settings, opts, **kw)  # noqa: E731
     else:
         run = lambda **kw: run_benchmark(settings, **kw)  # noqa: E731
+    total, started = plan.keys, time.perf_counter()
+    every = max(1, total // 10)
+
+    def on_row(row: dict, n=[0]) -> None:
+        print(f"  {row['scenario_id']} [{row['config']}] S_restore={_f(row.get('S_restore'))} "
+              f"S_preserve={_f(row.get('S_preserve'))} S_TC={_f(row.get('S_TC'))} "
+              f"VLM calls={row.get('vlm_calls')} {row['seconds']['total']:.1f}s", flush=True)
+        n[0] += 1
+        if governor is not None and governor.check() is not None:
+            t, k, others = governor.changes[-1]
+            print(f"  -- CPU threads now {k} (other work used {others} cores over the last seconds)", flush=True)
+        if not bars and (n[0] % every == 0 or n[0] == total):
+            took = time.perf_counter() - started
+            left = f", about {took / n[0] * (total - n[0]):.0f} s left" if n[0] < total else ""
+            print(f"  -- {n[0]} of {total} rows in {took:.0f} s{left}", flush=True)
     try:
-        summary = run(on_row=lambda row: print(
-            f"  {row['scenario_id']} [{row['config']}] S_restore={_f(row.get('S_restore'))} "
-            f"S_preserve={_f(row.get('S_preserve'))} S_TC={_f(row.get('S_TC'))} "
-            f"VLM calls={row.get('vlm_calls')} {row['seconds']['total']:.1f}s", flush=True))
+        summary = run(on_row=on_row)
     finally:
         signal.signal(signal.SIGINT, old)
     print(f"done {len(summary.done)}, already there {len(summary.skipped)}, failed {len(summary.failed)} "

@@ -91,3 +91,137 @@ def test_threads_sets_torchs_cpu_threads_for_the_run_and_refuses_zero(tmp_path, 
         assert "--threads must be at least 1" in capsys.readouterr().err
     finally:
         torch.set_num_threads(before)
+
+
+# ------------------------------------------------------------------ the first run (issue 21)
+
+def test_cpu_threads_are_the_cores_other_work_leaves_free_and_threads_or_a_gpu_override_that():
+    from respec.__main__ import choose_threads
+    assert choose_threads(None, cores=2, busy=0.1, gpu=False, default=2)[0] == 2      # idle: both cores
+    assert choose_threads(None, cores=2, busy=0.7, gpu=False, default=2)[0] == 1      # one core taken
+    assert choose_threads(None, cores=2, busy=6.5, gpu=False, default=2)[0] == 1      # never 0
+    assert choose_threads(None, cores=16, busy=0.0, gpu=False, default=8)[0] == 8     # not above torch's
+    n, said = choose_threads(3, cores=2, busy=9.0, gpu=False, default=2)
+    assert n == 3 and said == "CPU threads: 3 (--threads)"
+    n, said = choose_threads(None, cores=2, busy=9.0, gpu=True, default=2)
+    assert n is None and "GPU run" in said                                           # torch's default kept
+    n, said = choose_threads(None, cores=2, busy=1.3, gpu=False, default=2)
+    assert said == "CPU threads: 1 of 2 cores (1.3 busy with other work when the run started; --threads N sets it)"
+    with pytest.raises(Exception, match="at least 1"):
+        choose_threads(0, cores=2, busy=0.0, gpu=False, default=2)
+
+
+def test_the_thread_count_follows_the_other_work_during_a_run(monkeypatch):
+    import respec.__main__ as cli
+    clock = {"t": 0.0, "cpu": 0.0, "stat": (0, 0, 2), "load": 0.0}
+    set_to = []
+    monkeypatch.setattr(cli.time, "monotonic", lambda: clock["t"])
+    monkeypatch.setattr(cli.time, "process_time", lambda: clock["cpu"])
+    monkeypatch.setattr(cli, "_cpu_jiffies", lambda: clock["stat"])
+    monkeypatch.setattr(cli.os, "getloadavg", lambda: (clock["load"], 0.0, 0.0))
+    monkeypatch.setattr(cli, "set_threads", set_to.append)
+    gov = cli.ThreadGovernor(1, cores=2, default=2, every=2.0)
+
+    def seconds(n, own_cores, busy_cores, load):
+        total, idle, cpus = clock["stat"]
+        clock["t"] += n
+        clock["cpu"] += own_cores * n
+        clock["stat"] = (total + int(200 * n), idle + int(100 * n * (2 - busy_cores)), cpus)
+        clock["load"] = load
+        return gov.check()
+
+    assert seconds(1, 1.0, 1.0, 1.0) is None                 # too soon to re-count
+    assert seconds(2, 1.0, 1.0, 1.0) == 2                    # only our own thread ran: the other core is free
+    assert seconds(3, 2.0, 2.0, 3.1) == 1                    # the load says another process took a core
+    assert seconds(3, 1.0, 1.0, 1.8) is None                 # 0.8 cores of other work: not clearly free
+    assert seconds(3, 1.0, 1.0, 1.1) == 2
+    assert set_to == [2, 1, 2] and [c[1] for c in gov.changes] == [2, 1, 2]
+
+
+def _fake_venv(tmp_path: Path) -> Path:
+    """A venv folder scripts/setup.sh takes as installed, whose python prints its arguments."""
+    import hashlib
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    py = venv / "bin" / "python"
+    py.write_text("#!/bin/sh\necho \"ARGS: $*\"\n")
+    py.chmod(0o755)
+    want = b"".join((ROOT / f).read_bytes() for f in ("requirements.txt", "requirements-eval.txt",
+                                                      "requirements-test.txt", "scripts/setup.sh"))
+    (venv / ".respec-installed").write_text(hashlib.sha256(want).hexdigest()[:16] + "\n")
+    return venv
+
+
+@pytest.mark.parametrize("args, expect", [
+    ([], "-m respec bench --editor sim"),
+    (["--limit", "5"], "-m respec bench --editor sim --limit 5"),
+    (["--threads", "1", "--config", "baseline"], "-m respec bench --editor sim --threads 1 --config baseline"),
+    (["--editor", "flux2", "--limit", "2"], "-m respec bench --editor flux2 --limit 2"),
+    (["--editor=omnigen2"], "-m respec bench --editor=omnigen2"),
+    (["--smoke", "--limit", "2"], "-m respec bench --smoke --limit 2"),
+    (["--server", "http://h:8188"], "-m respec bench --server http://h:8188"),
+])
+def test_bench_sh_runs_the_sim_world_unless_an_editor_smoke_or_server_is_named(tmp_path, args, expect):
+    import shutil
+    if shutil.which("node") is None:
+        pytest.skip("scripts/setup.sh installs Node.js when it is missing")
+    env = {**os.environ, "RESPEC_VENV": str(_fake_venv(tmp_path)), "RESPEC_FLOOR": "0"}
+    out = subprocess.run(["bash", str(ROOT / "scripts" / "bench.sh"), *args], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == f"ARGS: {expect}"
+
+
+def test_a_bench_that_fails_on_its_settings_prints_no_run_and_leaves_no_folder(tmp_path, capsys):
+    from respec.__main__ import main
+    out = tmp_path / "run"
+    assert main(["bench", "--editor", "sim", "--scenario", "nosuch", "--out", str(out)]) == 2
+    said = capsys.readouterr()
+    assert "scenarios in" not in said.out
+    assert "no scenario with id nosuch (its 63 ids run from sim0000_" in said.err and "['" not in said.err
+    assert main(["bench", "--editor", "sim", "--limit", "0", "--out", str(out)]) == 2
+    assert "--limit must be at least 1, got 0" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_a_folder_whose_run_failed_before_the_first_row_takes_the_corrected_run(tmp_path, monkeypatch, capsys):
+    from respec.__main__ import main
+    from respec.bench import runner
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+
+    def no_weights(settings):
+        from respec.errors import MissingWeightsError
+        raise MissingWeightsError("a file", ["/nowhere"], "get it")
+    monkeypatch.setattr(runner, "load_models", no_weights)
+    monkeypatch.setenv("RESPEC_HOME", str(tmp_path / "home"))
+    assert main(["bench", "--editor", "sim", "--limit", "1", "--size", "64", "--out", str(out)]) == 2
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]          # as it was
+    monkeypatch.undo()
+    monkeypatch.setenv("RESPEC_HOME", str(tmp_path / "home"))
+    # Another size: accepted, since the folder holds no results of the failed run.
+    assert main(["bench", "--editor", "sim", "--limit", "1", "--size", "48", "--config", "baseline",
+                 "--no-images", "--out", str(out)]) == 0
+    assert json.loads((out / "run.json").read_text())["identity"]["size"] == 48
+    said = capsys.readouterr().out
+    assert said.startswith("CPU threads: ") and "1 of 63 scenarios" in said
+
+
+def test_a_folder_with_other_settings_is_refused_in_plain_words(tmp_path):
+    from respec.bench.results import check_run_identity
+    from respec.errors import InputError
+    check_run_identity(tmp_path, {"size": 256, "masks": "oracle"})
+    with pytest.raises(InputError) as e:
+        check_run_identity(tmp_path, {"size": 512, "masks": "oracle"})
+    assert "(size: 256 there, 512 now)" in str(e.value)
+
+
+def test_the_docs_name_the_report_folder_the_main_job_writes():
+    import re
+    from respec.bench.runner import default_out_dir
+    folder = default_out_dir("occur_sim", False, "sim")
+    named = f"<output>/bench/{folder.name}/report/"
+    assert named in (ROOT / "docs" / "sim.md").read_text()
+    # A hand-typed test count goes stale with the next test; install.md states none.
+    assert not re.search(r"\b\d{3,} tests\b", (ROOT / "docs" / "install.md").read_text())

@@ -281,3 +281,110 @@ def test_without_matplotlib_the_report_says_how_to_get_figure_7(tmp_path, monkey
     assert "pip install matplotlib" in md and "figure7_turns.csv" in md
     assert "figure7" not in paths and not (tmp_path / "figure7_turns.png").exists()
     assert (tmp_path / "figure7_turns.csv").is_file()
+
+
+# ------------------------------------------------------------------------------ what the numbers are (issue 21)
+
+def _parts(pr, pp, lp=0.5, cl=0.5):
+    part = lambda db: {"psnr_db": db, "psnr_norm": db / 50, "lpips": lp, "clip": cl}  # noqa: E731
+    return {"restore": part(pr), "preserve": part(pp)}
+
+
+def _plan_turn(t, fallbacks, vlm=True):
+    return {"t": t, "fallbacks": list(fallbacks), "plan": {"vlm_called": vlm}}
+
+
+FAILED = ["json_parse_failed", "identity_anchor_id_missing", "restoration_source_id_missing"]
+
+
+def test_with_random_lpips_and_clip_the_headline_scores_are_the_psnr_part_and_say_so():
+    tiny = "lpips+clip (tiny random weights: ...)"
+    rows = [_row("a", scorer=tiny, S_restore=0.9, S_preserve=0.9, S_TC=0.9, parts=_parts(15.0, 30.0)),
+            _row("b", scorer=tiny, S_restore=0.9, S_preserve=0.9, S_TC=0.9, parts=_parts(25.0, 30.0))]
+    t1 = _table(build_tables(rows), "table1_main")
+    assert t1.header[1:4] == ["S_restore†", "S_preserve†", "S_TC†"] and "PSNR part only" in t1.note
+    assert t1.md_rows[0][1:4] == ["0.400", "0.600", "0.500"]                 # 20 dB / 50, 30 dB / 50
+    assert t1.md_rows[0][5:7] == ["20.0", "30.0"]                           # PSNR in dB
+    real = [dict(r, scorer="lpips:alexnet-owt-7be5be79.pth+clip:x") for r in rows]
+    t1 = _table(build_tables(real), "table1_main")
+    assert t1.header[1] == "S_restore" and t1.md_rows[0][1:4] == ["0.900", "0.900", "0.900"]   # the full A.5 score
+
+
+def test_psnr_in_db_is_in_tables_2_and_4_to_7():
+    rows = [_row("a", config=c, parts=_parts(10.0 + 10 * i, 30.0), reference_correct=True, use_hrs=c != "baseline",
+                 controller="q") for i, c in enumerate(("baseline", "respec"))]
+    tables = {t.name: t for t in build_tables(rows)}
+    assert tables["table2_ablation"].md_rows[1][5:7] == ["20.0", "30.0"]
+    for name in ("table4_revelation_type", "table5_reference_distance", "table6_area_tertile"):
+        assert tables[name].md_rows[0][1].endswith("· 10.0 / 30.0 dB"), name
+    t7 = tables["table7_reference_accuracy"]
+    assert "PSNR_restore (dB)" in t7.header and t7.md_rows[0][t7.header.index("PSNR_restore (dB)")] == "20.0"
+
+
+def test_reference_accuracy_only_for_configs_whose_editor_gets_the_reference_with_the_c3_count():
+    rows = [_row("a", config="pti", use_hrs=False, reference_correct=True, controller="q", restoration_turn=2,
+                 turns=[_plan_turn(2, FAILED)]),
+            _row("a", config="hrs", use_hrs=True, reference_correct=True, controller="q", restoration_turn=2,
+                 turns=[_plan_turn(2, FAILED)]),
+            _row("b", config="hrs", use_hrs=True, reference_correct=False, controller="q", restoration_turn=2,
+                 turns=[_plan_turn(2, [])])]
+    t7 = _table(build_tables(rows), "table7_reference_accuracy")
+    assert [r[1] for r in t7.md_rows] == ["Flux.2 + HRS"]
+    assert t7.md_rows[0][2:4] == ["50.0%", "1 of 2"]
+
+
+def test_the_report_counts_parsed_plans_and_fallbacks_per_config_and_says_when_none_parsed(tmp_path):
+    from respec.bench.report import controller_answers
+    ok = [_row("a", config="respec", vlm_calls=2, turns=[_plan_turn(1, []), _plan_turn(2, ["restoration_region_empty"])]),
+          _row("a", config="respec-prov", vlm_calls=1, turns=[_plan_turn(1, ["json_parse_failed"]),
+                                                               _plan_turn(2, [], vlm=False)]),
+          _row("a", config="baseline", vlm_calls=0)]
+    stats, sentence = controller_answers(ok)
+    by = {s["config"]: s for s in stats}
+    assert (by["respec"]["plans"], by["respec"]["parsed"]) == (2, 1 + 1)
+    assert by["respec"]["fallbacks"] == {"restoration_region_empty": 1}
+    assert (by["respec-prov"]["vlm_calls"], by["respec-prov"]["plans"], by["respec-prov"]["parsed"]) == (1, 1, 0)
+    assert sentence == ""
+    bad = [_row("a", config="respec", vlm_calls=2, turns=[_plan_turn(1, ["json_parse_failed"]), _plan_turn(2, FAILED)])]
+    stats, sentence = controller_answers(bad)
+    assert "No controller answer parsed" in sentence and "C.3 fallback's fixed choice, I_0" in sentence
+    md = Path(write_report(bad, tmp_path)["report"]).read_text()
+    assert "No controller answer parsed** (2 of 2 plans fell back)" in md
+    assert "json_parse_failed 2, restoration_source_id_missing 1" in md
+
+
+def test_the_provenance_label_counts_its_vlm_calls_instead_of_promising_none():
+    from respec.bench.report import column_label
+    assert "VLM calls" not in column_label("sim", "respec-prov")
+    rows = [_row("a", config="respec-prov", vlm_calls=1), _row("b", config="respec-prov", vlm_calls=0)]
+    t2 = _table(build_tables(rows), "table2_ablation")
+    assert t2.md_rows[0][t2.header.index("VLM calls")] == "1"
+
+
+def test_figure_7_uses_the_tables_names_marks_equal_series_and_names_the_run(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+    from respec.bench import report
+    drawn = {}
+    real_savefig = Figure.savefig
+
+    def spy(fig, path, *a, **kw):
+        ax = fig.axes[0]
+        legend = ax.get_legend()
+        drawn.update(title=ax.get_title(), ylim=ax.get_ylim(), labels=[t.get_text() for t in legend.get_texts()],
+                     styles=[(ln.get_marker(), ln.get_linestyle()) for ln in ax.lines],
+                     outside=legend.get_bbox_to_anchor().x0 > ax.get_position().x1 * fig.bbox.width * 0.99)
+        return real_savefig(fig, path, *a, **kw)
+    monkeypatch.setattr(Figure, "savefig", spy)
+    configs = ["baseline", "hrs", "pti", "respec"]
+    rows = [_row(f"s{n}", config=c, editor="sim", num_turns=n, S_restore=0.70 + (0.1 if "r" in c[:2] else 0) + n / 1000)
+            for n in (2, 3) for c in configs]
+    report.plot_turns(rows, tmp_path / "f.png")
+    assert drawn["labels"] == ["Sim (simulated)", "Sim (simulated) + HRS", "Sim (simulated) + PTI  (= Sim (simulated))",
+                               "Sim (simulated) + PTI + HRS  (= Sim (simulated) + HRS)"]
+    assert len(set(drawn["styles"])) == 4                       # every series its own marker and dash
+    assert "sim run" in drawn["title"] and drawn["ylim"] == (0.0, 1.0) and not drawn["outside"]
+    smoke = [dict(r, smoke=True, editor="flux2") for r in rows]
+    more = smoke + [dict(r, config="respec+reveal", key=r["key"] + "x") for r in smoke[:2]]
+    report.plot_turns(more, tmp_path / "g.png")
+    assert "smoke run" in drawn["title"] and drawn["outside"]   # 5 series: the legend leaves the plot

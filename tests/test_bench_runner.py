@@ -319,9 +319,36 @@ def test_a_run_killed_mid_way_resumes_without_losing_or_duplicating_rows(tmp_pat
     assert "Report:" in done.stdout and (out / "report" / "report.md").is_file()
 
 
-def test_without_weights_a_real_run_stops_before_the_first_scenario_and_says_where_it_looked(tmp_path):
-    from respec.errors import ReSpecError
-    with pytest.raises(ReSpecError, match="(?s)Looked in:.*respec_metrics") as ei:
-        run_benchmark(BenchSettings(out=str(tmp_path), configs=["baseline"], limit=1))
-    assert "download" in str(ei.value).lower()
-    assert ResultsFile(tmp_path / "results.jsonl").rows() == []
+def test_without_weights_a_real_run_stops_before_the_first_scenario_and_says_where_it_looked(tmp_path, monkeypatch):
+    from respec.errors import MissingWeightsError
+    monkeypatch.setenv("RESPEC_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("RESPEC_MODELS_DIR", raising=False)
+    out = tmp_path / "out"
+    with pytest.raises(MissingWeightsError) as ei:
+        run_benchmark(BenchSettings(out=str(out), configs=["baseline"], limit=1))
+    msg = str(ei.value)
+    # Every missing file at once, in pipeline order; the baseline has no controller.
+    stages = [line.split(":")[0].split(". ")[1] for line in msg.splitlines() if line[:5].strip().rstrip(".").isdigit()]
+    assert stages == ["editor", "masks", "masks", "masks", "scores"]
+    assert "FLUX.2-klein-base-9B" in msg and "yolov8l-worldv2.pt" in msg and "alexnet-owt-7be5be79.pth" in msg
+    # A CLI run is told its own folder and variable, not ComfyUI's.
+    models_dir = str(tmp_path / "home" / "models")
+    assert f"into {models_dir}/respec_metrics/" in msg and "RESPEC_MODELS_DIR" in msg and "ComfyUI/models" not in msg
+    assert not out.exists()
+
+
+def test_the_missing_files_list_starts_with_the_controller_and_fits_comfyui_there(tmp_path, monkeypatch):
+    monkeypatch.setenv("RESPEC_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("RESPEC_MODELS_DIR", raising=False)
+    settings = BenchSettings(out=str(tmp_path), configs=["baseline", "respec"], editor="omnigen2")
+    found = runner.missing_model_files(settings)
+    assert [stage for stage, _ in found] == ["controller", "editor", "masks", "masks", "masks", "scores"]
+    assert found[0][1].what.startswith("Qwen/Qwen3-VL-8B-Instruct") and "OmniGen2" in found[1][1].what
+    monkeypatch.setattr(comfy, "in_comfyui", lambda: True)
+    with pytest.raises(runner.MissingModelFiles) as ei:
+        runner.check_model_files(settings)
+    assert "ComfyUI's models folder" in str(ei.value) and "ComfyUI/models/ultralytics/" in str(ei.value)
+    # The sim world needs no file (its scorer falls back to the tiny one); smoke runs neither.
+    assert runner.missing_model_files(BenchSettings(editor="sim", configs=["respec"])) == []
+    assert runner.missing_model_files(BenchSettings(smoke=True, configs=["respec"])) == []
+    assert runner.missing_model_files(BenchSettings(configs=["respec"], editor_options={"allow_download": True})) == []

@@ -34,7 +34,7 @@ CONFIG_ORDER = ("baseline", "hrs", "pti", "respec", "hrs+reveal", "pti+reveal", 
 CONFIG_SUFFIX = {"baseline": "", "hrs": " + HRS", "pti": " + PTI", "respec": " + PTI + HRS",
                  "hrs+reveal": " + HRS + reveal", "pti+reveal": " + PTI + reveal",
                  "respec+reveal": " + PTI + HRS + reveal",
-                 "respec-prov": " + ReSpec-prov (0 VLM calls)", "respec-prov+reveal": " + ReSpec-prov + reveal",
+                 "respec-prov": " + ReSpec-prov", "respec-prov+reveal": " + ReSpec-prov + reveal",
                  "respec-hybrid": " + ReSpec-hybrid", "respec-hybrid+reveal": " + ReSpec-hybrid + reveal"}
 # Table 1's rows: the paper's two, and the provenance method beside them (beyond the paper).
 MAIN_CONFIGS = ("baseline", "respec", "respec-prov", "respec-prov+reveal")
@@ -106,6 +106,89 @@ def ok_rows(rows: list[dict]) -> list[dict]:
         key = r.get("key") or "|".join(str(r.get(k)) for k in ("dataset", "scenario_id", "config", "editor"))
         latest[key] = r
     return list(latest.values())
+
+
+def calibrated_only(row: dict) -> bool:
+    """Whether the row's LPIPS and CLIP had random weights (the tiny scorer: a smoke run, or the sim
+    world without their files), so that only its PSNR part measures anything."""
+    scorer = str(row.get("scorer") or "").lower()
+    return "tiny" in scorer or "random" in scorer
+
+
+def _part(row: dict, region: str, key: str) -> float:
+    return _num(((row.get("parts") or {}).get(region) or {}).get(key))
+
+
+def headline_rows(rows: list[dict]) -> list[dict]:
+    """The rows as the tables average them: where LPIPS and CLIP had random weights, S_restore,
+    S_preserve and S_TC are rebuilt from the calibrated part alone (PSNR_norm; S_TC their mean) and
+    the row is marked `scores: "psnr"`; rows with real weights keep the full A.5 scores."""
+    out = []
+    for r in rows:
+        if calibrated_only(r):
+            sr, sp = _part(r, "restore", "psnr_norm"), _part(r, "preserve", "psnr_norm")
+            r = {**r, "S_restore": sr, "S_preserve": sp, "S_TC": (sr + sp) / 2, "scores": "psnr",
+                 "S_restore_a5": r.get("S_restore"), "S_preserve_a5": r.get("S_preserve"), "S_TC_a5": r.get("S_TC")}
+        out.append(r)
+    return out
+
+
+PSNR_ONLY = ("**Scores marked † are the PSNR part of the A.5 score only** (PSNR_norm = PSNR / 50 dB; S_TC† "
+             "= their mean): this run's LPIPS and CLIP have random weights, so their parts measure nothing and "
+             "are left out. With their weight files the tables show the full A.5 score (PSNR, LPIPS, CLIP).")
+PSNR_ONLY_NOTE = "†: PSNR part only (LPIPS and CLIP have random weights here; see the top of the report)."
+
+
+def _score_name(k: str, psnr_only: bool) -> str:
+    return f"{k}†" if psnr_only and k in TC_SCORES else k
+
+
+PARSE_FAILED = ("json_parse_failed", "result_not_a_dict")
+
+
+def controller_answers(rows: list[dict]) -> tuple[list[dict], str]:
+    """Per config: the plans the VLM wrote, how many parsed, and which C.2 / C.3 fallbacks fired
+    (counted over plans); and a sentence when no answer parsed at all ("" otherwise)."""
+    from collections import Counter
+    per: "OrderedDict[str, dict]" = OrderedDict()
+    order = list(CONFIG_ORDER) + sorted({r.get("config", "?") for r in rows} - set(CONFIG_ORDER))
+    for c in order:
+        sub = [r for r in rows if r.get("config") == c]
+        if not sub:
+            continue
+        plans = [t for r in sub for t in (r.get("turns") or []) if (t.get("plan") or {}).get("vlm_called")]
+        fired = Counter(f for t in plans for f in (t.get("fallbacks") or []))
+        parsed = sum(1 for t in plans if not set(t.get("fallbacks") or []) & set(PARSE_FAILED))
+        per[c] = {"config": c, "rows": len(sub), "vlm_calls": sum(int(_num(r.get("vlm_calls")) or 0)
+                                                                  if math.isfinite(_num(r.get("vlm_calls"))) else 0
+                                                                  for r in sub),
+                  "plans": len(plans), "parsed": parsed, "fallbacks": dict(sorted(fired.items()))}
+    total = sum(v["plans"] for v in per.values())
+    sentence = ""
+    if total and not any(v["parsed"] for v in per.values()):
+        sentence = (f"**No controller answer parsed** ({total} of {total} plans fell back): by C.2 the raw text "
+                    "became the instruction, by C.3 the restoration source is 0 and the anchor t−1. Reference "
+                    "accuracy here is the C.3 fallback's fixed choice, I_0: it is the share of scenarios whose "
+                    "I_ref is I_0, not a measure of the controller.")
+    return list(per.values()), sentence
+
+
+def _answers_markdown(rows: list[dict]) -> list[str]:
+    stats, sentence = controller_answers(rows)
+    if not any(v["vlm_calls"] or v["plans"] for v in stats):
+        return []
+    out = ["### Controller answers", "",
+           "| Config | VLM calls | Plans the VLM wrote | Parsed | Fallbacks fired (plans) |", "|---|---|---|---|---|"]
+    for v in stats:
+        fb = ", ".join(f"{k} {n}" for k, n in v["fallbacks"].items()) or "none"
+        out.append(f"| {CONFIG_SUFFIX.get(v['config'], v['config']).strip(' +') or 'baseline'} | {v['vlm_calls']} | "
+                   f"{v['plans']} | {v['parsed']} | {fb} |")
+    out += ["", "C.2 (json_parse_failed, result_not_a_dict, synthesis_instruction_missing) and C.3 (identity_anchor_id_"
+            "missing -> t−1, restoration_source_id_missing -> 0, restoration_region_empty, image_ids_missing -> "
+            "[source, anchor]) are appendix C's fallback rules; VLM calls are counted from the rows."]
+    if sentence:
+        out += ["", sentence]
+    return out + [""]
 
 
 # ------------------------------------------------------------------------------ grouping
@@ -184,9 +267,19 @@ class Table:
                             (round(v, 6) if isinstance(v, float) else v) for v in r])
 
 
+def _psnr_db(rows: list[dict], region: str) -> Stat:
+    return stat(_part(r, region, "psnr_db") for r in rows)
+
+
+def _db(st: Stat) -> str:
+    return f"{st.mean:.1f}" if st.n else "—"
+
+
 def _score_table(name: str, title: str, rows: list[dict], cols: list[tuple[str, str]], main: bool,
                  note: str) -> Table:
-    header = ["Editor"] + list(SCORES) + ["N", "NaN left out"]
+    psnr_only = any(r.get("scores") == "psnr" for r in rows)
+    header = (["Editor"] + [_score_name(k, psnr_only) for k in SCORES]
+              + ["PSNR_restore (dB)", "PSNR_preserve (dB)", "VLM calls", "N", "NaN left out"])
     md, csv_rows = [], []
     for e, c in cols:
         sub = [r for r in rows if r.get("editor") == e and r.get("config") == c]
@@ -202,16 +295,22 @@ def _score_table(name: str, title: str, rows: list[dict], cols: list[tuple[str, 
         notes += [f"S_IF: {stats['S_IF'].nan}"] if stats["S_IF"].nan else []
         nan_note = ", ".join(notes) or "0"
         label = column_label(e, c, main)
-        md.append([label] + [stats[k].cell() for k in SCORES] + [str(len(sub)), nan_note])
+        pr, pp = _psnr_db(complete, "restore"), _psnr_db(complete, "preserve")
+        calls = sum(int(_num(r.get("vlm_calls"))) for r in sub if math.isfinite(_num(r.get("vlm_calls"))))
+        md.append([label] + [stats[k].cell() for k in SCORES] + [_db(pr), _db(pp), str(calls), str(len(sub)),
+                                                                 nan_note])
         csv_rows.append([label, e, c] + [x for k in SCORES for x in (stats[k].mean, stats[k].n, stats[k].nan)]
-                        + [len(sub)])
-    csv_header = ["editor_label", "editor", "config"] + [f"{k}{s}" for k in SCORES for s in ("", "_n", "_nan")] + ["rows"]
+                        + [len(sub), pr.mean, pp.mean, calls, "psnr" if psnr_only else "a5"])
+    csv_header = (["editor_label", "editor", "config"] + [f"{k}{s}" for k in SCORES for s in ("", "_n", "_nan")]
+                  + ["rows", "psnr_restore_db", "psnr_preserve_db", "vlm_calls", "scores"])
+    if psnr_only:
+        note = f"{note} {PSNR_ONLY_NOTE}".strip()
     return Table(name, title, header, md, csv_header, csv_rows, note)
 
 
 def _grouped_table(name: str, title: str, rows: list[dict], cols: list[tuple[str, str]],
                    groups: list[tuple[str, Callable[[dict], bool]]], metric: str, note: str,
-                   gains: bool = False) -> Table:
+                   gains: bool = False, psnr: bool = False) -> Table:
     labels = [column_label(e, c) for e, c in cols]
     gain_pairs = []
     if gains:
@@ -227,24 +326,37 @@ def _grouped_table(name: str, title: str, rows: list[dict], cols: list[tuple[str
             continue
         stats = [stat(r.get(metric) for r in in_group if r.get("editor") == e and r.get("config") == c)
                  for e, c in cols]
+        dbs = [(_psnr_db([r for r in in_group if r.get("editor") == e and r.get("config") == c], "restore"),
+                _psnr_db([r for r in in_group if r.get("editor") == e and r.get("config") == c], "preserve"))
+               for e, c in cols] if psnr else []
         nan_total += sum(s.nan for s in stats)
         gain_vals = []
         for e in gain_pairs:
             b = stats[cols.index((e, "baseline"))]
             p = stats[cols.index((e, "respec"))]
             gain_vals.append(p.mean - b.mean if b.n and p.n else math.nan)
-        md.append([gname] + [s.cell(with_n=True) for s in stats]
-                  + [(f"{g:+.3f}" if math.isfinite(g) else "—") for g in gain_vals])
-        csv_rows.append([gname] + [x for s in stats for x in (s.mean, s.n, s.nan)] + gain_vals)
+        cells = [s.cell(with_n=True) for s in stats]
+        if psnr:
+            cells = [f"{c} · {_db(a)} / {_db(b)} dB" if a.n or b.n else c for c, (a, b) in zip(cells, dbs)]
+        md.append([gname] + cells + [(f"{g:+.3f}" if math.isfinite(g) else "—") for g in gain_vals])
+        csv_rows.append([gname] + [x for s in stats for x in (s.mean, s.n, s.nan)] + gain_vals
+                        + [x for a, b in dbs for x in (a.mean, b.mean)])
     csv_header = ["group"] + [f"{lab}{s}" for lab in labels for s in ("", " n", " nan")] + \
-                 [f"gain {editor_label(e)}" for e in gain_pairs]
-    full_note = note + f" Cells: mean {metric} (values used). NaN values left out: {nan_total}."
+                 [f"gain {editor_label(e)}" for e in gain_pairs] + \
+                 ([f"{lab} psnr_{k}_db" for lab in labels for k in ("restore", "preserve")] if psnr else [])
+    psnr_only = any(r.get("scores") == "psnr" for r in rows)
+    shown = _score_name(metric, psnr_only)
+    full_note = note + f" Cells: mean {shown} (values used)" + (
+        "; then the mean restoration / preservation PSNR in dB" if psnr else "") + f". NaN values left out: {nan_total}."
+    if psnr_only and metric in TC_SCORES:
+        full_note += " " + PSNR_ONLY_NOTE
     return Table(name, title, header, md, csv_header, csv_rows, full_note.strip())
 
 
 def build_tables(all_rows: list[dict]) -> list[Table]:
-    """Every table of the report from results rows (status ok, one per key)."""
-    rows = ok_rows(all_rows)
+    """Every table of the report from results rows (status ok, one per key; scores as headline_rows
+    gives them)."""
+    rows = headline_rows(ok_rows(all_rows))
     cols = _columns(rows)
     tables = [
         _score_table("table1_main", "Table 1: main results (without vs with ReSpec)", rows,
@@ -259,13 +371,14 @@ def build_tables(all_rows: list[dict]) -> list[Table]:
     extra = sorted({r.get("revelation_type") for r in rows} - set(REVELATION_LABELS) - {None})
     types += [(t, (lambda r, t=t: r.get("revelation_type") == t)) for t in extra]
     tables.append(_grouped_table("table4_revelation_type", "Table 4: temporal consistency by revelation type",
-                                 rows, cols, types, "S_TC", ""))
+                                 rows, cols, types, "S_TC", "", psnr=True))
     dists = sorted({int(_num(r.get("reference_distance"))) for r in rows
                     if math.isfinite(_num(r.get("reference_distance")))})
     tables.append(_grouped_table("table5_reference_distance", "Table 5: temporal consistency by reference distance",
                                  rows, cols,
                                  [(f"Δ = {d}", (lambda r, d=d: _num(r.get("reference_distance")) == d)) for d in dists],
-                                 "S_TC", "Δ = turns between the ground-truth reference I_ref and the revelation turn."))
+                                 "S_TC", "Δ = turns between the ground-truth reference I_ref and the revelation turn.",
+                                 psnr=True))
     bins, cuts = area_tertiles(rows)
     unbinned = sum(1 for r in rows if _scenario_key(r) not in bins)
     cut_note = (f"Area bins are tertiles of the restoration-area ratio (|R_restore| / image area) over scenarios; "
@@ -275,7 +388,7 @@ def build_tables(all_rows: list[dict]) -> list[Table]:
     tables.append(_grouped_table("table6_area_tertile", "Table 6: temporal consistency by restoration area size",
                                  rows, cols,
                                  [(b, (lambda r, b=b: bins.get(_scenario_key(r)) == b)) for b in TERTILES],
-                                 "S_TC", cut_note, gains=True))
+                                 "S_TC", cut_note, gains=True, psnr=True))
     tables.append(_reference_table(rows))
     tables.append(_right_wrong_table(rows, cols))
     tables.append(_turns_table(rows, cols))
@@ -301,23 +414,51 @@ def _right_wrong_table(rows: list[dict], cols: list[tuple[str, str]]) -> Table:
 
 
 def _reference_table(rows: list[dict]) -> Table:
-    """Table 7: how often plan.restoration_source_id equals the ground-truth I_ref."""
-    judged = [r for r in rows if r.get("reference_correct") is not None]
+    """Table 7: how often plan.restoration_source_id equals the ground-truth I_ref, for the configs
+    whose editor receives that reference (+ HRS); how many of those references were C.3's fallback."""
+    judged = [r for r in rows if r.get("reference_correct") is not None and _gets_reference(r)]
     groups = list(OrderedDict.fromkeys((r.get("controller", "?"), r.get("editor"), r.get("config")) for r in judged))
-    header = ["Analyzer", "Editor", "Ref. Acc.", "S_restore", "S_preserve", "S_TC", "N"]
+    psnr_only = any(r.get("scores") == "psnr" for r in rows)
+    header = (["Analyzer", "Editor", "Ref. Acc.", "C.3 fallback"] + [_score_name(k, psnr_only) for k in TC_SCORES]
+              + ["PSNR_restore (dB)", "PSNR_preserve (dB)", "N"])
     md, csv_rows = [], []
     for ctrl, e, c in groups:
         sub = [r for r in judged if (r.get("controller", "?"), r.get("editor"), r.get("config")) == (ctrl, e, c)]
         acc = reference_accuracy(r.get("reference_correct") for r in sub)["accuracy"]
-        st = {k: stat(r.get(k) for r in sub) for k in ("S_restore", "S_preserve", "S_TC")}
-        md.append([ctrl, column_label(e, c), f"{100 * acc:.1f}%"] + [st[k].cell() for k in st] + [str(len(sub))])
-        csv_rows.append([ctrl, e, c, acc] + [st[k].mean for k in st] + [len(sub)])
+        st = {k: stat(r.get(k) for r in sub) for k in TC_SCORES}
+        fell = sum(1 for r in sub if "restoration_source_id_missing" in _restoration_fallbacks(r))
+        pr, pp = _psnr_db(sub, "restore"), _psnr_db(sub, "preserve")
+        md.append([ctrl, column_label(e, c), f"{100 * acc:.1f}%", f"{fell} of {len(sub)}"]
+                  + [st[k].cell() for k in st] + [_db(pr), _db(pp), str(len(sub))])
+        csv_rows.append([ctrl, e, c, acc, fell] + [st[k].mean for k in st] + [pr.mean, pp.mean, len(sub)])
+    note = ("Ref. Acc.: fraction of scenarios whose restoration-turn plan named the ground-truth reference "
+            "(restoration_source_id == reference_turn), for the configs whose editor receives that reference "
+            "(+ HRS); the baseline and + PTI alone never give it to the editor and have no entry. C.3 fallback: "
+            "plans whose restoration_source_id was missing, so C.3 set it to 0 (I_0); where that is every plan, "
+            "Ref. Acc. is the share of scenarios whose I_ref is I_0.")
+    if psnr_only:
+        note += " " + PSNR_ONLY_NOTE
     return Table("table7_reference_accuracy", "Table 7: historical reference selection quality", header, md,
-                 ["controller", "editor", "config", "reference_accuracy", "S_restore", "S_preserve", "S_TC", "N"],
-                 csv_rows,
-                 "Ref. Acc.: fraction of scenarios whose restoration-turn plan named the ground-truth reference "
-                 "(restoration_source_id == reference_turn). Configs without a controller call on the revelation "
-                 "turn (baseline) have no entry.")
+                 ["controller", "editor", "config", "reference_accuracy", "c3_source_fallback", "S_restore",
+                  "S_preserve", "S_TC", "psnr_restore_db", "psnr_preserve_db", "N"],
+                 csv_rows, note)
+
+
+def _gets_reference(row: dict) -> bool:
+    """Whether the row's config gives the editor the chosen historical reference (HRS)."""
+    from .configs import CONFIGS
+    if row.get("use_hrs") is not None:
+        return bool(row["use_hrs"])
+    cfg = CONFIGS.get(str(row.get("config")))
+    return bool(cfg and cfg.use_hrs)
+
+
+def _restoration_fallbacks(row: dict) -> list[str]:
+    turn = _num(row.get("restoration_turn"))
+    for t in row.get("turns") or []:
+        if math.isfinite(turn) and t.get("t") == int(turn):
+            return list(t.get("fallbacks") or [])
+    return []
 
 
 def _turns_table(rows: list[dict], cols: list[tuple[str, str]]) -> Table:
@@ -340,10 +481,9 @@ def plot_turns(rows: list[dict], path: Path) -> Path:
     matplotlib.use("Agg", force=False)
     from matplotlib.figure import Figure
 
-    rows = ok_rows(rows)
-    fig = Figure(figsize=(5.5, 3.8), dpi=120)
-    ax = fig.add_subplot(1, 1, 1)
+    rows = headline_rows(ok_rows(rows))
     turns = sorted({int(_num(r.get("num_turns"))) for r in rows if math.isfinite(_num(r.get("num_turns")))})
+    series = []
     for e, c in _columns(rows):
         xs, ys = [], []
         for n in turns:
@@ -353,20 +493,49 @@ def plot_turns(rows: list[dict], path: Path) -> Path:
                 xs.append(n)
                 ys.append(s.mean)
         if xs:
-            ax.plot(xs, ys, marker="o", label=column_label(e, c, main=True))
+            series.append((column_label(e, c), xs, ys))   # the tables' names (table 2's)
+    outside = len(series) > 4
+    fig = Figure(figsize=(8.2 if outside else 5.5, 3.8), dpi=120)
+    ax = fig.add_subplot(1, 1, 1)
+    markers, styles = "osD^vP*Xh<>", ("-", "--", ":", "-.")
+    for i, (label, xs, ys) in enumerate(series):
+        # A series equal to an earlier one (to 3 decimals, as the tables print) is drawn over it with
+        # another marker and dash and says which it equals, so no line hides behind another unsaid.
+        same = next((lab for lab, x2, y2 in series[:i] if x2 == xs and [round(v, 3) for v in y2] ==
+                     [round(v, 3) for v in ys]), None)
+        ax.plot(xs, ys, marker=markers[i % len(markers)], linestyle=styles[i % len(styles)],
+                markersize=7 - 1.2 * min(i, 3), linewidth=1.6, alpha=0.9,
+                label=label + (f"  (= {same})" if same else ""))
+    psnr_only = any(r.get("scores") == "psnr" for r in rows)
     ax.set_xlabel("Number of turns")
-    ax.set_ylabel("S_restore")
-    ax.set_title("Restoration consistency by trajectory length")
+    ax.set_ylabel("S_restore† (PSNR part only)" if psnr_only else "S_restore")
+    ax.set_title(f"Restoration consistency by trajectory length\n{run_kind(rows)}", fontsize=10)
+    # Scores lie in [0, 1]: the whole range, so that differences of a few thousandths stay flat.
+    ax.set_ylim(0.0, 1.0)
     if turns:
         ax.set_xticks(turns)
     ax.grid(True, alpha=0.3)
     if ax.lines:
-        ax.legend(fontsize=8)
+        if outside:
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+        else:
+            ax.legend(fontsize=8, loc="best")
     else:
         ax.text(0.5, 0.5, "no finite S_restore values", ha="center", va="center", transform=ax.transAxes)
     fig.tight_layout()
     fig.savefig(str(path))
     return path
+
+
+def run_kind(rows: list[dict]) -> str:
+    """'sim run', 'smoke run (tiny random models)', 'real run', or a mix of them, from the rows."""
+    kinds = []
+    for r in rows:
+        k = ("smoke run (tiny random models)" if r.get("smoke") else "sim run (simulated editor)"
+             if r.get("editor") == "sim" else "real run")
+        if k not in kinds:
+            kinds.append(k)
+    return " + ".join(kinds) or "no rows"
 
 
 SCENARIO_COLUMNS = ["scenario_id", "dataset", "template", "stages", "num_turns", "revelation_type",
@@ -469,6 +638,9 @@ def write_report(results: str | Path | list[dict], out_dir: str | Path) -> dict:
         md += ["> **Smoke run**: tiny random-weight models. The numbers check the pipeline, they mean nothing "
                "about image quality.", ""]
     md += run_conditions(good)
+    if any(calibrated_only(r) for r in good):
+        md += ["> " + PSNR_ONLY, ""]
+    md += _answers_markdown(good)
     md += [t.markdown() for t in tables]
     md += figure + [
            "### Per-scenario rows", "", f"See `scenarios.csv` ({len(srows)} rows: scores, their parts, S_IF, "

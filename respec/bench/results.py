@@ -187,10 +187,11 @@ def open_results(path: str | Path) -> ResultsFile:
         return rf
 
 
-def check_run_identity(out_dir: str | Path, identity: dict, record: dict | None = None) -> None:
+def check_run_identity(out_dir: str | Path, identity: dict, record: dict | None = None, *,
+                       write: bool = True) -> None:
     """Refuse to add rows to `out_dir` when its run.json records other values for the settings in
-    `identity` (the ones that change the numbers), then record them there (merged with the ones
-    another kind of run recorded) with `record` beside them."""
+    `identity` (the ones that change the numbers), then (unless write=False: only the check)
+    record them there (merged with the ones another kind of run recorded) with `record` beside them."""
     path = Path(out_dir) / "run.json"
     old: dict = {}
     if path.exists():
@@ -200,10 +201,24 @@ def check_run_identity(out_dir: str | Path, identity: dict, record: dict | None 
             old = {}
     diff = {k: (old.get(k), v) for k, v in identity.items() if k in old and old.get(k) != v}
     if diff:
-        lines = "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in diff.items())
+        lines = "; ".join(f"{k}: {_plain(a)} there, {_plain(b)} now" for k, (a, b) in diff.items())
         raise InputError(f"{out_dir} holds results made with other settings ({lines}); resuming would mix "
                          f"incomparable rows. Use another --out folder (or the same settings).")
+    if not write:
+        return
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".run.{os.getpid()}.json.tmp")
     tmp.write_text(json.dumps({**(record or {}), "identity": {**old, **identity}}, indent=2, default=str),
                    encoding="utf-8")
     os.replace(tmp, path)
+
+
+def _plain(v) -> str:
+    """A setting as a person writes it: 512, flux2, none, a, b (not 'flux2' or ['a', 'b'])."""
+    if v is None:
+        return "none"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(map(_plain, v)) or "none"
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={_plain(x)}" for k, x in v.items()) or "none"
+    return str(v)

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import comfy
-from ..errors import InputError, Interrupted
+from ..errors import DownloadNotAllowedError, InputError, Interrupted, MissingWeightsError
 from ..history import History
 from ..models import TINY
 from ..turn import TimingHook, run_turn, stage_timer
@@ -133,11 +133,129 @@ class RunSummary:
 
 # ------------------------------------------------------------------------------ models
 
+def _stage_checks(settings: BenchSettings) -> list[tuple[str, Callable[[], Any]]]:
+    """(stage, a function that finds that stage's files without loading them) in pipeline order:
+    controller, editor, masks, scores. Stages that need no file here (the sim world's parts, the
+    tiny models of a smoke run, a remote controller) have none."""
+    from .. import models as mdl
+    checks: list[tuple[str, Callable[[], Any]]] = []
+    if settings.smoke:
+        return checks
+    sim = settings.editor == "sim"
+    wants_vlm = any(CONFIGS[c].needs_vlm for c in settings.configs if c in CONFIGS) or (
+        settings.judge and not settings.judge_controller)
+    if wants_vlm and settings.controller != "openai" and (settings.controller_model or not sim):
+        from ..controller import DEFAULT_MODELS
+        from ..controller.backends.transformers_vlm import resolve_model_dir
+        model = settings.controller_model or DEFAULT_MODELS.get(settings.controller, "")
+        checks.append(("controller", lambda: resolve_model_dir(settings.controller, model, allow_download=False)))
+    if settings.editor == "flux2":
+        from ..editors import flux2
+        checks.append(("editor", lambda: _flux2_files(flux2, settings.editor_model or flux2.DEFAULT_SOURCE)))
+    elif settings.editor == "omnigen2":
+        from ..editors import omnigen2
+        checks.append(("editor", lambda: mdl.resolve_hf(settings.editor_model or omnigen2.DEFAULT_SOURCE, "diffusers",
+                                                       False, omnigen2.HOW_TO_GET)))
+    from .. import masks as mk
+    from .. import metric_models as mm
+    o = settings.masker_options
+    if settings.masks_mode() == "detect":
+        sam = o.get("sam_weights") or mk.SAM_FILES.get(o.get("sam_type", "vit_h"), "")
+        checks.append(("masks", lambda: mdl.resolve_path("ultralytics", o.get("yolo_weights", mk.DEFAULT_YOLO),
+                                                         mk.HOW_TO_GET_YOLO, want="file")))
+        checks.append(("masks", lambda: mdl.resolve_path("sams", sam, mk.HOW_TO_GET_SAM.format(name=sam), want="file")))
+        checks.append(("masks", lambda: mm.resolve_clip(o.get("clip_weights", mm.DEFAULT_CLIP), allow_download=False)))
+    if not sim:   # the sim world scores with the tiny random LPIPS + CLIP when their files are absent
+        so = settings.scorer_options
+        checks.append(("scores", lambda: mm.resolve_lpips_trunk(so.get("lpips_trunk", mm.DEFAULT_LPIPS_TRUNK),
+                                                                 allow_download=False)))
+        checks.append(("scores", lambda: mm.resolve_clip(so.get("clip_weights", mm.DEFAULT_CLIP), allow_download=False)))
+    return checks
+
+
+def _flux2_files(flux2: Any, source: str) -> None:
+    folder = flux2._resolve_source(source, False, configs_only=False)
+    for part in ("transformer", "text_encoder", "vae"):
+        if not flux2._weights_present(folder / part):
+            raise MissingWeightsError(f"{part} weights of the FLUX.2 pipeline {source}", [str(folder / part)],
+                                      flux2.HOW_TO_GET)
+
+
+def missing_model_files(settings: BenchSettings) -> list[tuple[str, MissingWeightsError]]:
+    """Every file the run's stages need that is not there, in pipeline order (controller, editor,
+    masks, scores), found without loading anything; [] when all are there (or downloads are
+    allowed: then the loaders fetch what is missing)."""
+    from .. import models as mdl
+    allow = any(o.get("allow_download") for o in (settings.controller_options, settings.editor_options,
+                                                   settings.masker_options, settings.scorer_options))
+    if mdl.downloads_allowed(True if allow else None):
+        return []
+    found: list[tuple[str, MissingWeightsError]] = []
+    seen: set[str] = set()
+    for stage, check in _stage_checks(settings):
+        try:
+            check()
+        except (MissingWeightsError, DownloadNotAllowedError) as e:
+            # "Downloads are off" wraps the MissingWeightsError that says what and where.
+            err = e if isinstance(e, MissingWeightsError) else e.__context__
+            if not isinstance(err, MissingWeightsError):
+                err = MissingWeightsError(str(e).splitlines()[0], [], str(e))
+            if err.what not in seen:     # one CLIP for masks and scores
+                seen.add(err.what)
+                found.append((stage, err))
+    return found
+
+
+def _where_hint(text: str) -> str:
+    """A loader's how-to-get sentence with the folder this process reads (outside ComfyUI the
+    standalone models folder, not ComfyUI/models)."""
+    import re
+    if comfy.in_comfyui():
+        return text
+    base = str(comfy.standalone_models_dir())
+    text = re.sub(r"\s*\(or RESPEC_MODELS_DIR/[\w]+/\)", "", text)
+    return re.sub(r"<?ComfyUI>?/models/", base.rstrip("/") + "/", text)
+
+
+def check_model_files(settings: BenchSettings) -> None:
+    """Raise one MissingWeightsError listing every missing file of the run (missing_model_files),
+    with where to put them for this process: ComfyUI's models folder inside ComfyUI, else the
+    standalone models folder and the variable that moves it."""
+    missing = missing_model_files(settings)
+    if not missing:
+        return
+    lines = []
+    for i, (stage, err) in enumerate(missing, 1):
+        lines.append(f"  {i}. {stage}: {err.what}\n     looked in: {', '.join(err.looked_in) or '(nowhere)'}\n"
+                     f"     how to get it: {_where_hint(err.how_to_get)}")
+    if comfy.in_comfyui():
+        where = "Put each into ComfyUI's models folder (the subfolder named above), then run again"
+    else:
+        where = (f"Put each into {comfy.standalone_models_dir()} (the subfolder named above; set RESPEC_MODELS_DIR "
+                 f"to use another folder holding LLM/, diffusers/, ultralytics/, sams/, respec_metrics/), or add "
+                 f"--allow-download; then run again")
+    raise MissingModelFiles(missing, f"Missing model files: {len(missing)} that this run needs are not there "
+                                     f"(nothing was loaded):\n" + "\n".join(lines) + f"\n{where}.")
+
+
+class MissingModelFiles(MissingWeightsError):
+    """Every missing file of a run at once (check_model_files); `missing` holds (stage, error)."""
+
+    def __init__(self, missing: list[tuple[str, MissingWeightsError]], message: str):
+        Exception.__init__(self, message)
+        self.missing = missing
+        self.what = "; ".join(e.what for _, e in missing)
+        self.looked_in = [p for _, e in missing for p in e.looked_in]
+        self.how_to_get = message
+
+
 def load_models(settings: BenchSettings) -> BenchModels:
     """The run's models, each asked of its stage with the run's model source: the simulated world
     (--editor sim), the tiny random-weight models (--smoke: source "tiny:<seed>" for every stage)
     or the real ones (files, folders and hub ids from the settings). Smallest first, so that a
-    missing file is reported before minutes go into loading the big ones."""
+    missing file is reported before minutes go into loading the big ones; before any, every
+    missing file of every stage is listed in one error (check_model_files)."""
+    check_model_files(settings)
     if settings.editor == "sim":
         from ..sim.bench import load_sim_models
         return load_sim_models(settings)
@@ -335,9 +453,9 @@ def run_one(scenario: Scenario, config: BenchConfig, models: BenchModels, settin
 
 # ------------------------------------------------------------------------------ the whole run
 
-def _check_manifest(out_dir: Path, settings: BenchSettings, dataset: Dataset) -> None:
+def _check_manifest(out_dir: Path, settings: BenchSettings, dataset: Dataset, write: bool = True) -> None:
     check_run_identity(out_dir, settings.identity(dataset.name),
-                       {"dataset_path": dataset.path, "settings": asdict(settings)})
+                       {"dataset_path": dataset.path, "settings": asdict(settings)}, write=write)
 
 
 def select_scenarios(dataset: Dataset, settings: BenchSettings) -> list[Scenario]:
@@ -347,7 +465,9 @@ def select_scenarios(dataset: Dataset, settings: BenchSettings) -> list[Scenario
         wanted = set(settings.scenario_ids)
         unknown = wanted - {s.id for s in scenarios}
         if unknown:
-            raise InputError(f"{dataset.path}: no scenario with id {sorted(unknown)}")
+            raise InputError(f"{dataset.path}: no scenario with id {', '.join(sorted(unknown))} (its {len(scenarios)} "
+                             f"ids run from {scenarios[0].id} to {scenarios[-1].id}; `python -m respec validate` "
+                             f"summarises the file)" if scenarios else f"{dataset.path}: no scenarios")
         scenarios = [s for s in scenarios if s.id in wanted]
     if settings.limit is not None:
         if settings.limit < 1:
@@ -366,14 +486,26 @@ class RunPlan:
     summary: RunSummary
     todo: list[tuple[Scenario, list[str], list[str]]]   # scenario, its configs left, their keys
 
+    settings: BenchSettings | None = None
+    started: bool = False
+
     @property
     def keys(self) -> int:
         return sum(len(keys) for _, _, keys in self.todo)
 
+    def start(self) -> None:
+        """Record the run's settings in <out>/run.json, once, as the first row is about to be made
+        (a run that fails before that leaves the folder as it was)."""
+        if self.started or self.settings is None:
+            return
+        _check_manifest(self.out, self.settings, self.dataset)
+        self.started = True
 
-def prepare_run(settings: BenchSettings) -> RunPlan:
-    """Check the settings, open the output folder (refusing other settings' results) and list
-    the (scenario, configs) still to run: this job's shard, minus the keys already written."""
+
+def prepare_run(settings: BenchSettings, check_folder: bool = True) -> RunPlan:
+    """Check the settings and the output folder (refusing other settings' results; with
+    check_folder=False only the settings) and list the (scenario, configs) still to run: this job's
+    shard, minus the keys already written. Nothing is written: RunPlan.start() records the run."""
     dataset = load_dataset(settings.dataset)
     settings.configs = parse_configs(settings.configs)
     if settings.editor not in EDITORS:
@@ -381,13 +513,14 @@ def prepare_run(settings: BenchSettings) -> RunPlan:
     settings.masks = settings.masks_mode()
     shard = parse_shard(settings.shard)
     out_dir = Path(settings.out or default_out_dir(dataset.name, settings.smoke, settings.editor))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    _check_manifest(out_dir, settings, dataset)
+    scenarios = select_scenarios(dataset, settings)
+    if check_folder:
+        _check_manifest(out_dir, settings, dataset, write=False)
     results = ResultsFile(out_dir / "results.jsonl")
     summary = RunSummary(out=str(out_dir), results=str(results.path))
     done = results.done_keys()
     todo = []
-    for s in select_scenarios(dataset, settings):
+    for s in scenarios:
         if shard is not None and not shard.holds(dataset.name, s.id):
             continue
         left, keys = [], []
@@ -400,7 +533,7 @@ def prepare_run(settings: BenchSettings) -> RunPlan:
                 keys.append(key)
         if left:
             todo.append((s, left, keys))
-    return RunPlan(dataset, out_dir, results, ResultsFile(out_dir / "errors.jsonl"), summary, todo)
+    return RunPlan(dataset, out_dir, results, ResultsFile(out_dir / "errors.jsonl"), summary, todo, settings)
 
 
 def error_record(dataset: str, scenario_id: str, config: str, editor: str, exc: BaseException,
@@ -460,6 +593,7 @@ def run_benchmark(settings: BenchSettings, models: BenchModels | None = None,
         return summary
     if models is None:
         models = load_models(settings)
+    plan.start()
     comfy.clear_interrupt()
     try:
         with comfy.progress(plan.keys, desc="OCCUR bench") as bar:
@@ -483,6 +617,7 @@ def record_result(plan: RunPlan, key: str, result: dict, on_row: Callable[[dict]
     """Write one config's result where it belongs: a row to results.jsonl (unless its key is
     already there), an error record to errors.jsonl; and note it in the run's summary."""
     summary = plan.summary
+    plan.start()   # the Ray runner's first result (the in-process runner has started already)
     if result.get("status") == "error":
         summary.failed[key] = result["error"]
         plan.errors.append(result)
