@@ -465,7 +465,8 @@ def cmd_bench(a) -> int:
     w = summary.work
     if w.get("edits_run") or w.get("edits_shared"):
         print(f"edits run {w['edits_run']} (+{w['edits_shared']} shared between configs), controller calls run "
-              f"{w['vlm_calls_run']} (+{w['vlm_calls_shared']} shared)")
+              f"{w['vlm_calls_run']} (+{w['vlm_calls_shared']} shared), scores computed {w.get('scores_run', 0)} "
+              f"(+{w.get('scores_shared', 0)} shared)")
     for key, err in summary.failed.items():
         print(f"  FAILED {key}: {err}  (traceback in {out / 'errors.jsonl'})", file=sys.stderr)
     if summary.interrupted:

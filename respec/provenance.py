@@ -297,12 +297,37 @@ def _cached_change(prev: StoredImage, cur: StoredImage, size: tuple[int, int],
         if hit is not None:
             _CACHE.move_to_end(key)
             return hit
-    tm = change_mask(prev, cur, size, params).turn_mask()
+    tm = change_result(prev, cur, size, params).turn_mask()
     with _CACHE_LOCK:
         _CACHE[key] = tm
         while len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)
     return tm
+
+
+# The last few ChangeResults themselves (mask, colour fit): Reveal Composite computes C_t of the
+# edited image, and when it leaves the image as it was, History Append's C_t is that same result.
+_RESULTS: "OrderedDict[tuple, ChangeResult]" = OrderedDict()
+_RESULTS_SIZE = 8
+
+
+def change_result(prev: StoredImage, cur: StoredImage, size: tuple[int, int] | None = None,
+                  params: ChangeParams = DEFAULT_PARAMS) -> ChangeResult:
+    """change_mask(prev, cur, size, params) for two history images, cached by their digests (one
+    C_t per image, whoever asks first)."""
+    size = tuple(size) if size is not None else prev.size
+    key = (prev.digest, cur.digest, size, params)
+    with _CACHE_LOCK:
+        hit = _RESULTS.get(key)
+        if hit is not None:
+            _RESULTS.move_to_end(key)
+            return hit
+    res = change_mask(prev, cur, size, params)
+    with _CACHE_LOCK:
+        _RESULTS[key] = res
+        while len(_RESULTS) > _RESULTS_SIZE:
+            _RESULTS.popitem(last=False)
+    return res
 
 
 # --------------------------------------------------------------------------- per-pixel history
