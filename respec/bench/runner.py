@@ -78,6 +78,7 @@ class BenchSettings:
     # how the work is split and shared (rows do not depend on these)
     shard: str | None = None         # "i/N": this job's share of the scenarios (respec.bench.shards)
     share_prefix: bool = True        # configs of a scenario compute their common turns once
+    controller_history: str = "paper"   # the controller sees every image (paper) or a bounded few (plan.meta says)
 
     # Fields whose change makes old rows incomparable with new ones.
     IDENTITY = ("dataset_name", "smoke", "size", "seed", "steps", "guidance", "controller", "controller_model",
@@ -323,7 +324,8 @@ def run_turns(scenario: Scenario, config: BenchConfig, models: BenchModels, sett
                                    use_hrs=config.use_hrs, skip_non_restoration=config.skip_non_restoration,
                                    seed=turn_seed(settings.seed, scenario.id, t), steps=settings.steps,
                                    guidance=settings.guidance, plan_meta={"restoration_flag": "ground_truth"},
-                                   meta={"stage": turn.stage}, timing=timing)
+                                   meta={"stage": turn.stage}, timing=timing,
+                                   history_mode=None if settings.controller_history == "paper" else settings.controller_history)
         if record.image is not record.edited:
             tell_editor_the_derived_image(models.editor, scenario, history.current.image, record.edited)
     return history
