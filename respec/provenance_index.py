@@ -274,12 +274,12 @@ class IndexedMasks(Sequence):
 
 
 def index_for(history: History, params: Any, compute: Compute,
-              stamp_mask: Callable[[History, int, np.ndarray], np.ndarray] | None = None,
+              stamp_mask: Callable[[History, int, np.ndarray, dict], np.ndarray] | None = None,
               carry: Callable[[History, int, np.ndarray], np.ndarray] | None = None) -> ProvenanceIndex:
     """The provenance index of `history` at its latest turn (see the module docstring): found, or
     extended from the longest indexed prefix of it, or built. `compute` makes a missing mask
-    (once); `params` is part of a computed mask's key. stamp_mask(history, t, C_t) -> the pixels
-    turn t counts as changed in the map (default C_t); carry(history, t, last) -> the map carried
+    (once); `params` is part of a computed mask's key. stamp_mask(history, t, C_t, info) -> the
+    pixels turn t counts as changed in the map (default C_t; info: the mask's info dict); carry(history, t, last) -> the map carried
     into turn t's frame (default: unchanged)."""
     size = history.turns[0].image.size
     w, h = size
@@ -316,7 +316,8 @@ def index_for(history: History, params: Any, compute: Compute,
             m = (np.unpackbits(s.packed, count=h * w).reshape(h, w).astype(bool) if s.packed is not None
                  else stored_mask_at(history.turns[t].masks[CHANGE], size))
         if stamp_mask is not None:
-            m = stamp_mask(history, t, m)
+            info = s.info if s.packed is not None else history.turns[t].masks[CHANGE].info
+            m = stamp_mask(history, t, m, dict(info or {}))
         last[m] = t
     last.flags.writeable = False
     new = _Head(tuple(chain), tuple(keys), tuple(summaries), last)
