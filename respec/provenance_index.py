@@ -23,7 +23,7 @@ Guarantees:
 - Bounded memory: summaries of stored masks are a few hundred bytes and are all kept (up to
   MAX_SUMMARIES, far above any conversation); computed masks are kept bit-packed up to
   MAX_PACKED_BYTES (least recently used go first and would be computed again); the maps of the
-  MAX_HEADS most recently used histories are kept.
+  MAX_HEADS most recently used histories are kept, within MAX_HEAD_BYTES.
 - Thread-safe (one lock; the work happens outside it).
 
 Beyond respec/provenance.py's own alignments and stability records (a later change), a turn's
@@ -48,7 +48,8 @@ from .history import CHANGE, History, TurnMask
 GRID = 32                       # block grid of a mask summary (GRID x GRID blocks)
 MAX_SUMMARIES = 200_000         # mask summaries kept (a few hundred bytes each)
 MAX_PACKED_BYTES = 256 << 20    # bit-packed computed masks kept (256 MiB: 2,000 masks at 1024²)
-MAX_HEADS = 16                  # histories whose "last change" map is kept
+MAX_HEADS = 16                  # histories whose "last change" map is kept ...
+MAX_HEAD_BYTES = 256 << 20      # ... within this many bytes of maps (16 at 1024², 1 at 8192²)
 
 # compute(prev StoredImage, cur StoredImage, size (w, h), params) -> TurnMask: the change mask of a
 # turn that has none stored (respec/provenance.py passes its cached change_mask).
@@ -324,7 +325,8 @@ def index_for(history: History, params: Any, compute: Compute,
     with _LOCK:
         _HEADS[chain[-1]] = new
         _STATS["turns_stamped"] += n - start
-        while len(_HEADS) > MAX_HEADS:
+        while len(_HEADS) > 1 and (len(_HEADS) > MAX_HEADS
+                                   or sum(hd.last.nbytes for hd in _HEADS.values()) > MAX_HEAD_BYTES):
             _HEADS.popitem(last=False)
     return _view(history, size, keys, new.summaries, last)
 

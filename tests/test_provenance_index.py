@@ -138,3 +138,13 @@ def test_block_grid_marks_the_blocks_of_changed_pixels():
     g = provenance_index.block_grid(m, 8)
     assert g.shape == (8, 8) and g.sum() == 2 and g[0, 0] and g[7, 5]
     assert provenance_index.block_grid(np.ones((3, 5), bool)).shape == (3, 3)
+
+
+def test_the_maps_kept_stay_within_their_byte_budget(monkeypatch):
+    monkeypatch.setattr(provenance_index, "MAX_HEAD_BYTES", 3 * SHAPE[0] * SHAPE[1] * 4)
+    h = _history(6)
+    for k in range(1, 7):
+        provenance_of(h.rewind(k))
+    assert len(provenance_index._HEADS) == 3
+    masks, last = _reference(h)
+    assert np.array_equal(provenance_of(h).last_change(), last), "an evicted map is built again"
