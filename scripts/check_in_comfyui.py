@@ -57,6 +57,11 @@ API_DIR = WORKFLOWS / "api"
 PACK_DIR_NAME = "ReSpec-ComfyUI"
 UI_ONLY = {"Note", "MarkdownNote", "PrimitiveNode", "Reroute"}
 WIDGET_TYPES = {"INT", "FLOAT", "STRING", "BOOLEAN", "COMBO"}
+DYNAMIC_COMBO = "COMFY_DYNAMICCOMBO_V3"   # a V3 combo whose options add inputs (TextGenerate's sampling_mode)
+# ComfyUI core nodes newer than 0.8.0 (scripts/comfy_core_nodes.json's newer_nodes): a graph that uses
+# one is expected to be refused by an older ComfyUI, and is reported so, not as a failure.
+NEWER_CORE_NODES = json.loads((ROOT / "scripts" / "comfy_core_nodes.json").read_text(encoding="utf-8")).get(
+    "newer_nodes", {})
 
 # Loader inputs whose drop-down lists files from a models/ subfolder: (class, input) -> folder.
 # Inputs of pack nodes that list model files are found from the pack (see _pack_model_inputs).
@@ -118,10 +123,15 @@ def ui_to_api(ui: dict, info: dict) -> dict:
             entries = spec["input"].get(section) or {}
             for name in spec.get("input_order", {}).get(section, list(entries)):
                 entry = entries[name]
-                t = "COMBO" if isinstance(entry[0], list) else entry[0]
+                t = "COMBO" if isinstance(entry[0], list) or entry[0] == DYNAMIC_COMBO else entry[0]
                 opts = entry[1] if len(entry) > 1 and isinstance(entry[1], dict) else {}
                 if t in WIDGET_TYPES and not opts.get("forceInput"):
                     inputs[name] = values.pop(0)
+                    if entry[0] == DYNAMIC_COMBO:   # the chosen option's own widgets follow it, as "name.sub"
+                        option = next((o for o in opts.get("options", []) if o["key"] == inputs[name]), {})
+                        for sub_section in ("required", "optional"):
+                            for sub in (option.get("inputs", {}).get(sub_section) or {}):
+                                inputs[f"{name}.{sub}"] = values.pop(0)
                     if t == "INT" and (opts.get("control_after_generate") or name in ("seed", "noise_seed")):
                         values.pop(0)
                     if opts.get("image_upload"):
@@ -659,11 +669,30 @@ def describe_rejection(status: int, body) -> list[str]:
     return lines
 
 
+def resolve_front_end(path: str) -> Path:
+    """The frontend's static folder: `path` itself, or the comfyui_frontend_package/static folder
+    inside it (a `pip install --target DIR comfyui-frontend-package==X` folder, or site-packages)."""
+    p = Path(path).expanduser().resolve()
+    for cand in (p, p / "comfyui_frontend_package" / "static", p / "static"):
+        if (cand / "index.html").is_file():
+            return cand
+    raise SystemExit(f"--front-end-root {path}: no index.html there nor in comfyui_frontend_package/static "
+                     "(install one with `pip install --target DIR comfyui-frontend-package==1.58.1`)")
+
+
+def frontend_version(static: Path) -> str:
+    """The comfyui-frontend-package version whose static folder this is ('?' when unknown)."""
+    for dist in static.parent.parent.glob("comfyui_frontend_package-*.dist-info"):
+        return dist.name.split("-")[1].removesuffix(".dist-info")
+    return f"? ({static})"
+
+
 def run(args) -> int:
     comfy = Path(args.comfyui).resolve()
     if not (comfy / "main.py").is_file():
         raise SystemExit(f"{comfy} is not a ComfyUI checkout (no main.py)")
     python = args.python
+    front_end = resolve_front_end(args.front_end_root) if args.front_end_root else None
     api_files = sorted(API_DIR.glob("*.api.json"))
     ui_files = sorted(WORKFLOWS.glob("*.json"))
     api_wfs = {p.name: json.loads(p.read_text(encoding="utf-8")) for p in api_files}
@@ -694,9 +723,15 @@ def run(args) -> int:
     proc = None
     try:
         started = time.monotonic()
-        proc = start_comfyui(comfy, python, base, port, env={"RESPEC_HOME": str(base / "respec_home")},
+        extra = ("--front-end-root", str(front_end)) if front_end else ()
+        proc = start_comfyui(comfy, python, base, port, extra=extra, env={"RESPEC_HOME": str(base / "respec_home")},
                              timeout=args.start_timeout)
         log(f"ComfyUI up after {time.monotonic() - started:.1f} s at {url}")
+        _, stats = http_json("GET", f"{url}/system_stats")
+        system = (stats or {}).get("system", {}) if isinstance(stats, dict) else {}
+        log(f"ComfyUI {system.get('comfyui_version', '?')}, python {str(system.get('python_version', '?')).split()[0]}, "
+            f"torch {system.get('pytorch_version', '?')}; frontend "
+            f"{frontend_version(front_end) if front_end else 'the installed comfyui-frontend-package'}")
         logtext = (base / "comfyui.log").read_text(errors="replace")
         for line in logtext.splitlines():
             if "IMPORT FAILED" in line or ("Cannot import" in line and PACK_DIR_NAME in line):
@@ -721,9 +756,28 @@ def run(args) -> int:
         if listed != want:
             failures.append(f"template browser lists {listed}, expected {want}")
 
-        prompts = [(f"api/{name}", wf) for name, wf in api_wfs.items()]
+        def too_new(types) -> str:
+            """'' or why this ComfyUI cannot have the graph: a core node newer than it."""
+            newer = sorted({t for t in types if t not in info and t in NEWER_CORE_NODES})
+            return ", ".join(f"{t} needs ComfyUI >= {NEWER_CORE_NODES[t]}" for t in newer)
+
+        prompts = []
+        for name, wf in api_wfs.items():
+            why = too_new(n["class_type"] for n in wf.values())
+            if why:
+                log(f"EXPECTED (newer ComfyUI)  api/{name}: not queued: {why}")
+                expected.append(f"api/{name}: {why}")
+                continue
+            prompts.append((f"api/{name}", wf))
+        usable_ui = []
         for p in ui_files:
             ui = json.loads(p.read_text(encoding="utf-8"))
+            why = too_new(n["type"] for n in ui["nodes"])
+            if why:
+                log(f"EXPECTED (newer ComfyUI)  ui/{p.name}: not queued or loaded: {why}")
+                expected.append(f"ui/{p.name}: {why}")
+                continue
+            usable_ui.append(p)
             try:
                 prompts.append((f"ui/{p.name} (converted)", ui_to_api(ui, info)))
             except KeyError as e:
@@ -758,7 +812,7 @@ def run(args) -> int:
                 break
             time.sleep(0.5)
         if args.frontend:
-            failures += check_frontend(url, args.chromium, ui_files,
+            failures += check_frontend(url, args.chromium, usable_ui,
                                        Path(args.screenshots) if args.screenshots else None)
         if tiny is not None:
             problems, prompt, row = execute_benchmark(url, tiny)
@@ -796,6 +850,9 @@ def main(argv=None) -> int:
     ap.add_argument("--screenshots", default=None, metavar="DIR",
                     help="with --frontend: save a PNG of each loaded workflow there")
     ap.add_argument("--chromium", default=shutil.which("chromium") or "chromium", help="Chromium binary")
+    ap.add_argument("--front-end-root", default=None, metavar="DIR",
+                    help="serve this frontend (ComfyUI's --front-end-root): its static folder, or a folder made by "
+                         "`pip install --target DIR comfyui-frontend-package==X`; default: the installed package")
     ap.add_argument("--omnigen2-files", default=None, metavar="DIR",
                     help="with --execute: also run benchmark_native_omnigen2 on ComfyUI's own OmniGen2 loaders with "
                          "the real-size random files in DIR/models (written there by scripts/make_omnigen2_files.py "
