@@ -683,7 +683,7 @@ def resolve_front_end(path: str) -> Path:
 def frontend_version(static: Path) -> str:
     """The comfyui-frontend-package version whose static folder this is ('?' when unknown)."""
     for dist in static.parent.parent.glob("comfyui_frontend_package-*.dist-info"):
-        return dist.name.split("-")[1].removesuffix(".dist-info")
+        return dist.name.removesuffix(".dist-info").split("-")[1]
     return f"? ({static})"
 
 
@@ -714,6 +714,8 @@ def run(args) -> int:
         log(f"tiny models built in {time.monotonic() - t0:.1f} s: {tiny}")
         if args.omnigen2_files:
             check_native.install_omnigen2_files(python, comfy, Path(args.omnigen2_files), base / "models")
+        if args.native_klein:
+            check_native.install_klein_files(python, comfy, Path(args.native_klein), base / "models")
     log(f"temporary base directory {base}; placeholder model files: {made or 'none'}")
 
     port = args.port or free_port()
@@ -826,13 +828,22 @@ def run(args) -> int:
             if args.omnigen2_files:
                 failures += [f"execute/native: {p}" for p in
                              check_native.execute_native_omnigen2(url, proc.pid, tiny, run_benchmark)]
+            if args.native_klein:
+                helpers = {"upload_picture": upload_picture, "conversation_prompt": conversation_prompt,
+                           "queue_and_wait": queue_and_wait, "use_tiny_models": use_tiny_models,
+                           "run_benchmark": run_benchmark, "checker": checker}
+                t0 = time.monotonic()
+                failures += [f"execute/native-klein: {p}" for p in
+                             check_native.execute_native_klein(url, proc.pid, tiny, helpers, API_DIR)]
+                log(f"native klein checks: {time.monotonic() - t0:.1f} s")
     finally:
         stop(proc, signal.SIGINT)
         if args.keep:
             log(f"kept {base} (ComfyUI log: {base / 'comfyui.log'})")
         else:
             shutil.rmtree(base, ignore_errors=True)
-    log(f"summary: {len(failures)} failure(s), {len(expected)} expected model-file rejection(s)")
+    log(f"summary: {len(failures)} failure(s), {len(expected)} expected rejection(s) (model files not installed, "
+        f"or a node newer than this ComfyUI)")
     for f in failures:
         log(f"  FAIL {f}")
     return 1 if failures else 0
@@ -857,6 +868,11 @@ def main(argv=None) -> int:
                     help="with --execute: also run benchmark_native_omnigen2 on ComfyUI's own OmniGen2 loaders with "
                          "the real-size random files in DIR/models (written there by scripts/make_omnigen2_files.py "
                          "when missing; ~7.5 GB)")
+    ap.add_argument("--native-klein", default=None, metavar="DIR",
+                    help="with --execute, on ComfyUI 0.24+: also run conversational_flux2 (two turns) and "
+                         "benchmark_native_flux2 (one scenario) on ComfyUI's own klein loaders with the smallest "
+                         "random files it accepts, written once into DIR/models by scripts/make_klein_files.py "
+                         "(~4.4 GB, minutes) and reused; 1 step at 64-96 px. Opt-in, not CI")
     ap.add_argument("--execute", action="store_true",
                     help="also run the FLUX.2 benchmark workflow on a 2-turn scenario, and the conversational "
                          "workflow for 2 turns, a re-queue and a rewind, with tiny random models")
