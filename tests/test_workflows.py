@@ -408,3 +408,21 @@ def test_textgen_graph_plans_with_comfyuis_textgenerate_and_says_0_8_has_none():
     (entry,) = loader["properties"]["models"]
     assert entry == {"name": "qwen3.5_4b_bf16.safetensors", "directory": "text_encoders",
                      "url": "https://huggingface.co/Comfy-Org/Qwen3.5/resolve/main/text_encoders/qwen3.5_4b_bf16.safetensors"}
+
+
+def test_the_checkers_ui_to_api_conversion_gives_every_api_file(specs):
+    """scripts/check_in_comfyui.py converts UI files as the frontend does (TextGenerate's dynamic
+    sampling_mode combo included) before it queues them in a real ComfyUI."""
+    import importlib.util
+    import sys
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        spec = importlib.util.spec_from_file_location("check_in_comfyui", ROOT / "scripts" / "check_in_comfyui.py")
+        checker = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(checker)
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    assert checker.NEWER_CORE_NODES == {"TextGenerate": "0.24.0"}
+    for path in UI_FILES:
+        api = {k: {"class_type": v["class_type"], "inputs": v["inputs"]} for k, v in _load(API_DIR / f"{path.stem}.api.json").items()}
+        assert checker.ui_to_api(_load(path), specs) == api, path.name
