@@ -835,6 +835,9 @@ def run(args) -> int:
                 t0 = time.monotonic()
                 failures += [f"execute/native-klein: {p}" for p in
                              check_native.execute_native_klein(url, proc.pid, tiny, helpers, API_DIR)]
+                if "TextGenerate" in info:
+                    failures += [f"execute/textgen: {p}" for p in
+                                 check_native.execute_textgen(url, proc.pid, tiny, helpers, API_DIR)]
                 log(f"native klein checks: {time.monotonic() - t0:.1f} s")
     finally:
         stop(proc, signal.SIGINT)

@@ -241,3 +241,48 @@ def execute_native_klein(url: str, pid: int, tiny: dict, helpers: dict, api_dir:
     check("benchmark_native_flux2: one scenario end to end", not bench_problems,
           "; ".join(bench_problems) or f"row {row.get('key') if row else None}, {len((row or {}).get('turns') or [])} turns")
     return problems
+
+
+TEXTGEN_SESSION = "check-textgen"
+
+
+def execute_textgen(url: str, pid: int, tiny: dict, helpers: dict, api_dir: Path) -> list[str]:
+    """conversational_textgen_flux2 for two turns on ComfyUI's own TextGenerate, its controller being
+    the random real-size Qwen3-4B of install_klein_files loaded as a plain text model (CLIPLoader type
+    stable_diffusion: Qwen3 0.6-8B generate in ComfyUI 0.24; this one reads no images) and 4 new
+    tokens: turn 1 makes no controller call; turn 2's plan comes from TextGenerate's text through Plan
+    from Text (random text: the C.2 / C.3 fallbacks and on_parse_failure=request). Returns the problems."""
+    import sys
+    sys.path.insert(0, str(HERE.parent))
+    from respec.bench import workflow
+    problems: list[str] = []
+    check = helpers["checker"]("execute/textgen", problems)
+    image_name, why = helpers["upload_picture"](url)
+    if image_name is None:
+        check("upload", False, why)
+        return problems
+    wf = _native_tiny(workflow.load_api_workflow(api_dir / "conversational_textgen_flux2.api.json"))
+    for node in wf.values():
+        if node["class_type"] == "CLIPLoader" and node["inputs"]["type"] != "flux2":
+            node["inputs"].update(clip_name=KLEIN_NAMES["text_encoders"][1], type="stable_diffusion")
+        elif node["class_type"] == "TextGenerate":
+            node["inputs"]["max_length"] = 4
+    for label, request in (("turn 1", "add a red box on the left"), ("turn 2", "remove the red box")):
+        prompt = helpers["conversation_prompt"](wf, image_name, TEXTGEN_SESSION, request)
+        t0 = time.monotonic()
+        entry, why = helpers["queue_and_wait"](url, prompt, timeout=3600)
+        if why:
+            check(f"conversational_textgen_flux2 {label}", False, why)
+            return problems
+        log(f"      conversational_textgen_flux2 {label}: {time.monotonic() - t0:.1f} s; server RSS {rss_mb(pid):.0f} MiB")
+    status, body = http_json("GET", f"{url}/respec/sessions/{TEXTGEN_SESSION}")
+    turns = body.get("turns") if isinstance(body, dict) else []
+    plans = [t.get("plan") or {} for t in turns or []]
+    ok = (status == 200 and len(plans) == 3 and plans[1].get("vlm_called") is False
+          and plans[2].get("vlm_called") is True and plans[2].get("controller") == "TextGenerate")
+    check("two turns, turn 2 planned from TextGenerate's text", ok,
+          f"turns {[t.get('index') for t in turns or []]}; turn 1 vlm_called {plans[1].get('vlm_called') if len(plans) > 1 else None}; "
+          f"turn 2 controller {plans[2].get('controller') if len(plans) > 2 else None!r}, raw text "
+          f"{(plans[2].get('raw_text') if len(plans) > 2 else '')!r}, fallbacks {plans[2].get('fallbacks') if len(plans) > 2 else None}, "
+          f"sent {(turns[2].get('sent_instruction') if len(turns or []) > 2 else None)!r}")
+    return problems
