@@ -282,7 +282,7 @@ def execute_textgen(url: str, pid: int, tiny: dict, helpers: dict, api_dir: Path
           and plans[2].get("vlm_called") is True and plans[2].get("controller") == "TextGenerate")
     check("two turns, turn 2 planned from TextGenerate's text", ok,
           f"turns {[t.get('index') for t in turns or []]}; turn 1 vlm_called {plans[1].get('vlm_called') if len(plans) > 1 else None}; "
-          f"turn 2 controller {plans[2].get('controller') if len(plans) > 2 else None!r}, raw text "
-          f"{(plans[2].get('raw_text') if len(plans) > 2 else '')!r}, fallbacks {plans[2].get('fallbacks') if len(plans) > 2 else None}, "
+          f"turn 2 controller {plans[2].get('controller') if len(plans) > 2 else None!r}, "
+          f"fallbacks {plans[2].get('fallbacks') if len(plans) > 2 else None}, "
           f"sent {(turns[2].get('sent_instruction') if len(turns or []) > 2 else None)!r}")
     return problems
