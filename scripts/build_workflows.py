@@ -39,7 +39,11 @@ CORE_NODES = [
     "UNETLoader", "CLIPLoader", "VAELoader", "EmptySD3LatentImage", "EmptyFlux2LatentImage",
     "ReferenceLatent", "ImageScaleToTotalPixels", "ImageScale", "GetImageSize", "ImageFromBatch", "ImageBatch",
     "PrimitiveInt", "PrimitiveFloat", "PrimitiveString", "PrimitiveStringMultiline", "PrimitiveBoolean",
+    "TextGenerate",
 ]
+# Core nodes newer than ComfyUI 0.8.0, with the version they were read from: a refresh from an
+# older server keeps their entries.
+NEWER_CORE_NODES = {"TextGenerate": "0.24.0"}
 _KEEP = ("input", "input_order", "output", "output_is_list", "output_name", "name", "display_name",
          "category", "output_node", "python_module")
 
@@ -54,6 +58,8 @@ def _strip(entry):
 def refresh_core(url: str) -> None:
     """Rewrite scripts/comfy_core_nodes.json from a running ComfyUI's /object_info."""
     nodes, version = {}, None
+    old = json.loads(wg.CORE_TABLE.read_text(encoding="utf-8")) if wg.CORE_TABLE.exists() else {"nodes": {}}
+    newer = dict(old.get("newer_nodes") or NEWER_CORE_NODES)
     try:
         with urllib.request.urlopen(f"{url.rstrip('/')}/system_stats", timeout=30) as r:
             version = json.load(r).get("system", {}).get("comfyui_version")
@@ -62,8 +68,15 @@ def refresh_core(url: str) -> None:
     for name in CORE_NODES:
         with urllib.request.urlopen(f"{url.rstrip('/')}/object_info/{name}", timeout=60) as r:
             info = json.load(r).get(name)
+        if info is None and name in newer and name in old["nodes"]:
+            nodes[name] = old["nodes"][name]   # a newer node than this server has: keep its entry
+            continue
         if info is None:
-            raise SystemExit(f"{url} has no node {name}: use a ComfyUI >= 0.8")
+            raise SystemExit(f"{url} has no node {name}: use a ComfyUI >= 0.8 "
+                             f"(>= {newer[name]} for {name})" if name in newer else
+                             f"{url} has no node {name}: use a ComfyUI >= 0.8")
+        if name in newer and version:
+            newer[name] = version
         info = {k: info[k] for k in _KEEP if k in info}
         info["input"] = {sec: {n: _strip(e) for n, e in ents.items()} for sec, ents in info["input"].items()}
         # File lists depend on the machine: keep them empty (a value must then be given explicitly).
@@ -75,8 +88,9 @@ def refresh_core(url: str) -> None:
         nodes[name] = info
     table = {"comment": "ComfyUI core node specs, from GET /object_info/<name> of a real ComfyUI "
                         "(tooltips dropped, loader file lists emptied). Regenerate with "
-                        "`python scripts/build_workflows.py --refresh-core URL`.",
-             "comfyui_version": version, "nodes": nodes}
+                        "`python scripts/build_workflows.py --refresh-core URL`. Nodes under newer_nodes are "
+                        "read from that newer ComfyUI (0.8.0 lacks them).",
+             "comfyui_version": version, "nodes": nodes, "newer_nodes": newer}
     wg.CORE_TABLE.write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {wg.CORE_TABLE} ({len(nodes)} nodes, ComfyUI {version})")
 
@@ -110,8 +124,21 @@ NATIVE_FILES = {
                  "vae": ("ae.safetensors", "vae",
                          HF + "Comfy-Org/Lumina_Image_2.0_Repackaged/resolve/main/split_files/vae/ae.safetensors")},
 }
-CLIP_TYPES = {"flux2": "flux2", "omnigen2": "omnigen2"}
-NATIVE_NEGATIVE = {"flux2": "", "omnigen2": "blurry, low quality, distorted, deformed, watermark"}
+# klein 4B (Apache-2.0): the files of ComfyUI's own "FLUX.2 [klein] 4B base" edit template
+# (comfyui-workflow-templates: image_flux2_klein_image_edit_4b_base), public downloads.
+NATIVE_FILES["flux2-klein4b"] = {
+    "unet": ("flux-2-klein-base-4b-fp8.safetensors", "diffusion_models",
+             HF + "black-forest-labs/FLUX.2-klein-base-4b-fp8/resolve/main/flux-2-klein-base-4b-fp8.safetensors"),
+    "clip": ("qwen_3_4b.safetensors", "text_encoders",
+             HF + "Comfy-Org/z_image_turbo/resolve/main/split_files/text_encoders/qwen_3_4b.safetensors"),
+    "vae": ("full_encoder_small_decoder.safetensors", "vae",
+            HF + "black-forest-labs/FLUX.2-small-decoder/resolve/main/full_encoder_small_decoder.safetensors")}
+CLIP_TYPES = {"flux2": "flux2", "flux2-klein4b": "flux2", "omnigen2": "omnigen2"}
+NATIVE_NEGATIVE = {"flux2": "", "flux2-klein4b": "", "omnigen2": "blurry, low quality, distorted, deformed, watermark"}
+# CFGGuider scale of the FLUX.2 graphs: the paper's 4.0 for klein base 9B; ComfyUI's 4B base
+# template's 5.0 for klein 4B.
+NATIVE_CFG = {"flux2": 4.0, "flux2-klein4b": 5.0}
+LABELS = {"flux2": "FLUX.2 [klein]", "flux2-klein4b": "FLUX.2 [klein] 4B", "omnigen2": "OmniGen2"}
 FIRST_REQUEST = "add a large bouquet of sunflowers in front of the person"
 SESSION_NOTE = """\
 **One prompt per turn.** Type your request in the **ReSpec** sidebar tab's composer and press
@@ -249,8 +276,9 @@ def native_edit(g: wg.Graph, parts: NativeParts, images, current, instruction, s
     pos = g.node("ReSpecReferenceConditioning", conditioning=positive[0], vae=parts.vae[0], editor_images=images)
     neg = g.node("ReSpecReferenceConditioning", conditioning=parts.negative[0], vae=parts.vae[0], editor_images=images)
     size = g.node("GetImageSize", image=current)
-    if parts.editor == "flux2":
-        guider = g.node("CFGGuider", model=parts.unet[0], positive=pos[0], negative=neg[0], cfg=4.0)
+    if parts.editor in NATIVE_CFG:
+        guider = g.node("CFGGuider", model=parts.unet[0], positive=pos[0], negative=neg[0],
+                        cfg=NATIVE_CFG[parts.editor])
         sigmas = g.node("Flux2Scheduler", steps=parts.steps, width=size["width"], height=size["height"])
         latent = g.node("EmptyFlux2LatentImage", width=size["width"], height=size["height"], batch_size=1)
         new = [sigmas]
@@ -279,6 +307,14 @@ NATIVE_NOTE = {
               "`flux-2-klein-base-9b.safetensors` works the same); pick yours in the three loaders. klein base runs "
               "real CFG: CFGGuider 4.0, 30 steps (the paper's setting). Needs a ComfyUI that loads the klein text "
               "encoder (CLIPLoader type flux2 with Qwen3-8B; ComfyUI 0.8.0 does not)."),
+    "flux2-klein4b": ("**Native models: FLUX.2 [klein] 4B** (Apache-2.0, runs on 12-16 GB cards; klein 9B is "
+                      "non-commercial). ComfyUI's own loaders read the files of its klein 4B base edit template "
+                      "(`flux-2-klein-base-4b-fp8.safetensors` in models/diffusion_models, `qwen_3_4b.safetensors` "
+                      "in models/text_encoders, `full_encoder_small_decoder.safetensors` in models/vae; "
+                      "`flux2-vae.safetensors` works the same) with that template's settings: CFGGuider 5.0, 20 "
+                      "steps. The distilled 4B (`flux-2-klein-4b-fp8.safetensors`) takes 4 steps at CFG 1.0 (set "
+                      "*Steps* and the guiders' cfg). Needs ComfyUI 0.24 or later: ComfyUI 0.8.0 reads a Qwen3-4B "
+                      "file as Z-Image's text encoder, so it validates this graph but cannot run klein 4B."),
     "omnigen2": ("**Native models.** ComfyUI's own loaders read the files of its OmniGen2 template "
                  "(`omnigen2_fp16.safetensors`, `qwen_2.5_vl_fp16.safetensors`, the FLUX.1 `ae.safetensors`) from "
                  "models/diffusion_models, models/text_encoders and models/vae. DualCFGGuider: text guidance 5.0, "
@@ -287,7 +323,7 @@ NATIVE_NOTE = {
 
 
 def _conversation_native(name: str, editor: str, specs) -> wg.Graph:
-    label = {"flux2": "FLUX.2 [klein]", "omnigen2": "OmniGen2"}[editor]
+    label = LABELS[editor]
     g = wg.Graph(name, specs, title=f"ReSpec conversational editing ({label}, ComfyUI's own models)",
                  description=f"One prompt per turn on a persistent session: history -> controller -> references + "
                              f"rewritten request -> ComfyUI-native {label} sampling with the references as reference "
@@ -311,6 +347,62 @@ def conversational_omnigen2(specs):
     return _conversation_native("conversational_omnigen2", "omnigen2", specs)
 
 
+@graph
+def conversational_flux2_klein4b(specs):
+    return _conversation_native("conversational_flux2_klein4b", "flux2-klein4b", specs)
+
+
+# The controller on ComfyUI's own TextGenerate (0.24+): Qwen3.5 4B of Comfy-Org's repackaged
+# Qwen3.5 (its CLIPLoader type as in ComfyUI's Qwen3.5 text-generation template).
+TEXTGEN_FILE = ("qwen3.5_4b_bf16.safetensors", "text_encoders",
+                HF + "Comfy-Org/Qwen3.5/resolve/main/text_encoders/qwen3.5_4b_bf16.safetensors")
+TEXTGEN_MAX_LENGTH = 768   # new tokens: the JSON plan needs a few hundred (the VLM node's default cap)
+TEXTGEN_NOTE = """\
+**Controller on ComfyUI's own TextGenerate** (ComfyUI 0.24 or later; **ComfyUI 0.8 has no
+TextGenerate node**: there this graph opens with one missing node, use `conversational_flux2`).
+*Controller Prompt* builds the paper's restoration or rewrite prompt with the edit history, and the
+history images as one batch; *Generate Text* runs the model under ComfyUI's memory manager;
+*Plan from Text* reads its answer into the plan with the same rules as Preservation Target VLM
+(appendix C.2 / C.3; `on_parse_failure` = request sends your words to the editor when the answer
+holds no JSON). Turn 1 and skipped turns do not run Generate Text at all.
+
+Controller model: `qwen3.5_4b_bf16.safetensors` (Comfy-Org/Qwen3.5, models/text_encoders; the
+0.8B / 2B / 9B / 27B files of that repository work the same), or Gemma 3 / 4 with vision,
+Qwen2.5-VL-7B; ComfyUI 0.38 adds Qwen3-VL (`qwen3vl_4b_fp8_scaled.safetensors`, Comfy-Org/Qwen3-VL).
+Sampling is off (greedy: a re-queued turn plans the same); nothing forces the answer to be JSON."""
+
+
+@graph
+def conversational_textgen_flux2(specs):
+    g = wg.Graph("conversational_textgen_flux2", specs,
+                 title="ReSpec conversational editing, controller on ComfyUI's TextGenerate (FLUX.2 [klein])",
+                 description="One prompt per turn on a persistent session: history -> Controller Prompt -> "
+                             "ComfyUI's Generate Text -> Plan from Text -> references + rewritten request -> "
+                             "ComfyUI-native FLUX.2 [klein] sampling -> append -> save.")
+    image = g.node("LoadImage", image="example.png")
+    store = g.node("ReSpecHistoryStore", mode="new", session_id="my-session", image=image["IMAGE"])
+    request = g.node("PrimitiveStringMultiline", title="Your request", value=FIRST_REQUEST)
+    name, directory, url = TEXTGEN_FILE
+    controller = g.node("CLIPLoader", title="Controller model (TextGenerate)", clip_name=name,
+                        type="stable_diffusion", properties={"models": [{"name": name, "directory": directory,
+                                                                        "url": url}]})
+    prompt = g.node("ReSpecControllerPrompt", history=store["history"], instruction=request[0])
+    answer = g.node("TextGenerate", clip=controller[0], prompt=prompt["prompt"], image=prompt["images"],
+                    max_length=TEXTGEN_MAX_LENGTH, sampling_mode="off", thinking=False, use_default_template=True)
+    plan = g.node("ReSpecPlanFromText", controller_call=prompt["controller_call"], generated_text=answer[0],
+                  on_parse_failure="request")
+    select = g.node("ReSpecReferenceSelector", history=store["history"], plan=plan["plan"])
+    rewrite = g.node("ReSpecInstructionRewriter", plan=plan["plan"])
+    g.node("PreviewImage", title="References given to the editor", images=select["editor_images"])
+    steps = g.node("PrimitiveInt", title="Steps", value=EDITORS["flux2"][2]["steps"])
+    parts = NativeParts(g, "flux2", steps[0])
+    edit = native_edit(g, parts, select["editor_images"], select["current_image"], rewrite["instruction"], 42)
+    _append_and_save(g, store, request, plan, select, rewrite, edit[-1][0], "flux2-native")
+    g.note(TEXTGEN_NOTE + "\n\n" + SESSION_NOTE.split("\n\nThe controller")[0], title="Read me")
+    g.note(NATIVE_NOTE["flux2"], title="Models")
+    return g
+
+
 # ------------------------------------------------------------------------------ benchmark graphs
 
 TURN_SLOTS = 5   # the paper's longest scenarios have 5 turns
@@ -319,6 +411,8 @@ EDITORS = {
     "flux2": ("ReSpecFlux2Loader", "ReSpecFlux2Edit", {"steps": 30, "guidance": 4.0}),
     "omnigen2": ("ReSpecOmniGen2Loader", "ReSpecOmniGen2Edit",
                  {"steps": 50, "text_guidance": 5.0, "image_guidance": 2.0}),
+    # native only: ComfyUI's klein 4B base template (20 steps, CFG 5.0)
+    "flux2-klein4b": (None, None, {"steps": 20}),
 }
 BENCH_NOTE = """\
 **OCCUR benchmark loop.** Scenario Loader reads scenario `index` of `dataset` (the shipped
@@ -366,7 +460,7 @@ def _scenario_end(g: wg.Graph, loader, history, config: str, editor_name: str, x
 
 def _benchmark(name: str, editor_name: str, specs: dict, *, respec: bool, native: bool = False) -> wg.Graph:
     loader_cls, edit_cls, edit_settings = EDITORS[editor_name]
-    label = {"flux2": "FLUX.2 [klein]", "omnigen2": "OmniGen2"}[editor_name]
+    label = LABELS[editor_name]
     route = "ComfyUI's own models" if native else "paper-exact diffusers"
     if respec:
         title = f"OCCUR benchmark: ReSpec + {label} ({route}; PTI / HRS switches)"
@@ -484,6 +578,11 @@ def benchmark_native_omnigen2(specs):
 @graph
 def benchmark_native_baseline_flux2(specs):
     return _benchmark("benchmark_native_baseline_flux2", "flux2", specs, respec=False, native=True)
+
+
+@graph
+def benchmark_native_flux2_klein4b(specs):
+    return _benchmark("benchmark_native_flux2_klein4b", "flux2-klein4b", specs, respec=True, native=True)
 
 
 @graph

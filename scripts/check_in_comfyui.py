@@ -58,6 +58,11 @@ API_DIR = WORKFLOWS / "api"
 PACK_DIR_NAME = "ReSpec-ComfyUI"
 UI_ONLY = {"Note", "MarkdownNote", "PrimitiveNode", "Reroute"}
 WIDGET_TYPES = {"INT", "FLOAT", "STRING", "BOOLEAN", "COMBO"}
+DYNAMIC_COMBO = "COMFY_DYNAMICCOMBO_V3"   # a V3 combo whose options add inputs (TextGenerate's sampling_mode)
+# ComfyUI core nodes newer than 0.8.0 (scripts/comfy_core_nodes.json's newer_nodes): a graph that uses
+# one is expected to be refused by an older ComfyUI, and is reported so, not as a failure.
+NEWER_CORE_NODES = json.loads((ROOT / "scripts" / "comfy_core_nodes.json").read_text(encoding="utf-8")).get(
+    "newer_nodes", {})
 
 # Loader inputs whose drop-down lists files from a models/ subfolder: (class, input) -> folder.
 # Inputs of pack nodes that list model files are found from the pack (see _pack_model_inputs).
@@ -119,10 +124,15 @@ def ui_to_api(ui: dict, info: dict) -> dict:
             entries = spec["input"].get(section) or {}
             for name in spec.get("input_order", {}).get(section, list(entries)):
                 entry = entries[name]
-                t = "COMBO" if isinstance(entry[0], list) else entry[0]
+                t = "COMBO" if isinstance(entry[0], list) or entry[0] == DYNAMIC_COMBO else entry[0]
                 opts = entry[1] if len(entry) > 1 and isinstance(entry[1], dict) else {}
                 if t in WIDGET_TYPES and not opts.get("forceInput"):
                     inputs[name] = values.pop(0)
+                    if entry[0] == DYNAMIC_COMBO:   # the chosen option's own widgets follow it, as "name.sub"
+                        option = next((o for o in opts.get("options", []) if o["key"] == inputs[name]), {})
+                        for sub_section in ("required", "optional"):
+                            for sub in (option.get("inputs", {}).get(sub_section) or {}):
+                                inputs[f"{name}.{sub}"] = values.pop(0)
                     if t == "INT" and (opts.get("control_after_generate") or name in ("seed", "noise_seed")):
                         values.pop(0)
                     if opts.get("image_upload"):
@@ -660,11 +670,30 @@ def describe_rejection(status: int, body) -> list[str]:
     return lines
 
 
+def resolve_front_end(path: str) -> Path:
+    """The frontend's static folder: `path` itself, or the comfyui_frontend_package/static folder
+    inside it (a `pip install --target DIR comfyui-frontend-package==X` folder, or site-packages)."""
+    p = Path(path).expanduser().resolve()
+    for cand in (p, p / "comfyui_frontend_package" / "static", p / "static"):
+        if (cand / "index.html").is_file():
+            return cand
+    raise SystemExit(f"--front-end-root {path}: no index.html there nor in comfyui_frontend_package/static "
+                     "(install one with `pip install --target DIR comfyui-frontend-package==1.58.1`)")
+
+
+def frontend_version(static: Path) -> str:
+    """The comfyui-frontend-package version whose static folder this is ('?' when unknown)."""
+    for dist in static.parent.parent.glob("comfyui_frontend_package-*.dist-info"):
+        return dist.name.removesuffix(".dist-info").split("-")[1]
+    return f"? ({static})"
+
+
 def run(args) -> int:
     comfy = Path(args.comfyui).resolve()
     if not (comfy / "main.py").is_file():
         raise SystemExit(f"{comfy} is not a ComfyUI checkout (no main.py)")
     python = args.python
+    front_end = resolve_front_end(args.front_end_root) if args.front_end_root else None
     api_files = sorted(API_DIR.glob("*.api.json"))
     ui_files = sorted(WORKFLOWS.glob("*.json"))
     api_wfs = {p.name: json.loads(p.read_text(encoding="utf-8")) for p in api_files}
@@ -686,6 +715,8 @@ def run(args) -> int:
         log(f"tiny models built in {time.monotonic() - t0:.1f} s: {tiny}")
         if args.omnigen2_files:
             check_native.install_omnigen2_files(python, comfy, Path(args.omnigen2_files), base / "models")
+        if args.native_klein:
+            check_native.install_klein_files(python, comfy, Path(args.native_klein), base / "models")
     log(f"temporary base directory {base}; placeholder model files: {made or 'none'}")
 
     port = args.port or free_port()
@@ -695,9 +726,15 @@ def run(args) -> int:
     proc = None
     try:
         started = time.monotonic()
-        proc = start_comfyui(comfy, python, base, port, env={"RESPEC_HOME": str(base / "respec_home")},
+        extra = ("--front-end-root", str(front_end)) if front_end else ()
+        proc = start_comfyui(comfy, python, base, port, extra=extra, env={"RESPEC_HOME": str(base / "respec_home")},
                              timeout=args.start_timeout)
         log(f"ComfyUI up after {time.monotonic() - started:.1f} s at {url}")
+        _, stats = http_json("GET", f"{url}/system_stats")
+        system = (stats or {}).get("system", {}) if isinstance(stats, dict) else {}
+        log(f"ComfyUI {system.get('comfyui_version', '?')}, python {str(system.get('python_version', '?')).split()[0]}, "
+            f"torch {system.get('pytorch_version', '?')}; frontend "
+            f"{frontend_version(front_end) if front_end else 'the installed comfyui-frontend-package'}")
         logtext = (base / "comfyui.log").read_text(errors="replace")
         for line in logtext.splitlines():
             if "IMPORT FAILED" in line or ("Cannot import" in line and PACK_DIR_NAME in line):
@@ -722,9 +759,28 @@ def run(args) -> int:
         if listed != want:
             failures.append(f"template browser lists {listed}, expected {want}")
 
-        prompts = [(f"api/{name}", wf) for name, wf in api_wfs.items()]
+        def too_new(types) -> str:
+            """'' or why this ComfyUI cannot have the graph: a core node newer than it."""
+            newer = sorted({t for t in types if t not in info and t in NEWER_CORE_NODES})
+            return ", ".join(f"{t} needs ComfyUI >= {NEWER_CORE_NODES[t]}" for t in newer)
+
+        prompts = []
+        for name, wf in api_wfs.items():
+            why = too_new(n["class_type"] for n in wf.values())
+            if why:
+                log(f"EXPECTED (newer ComfyUI)  api/{name}: not queued: {why}")
+                expected.append(f"api/{name}: {why}")
+                continue
+            prompts.append((f"api/{name}", wf))
+        usable_ui = []
         for p in ui_files:
             ui = json.loads(p.read_text(encoding="utf-8"))
+            why = too_new(n["type"] for n in ui["nodes"])
+            if why:
+                log(f"EXPECTED (newer ComfyUI)  ui/{p.name}: not queued or loaded: {why}")
+                expected.append(f"ui/{p.name}: {why}")
+                continue
+            usable_ui.append(p)
             try:
                 prompts.append((f"ui/{p.name} (converted)", ui_to_api(ui, info)))
             except KeyError as e:
@@ -759,7 +815,7 @@ def run(args) -> int:
                 break
             time.sleep(0.5)
         if args.frontend:
-            failures += check_frontend(url, args.chromium, ui_files,
+            failures += check_frontend(url, args.chromium, usable_ui,
                                        Path(args.screenshots) if args.screenshots else None)
             failures += check_composer.check_composer(url, args.chromium, python, base, tiny, args.screenshots)
         if tiny is not None:
@@ -774,13 +830,25 @@ def run(args) -> int:
             if args.omnigen2_files:
                 failures += [f"execute/native: {p}" for p in
                              check_native.execute_native_omnigen2(url, proc.pid, tiny, run_benchmark)]
+            if args.native_klein:
+                helpers = {"upload_picture": upload_picture, "conversation_prompt": conversation_prompt,
+                           "queue_and_wait": queue_and_wait, "use_tiny_models": use_tiny_models,
+                           "run_benchmark": run_benchmark, "checker": checker}
+                t0 = time.monotonic()
+                failures += [f"execute/native-klein: {p}" for p in
+                             check_native.execute_native_klein(url, proc.pid, tiny, helpers, API_DIR)]
+                if "TextGenerate" in info:
+                    failures += [f"execute/textgen: {p}" for p in
+                                 check_native.execute_textgen(url, proc.pid, tiny, helpers, API_DIR)]
+                log(f"native klein checks: {time.monotonic() - t0:.1f} s")
     finally:
         stop(proc, signal.SIGINT)
         if args.keep:
             log(f"kept {base} (ComfyUI log: {base / 'comfyui.log'})")
         else:
             shutil.rmtree(base, ignore_errors=True)
-    log(f"summary: {len(failures)} failure(s), {len(expected)} expected model-file rejection(s)")
+    log(f"summary: {len(failures)} failure(s), {len(expected)} expected rejection(s) (model files not installed, "
+        f"or a node newer than this ComfyUI)")
     for f in failures:
         log(f"  FAIL {f}")
     return 1 if failures else 0
@@ -798,10 +866,18 @@ def main(argv=None) -> int:
     ap.add_argument("--screenshots", default=None, metavar="DIR",
                     help="with --frontend: save a PNG of each loaded workflow there")
     ap.add_argument("--chromium", default=shutil.which("chromium") or "chromium", help="Chromium binary")
+    ap.add_argument("--front-end-root", default=None, metavar="DIR",
+                    help="serve this frontend (ComfyUI's --front-end-root): its static folder, or a folder made by "
+                         "`pip install --target DIR comfyui-frontend-package==X`; default: the installed package")
     ap.add_argument("--omnigen2-files", default=None, metavar="DIR",
                     help="with --execute: also run benchmark_native_omnigen2 on ComfyUI's own OmniGen2 loaders with "
                          "the real-size random files in DIR/models (written there by scripts/make_omnigen2_files.py "
                          "when missing; ~7.5 GB)")
+    ap.add_argument("--native-klein", default=None, metavar="DIR",
+                    help="with --execute, on ComfyUI 0.24+: also run conversational_flux2 (two turns) and "
+                         "benchmark_native_flux2 (one scenario) on ComfyUI's own klein loaders with the smallest "
+                         "random files it accepts, written once into DIR/models by scripts/make_klein_files.py "
+                         "(~4.4 GB, minutes) and reused; 1 step at 64-96 px. Opt-in, not CI")
     ap.add_argument("--execute", action="store_true",
                     help="also run the FLUX.2 benchmark workflow on a 2-turn scenario, and the conversational "
                          "workflow for 2 turns, a re-queue and a rewind, with tiny random models")

@@ -145,3 +145,144 @@ def execute_native_omnigen2(url: str, pid: int, tiny: dict, run_benchmark) -> li
     _, after, f0, f1 = free(url, pid)
     log(f"/free after the native prompt: server RSS {f0:.0f} -> {f1:.0f} MiB; pack models {json.dumps(after)}")
     return problems
+
+
+# ------------------------------------------------------------------------------ native klein (ComfyUI 0.24+)
+
+KLEIN_FILES = {"diffusion_models": "klein-check.safetensors", "text_encoders": "qwen_3_4b-check.safetensors",
+               "vae": "flux2-vae-check.safetensors"}   # as scripts/make_klein_files.py writes them
+# The names the native klein graphs select (9B names: conversational_flux2, benchmark_native_flux2; the
+# 4B graphs' names too): every one links to the small random files.
+KLEIN_NAMES = {"diffusion_models": ("flux-2-klein-base-9b-fp8.safetensors", "flux-2-klein-base-4b-fp8.safetensors"),
+               "text_encoders": ("qwen_3_8b_fp8mixed.safetensors", "qwen_3_4b.safetensors"),
+               "vae": ("flux2-vae.safetensors", "full_encoder_small_decoder.safetensors")}
+KLEIN_SESSION = "check-native-klein"
+
+
+def install_klein_files(python: str, comfy: Path, cache: Path, models: Path) -> None:
+    """Link the klein files of `cache` (written there once by make_klein_files.py) into `models`
+    under the names the native klein graphs select, replacing the empty placeholders."""
+    src = cache / "models"
+    if not all((src / d / f).is_file() for d, f in KLEIN_FILES.items()):
+        log(f"writing the smallest klein files ComfyUI accepts into {src} (minutes; the Qwen3-4B text encoder "
+            f"is ~4.4 GB)")
+        t0 = time.monotonic()
+        out = subprocess.run([python, str(HERE / "make_klein_files.py"), "--comfyui", str(comfy),
+                              "--models", str(src)], capture_output=True, text=True, timeout=3600)
+        if out.returncode != 0:
+            raise SystemExit(f"make_klein_files.py failed:\n{out.stderr[-3000:]}")
+        log(f"klein files written in {time.monotonic() - t0:.0f} s: {out.stdout.strip().splitlines()[-1]}")
+    for d, f in KLEIN_FILES.items():
+        for name in KLEIN_NAMES[d]:
+            dst = models / d / name
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            if dst.exists() or dst.is_symlink():
+                dst.unlink()
+            dst.symlink_to(src / d / f)
+    sizes = {f: f"{(src / d / f).stat().st_size / 2**30:.2f} GiB" for d, f in KLEIN_FILES.items()}
+    log(f"klein files (random weights; 1+1-block 2-head transformer, real-size Qwen3-4B fp8 mixed, real VAE): {sizes}")
+
+
+def _native_tiny(prompt: dict, steps: int = 1) -> dict:
+    """A native klein prompt at its smallest: `steps` sampling steps, references at their own size (in place)."""
+    for node in prompt.values():
+        if node["class_type"] == "PrimitiveInt" and str(node.get("_meta", {}).get("title", "")).startswith(
+                ("Steps", "Editor steps")):
+            node["inputs"]["value"] = steps
+        elif node["class_type"] == "ReSpecReferenceConditioning":
+            node["inputs"]["megapixels"] = 0.0
+    return prompt
+
+
+def execute_native_klein(url: str, pid: int, tiny: dict, helpers: dict, api_dir: Path) -> list[str]:
+    """conversational_flux2 for two turns (a persistent session, the tiny controller) and
+    benchmark_native_flux2 on one 2-turn scenario, on ComfyUI's own klein loaders with the files
+    install_klein_files linked, 64-96 px images, 1 step. `helpers`: check_in_comfyui's upload_picture,
+    conversation_prompt, queue_and_wait, use_tiny_models, run_benchmark, checker. Returns the problems."""
+    import sys
+    sys.path.insert(0, str(HERE.parent))
+    from respec.bench import workflow
+    problems: list[str] = []
+    check = helpers["checker"]("execute/native-klein", problems)
+    image_name, why = helpers["upload_picture"](url)
+    if image_name is None:
+        check("upload", False, why)
+        return problems
+    wf = _native_tiny(helpers["use_tiny_models"](workflow.load_api_workflow(api_dir / "conversational_flux2.api.json"),
+                                                 tiny))
+    rss0 = rss_mb(pid)
+    for label, request in (("turn 1", "add a red box on the left"), ("turn 2", "remove the red box")):
+        prompt = helpers["conversation_prompt"](wf, image_name, KLEIN_SESSION, request)
+        t0 = time.monotonic()
+        entry, why = helpers["queue_and_wait"](url, prompt, timeout=3600)
+        seconds = time.monotonic() - t0
+        if why:
+            check(f"conversational_flux2 {label}", False, why)
+            return problems
+        log(f"      conversational_flux2 {label}: {seconds:.1f} s; server RSS {rss_mb(pid):.0f} MiB")
+    status, body = http_json("GET", f"{url}/respec/sessions/{KLEIN_SESSION}")
+    turns = body.get("turns") if isinstance(body, dict) else None
+    last = (turns or [{}])[-1]
+    check("conversational_flux2: two turns on ComfyUI's klein loaders",
+          status == 200 and [t.get("index") for t in turns or []] == [0, 1, 2]
+          and (last.get("plan") or {}).get("vlm_called") is True,
+          f"session turns {[t.get('index') for t in turns or []]}, turn 2 plan vlm_called "
+          f"{(last.get('plan') or {}).get('vlm_called')}, meta {last.get('meta')}, image "
+          f"{last.get('width')}x{last.get('height')}")
+    t0 = time.monotonic()
+    bench_problems, _, row = helpers["run_benchmark"](
+        url, "benchmark_native_flux2", tiny, {"ReSpecScenarioLoader.max_side": 64, "steps": 1,
+                                              "ReSpecReferenceConditioning.megapixels": 0.0},
+        {"ReSpecPreservationTarget", "ReSpecReferenceSelector", "CFGGuider", "SamplerCustomAdvanced",
+         "ReSpecHistoryAppend"})
+    log(f"      benchmark_native_flux2: {time.monotonic() - t0:.1f} s; server RSS {rss0:.0f} -> {rss_mb(pid):.0f} MiB")
+    if row is not None and row.get("editor") != "flux2-native":
+        bench_problems.append(f"the row's editor is {row.get('editor')!r}, expected 'flux2-native'")
+    check("benchmark_native_flux2: one scenario end to end", not bench_problems,
+          "; ".join(bench_problems) or f"row {row.get('key') if row else None}, {len((row or {}).get('turns') or [])} turns")
+    return problems
+
+
+TEXTGEN_SESSION = "check-textgen"
+
+
+def execute_textgen(url: str, pid: int, tiny: dict, helpers: dict, api_dir: Path) -> list[str]:
+    """conversational_textgen_flux2 for two turns on ComfyUI's own TextGenerate, its controller being
+    the random real-size Qwen3-4B of install_klein_files loaded as a plain text model (CLIPLoader type
+    stable_diffusion: Qwen3 0.6-8B generate in ComfyUI 0.24; this one reads no images) and 4 new
+    tokens: turn 1 makes no controller call; turn 2's plan comes from TextGenerate's text through Plan
+    from Text (random text: the C.2 / C.3 fallbacks and on_parse_failure=request). Returns the problems."""
+    import sys
+    sys.path.insert(0, str(HERE.parent))
+    from respec.bench import workflow
+    problems: list[str] = []
+    check = helpers["checker"]("execute/textgen", problems)
+    image_name, why = helpers["upload_picture"](url)
+    if image_name is None:
+        check("upload", False, why)
+        return problems
+    wf = _native_tiny(workflow.load_api_workflow(api_dir / "conversational_textgen_flux2.api.json"))
+    for node in wf.values():
+        if node["class_type"] == "CLIPLoader" and node["inputs"]["type"] != "flux2":
+            node["inputs"].update(clip_name=KLEIN_NAMES["text_encoders"][1], type="stable_diffusion")
+        elif node["class_type"] == "TextGenerate":
+            node["inputs"]["max_length"] = 4
+    for label, request in (("turn 1", "add a red box on the left"), ("turn 2", "remove the red box")):
+        prompt = helpers["conversation_prompt"](wf, image_name, TEXTGEN_SESSION, request)
+        t0 = time.monotonic()
+        entry, why = helpers["queue_and_wait"](url, prompt, timeout=3600)
+        if why:
+            check(f"conversational_textgen_flux2 {label}", False, why)
+            return problems
+        log(f"      conversational_textgen_flux2 {label}: {time.monotonic() - t0:.1f} s; server RSS {rss_mb(pid):.0f} MiB")
+    status, body = http_json("GET", f"{url}/respec/sessions/{TEXTGEN_SESSION}")
+    turns = body.get("turns") if isinstance(body, dict) else []
+    plans = [t.get("plan") or {} for t in turns or []]
+    ok = (status == 200 and len(plans) == 3 and plans[1].get("vlm_called") is False
+          and plans[2].get("vlm_called") is True and plans[2].get("controller") == "TextGenerate")
+    check("two turns, turn 2 planned from TextGenerate's text", ok,
+          f"turns {[t.get('index') for t in turns or []]}; turn 1 vlm_called {plans[1].get('vlm_called') if len(plans) > 1 else None}; "
+          f"turn 2 controller {plans[2].get('controller') if len(plans) > 2 else None!r}, "
+          f"fallbacks {plans[2].get('fallbacks') if len(plans) > 2 else None}, "
+          f"sent {(turns[2].get('sent_instruction') if len(turns or []) > 2 else None)!r}")
+    return problems

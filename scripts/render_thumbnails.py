@@ -56,8 +56,10 @@ async def render(port: int, url: str, names: list[str]) -> dict[str, bytes]:
         for name in names:
             graph = json.loads((ROOT / "workflows" / f"{name}.json").read_text())
             await page.js(f"{APP}.loadGraphData({json.dumps(graph)}, true, true, {json.dumps(name)})")
+            # Registered = known to LiteGraph (as check_in_comfyui.py reads it: newer frontends give core
+            # nodes no constructor.nodeData).
             missing = await page.js(f"({APP}.rootGraph ?? {APP}.graph)._nodes.filter(n => n.has_errors || "
-                                    "(n.constructor?.nodeData == null && !n.isVirtualNode)).map(n => n.type)")
+                                    "!(window.LiteGraph?.registered_node_types ?? {})[n.type]).map(n => n.type)")
             if missing:
                 raise RuntimeError(f"{name}: nodes not registered in this ComfyUI: {sorted(set(missing))}")
             await page.js(f"{APP}.extensionManager.command.execute('Comfy.Canvas.FitView')")
@@ -112,6 +114,13 @@ def main(argv=None) -> int:
     base = Path(tempfile.mkdtemp(prefix="respec-thumbs-"))
     (base / "custom_nodes").mkdir()
     os.symlink(ROOT, base / "custom_nodes" / "ReSpec-ComfyUI")
+    # Newer frontends flag a loader whose file is missing and a Load Image without its picture:
+    # empty files of the names the graphs select, and ComfyUI's example picture.
+    from check_in_comfyui import model_placeholders
+    model_placeholders(base, [json.loads(p.read_text()) for p in (ROOT / "workflows" / "api").glob("*.api.json")])
+    (base / "input").mkdir(exist_ok=True)
+    if (Path(a.comfyui) / "input" / "example.png").is_file():
+        shutil.copy(Path(a.comfyui) / "input" / "example.png", base / "input" / "example.png")
     env = {"RESPEC_HOME": str(base / "respec_home"), "NO_PROXY": "127.0.0.1,localhost", "DO_NOT_TRACK": "1"}
     if a.pythonpath:
         env["PYTHONPATH"] = a.pythonpath

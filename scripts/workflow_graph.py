@@ -27,6 +27,9 @@ CORE_TABLE = Path(__file__).resolve().parent / "comfy_core_nodes.json"
 PACK_MODULE = "ReSpec-ComfyUI-workflows"
 
 WIDGET_TYPES = ("INT", "FLOAT", "STRING", "BOOLEAN", "COMBO")
+# A V3 node's combo whose options add inputs (TextGenerate's sampling_mode). Only options that
+# add none are used here: then it is a plain combo of the option keys, in both formats.
+DYNAMIC_COMBO = "COMFY_DYNAMICCOMBO_V3"
 # Frontend-only nodes: they live in UI files and never reach /prompt.
 UI_ONLY_NODES = {
     "Note": {"widgets": ["text"]},
@@ -115,7 +118,7 @@ def ordered_inputs(spec: dict) -> list[tuple[str, str, list]]:
 def input_type(entry: list) -> str:
     """The socket/widget type name: a list of choices is a COMBO."""
     t = entry[0]
-    return "COMBO" if isinstance(t, (list, tuple)) else str(t)
+    return "COMBO" if isinstance(t, (list, tuple)) or t == DYNAMIC_COMBO else str(t)
 
 
 def input_options(entry: list) -> dict:
@@ -128,7 +131,19 @@ def combo_choices(entry: list) -> list | None:
         return list(t)
     if t == "COMBO":
         return list(input_options(entry).get("options", []))
+    if t == DYNAMIC_COMBO:
+        return [o["key"] for o in input_options(entry).get("options", [])]
     return None
+
+
+def dynamic_option_inputs(entry: list, key) -> list:
+    """The inputs a dynamic combo's option `key` adds (empty for a plain combo)."""
+    if entry[0] != DYNAMIC_COMBO:
+        return []
+    for o in input_options(entry).get("options", []):
+        if o["key"] == key:
+            return [n for sec in ("required", "optional") for n in (o.get("inputs", {}).get(sec) or {})]
+    return []
 
 
 def is_widget(entry: list) -> bool:
@@ -273,6 +288,9 @@ class Graph:
         if choices is not None:
             if choices and value not in choices:
                 raise ValueError(f"{where} = {value!r} is not one of {choices}")
+            if dynamic_option_inputs(entry, value):
+                raise ValueError(f"{where} = {value!r} adds inputs {dynamic_option_inputs(entry, value)}: "
+                                 "this generator writes only dynamic-combo options without inputs")
             return
         ok = {"INT": lambda v: isinstance(v, int) and not isinstance(v, bool),
               "FLOAT": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),

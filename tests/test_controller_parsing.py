@@ -1,7 +1,10 @@
 """Appendix C.2 (parsing) and C.3 (fallbacks): one test per rule, each with the exact plan.
 
 The model's answer text is given (ScriptedAnswer); everything after it - plan_turn, the parser,
-the fallbacks, D_t - is the real code.
+the fallbacks, D_t - is the real code. Every test that reads an answer through restoration_plan /
+midturn_plan runs on both controller routes: `vlm` (Preservation Target's plan_turn) and
+`textgen` (Controller Prompt -> ComfyUI's TextGenerate -> Plan from Text, with on_parse_failure
+"paper"), so the two apply the same rules.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from controller_helpers import ScriptedAnswer, make_history
 from respec.controller import parse_midturn, parse_restoration, parsing, plan_turn
+from respec.controller.textgen import controller_call, plan_from_text
 from respec.plan import Plan
 from respec.store import SessionStore
 
@@ -30,12 +34,36 @@ FULL = {"reasoning": REASONING, "identity_anchor_id": 3, "restoration_source_id"
         "synthesis_instruction": "Remove the large cardboard box, revealing the NASA patch from the first image."}
 
 
+ROUTES = ("vlm", "textgen")
+_route = ["vlm"]
+
+
+@pytest.fixture(autouse=True)
+def answer_route(request):
+    """The controller route restoration_plan / midturn_plan take (parametrised below)."""
+    _route[0] = getattr(request, "param", "vlm")
+    yield _route[0]
+    _route[0] = "vlm"
+
+
+def pytest_generate_tests(metafunc):
+    # Every test that reads an answer through the two helpers runs on both routes.
+    if {"restoration_plan", "midturn_plan"} & set(metafunc.function.__code__.co_names):
+        metafunc.parametrize("answer_route", ROUTES, indirect=True)
+
+
+def _plan(request: str, answer: str, restoration: bool) -> Plan:
+    if _route[0] == "textgen":
+        return plan_from_text(controller_call(HISTORY, request, restoration), answer, on_parse_failure="paper")
+    return plan_turn(HISTORY, request, ScriptedAnswer(answer), restoration)
+
+
 def restoration_plan(answer: str) -> Plan:
-    return plan_turn(HISTORY, REQUEST, ScriptedAnswer(answer), True)
+    return _plan(REQUEST, answer, True)
 
 
 def midturn_plan(answer: str) -> Plan:
-    return plan_turn(HISTORY, "make the sky pink", ScriptedAnswer(answer), False)
+    return _plan("make the sky pink", answer, False)
 
 
 def fields(plan: Plan) -> dict:

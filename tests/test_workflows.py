@@ -27,7 +27,8 @@ API_FILES = sorted(API_DIR.glob("*.api.json"))
 EXPECTED = ["conversational_flux2", "conversational_omnigen2", "conversational_flux2_diffusers",
             "benchmark_flux2", "benchmark_omnigen2", "benchmark_baseline_flux2", "benchmark_baseline_omnigen2",
             "benchmark_native_flux2", "benchmark_native_omnigen2", "benchmark_native_baseline_flux2",
-            "benchmark_native_baseline_omnigen2"]
+            "benchmark_native_baseline_omnigen2", "conversational_flux2_klein4b", "benchmark_native_flux2_klein4b",
+            "conversational_textgen_flux2"]
 
 
 def _ids(paths):
@@ -58,6 +59,8 @@ def _inputs(spec):
             opts = e[1] if len(e) > 1 and isinstance(e[1], dict) else {}
             if isinstance(t, (list, tuple)):
                 rows.append((name, section == "required", "COMBO", opts, list(t)))
+            elif t == "COMFY_DYNAMICCOMBO_V3":   # a V3 combo (TextGenerate's sampling_mode): its option keys
+                rows.append((name, section == "required", "COMBO", opts, [o["key"] for o in opts["options"]]))
             else:
                 rows.append((name, section == "required", t, opts,
                              list(opts.get("options", [])) if t == "COMBO" else None))
@@ -359,3 +362,67 @@ def test_every_ui_workflow_has_its_template_browser_thumbnail():
         with Image.open(thumb) as im:
             assert im.format == "JPEG" and im.width == 640 and im.height >= 200, thumb.name
     assert not {p.stem for p in (ROOT / "workflows").glob("*.jpg")} - {p.stem for p in ui}
+
+
+def test_klein_4b_graphs_use_the_4b_template_files_and_settings():
+    """klein 4B (Apache-2.0): ComfyUI's own 4B base edit template's files, CFG 5.0, 20 steps."""
+    files = {"UNETLoader": "flux-2-klein-base-4b-fp8.safetensors", "CLIPLoader": "qwen_3_4b.safetensors",
+             "VAELoader": "full_encoder_small_decoder.safetensors"}
+    for name, guiders in (("conversational_flux2_klein4b", 1), ("benchmark_native_flux2_klein4b", 5)):
+        wf = _api(name)
+        for cls, file in files.items():
+            (node,) = [n for n in wf.values() if n["class_type"] == cls]
+            assert file in node["inputs"].values(), (name, cls)
+        cfgs = [n["inputs"]["cfg"] for n in wf.values() if n["class_type"] == "CFGGuider"]
+        assert cfgs == [5.0] * guiders, name
+        assert [n["inputs"]["value"] for n in wf.values() if n["class_type"] == "PrimitiveInt"] == [20], name
+        clip = next(n for n in wf.values() if n["class_type"] == "CLIPLoader")
+        assert clip["inputs"]["type"] == "flux2"
+    writer = next(n for n in _api("benchmark_native_flux2_klein4b").values() if n["class_type"] == "ReSpecResultsWriter")
+    assert writer["inputs"]["editor"] == "flux2-klein4b-native"
+    notes = " ".join(n["widgets_values"][0] for n in _ui("conversational_flux2_klein4b")["nodes"]
+                     if n["type"] == "MarkdownNote")
+    assert "Apache-2.0" in notes and "non-commercial" in notes
+
+
+def test_textgen_graph_plans_with_comfyuis_textgenerate_and_says_0_8_has_none():
+    wf = _api("conversational_textgen_flux2")
+    by_type = {}
+    for nid, n in wf.items():
+        by_type.setdefault(n["class_type"], []).append(nid)
+    assert "ReSpecPreservationTarget" not in by_type and "ReSpecVLMLoader" not in by_type
+    (prompt,), (gen,), (plan,) = by_type["ReSpecControllerPrompt"], by_type["TextGenerate"], by_type["ReSpecPlanFromText"]
+    g = wf[gen]["inputs"]
+    assert g["prompt"] == [prompt, 0] and g["image"] == [prompt, 1] and g["sampling_mode"] == "off"
+    assert wf[g["clip"][0]]["inputs"]["clip_name"] == "qwen3.5_4b_bf16.safetensors"
+    assert wf[plan]["inputs"]["generated_text"] == [gen, 0] and wf[plan]["inputs"]["controller_call"] == [prompt, 2]
+    # the selector, rewriter and History Append read Plan from Text's plan, as in conversational_flux2
+    for cls in ("ReSpecReferenceSelector", "ReSpecInstructionRewriter", "ReSpecHistoryAppend"):
+        (nid,) = by_type[cls]
+        assert wf[nid]["inputs"]["plan"] == [plan, 0], cls
+    assert "UNETLoader" in by_type and "SamplerCustomAdvanced" in by_type
+    ui = _ui("conversational_textgen_flux2")
+    notes = " ".join(n["widgets_values"][0] for n in ui["nodes"] if n["type"] == "MarkdownNote")
+    assert "ComfyUI 0.8 has no\nTextGenerate" in notes
+    loader = next(n for n in ui["nodes"] if n["type"] == "CLIPLoader" and n.get("title", "").startswith("Controller"))
+    (entry,) = loader["properties"]["models"]
+    assert entry == {"name": "qwen3.5_4b_bf16.safetensors", "directory": "text_encoders",
+                     "url": "https://huggingface.co/Comfy-Org/Qwen3.5/resolve/main/text_encoders/qwen3.5_4b_bf16.safetensors"}
+
+
+def test_the_checkers_ui_to_api_conversion_gives_every_api_file(specs):
+    """scripts/check_in_comfyui.py converts UI files as the frontend does (TextGenerate's dynamic
+    sampling_mode combo included) before it queues them in a real ComfyUI."""
+    import importlib.util
+    import sys
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        spec = importlib.util.spec_from_file_location("check_in_comfyui", ROOT / "scripts" / "check_in_comfyui.py")
+        checker = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(checker)
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    assert checker.NEWER_CORE_NODES == {"TextGenerate": "0.24.0"}
+    for path in UI_FILES:
+        api = {k: {"class_type": v["class_type"], "inputs": v["inputs"]} for k, v in _load(API_DIR / f"{path.stem}.api.json").items()}
+        assert checker.ui_to_api(_load(path), specs) == api, path.name

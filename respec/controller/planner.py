@@ -90,8 +90,23 @@ def plan_turn(history: History, user_instruction: str, backend: Any, is_restorat
     start = time.perf_counter()
     raw = backend.chat(parts, system=templates.text(kind), max_new_tokens=max_new_tokens, json_schema=schema)
     seconds = time.perf_counter() - start
+    meta["max_new_tokens"] = max_new_tokens
+    return plan_from_answer(history, user_instruction, is_restoration, raw, templates=templates,
+                            max_pixels=max_pixels, controller=str(getattr(backend, "name", type(backend).__name__)),
+                            seconds=seconds, meta=meta, on_parse_failure=on_parse_failure)
+
+
+def plan_from_answer(history: History, user_instruction: str, is_restoration: bool, raw: Any, *,
+                     templates: Templates, max_pixels: int, controller: str, seconds: float = 0.0,
+                     meta: dict | None = None, on_parse_failure: str = PAPER) -> Plan:
+    """The plan of turn t from the controller's answer text `raw`: C.2 parsing, then C.3 on
+    restoration turns (appendix C), the raw answer kept (bounded) for audit. Shared by plan_turn
+    (the pack's own VLM call) and plan_from_text (ComfyUI's TextGenerate node)."""
+    t = history.next_turn
+    kind = RESTORATION if is_restoration else MIDTURN
     if not isinstance(raw, str):
         raw = "" if raw is None else str(raw)
+    meta = dict(meta or {})
 
     parsed = read_answer(raw, t, user_instruction, is_restoration, on_parse_failure)
     meta.update({
@@ -103,7 +118,6 @@ def plan_turn(history: History, user_instruction: str, backend: Any, is_restorat
         "on_parse_failure": on_parse_failure,
         "images_shown": list(shown.ids),
         "max_pixels": max_pixels,
-        "max_new_tokens": max_new_tokens,
     })
     if history_mode != PAPER_HISTORY:   # paper-mode plans stay as they were (absent = every image)
         meta["history_images"] = shown.record()
@@ -130,7 +144,7 @@ def plan_turn(history: History, user_instruction: str, backend: Any, is_restorat
         raw_text=kept_raw,
         fallbacks=tuple(parsed.fallbacks),
         vlm_called=True,
-        controller=str(getattr(backend, "name", type(backend).__name__)),
+        controller=controller,
         seconds=seconds,
         meta=meta,
     )
