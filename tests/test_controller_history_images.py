@@ -115,3 +115,15 @@ def test_downscaled_copies_are_made_once_per_image_and_budget():
     assert a.size[0] * a.size[1] <= 256
     assert downscaled(h.image(1), 32 * 32) is not a
     assert np.array_equal(np.asarray(downscaled(h.image(0), 10 ** 6)), h.image(0).array[:, :, :3])
+
+
+def test_the_textgen_prompt_attaches_the_same_bounded_images():
+    from respec.controller.textgen import controller_call
+    h = _conversation(12)
+    call = controller_call(h, "remove the red crate", True, history_mode=BOUNDED, max_history_images=6)
+    ids = shown_images(h, "remove the red crate", True, BOUNDED, 6).ids
+    assert len(call.images) == 6 and call.meta["images_shown"] == list(ids)
+    assert f"Image {', Image '.join(map(str, ids))}." in call.prompt
+    assert "Turn 12 (Image 11 -> Image 12)" in call.prompt
+    paper = controller_call(h, "remove the red crate", True)
+    assert len(paper.images) == 13 and "images_shown" not in paper.meta

@@ -91,6 +91,9 @@ def plan_turn(history: History, user_instruction: str, backend: Any, is_restorat
     raw = backend.chat(parts, system=templates.text(kind), max_new_tokens=max_new_tokens, json_schema=schema)
     seconds = time.perf_counter() - start
     meta["max_new_tokens"] = max_new_tokens
+    meta["images_shown"] = list(shown.ids)
+    if history_mode != PAPER_HISTORY:   # paper-mode plans stay as they were (absent = every image)
+        meta["history_images"] = shown.record()
     return plan_from_answer(history, user_instruction, is_restoration, raw, templates=templates,
                             max_pixels=max_pixels, controller=str(getattr(backend, "name", type(backend).__name__)),
                             seconds=seconds, meta=meta, on_parse_failure=on_parse_failure)
@@ -116,11 +119,9 @@ def plan_from_answer(history: History, user_instruction: str, is_restoration: bo
         "template": templates.describe(kind),
         "parse": parsed.found,
         "on_parse_failure": on_parse_failure,
-        "images_shown": list(shown.ids),
+        "images_shown": list(meta.get("images_shown", range(t))),
         "max_pixels": max_pixels,
     })
-    if history_mode != PAPER_HISTORY:   # paper-mode plans stay as they were (absent = every image)
-        meta["history_images"] = shown.record()
     if parsed.preservation_target_from:
         meta["preservation_target_from"] = parsed.preservation_target_from
     # The raw answer is kept for audit, bounded and encodable like every field read from it.
