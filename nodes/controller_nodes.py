@@ -15,6 +15,7 @@ from ..respec.controller import (DEFAULT_MAX_NEW_TOKENS, DEFAULT_MAX_PIXELS, RES
 from ..respec.controller.backends import DEFAULT_MODELS
 from ..respec.controller.backends.openai_compat import RESPONSE_FORMATS
 from ..respec.controller.backends.transformers_vlm import QUANTIZATIONS
+from ..respec.controller.history_images import BOUNDED, DEFAULT_MAX_HISTORY_IMAGES, HISTORY_MODES, MIN_HISTORY_IMAGES
 from ..respec.controller.prompts import template_fingerprint
 from ..respec.controller.request import ON_PARSE_FAILURE, REQUEST
 from ..respec.errors import InputError
@@ -217,6 +218,14 @@ class ReSpecPreservationTarget:
             "optional": {
                 "is_restoration": GROUND_TRUTH_INPUT,
                 "on_parse_failure": ON_PARSE_FAILURE_INPUT,
+                "history_images": (list(HISTORY_MODES), {"default": BOUNDED, "tooltip":
+                                   "Which history images the VLM sees: 'bounded' at most max_history_images "
+                                   "(the original, the turns that changed what this request reveals and the "
+                                   "image before each, the latest), so long conversations stay fast; 'paper' "
+                                   "every image, as in the paper (the benchmark graphs)."}),
+                "max_history_images": ("INT", {"default": DEFAULT_MAX_HISTORY_IMAGES, "min": MIN_HISTORY_IMAGES,
+                                       "max": 64, "tooltip": "The most history images the VLM sees in "
+                                       "'bounded' mode (the original and the latest always among them)."}),
             },
             "hidden": {"unique_id": "UNIQUE_ID"},
         }
@@ -224,7 +233,7 @@ class ReSpecPreservationTarget:
     @classmethod
     def IS_CHANGED(cls, history=None, instruction=None, vlm=None, restoration_mode=None, skip_non_restoration=None,
                    restoration_template="", midturn_template="", is_restoration=None, on_parse_failure=None,
-                   unique_id=None):
+                   history_images=None, max_history_images=None, unique_id=None):
         """Re-run when an override template file's text changes (the other inputs are ComfyUI's
         own cache key already)."""
         try:
@@ -235,7 +244,7 @@ class ReSpecPreservationTarget:
 
     def check_lazy_status(self, history, instruction, vlm, restoration_mode, skip_non_restoration,
                           restoration_template, midturn_template, is_restoration=None, on_parse_failure=REQUEST,
-                          unique_id=None):
+                          history_images=BOUNDED, max_history_images=DEFAULT_MAX_HISTORY_IMAGES, unique_id=None):
         """Ask ComfyUI for the VLM only when this turn will call it."""
         if vlm is not None or history is None or history.next_turn == 1:
             return []
@@ -243,13 +252,15 @@ class ReSpecPreservationTarget:
         return [] if (not flag and skip_non_restoration) else ["vlm"]
 
     def plan(self, history, instruction, vlm, restoration_mode, skip_non_restoration, restoration_template,
-             midturn_template, is_restoration=None, on_parse_failure=REQUEST, unique_id=None):
+             midturn_template, is_restoration=None, on_parse_failure=REQUEST, history_images=BOUNDED,
+             max_history_images=DEFAULT_MAX_HISTORY_IMAGES, unique_id=None):
         flag, meta = decide_restoration(restoration_mode, history, instruction, is_restoration)
         templates = load_templates(template_path(restoration_template, "restoration"),
                                    template_path(midturn_template, "mid-turn"))
         plan = plan_turn(history, instruction, vlm, flag, skip_non_restoration=skip_non_restoration,
                          templates=templates, meta={**meta, "restoration_mode": restoration_mode},
-                         on_parse_failure=on_parse_failure)
+                         on_parse_failure=on_parse_failure, history_mode=history_images,
+                         max_history_images=int(max_history_images))
         comfy.send_event("plan", {"node": unique_id, "plan": plan.to_dict()})
         return (plan, plan_json(plan), plan.synthesis_instruction)
 

@@ -120,6 +120,9 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--shard", default=None, metavar="I/N",
                    help="run only shard I of N (whole scenarios, chosen by a hash of their id); join the "
                         "shards' folders with `python -m respec merge`")
+    b.add_argument("--controller-history", default="paper", choices=["paper", "bounded"],
+                   help="history images the controller sees: paper (every image, the default) or bounded "
+                        "(at most 6: I_0, the turns provenance marks relevant, the latest; the turns' plans say so)")
     b.add_argument("--no-shared-prefix", action="store_true",
                    help="run every config of a scenario from scratch (by default their identical turns run once; "
                         "the rows are the same either way)")
@@ -193,7 +196,7 @@ def _settings(a):
                          controller_options=controller_opts, judge_controller=a.judge_backend,
                          judge_model=a.judge_model, editor_model=a.editor_model, editor_options=editor_opts,
                          masker_options=masker_opts, scorer_options=scorer_opts, shard=a.shard,
-                         share_prefix=not a.no_shared_prefix)
+                         share_prefix=not a.no_shared_prefix, controller_history=a.controller_history)
 
 
 def _configs(spec: str, selector: str | None, reveal: bool) -> list[str]:
@@ -465,7 +468,8 @@ def cmd_bench(a) -> int:
     w = summary.work
     if w.get("edits_run") or w.get("edits_shared"):
         print(f"edits run {w['edits_run']} (+{w['edits_shared']} shared between configs), controller calls run "
-              f"{w['vlm_calls_run']} (+{w['vlm_calls_shared']} shared)")
+              f"{w['vlm_calls_run']} (+{w['vlm_calls_shared']} shared), scores computed {w.get('scores_run', 0)} "
+              f"(+{w.get('scores_shared', 0)} shared)")
     for key, err in summary.failed.items():
         print(f"  FAILED {key}: {err}  (traceback in {out / 'errors.jsonl'})", file=sys.stderr)
     if summary.interrupted:

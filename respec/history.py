@@ -44,6 +44,10 @@ class StoredImage:
     def pil(self) -> Image.Image:
         return as_pil(self.array)
 
+    def __array__(self, dtype=None, copy=None):
+        # np.asarray(stored) reads the pixels (read-only), so a StoredImage goes where an array did.
+        return self.array if dtype is None else self.array.astype(dtype)
+
     def rgb(self) -> Image.Image:
         return as_rgb(self.array)
 

@@ -43,6 +43,7 @@ import numpy as np
 from PIL import Image
 from scipy import ndimage
 
+from . import provenance_index
 from .errors import InputError
 from .history import CHANGE, History, StoredImage, TurnMask
 from .images import as_rgb, finite_array
@@ -296,12 +297,37 @@ def _cached_change(prev: StoredImage, cur: StoredImage, size: tuple[int, int],
         if hit is not None:
             _CACHE.move_to_end(key)
             return hit
-    tm = change_mask(prev, cur, size, params).turn_mask()
+    tm = change_result(prev, cur, size, params).turn_mask()
     with _CACHE_LOCK:
         _CACHE[key] = tm
         while len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)
     return tm
+
+
+# The last few ChangeResults themselves (mask, colour fit): Reveal Composite computes C_t of the
+# edited image, and when it leaves the image as it was, History Append's C_t is that same result.
+_RESULTS: "OrderedDict[tuple, ChangeResult]" = OrderedDict()
+_RESULTS_SIZE = 8
+
+
+def change_result(prev: StoredImage, cur: StoredImage, size: tuple[int, int] | None = None,
+                  params: ChangeParams = DEFAULT_PARAMS) -> ChangeResult:
+    """change_mask(prev, cur, size, params) for two history images, cached by their digests (one
+    C_t per image, whoever asks first)."""
+    size = tuple(size) if size is not None else prev.size
+    key = (prev.digest, cur.digest, size, params)
+    with _CACHE_LOCK:
+        hit = _RESULTS.get(key)
+        if hit is not None:
+            _RESULTS.move_to_end(key)
+            return hit
+    res = change_mask(prev, cur, size, params)
+    with _CACHE_LOCK:
+        _RESULTS[key] = res
+        while len(_RESULTS) > _RESULTS_SIZE:
+            _RESULTS.popitem(last=False)
+    return res
 
 
 # --------------------------------------------------------------------------- per-pixel history
@@ -315,6 +341,7 @@ class Provenance:
     changes: tuple[np.ndarray, ...]
     size: tuple[int, int]
     computed: tuple[int, ...] = ()
+    index: Any = field(default=None, compare=False, repr=False)  # respec.provenance_index view, when made by it
 
     @property
     def turns(self) -> int:
@@ -329,8 +356,14 @@ class Provenance:
         """The turns that changed pixel (y, x), oldest first (coordinates at the history's size)."""
         return [t for t, m in enumerate(self.changes) if t > 0 and m[y, x]]
 
+    def share(self, t: int) -> float:
+        """The share of the image turn t changed."""
+        return self.index.share(t) if self.index is not None else float(self.changes[t].mean())
+
     def last_change(self) -> np.ndarray:
         """int32 H×W: the latest turn that changed each pixel (0 = never changed)."""
+        if self.index is not None:
+            return self.index.last_change()
         out = np.zeros(self.changes[0].shape, np.int32)
         for t, m in enumerate(self.changes):
             if t:
@@ -362,6 +395,8 @@ class Provenance:
     def unchanged_since(self, k: int) -> np.ndarray:
         """bool H×W: pixels no turn after k changed (I_k and the latest image should agree there,
         up to drift)."""
+        if self.index is not None:
+            return self.index.unchanged_since(k)
         out = np.ones(self.changes[0].shape, bool)
         for m in self.changes[k + 1:]:
             out &= ~m
@@ -370,20 +405,11 @@ class Provenance:
 
 def provenance_of(history: History, params: ChangeParams = DEFAULT_PARAMS) -> Provenance:
     """The per-pixel change history of `history`: stored change masks where the turns have them
-    (resized to the history's size if needed), computed for the turns that do not."""
+    (resized to the history's size if needed), computed for the turns that do not (once: see
+    respec/provenance_index.py). `changes` reads each mask when it is asked for."""
     if not isinstance(history, History):
         raise InputError(f"provenance_of needs a History, got {type(history).__name__}")
-    size = history_size(history)
-    w, h = size
-    changes = [np.zeros((h, w), bool)]
-    computed = []
-    for t in history.turns[1:]:
-        tm = t.masks.get(CHANGE)
-        if tm is None:
-            tm = _cached_change(history.turns[t.index - 1].image, t.image, size, params)
-            computed.append(t.index)
-        m = tm.mask
-        if m.shape != (h, w):
-            m = np.asarray(Image.fromarray(m).resize((w, h), Image.NEAREST), bool)
-        changes.append(m)
-    return Provenance(tuple(changes), size, tuple(computed))
+    # The index keeps the masks' summaries and the "last change" map per history, so this is
+    # O(H·W) per new turn, not O(T·H·W) per call, and a missing mask is computed once.
+    idx = provenance_index.index_for(history, params, _cached_change)
+    return Provenance(idx.masks(), idx.size, idx.computed, idx)

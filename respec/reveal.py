@@ -56,7 +56,7 @@ from scipy import ndimage
 from .errors import InputError
 from .history import REVEAL_SOURCE, History, StoredImage, TurnMask
 from .images import as_array, image_id_arg
-from .provenance import (DEFAULT_PARAMS, as_float_rgb, change_of, clean_mask, dilate,
+from .provenance import (DEFAULT_PARAMS, as_float_rgb, change_of, change_result, clean_mask, dilate,
                          fit_colour, provenance_of, residual, robust_scale, smooth)
 
 METHOD = "reveal-composite-v1"
@@ -190,14 +190,16 @@ def _feather(region: np.ndarray, width: int) -> np.ndarray:
 
 
 def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stable: Any = None,
-                     source_id: int | None = None, params: RevealParams = DEFAULT_REVEAL) -> RevealResult:
+                     source_id: int | None = None, params: RevealParams = DEFAULT_REVEAL,
+                     change: Any = None) -> RevealResult:
     """Paste I_{k-1}'s pixels (`source`) into the region of I_t (`edited`) that turn k covered
     (`covered` = C_k) and that the edit revealed, colour-matched to I_t and feathered at the seam,
     if the geometry held around it; otherwise return I_t unchanged and say why.
 
     previous: I_{t-1}. stable: optional H×W mask of the pixels no turn from k to t-1 changed
     (provenance's `unchanged_since(k-1)`); None = every pixel outside C_k. Masks of another size
-    are resized (nearest) to I_t's size, images bilinearly. See the module docstring."""
+    are resized (nearest) to I_t's size, images bilinearly. change: C_t of (previous, edited) at
+    I_t's size when already known (a ChangeResult), so it is computed once. See the module docstring."""
     e_arr = as_array(edited.array if isinstance(edited, StoredImage) else edited)
     size = (e_arr.shape[1], e_arr.shape[0])
     shape = (e_arr.shape[0], e_arr.shape[1])
@@ -212,7 +214,7 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
         return _refuse(e_arr, "turn k's change mask is empty: nothing was covered", source_id, empty, {})
 
     # 1. colour match (C_t: what this edit changed, drift ignored)
-    c_t = change_of(prev, cur)
+    c_t = change if change is not None else change_of(prev, cur)
     changed_now = c_t.mask
     fit_src = fit_colour(src, cur, use=stab & ~changed_now)
     fit_prev = c_t.fit
@@ -295,8 +297,10 @@ def reveal_for(history: History, edited: Any, covering_turn: int,
     if not 1 <= k < t:
         raise InputError(f"the covering turn must be one of 1..{t - 1} (an earlier edit), got {k}")
     prov = provenance_of(history)
+    edited = StoredImage.of(edited)   # C_t through the cache: History Append reuses it when nothing is pasted
     return reveal_composite(history.image(k - 1), history.current.image, edited, prov.changes[k],
-                            stable=prov.unchanged_since(k - 1), source_id=k - 1, params=params)
+                            stable=prov.unchanged_since(k - 1), source_id=k - 1, params=params,
+                            change=change_result(history.current.image, edited, edited.size))
 
 
 def reveal_masks(result: RevealResult) -> dict:

@@ -29,7 +29,7 @@ from typing import Any, Callable, ContextManager, Iterator, Protocol, Sequence
 
 from .controller import decide_restoration, plan_turn, rewrite_instruction, select_references
 from .controller.selection import Selection
-from .history import CHANGE, History
+from .history import CHANGE, History, StoredImage
 from .plan import Plan
 from .provenance import change_for
 
@@ -104,8 +104,8 @@ class TurnRecord:
     selection: Selection | None = None
     sent_instruction: str = ""                  # what the editor was sent
     seed: int = 0
-    image: Any = None                           # I_t (after the post-edit steps)
-    edited: Any = None                          # the editor's own output (before the post-edit steps)
+    image: Any = None                           # I_t (after the post-edit steps; a StoredImage once appended)
+    edited: Any = None                          # the editor's own output as a StoredImage (before the post-edit steps)
     editor_run: dict = field(default_factory=dict)    # the editor's last_run (steps, size, seconds)
     post_edit: list[dict] = field(default_factory=list)
     masks: dict = field(default_factory=dict)   # per-pixel records the post-edit steps add
@@ -150,7 +150,8 @@ def run_turn(history: History, request: str, *, editor: Any, backend: Any = None
              use_controller: bool = True, use_pti: bool = True, use_hrs: bool = True,
              skip_non_restoration: bool = False, seed: int = 0, steps: int | None = None,
              guidance: float | None = None, templates: Any = None, plan_meta: dict | None = None,
-             meta: dict | None = None, timing: TimingHook | None = None) -> tuple[TurnRecord, History]:
+             meta: dict | None = None, timing: TimingHook | None = None,
+             history_mode: str | None = None, max_history_images: int | None = None) -> tuple[TurnRecord, History]:
     """Run turn t = history.next_turn for the request P_t; return its record and H_t.
 
     is_restoration: a known flag (the benchmark's ground truth) wins over restoration_mode
@@ -163,8 +164,12 @@ def run_turn(history: History, request: str, *, editor: Any, backend: Any = None
     selector: which images the editor gets (default: PlanSelector, the paper's rule).
     post_edit: steps run on the edited image, in order; each adds an entry to record.post_edit.
     plan_meta: extra entries for plan.meta; meta: extra entries for the turn's history meta.
-    timing: a hook wrapped around each stage (the record holds each stage's seconds anyway)."""
+    timing: a hook wrapped around each stage (the record holds each stage's seconds anyway).
+    history_mode / max_history_images: which history images the controller is shown ("paper":
+    all, plan_turn's default; "bounded": at most max_history_images, respec.controller.history_images)."""
     planner = planner if planner is not None else VLMPlanner()
+    shown = {k: v for k, v in (("history_mode", history_mode), ("max_history_images", max_history_images))
+             if v is not None}
     selector = selector if selector is not None else PlanSelector()
     t = history.next_turn
     seconds: dict[str, float] = {}
@@ -181,7 +186,7 @@ def run_turn(history: History, request: str, *, editor: Any, backend: Any = None
         with stage("controller"):
             record.plan = planner.plan(history, request, record.is_restoration, backend=backend,
                                        skip_non_restoration=skip_non_restoration, templates=templates,
-                                       meta={**decided, **(plan_meta or {})})
+                                       meta={**decided, **(plan_meta or {})}, **shown)
 
     # 3. Select references: the history images the editor gets, in order.
     if record.plan is not None:
@@ -199,9 +204,10 @@ def run_turn(history: History, request: str, *, editor: Any, backend: Any = None
 
     # 5. Edit, at the current image's size (so masks of I_{t-1} and I_t line up).
     with stage("editor"):
-        record.image = editor.edit([im.rgb() for im in record.selection.images], record.sent_instruction,
-                                   output_size=history.current.image.size, seed=record.seed, steps=steps,
-                                   guidance=guidance)
+        # One copy and one hash of I_t for the whole turn: the post-edit steps, C_t and the history share it.
+        record.image = StoredImage.of(editor.edit([im.rgb() for im in record.selection.images],
+                                                  record.sent_instruction, output_size=history.current.image.size,
+                                                  seed=record.seed, steps=steps, guidance=guidance))
     record.edited = record.image
     record.editor_run = dict(getattr(editor, "last_run", {}) or {})
 
@@ -215,6 +221,7 @@ def run_turn(history: History, request: str, *, editor: Any, backend: Any = None
     # 7. Append: H_t, with the record kept in the turn's meta and C_t (what this turn changed)
     #    with the turn, as History Append does in a graph.
     with stage("provenance"):
+        record.image = StoredImage.of(record.image)   # a post-edit step's new image (else the same one)
         masks = {CHANGE: change_for(history, record.image), **record.masks}
     record.seconds = seconds
     new = history.append(record.image, request, sent_instruction=record.sent_instruction, plan=record.plan,

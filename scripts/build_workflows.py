@@ -496,7 +496,8 @@ def _benchmark(name: str, editor_name: str, specs: dict, *, respec: bool, native
         if respec:
             plan = g.node("ReSpecPreservationTarget", history=history, instruction=turn["instruction"],
                           vlm=vlm["vlm"], is_restoration=turn["is_restoration"], skip_non_restoration=skip[0],
-                          on_parse_failure="paper")   # C.2's rule, as the in-process runner
+                          on_parse_failure="paper",   # C.2's rule, as the in-process runner
+                          history_images="paper")     # every image, as the paper and the runner
             select = g.node("ReSpecReferenceSelector", history=history, plan=plan["plan"],
                             use_history_reference=hrs[0])
             rewrite = g.node("ReSpecInstructionRewriter", plan=plan["plan"], use_pti=pti[0])

@@ -68,7 +68,26 @@ def test_identical_controller_requests_are_answered_once():
     assert shared.chat(list(parts), system="s", max_new_tokens=5) == "answer 1"
     assert shared.chat(parts, system="other", max_new_tokens=5) == "answer 2"
     assert shared.name == "b" and backend.calls == 2
-    assert prefix.counts == {"edits_run": 0, "edits_shared": 0, "vlm_calls_run": 2, "vlm_calls_shared": 1}
+    assert prefix.counts == {"edits_run": 0, "edits_shared": 0, "vlm_calls_run": 2, "vlm_calls_shared": 1,
+                             "scores_run": 0, "scores_shared": 0}
+
+
+def test_identical_final_images_and_masks_share_one_score():
+    from respec.masks import TrajectoryMasks
+    prefix = SharedPrefix()
+    masks = TrajectoryMasks([np.zeros((4, 4), bool)], [np.ones((4, 4), bool)], [{}], "box", [1])
+    other = TrajectoryMasks([np.ones((4, 4), bool)], [np.ones((4, 4), bool)], [{}], "box", [1])
+    calls = []
+
+    def score():
+        calls.append(1)
+        return {"S_TC": len(calls)}
+    first = prefix.score("final", "ref", masks, "baseline", score)
+    again = prefix.score("final", "ref", masks, "pti", score)
+    assert first == ({"S_TC": 1}, None) and again == ({"S_TC": 1}, "baseline") and len(calls) == 1
+    assert prefix.score("final", "ref", other, "hrs", score) == ({"S_TC": 2}, None), "other masks: scored again"
+    assert prefix.score("final2", "ref", masks, "hrs", score)[1] is None
+    assert prefix.counts["scores_run"] == 3 and prefix.counts["scores_shared"] == 1
 
 
 def _run(tmp_path, name, **kw):
@@ -92,6 +111,13 @@ def test_sharing_prefixes_gives_the_rows_of_separate_runs_in_the_sim_world(tmp_p
     # turn 1 is shared by all four configs, so at least 3 edits per scenario are saved
     assert on.work["edits_shared"] >= 3 * 4
     assert on.work["vlm_calls_run"] < on.work["vlm_calls_run"] + on.work["vlm_calls_shared"]
+    # rows with the same final image and masks share their score, and say whose it is
+    shared = [r for r in rows_on.values() if r.get("scores_shared_with")]
+    assert shared and on.work["scores_shared"] == len(shared) and off.work.get("scores_shared", 0) == 0
+    assert not any(r.get("scores_shared_with") for r in rows_off.values())
+    for r in shared:
+        first = rows_on[r["key"].replace(f"|{r['config']}|", f"|{r['scores_shared_with']}|")]
+        assert first["S_TC"] == r["S_TC"] and not first.get("scores_shared_with")
 
 
 @pytest.mark.slow

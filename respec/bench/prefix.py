@@ -10,6 +10,10 @@ exactly what is identical, and a row computed this way equals the row of a separ
 editor and the controller are deterministic for given inputs and seed (greedy decoding, seeded
 generators), which `tests/test_bench_prefix.py` checks on the real tiny models.
 
+Scores are shared the same way: configs whose final image, reference image and masks are
+identical (in the sim world baseline = pti and hrs = respec, since its editor ignores the text)
+get the score computed for the first of them; the later rows say so (`scores_shared_with`).
+
 The memo lives for one scenario (`SharedPrefix` is made per scenario and dropped after it), so
 memory does not grow with the run.
 """
@@ -46,6 +50,16 @@ def _digest(value: Any) -> Any:
         return value
     except TypeError:
         return json.dumps(value, sort_keys=True, default=str)
+
+
+def masks_digest(masks: Any) -> str:
+    """A content digest of a TrajectoryMasks (every mask's pixels and the records)."""
+    h = hashlib.blake2b(digest_size=16)
+    for m in list(getattr(masks, "occ", [])) + list(getattr(masks, "new", [])):
+        h.update(_image_digest(m).encode())
+    rec = masks.to_record() if hasattr(masks, "to_record") else None
+    h.update(json.dumps(rec, sort_keys=True, default=str).encode())
+    return h.hexdigest()
 
 
 class _Shared:
@@ -105,7 +119,22 @@ class SharedPrefix:
     def __init__(self):
         self.edits: dict = {}
         self.chats: dict = {}
-        self.counts: dict[str, int] = {"edits_run": 0, "edits_shared": 0, "vlm_calls_run": 0, "vlm_calls_shared": 0}
+        self.scores: dict = {}
+        self.counts: dict[str, int] = {"edits_run": 0, "edits_shared": 0, "vlm_calls_run": 0, "vlm_calls_shared": 0,
+                                       "scores_run": 0, "scores_shared": 0}
+
+    def score(self, final: Any, reference: Any, masks: Any, config: str, compute) -> tuple[Any, str | None]:
+        """(the OCCUR score of `final` against `reference` under `masks`, the config it was first
+        computed for when it is shared, else None); compute() runs only for a new combination."""
+        key = (_digest(final), _digest(reference), masks_digest(masks))
+        hit = self.scores.get(key)
+        if hit is not None:
+            self.counts["scores_shared"] += 1
+            return hit[0], hit[1]
+        out = compute()
+        self.counts["scores_run"] += 1
+        self.scores[key] = (out, config)
+        return out, None
 
     def editor(self, editor: Any) -> Any:
         """The editor to pass to the turn function for this scenario."""

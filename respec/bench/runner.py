@@ -78,6 +78,7 @@ class BenchSettings:
     # how the work is split and shared (rows do not depend on these)
     shard: str | None = None         # "i/N": this job's share of the scenarios (respec.bench.shards)
     share_prefix: bool = True        # configs of a scenario compute their common turns once
+    controller_history: str = "paper"   # the controller sees every image (paper) or a bounded few (plan.meta says)
 
     # Fields whose change makes old rows incomparable with new ones.
     IDENTITY = ("dataset_name", "smoke", "size", "seed", "steps", "guidance", "controller", "controller_model",
@@ -323,7 +324,8 @@ def run_turns(scenario: Scenario, config: BenchConfig, models: BenchModels, sett
                                    use_hrs=config.use_hrs, skip_non_restoration=config.skip_non_restoration,
                                    seed=turn_seed(settings.seed, scenario.id, t), steps=settings.steps,
                                    guidance=settings.guidance, plan_meta={"restoration_flag": "ground_truth"},
-                                   meta={"stage": turn.stage}, timing=timing)
+                                   meta={"stage": turn.stage}, timing=timing,
+                                   history_mode=None if settings.controller_history == "paper" else settings.controller_history)
         if record.image is not record.edited:
             tell_editor_the_derived_image(models.editor, scenario, history.current.image, record.edited)
     return history
@@ -371,9 +373,10 @@ def trajectory_masks(masker: Any, scenario: Scenario, images: list):
 
 
 def score_scenario(scenario: Scenario, history: History, models: BenchModels,
-                   seconds: dict[str, float] | None = None) -> dict:
+                   seconds: dict[str, float] | None = None, shared: Any = None, config: str = "") -> dict:
     """Masks on the generated images, then the OCCUR score of I_N against the generated I_ref
-    (each stage's seconds added to `seconds` when given)."""
+    (each stage's seconds added to `seconds` when given). shared: a SharedPrefix whose configs'
+    identical (I_N, I_ref, masks) share one score ("scores_shared_with": the config scored first)."""
     stage = stage_timer(seconds if seconds is not None else {})
     generated = [im.rgb() for im in history.images[1:]]
     with stage("masks"):
@@ -382,11 +385,16 @@ def score_scenario(scenario: Scenario, history: History, models: BenchModels,
         else:
             masks = trajectory_masks(models.masker, scenario, generated)
     ref = history.image(scenario.reference_turn).rgb()
+    shared_with = None
     with stage("score"):
-        score = models.scorer.occur_score(generated[-1], ref, masks)
+        if shared is None:
+            score = models.scorer.occur_score(generated[-1], ref, masks)
+        else:
+            score, shared_with = shared.score(history.images[-1].digest, history.image(scenario.reference_turn).digest, masks,
+                                              config, lambda: models.scorer.occur_score(generated[-1], ref, masks))
     truth = getattr(models.editor, "truth", None)
     true_reference = truth(scenario, generated[-1]).reference_turn if truth is not None else None
-    return {"score": score, "masks": masks, "true_reference": true_reference}
+    return {"score": score, "masks": masks, "true_reference": true_reference, "scores_shared_with": shared_with}
 
 
 def judge_turns(history: History, judge_backend: Any, seconds: dict[str, float] | None = None,
@@ -425,7 +433,7 @@ def _save_images(out_dir: Path, scenario_id: str, history: History) -> list[str]
 
 
 def run_one(scenario: Scenario, config: BenchConfig, models: BenchModels, settings: BenchSettings,
-            out_dir: Path | None = None, image=None) -> dict:
+            out_dir: Path | None = None, image=None, shared: Any = None) -> dict:
     """Run and score one scenario under one config; return its results row (nothing written
     but the images, when an out_dir is given and settings.save_images)."""
     t_start = time.perf_counter()
@@ -434,7 +442,7 @@ def run_one(scenario: Scenario, config: BenchConfig, models: BenchModels, settin
     for turn in history.turns[1:]:
         for k, v in (turn.meta.get("seconds") or {}).items():
             seconds[k] = seconds.get(k, 0.0) + float(v)
-    scored = score_scenario(scenario, history, models, seconds)
+    scored = score_scenario(scenario, history, models, seconds, shared=shared, config=config.name)
     judge = None
     if settings.judge and models.judge_backend is not None:
         judge = judge_turns(history, models.judge_backend, seconds,
@@ -446,6 +454,8 @@ def run_one(scenario: Scenario, config: BenchConfig, models: BenchModels, settin
                    scorer=models.describe.get("scorer", ""),
                    seconds={**{k: round(v, 4) for k, v in seconds.items()},
                             "total": round(time.perf_counter() - t_start, 4)})
+    if scored["scores_shared_with"]:
+        row["scores_shared_with"] = scored["scores_shared_with"]
     if out_dir is not None and settings.save_images:
         row["images"] = _save_images(out_dir, scenario.id, history)
     return row
@@ -563,7 +573,7 @@ def run_scenario(scenario: Scenario, configs: list[str], models: BenchModels, se
     out: list[dict] = []
     for cname in configs:
         try:
-            result = run_one(scenario, CONFIGS[cname], parts, settings, out_dir, image=image)
+            result = run_one(scenario, CONFIGS[cname], parts, settings, out_dir, image=image, shared=prefix)
         except (Interrupted, KeyboardInterrupt):
             raise
         except Exception as e:  # one broken scenario must not end a long run

@@ -32,7 +32,8 @@ from .results import ResultsFile, row_key
 # Row fields that measure time or place, not the result: they may differ between two runs of
 # the same key (and between a shared-prefix run and separate runs) without the rows disagreeing.
 # (`images` holds paths relative to the results folder, which differ only between folder layouts.)
-VOLATILE_FIELDS = frozenset({"seconds", "finished_at", "seconds_per_step", "schema", "images"})
+VOLATILE_FIELDS = frozenset({"seconds", "finished_at", "seconds_per_step", "schema", "images",
+                             "scores_shared_with"})   # how the work was shared, not what it found
 
 _SHARD = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 

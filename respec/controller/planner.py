@@ -16,6 +16,7 @@ from ..history import History
 from ..plan import Plan
 from . import parsing
 from .request import PAPER, check_on_parse_failure, check_request, read_answer
+from .history_images import PAPER as PAPER_HISTORY, check_history_mode, shown_images
 from .prompts import DEFAULT_MAX_PIXELS, MIDTURN, RESTORATION, Templates, build_parts, load_templates
 from .schemas import midturn_schema, restoration_schema
 
@@ -41,7 +42,8 @@ def _passthrough(history: History, user_instruction: str, is_restoration: bool, 
 def plan_turn(history: History, user_instruction: str, backend: Any, is_restoration: bool, *,
               skip_non_restoration: bool = False, templates: Templates | None = None,
               max_pixels: int | None = None, max_new_tokens: int | None = None,
-              meta: dict | None = None, on_parse_failure: str = PAPER) -> Plan:
+              meta: dict | None = None, on_parse_failure: str = PAPER,
+              history_mode: str = PAPER_HISTORY, max_history_images: int | None = None) -> Plan:
     """This turn's plan from the history H_{t-1}, the request P_t and the controller.
 
     is_restoration: whether turn t reveals hidden content (the benchmark's ground-truth flag,
@@ -51,6 +53,9 @@ def plan_turn(history: History, user_instruction: str, backend: Any, is_restorat
     meta: extra entries for plan.meta (e.g. how is_restoration was decided).
     on_parse_failure: what an answer with no JSON sends to the editor (respec.controller.request:
     "paper", C.2's raw text, the default; "request", the user's words).
+    history_mode / max_history_images: which history images the controller is shown
+    (respec.controller.history_images: "paper", every image, the default; "bounded", at most
+    max_history_images, default 6, chosen with provenance).
     plan.meta["vlm_calls"] is 1 when this turn called the controller, else 0."""
     if not isinstance(history, History):
         raise InputError(f"plan_turn needs a History, got {type(history).__name__}")
@@ -58,6 +63,7 @@ def plan_turn(history: History, user_instruction: str, backend: Any, is_restorat
         raise InputError("the current request P_t is empty; type the edit you want for this turn")
     check_request(user_instruction, "the current request P_t")
     check_on_parse_failure(on_parse_failure)
+    history_mode, max_history_images = check_history_mode(history_mode, max_history_images)
     user_instruction = user_instruction.strip()
     is_restoration = bool(is_restoration)
     meta = dict(meta or {})
@@ -77,13 +83,17 @@ def plan_turn(history: History, user_instruction: str, backend: Any, is_restorat
     if max_new_tokens is None:
         max_new_tokens = int(getattr(backend, "max_new_tokens", 0) or DEFAULT_MAX_NEW_TOKENS)
     schema = restoration_schema(t) if is_restoration else midturn_schema()
-    parts = build_parts(history, user_instruction, max_pixels)
+    shown = shown_images(history, user_instruction, is_restoration, history_mode, max_history_images)
+    parts = build_parts(history, user_instruction, max_pixels, None if history_mode == PAPER_HISTORY else shown.ids)
 
     comfy.check_interrupted()
     start = time.perf_counter()
     raw = backend.chat(parts, system=templates.text(kind), max_new_tokens=max_new_tokens, json_schema=schema)
     seconds = time.perf_counter() - start
     meta["max_new_tokens"] = max_new_tokens
+    meta["images_shown"] = list(shown.ids)
+    if history_mode != PAPER_HISTORY:   # paper-mode plans stay as they were (absent = every image)
+        meta["history_images"] = shown.record()
     return plan_from_answer(history, user_instruction, is_restoration, raw, templates=templates,
                             max_pixels=max_pixels, controller=str(getattr(backend, "name", type(backend).__name__)),
                             seconds=seconds, meta=meta, on_parse_failure=on_parse_failure)
@@ -109,7 +119,7 @@ def plan_from_answer(history: History, user_instruction: str, is_restoration: bo
         "template": templates.describe(kind),
         "parse": parsed.found,
         "on_parse_failure": on_parse_failure,
-        "images_shown": list(range(t)),
+        "images_shown": list(meta.get("images_shown", range(t))),
         "max_pixels": max_pixels,
     })
     if parsed.preservation_target_from:

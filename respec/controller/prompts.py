@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -17,7 +20,7 @@ from pathlib import Path
 from PIL import Image
 
 from ..errors import InputError
-from ..history import History
+from ..history import History, StoredImage
 from ..images import as_rgb, downscale_to_budget
 
 RESTORATION = "restoration"
@@ -103,9 +106,10 @@ def template_fingerprint(restoration_path: str | os.PathLike | None = None,
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def history_text(history: History, user_instruction: str) -> str:
+def history_text(history: History, user_instruction: str, shown: Sequence[int] | None = None) -> str:
     """The edit history and the current request, as text (user instructions only: the
-    controller never sees ground truth or earlier rewrites)."""
+    controller never sees ground truth or earlier rewrites). `shown`: the image ids shown above
+    when not all of them are (respec/controller/history_images.py); every turn is listed anyway."""
     t = history.next_turn
     lines = ["Edit history:"]
     if t == 1:
@@ -113,21 +117,59 @@ def history_text(history: History, user_instruction: str) -> str:
     for k, instr in enumerate(history.instructions, start=1):
         lines.append(f"Turn {k} (Image {k - 1} -> Image {k}): {instr}")
     lines.append("")
-    lines.append(f"This is turn N = {t}. Images 0 to {t - 1} are shown above; Image {t - 1} is I_{{N-1}}, "
+    ids = list(range(t)) if shown is None else sorted(set(int(i) for i in shown))
+    if ids == list(range(t)):
+        seen = f"Images 0 to {t - 1} are shown above"
+    else:
+        seen = (f"Images {', '.join(map(str, ids[:-1]))} and {ids[-1]} are shown above, with their history ids "
+                f"(the other images are left out to keep the prompt short)")
+    lines.append(f"This is turn N = {t}. {seen}; Image {t - 1} is I_{{N-1}}, "
                  f"the current image the editor will edit.")
     lines.append(f"[Current Request] (turn {t}): {user_instruction}")
     return "\n".join(lines)
 
 
-def build_parts(history: History, user_instruction: str, max_pixels: int = DEFAULT_MAX_PIXELS) -> list:
-    """The user message: "Image k:" then I_k for k = 0..t-1 (downscaled to `max_pixels`),
-    then the edit history and the current request."""
+def build_parts(history: History, user_instruction: str, max_pixels: int = DEFAULT_MAX_PIXELS,
+                shown: Sequence[int] | None = None) -> list:
+    """The user message: "Image k:" then I_k for k = 0..t-1, or for the ids in `shown` (in
+    history order; respec/controller/history_images.py chooses them), each downscaled to
+    `max_pixels`, then the edit history and the current request."""
+    ids = range(history.next_turn) if shown is None else sorted(set(int(i) for i in shown))
     parts: list = []
-    for k, img in enumerate(history.images):
+    for k in ids:
         parts.append(f"Image {k}:")
-        parts.append(downscale_to_budget(as_rgb(img.array), max_pixels))
-    parts.append(history_text(history, user_instruction))
+        parts.append(downscaled(history.image(k), max_pixels))
+    parts.append(history_text(history, user_instruction, None if shown is None else ids))
     return parts
+
+
+# Downscaled copies of history images by (content hash, pixel budget): a conversation's earlier
+# images are shrunk once, not on every turn. Bounded by bytes; the PIL images are shared, not copied.
+_DOWNSCALED: "OrderedDict[tuple[str, int], Image.Image]" = OrderedDict()
+_DOWNSCALED_LOCK = threading.Lock()
+_DOWNSCALED_BYTES = [0]
+MAX_DOWNSCALED_BYTES = 256 << 20
+
+
+def downscaled(img: StoredImage, max_pixels: int) -> Image.Image:
+    """`img` as RGB, shrunk (keeping aspect) to at most `max_pixels`; cached by content hash and
+    budget. Callers must not change the returned image."""
+    key = (img.digest, int(max_pixels))
+    with _DOWNSCALED_LOCK:
+        hit = _DOWNSCALED.get(key)
+        if hit is not None:
+            _DOWNSCALED.move_to_end(key)
+            return hit
+    out = downscale_to_budget(as_rgb(img.array), max_pixels)
+    size = out.size[0] * out.size[1] * len(out.getbands())
+    with _DOWNSCALED_LOCK:
+        if key not in _DOWNSCALED:
+            _DOWNSCALED[key] = out
+            _DOWNSCALED_BYTES[0] += size
+        while _DOWNSCALED_BYTES[0] > MAX_DOWNSCALED_BYTES and len(_DOWNSCALED) > 1:
+            _, old = _DOWNSCALED.popitem(last=False)
+            _DOWNSCALED_BYTES[0] -= old.size[0] * old.size[1] * len(old.getbands())
+    return out
 
 
 def part_summary(parts: list) -> list:

@@ -83,7 +83,7 @@ def locate_covering_turn(history: History, request: str) -> CoveringTurn:
     if t < 2:
         return CoveringTurn(None, (), "none", False, "turn 1: no earlier edit", {})
     prov = provenance_of(history)
-    share = {k: float(prov.changes[k].mean()) for k in range(1, t)}
+    share = {k: prov.share(k) for k in range(1, t)}
     local = [k for k in range(1, t) if MIN_CHANGE <= share[k] < GLOBAL_CHANGE]
     named = [k for k, _ in turns_named(history, request)]
     confirmed = [k for k in named if k in local]

@@ -20,6 +20,7 @@ settles any case it gets wrong.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from ..errors import InputError
 from ..history import History
@@ -100,6 +101,16 @@ def revealing_verb(request: str) -> str | None:
 
 def added_object_words(instruction: str) -> set[str]:
     """Content words of the object an earlier request added (empty if it added nothing)."""
+    return set(_added_object_words(instruction if isinstance(instruction, str) else str(instruction)))
+
+
+@lru_cache(maxsize=8192)
+def _added_object_words(instruction: str) -> frozenset[str]:
+    # Read once per instruction: every later turn of a conversation asks again about every earlier one.
+    return frozenset(_read_added_object_words(instruction))
+
+
+def _read_added_object_words(instruction: str) -> set[str]:
     words = _words(instruction)
     if _has_phrase(words, "cover") >= 0 and "with" in words:
         return _content(words[words.index("with") + 1:])

@@ -33,6 +33,7 @@ from ..plan import Plan
 from . import parsing
 from .planner import SKIPPED_FIRST_TURN, SKIPPED_NON_RESTORATION, _passthrough, plan_from_answer
 from .request import PAPER, check_on_parse_failure
+from .history_images import PAPER as PAPER_HISTORY, check_history_mode, shown_images
 from .prompts import DEFAULT_MAX_PIXELS, MIDTURN, RESTORATION, Templates, history_text, load_templates
 
 CONTROLLER = "TextGenerate"
@@ -73,19 +74,28 @@ def shared_size(history: History, max_pixels: int) -> tuple[int, int]:
     return downscale_to_budget(as_rgb(history.current.image.array), max_pixels).size
 
 
-def controller_prompt_text(templates: Templates, kind: str, history: History, user_instruction: str) -> str:
-    """The prompt text: the template, the image order, then the edit history and the request."""
+def controller_prompt_text(templates: Templates, kind: str, history: History, user_instruction: str,
+                           shown: tuple[int, ...] | None = None) -> str:
+    """The prompt text: the template, the image order, then the edit history and the request.
+    `shown`: the image ids attached when not all of them are (history_images.shown_images)."""
     t = history.next_turn
-    order = ("The image attached to this message is Image 0." if t == 1 else
-             f"The {t} images attached to this message are, in order, Image 0 to Image {t - 1}.")
-    return "\n\n".join((templates.text(kind).rstrip(), order, history_text(history, user_instruction)))
+    if shown is None or tuple(shown) == tuple(range(t)):
+        order = ("The image attached to this message is Image 0." if t == 1 else
+                 f"The {t} images attached to this message are, in order, Image 0 to Image {t - 1}.")
+        return "\n\n".join((templates.text(kind).rstrip(), order, history_text(history, user_instruction)))
+    order = (f"The {len(shown)} images attached to this message are, in order, "
+             f"Image {', Image '.join(map(str, shown))}.")
+    return "\n\n".join((templates.text(kind).rstrip(), order, history_text(history, user_instruction, shown)))
 
 
 def controller_call(history: History, user_instruction: str, is_restoration: bool, *,
                     skip_non_restoration: bool = False, templates: Templates | None = None,
-                    max_pixels: int = DEFAULT_MAX_PIXELS, meta: dict | None = None) -> ControllerCall:
+                    max_pixels: int = DEFAULT_MAX_PIXELS, meta: dict | None = None,
+                    history_mode: str = PAPER_HISTORY, max_history_images: int | None = None) -> ControllerCall:
     """This turn's request for TextGenerate (prompt text + images at one size), or a call marked
-    skipped on turn 1 / on a non-restoration turn with skip_non_restoration (as plan_turn)."""
+    skipped on turn 1 / on a non-restoration turn with skip_non_restoration (as plan_turn).
+    history_mode / max_history_images: which history images are attached (history_images:
+    "paper", every one, the default; "bounded", at most max_history_images, with their true ids)."""
     if not isinstance(history, History):
         raise InputError(f"Controller Prompt needs a History, got {type(history).__name__}")
     if not isinstance(user_instruction, str) or not user_instruction.strip():
@@ -94,14 +104,22 @@ def controller_call(history: History, user_instruction: str, is_restoration: boo
     is_restoration = bool(is_restoration)
     templates = templates or load_templates()
     max_pixels = int(max_pixels or DEFAULT_MAX_PIXELS)
-    size = shared_size(history, max_pixels)
-    images = tuple(as_array(resize(as_rgb(img.array), size)) for img in history.images)
+    history_mode, max_history_images = check_history_mode(history_mode, max_history_images)
     skipped = (SKIPPED_FIRST_TURN if history.next_turn == 1 else
                SKIPPED_NON_RESTORATION if (not is_restoration and skip_non_restoration) else None)
+    meta = dict(meta or {})
+    ids: tuple[int, ...] = tuple(range(history.next_turn))
+    if history_mode != PAPER_HISTORY and not skipped:
+        chosen = shown_images(history, user_instruction, is_restoration, history_mode, max_history_images)
+        ids = chosen.ids
+        meta.update({"images_shown": list(ids), "history_images": chosen.record()})
+    size = shared_size(history, max_pixels)
+    images = tuple(as_array(resize(as_rgb(history.image(k).array), size)) for k in ids)
     kind = RESTORATION if is_restoration else MIDTURN
-    prompt = "" if skipped else controller_prompt_text(templates, kind, history, user_instruction)
+    prompt = "" if skipped else controller_prompt_text(templates, kind, history, user_instruction,
+                                                       None if history_mode == PAPER_HISTORY else ids)
     return ControllerCall(history, user_instruction, is_restoration, templates, max_pixels, skipped, prompt,
-                          images, dict(meta or {}))
+                          images, meta)
 
 
 def plan_from_text(call: ControllerCall, generated_text, *, on_parse_failure: str = PAPER,
