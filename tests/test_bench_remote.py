@@ -477,7 +477,7 @@ def test_run_remote_refuses_to_resume_with_other_settings_or_model_files(comfy_n
                           quiet=True)
         recorded = json.loads((tmp_path / "run.json").read_text())["identity"]
         assert recorded["model:UNETLoader.unet_name"] and recorded["route"] == "native"
-        with pytest.raises(InputError, match="steps: None -> 12"):
+        with pytest.raises(InputError, match="steps: none there, 12 now"):
             remote.run_remote("occur_sample", [a.url], tmp_path, configs=["respec"], limit=2, steps=12,
                               poll_interval=0.5, quiet=True)
         with pytest.raises(InputError, match="UNETLoader.unet_name.*other-klein.safetensors"):
