@@ -55,11 +55,22 @@ from scipy import ndimage
 
 from .errors import InputError
 from .history import REVEAL_SOURCE, History, StoredImage, TurnMask
-from .images import as_array
-from .provenance import (DEFAULT_PARAMS, as_float_rgb, change_of, clean_mask, dilate,
-                         fit_colour, provenance_of, residual, robust_scale, smooth)
+from .images import as_array, to_uint8
+from .alignment import IDENTITY, Alignment, residual_motion, support, warp
+from .provenance import (DEFAULT_PARAMS, alignment_for, as_float_rgb, change_of, clean_mask, dilate,
+                         fit_colour, history_size, provenance_of, remember_alignment, residual, robust_scale,
+                         smooth)
 
-METHOD = "reveal-composite-v1"
+METHOD = "reveal-composite-v2"
+# Absolute checks (v2): the relative ring test compares the ring with the rest of the image, so a
+# source unrelated everywhere (black, flat, another picture) passes it; these do not.
+MAX_GAIN_DEV = 0.5      # the source's colour fit must have gains in [1/1.5, 1.5] ...
+MAX_BIAS = 0.25         # ... and offsets within this (0..1 units)
+MIN_RING_NCC = 0.5      # a textured ring must correlate at least this with the warped source
+MAX_RING_RESIDUAL = 0.08   # the ring's median residual (0..1) after the colour fit
+MAX_RING_MOTION = 0.5   # the ring blocks' median residual motion after alignment (px)
+RING_TEXTURE = 0.02     # a ring whose grey std in I_t is below this is flat (no NCC test) ...
+FLAT_SOURCE = 0.33      # ... and a source ring with less than this share of I_t's texture is flat
 SHIFT_SAMPLES = 4096    # ring pixels the shift search compares (an even subsample of the ring)
 
 
@@ -189,6 +200,78 @@ def _feather(region: np.ndarray, width: int) -> np.ndarray:
     return weight
 
 
+def absolute_check(src: np.ndarray, cur: np.ndarray, fit, ring: np.ndarray, checks: dict) -> str:
+    """The checks that do not compare the ring with the rest of the image: the source's colour fit
+    is plausible, the ring's structure correlates with the warped source, its residual is small in
+    absolute terms, and its blocks show no residual motion. Returns the reason to refuse ('' = ok);
+    the figures go into `checks`."""
+    gains = np.asarray(fit.gain)
+    if np.any(gains < 1.0 / (1.0 + MAX_GAIN_DEV)) or np.any(gains > 1.0 + MAX_GAIN_DEV) \
+            or np.any(np.abs(np.asarray(fit.bias)) > MAX_BIAS):
+        return (f"the source is unrelated to I_t: its colours map onto I_t's only with gains "
+                f"{[round(g, 2) for g in fit.gain]} and offsets {[round(b, 2) for b in fit.bias]}")
+    ys, xs = np.nonzero(ring)
+    y0, y1, x0, x1 = ys.min(), ys.max() + 1, xs.min(), xs.max() + 1
+    gs = ndimage.gaussian_filter(fit.apply(src[y0:y1, x0:x1]).mean(axis=2), 1.0)
+    gc = ndimage.gaussian_filter(cur[y0:y1, x0:x1].mean(axis=2), 1.0)
+    rm = ring[y0:y1, x0:x1]
+    a, b = gs[rm] - gs[rm].mean(), gc[rm] - gc[rm].mean()
+    sa, sb = float(a.std()), float(b.std())
+    ncc = float((a * b).mean() / max(sa * sb, 1e-12))
+    med = float(np.median(np.sqrt(((fit.apply(src[y0:y1, x0:x1]) - cur[y0:y1, x0:x1]) ** 2).mean(axis=2))[rm]))
+    checks.update({"ring_ncc": round(ncc, 4), "ring_std_source": round(sa, 4), "ring_std_edited": round(sb, 4),
+                   "ring_residual_median": round(med, 5)})
+    if sb >= RING_TEXTURE:
+        if sa < FLAT_SOURCE * sb:
+            return f"the source is flat where I_t is textured around the revealed region (std {sa:.3f} vs {sb:.3f})"
+        if ncc < MIN_RING_NCC:
+            return (f"the source does not match I_t around the revealed region (structure correlation "
+                    f"{ncc:.2f} < {MIN_RING_NCC})")
+    if med > MAX_RING_RESIDUAL:
+        return f"the source differs from I_t around the revealed region by {med:.3f} (limit {MAX_RING_RESIDUAL})"
+    # Residual motion, block by block, on the ring's bounding box (blocks mostly on the ring).
+    blk = 16
+    d, tex = residual_motion(gs, gc, blk)
+    nby, nbx = gs.shape[0] // blk, gs.shape[1] // blk
+    if nby and nbx:
+        on = rm[:nby * blk, :nbx * blk].reshape(nby, blk, nbx, blk).mean(axis=(1, 3)).ravel() > 0.5
+        use = tex & on
+        if use.sum() >= 3:
+            motion = float(np.median(d[use]))
+            checks["ring_motion_px"] = round(motion, 3)
+            if motion > MAX_RING_MOTION:
+                return (f"the scene moved by {motion:.1f} px around the revealed region after alignment "
+                        f"(limit {MAX_RING_MOTION} px)")
+    return ""
+
+
+def seam_match(pasted: np.ndarray, cur: np.ndarray, region: np.ndarray, quiet: np.ndarray, feather: int,
+               checks: dict) -> np.ndarray:
+    """Seam-aware colour matching: the difference I_t - pasted on a band of quiet pixels just
+    outside R is spread smoothly over R (normalised convolution, a membrane-like correction), so a
+    local colour or shading drift the global fit missed leaves no seam. Only R's bounding box is
+    touched; the correction is bounded to ±0.1."""
+    width = max(2, 2 * feather)
+    band = dilate(region, width) & ~region & quiet
+    if band.sum() < 16:
+        return pasted
+    ys, xs = np.nonzero(region)
+    h, w = region.shape
+    m = 4 * width
+    y0, y1, x0, x1 = max(0, ys.min() - m), min(h, ys.max() + 1 + m), max(0, xs.min() - m), min(w, xs.max() + 1 + m)
+    b = band[y0:y1, x0:x1].astype(np.float32)
+    diff = (cur[y0:y1, x0:x1] - pasted[y0:y1, x0:x1]) * b[..., None]
+    sig = max(3.0, (ys.max() - ys.min() + xs.max() - xs.min()) / 8.0)
+    den = ndimage.gaussian_filter(b, sig)
+    num = np.stack([ndimage.gaussian_filter(diff[..., c], sig) for c in range(3)], axis=2)
+    corr = np.where(den[..., None] > 1e-3, num / np.maximum(den[..., None], 1e-3), 0.0)
+    corr = np.clip(corr, -0.1, 0.1)
+    out = pasted.copy()
+    out[y0:y1, x0:x1] = np.clip(pasted[y0:y1, x0:x1] + corr, 0.0, 1.0)
+    checks["seam_correction_max"] = round(float(np.abs(corr[region[y0:y1, x0:x1]]).max()) if region.any() else 0.0, 4)
+    return out
+
+
 def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stable: Any = None,
                      source_id: int | None = None, params: RevealParams = DEFAULT_REVEAL) -> RevealResult:
     """Paste I_{k-1}'s pixels (`source`) into the region of I_t (`edited`) that turn k covered
@@ -214,9 +297,15 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
     # 1. colour match (C_t: what this edit changed, drift ignored)
     c_t = change_of(prev, cur)
     changed_now = c_t.mask
+    if c_t.stability is not None:
+        stab_rec = {"stable_fraction": round(c_t.stability.stable_fraction, 4), "rerendered": c_t.stability.rerendered}
+    else:
+        stab_rec = None
     fit_src = fit_colour(src, cur, use=stab & ~changed_now)
     fit_prev = c_t.fit
     checks: dict = {"colour_fit": fit_src.info(), **{f"{k}_px": v for k, v in px.items()}}
+    if stab_rec is not None:
+        checks["turn_stability"] = stab_rec
 
     # 2. revealed region
     raw_src = residual(src, cur, fit_src)
@@ -264,12 +353,16 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
     if p_ring > limit:
         return _refuse(e_arr, f"geometry moved: {p_ring:.0%} of the pixels around the revealed region differ "
                               f"from I_{{k-1}} beyond the noise (limit {limit:.0%})", source_id, region, checks)
+    why = absolute_check(src, cur, fit_src, ring, checks)
+    if why:
+        return _refuse(e_arr, why, source_id, region, checks)
 
     # 4. paste, feathered outwards over stable pixels
     weight = _feather(region, px["feather"])
     weight[~region & ~(stab & ~changed_now)] = 0.0
     weight[region] = 1.0
     pasted = np.clip(fit_src.apply(src), 0.0, 1.0)
+    pasted = seam_match(pasted, cur, region, stab & ~changed_now, px["feather"], checks)
     rgb = cur * (1.0 - weight[..., None]) + pasted * weight[..., None]
     out = e_arr.copy()
     out_rgb = np.clip(np.round(rgb * 255.0), 0, 255).astype(np.uint8)
@@ -295,8 +388,43 @@ def reveal_for(history: History, edited: Any, covering_turn: int,
     if not 1 <= k < t:
         raise InputError(f"the covering turn must be one of 1..{t - 1} (an earlier edit), got {k}")
     prov = provenance_of(history)
-    return reveal_composite(history.image(k - 1), history.current.image, edited, prov.changes[k],
-                            stable=prov.unchanged_since(k - 1), source_id=k - 1, params=params)
+    size = history_size(history)
+    edited_img = edited if isinstance(edited, StoredImage) else StoredImage.of(
+        to_uint8(edited) if np.asarray(edited).dtype.kind == "f" else edited)
+    prev_img = history.current.image
+    for j in range(k, t):
+        if prov.rerendered(j):
+            res = _refuse(edited_img.array, f"the editor re-rendered the scene at turn {j} (stable fraction "
+                          f"{prov.stable_fraction(j):.2f}): I_{k - 1}'s pixels no longer line up",
+                          k - 1, np.zeros(edited_img.array.shape[:2], bool), {"rerendered_turn": j})
+            return res
+    if edited_img.size != tuple(size):
+        al_t = IDENTITY     # a turn of another size: compared after resizing, unaligned
+    else:
+        al_t = alignment_for(prev_img, edited_img, size)
+    a_src = prov.alignment(k - 1, t - 1).compose(al_t)
+    w, h = size
+    src = as_float_rgb(history.image(k - 1), size)
+    prev = as_float_rgb(prev_img, size)
+    covered = prov.in_frame(prov.changes[k], k, t - 1)
+    stable = prov.unchanged_since(k - 1)
+    if not al_t.is_identity:
+        covered = warp(covered, al_t, order=0)
+        stable = warp(stable, al_t, order=0) & support(al_t, (h, w))
+        prev = warp(prev, al_t)
+    if not a_src.is_identity:
+        src = warp(src, a_src)
+    res = reveal_composite(src, prev, edited_img.array, covered, stable=stable, source_id=k - 1, params=params)
+    c_now = res.checks.get("turn_stability")
+    extra = {"alignment": a_src.record(), "turn_alignment": al_t.record()}
+    if c_now is not None and c_now.get("rerendered") and res.applied:
+        res = _refuse(edited_img.array, f"the editor re-rendered the scene in this edit (stable fraction "
+                      f"{c_now['stable_fraction']:.2f})", k - 1, res.region, res.checks)
+    res = RevealResult(res.image, res.applied, res.reason, res.source_id, res.region, res.source_weight,
+                       {**res.checks, **extra})
+    if res.applied and edited_img.size == tuple(size):
+        remember_alignment(prev_img, StoredImage.of(res.image), size, al_t)
+    return res
 
 
 def reveal_masks(result: RevealResult) -> dict:
