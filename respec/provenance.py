@@ -295,8 +295,10 @@ def change_mask(prev: Any, cur: Any, size: tuple[int, int] | None = None,
     return res if cur_size == size else replace(res, resized_from=cur_size)
 
 
-def working_size(size: tuple[int, int], max_pixels: int = WORK_PIXELS) -> tuple[int, int]:
-    """(w, h) an image of `size` is analysed at: itself up to max_pixels, else scaled down to it."""
+def working_size(size: tuple[int, int], max_pixels: int | None = None) -> tuple[int, int]:
+    """(w, h) an image of `size` is analysed at: itself up to max_pixels (default WORK_PIXELS),
+    else scaled down to it."""
+    max_pixels = WORK_PIXELS if max_pixels is None else max_pixels
     w, h = int(size[0]), int(size[1])
     if w * h <= max_pixels:
         return (w, h)
@@ -403,6 +405,9 @@ def stability(a: np.ndarray, b: np.ndarray, fit: ColourFit, mask: np.ndarray,
     ncc = cov / np.sqrt(np.maximum(va * vb, 1e-12))
     textured = np.sqrt(np.maximum(va, vb)) >= TEXTURE_STD
     held = np.where(textured, ncc >= STABLE_NCC, np.abs(ma - mb) <= FLAT_DELTA)
+    if res is not None:     # a block whose unchanged pixels mostly exceed the fixed floor did not hold either
+        over = tiles(sm((res > NOISE_FLOOR).astype(np.float32)) > 0.5).astype(np.float64)
+        held &= (over * tw).sum(-1) / nn <= 0.25
     outside_support = tiles(supp).mean(-1) < 0.5
     judged = n >= 0.25 * B * B          # enough unchanged pixels to judge the block
     unstable = (judged & ~held) | outside_support
