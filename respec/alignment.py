@@ -143,29 +143,90 @@ def _source_coords(a: Alignment, shape: tuple[int, int]) -> tuple[float, float, 
 
 
 def warp(image: np.ndarray, alignment: Alignment, out_shape: tuple[int, int] | None = None,
-         order: int = 1) -> np.ndarray:
+         order: int = 1, box: tuple[int, int, int, int] | None = None) -> np.ndarray:
     """`image` (H×W or H×W×C, the earlier frame) resampled into the later frame of `alignment`
     (bilinear for order=1; order=0 for labels). Pixels with no source repeat the nearest edge;
-    `support` says which. The identity returns the image itself. A bool image comes back bool."""
+    `support` says which. The identity returns the image itself. A bool image comes back bool.
+    box = (y0, y1, x0, x1): only that crop of the output (only the source pixels it needs are
+    read, so a crop of a very large image costs what the crop costs)."""
     img = np.asarray(image)
     shape = tuple(out_shape) if out_shape is not None else img.shape[:2]
-    if alignment.is_identity and shape == img.shape[:2]:
-        return img
     if shape != img.shape[:2]:
         raise InputError(f"warp keeps the frame's size: image {img.shape[:2]}, out_shape {shape}")
-    is_bool = img.dtype == bool
-    src = img.astype(np.float32) if (is_bool or img.dtype.kind in "ui") else img
+    if box is not None:
+        return _warp_box(img, alignment, box, order)
+    if alignment.is_identity:
+        return img
     inv, oy, ox = _source_coords(alignment, shape)
-    if src.ndim == 2:
-        out = ndimage.affine_transform(src, (inv, inv), (oy, ox), order=order, mode="nearest", prefilter=False)
-    else:
-        out = ndimage.affine_transform(src, (inv, inv, 1.0), (oy, ox, 0.0), order=order, mode="nearest",
-                                       prefilter=False)
-    if is_bool:
+    return _resample(img, shape, inv, oy, ox, order)
+
+
+def _axis(pos: np.ndarray, inv: float, off: float, n_in: int, order: int):
+    """Source indices (and bilinear weights) along one axis for the output positions `pos`."""
+    c = np.clip(np.asarray(pos, np.float64) * inv + off, 0.0, n_in - 1.0)
+    if order == 0:
+        return np.floor(c + 0.5).astype(np.intp), None, None
+    i0 = np.floor(c).astype(np.intp)
+    return i0, np.minimum(i0 + 1, n_in - 1), (c - i0).astype(np.float32)
+
+
+def _resample(img: np.ndarray, shape: tuple[int, int], inv: float, oy: float, ox: float, order: int,
+              y0: int = 0, x0: int = 0, rows: np.ndarray | None = None, cols: np.ndarray | None = None,
+              as_float: bool = False) -> np.ndarray:
+    """The similarity warp as two separable 1-D resamplings (a scale and a shift need no 2-D
+    interpolation: bilinear is separable, nearest is an index), edges repeated like ndimage's
+    mode 'nearest'. Output rows y0.. and columns x0.. of the later frame, `shape` of them (or the
+    given output `rows` × `cols`). as_float: a uint8 image comes back float32 in 0..1, unrounded."""
+    h, w = img.shape[:2]
+    rows = np.arange(y0, y0 + shape[0]) if rows is None else rows
+    cols = np.arange(x0, x0 + shape[1]) if cols is None else cols
+    iy0, iy1, wy = _axis(rows, inv, oy, h, order)
+    ix0, ix1, wx = _axis(cols, inv, ox, w, order)
+    # Only the source columns (and rows) the output needs are read: a crop of a large image
+    # costs what the crop costs.
+    c0, c1 = int(ix0.min()), int((ix0 if ix1 is None else ix1).max()) + 1
+    r0, r1 = int(iy0.min()), int((iy0 if iy1 is None else iy1).max()) + 1
+    img = img[r0:r1, c0:c1]
+    iy0, ix0 = iy0 - r0, ix0 - c0
+    if order == 0:
+        return img[iy0][:, ix0]
+    iy1, ix1 = iy1 - r0, ix1 - c0
+    ft = np.float64 if img.dtype == np.float64 else np.float32
+    ey = (slice(None),) + (None,) * (img.ndim - 1)
+    ex = (None, slice(None)) + (None,) * (img.ndim - 2)
+    a, b = img[iy0].astype(ft, copy=False), img[iy1].astype(ft, copy=False)
+    rws = a + (b - a) * wy[ey].astype(ft)
+    left, right = rws[:, ix0], rws[:, ix1]
+    out = left + (right - left) * wx[ex].astype(ft)
+    if img.dtype == bool:
         return out >= 0.5
     if img.dtype.kind in "ui":
+        if as_float:
+            return out * ft(1.0 / np.iinfo(img.dtype).max)
         return np.clip(np.round(out), np.iinfo(img.dtype).min, np.iinfo(img.dtype).max).astype(img.dtype)
-    return out
+    return out.astype(img.dtype, copy=False)
+
+
+def warp_float(img: np.ndarray, alignment: Alignment, box: tuple[int, int, int, int] | None = None,
+               rows: np.ndarray | None = None, cols: np.ndarray | None = None) -> np.ndarray:
+    """Like `warp` with order 1, but a uint8 image comes back float32 in 0..1 (no rounding), and
+    only a `box` (y0, y1, x0, x1) or a grid of output `rows` × `cols` of the later frame is made."""
+    img = np.asarray(img)
+    h, w = img.shape[:2]
+    inv, oy, ox = _source_coords(alignment, (h, w))
+    if rows is not None or cols is not None:
+        rows = np.arange(h) if rows is None else rows
+        cols = np.arange(w) if cols is None else cols
+        return _resample(img, (len(rows), len(cols)), inv, oy, ox, 1, rows=rows, cols=cols, as_float=True)
+    y0, y1, x0, x1 = box if box is not None else (0, h, 0, w)
+    return _resample(img, (y1 - y0, x1 - x0), inv, oy, ox, 1, y0, x0, as_float=True)
+
+
+def _warp_box(img: np.ndarray, alignment: Alignment, box: tuple[int, int, int, int], order: int) -> np.ndarray:
+    """warp(img, alignment)[y0:y1, x0:x1]: only the source rows and columns it needs are read."""
+    y0, y1, x0, x1 = (int(v) for v in box)
+    inv, oy, ox = _source_coords(alignment, img.shape[:2])
+    return _resample(img, (y1 - y0, x1 - x0), inv, oy, ox, order, y0, x0)
 
 
 def support(alignment: Alignment, shape: tuple[int, int], margin: float = 0.5) -> np.ndarray:
@@ -187,12 +248,12 @@ def support(alignment: Alignment, shape: tuple[int, int], margin: float = 0.5) -
 def grey(img: Any) -> np.ndarray:
     """float32 H×W luminance-ish grey (channel mean) in 0..1 of an image array (uint8 or 0..1)."""
     a = np.asarray(img)
-    if a.dtype == np.uint8:
-        a = a.astype(np.float32) / 255.0
-    a = a.astype(np.float32, copy=False)
+    scale = 1.0 / 255.0 if a.dtype == np.uint8 else 1.0
     if a.ndim == 3:
-        a = a[:, :, :3].mean(axis=2) if a.shape[2] >= 3 else a[:, :, 0]
-    return a
+        if a.shape[2] >= 3:   # a matmul with (1/3, 1/3, 1/3): one pass, no float RGB copy
+            return (a[:, :, :3] @ np.full(3, scale / 3.0, np.float32)).astype(np.float32, copy=False)
+        a = a[:, :, 0]
+    return (a.astype(np.float32) * np.float32(scale)) if scale != 1.0 else a.astype(np.float32, copy=False)
 
 
 def resize_grey(g: np.ndarray, max_side: int) -> tuple[np.ndarray, float]:
@@ -222,29 +283,28 @@ def block_motion(ref: np.ndarray, cur: np.ndarray, block: int = BLOCK, stride: i
                  ignore: np.ndarray | None = None, min_std: float = 0.01) -> BlockMotion:
     """Phase-correlation displacement of each block of `cur` against `ref` (grey H×W of one
     size). Blocks with too little texture (std < min_std in either image) or mostly inside
-    `ignore` are marked untextured (their shift is 0 and means nothing)."""
+    `ignore` are marked untextured (their shift is 0 and means nothing). All blocks are cut out
+    as strided views and transformed in one batched FFT."""
     h, w = ref.shape
     stride = stride or block
     if h < block or w < block:
         block = max(8, min(h, w))
         stride = block
-    ys = list(range(0, h - block + 1, stride))
-    xs = list(range(0, w - block + 1, stride))
+    view_a = np.lib.stride_tricks.sliding_window_view(np.asarray(ref, np.float32), (block, block))[::stride, ::stride]
+    view_b = np.lib.stride_tricks.sliding_window_view(np.asarray(cur, np.float32), (block, block))[::stride, ::stride]
+    ny, nx = view_a.shape[:2]
+    A = view_a.reshape(ny * nx, block, block)
+    B = view_b.reshape(ny * nx, block, block)
+    sa, sb = A.std(axis=(1, 2)), B.std(axis=(1, 2))
+    tex = (sa >= min_std) & (sb >= min_std)
+    if ignore is not None:
+        iv = np.lib.stride_tricks.sliding_window_view(np.asarray(ignore, np.float32), (block, block))[::stride, ::stride]
+        tex &= iv.reshape(ny * nx, -1).mean(axis=1) <= 0.3
+    yy, xx = np.meshgrid(np.arange(ny) * stride, np.arange(nx) * stride, indexing="ij")
+    cents = np.stack([xx.ravel() + (block - 1) / 2.0, yy.ravel() + (block - 1) / 2.0], axis=1)
     win = np.outer(np.hanning(block), np.hanning(block)).astype(np.float32)
-    cents, A, B, tex = [], [], [], []
-    for y in ys:
-        for x in xs:
-            a = ref[y:y + block, x:x + block]
-            b = cur[y:y + block, x:x + block]
-            ok = a.std() >= min_std and b.std() >= min_std
-            if ok and ignore is not None and ignore[y:y + block, x:x + block].mean() > 0.3:
-                ok = False
-            cents.append((x + (block - 1) / 2.0, y + (block - 1) / 2.0))
-            A.append((a - a.mean()) * win)
-            B.append((b - b.mean()) * win)
-            tex.append(ok)
-    A, B = np.asarray(A), np.asarray(B)
-    fa, fb = np.fft.rfft2(A), np.fft.rfft2(B)
+    fa = np.fft.rfft2((A - A.mean(axis=(1, 2), keepdims=True)) * win)
+    fb = np.fft.rfft2((B - B.mean(axis=(1, 2), keepdims=True)) * win)
     cross = fb * np.conj(fa)
     cross /= np.maximum(np.abs(cross), 1e-9)
     corr = np.fft.irfft2(cross, s=(block, block))
@@ -253,16 +313,20 @@ def block_motion(ref: np.ndarray, cur: np.ndarray, block: int = BLOCK, stride: i
     idx = flat.argmax(axis=1)
     py, px = np.unravel_index(idx, (block, block))
     peaks = flat[np.arange(n), idx]
-    shifts = np.zeros((n, 2), np.float64)
-    for i in range(n):
-        c = corr[i]
-        y0, x0 = py[i], px[i]
-        sy = _parabola(c[(y0 - 1) % block, x0], c[y0, x0], c[(y0 + 1) % block, x0])
-        sx = _parabola(c[y0, (x0 - 1) % block], c[y0, x0], c[y0, (x0 + 1) % block])
-        dy = y0 + sy
-        dx = x0 + sx
-        shifts[i] = (dx - block if dx > block / 2 else dx, dy - block if dy > block / 2 else dy)
-    return BlockMotion(np.asarray(cents, np.float64), shifts, peaks, np.asarray(tex, bool), block)
+    i = np.arange(n)
+    c0 = corr[i, py, px]
+    sy = _parabola_v(corr[i, (py - 1) % block, px], c0, corr[i, (py + 1) % block, px])
+    sx = _parabola_v(corr[i, py, (px - 1) % block], c0, corr[i, py, (px + 1) % block])
+    dy, dx = py + sy, px + sx
+    shifts = np.stack([np.where(dx > block / 2, dx - block, dx), np.where(dy > block / 2, dy - block, dy)], axis=1)
+    return BlockMotion(cents.astype(np.float64), shifts.astype(np.float64), peaks, tex, block)
+
+
+def _parabola_v(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Sub-pixel offset of a peak b between neighbours a and c (vectorised, clipped to ±0.5)."""
+    d = a - 2 * b + c
+    safe = np.where(np.abs(d) < 1e-12, 1.0, d)
+    return np.where(np.abs(d) < 1e-12, 0.0, np.clip(0.5 * (a - c) / safe, -0.5, 0.5))
 
 
 def _parabola(a: float, b: float, c: float) -> float:
@@ -435,6 +499,12 @@ def estimate_alignment(prev: Any, cur: Any, ignore: np.ndarray | None = None,
     f0, f1 = ndimage.gaussian_filter(f0, 1.0), ndimage.gaussian_filter(f1, 1.0)
     ig_f = None if ignore is None else (resize_grey(np.asarray(ignore, np.float32), FINE_SIDE)[0] > 0.5)
     a_f = Alignment(a_c.dx * ff / f, a_c.dy * ff / f, a_c.scale)
+    if a_c.max_motion(c0.shape[::-1]) < 0.5 and coarse_inliers >= 0.5:
+        # Identity fast path (most editors keep the frame): one Gauss-Newton step about the
+        # identity needs no resampling; when it too finds less than snap_px, so be it.
+        step = _refine(f0, f1, IDENTITY, ig_f, rounds=1)
+        if _scaled(step, ff, METHOD, 0.0, 1.0, size).max_motion(size) < snap_px:
+            return Alignment(residual_px=0.0, method="identity", inliers=coarse_inliers, size=size)
     a_f = _refine(f0, f1, a_f, ig_f, rounds=5)
     # Second pass without the edit: pixels the fitted motion leaves far off (and 3 px around
     # them: their gradients would explain part of the change as motion) are left out.

@@ -157,15 +157,15 @@ def _grid(shape: tuple[int, int], n: int) -> tuple[slice, slice]:
 
 
 def fit_colour(src: np.ndarray, dst: np.ndarray, use: np.ndarray | None = None,
-               rounds: int = FIT_ROUNDS) -> ColourFit:
+               rounds: int = FIT_ROUNDS, sampled: bool = False) -> ColourFit:
     """Robustly fit dst ≈ gain · src + bias per channel (float H×W×3 images of one size).
 
     `use`: optional boolean H×W of the pixels allowed in the fit (e.g. "not changed by any turn
     since"); the fit then also drops its own outliers. Falls back to the identity when too few
-    pixels are left to fit."""
+    pixels are left to fit. sampled: the images already are the sample grid (every pixel is used)."""
     if src.shape != dst.shape:
         raise InputError(f"colour fit needs images of one size, got {src.shape} and {dst.shape}")
-    gy, gx = _grid(src.shape[:2], FIT_SAMPLES)
+    gy, gx = (slice(None), slice(None)) if sampled else _grid(src.shape[:2], FIT_SAMPLES)
     s = src[gy, gx].reshape(-1, 3).astype(np.float64)
     d = dst[gy, gx].reshape(-1, 3).astype(np.float64)
     keep = np.ones(len(s), bool) if use is None else np.asarray(use, bool)[gy, gx].ravel()
@@ -205,7 +205,8 @@ def _affine(s: np.ndarray, d: np.ndarray, gain: np.ndarray, bias: np.ndarray) ->
 
 def residual(src: np.ndarray, dst: np.ndarray, fit: ColourFit) -> np.ndarray:
     """Per-pixel RMS over channels of dst - fit(src) (float32 H×W)."""
-    return np.sqrt(((fit.apply(src) - dst) ** 2).mean(axis=2))
+    d = fit.apply(src) - dst
+    return np.sqrt(np.einsum("...c,...c->...", d, d) / np.float32(d.shape[-1]))   # (einsum: no slow axis-2 mean)
 
 
 def smooth(r: np.ndarray, size: int) -> np.ndarray:
@@ -217,13 +218,29 @@ def smooth(r: np.ndarray, size: int) -> np.ndarray:
 
 def clean_mask(mask: np.ndarray, open_radius: int, close_radius: int, min_area: float) -> np.ndarray:
     """Opening (drop specks), closing (fill gaps), then drop components under min_area
-    (a fraction of the image)."""
+    (a fraction of the image). Runs on the mask's bounding box (grown by both radii): nothing
+    farther from a masked pixel can change."""
+    mask = np.asarray(mask, bool)
+    ys, xs = np.nonzero(mask.any(axis=1))[0], np.nonzero(mask.any(axis=0))[0]
+    if ys.size == 0:
+        return np.zeros(mask.shape, bool)
+    h, w = mask.shape
+    pad = 2 * (open_radius + close_radius) + 2
+    y0, y1, x0, x1 = max(0, ys[0] - pad), min(h, ys[-1] + 1 + pad), max(0, xs[0] - pad), min(w, xs[-1] + 1 + pad)
+    if (y1 - y0) * (x1 - x0) < 0.8 * h * w:
+        out = np.zeros(mask.shape, bool)
+        out[y0:y1, x0:x1] = _clean(mask[y0:y1, x0:x1], open_radius, close_radius, min_area * mask.size)
+        return out
+    return _clean(mask, open_radius, close_radius, min_area * mask.size)
+
+
+def _clean(mask: np.ndarray, open_radius: int, close_radius: int, min_pixels: float) -> np.ndarray:
     m = dilate(erode(mask, open_radius), open_radius)
     m = erode(dilate(m, close_radius), close_radius)
-    if min_area > 0 and m.any():
+    if min_pixels > 0 and m.any():
         labels, n = ndimage.label(m)
         sizes = np.bincount(labels.ravel())
-        small = sizes < max(1.0, min_area * m.size)
+        small = sizes < max(1.0, min_pixels)
         small[0] = False
         if small.any():
             m = m & ~small[labels]
@@ -242,6 +259,7 @@ class ChangeResult:
     alignment: Alignment = IDENTITY                # I_{t-1} -> I_t (the mask is in I_t's frame)
     stability: "Stability | None" = None
     working_size: tuple[int, int] | None = None    # (w, h) analysed at, when below the history's size
+    raw_residual: np.ndarray | None = field(default=None, repr=False)   # per-pixel residual (not recorded)
 
     @property
     def fraction(self) -> float:
@@ -291,7 +309,7 @@ def change_mask(prev: Any, cur: Any, size: tuple[int, int] | None = None,
         m = np.asarray(Image.fromarray(res.mask).resize(tuple(size), Image.NEAREST), bool)
         m.flags.writeable = False
         full = Alignment(al.dx / f, al.dy / f, al.scale, al.residual_px / f, al.method, al.inliers, tuple(size))
-        res = replace(res, mask=m, alignment=full, working_size=work)
+        res = replace(res, mask=m, alignment=full, working_size=work, raw_residual=None)
     return res if cur_size == size else replace(res, resized_from=cur_size)
 
 
@@ -307,13 +325,14 @@ def working_size(size: tuple[int, int], max_pixels: int | None = None) -> tuple[
 
 
 def change_of(a: np.ndarray, b: np.ndarray, params: ChangeParams = DEFAULT_PARAMS,
-              alignment: Alignment = IDENTITY) -> ChangeResult:
+              alignment: Alignment = IDENTITY, warped: bool = False) -> ChangeResult:
     """`change_mask` on float H×W×3 images of one size (0..1); a given `alignment` (a -> b) warps
-    `a` into b's frame first, and pixels b shows that `a` never did (a zoom-out's border) are
-    left out of the mask (they are recorded as unstable instead)."""
+    `a` into b's frame first (warped=True: `a` already is), and pixels b shows that `a` never did
+    (a zoom-out's border) are left out of the mask (they are recorded as unstable instead)."""
     sup = None
     if not alignment.is_identity:
-        a = warp(a, alignment)
+        if not warped:
+            a = warp(a, alignment)
         sup = support(alignment, a.shape[:2])
     fit = fit_colour(a, b, use=sup)
     raw = residual(a, b, fit)
@@ -332,7 +351,7 @@ def change_of(a: np.ndarray, b: np.ndarray, params: ChangeParams = DEFAULT_PARAM
     mask = clean_mask(hit, o, c, params.min_area)
     mask.flags.writeable = False
     stab = stability(a, b, fit, mask, sup, r)
-    return ChangeResult(mask, fit, float(threshold), None, params, alignment, stab)
+    return ChangeResult(mask, fit, float(threshold), None, params, alignment, stab, raw_residual=raw)
 
 
 # --------------------------------------------------------------------------- stability
@@ -378,7 +397,8 @@ def stability(a: np.ndarray, b: np.ndarray, fit: ColourFit, mask: np.ndarray,
     support is unstable. stable_fraction = the share of the pixels outside the change mask that
     lie in held blocks and whose residual `res` (3×3 mean, after the colour fit) stays below the
     fixed NOISE_FLOOR."""
-    ga = grey_of(fit.apply(a))
+    # grey(fit(a)) as one weighted channel sum (the fit is affine per channel)
+    ga = np.asarray(a, np.float32) @ (np.asarray(fit.gain, np.float32) / 3.0) + np.float32(np.mean(fit.bias))
     gb = grey_of(b)
     h, w = ga.shape
     f = min(1.0, STABILITY_SIDE / float(max(h, w)))
@@ -386,7 +406,8 @@ def stability(a: np.ndarray, b: np.ndarray, fit: ColourFit, mask: np.ndarray,
     def sm(x, mode=Image.BOX):
         return np.asarray(Image.fromarray(np.asarray(x, np.float32)).resize(small, mode), np.float32)
     ga, gb = ndimage.gaussian_filter(sm(ga), 1.0), ndimage.gaussian_filter(sm(gb), 1.0)
-    keep = sm((~dilate(mask, 2)).astype(np.float32)) > 0.99
+    near_mask = dilate(mask, 2)
+    keep = sm((~near_mask).astype(np.float32)) > 0.99
     supp = np.ones_like(keep) if sup is None else sm(sup.astype(np.float32)) > 0.5
     B = STABILITY_BLOCK
     nby, nbx = max(1, small[1] // B), max(1, small[0] // B)
@@ -411,7 +432,7 @@ def stability(a: np.ndarray, b: np.ndarray, fit: ColourFit, mask: np.ndarray,
     outside_support = tiles(supp).mean(-1) < 0.5
     judged = n >= 0.25 * B * B          # enough unchanged pixels to judge the block
     unstable = (judged & ~held) | outside_support
-    outside = ~dilate(mask, 2) if sup is None else ~dilate(mask, 2) & sup
+    outside = ~near_mask if sup is None else ~near_mask & sup
     bad = unstable_mask(unstable, mask.shape)
     if res is not None:
         bad = bad | (res > NOISE_FLOOR)
@@ -424,7 +445,7 @@ def stability(a: np.ndarray, b: np.ndarray, fit: ColourFit, mask: np.ndarray,
 
 def grey_of(x: np.ndarray) -> np.ndarray:
     """float32 H×W: the channel mean of a float H×W×3 image."""
-    return np.asarray(x, np.float32).mean(axis=2)
+    return np.asarray(x, np.float32) @ np.full(3, 1.0 / 3.0, np.float32)   # (a matmul: faster than mean(axis=2))
 
 
 def history_size(history: History) -> tuple[int, int]:
@@ -463,6 +484,56 @@ def _cached_change(prev: StoredImage, cur: StoredImage, size: tuple[int, int],
     return tm
 
 
+def remember_change(prev: StoredImage, cur: StoredImage, size: tuple[int, int], tm: TurnMask,
+                    params: ChangeParams = DEFAULT_PARAMS) -> None:
+    """Record a known change record prev -> cur (Reveal Composite computes the edit's C_t once;
+    its output differs from the edit only inside C_t and on quiet seam pixels, so History Append
+    and run_turn reuse it for the output instead of computing it again)."""
+    with _CACHE_LOCK:
+        _CACHE[(prev.digest, cur.digest, tuple(size), params)] = tm
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+
+
+def full_size_result(res: ChangeResult, size: tuple[int, int]) -> ChangeResult:
+    """A ChangeResult computed at a working size as change_mask returns it at `size` (the mask
+    upsampled nearest, the alignment in full-size pixels, working_size recorded)."""
+    h, w = res.mask.shape
+    if (w, h) == tuple(size):
+        return res
+    f = w / float(size[0])
+    m = np.asarray(Image.fromarray(res.mask).resize(tuple(size), Image.NEAREST), bool)
+    m.flags.writeable = False
+    al = res.alignment
+    full = Alignment(al.dx / f, al.dy / f, al.scale, al.residual_px / f, al.method, al.inliers, tuple(size))
+    return replace(res, mask=m, alignment=full, working_size=(w, h), raw_residual=None)
+
+
+_WORK: "OrderedDict[tuple, np.ndarray]" = OrderedDict()
+_WORK_SIZE = 4
+
+
+def work_float(img: StoredImage, size: tuple[int, int]) -> np.ndarray:
+    """as_float_rgb(img, size), cached for images resized to a working size (the turn's
+    alignment, its change record and Reveal Composite read the same few large images); images
+    that need no resizing are converted each time (no cache: that is one pass)."""
+    if img.size == tuple(size):
+        return as_float_rgb(img)
+    key = (img.digest, tuple(size))
+    with _CACHE_LOCK:
+        hit = _WORK.get(key)
+        if hit is not None:
+            _WORK.move_to_end(key)
+            return hit
+    out = as_float_rgb(img, size)
+    out.flags.writeable = False
+    with _CACHE_LOCK:
+        _WORK[key] = out
+        while len(_WORK) > _WORK_SIZE:
+            _WORK.popitem(last=False)
+    return out
+
+
 _ALIGN: "OrderedDict[tuple, Alignment]" = OrderedDict()
 
 
@@ -476,7 +547,10 @@ def alignment_for(prev: StoredImage, cur: StoredImage, size: tuple[int, int]) ->
             _ALIGN.move_to_end(key)
             return hit
     work = working_size(size)
-    al = estimate_alignment(as_float_rgb(prev, work), as_float_rgb(cur, work))
+    if prev.size == tuple(work) and cur.size == tuple(work):
+        al = estimate_alignment(prev.array, cur.array)      # grey straight from uint8: no float RGB copies
+    else:
+        al = estimate_alignment(work_float(prev, work), work_float(cur, work))
     if work != tuple(size):
         f = work[0] / float(size[0])
         al = Alignment(al.dx / f, al.dy / f, al.scale, al.residual_px / f, al.method, al.inliers, tuple(size))
