@@ -61,6 +61,8 @@ TEXTURE_STD = 0.015           # a block whose grey std (blurred) is below this i
 FLAT_DELTA = 0.03             # ... and stable when its mean agrees within this after the colour fit
 NOISE_FLOOR = 16.0 / 255.0    # fixed floor: outside the change mask a residual (3×3 mean) above it is a change
 RERENDER_SHARE = 0.3          # more than this share of the pixels outside the change mask unstable: a re-render
+TEXTURED_HELD = 0.6           # ... or fewer than this share of the textured blocks held (a redrawn subject on
+TEXTURED_MIN_BLOCKS = 8       #     a flat backdrop: the flat blocks hold whatever happened), given this many
 
 
 @dataclass(frozen=True)
@@ -367,10 +369,14 @@ class Stability:
     stable_fraction: float
     rerendered: bool
     blocks: int
+    textured_stable_fraction: float | None = None   # the share of the judged textured blocks that held
 
     def info(self) -> dict:
-        return {"stable_fraction": round(self.stable_fraction, 4), "rerendered": bool(self.rerendered),
-                "unstable_grid": ["".join("1" if v else "0" for v in row) for row in self.unstable]}
+        d = {"stable_fraction": round(self.stable_fraction, 4), "rerendered": bool(self.rerendered),
+             "unstable_grid": ["".join("1" if v else "0" for v in row) for row in self.unstable]}
+        if self.textured_stable_fraction is not None:
+            d["textured_stable_fraction"] = round(self.textured_stable_fraction, 4)
+        return d
 
     @staticmethod
     def grid_from_info(info: dict) -> np.ndarray | None:
@@ -440,7 +446,11 @@ def stability(a: np.ndarray, b: np.ndarray, fit: ColourFit, mask: np.ndarray,
     frac = float(1.0 - (bad & outside).sum() / n_out) if n_out else 1.0
     if sup is not None:     # the border a zoom-out exposed has no source: unstable too
         frac *= float(sup.mean())
-    return Stability(unstable, frac, bool(1.0 - frac > RERENDER_SHARE), int(unstable.size))
+    # Flat blocks hold whatever the editor did to the subject; the textured ones carry the evidence.
+    tj = judged & textured & ~outside_support
+    tfrac = float((held & tj).sum()) / int(tj.sum()) if int(tj.sum()) >= TEXTURED_MIN_BLOCKS else None
+    rer = bool(1.0 - frac > RERENDER_SHARE) or (tfrac is not None and tfrac < TEXTURED_HELD)
+    return Stability(unstable, frac, rer, int(unstable.size), tfrac)
 
 
 def grey_of(x: np.ndarray) -> np.ndarray:
@@ -645,6 +655,13 @@ class Provenance:
         """Turn t's stable_fraction (1.0 when its record has none)."""
         rec = self.records[t] if t < len(self.records) else {}
         return float(rec.get("stable_fraction", 1.0)) if isinstance(rec, dict) else 1.0
+
+    def textured_stable_fraction(self, t: int) -> float:
+        """Turn t's share of textured blocks that held (its stable_fraction when not recorded)."""
+        rec = self.records[t] if t < len(self.records) else {}
+        if isinstance(rec, dict) and rec.get("textured_stable_fraction") is not None:
+            return float(rec["textured_stable_fraction"])
+        return self.stable_fraction(t)
 
     def rerendered(self, t: int) -> bool:
         """Whether turn t's change record says the editor re-rendered the scene."""
