@@ -183,7 +183,7 @@ def fit_colour(src: np.ndarray, dst: np.ndarray, use: np.ndarray | None = None,
         res = np.sqrt(((s * gain + bias - d) ** 2).mean(axis=1))
         med, sig = robust_scale(res[allowed])
         new_keep = allowed & (res <= med + INLIER_K * max(sig, 1e-4))
-        if new_keep.sum() < 16 or np.array_equal(new_keep, keep):
+        if new_keep.sum() < 16 or (r and np.array_equal(new_keep, keep)):   # at least one affine round
             break
         keep = new_keep
     res = np.sqrt(((s * gain + bias - d) ** 2).mean(axis=1))

@@ -79,7 +79,7 @@ def chain_figure(pairs: Path, out: Path) -> None:
     y0, y1, x0, x1 = int(hh * 0.30), int(hh * 0.45), int(ww * 0.30), int(ww * 0.50)   # the board's top-left edge
     crops = [(h.current.image.array, "I_2 (board, zoomed)"), (edited, "I_3: remover"),
              (res.image, f"Reveal: aligned, {r['gain_db']:+.0f} dB"),
-             (old.image if old.applied else edited, "no alignment" + ("" if old.applied else " (refused)"))]
+             (old.image if old.applied else edited, "without alignment" + ("" if old.applied else ": refused"))]
     top = row([labelled(a, t, 230) for a, t in crops])
     bottom = row([labelled(a[y0:y1, x0:x1], t + " (crop)", 230) for a, t in crops])
     fig = Image.new("RGB", (top.width, top.height + bottom.height + 4), "white")

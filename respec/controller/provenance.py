@@ -19,8 +19,8 @@ uncovered region"): I_{k-1} then precedes every later addition too.
 
 Confidence. The change masks are evidence only where the editor kept the scene: every turn's
 change record has a stable_fraction and a rerendered flag (respec/provenance.py, not resting on
-the adaptive threshold). plan.meta["provenance_confidence"] is the smallest stable_fraction of the
-turns k..t-1 (each the smaller of its stable_fraction and the share of its textured blocks that held;
+the adaptive threshold). plan.meta["provenance_confidence"] is the product of the stable_fractions
+of the turns k..t-1 (re-renders accumulate; each the smaller of its stable_fraction and the share of its textured blocks that held;
 halved for a turn flagged re-rendered; 0 when no turn was located). Below 0.5 the
 plan adds PROVENANCE_LOW_CONFIDENCE and defers: to the controller when one is connected (hybrid,
 or the provenance planner with a backend), otherwise to the paper's C.3 rule (I_0 as the source).
@@ -120,8 +120,8 @@ def locate_covering_turn(history: History, request: str) -> CoveringTurn:
 
 
 def provenance_confidence(history: History, found: CoveringTurn) -> float:
-    """How far the change masks can be trusted for this location, in [0, 1]: the smallest
-    stable_fraction of the turns k..t-1 (each the smaller of its stable_fraction and its textured
+    """How far the change masks can be trusted for this location, in [0, 1]: the product of the
+    stable_fractions of the turns k..t-1 (re-renders accumulate; each the smaller of its stable_fraction and its textured
     blocks' share: a redrawn subject on a flat backdrop is no evidence), halved for a turn flagged
     re-rendered; 0 without a k."""
     if found.turn is None:
@@ -130,7 +130,7 @@ def provenance_confidence(history: History, found: CoveringTurn) -> float:
     conf = 1.0
     for j in range(found.turn, history.next_turn):
         sf = min(prov.stable_fraction(j), prov.textured_stable_fraction(j))
-        conf = min(conf, 0.5 * sf if prov.rerendered(j) else sf)
+        conf *= 0.5 * sf if prov.rerendered(j) else sf      # what every turn since k kept: the product
     return float(min(1.0, max(0.0, conf)))
 
 
