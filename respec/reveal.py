@@ -652,10 +652,11 @@ def reveal_for(history: History, edited: Any, covering_turn: int,
     if c_now is not None:
         cumulative *= float(c_now.get("stable_fraction", 1.0))
     extra["cumulative_stable_fraction"] = round(cumulative, 4)
-    if c_now is not None and c_now.get("rerendered") and res.applied:
+    # (the re-render is the reason even when a ring check refused too: it says why)
+    if c_now is not None and c_now.get("rerendered"):
         res = _refuse(edited_img.array, f"the editor re-rendered the scene in this edit (stable fraction "
                       f"{c_now['stable_fraction']:.2f})", k - 1, res.region, res.checks)
-    elif res.applied and cumulative < CUMULATIVE_STABLE:
+    elif cumulative < CUMULATIVE_STABLE:
         res = _refuse(edited_img.array, f"the editor re-rendered the scene over turns {k}..{t}: together they kept "
                       f"{cumulative:.0%} of it (limit {CUMULATIVE_STABLE:.0%})", k - 1, res.region, res.checks)
     res = RevealResult(res.image, res.applied, res.reason, res.source_id, res.region, res.source_weight,
