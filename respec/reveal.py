@@ -27,10 +27,18 @@ an editor re-invents. `reveal_composite` does this in four steps:
    shadow, a mask a pixel too tight) is not noise: the check refuses. It also refuses when the
    ring matches best at a shifted position: the ring's median residual after a colour fit, for
    integer shifts up to `max_shift` px, is lowest away from (0, 0) and `shift_ratio` (1.5) times
-   lower than at (0, 0) — the scene moved by that shift; the same search then runs on the whole
-   stable image (a ring on flat ground cannot see a shift the rest of the picture shows). (Noise
-   alone gives ratios near 1; the editor's blur is symmetric and keeps (0, 0) best.) Too few ring pixels (< `min_ring`) also
-   refuses: nothing to check against.
+   lower than at (0, 0) — the scene moved there after alignment (the search runs on the ring's
+   grey values only: the turn's alignment already undid the whole frame's motion, so the old
+   whole-image search is gone). (Noise alone gives ratios near 1; the editor's blur is symmetric
+   and keeps (0, 0) best.) Too few ring pixels (< `min_ring`) also refuses: nothing to check
+   against. Before these tests the source is blurred by the sigma that best explains I_t on the
+   ring (an editor that blurs on every call), and the absolute checks follow (`absolute_check`).
+
+Cost (issue 20): the source is warped only on a box around C_k ∩ C_t and on an even grid of
+samples (with their 3×3 neighbours) for the colour fit and the background's noise; C_t and the
+turn's alignment are computed once (reveal_for) and reused by History Append / run_turn; images
+above WORK_PIXELS are analysed at the working resolution and only the paste is made at full size,
+on the pasted pixels' box. scripts/bench_provenance.py --turn measures it.
 4. **Paste.** Inside R the composite is T_src(I_{k-1}) (I_{k-1}'s pixels in I_t's colours);
    outside, the weight falls linearly to 0 over `feather` px on stable pixels (the seam), and
    I_t is kept everywhere else. On refusal I_t is returned unchanged with the reason.
@@ -210,18 +218,28 @@ def _expected_exceedance(src: np.ndarray, bg_residual: tuple, tau: float, bg: np
 BLUR_CANDIDATES = (0.0, 0.5, 0.75, 1.0, 1.5, 2.0)   # px; 3 sigma stays inside the box B's margin
 
 
-def _match_blur(src: np.ndarray, cur: np.ndarray, fit, ring: np.ndarray, B: tuple[int, int, int, int]) -> float:
+def _match_blur(src: np.ndarray, cur: np.ndarray, fit, ring: np.ndarray, B: tuple[int, int, int, int],
+                samples: int = 256) -> float:
     """The Gaussian sigma (of BLUR_CANDIDATES) that, applied to the colour-fitted source, best
-    matches I_t on the ring (mean residual); 0 unless it beats the unblurred source by 5 %."""
-    y0, y1, x0, x1 = _box(ring, 8)
-    y0, y1, x0, x1 = max(y0, B[0]), min(y1, B[1]), max(x0, B[2]), min(x1, B[3])
-    s, c, rm = src[y0:y1, x0:x1], cur[y0:y1, x0:x1], ring[y0:y1, x0:x1]
-    if rm.sum() < 16:
+    matches I_t on the ring (mean residual at up to `samples` ring pixels spread evenly, each
+    blurred on its own 17×17 patch); 0 unless it beats the unblurred source by 5 %."""
+    ys, xs = np.nonzero(ring)
+    r = 8
+    ok = (ys >= B[0] + r) & (ys < B[1] - r) & (xs >= B[2] + r) & (xs < B[3] - r)
+    ys, xs = ys[ok], xs[ok]
+    if len(ys) < 16:
         return 0.0
+    step = max(1, len(ys) // samples)
+    ys, xs = ys[::step], xs[::step]
+    off = np.arange(-r, r + 1)
+    py, px = ys[:, None, None] + off[None, :, None], xs[:, None, None] + off[None, None, :]
+    patches = src[py, px]                                   # n × 17 × 17 × 3
+    target = cur[ys, xs]
     errs = []
     for sg in BLUR_CANDIDATES:
-        g = ndimage.gaussian_filter(s, (sg, sg, 0), mode="nearest") if sg else s
-        errs.append(float(np.mean(residual(g, c, fit)[rm])))     # (a median is 0 on quantised, barely blurred rings)
+        g = ndimage.gaussian_filter(patches, (0, sg, sg, 0), mode="nearest")[:, r, r] if sg else patches[:, r, r]
+        d = fit.apply(g) - target
+        errs.append(float(np.sqrt(np.einsum("nc,nc->n", d, d) / 3.0).mean()))
     i = int(np.argmin(errs))
     return float(BLUR_CANDIDATES[i]) if i and errs[i] < 0.95 * errs[0] else 0.0
 
