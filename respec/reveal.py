@@ -472,14 +472,16 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
     if n_ring < params.min_ring or bg.sum() < params.min_ring:
         return _refuse(e_arr, f"geometry not checkable: only {n_ring} unchanged pixels around the revealed "
                               "region (later turns changed its surroundings)", source_id, _full(region, size), checks)
-    # Sharpness match: an editor that blurs on every call leaves I_t softer than I_{k-1}; the
-    # source is blurred (within the box B) by the sigma that best explains I_t on the ring, so the
-    # ring checks and the paste compare like with like.
+    # Sharpness match: an editor that blurs on every call leaves I_t softer than I_{k-1}; for the
+    # ring checks the source is blurred (within the box B) by the sigma that best explains I_t on
+    # the ring, so they compare like with like. The paste stays sharp: it is I_{k-1}'s own pixels
+    # (the restoration the paper's S_restore asks for).
     sig_b = _match_blur(src, cur, fit_src, ring, B)
     checks["source_blur_px"] = sig_b
+    sharp = None
     if sig_b > 0:
-        src[B[0]:B[1], B[2]:B[3]] = ndimage.gaussian_filter(src[B[0]:B[1], B[2]:B[3]], (sig_b, sig_b, 0),
-                                                            mode="nearest")
+        sharp = src[B[0]:B[1], B[2]:B[3]].copy()
+        src[B[0]:B[1], B[2]:B[3]] = ndimage.gaussian_filter(sharp, (sig_b, sig_b, 0), mode="nearest")
     # The residual (3×3 mean) is needed on R's neighbourhood (the ring) and on an even sample of
     # the background only.
     nb = _box(near, 2)
@@ -520,6 +522,8 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
         return _refuse(e_arr, why, source_id, _full(region, size), checks)
 
     # 4. paste, feathered outwards over stable pixels, colour-corrected at the seam
+    if sharp is not None:
+        src[B[0]:B[1], B[2]:B[3]] = sharp
     weight = _feather(region, px["feather"])
     weight[~region & ~quiet_now] = 0.0
     weight[region] = 1.0
