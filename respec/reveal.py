@@ -100,6 +100,9 @@ class RevealParams:
     shift_frac: float = 0.02       # largest shift searched in the ring (at least 4 px, at most 12)
     shift_ratio: float = 1.5       # a shift must fit this many times better than (0, 0)
     feather_frac: float = 0.008    # seam width outside R (at least 1 px)
+    paste_blur_px: float = 1.5     # the paste too is blurred to I_t's softness when the source needs at least
+                                   # this much blur to match I_t (an editor that blurs ~1 px per call: a sharp
+                                   # patch in a soft picture); below it the paste is I_{k-1}'s exact pixels
 
     def pixels(self, shape: tuple[int, int]) -> dict[str, int]:
         """Ring width, largest shift and feather width in pixels for an image of `shape`."""
@@ -475,7 +478,7 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
     # Sharpness match: an editor that blurs on every call leaves I_t softer than I_{k-1}; for the
     # ring checks the source is blurred (within the box B) by the sigma that best explains I_t on
     # the ring, so they compare like with like. The paste stays sharp: it is I_{k-1}'s own pixels
-    # (the restoration the paper's S_restore asks for).
+    # (the restoration the paper's S_restore asks for) unless I_t is much softer (paste_blur_px).
     sig_b = _match_blur(src, cur, fit_src, ring, B)
     checks["source_blur_px"] = sig_b
     sharp = None
@@ -522,8 +525,9 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
         return _refuse(e_arr, why, source_id, _full(region, size), checks)
 
     # 4. paste, feathered outwards over stable pixels, colour-corrected at the seam
-    if sharp is not None:
+    if sharp is not None and sig_b < params.paste_blur_px:
         src[B[0]:B[1], B[2]:B[3]] = sharp
+    checks["paste_blur_px"] = sig_b if sig_b >= params.paste_blur_px else 0.0
     weight = _feather(region, px["feather"])
     weight[~region & ~quiet_now] = 0.0
     weight[region] = 1.0
