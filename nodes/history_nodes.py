@@ -201,6 +201,8 @@ class ReSpecHistoryAppend:
         if (editor_image_ids or "").strip():
             meta_d[EDITOR_IMAGE_IDS] = self._ids(editor_image_ids)
         masks = {CHANGE: change_for(history, arr)}
+        if "alignment" in masks[CHANGE].info:   # I_{t-1} -> I_t, kept with the turn (respec/alignment.py)
+            meta_d["alignment"] = masks[CHANGE].info["alignment"]
         if reveal is not None:
             reveal_masks, reveal_meta = reveal_for_append(reveal)
             masks.update(reveal_masks)

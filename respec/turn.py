@@ -224,8 +224,9 @@ def run_turn(history: History, request: str, *, editor: Any, backend: Any = None
         record.image = StoredImage.of(record.image)   # a post-edit step's new image (else the same one)
         masks = {CHANGE: change_for(history, record.image), **record.masks}
     record.seconds = seconds
+    alignment = {"alignment": masks[CHANGE].info["alignment"]} if "alignment" in masks[CHANGE].info else {}
     new = history.append(record.image, request, sent_instruction=record.sent_instruction, plan=record.plan,
-                         meta={**(meta or {}), **record.meta()}, masks=masks)
+                         meta={**(meta or {}), **record.meta(), **alignment}, masks=masks)
     return record, new
 
 

@@ -649,3 +649,49 @@ def write_report(results: str | Path | list[dict], out_dir: str | Path) -> dict:
     rp.write_text("\n".join(md), encoding="utf-8")
     paths["report"] = str(rp)
     return paths
+
+
+# --------------------------------------------------------------------------- robustness (beyond the paper)
+
+def _reveal_entry(row: dict) -> dict | None:
+    """The Reveal Composite record of a row's restoration turn (None: it did not run)."""
+    for t in row.get("turns") or []:
+        if t.get("is_restoration"):
+            for e in t.get("post_edit") or []:
+                if e.get("step") == "reveal_composite":
+                    return e
+    return None
+
+
+def robustness_table(runs: dict, base_config: str = "respec-prov", reveal_config: str = "respec-prov+reveal",
+                     tolerance: float = 0.01) -> Table:
+    """Reveal Composite under the simulated editor's real-editor defects (respec.sim.SimDefects:
+    zoom, shift, local warp, re-render field, pose change): one row per run, `runs` = {label:
+    rows of a run with `base_config` and `reveal_config`}. Columns: how many restoration turns the
+    reveal applied / refused, S_restore without and with the reveal, and the bad pastes (applied,
+    and S_restore with the reveal more than `tolerance` below the same scenario's without it)."""
+    header = ["Defect / level", "N", "reveal applied", "refused", f"S_restore {base_config}",
+              f"S_restore {reveal_config}", "bad pastes"]
+    md, csv_rows = [], []
+    for label, rows in runs.items():
+        base = {_scenario_key(r): _num(r.get("S_restore")) for r in rows if r.get("config") == base_config}
+        rev = [r for r in rows if r.get("config") == reveal_config]
+        applied = refused = bad = 0
+        for r in rev:
+            e = _reveal_entry(r)
+            if e is None:
+                continue
+            if e.get("applied"):
+                applied += 1
+                b, s = base.get(_scenario_key(r), math.nan), _num(r.get("S_restore"))
+                if math.isfinite(b) and math.isfinite(s) and s < b - tolerance:
+                    bad += 1
+            else:
+                refused += 1
+        sb, sr = stat(base.values()), stat(r.get("S_restore") for r in rev)
+        md.append([label, str(len(rev)), str(applied), str(refused), sb.cell(), sr.cell(), str(bad)])
+        csv_rows.append([label, len(rev), applied, refused, sb.mean, sr.mean, bad])
+    return Table("robustness_sim_defects", "Robustness: Reveal Composite under real-editor defects (sim)",
+                 header, md, ["defect", "n", "applied", "refused", "S_restore_base", "S_restore_reveal", "bad_pastes"],
+                 csv_rows, f"A bad paste: applied, and S_restore more than {tolerance} below the same scenario "
+                           f"without the reveal ({base_config}).")
