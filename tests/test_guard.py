@@ -152,3 +152,21 @@ def test_run_turn_guard_step_shares_the_turns_change_record(scene, monkeypatch):
     far = ~ndimage.binary_dilation(rect_mask(SHAPE, BOX), iterations=10)
     assert psnr(new.current.image.array, u8(scene), far) == 99.0
     assert record.edited is not record.image
+
+
+def test_the_node_after_any_editor(pack, scene):
+    import json
+    import torch
+    node = pack.NODE_CLASS_MAPPINGS["ReSpecDriftGuard"]()
+    prev = u8(scene)
+    edited = realistic(draw_rect(scene, BOX, RED))
+    t = lambda a: torch.from_numpy(a).float()[None] / 255.0      # noqa: E731
+    image, mask, report = node.guard(t(prev), t(edited), True, instruction="add a red box")
+    out = np.round(image[0].numpy() * 255).astype(np.uint8)
+    far = ~ndimage.binary_dilation(rect_mask(SHAPE, BOX), iterations=10)
+    assert psnr(out, prev, far) == 99.0 and mask[0].numpy()[BOX[0] + 10, BOX[1] + 10] == 1.0
+    assert report.startswith("Drift Guard kept") and json.loads(report.split("\n", 1)[1])["applied"]
+    image, _, report = node.guard(t(prev), t(edited), False)
+    assert "switched off" in report and np.allclose(image.numpy(), t(edited).numpy())
+    _, _, report = node.guard(t(prev), t(edited), True, instruction="make it a watercolor painting")
+    assert "stepped aside" in report

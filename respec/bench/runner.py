@@ -36,6 +36,7 @@ from ..history import History
 from ..models import TINY
 from ..turn import TimingHook, run_turn, stage_timer
 from ..controller.provenance import selector_parts
+from ..guard import GuardStep
 from ..reveal import RevealStep
 from .configs import CONFIGS, EDITORS, MASKS, BenchConfig, parse_configs, turn_seed
 from .results import ResultsFile, check_run_identity, row_key
@@ -194,7 +195,7 @@ def run_turns(scenario: Scenario, config: BenchConfig, models: BenchModels, sett
     history = History.start(image if image is not None else scenario.load_image(settings.size or None),
                             meta={"scenario": scenario.id, "config": config.name})
     planner, selector = selector_parts(config.selector)
-    post_edit = [RevealStep()] if config.reveal else []
+    post_edit = ([RevealStep()] if config.reveal else []) + ([GuardStep()] if config.guard else [])
     for t, turn in enumerate(scenario.turns, start=1):
         comfy.check_interrupted()
         tell_editor_the_turn(models.editor, scenario, t)
