@@ -69,6 +69,7 @@ class GuardParams:
     max_scale_dev: float = 0.08      # a zoom beyond this is a reframing, not drift
     max_motion_frac: float = 0.06    # ... as is a corner motion beyond this share of the shorter side
     keywords: bool = True            # the keyword rule for global requests
+    drift_residual: float = 10.0 / 255.0  # a change component the previous image, blurred, explains this well is drift
 
     def pixels(self, shape: tuple[int, int]) -> dict[str, int]:
         """Margin and band widths in pixels for an image of `shape` (H, W)."""
@@ -227,6 +228,9 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
         core = user
     else:
         c_prev = change.mask if al.is_identity else warp(change.mask, inv, order=0)
+        c_prev, dropped = drop_drift(c_prev, prev, cur, inv, info, params.drift_residual)
+        if dropped:
+            base["drift_components_dropped"] = dropped
         if extra_region is not None:
             extra = _mask_at(extra_region, shape, "extra_region")
             c_prev = c_prev | (extra if al.is_identity else warp(extra, inv, order=0))
@@ -269,6 +273,45 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
            "alignment_undone": "no motion" if al.is_identity else
            f"undid dx={al.dx:+.2f}, dy={al.dy:+.2f} px, scale {al.scale:.4f}", **checks}
     return GuardResult(out, weight, True, rec["reason"], rec)
+
+
+DRIFT_SIGMAS = (0.0, 0.75, 1.5)
+
+
+def drop_drift(c_prev: np.ndarray, prev: np.ndarray, cur: np.ndarray, inv: Alignment, info: dict,
+               limit: float) -> tuple[np.ndarray, int]:
+    """The change mask (in I_{t-1}'s frame) without the pixels the editor's drift explains: after
+    alignment, resampling and an editor's blur leave residuals along sharp edges that the change
+    mask marks (and its closing joins to a real edit nearby). A pixel whose aligned editor pixel
+    agrees with I_{t-1} blurred by one of DRIFT_SIGMAS (and the turn's colour fit) within `limit`
+    (3×3-mean residual) is drift, not an edit: reverting it removes nothing the editor drew. What
+    is left is opened (1 px) and components under 0.02 % of the picture go; the region's margin
+    and hole filling then close what an object's flat inside lost. Only the mask's bounding box is
+    looked at. Returns (mask, pixels dropped)."""
+    if not c_prev.any():
+        return c_prev, 0
+    sl = _bbox(c_prev, 4)
+    gain = np.asarray(info.get("gain", (1.0, 1.0, 1.0)), np.float32)
+    bias = np.asarray(info.get("bias", (0.0, 0.0, 0.0)), np.float32)
+    E = _float(cur if cur.shape[2] >= 3 else np.repeat(cur, 3, axis=2))
+    E = (E if inv.is_identity else warp(E, inv))[sl]
+    P = _float(prev[sl] if prev.shape[2] >= 3 else np.repeat(prev[sl], 3, axis=2)) * gain + bias
+    best = None
+    for s in DRIFT_SIGMAS:
+        bl = P if s == 0 else ndimage.gaussian_filter(P, (s, s, 0), mode="nearest")
+        r = ndimage.uniform_filter(np.sqrt(((bl - E) ** 2).mean(axis=2)), 3, mode="nearest")
+        best = r if best is None else np.minimum(best, r)
+    m = c_prev[sl] & (best > limit)
+    m = ndimage.binary_opening(m, np.ones((3, 3), bool))
+    labels, n = ndimage.label(m)
+    if n:
+        sizes = np.bincount(labels.ravel())
+        small = sizes < max(1.0, 2e-4 * c_prev.size)
+        small[0] = False
+        m &= ~small[labels]
+    out = np.zeros_like(c_prev)
+    out[sl] = m
+    return out, int(c_prev.sum() - out.sum())
 
 
 def _seam_colour(P: np.ndarray, E: np.ndarray, core: np.ndarray, reach: np.ndarray, band: int, margin: int,
