@@ -224,11 +224,12 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
     # 3. The edit region, in I_{t-1}'s frame.
     inv = al.inverse()
     has_src = support(inv, shape)
+    explained = None
     if user is not None:
         core = user
     else:
         c_prev = change.mask if al.is_identity else warp(change.mask, inv, order=0)
-        c_prev, dropped = drop_drift(c_prev, prev, cur, inv, info, params.drift_residual)
+        c_prev, dropped, explained = drop_drift(c_prev, prev, cur, inv, info, params.drift_residual)
         if dropped:
             base["drift_components_dropped"] = dropped
         if extra_region is not None:
@@ -236,7 +237,12 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
             c_prev = c_prev | (extra if al.is_identity else warp(extra, inv, order=0))
         core = ndimage.binary_fill_holes(dilate(c_prev, px["margin"]))
     core = core & has_src
-    edit_fraction = float(core.mean())
+    region_core = core
+    if user is None and explained is not None:
+        # In the margin the editor's pixels are kept only where they differ from I_(t-1) beyond its
+        # drift (a soft shadow the threshold missed); elsewhere the margin is I_(t-1)'s.
+        core = ndimage.binary_fill_holes(c_prev | (core & ~explained)) & has_src
+    edit_fraction = float(region_core.mean())
     if user is None and edit_fraction > params.global_share:
         return aside(f"a global edit: the edit region covers {edit_fraction:.0%} of the picture "
                      f"(limit {params.global_share:.0%})", why="global", edit_fraction=round(edit_fraction, 6))
@@ -287,9 +293,9 @@ def drop_drift(c_prev: np.ndarray, prev: np.ndarray, cur: np.ndarray, inv: Align
     (3×3-mean residual) is drift, not an edit: reverting it removes nothing the editor drew. What
     is left is opened (1 px) and components under 0.02 % of the picture go; the region's margin
     and hole filling then close what an object's flat inside lost. Only the mask's bounding box is
-    looked at. Returns (mask, pixels dropped)."""
+    looked at. Returns (mask, pixels dropped, the bool H×W of pixels drift explains or None)."""
     if not c_prev.any():
-        return c_prev, 0
+        return c_prev, 0, None
     sl = _bbox(c_prev, 4)
     gain = np.asarray(info.get("gain", (1.0, 1.0, 1.0)), np.float32)
     bias = np.asarray(info.get("bias", (0.0, 0.0, 0.0)), np.float32)
@@ -311,7 +317,9 @@ def drop_drift(c_prev: np.ndarray, prev: np.ndarray, cur: np.ndarray, inv: Align
         m &= ~small[labels]
     out = np.zeros_like(c_prev)
     out[sl] = m
-    return out, int(c_prev.sum() - out.sum())
+    explained = np.ones_like(c_prev)
+    explained[sl] = best <= limit
+    return out, int(c_prev.sum() - out.sum()), explained
 
 
 def _seam_colour(P: np.ndarray, E: np.ndarray, core: np.ndarray, reach: np.ndarray, band: int, margin: int,
