@@ -496,6 +496,13 @@ def _cached_change(prev: StoredImage, cur: StoredImage, size: tuple[int, int],
     return tm
 
 
+def change_between(prev: StoredImage, cur: StoredImage, size: tuple[int, int],
+                   params: ChangeParams = DEFAULT_PARAMS) -> TurnMask:
+    """The change record prev -> cur at `size` (aligned first), computed once per pair of images
+    (cached by their digests; what remember_change recorded is returned as it is)."""
+    return _cached_change(prev, cur, tuple(size), params)
+
+
 def remember_change(prev: StoredImage, cur: StoredImage, size: tuple[int, int], tm: TurnMask,
                     params: ChangeParams = DEFAULT_PARAMS) -> None:
     """Record a known change record prev -> cur (Reveal Composite computes the edit's C_t once;

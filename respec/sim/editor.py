@@ -82,6 +82,9 @@ class SimDefects:
                       eighth of the shorter side)
     pose_px           pose change: the objects' pixels (and 3 px around them) displaced by a
                       smooth field of this amplitude, px
+    zoom_jitter_pct   the call's zoom-out drawn from zoom_pct ± this, % (from the edit's seed)
+    shift_random      each call's shift drawn per axis from ±shift_px (from the edit's seed)
+                      instead of the fixed dx = shift_px, dy = shift_px / 2
     """
 
     colour_shift: float = 0.01
@@ -96,6 +99,8 @@ class SimDefects:
     rerender_corr_px: float = 1.0
     rerender_shading: float = 0.0
     pose_px: float = 0.0
+    zoom_jitter_pct: float = 0.0
+    shift_random: bool = False
 
     def __post_init__(self):
         if not 0.0 <= self.colour_shift < 0.5:
@@ -108,6 +113,8 @@ class SimDefects:
             raise InputError(f"ring_px must be >= 1, got {self.ring_px}")
         if not 0.0 <= self.zoom_pct < 20.0:
             raise InputError(f"zoom_pct must be in [0, 20), got {self.zoom_pct}")
+        if not 0.0 <= self.zoom_jitter_pct <= self.zoom_pct:
+            raise InputError(f"zoom_jitter_pct must be in [0, zoom_pct={self.zoom_pct}], got {self.zoom_jitter_pct}")
         for name in ("local_warp_px", "rerender", "rerender_shading", "pose_px"):
             if getattr(self, name) < 0:
                 raise InputError(f"{name} must be >= 0, got {getattr(self, name)}")
@@ -128,6 +135,26 @@ class SimDefects:
     def none(cls) -> "SimDefects":
         """A perfect editor: no drift, exact copies (for known-answer tests)."""
         return cls(colour_shift=0.0, blur_sigma=0.0, noise_std=0.0, copy_fidelity=1.0)
+
+    @classmethod
+    def realistic(cls) -> "SimDefects":
+        """What real editors were measured doing per call (`--sim-defects realistic`, the
+        drift-guard issue): a zoom-out of 0.5-1.5 %, a sub-pixel shift in ±1.5 px per axis, a
+        re-render texture field (std 0.003, about ±3/255 at its peaks, correlation 4 px), a
+        colour gain of ±2 %, a 0.6 px blur and noise."""
+        return cls(colour_shift=0.02, blur_sigma=0.6, noise_std=0.004, zoom_pct=1.0, zoom_jitter_pct=0.5,
+                   shift_px=1.5, shift_random=True, rerender=0.003, rerender_corr_px=4.0)
+
+    def step(self, seed: int) -> Alignment:
+        """The frame's move of one call (I_{t-1} -> I_t): zoom and shift, drawn from the edit's
+        seed when jittered / random."""
+        zoom, dx, dy = self.zoom_pct, self.shift_px, self.shift_px / 2.0
+        if self.zoom_jitter_pct or self.shift_random:
+            rng = np.random.default_rng([int(seed), 21])   # its own stream: the other draws stay as they were
+            zoom += float(rng.uniform(-self.zoom_jitter_pct, self.zoom_jitter_pct))
+            if self.shift_random:
+                dx, dy = (float(v) for v in rng.uniform(-self.shift_px, self.shift_px, 2))
+        return Alignment(dx, dy, 1.0 - zoom / 100.0)
 
 
 @dataclass(frozen=True)
@@ -353,8 +380,7 @@ class SimEditor(Editor):
             out = displace(out, field(side / 4.0, d.local_warp_px), field(side / 4.0, d.local_warp_px))
         alignment = base_alignment
         if d.geometric:
-            step = Alignment(d.shift_px, d.shift_px / 2.0, 1.0 - d.zoom_pct / 100.0)
-            alignment = base_alignment.compose(step)
+            alignment = base_alignment.compose(d.step(seed))
             out = warp(np.clip(out, 0.0, 1.0).astype(np.float32), alignment)
         return np.clip(out, 0.0, 1.0).astype(np.float32), alignment
 
