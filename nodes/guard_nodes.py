@@ -6,10 +6,11 @@ import json
 
 import numpy as np
 
-from ..respec.guard import guard_images
+from ..respec.guard import guard_images, guard_value
 from .common import PLAN, image_from_comfy, images_to_comfy, masks_from_comfy, masks_to_comfy
 
 CATEGORY = "ReSpec/provenance"
+GUARD = "RESPEC_GUARD"   # what the guard did (for History Append to keep with the turn)
 
 
 class ReSpecDriftGuard:
@@ -18,13 +19,15 @@ class ReSpecDriftGuard:
     CATEGORY = CATEGORY
     FUNCTION = "guard"
     SEARCH_ALIASES = ["drift", "guard", "preserve", "composite", "paste back", "zoom", "shift", "colour drift"]
-    RETURN_TYPES = ("IMAGE", "MASK", "STRING")
-    RETURN_NAMES = ("image", "edit_mask", "report")
+    RETURN_TYPES = ("IMAGE", "MASK", "STRING", GUARD)
+    RETURN_NAMES = ("image", "edit_mask", "report", "guard")
     OUTPUT_TOOLTIPS = ("The edit inside its region and the previous image's own pixels everywhere else, in the "
                        "previous image's frame (the editor's image unchanged when the guard stepped aside).",
                        "The kept edit per pixel (1 = the editor's pixel, 0 = the previous image's; in between, "
                        "the seam). All 1 when the guard stepped aside.",
-                       "One line of what it did or why it stepped aside, then its record as JSON.")
+                       "One line of what it did or why it stepped aside, then its record as JSON.",
+                       "Its record for History Append's 'guard' input: kept with the turn (meta.post_edit, "
+                       "and the kept-edit mask).")
     DESCRIPTION = ("After any editor: aligns the edit to the previous image (undoing a zoom-out or a shift), finds "
                    "the pixels the edit changed (grown by a small margin, holes filled; your MASK instead when you "
                    "connect one), and returns the editor's pixels there and the previous image's own pixels "
@@ -60,11 +63,11 @@ class ReSpecDriftGuard:
         if not enabled:
             entry = {"applied": False, "reason": "switched off"}
             return (edited, masks_to_comfy([np.ones(cur.shape[:2], np.float32)]),
-                    "Drift Guard switched off\n" + json.dumps(entry))
+                    "Drift Guard switched off\n" + json.dumps(entry), guard_value(None, entry))
         user = masks_from_comfy(mask)[0] if mask is not None else None
         res = guard_images(prev, cur, user_mask=user, request=instruction or "", plan=plan)
         image = images_to_comfy([res.image]) if res.applied else edited
-        return (image, masks_to_comfy([res.weight]), res.line() + "\n" + json.dumps(res.record))
+        return (image, masks_to_comfy([res.weight]), res.line() + "\n" + json.dumps(res.record), guard_value(res))
 
 
 NODE_CLASS_MAPPINGS = {"ReSpecDriftGuard": ReSpecDriftGuard}

@@ -394,6 +394,22 @@ def _stable_grid(info: dict) -> list[str]:
     return ["0" * len(r) for r in rows]
 
 
+def guard_value(res: GuardResult | None, entry: dict | None = None) -> dict:
+    """The Drift Guard node's record for History Append: {the post_edit entry..., "result": res}
+    (res None when the guard was switched off)."""
+    return {"step": GuardStep.name, **(entry if entry is not None else res.record), "result": res}
+
+
+def guard_for_append(guard: Any) -> tuple[dict, dict]:
+    """What History Append keeps for a Drift Guard value (guard_value): (the turn's masks — the
+    kept-edit weights when the guard changed the image —, its meta.post_edit entry)."""
+    if not isinstance(guard, dict) or guard.get("step") != GuardStep.name:
+        raise InputError(f"'guard' must come from a Drift Guard node, got {type(guard).__name__}")
+    res = guard.get("result")
+    masks = {GUARD_MASK: res.turn_mask()} if isinstance(res, GuardResult) and res.applied else {}
+    return masks, {k: v for k, v in guard.items() if k != "result"}
+
+
 def guard_images(previous: Any, edited: Any, *, user_mask: Any = None, extra_region: Any = None,
                  request: str = "", plan: Any = None, params: GuardParams = DEFAULT_GUARD) -> GuardResult:
     """The drift guard on two images (the node; any editor): the shared change record is taken

@@ -174,10 +174,11 @@ def _guard(g, previous, image, request):
 
 
 def _append_and_save(g, store, request, plan, select, rewrite, image, editor_name: str):
-    image = _guard(g, select["current_image"], image, request)["image"]
-    append = g.node("ReSpecHistoryAppend", history=store["history"], image=image, instruction=request[0],
+    guard = _guard(g, select["current_image"], image, request)
+    append = g.node("ReSpecHistoryAppend", history=store["history"], image=guard["image"], instruction=request[0],
                     sent_instruction=rewrite["instruction"], plan=plan["plan"],
-                    meta=json.dumps({"editor": editor_name}), editor_image_ids=select["image_ids"])
+                    meta=json.dumps({"editor": editor_name}), editor_image_ids=select["image_ids"],
+                    guard=guard["guard"])
     g.node("SaveImage", images=append["current_image"], filename_prefix="respec/turn")
     return append
 
@@ -238,7 +239,7 @@ def conversational_provenance_flux2(specs):
     append = g.node("ReSpecHistoryAppend", history=store["history"], image=guard["image"], instruction=request[0],
                     sent_instruction=select["instruction"], plan=select["plan"],
                     meta=json.dumps({"editor": "flux2-klein", "selector": "provenance"}),
-                    editor_image_ids=select["image_ids"], reveal=reveal["reveal"])
+                    editor_image_ids=select["image_ids"], reveal=reveal["reveal"], guard=guard["guard"])
     g.node("SaveImage", images=append["current_image"], filename_prefix="respec/turn")
     g.note(PROVENANCE_NOTE + "\n\n" + DIFFUSERS_NOTE.format(native="conversational_flux2"), title="Read me")
     return g

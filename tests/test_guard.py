@@ -161,15 +161,26 @@ def test_the_node_after_any_editor(pack, scene):
     prev = u8(scene)
     edited = realistic(draw_rect(scene, BOX, RED))
     t = lambda a: torch.from_numpy(a).float()[None] / 255.0      # noqa: E731
-    image, mask, report = node.guard(t(prev), t(edited), True, instruction="add a red box")
+    image, mask, report, guard = node.guard(t(prev), t(edited), True, instruction="add a red box")
     out = np.round(image[0].numpy() * 255).astype(np.uint8)
     far = ~ndimage.binary_dilation(rect_mask(SHAPE, BOX), iterations=10)
     assert psnr(out, prev, far) == 99.0 and mask[0].numpy()[BOX[0] + 10, BOX[1] + 10] == 1.0
     assert report.startswith("Drift Guard kept") and json.loads(report.split("\n", 1)[1])["applied"]
-    image, _, report = node.guard(t(prev), t(edited), False)
+    image, _, report, _ = node.guard(t(prev), t(edited), False)
     assert "switched off" in report and np.allclose(image.numpy(), t(edited).numpy())
-    _, _, report = node.guard(t(prev), t(edited), True, instruction="make it a watercolor painting")
+    _, _, report, _ = node.guard(t(prev), t(edited), True, instruction="make it a watercolor painting")
     assert "stepped aside" in report
+    # History Append keeps the guard's record (meta.post_edit) and its kept-edit mask with the turn.
+    Store = pack.NODE_CLASS_MAPPINGS["ReSpecHistoryStore"]()
+    Append = pack.NODE_CLASS_MAPPINGS["ReSpecHistoryAppend"]()
+    hist = Store.run("in-graph", "s", -1, "", "", image=t(prev))[0]
+    h, _ = Append.append(hist, image, "add a red box", guard=guard)
+    entry = h.current.meta["post_edit"][-1]
+    assert entry["step"] == "drift_guard" and entry["applied"] and "result" not in entry
+    kept = h.current.masks[GUARD_MASK].mask
+    assert kept[BOX[0] + 10, BOX[1] + 10] and not kept[far].any()
+    with pytest.raises(Exception, match="Drift Guard node"):
+        Append.append(hist, image, "add a red box", guard={"step": "reveal"})
 
 
 def test_realistic_sim_defects_are_a_preset_of_the_sim_editors_fields():
