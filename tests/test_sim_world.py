@@ -248,3 +248,22 @@ def test_re_render_and_pose_change_leave_the_frame_and_change_the_pixels():
         assert (diff > 4).mean() > 0.01, knobs
     with pytest.raises(InputError):
         SimDefects(zoom_pct=-1.0)
+
+
+def test_an_image_in_the_previous_frame_is_registered_with_that_frame():
+    # The Drift Guard returns the edit in I_(t-1)'s frame: the sim keeps the edit's scene state
+    # and truth for it, with I_(t-1)'s alignment (else the next turn mis-warps its base).
+    from dataclasses import replace as _replace
+    s = _scenario([OCC, REMOVE])
+    moving = SimEditor(_replace(SimDefects.none(), zoom_pct=2.0, shift_px=1.5))
+    h = run(s, moving)
+    out = h.image(1).rgb()
+    i0 = h.image(0).rgb()
+    guarded = np.asarray(i0).copy()
+    guarded[0, 0] = 255 - guarded[0, 0]         # some other image
+    fr = moving.register_derived(s, guarded, out, frame_of=i0)
+    assert fr.alignment.is_identity and fr.state == moving.frame(s, out).state
+    assert moving.frame(s, guarded).alignment.is_identity
+    assert not moving.register_derived(s, guarded, out).alignment.is_identity   # the edit's frame by default
+    with pytest.raises(InputError, match="frame"):
+        moving.register_derived(s, guarded, out, frame_of=np.zeros_like(guarded))

@@ -329,16 +329,25 @@ def run_turns(scenario: Scenario, config: BenchConfig, models: BenchModels, sett
                                    meta={"stage": turn.stage}, timing=timing,
                                    history_mode=None if settings.controller_history == "paper" else settings.controller_history)
         if record.image is not record.edited:
-            tell_editor_the_derived_image(models.editor, scenario, history.current.image, record.edited)
+            # The Drift Guard's output is in I_(t-1)'s frame, not the edit's (respec/guard.py).
+            guarded = any(e.get("step") == "drift_guard" and e.get("applied") for e in record.post_edit)
+            tell_editor_the_derived_image(models.editor, scenario, history.current.image, record.edited,
+                                          frame_of=history.turns[-2].image if guarded else None)
     return history
 
 
-def tell_editor_the_derived_image(editor: Any, scenario: Scenario, image: Any, edited: Any) -> None:
-    """A post-edit step (Reveal Composite) changed the simulated editor's output: the sim editor
-    is told, so the new image keeps that output's ground truth (real editors have no such hook)."""
+def tell_editor_the_derived_image(editor: Any, scenario: Scenario, image: Any, edited: Any,
+                                  frame_of: Any = None) -> None:
+    """A post-edit step (Reveal Composite, the Drift Guard) changed the simulated editor's output:
+    the sim editor is told, so the new image keeps that output's ground truth (real editors have no
+    such hook); `frame_of`: an image whose frame (zoom / shift) the new image is in, when not the
+    edit's (the guard returns I_(t-1)'s frame)."""
     register = getattr(editor, "register_derived", None)
     if register is not None:
-        register(scenario, image, edited)
+        if frame_of is None:
+            register(scenario, image, edited)
+        else:
+            register(scenario, image, edited, frame_of=frame_of)
 
 
 def tell_editor_the_turn(editor: Any, scenario: Scenario, t: int) -> None:

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 from PIL import Image
@@ -247,13 +247,19 @@ class SimEditor(Editor):
         self._remember(scenario, content_hash(arr), frame)
         return frame
 
-    def register_derived(self, scenario, image, from_image) -> Frame:
+    def register_derived(self, scenario, image, from_image, frame_of=None) -> Frame:
         """Register an image that a post-edit step (Reveal Composite) made from one of this editor's
         outputs by changing pixels, not the scene: it shows the same scene state, so its ground truth
-        is that output's and the next turn recognises it as its base."""
+        is that output's and the next turn recognises it as its base. `frame_of`: a known image whose
+        frame (zoom / shift) it is in instead of the output's (the Drift Guard returns I_(t-1)'s)."""
         fr = self.frame(scenario, from_image)
         if fr is None:
             raise InputError(f"the sim editor did not make the image this one was derived from (scenario {scenario.id!r})")
+        if frame_of is not None:
+            other = self.frame(scenario, frame_of)
+            if other is None:
+                raise InputError(f"the sim editor does not know the image whose frame this one is in (scenario {scenario.id!r})")
+            fr = replace(fr, alignment=other.alignment)
         arr = np.asarray(as_rgb(as_array(getattr(image, "array", image))))
         self._remember(scenario, content_hash(arr), fr)
         return fr
