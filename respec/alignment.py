@@ -213,6 +213,15 @@ def warp_float(img: np.ndarray, alignment: Alignment, box: tuple[int, int, int, 
     only a `box` (y0, y1, x0, x1) or a grid of output `rows` × `cols` of the later frame is made."""
     img = np.asarray(img)
     h, w = img.shape[:2]
+    if alignment.is_identity:       # no interpolation: a crop (or a gather) and a scale
+        if rows is not None or cols is not None:
+            out = img[np.arange(h) if rows is None else rows][:, np.arange(w) if cols is None else cols]
+        else:
+            y0, y1, x0, x1 = box if box is not None else (0, h, 0, w)
+            out = img[y0:y1, x0:x1]
+        scale = 1.0 / np.iinfo(img.dtype).max if img.dtype.kind in "ui" else 1.0
+        ft = np.float64 if img.dtype == np.float64 else np.float32
+        return out.astype(ft) * ft(scale) if scale != 1.0 else out.astype(ft)
     inv, oy, ox = _source_coords(alignment, (h, w))
     if rows is not None or cols is not None:
         rows = np.arange(h) if rows is None else rows
