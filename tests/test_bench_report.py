@@ -281,3 +281,21 @@ def test_without_matplotlib_the_report_says_how_to_get_figure_7(tmp_path, monkey
     assert "pip install matplotlib" in md and "figure7_turns.csv" in md
     assert "figure7" not in paths and not (tmp_path / "figure7_turns.png").exists()
     assert (tmp_path / "figure7_turns.csv").is_file()
+
+
+def test_the_robustness_table_counts_reveals_and_bad_pastes():
+    from respec.bench.report import robustness_table
+
+    def row(sid, config, s, applied=None):
+        turns = [{"t": 1, "is_restoration": False, "post_edit": []}]
+        if applied is not None:
+            turns.append({"t": 2, "is_restoration": True,
+                          "post_edit": [{"step": "reveal_composite", "applied": applied}]})
+        return {"dataset": "d", "scenario_id": sid, "config": config, "S_restore": s, "turns": turns}
+    runs = {"zoom 1 %": [row("a", "respec-prov", 0.8), row("a", "respec-prov+reveal", 0.9, True),
+                         row("b", "respec-prov", 0.8), row("b", "respec-prov+reveal", 0.7, True),
+                         row("c", "respec-prov", 0.6), row("c", "respec-prov+reveal", 0.6, False)]}
+    t = robustness_table(runs)
+    assert t.md_rows[0][:4] == ["zoom 1 %", "3", "2", "1"]
+    assert t.md_rows[0][-1] == "1"              # b: applied and 0.1 worse than without the reveal
+    assert t.csv_rows[0][4] == pytest.approx(0.7333, abs=1e-3) and t.csv_rows[0][5] == pytest.approx(0.7333, abs=1e-3)
