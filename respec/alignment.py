@@ -296,12 +296,11 @@ def block_motion(ref: np.ndarray, cur: np.ndarray, block: int = BLOCK, stride: i
     as strided views and transformed in one batched FFT."""
     h, w = ref.shape
     stride = stride or block
-    if min(h, w) < 8:   # no block fits (a thumbnail-sized history): no motion is measured
-        z = np.zeros((0, 2), np.float64)
-        return BlockMotion(z, z.copy(), np.zeros(0, np.float32), np.zeros(0, bool), min(h, w))
     if h < block or w < block:
         block = max(8, min(h, w))
         stride = block
+    if h < block or w < block:      # smaller than one block: nothing to measure
+        return BlockMotion(np.zeros((0, 2)), np.zeros((0, 2)), np.zeros(0), np.zeros(0, bool), block)
     view_a = np.lib.stride_tricks.sliding_window_view(np.asarray(ref, np.float32), (block, block))[::stride, ::stride]
     view_b = np.lib.stride_tricks.sliding_window_view(np.asarray(cur, np.float32), (block, block))[::stride, ::stride]
     ny, nx = view_a.shape[:2]

@@ -283,9 +283,8 @@ def test_append_keeps_sent_instruction_plan_and_meta(pack, nodes):
     hist, *_ = _run(Store, "new", image=_image(0))
     Append().append(hist, _image(1), "add a hat", "add a hat; keep the face", plan, '{"seed": 7}')
     t = _store(pack, hist.store_root).load("s").current   # fresh object: read back from disk
-    # Append adds the turn's alignment I_{t-1} -> I_t (issue 20) next to the given meta.
     meta = dict(t.meta)
-    assert meta.pop("alignment")["size"] == [6, 8]
+    assert meta.pop("alignment")["method"].startswith("identity")   # every turn keeps its alignment (issue 20)
     assert (t.sent_instruction, t.plan, meta) == ("add a hat; keep the face", plan, {"seed": 7})
 
 
