@@ -9,6 +9,7 @@ from ..respec import web
 from ..respec.controller.request import check_request
 from ..respec.errors import InputError
 from ..respec.gallery import FITS, history_images
+from ..respec.guard import guard_for_append
 from ..respec.history import CHANGE, History
 from ..respec.provenance import change_for
 from ..respec.reveal import reveal_for_append
@@ -185,12 +186,14 @@ class ReSpecHistoryAppend:
                                      "kept with the turn (results rows report them)."}),
                 "reveal": ("RESPEC_REVEAL", {"tooltip": "Reveal Composite's record: which pixels were pasted "
                            "from which past image, kept with the turn (connect its image output to 'image')."}),
+                "guard": ("RESPEC_GUARD", {"tooltip": "Drift Guard's record: what it kept of the edit, kept with the "
+                          "turn after Reveal's (connect its image output to 'image')."}),
             },
             "hidden": {"prompt": "PROMPT", "unique_id": "UNIQUE_ID"},
         }
 
     def append(self, history, image, instruction, sent_instruction="", plan=None, meta="", editor_image_ids="",
-               reveal=None, prompt=None, unique_id=None):
+               reveal=None, guard=None, prompt=None, unique_id=None):
         if not isinstance(history, History):
             raise InputError(f"'history' must come from a History Store or Append node, got {type(history).__name__}")
         check_request(instruction, "the instruction")
@@ -201,10 +204,16 @@ class ReSpecHistoryAppend:
         if (editor_image_ids or "").strip():
             meta_d[EDITOR_IMAGE_IDS] = self._ids(editor_image_ids)
         masks = {CHANGE: change_for(history, arr)}
+        if "alignment" in masks[CHANGE].info:   # I_{t-1} -> I_t, kept with the turn (respec/alignment.py)
+            meta_d["alignment"] = masks[CHANGE].info["alignment"]
         if reveal is not None:
             reveal_masks, reveal_meta = reveal_for_append(reveal)
             masks.update(reveal_masks)
             meta_d.update(reveal_meta)
+        if guard is not None:   # after Reveal, as run_turn's post-edit steps run
+            guard_masks, guard_entry = guard_for_append(guard)
+            masks.update(guard_masks)
+            meta_d["post_edit"] = [*meta_d.get("post_edit", []), guard_entry]
         if history.session_id is None:
             new = history.append(arr, instruction, sent, plan, meta_d, masks)
             web.send_history(new, "append", unique_id)

@@ -59,6 +59,10 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--masks", default=None, choices=["oracle", "detect"],
                    help="A.5 masks from the sim editor's recorded layers (oracle, default with --editor sim) or "
                         "from YOLO-World + SAM on the generated images (detect)")
+    b.add_argument("--sim-defects", default="default", choices=["none", "default", "realistic"],
+                   help="--editor sim: the simulated editor's drift: none (perfect), default (the paper's rows), "
+                        "realistic (real editors' per-call zoom, sub-pixel shift, re-render texture, gain, blur, "
+                        "noise; respec/sim/drift.py)")
     b.add_argument("--limit", type=int, default=None, help="only the first N scenarios")
     b.add_argument("--scenario", action="append", default=None, metavar="ID", help="only this scenario (repeatable)")
     b.add_argument("--server", action="append", default=None, metavar="URL",
@@ -196,7 +200,14 @@ def _settings(a):
                          controller_options=controller_opts, judge_controller=a.judge_backend,
                          judge_model=a.judge_model, editor_model=a.editor_model, editor_options=editor_opts,
                          masker_options=masker_opts, scorer_options=scorer_opts, shard=a.shard,
-                         share_prefix=not a.no_shared_prefix, controller_history=a.controller_history)
+                         share_prefix=not a.no_shared_prefix, controller_history=a.controller_history,
+                         sim_defects=_sim_defects(a))
+
+
+def _sim_defects(a) -> str:
+    if a.sim_defects != "default" and a.editor != "sim":
+        raise SystemExit(f"error: --sim-defects {a.sim_defects} needs --editor sim (real editors drift on their own)")
+    return a.sim_defects
 
 
 def _configs(spec: str, selector: str | None, reveal: bool) -> list[str]:

@@ -35,6 +35,7 @@ missing (in-graph histories, turns of stores written before masks existed).
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -44,15 +45,26 @@ from PIL import Image
 from scipy import ndimage
 
 from . import provenance_index
+from .alignment import IDENTITY, Alignment, compose_all, estimate_alignment, support, warp
 from .errors import InputError
 from .history import CHANGE, History, StoredImage, TurnMask
-from .images import as_rgb, finite_array
+from .images import as_rgb
 
-METHOD = "drift-robust-v1"   # recorded in every mask's info: what computed it
+METHOD = "drift-robust-v2"   # recorded in every mask's info: what computed it (v2: aligned, stability)
 MAD_TO_SIGMA = 1.4826         # MAD of a normal distribution times this = its standard deviation
 INLIER_K = 3.0                # colour-fit inliers: residual within 3 robust sigmas of the median
 FIT_ROUNDS = 3
 FIT_SAMPLES = 65_536          # pixels the colour fit samples (a regular grid): 256×256, plenty for 6 numbers
+WORK_PIXELS = 4_194_304       # images above this (4 MP) are analysed at a working resolution, masks upsampled
+STABILITY_SIDE = 512          # the stability measure works with the longer side at most this ...
+STABILITY_BLOCK = 16          # ... on blocks of this many pixels there
+STABLE_NCC = 0.8              # a textured block whose structure correlates less than this after alignment moved
+TEXTURE_STD = 0.015           # a block whose grey std (blurred) is below this in both images is flat ...
+FLAT_DELTA = 0.03             # ... and stable when its mean agrees within this after the colour fit
+NOISE_FLOOR = 16.0 / 255.0    # fixed floor: outside the change mask a residual (3×3 mean) above it is a change
+RERENDER_SHARE = 0.3          # more than this share of the pixels outside the change mask unstable: a re-render
+TEXTURED_HELD = 0.6           # ... or fewer than this share of the textured blocks held (a redrawn subject on
+TEXTURED_MIN_BLOCKS = 8       #     a flat backdrop: the flat blocks hold whatever happened), given this many
 
 
 @dataclass(frozen=True)
@@ -83,6 +95,12 @@ def as_float_rgb(img: Any, size: tuple[int, int] | None = None) -> np.ndarray:
     `size` = (width, height) when given and different."""
     if isinstance(img, StoredImage):
         img = img.array
+    if isinstance(img, np.ndarray) and img.dtype.kind == "f" and img.ndim == 3 and img.shape[2] == 3:
+        # already float 0..1 RGB (an aligned image): resized per channel, never re-quantised
+        if size is None or (img.shape[1], img.shape[0]) == tuple(size):
+            return img.astype(np.float32, copy=False)
+        return np.stack([np.asarray(Image.fromarray(img[:, :, c].astype(np.float32)).resize(
+            tuple(int(v) for v in size), Image.BILINEAR)) for c in range(3)], axis=2)
     pil = as_rgb(img)
     if size is not None and pil.size != tuple(size):
         pil = pil.resize(tuple(int(s) for s in size), Image.BILINEAR)
@@ -143,15 +161,15 @@ def _grid(shape: tuple[int, int], n: int) -> tuple[slice, slice]:
 
 
 def fit_colour(src: np.ndarray, dst: np.ndarray, use: np.ndarray | None = None,
-               rounds: int = FIT_ROUNDS) -> ColourFit:
+               rounds: int = FIT_ROUNDS, sampled: bool = False) -> ColourFit:
     """Robustly fit dst ≈ gain · src + bias per channel (float H×W×3 images of one size).
 
     `use`: optional boolean H×W of the pixels allowed in the fit (e.g. "not changed by any turn
     since"); the fit then also drops its own outliers. Falls back to the identity when too few
-    pixels are left to fit."""
+    pixels are left to fit. sampled: the images already are the sample grid (every pixel is used)."""
     if src.shape != dst.shape:
         raise InputError(f"colour fit needs images of one size, got {src.shape} and {dst.shape}")
-    gy, gx = _grid(src.shape[:2], FIT_SAMPLES)
+    gy, gx = (slice(None), slice(None)) if sampled else _grid(src.shape[:2], FIT_SAMPLES)
     s = src[gy, gx].reshape(-1, 3).astype(np.float64)
     d = dst[gy, gx].reshape(-1, 3).astype(np.float64)
     keep = np.ones(len(s), bool) if use is None else np.asarray(use, bool)[gy, gx].ravel()
@@ -167,7 +185,7 @@ def fit_colour(src: np.ndarray, dst: np.ndarray, use: np.ndarray | None = None,
         res = np.sqrt(((s * gain + bias - d) ** 2).mean(axis=1))
         med, sig = robust_scale(res[allowed])
         new_keep = allowed & (res <= med + INLIER_K * max(sig, 1e-4))
-        if new_keep.sum() < 16 or np.array_equal(new_keep, keep):
+        if new_keep.sum() < 16 or (r and np.array_equal(new_keep, keep)):   # at least one affine round
             break
         keep = new_keep
     res = np.sqrt(((s * gain + bias - d) ** 2).mean(axis=1))
@@ -191,7 +209,8 @@ def _affine(s: np.ndarray, d: np.ndarray, gain: np.ndarray, bias: np.ndarray) ->
 
 def residual(src: np.ndarray, dst: np.ndarray, fit: ColourFit) -> np.ndarray:
     """Per-pixel RMS over channels of dst - fit(src) (float32 H×W)."""
-    return np.sqrt(((fit.apply(src) - dst) ** 2).mean(axis=2))
+    d = fit.apply(src) - dst
+    return np.sqrt(np.einsum("...c,...c->...", d, d) / np.float32(d.shape[-1]))   # (einsum: no slow axis-2 mean)
 
 
 def smooth(r: np.ndarray, size: int) -> np.ndarray:
@@ -203,13 +222,29 @@ def smooth(r: np.ndarray, size: int) -> np.ndarray:
 
 def clean_mask(mask: np.ndarray, open_radius: int, close_radius: int, min_area: float) -> np.ndarray:
     """Opening (drop specks), closing (fill gaps), then drop components under min_area
-    (a fraction of the image)."""
+    (a fraction of the image). Runs on the mask's bounding box (grown by both radii): nothing
+    farther from a masked pixel can change."""
+    mask = np.asarray(mask, bool)
+    ys, xs = np.nonzero(mask.any(axis=1))[0], np.nonzero(mask.any(axis=0))[0]
+    if ys.size == 0:
+        return np.zeros(mask.shape, bool)
+    h, w = mask.shape
+    pad = 2 * (open_radius + close_radius) + 2
+    y0, y1, x0, x1 = max(0, ys[0] - pad), min(h, ys[-1] + 1 + pad), max(0, xs[0] - pad), min(w, xs[-1] + 1 + pad)
+    if (y1 - y0) * (x1 - x0) < 0.8 * h * w:
+        out = np.zeros(mask.shape, bool)
+        out[y0:y1, x0:x1] = _clean(mask[y0:y1, x0:x1], open_radius, close_radius, min_area * mask.size)
+        return out
+    return _clean(mask, open_radius, close_radius, min_area * mask.size)
+
+
+def _clean(mask: np.ndarray, open_radius: int, close_radius: int, min_pixels: float) -> np.ndarray:
     m = dilate(erode(mask, open_radius), open_radius)
     m = erode(dilate(m, close_radius), close_radius)
-    if min_area > 0 and m.any():
+    if min_pixels > 0 and m.any():
         labels, n = ndimage.label(m)
         sizes = np.bincount(labels.ravel())
-        small = sizes < max(1.0, min_area * m.size)
+        small = sizes < max(1.0, min_pixels)
         small[0] = False
         if small.any():
             m = m & ~small[labels]
@@ -225,6 +260,10 @@ class ChangeResult:
     threshold: float
     resized_from: tuple[int, int] | None = None   # (w, h) of I_t when it was resized
     params: ChangeParams = field(default=DEFAULT_PARAMS)
+    alignment: Alignment = IDENTITY                # I_{t-1} -> I_t (the mask is in I_t's frame)
+    stability: "Stability | None" = None
+    working_size: tuple[int, int] | None = None    # (w, h) analysed at, when below the history's size
+    raw_residual: np.ndarray | None = field(default=None, repr=False)   # per-pixel residual (not recorded)
 
     @property
     def fraction(self) -> float:
@@ -237,6 +276,11 @@ class ChangeResult:
              "threshold": round(self.threshold, 6), "k": self.params.k, **self.fit.info()}
         if self.resized_from is not None:
             d["resized_from"] = list(self.resized_from)
+        if self.working_size is not None:
+            d["working_size"] = list(self.working_size)
+        d["alignment"] = self.alignment.record()
+        if self.stability is not None:
+            d.update(self.stability.info())
         return d
 
     def turn_mask(self) -> TurnMask:
@@ -245,28 +289,175 @@ class ChangeResult:
 
 
 def change_mask(prev: Any, cur: Any, size: tuple[int, int] | None = None,
-                params: ChangeParams = DEFAULT_PARAMS) -> ChangeResult:
+                params: ChangeParams = DEFAULT_PARAMS, align: bool = True,
+                alignment: Alignment | None = None) -> ChangeResult:
     """The change mask C_t between I_{t-1} (`prev`) and I_t (`cur`), robust to global colour
-    drift (see the module docstring). `size` = (width, height) to compare at (default: prev's)."""
+    drift and to a zoom / shift of the frame (see the module docstring). `size` = (width, height)
+    to compare at (default: prev's). align: estimate the alignment (False: assume none);
+    `alignment`: a known one (at `size`) instead. Images above WORK_PIXELS are analysed at a
+    working resolution and the mask upsampled (nearest) to `size`."""
     prev_img = prev.array if isinstance(prev, StoredImage) else prev
     size = tuple(size) if size is not None else as_rgb(prev_img).size
     cur_size = as_rgb(cur.array if isinstance(cur, StoredImage) else cur).size
-    res = change_of(as_float_rgb(prev, size), as_float_rgb(cur, size), params)
+    work = working_size(size)
+    a = as_float_rgb(prev, work)
+    b = as_float_rgb(cur, work)
+    f = work[0] / float(size[0])
+    if alignment is not None:
+        al = Alignment(alignment.dx * f, alignment.dy * f, alignment.scale, alignment.residual_px * f,
+                       alignment.method, alignment.inliers, work)
+    else:
+        al = estimate_alignment(a, b) if align else IDENTITY
+    res = change_of(a, b, params, al)
+    if work != tuple(size):
+        m = np.asarray(Image.fromarray(res.mask).resize(tuple(size), Image.NEAREST), bool)
+        m.flags.writeable = False
+        full = Alignment(al.dx / f, al.dy / f, al.scale, al.residual_px / f, al.method, al.inliers, tuple(size))
+        res = replace(res, mask=m, alignment=full, working_size=work, raw_residual=None)
     return res if cur_size == size else replace(res, resized_from=cur_size)
 
 
-def change_of(a: np.ndarray, b: np.ndarray, params: ChangeParams = DEFAULT_PARAMS) -> ChangeResult:
-    """`change_mask` on float H×W×3 images of one size (0..1)."""
-    a, b = finite_array(a, "change_of's first image"), finite_array(b, "change_of's second image")
-    fit = fit_colour(a, b)
+def working_size(size: tuple[int, int], max_pixels: int | None = None) -> tuple[int, int]:
+    """(w, h) an image of `size` is analysed at: itself up to max_pixels (default WORK_PIXELS),
+    else scaled down to it."""
+    max_pixels = WORK_PIXELS if max_pixels is None else max_pixels
+    w, h = int(size[0]), int(size[1])
+    if w * h <= max_pixels:
+        return (w, h)
+    f = np.sqrt(max_pixels / float(w * h))
+    return (max(1, int(w * f)), max(1, int(h * f)))
+
+
+def change_of(a: np.ndarray, b: np.ndarray, params: ChangeParams = DEFAULT_PARAMS,
+              alignment: Alignment = IDENTITY, warped: bool = False) -> ChangeResult:
+    """`change_mask` on float H×W×3 images of one size (0..1); a given `alignment` (a -> b) warps
+    `a` into b's frame first (warped=True: `a` already is), and pixels b shows that `a` never did
+    (a zoom-out's border) are left out of the mask (they are recorded as unstable instead)."""
+    sup = None
+    if not alignment.is_identity:
+        if not warped:
+            a = warp(a, alignment)
+        sup = support(alignment, a.shape[:2])
+    fit = fit_colour(a, b, use=sup)
     raw = residual(a, b, fit)
     r = smooth(raw, params.smooth_size)
-    med, sig = robust_scale(r[_grid(r.shape, FIT_SAMPLES)])
+    if sup is None:
+        sample = r[_grid(r.shape, FIT_SAMPLES)]
+    else:
+        v = r[sup]
+        sample = v[::max(1, v.size // FIT_SAMPLES)]
+    med, sig = robust_scale(sample)
     threshold = max(med + params.k * sig, params.min_delta)
     o, c = params.radii(r.shape)
-    mask = clean_mask((r > threshold) & (raw > threshold / 2), o, c, params.min_area)
+    hit = (r > threshold) & (raw > threshold / 2)
+    if sup is not None:
+        hit &= sup
+    mask = clean_mask(hit, o, c, params.min_area)
     mask.flags.writeable = False
-    return ChangeResult(mask, fit, float(threshold), None, params)
+    stab = stability(a, b, fit, mask, sup, r)
+    return ChangeResult(mask, fit, float(threshold), None, params, alignment, stab, raw_residual=raw)
+
+
+# --------------------------------------------------------------------------- stability
+
+@dataclass(frozen=True, eq=False)
+class Stability:
+    """Whether the editor kept the scene, independent of the adaptive threshold: per block (a grid
+    over the image), whether I_t's structure still agrees with the aligned I_{t-1} outside the
+    change mask. `unstable` is the block grid (True = moved / redrawn / no source);
+    `stable_fraction` the share of the blocks outside this turn's change that held."""
+
+    unstable: np.ndarray
+    stable_fraction: float
+    rerendered: bool
+    blocks: int
+    textured_stable_fraction: float | None = None   # the share of the judged textured blocks that held
+
+    def info(self) -> dict:
+        d = {"stable_fraction": round(self.stable_fraction, 4), "rerendered": bool(self.rerendered),
+             "unstable_grid": ["".join("1" if v else "0" for v in row) for row in self.unstable]}
+        if self.textured_stable_fraction is not None:
+            d["textured_stable_fraction"] = round(self.textured_stable_fraction, 4)
+        return d
+
+    @staticmethod
+    def grid_from_info(info: dict) -> np.ndarray | None:
+        rows = info.get("unstable_grid") if isinstance(info, dict) else None
+        if not rows:
+            return None
+        return np.array([[ch == "1" for ch in row] for row in rows], bool)
+
+
+def unstable_mask(grid: np.ndarray | None, shape: tuple[int, int]) -> np.ndarray:
+    """The block grid as a bool H×W mask (nearest upsampling; None: nothing unstable)."""
+    if grid is None or not grid.any():
+        return np.zeros(shape, bool)
+    h, w = shape
+    return np.asarray(Image.fromarray(grid.astype(np.uint8) * 255).resize((w, h), Image.NEAREST)) >= 128
+
+
+def stability(a: np.ndarray, b: np.ndarray, fit: ColourFit, mask: np.ndarray,
+              sup: np.ndarray | None = None, res: np.ndarray | None = None) -> Stability:
+    """The stability of b against the aligned a (see Stability), not resting on the adaptive
+    threshold. Each block compares the blurred grey structure (normalised cross-correlation) on
+    its pixels outside the change mask (dilated 2 px); a flat block compares its mean. A block
+    mostly inside the mask is neither (the mask speaks for it); a block mostly outside the
+    support is unstable. stable_fraction = the share of the pixels outside the change mask that
+    lie in held blocks and whose residual `res` (3×3 mean, after the colour fit) stays below the
+    fixed NOISE_FLOOR."""
+    # grey(fit(a)) as one weighted channel sum (the fit is affine per channel)
+    ga = np.asarray(a, np.float32) @ (np.asarray(fit.gain, np.float32) / 3.0) + np.float32(np.mean(fit.bias))
+    gb = grey_of(b)
+    h, w = ga.shape
+    f = min(1.0, STABILITY_SIDE / float(max(h, w)))
+    small = (max(STABILITY_BLOCK, round(w * f)), max(STABILITY_BLOCK, round(h * f)))
+    def sm(x, mode=Image.BOX):
+        return np.asarray(Image.fromarray(np.asarray(x, np.float32)).resize(small, mode), np.float32)
+    ga, gb = ndimage.gaussian_filter(sm(ga), 1.0), ndimage.gaussian_filter(sm(gb), 1.0)
+    near_mask = dilate(mask, 2)
+    keep = sm((~near_mask).astype(np.float32)) > 0.99
+    supp = np.ones_like(keep) if sup is None else sm(sup.astype(np.float32)) > 0.5
+    B = STABILITY_BLOCK
+    nby, nbx = max(1, small[1] // B), max(1, small[0] // B)
+    H, W = nby * B, nbx * B
+
+    def tiles(x):
+        return x[:H, :W].reshape(nby, B, nbx, B).transpose(0, 2, 1, 3).reshape(nby, nbx, -1)
+
+    ta, tb, tw = tiles(ga).astype(np.float64), tiles(gb).astype(np.float64), tiles(keep & supp).astype(np.float64)
+    n = tw.sum(-1)
+    nn = np.maximum(n, 1.0)
+    ma, mb = (ta * tw).sum(-1) / nn, (tb * tw).sum(-1) / nn
+    da, db = ta - ma[..., None], tb - mb[..., None]
+    va, vb = (da * da * tw).sum(-1) / nn, (db * db * tw).sum(-1) / nn
+    cov = (da * db * tw).sum(-1) / nn
+    ncc = cov / np.sqrt(np.maximum(va * vb, 1e-12))
+    textured = np.sqrt(np.maximum(va, vb)) >= TEXTURE_STD
+    held = np.where(textured, ncc >= STABLE_NCC, np.abs(ma - mb) <= FLAT_DELTA)
+    if res is not None:     # a block whose unchanged pixels mostly exceed the fixed floor did not hold either
+        over = tiles(sm((res > NOISE_FLOOR).astype(np.float32)) > 0.5).astype(np.float64)
+        held &= (over * tw).sum(-1) / nn <= 0.25
+    outside_support = tiles(supp).mean(-1) < 0.5
+    judged = n >= 0.25 * B * B          # enough unchanged pixels to judge the block
+    unstable = (judged & ~held) | outside_support
+    outside = ~near_mask if sup is None else ~near_mask & sup
+    bad = unstable_mask(unstable, mask.shape)
+    if res is not None:
+        bad = bad | (res > NOISE_FLOOR)
+    n_out = int(outside.sum())
+    frac = float(1.0 - (bad & outside).sum() / n_out) if n_out else 1.0
+    if sup is not None:     # the border a zoom-out exposed has no source: unstable too
+        frac *= float(sup.mean())
+    # Flat blocks hold whatever the editor did to the subject; the textured ones carry the evidence.
+    tj = judged & textured & ~outside_support
+    tfrac = float((held & tj).sum()) / int(tj.sum()) if int(tj.sum()) >= TEXTURED_MIN_BLOCKS else None
+    rer = bool(1.0 - frac > RERENDER_SHARE) or (tfrac is not None and tfrac < TEXTURED_HELD)
+    return Stability(unstable, frac, rer, int(unstable.size), tfrac)
+
+
+def grey_of(x: np.ndarray) -> np.ndarray:
+    """float32 H×W: the channel mean of a float H×W×3 image."""
+    return np.asarray(x, np.float32) @ np.full(3, 1.0 / 3.0, np.float32)   # (a matmul: faster than mean(axis=2))
 
 
 def history_size(history: History) -> tuple[int, int]:
@@ -297,7 +488,7 @@ def _cached_change(prev: StoredImage, cur: StoredImage, size: tuple[int, int],
         if hit is not None:
             _CACHE.move_to_end(key)
             return hit
-    tm = change_result(prev, cur, size, params).turn_mask()
+    tm = change_mask(prev, cur, size, params, alignment=alignment_for(prev, cur, size)).turn_mask()
     with _CACHE_LOCK:
         _CACHE[key] = tm
         while len(_CACHE) > _CACHE_SIZE:
@@ -305,42 +496,113 @@ def _cached_change(prev: StoredImage, cur: StoredImage, size: tuple[int, int],
     return tm
 
 
-# The last few ChangeResults themselves (mask, colour fit): Reveal Composite computes C_t of the
-# edited image, and when it leaves the image as it was, History Append's C_t is that same result.
-_RESULTS: "OrderedDict[tuple, ChangeResult]" = OrderedDict()
-_RESULTS_SIZE = 8
+def change_between(prev: StoredImage, cur: StoredImage, size: tuple[int, int],
+                   params: ChangeParams = DEFAULT_PARAMS) -> TurnMask:
+    """The change record prev -> cur at `size` (aligned first), computed once per pair of images
+    (cached by their digests; what remember_change recorded is returned as it is)."""
+    return _cached_change(prev, cur, tuple(size), params)
 
 
-def change_result(prev: StoredImage, cur: StoredImage, size: tuple[int, int] | None = None,
-                  params: ChangeParams = DEFAULT_PARAMS) -> ChangeResult:
-    """change_mask(prev, cur, size, params) for two history images, cached by their digests (one
-    C_t per image, whoever asks first)."""
-    size = tuple(size) if size is not None else prev.size
-    key = (prev.digest, cur.digest, size, params)
+def remember_change(prev: StoredImage, cur: StoredImage, size: tuple[int, int], tm: TurnMask,
+                    params: ChangeParams = DEFAULT_PARAMS) -> None:
+    """Record a known change record prev -> cur (Reveal Composite computes the edit's C_t once;
+    its output differs from the edit only inside C_t and on quiet seam pixels, so History Append
+    and run_turn reuse it for the output instead of computing it again)."""
     with _CACHE_LOCK:
-        hit = _RESULTS.get(key)
+        _CACHE[(prev.digest, cur.digest, tuple(size), params)] = tm
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+
+
+def full_size_result(res: ChangeResult, size: tuple[int, int]) -> ChangeResult:
+    """A ChangeResult computed at a working size as change_mask returns it at `size` (the mask
+    upsampled nearest, the alignment in full-size pixels, working_size recorded)."""
+    h, w = res.mask.shape
+    if (w, h) == tuple(size):
+        return res
+    f = w / float(size[0])
+    m = np.asarray(Image.fromarray(res.mask).resize(tuple(size), Image.NEAREST), bool)
+    m.flags.writeable = False
+    al = res.alignment
+    full = Alignment(al.dx / f, al.dy / f, al.scale, al.residual_px / f, al.method, al.inliers, tuple(size))
+    return replace(res, mask=m, alignment=full, working_size=(w, h), raw_residual=None)
+
+
+_WORK: "OrderedDict[tuple, np.ndarray]" = OrderedDict()
+_WORK_SIZE = 4
+
+
+def work_float(img: StoredImage, size: tuple[int, int]) -> np.ndarray:
+    """as_float_rgb(img, size), cached for images resized to a working size (the turn's
+    alignment, its change record and Reveal Composite read the same few large images); images
+    that need no resizing are converted each time (no cache: that is one pass)."""
+    if img.size == tuple(size):
+        return as_float_rgb(img)
+    key = (img.digest, tuple(size))
+    with _CACHE_LOCK:
+        hit = _WORK.get(key)
         if hit is not None:
-            _RESULTS.move_to_end(key)
+            _WORK.move_to_end(key)
             return hit
-    res = change_mask(prev, cur, size, params)
+    out = as_float_rgb(img, size)
+    out.flags.writeable = False
     with _CACHE_LOCK:
-        _RESULTS[key] = res
-        while len(_RESULTS) > _RESULTS_SIZE:
-            _RESULTS.popitem(last=False)
-    return res
+        _WORK[key] = out
+        while len(_WORK) > _WORK_SIZE:
+            _WORK.popitem(last=False)
+    return out
+
+
+_ALIGN: "OrderedDict[tuple, Alignment]" = OrderedDict()
+
+
+def alignment_for(prev: StoredImage, cur: StoredImage, size: tuple[int, int]) -> Alignment:
+    """The alignment I_{t-1} (`prev`) -> I_t (`cur`) at the history's `size` (w, h), cached by
+    the two images' digests: Reveal Composite and History Append estimate it once per turn."""
+    key = (prev.digest, cur.digest, tuple(size))
+    with _CACHE_LOCK:
+        hit = _ALIGN.get(key)
+        if hit is not None:
+            _ALIGN.move_to_end(key)
+            return hit
+    work = working_size(size)
+    if prev.size == tuple(work) and cur.size == tuple(work):
+        al = estimate_alignment(prev.array, cur.array)      # grey straight from uint8: no float RGB copies
+    else:
+        al = estimate_alignment(work_float(prev, work), work_float(cur, work))
+    if work != tuple(size):
+        f = work[0] / float(size[0])
+        al = Alignment(al.dx / f, al.dy / f, al.scale, al.residual_px / f, al.method, al.inliers, tuple(size))
+    remember_alignment(prev, cur, size, al)
+    return al
+
+
+def remember_alignment(prev: StoredImage, cur: StoredImage, size: tuple[int, int], al: Alignment) -> None:
+    """Record a known alignment prev -> cur (e.g. Reveal Composite's output keeps the edit's
+    geometry), so the turn's change record reuses it."""
+    with _CACHE_LOCK:
+        _ALIGN[(prev.digest, cur.digest, tuple(size))] = al
+        while len(_ALIGN) > _CACHE_SIZE:
+            _ALIGN.popitem(last=False)
 
 
 # --------------------------------------------------------------------------- per-pixel history
 
 @dataclass(frozen=True)
 class Provenance:
-    """Per pixel, the turns that changed it. `changes[t]` is C_t (bool H×W at the history's size)
-    for t = 1..T; `changes[0]` is all False (I_0 is where everything starts). `computed` lists the
-    turns whose mask was not stored and had to be computed now."""
+    """Per pixel, the turns that changed it. `changes[t]` is C_t (bool H×W at the history's size,
+    in I_t's frame) for t = 1..T; `changes[0]` is all False (I_0 is where everything starts).
+    `alignments[t]` is turn t's alignment I_{t-1} -> I_t (alignments[0] the identity);
+    `unstable[t]` the pixels whose blocks turn t moved or redrew beyond its change mask (a
+    re-render; a zoom-out's new border). `computed` lists the turns whose mask was not stored and
+    had to be computed now."""
 
     changes: tuple[np.ndarray, ...]
     size: tuple[int, int]
     computed: tuple[int, ...] = ()
+    alignments: tuple[Alignment, ...] = ()
+    unstable: tuple[np.ndarray, ...] = ()
+    records: tuple[dict, ...] = ()      # each turn's change-mask info (stable_fraction, rerendered, ...)
     index: Any = field(default=None, compare=False, repr=False)  # respec.provenance_index view, when made by it
 
     @property
@@ -348,8 +610,21 @@ class Provenance:
         """T, the latest turn covered."""
         return len(self.changes) - 1
 
+    def alignment(self, k: int, t: int | None = None) -> Alignment:
+        """The composed alignment from I_k's frame to I_t's (t default: the latest)."""
+        t = self.turns if t is None else t
+        if not 0 <= k <= t <= self.turns:
+            raise InputError(f"alignment from turn {k} to turn {t}: both must be in 0..{self.turns} with k <= t")
+        al = self.alignments or (IDENTITY,) * (self.turns + 1)
+        return compose_all(list(al[k + 1:t + 1]))
+
+    def in_frame(self, mask: np.ndarray, k: int, t: int | None = None) -> np.ndarray:
+        """A bool mask of I_k's frame carried into I_t's (nearest; t default: the latest)."""
+        a = self.alignment(k, t)
+        return mask if a.is_identity else warp(mask, a, order=0)
+
     def stack(self) -> np.ndarray:
-        """(T+1)×H×W boolean stack of the change masks."""
+        """(T+1)×H×W boolean stack of the change masks (each in its own turn's frame)."""
         return np.stack(self.changes)
 
     def turns_at(self, y: int, x: int) -> list[int]:
@@ -362,8 +637,6 @@ class Provenance:
 
     def last_change(self) -> np.ndarray:
         """int32 H×W: the latest turn that changed each pixel (0 = never changed)."""
-        if self.index is not None:
-            return self.index.last_change()
         out = np.zeros(self.changes[0].shape, np.int32)
         for t, m in enumerate(self.changes):
             if t:
@@ -392,24 +665,102 @@ class Provenance:
                     out[t] = f
         return out
 
-    def unchanged_since(self, k: int) -> np.ndarray:
-        """bool H×W: pixels no turn after k changed (I_k and the latest image should agree there,
-        up to drift)."""
-        if self.index is not None:
-            return self.index.unchanged_since(k)
+    def stable_fraction(self, t: int) -> float:
+        """Turn t's stable_fraction (1.0 when its record has none)."""
+        rec = self.records[t] if t < len(self.records) else {}
+        return float(rec.get("stable_fraction", 1.0)) if isinstance(rec, dict) else 1.0
+
+    def textured_stable_fraction(self, t: int) -> float:
+        """Turn t's share of textured blocks that held (its stable_fraction when not recorded)."""
+        rec = self.records[t] if t < len(self.records) else {}
+        if isinstance(rec, dict) and rec.get("textured_stable_fraction") is not None:
+            return float(rec["textured_stable_fraction"])
+        return self.stable_fraction(t)
+
+    def rerendered(self, t: int) -> bool:
+        """Whether turn t's change record says the editor re-rendered the scene."""
+        rec = self.records[t] if t < len(self.records) else {}
+        return bool(rec.get("rerendered", False)) if isinstance(rec, dict) else False
+
+    def unchanged_since(self, k: int, frame: int | None = None) -> np.ndarray:
+        """bool H×W in I_frame's frame (default: the latest): pixels no turn after k changed,
+        moved or redrew (I_k and the latest image should agree there, up to drift). A turn's
+        change mask and its unstable blocks count; pixels I_k never showed (a zoom-out's border)
+        are not stable."""
+        frame = self.turns if frame is None else frame
+        if (self.index is not None and frame == self.turns
+                and all(a.is_identity for a in self.alignments[k + 1:frame + 1])):
+            return self.index.unchanged_since(k)   # its map stamps C_j | unstable_j: O(H·W)
         out = np.ones(self.changes[0].shape, bool)
-        for m in self.changes[k + 1:]:
-            out &= ~m
+        for j in range(k + 1, frame + 1):
+            m = self.changes[j]
+            if j < len(self.unstable) and self.unstable[j] is not None:
+                m = m | self.unstable[j]
+            out &= ~self.in_frame(m, j, frame)
+        a = self.alignment(k, frame)
+        if not a.is_identity:
+            out &= support(a, out.shape)
         return out
+
+
+def turn_alignment(history: History, t: int) -> Alignment:
+    """Turn t's stored alignment I_{t-1} -> I_t (turn meta["alignment"], else its change mask's
+    info; the identity for turn 0 and for turns stored before alignment existed)."""
+    if not 0 <= t < len(history.turns):
+        raise InputError(f"turn {t} is not in this history (turns 0..{len(history.turns) - 1})")
+    if t == 0:
+        return IDENTITY
+    turn = history.turns[t]
+    rec = (turn.meta or {}).get("alignment") if isinstance(turn.meta, dict) else None
+    if not rec:
+        tm = turn.masks.get(CHANGE)
+        rec = tm.info.get("alignment") if tm is not None else None
+    return Alignment.from_record(rec)
+
+
+def turn_change(history: History, t: int, params: ChangeParams = DEFAULT_PARAMS) -> TurnMask:
+    """Turn t's change record (the stored `change` TurnMask: mask + info with alignment,
+    stable_fraction, rerendered, unstable_grid), computed (and cached) when the turn has none."""
+    if not 1 <= t < len(history.turns):
+        raise InputError(f"turn {t} has no change record (turns 1..{len(history.turns) - 1} do)")
+    tm = history.turns[t].masks.get(CHANGE)
+    if tm is None:
+        tm = _cached_change(history.turns[t - 1].image, history.turns[t].image, history_size(history), params)
+    return tm
 
 
 def provenance_of(history: History, params: ChangeParams = DEFAULT_PARAMS) -> Provenance:
     """The per-pixel change history of `history`: stored change masks where the turns have them
-    (resized to the history's size if needed), computed for the turns that do not (once: see
-    respec/provenance_index.py). `changes` reads each mask when it is asked for."""
+    (resized to the history's size if needed), computed for the turns that do not; with each
+    turn's alignment and unstable blocks."""
     if not isinstance(history, History):
         raise InputError(f"provenance_of needs a History, got {type(history).__name__}")
-    # The index keeps the masks' summaries and the "last change" map per history, so this is
-    # O(H·W) per new turn, not O(T·H·W) per call, and a missing mask is computed once.
-    idx = provenance_index.index_for(history, params, _cached_change)
-    return Provenance(idx.masks(), idx.size, idx.computed, idx)
+    # The index keeps the masks' summaries and a "last change" map per history (O(H·W) per new
+    # turn, each missing mask computed once); its map counts a turn's unstable blocks too.
+    idx = provenance_index.index_for(history, params, _cached_change, stamp_mask=_changed_or_unstable)
+    w, h = idx.size
+    records = [{}] + [idx.info(t) for t in range(1, idx.turns + 1)]
+    aligns = [IDENTITY] + [Alignment.from_record(((t.meta or {}).get("alignment") if isinstance(t.meta, dict) else None)
+                                                 or records[t.index].get("alignment")) for t in history.turns[1:]]
+    unstable = _UnstableMasks(records, (h, w))
+    return Provenance(idx.masks(), idx.size, idx.computed, tuple(aligns), unstable, tuple(records), index=idx)
+
+
+def _changed_or_unstable(history: History, t: int, m: np.ndarray, info: dict) -> np.ndarray:
+    grid = Stability.grid_from_info(info)
+    return m if grid is None or not grid.any() else m | unstable_mask(grid, m.shape)
+
+
+class _UnstableMasks(Sequence):
+    """unstable[t] of each turn, made from its record when asked for."""
+
+    def __init__(self, records, shape):
+        self._records, self._shape = records, shape
+
+    def __len__(self):
+        return len(self._records)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return tuple(self[j] for j in range(*i.indices(len(self))))
+        return unstable_mask(Stability.grid_from_info(self._records[i]), self._shape)

@@ -27,10 +27,18 @@ an editor re-invents. `reveal_composite` does this in four steps:
    shadow, a mask a pixel too tight) is not noise: the check refuses. It also refuses when the
    ring matches best at a shifted position: the ring's median residual after a colour fit, for
    integer shifts up to `max_shift` px, is lowest away from (0, 0) and `shift_ratio` (1.5) times
-   lower than at (0, 0) — the scene moved by that shift; the same search then runs on the whole
-   stable image (a ring on flat ground cannot see a shift the rest of the picture shows). (Noise
-   alone gives ratios near 1; the editor's blur is symmetric and keeps (0, 0) best.) Too few ring pixels (< `min_ring`) also
-   refuses: nothing to check against.
+   lower than at (0, 0) — the scene moved there after alignment (the search runs on the ring's
+   grey values only: the turn's alignment already undid the whole frame's motion, so the old
+   whole-image search is gone). (Noise alone gives ratios near 1; the editor's blur is symmetric
+   and keeps (0, 0) best.) Too few ring pixels (< `min_ring`) also refuses: nothing to check
+   against. Before these tests the source is blurred by the sigma that best explains I_t on the
+   ring (an editor that blurs on every call), and the absolute checks follow (`absolute_check`).
+
+Cost (issue 20): the source is warped only on a box around C_k ∩ C_t and on an even grid of
+samples (with their 3×3 neighbours) for the colour fit and the background's noise; C_t and the
+turn's alignment are computed once (reveal_for) and reused by History Append / run_turn; images
+above WORK_PIXELS are analysed at the working resolution and only the paste is made at full size,
+on the pasted pixels' box. scripts/bench_provenance.py --turn measures it.
 4. **Paste.** Inside R the composite is T_src(I_{k-1}) (I_{k-1}'s pixels in I_t's colours);
    outside, the weight falls linearly to 0 over `feather` px on stable pixels (the seam), and
    I_t is kept everywhere else. On refusal I_t is returned unchanged with the reason.
@@ -55,12 +63,26 @@ from scipy import ndimage
 
 from .errors import InputError
 from .history import REVEAL_SOURCE, History, StoredImage, TurnMask
-from .images import as_array, image_id_arg
-from .provenance import (DEFAULT_PARAMS, as_float_rgb, change_of, change_result, clean_mask, dilate,
-                         fit_colour, provenance_of, residual, robust_scale, smooth)
+from .images import as_array, to_uint8
+from .alignment import IDENTITY, Alignment, residual_motion, support, warp, warp_float
+from .provenance import (DEFAULT_PARAMS, FIT_SAMPLES, ChangeResult, _grid, alignment_for, as_float_rgb,
+                         change_of, clean_mask, dilate, fit_colour, full_size_result, grey_of, history_size, provenance_of,
+                         remember_alignment, remember_change, residual, robust_scale, smooth, work_float,
+                         working_size)
 
-METHOD = "reveal-composite-v1"
-SHIFT_SAMPLES = 4096    # ring pixels the shift search compares (an even subsample of the ring)
+METHOD = "reveal-composite-v2"
+# Absolute checks (v2): the relative ring test compares the ring with the rest of the image, so a
+# source unrelated everywhere (black, flat, another picture) passes it; these do not.
+MAX_GAIN_DEV = 0.5      # the source's colour fit must have gains in [1/1.5, 1.5] ...
+MAX_BIAS = 0.25         # ... and offsets within this (0..1 units)
+MIN_RING_NCC = 0.5      # a textured ring must correlate at least this with the warped source
+MAX_RING_RESIDUAL = 0.045  # the ring's median residual (0..1) after the colour fit (a re-render field of the real
+                           # removals leaves 0.06-0.07 after three calls; JPEG, blur, gain, zoom, shift <= 0.036)
+MAX_RING_MOTION = 0.5   # the ring blocks' median residual motion after alignment (px)
+RING_TEXTURE = 0.02     # a ring whose grey std in I_t is below this is flat (no NCC test) ...
+FLAT_SOURCE = 0.33      # ... and a source ring with less than this share of I_t's texture is flat
+CUMULATIVE_STABLE = 0.5   # turns k..t together must have kept this share of the scene (product of stable fractions)
+SHIFT_SAMPLES = 1024    # ring pixels the shift search compares (an even subsample of the ring; grey)
 
 
 @dataclass(frozen=True)
@@ -78,6 +100,9 @@ class RevealParams:
     shift_frac: float = 0.02       # largest shift searched in the ring (at least 4 px, at most 12)
     shift_ratio: float = 1.5       # a shift must fit this many times better than (0, 0)
     feather_frac: float = 0.008    # seam width outside R (at least 1 px)
+    paste_blur_px: float = 1.5     # the paste too is blurred to I_t's softness when the source needs at least
+                                   # this much blur to match I_t (an editor that blurs ~1 px per call: a sharp
+                                   # patch in a soft picture); below it the paste is I_{k-1}'s exact pixels
 
     def pixels(self, shape: tuple[int, int]) -> dict[str, int]:
         """Ring width, largest shift and feather width in pixels for an image of `shape`."""
@@ -134,173 +159,539 @@ def _refuse(edited: np.ndarray, reason: str, source_id, region, checks) -> Revea
 
 
 def _best_shift(a: np.ndarray, b: np.ndarray, ring: np.ndarray, max_shift: int) -> tuple[tuple[int, int], float, float]:
-    """The integer shift (dy, dx) of `a` that best matches `b` on the ring, with the ring's median
-    per-pixel residual at that shift and at (0, 0). At every shift a per-channel colour fit is made
-    on the ring first (a fit made at the wrong alignment flattens the gains and hides the shift),
-    and the median is taken so that a new object over part of the ring does not decide."""
+    """The integer shift (dy, dx) of `a` that best matches `b` on the ring (grey H×W images), with
+    the ring's median per-pixel residual at that shift and at (0, 0). At every shift a gain and
+    offset are fitted on the ring first (a fit made at the wrong alignment flattens the gain and
+    hides the shift), and the median is taken so that a new object over part of the ring does not
+    decide. The alignment has already undone the whole frame's motion: this looks for a local one."""
     ys, xs = np.nonzero(ring)
     step = max(1, len(ys) // SHIFT_SAMPLES)      # an even subsample: the median needs no more
     ys, xs = ys[::step], xs[::step]
-    bb = b[ys, xs].astype(np.float32)                                  # n×3
-    ym = bb.mean(axis=0)
-    pa = np.pad(a, ((max_shift, max_shift), (max_shift, max_shift), (0, 0)), mode="edge")
-    dxs = np.arange(-max_shift, max_shift + 1)
-    errs = np.empty((len(dxs), len(dxs)), np.float64)
-    for i, dy in enumerate(dxs):            # one row of shifts at a time: (shifts, n, 3) arrays
-        x = pa[(ys + max_shift + dy)[None, :], xs[None, :] + max_shift + dxs[:, None]]
-        xc = x - x.mean(axis=1, keepdims=True)
-        var = (xc ** 2).mean(axis=1, keepdims=True)
-        gain = np.where(var > 1e-8, (xc * (bb - ym)).mean(axis=1, keepdims=True) / np.maximum(var, 1e-8), 1.0)
-        res = np.sqrt(((xc * gain + ym - bb) ** 2).mean(axis=2))       # shifts × n
-        errs[i] = np.median(res, axis=1)
+    bb = b[ys, xs].astype(np.float32)                                  # n
+    ym = bb.mean()
+    pa = np.pad(a, max_shift, mode="edge")
+    d = np.arange(-max_shift, max_shift + 1)
+    x = pa[(ys + max_shift)[None, None, :] + d[:, None, None], (xs + max_shift)[None, None, :] + d[None, :, None]]
+    xc = x - x.mean(axis=2, keepdims=True)                             # shifts × shifts × n
+    var = (xc ** 2).mean(axis=2, keepdims=True)
+    gain = np.where(var > 1e-8, (xc * (bb - ym)).mean(axis=2, keepdims=True) / np.maximum(var, 1e-8), 1.0)
+    errs = np.median(np.abs(xc * gain + ym - bb), axis=2)
     zero = float(errs[max_shift, max_shift])
     iy, ix = np.unravel_index(int(np.argmin(errs)), errs.shape)
     if errs[iy, ix] >= zero - 1e-12:        # ties keep (0, 0)
         return (0, 0), zero, zero
-    return (int(dxs[iy]), int(dxs[ix])), float(errs[iy, ix]), zero
+    return (int(d[iy]), int(d[ix])), float(errs[iy, ix]), zero
 
 
 TEXTURE_BINS = 10
 
 
-def _expected_exceedance(src: np.ndarray, exceeds: np.ndarray, bg: np.ndarray, ring: np.ndarray) -> float:
+def _sobel_at(grey: np.ndarray, ys: np.ndarray, xs: np.ndarray) -> np.ndarray:
+    """The Sobel gradient magnitude of `grey` at the points (ys, xs) only (the border repeats)."""
+    h, w = grey.shape
+    ym, yp = np.maximum(ys - 1, 0), np.minimum(ys + 1, h - 1)
+    xm, xp = np.maximum(xs - 1, 0), np.minimum(xs + 1, w - 1)
+    g = grey
+    gx = (g[ym, xp] + 2 * g[ys, xp] + g[yp, xp]) - (g[ym, xm] + 2 * g[ys, xm] + g[yp, xm])
+    gy = (g[yp, xm] + 2 * g[yp, xs] + g[yp, xp]) - (g[ym, xm] + 2 * g[ym, xs] + g[ym, xp])
+    return np.hypot(gx, gy)
+
+
+def _expected_exceedance(src: np.ndarray, bg_residual: tuple, tau: float, bg: np.ndarray, ring: np.ndarray) -> float:
     """How often a ring pixel would exceed τ if the geometry held: the background's exceedance
     rate per texture decile (gradient magnitude of I_{k-1}: an editor's blur leaves more residual
-    on sharp texture), averaged over the ring's pixels by their decile."""
-    grey = src.mean(axis=2)
-    g = np.hypot(ndimage.sobel(grey, 0), ndimage.sobel(grey, 1))
-    edges = np.quantile(g[bg], np.linspace(0, 1, TEXTURE_BINS + 1)[1:-1])
-    bins = np.digitize(g, edges)
-    rate = np.array([exceeds[bg & (bins == b)].mean() if (bg & (bins == b)).any() else exceeds[bg].mean()
-                     for b in range(TEXTURE_BINS)])
-    return float(rate[bins[ring]].mean())
+    on sharp texture), averaged over the ring's pixels by their decile. bg_residual = (gradient
+    magnitude, 3×3-mean residual) at an even sample of the background; the ring's gradient is
+    taken on the ring's box of `src` only."""
+    y0, y1, x0, x1 = _box(ring, 2)
+    grey = grey_of(src[y0:y1, x0:x1])
+    gb, r = bg_residual
+    eb = r > tau
+    ry, rx = np.nonzero(ring[y0:y1, x0:x1])
+    gr = _sobel_at(grey, ry, rx)
+    edges = np.quantile(gb, np.linspace(0, 1, TEXTURE_BINS + 1)[1:-1])
+    bins_b, bins_r = np.digitize(gb, edges), np.digitize(gr, edges)
+    nb = np.bincount(bins_b, minlength=TEXTURE_BINS).astype(np.float64)
+    ne = np.bincount(bins_b, weights=eb.astype(np.float64), minlength=TEXTURE_BINS)
+    overall = ne.sum() / max(1.0, nb.sum())
+    rate = np.where(nb > 0, ne / np.maximum(nb, 1.0), overall)
+    return float(rate[bins_r].mean())
+
+
+BLUR_CANDIDATES = (0.0, 0.5, 0.75, 1.0, 1.5, 2.0)   # px; 3 sigma stays inside the box B's margin
+
+
+def _match_blur(src: np.ndarray, cur: np.ndarray, fit, ring: np.ndarray, B: tuple[int, int, int, int],
+                samples: int = 256) -> float:
+    """The Gaussian sigma (of BLUR_CANDIDATES) that, applied to the colour-fitted source, best
+    matches I_t on the ring (mean residual at up to `samples` ring pixels spread evenly, each
+    blurred on its own 17×17 patch); 0 unless it beats the unblurred source by 5 %."""
+    ys, xs = np.nonzero(ring)
+    r = 8
+    ok = (ys >= B[0] + r) & (ys < B[1] - r) & (xs >= B[2] + r) & (xs < B[3] - r)
+    ys, xs = ys[ok], xs[ok]
+    if len(ys) < 16:
+        return 0.0
+    step = max(1, len(ys) // samples)
+    ys, xs = ys[::step], xs[::step]
+    off = np.arange(-r, r + 1)
+    py, px = ys[:, None, None] + off[None, :, None], xs[:, None, None] + off[None, None, :]
+    patches = src[py, px]                                   # n × 17 × 17 × 3
+    target = cur[ys, xs]
+    errs = []
+    for sg in BLUR_CANDIDATES:
+        g = ndimage.gaussian_filter(patches, (0, sg, sg, 0), mode="nearest")[:, r, r] if sg else patches[:, r, r]
+        d = fit.apply(g) - target
+        errs.append(float(np.sqrt(np.einsum("nc,nc->n", d, d) / 3.0).mean()))
+    i = int(np.argmin(errs))
+    return float(BLUR_CANDIDATES[i]) if i and errs[i] < 0.95 * errs[0] else 0.0
+
+
+def _sobel_grid(g: dict) -> np.ndarray:
+    """The Sobel gradient magnitude on a sample grid from the grey values at its 3×3 neighbours
+    (g[(dy, dx)], each rows × cols)."""
+    gx = (g[-1, 1] + 2 * g[0, 1] + g[1, 1]) - (g[-1, -1] + 2 * g[0, -1] + g[1, -1])
+    gy = (g[1, -1] + 2 * g[1, 0] + g[1, 1]) - (g[-1, -1] + 2 * g[-1, 0] + g[-1, 1])
+    return np.hypot(gx, gy)
+
+
+def _box(mask: np.ndarray, pad: int) -> tuple[int, int, int, int]:
+    """(y0, y1, x0, x1): the bounding box of a non-empty mask grown by pad (clipped)."""
+    ys, xs = np.nonzero(mask.any(axis=1))[0], np.nonzero(mask.any(axis=0))[0]
+    h, w = mask.shape
+    return max(0, ys[0] - pad), min(h, ys[-1] + 1 + pad), max(0, xs[0] - pad), min(w, xs[-1] + 1 + pad)
+
+
+def _dilate_near(region: np.ndarray, radius: int, pad: int = 0) -> np.ndarray:
+    """dilate(region, radius), computed on the region's bounding box grown by radius + pad."""
+    y0, y1, x0, x1 = _box(region, radius + pad + 1)
+    out = np.zeros(region.shape, bool)
+    out[y0:y1, x0:x1] = dilate(region[y0:y1, x0:x1], radius)
+    return out
 
 
 def _feather(region: np.ndarray, width: int) -> np.ndarray:
     """1 inside the region, falling linearly to 0 over `width` px outside it (float32). The
     distance transform runs on the region's bounding box only."""
-    ys, xs = np.nonzero(region)
-    h, w = region.shape
-    m = width + 2
-    y0, y1, x0, x1 = max(0, ys.min() - m), min(h, ys.max() + 1 + m), max(0, xs.min() - m), min(w, xs.max() + 1 + m)
+    y0, y1, x0, x1 = _box(region, width + 2)
     weight = np.zeros(region.shape, np.float32)
     dist = ndimage.distance_transform_edt(~region[y0:y1, x0:x1])
     weight[y0:y1, x0:x1] = np.clip(1.0 - dist / (width + 1.0), 0.0, 1.0)
     return weight
 
 
+def absolute_check(src: np.ndarray, cur: np.ndarray, fit, ring: np.ndarray, checks: dict) -> str:
+    """The checks that do not compare the ring with the rest of the image: the source's colour fit
+    is plausible, the ring's structure correlates with the warped source, its residual is small in
+    absolute terms, and its blocks show no residual motion. Returns the reason to refuse ('' = ok);
+    the figures go into `checks`."""
+    gains = np.asarray(fit.gain)
+    if np.any(gains < 1.0 / (1.0 + MAX_GAIN_DEV)) or np.any(gains > 1.0 + MAX_GAIN_DEV) \
+            or np.any(np.abs(np.asarray(fit.bias)) > MAX_BIAS):
+        return (f"the source is unrelated to I_t: its colours map onto I_t's only with gains "
+                f"{[round(g, 2) for g in fit.gain]} and offsets {[round(b, 2) for b in fit.bias]}")
+    y0, y1, x0, x1 = _box(ring, 0)
+    gs = ndimage.gaussian_filter(fit.apply(src[y0:y1, x0:x1]).mean(axis=2), 1.0)
+    gc = ndimage.gaussian_filter(cur[y0:y1, x0:x1].mean(axis=2), 1.0)
+    rm = ring[y0:y1, x0:x1]
+    a, b = gs[rm] - gs[rm].mean(), gc[rm] - gc[rm].mean()
+    sa, sb = float(a.std()), float(b.std())
+    ncc = float((a * b).mean() / max(sa * sb, 1e-12))
+    med = float(np.median(np.sqrt(((fit.apply(src[y0:y1, x0:x1]) - cur[y0:y1, x0:x1]) ** 2).mean(axis=2))[rm]))
+    checks.update({"ring_ncc": round(ncc, 4), "ring_std_source": round(sa, 4), "ring_std_edited": round(sb, 4),
+                   "ring_residual_median": round(med, 5)})
+    if sb >= RING_TEXTURE:
+        if sa < FLAT_SOURCE * sb:
+            return f"the source is flat where I_t is textured around the revealed region (std {sa:.3f} vs {sb:.3f})"
+        if ncc < MIN_RING_NCC:
+            return (f"the source does not match I_t around the revealed region (structure correlation "
+                    f"{ncc:.2f} < {MIN_RING_NCC})")
+    if med > MAX_RING_RESIDUAL:
+        return f"the source differs from I_t around the revealed region by {med:.3f} (limit {MAX_RING_RESIDUAL})"
+    # Residual motion, block by block, on the ring's bounding box (blocks mostly on the ring).
+    blk = 16
+    d, tex = residual_motion(gs, gc, blk)
+    nby, nbx = gs.shape[0] // blk, gs.shape[1] // blk
+    if nby and nbx:
+        on = rm[:nby * blk, :nbx * blk].reshape(nby, blk, nbx, blk).mean(axis=(1, 3)).ravel() > 0.5
+        use = tex & on
+        if use.sum() >= 3:
+            motion = float(np.median(d[use]))
+            checks["ring_motion_px"] = round(motion, 3)
+            if motion > MAX_RING_MOTION:
+                return (f"the scene moved by {motion:.1f} px around the revealed region after alignment "
+                        f"(limit {MAX_RING_MOTION} px)")
+    return ""
+
+
+def _gauss_small(x: np.ndarray, sig: float) -> tuple[np.ndarray, int]:
+    """x (H×W float) blurred by a Gaussian of `sig` px, computed at 1/q of the size (q ≈ sig / 3;
+    a wide Gaussian has nothing finer to keep): (the blurred image at the small size, q)."""
+    q = max(1, int(sig // 3))
+    if q == 1:
+        return ndimage.gaussian_filter(x, sig), 1
+    h, w = x.shape
+    small = np.asarray(Image.fromarray(x.astype(np.float32)).resize((max(1, w // q), max(1, h // q)), Image.BOX),
+                       np.float32)
+    return ndimage.gaussian_filter(small, sig / q), q
+
+
+def _up(x: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    if x.shape == tuple(shape):
+        return x
+    return np.array(Image.fromarray(x.astype(np.float32)).resize((shape[1], shape[0]), Image.BILINEAR), np.float32)
+
+
+def seam_correction(pasted: np.ndarray, cur: np.ndarray, region: np.ndarray, quiet: np.ndarray, feather: int,
+                    checks: dict) -> tuple[np.ndarray, tuple[int, int, int, int]] | None:
+    """Seam-aware colour matching: the difference I_t - pasted on a band of quiet pixels just
+    outside R is spread smoothly over R (normalised convolution, a membrane-like correction), so a
+    local colour or shading drift the global fit missed leaves no seam. Only R's bounding box is
+    touched; the correction is bounded to ±0.1. Returns (the correction over R's bounding box,
+    float32 h×w×3, and that box (y0, y1, x0, x1)), or None when there is no band. The wide blur
+    runs at a reduced size (it keeps nothing finer than its sigma)."""
+    width = max(2, 2 * feather)
+    band = _dilate_near(region, width) & ~region & quiet
+    if band.sum() < 16:
+        return None
+    ry0, ry1, rx0, rx1 = _box(region, 0)
+    y0, y1, x0, x1 = _box(region, 4 * width)
+    b = band[y0:y1, x0:x1].astype(np.float32)
+    diff = (cur[y0:y1, x0:x1] - pasted[y0:y1, x0:x1]) * b[..., None]
+    sig = max(3.0, (ry1 - ry0 - 1 + rx1 - rx0 - 1) / 8.0)
+    den, _ = _gauss_small(b, sig)
+    num = [_gauss_small(diff[..., c], sig)[0] for c in range(3)]
+    corr = np.stack([np.where(den > 1e-3, n / np.maximum(den, 1e-3), 0.0) for n in num], axis=2)
+    corr = np.clip(np.stack([_up(corr[..., c], b.shape) for c in range(3)], axis=2), -0.1, 0.1)
+    checks["seam_correction_max"] = round(float(np.abs(corr[region[y0:y1, x0:x1]]).max()) if region.any() else 0.0, 4)
+    return corr, (int(y0), int(y1), int(x0), int(x1))
+
+
+def seam_match(pasted: np.ndarray, cur: np.ndarray, region: np.ndarray, quiet: np.ndarray, feather: int,
+               checks: dict) -> np.ndarray:
+    """`pasted` with seam_correction's correction added (clipped to 0..1)."""
+    got = seam_correction(pasted, cur, region, quiet, feather, checks)
+    if got is None:
+        return pasted
+    corr, (y0, y1, x0, x1) = got
+    out = pasted.copy()
+    out[y0:y1, x0:x1] = np.clip(pasted[y0:y1, x0:x1] + corr, 0.0, 1.0)
+    return out
+
+
 def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stable: Any = None,
                      source_id: int | None = None, params: RevealParams = DEFAULT_REVEAL,
-                     change: Any = None) -> RevealResult:
+                     change: ChangeResult | None = None, source_alignment: Alignment | None = None) -> RevealResult:
     """Paste I_{k-1}'s pixels (`source`) into the region of I_t (`edited`) that turn k covered
     (`covered` = C_k) and that the edit revealed, colour-matched to I_t and feathered at the seam,
     if the geometry held around it; otherwise return I_t unchanged and say why.
 
-    previous: I_{t-1}. stable: optional H×W mask of the pixels no turn from k to t-1 changed
-    (provenance's `unchanged_since(k-1)`); None = every pixel outside C_k. Masks of another size
-    are resized (nearest) to I_t's size, images bilinearly. change: C_t of (previous, edited) at
-    I_t's size when already known (a ChangeResult), so it is computed once. See the module docstring."""
+    previous: I_{t-1} (in I_t's frame). stable: optional H×W mask of the pixels no turn from k to
+    t-1 changed (provenance's `unchanged_since(k-1)`); None = every pixel outside C_k. Masks of
+    another size are resized (nearest) to I_t's size, images bilinearly. change: this edit's
+    change record C_t (I_{t-1} -> I_t, at the analysis size) when the caller already has it.
+    source_alignment: the source is in I_{k-1}'s frame and is warped with this (only the crop the
+    paste needs is warped at full size). Above WORK_PIXELS the analysis runs at the working
+    resolution and only the paste is made at I_t's size. See the module docstring."""
     e_arr = as_array(edited.array if isinstance(edited, StoredImage) else edited)
     size = (e_arr.shape[1], e_arr.shape[0])
-    shape = (e_arr.shape[0], e_arr.shape[1])
-    src = as_float_rgb(source, size)
-    prev = as_float_rgb(previous, size)
-    cur = as_float_rgb(e_arr)
-    cov = _bool_at(covered, size, "covered (turn k's change mask)")
-    stab = ~cov if stable is None else _bool_at(stable, size, "stable") & ~cov
+    work = working_size(size)
+    big = work != size
+    shape = (work[1], work[0])
+    a_src = source_alignment if source_alignment is not None else IDENTITY
+    fw = work[0] / float(size[0])
+    a_src_w = a_src if not big else Alignment(a_src.dx * fw, a_src.dy * fw, a_src.scale)
+    # The source is warped only where it is needed: an even grid of samples (with their 3×3
+    # neighbours) for the colour fit and the background's noise, and R's neighbourhood.
+    src_arr = source.array if isinstance(source, StoredImage) else np.asarray(source)
+    if big or src_arr.ndim != 3 or src_arr.shape[2] != 3 or (src_arr.shape[1], src_arr.shape[0]) != tuple(work):
+        src_arr = work_float(source, work) if isinstance(source, StoredImage) else as_float_rgb(src_arr, work)
+    prev = as_float_rgb(previous, work)
+    cur = work_float(edited, work) if isinstance(edited, StoredImage) else as_float_rgb(e_arr, work)
+    cov = _bool_at(covered, work, "covered (turn k's change mask)")
+    stab = ~cov if stable is None else _bool_at(stable, work, "stable") & ~cov
     px = params.pixels(shape)
     empty = np.zeros(shape, bool)
     if not cov.any():
-        return _refuse(e_arr, "turn k's change mask is empty: nothing was covered", source_id, empty, {})
+        return _refuse(e_arr, "turn k's change mask is empty: nothing was covered", source_id, _full(empty, size), {})
 
-    # 1. colour match (C_t: what this edit changed, drift ignored)
-    c_t = change if change is not None else change_of(prev, cur)
+    # 1. colour match (C_t: what this edit changed, drift ignored; computed once per turn)
+    c_t = change if change is not None and change.mask.shape == shape else change_of(prev, cur)
     changed_now = c_t.mask
-    fit_src = fit_colour(src, cur, use=stab & ~changed_now)
+    if c_t.stability is not None:
+        stab_rec = {"stable_fraction": round(c_t.stability.stable_fraction, 4), "rerendered": c_t.stability.rerendered}
+    else:
+        stab_rec = None
+    quiet_now = stab & ~changed_now
+    gy, gx = _grid(shape, FIT_SAMPLES)
+    rows, cols = np.arange(shape[0])[gy], np.arange(shape[1])[gx]
+    nbr = {(dy, dx): (np.clip(rows + dy, 0, shape[0] - 1), np.clip(cols + dx, 0, shape[1] - 1))
+           for dy in (-1, 0, 1) for dx in (-1, 0, 1)}
+    s_grid = {d: warp_float(src_arr, a_src_w, rows=r, cols=c_) for d, (r, c_) in nbr.items()}
+    c_grid = {d: cur[r][:, c_] for d, (r, c_) in nbr.items()}
+    fit_src = fit_colour(s_grid[0, 0], c_grid[0, 0], use=quiet_now[rows][:, cols], sampled=True)
     fit_prev = c_t.fit
     checks: dict = {"colour_fit": fit_src.info(), **{f"{k}_px": v for k, v in px.items()}}
+    if big:
+        checks["working_size"] = list(work)
+    if stab_rec is not None:
+        checks["turn_stability"] = stab_rec
 
-    # 2. revealed region
-    raw_src = residual(src, cur, fit_src)
-    d_src = smooth(raw_src, params.compare_size)
-    d_occ = smooth(residual(prev, cur, fit_prev), params.compare_size)
+    # 2. revealed region (computed on the bounding box of C_k ∩ C_t: nothing else can be revealed)
     o, c = DEFAULT_PARAMS.radii(shape)
-    region = clean_mask(cov & changed_now & (d_src < params.agree_ratio * d_occ), o, c, DEFAULT_PARAMS.min_area)
+    cand = cov & changed_now
     checks["covered_fraction"] = round(float(cov.mean()), 6)
+    region = np.zeros(shape, bool)
+    if cand.any():
+        # Everything below happens within this box around C_k ∩ C_t (R, its ring, the shift
+        # search, the seam): the source is warped on it once.
+        pad = max(2 * (o + c) + params.compare_size + 2, px["ring"] + px["max_shift"] + 3,
+                  4 * max(2, 2 * px["feather"]) + 2)
+        B = _box(cand, pad)
+        src = np.zeros(shape + (3,), np.float32)   # the warped source, filled on B only
+        src[B[0]:B[1], B[2]:B[3]] = warp_float(src_arr, a_src_w, box=B)
+        by = _box(cand, 2 * (o + c) + params.compare_size + 2)
+        sl = (slice(by[0], by[1]), slice(by[2], by[3]))
+        raw_occ = c_t.raw_residual[sl] if c_t.raw_residual is not None else residual(prev[sl], cur[sl], fit_prev)
+        d_src = smooth(residual(src[sl], cur[sl], fit_src), params.compare_size)
+        d_occ = smooth(raw_occ, params.compare_size)
+        region[sl] = clean_mask(cand[sl] & (d_src < params.agree_ratio * d_occ), o, c,
+                                DEFAULT_PARAMS.min_area * cand.size / float(cand[sl].size))
     if not region.any():
         return _refuse(e_arr, "nothing revealed: where turn k covered the scene, I_t still shows "
                               "what I_{t-1} showed (or agrees better with it than with I_{k-1})",
-                       source_id, region, checks)
+                       source_id, _full(region, size), checks)
 
     # 3. geometry check in a ring of stable pixels around R
-    r3 = smooth(raw_src, 3)
     # This edit's other changes (a replacing object, the occluder's new place) and their soft
     # rims are no evidence about the geometry: they are left out with a 2 px margin.
     quiet = stab & ~dilate(changed_now & ~region, 2)
-    bg = quiet & ~dilate(region, px["ring"])
-    ring = dilate(region, px["ring"]) & ~dilate(region, px["gap"]) & quiet
+    near = _dilate_near(region, px["ring"])
+    inner = _dilate_near(region, px["gap"])
+    bg = quiet & ~near
+    ring = near & ~inner & quiet
     n_ring = int(ring.sum())
     checks["ring_pixels"] = n_ring
     if n_ring < params.min_ring or bg.sum() < params.min_ring:
         return _refuse(e_arr, f"geometry not checkable: only {n_ring} unchanged pixels around the revealed "
-                              "region (later turns changed its surroundings)", source_id, region, checks)
-    med, sig = robust_scale(r3[bg])
+                              "region (later turns changed its surroundings)", source_id, _full(region, size), checks)
+    # Sharpness match: an editor that blurs on every call leaves I_t softer than I_{k-1}; for the
+    # ring checks the source is blurred (within the box B) by the sigma that best explains I_t on
+    # the ring, so they compare like with like. The paste stays sharp: it is I_{k-1}'s own pixels
+    # (the restoration the paper's S_restore asks for) unless I_t is much softer (paste_blur_px).
+    sig_b = _match_blur(src, cur, fit_src, ring, B)
+    checks["source_blur_px"] = sig_b
+    sharp = None
+    if sig_b > 0:
+        sharp = src[B[0]:B[1], B[2]:B[3]].copy()
+        src[B[0]:B[1], B[2]:B[3]] = ndimage.gaussian_filter(sharp, (sig_b, sig_b, 0), mode="nearest")
+    # The residual (3×3 mean) is needed on R's neighbourhood (the ring) and on an even sample of
+    # the background only.
+    nb = _box(near, 2)
+    sl = (slice(nb[0], nb[1]), slice(nb[2], nb[3]))
+    r3_ring = smooth(residual(src[sl], cur[sl], fit_src), 3)[ring[sl]]
+    bgs = bg[rows][:, cols]
+    if bgs.sum() < params.min_ring:
+        return _refuse(e_arr, "geometry not checkable: too little unchanged background to measure the noise",
+                       source_id, _full(region, size), checks)
+    r3_bg = sum(residual(s_grid[d], c_grid[d], fit_src) for d in nbr)[bgs] / 9.0
+    med, sig = robust_scale(r3_bg)
     tau = max(med + params.k * sig, DEFAULT_PARAMS.min_delta)
-    p_bg = _expected_exceedance(src, r3 > tau, bg, ring)
-    p_ring = float((r3[ring] > tau).mean())
+    g_grid = {d: grey_of(v) for d, v in s_grid.items()}
+    grad_bg = _sobel_grid(g_grid)[bgs]
+    p_bg = _expected_exceedance(src, (grad_bg, r3_bg), tau, bg, ring)
+    p_ring = float((r3_ring > tau).mean())
     limit = p_bg + 3.0 * np.sqrt(max(p_bg * (1 - p_bg), 1e-12) / max(1.0, n_ring / 9.0)) + params.allowance
-    # The shift search looks at the whole ring, this edit's changes included: a scene that moved is
-    # all "changed", so leaving C_t out (as the exceedance test must, for new objects) would hide it.
-    wide_ring = dilate(region, px["ring"]) & ~dilate(region, px["gap"]) & stab
-    shift, err_best, err_zero = _best_shift(src, cur, wide_ring, px["max_shift"])
-    if shift == (0, 0) or err_zero <= params.shift_ratio * err_best:
-        # The same search on the whole stable image: a ring on flat ground cannot see a shift
-        # that the rest of the picture shows.
-        shift, err_best, err_zero = _best_shift(src, cur, stab & ~dilate(region, px["ring"]), px["max_shift"])
     checks.update({"tau": round(tau, 6), "ring_exceed": round(p_ring, 4), "background_exceed": round(p_bg, 4),
-                   "ring_limit": round(float(limit), 4), "scene_shift": [-int(shift[1]), -int(shift[0])],
+                   "ring_limit": round(float(limit), 4)})
+    if p_ring > limit:
+        return _refuse(e_arr, f"geometry moved: {p_ring:.0%} of the pixels around the revealed region differ "
+                              f"from I_{{k-1}} beyond the noise (limit {limit:.0%})", source_id, _full(region, size), checks)
+    # A local shift around R (the alignment undid the frame's): the ring's best integer shift,
+    # this edit's changes included (a scene that moved is all "changed": leaving C_t out, as the
+    # exceedance test must for new objects, would hide it). On R's neighbourhood only.
+    wide_ring = near & ~inner & stab
+    mshift = px["max_shift"]
+    y0, y1, x0, x1 = _box(near, mshift)
+    shift, err_best, err_zero = _best_shift(src[y0:y1, x0:x1].mean(axis=2), cur[y0:y1, x0:x1].mean(axis=2),
+                                            wide_ring[y0:y1, x0:x1], mshift)
+    checks.update({"scene_shift": [-int(shift[1]), -int(shift[0])],
                    "ring_residual_zero": round(err_zero, 6), "ring_residual_best": round(err_best, 6)})
     if shift != (0, 0) and err_zero > params.shift_ratio * err_best:
         return _refuse(e_arr, f"geometry moved: around the revealed region the scene moved by dx={-shift[1]}, "
-                              f"dy={-shift[0]} px since I_{{k-1}}", source_id, region, checks)
-    if p_ring > limit:
-        return _refuse(e_arr, f"geometry moved: {p_ring:.0%} of the pixels around the revealed region differ "
-                              f"from I_{{k-1}} beyond the noise (limit {limit:.0%})", source_id, region, checks)
+                              f"dy={-shift[0]} px after alignment", source_id, _full(region, size), checks)
+    why = absolute_check(src, cur, fit_src, ring, checks)
+    if why:
+        return _refuse(e_arr, why, source_id, _full(region, size), checks)
 
-    # 4. paste, feathered outwards over stable pixels
+    # 4. paste, feathered outwards over stable pixels, colour-corrected at the seam
+    if sharp is not None and sig_b < params.paste_blur_px:
+        src[B[0]:B[1], B[2]:B[3]] = sharp
+    checks["paste_blur_px"] = sig_b if sig_b >= params.paste_blur_px else 0.0
     weight = _feather(region, px["feather"])
-    weight[~region & ~(stab & ~changed_now)] = 0.0
+    weight[~region & ~quiet_now] = 0.0
     weight[region] = 1.0
-    pasted = np.clip(fit_src.apply(src), 0.0, 1.0)
-    rgb = cur * (1.0 - weight[..., None]) + pasted * weight[..., None]
-    out = e_arr.copy()
-    out_rgb = np.clip(np.round(rgb * 255.0), 0, 255).astype(np.uint8)
-    if out.shape[2] >= 3:
-        out[:, :, :3] = out_rgb
-    else:   # a grey I_t stays grey
-        out[:, :, 0] = np.round(out_rgb.mean(axis=2)).astype(np.uint8)
+    py0, py1, px0, px1 = _box(region, 4 * max(2, 2 * px["feather"]) + 1)    # seam_correction's box around R
+    pasted_w = np.zeros_like(cur)
+    pasted_w[py0:py1, px0:px1] = np.clip(fit_src.apply(src[py0:py1, px0:px1]), 0.0, 1.0)
+    seam = seam_correction(pasted_w, cur, region, quiet_now, px["feather"], checks)
+    if big:
+        region_f, weight_f, out = _paste_full(e_arr, source, a_src, region, weight, fit_src, seam, size)
+    else:
+        if seam is not None:
+            corr, (sy0, sy1, sx0, sx1) = seam
+            pasted_w[sy0:sy1, sx0:sx1] = np.clip(pasted_w[sy0:sy1, sx0:sx1] + corr, 0.0, 1.0)
+        region_f, weight_f = region, weight
+        bx = _box(weight > 0, 0)
+        sl = (slice(bx[0], bx[1]), slice(bx[2], bx[3]))
+        out = _blend(e_arr, cur[sl], pasted_w[sl], weight[sl], bx)
     out.flags.writeable = False
     return RevealResult(out, True, f"pasted I_{source_id if source_id is not None else 'k-1'} into "
                                    f"{region.mean():.1%} of the image; the geometry held",
-                        source_id, region, weight, checks)
+                        source_id, region_f, weight_f, checks)
+
+
+def _full(mask: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """A bool mask of the analysis size at I_t's size (nearest)."""
+    if (mask.shape[1], mask.shape[0]) == tuple(size):
+        return mask
+    return np.asarray(Image.fromarray(mask).resize(tuple(size), Image.NEAREST), bool)
+
+
+def _blend(e_arr: np.ndarray, cur: np.ndarray, pasted: np.ndarray, weight: np.ndarray,
+           box: tuple[int, int, int, int] | None = None) -> np.ndarray:
+    """I_t with `pasted` blended in by `weight` (on `box` of I_t when given, else everywhere)."""
+    out = e_arr.copy()
+    y0, y1, x0, x1 = box or (0, e_arr.shape[0], 0, e_arr.shape[1])
+    rgb = cur * (1.0 - weight[..., None]) + pasted * weight[..., None]
+    out_rgb = np.clip(np.round(rgb * 255.0), 0, 255).astype(np.uint8)
+    if out.shape[2] >= 3:
+        out[y0:y1, x0:x1, :3] = out_rgb
+    else:   # a grey I_t stays grey
+        out[y0:y1, x0:x1, 0] = np.round(out_rgb.mean(axis=2)).astype(np.uint8)
+    return out
+
+
+def _up_box(x: np.ndarray, full: tuple[int, int], box: tuple[int, int, int, int], resample=Image.BILINEAR) -> np.ndarray:
+    """The crop `box` (y0, y1, x0, x1, full-size pixels) of `x` (a work-size H×W plane) upsampled
+    to `full` (h, w): what resizing the whole plane and cropping would give, at the crop's cost."""
+    h, w = full
+    fy, fx = x.shape[0] / float(h), x.shape[1] / float(w)
+    y0, y1, x0, x1 = box
+    im = Image.fromarray(x)
+    return np.array(im.resize((x1 - x0, y1 - y0), resample, box=(x0 * fx, y0 * fy, x1 * fx, y1 * fy)))
+
+
+def _paste_full(e_arr: np.ndarray, source: Any, a_src: Alignment, region: np.ndarray, weight: np.ndarray, fit,
+                seam, size: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The paste at I_t's full size from an analysis at the working size: R (nearest), the seam
+    weight and the seam correction (bilinear) upsampled on the pasted pixels' bounding box only,
+    and only that box of the source read, warped and blended at full resolution.
+    (R, weight, output image), the first two at I_t's size."""
+    w, h = size
+    wy0, wy1, wx0, wx1 = _box(weight > 0, 1)
+    fy, fx = h / float(weight.shape[0]), w / float(weight.shape[1])
+    y0, y1 = max(0, int(np.floor(wy0 * fy))), min(h, int(np.ceil(wy1 * fy)))
+    x0, x1 = max(0, int(np.floor(wx0 * fx))), min(w, int(np.ceil(wx1 * fx)))
+    box = (y0, y1, x0, x1)
+    reg = _up_box(region.astype(np.uint8) * 255, (h, w), box, Image.NEAREST) >= 128
+    wb = _up_box(weight.astype(np.float32), (h, w), box).astype(np.float32)
+    wb[reg] = 1.0
+    src_arr = as_array(source.array if isinstance(source, StoredImage) else source)
+    if (src_arr.shape[1], src_arr.shape[0]) != tuple(size):
+        src_arr = np.asarray(as_float_rgb(src_arr, size))
+    pasted = fit.apply(warp_float(src_arr[:, :, :3] if src_arr.ndim == 3 else src_arr, a_src, box=box))
+    if seam is not None:
+        corr, (sy0, sy1, sx0, sx1) = seam
+        plane = np.zeros(weight.shape, np.float32)
+        up = []
+        for c in range(3):
+            plane[sy0:sy1, sx0:sx1] = corr[..., c]
+            up.append(_up_box(plane, (h, w), box))
+        pasted = pasted + np.stack(up, axis=2)
+    pasted = np.clip(pasted, 0.0, 1.0)
+    cur = as_float_rgb(e_arr[y0:y1, x0:x1])
+    out = _blend(e_arr, cur, pasted, wb, box)
+    region_f = np.zeros((h, w), bool)
+    region_f[y0:y1, x0:x1] = reg
+    weight_f = np.zeros((h, w), np.float32)
+    weight_f[y0:y1, x0:x1] = wb
+    return region_f, weight_f, out
 
 
 def reveal_for(history: History, edited: Any, covering_turn: int,
                params: RevealParams = DEFAULT_REVEAL) -> RevealResult:
     """Reveal Composite for the turn about to be appended to `history`: turn `covering_turn` = k
     covered the content, I_{k-1} is the source, the history's provenance gives C_k and the pixels
-    no turn since k-1 changed."""
+    no turn since k-1 changed. The turn's alignment and its change record C_t are computed once
+    here and cached, so History Append / run_turn reuse them for the output."""
     if not isinstance(history, History):
         raise InputError(f"reveal_for needs a History, got {type(history).__name__}")
     t = history.next_turn
-    k = image_id_arg(covering_turn, "reveal_for's covering_turn")
+    k = int(covering_turn)
     if not 1 <= k < t:
         raise InputError(f"the covering turn must be one of 1..{t - 1} (an earlier edit), got {k}")
     prov = provenance_of(history)
-    edited = StoredImage.of(edited)   # C_t through the cache: History Append reuses it when nothing is pasted
-    return reveal_composite(history.image(k - 1), history.current.image, edited, prov.changes[k],
-                            stable=prov.unchanged_since(k - 1), source_id=k - 1, params=params,
-                            change=change_result(history.current.image, edited, edited.size))
+    size = history_size(history)
+    edited_img = edited if isinstance(edited, StoredImage) else StoredImage.of(
+        to_uint8(edited) if np.asarray(edited).dtype.kind == "f" else edited)
+    prev_img = history.current.image
+    for j in range(k, t):
+        if prov.rerendered(j):
+            res = _refuse(edited_img.array, f"the editor re-rendered the scene at turn {j} (stable fraction "
+                          f"{prov.stable_fraction(j):.2f}): I_{k - 1}'s pixels no longer line up",
+                          k - 1, np.zeros(edited_img.array.shape[:2], bool), {"rerendered_turn": j})
+            return res
+    same = edited_img.size == tuple(size)
+    al_t = alignment_for(prev_img, edited_img, size) if same else IDENTITY   # another size: unaligned
+    a_src = prov.alignment(k - 1, t - 1).compose(al_t)
+    w, h = size
+    covered = prov.in_frame(prov.changes[k], k, t - 1)
+    stable = prov.unchanged_since(k - 1)
+    if not al_t.is_identity:
+        covered = warp(covered, al_t, order=0)
+        stable = warp(stable, al_t, order=0) & support(al_t, (h, w))
+    change = None
+    if same:
+        # C_t once: I_{t-1} warped into I_t's frame at the analysis size, kept for the append.
+        work = working_size(size)
+        f = work[0] / float(w)
+        al_w = al_t if work == tuple(size) else Alignment(al_t.dx * f, al_t.dy * f, al_t.scale, al_t.residual_px * f,
+                                                          al_t.method, al_t.inliers, work)
+        pa = prev_img.array
+        if work == tuple(size) and pa.ndim == 3 and pa.shape[2] == 3:
+            prev = warp_float(pa, al_w)       # straight from uint8: no float copy before the warp
+        else:
+            prev = warp(work_float(prev_img, work), al_w)
+        change = change_of(prev, work_float(edited_img, work), DEFAULT_PARAMS, al_w, warped=True)
+        change_tm = full_size_result(change, size).turn_mask()
+        remember_change(prev_img, edited_img, size, change_tm)
+    else:
+        prev = as_float_rgb(prev_img, size)
+    res = reveal_composite(history.image(k - 1), prev, edited_img, covered, stable=stable,
+                           source_id=k - 1, params=params, change=change, source_alignment=a_src)
+    c_now = res.checks.get("turn_stability")
+    extra = {"alignment": a_src.record(), "turn_alignment": al_t.record()}
+    # Re-renders accumulate: each turn k..t kept a share of the scene; what all of them kept is
+    # about the product (each turn alone may look mild).
+    cumulative = float(np.prod([prov.stable_fraction(j) for j in range(k, t)]))
+    if c_now is not None:
+        cumulative *= float(c_now.get("stable_fraction", 1.0))
+    extra["cumulative_stable_fraction"] = round(cumulative, 4)
+    # (the re-render is the reason even when a ring check refused too: it says why)
+    if c_now is not None and c_now.get("rerendered"):
+        res = _refuse(edited_img.array, f"the editor re-rendered the scene in this edit (stable fraction "
+                      f"{c_now['stable_fraction']:.2f})", k - 1, res.region, res.checks)
+    elif cumulative < CUMULATIVE_STABLE:
+        res = _refuse(edited_img.array, f"the editor re-rendered the scene over turns {k}..{t}: together they kept "
+                      f"{cumulative:.0%} of it (limit {CUMULATIVE_STABLE:.0%})", k - 1, res.region, res.checks)
+    res = RevealResult(res.image, res.applied, res.reason, res.source_id, res.region, res.source_weight,
+                       {**res.checks, **extra})
+    if res.applied and same:
+        out_img = StoredImage(res.image)
+        remember_alignment(prev_img, out_img, size, al_t)
+        remember_change(prev_img, out_img, size, change_tm)
+    return res
 
 
 def reveal_masks(result: RevealResult) -> dict:

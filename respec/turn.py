@@ -10,7 +10,8 @@
     3. select references                (the selector part: which history images the editor gets)
     4. rewrite                          (PTI: the plan's synthesis instruction, else the request)
     5. edit                             (the editor part, at the current image's size)
-    6. post-edit steps                  (optional parts that may change the image, each recorded)
+    6. post-edit steps                  (optional parts that may change the image, each recorded:
+                                         Reveal Composite, then the Drift Guard, respec/guard.py)
     7. append                           (the new history; the turn's meta holds the record, its
                                          masks the change mask C_t and the post-edit steps' masks)
 
@@ -224,8 +225,9 @@ def run_turn(history: History, request: str, *, editor: Any, backend: Any = None
         record.image = StoredImage.of(record.image)   # a post-edit step's new image (else the same one)
         masks = {CHANGE: change_for(history, record.image), **record.masks}
     record.seconds = seconds
+    alignment = {"alignment": masks[CHANGE].info["alignment"]} if "alignment" in masks[CHANGE].info else {}
     new = history.append(record.image, request, sent_instruction=record.sent_instruction, plan=record.plan,
-                         meta={**(meta or {}), **record.meta()}, masks=masks)
+                         meta={**(meta or {}), **record.meta(), **alignment}, masks=masks)
     return record, new
 
 

@@ -168,10 +168,17 @@ def _session_controller(g: wg.Graph, request_default: str):
     return store, request, plan, select, rewrite
 
 
+def _guard(g, previous, image, request):
+    """Drift Guard after the editor (on by default: its `enabled` widget says so)."""
+    return g.node("ReSpecDriftGuard", previous=previous, edited=image, enabled=True, instruction=request[0])
+
+
 def _append_and_save(g, store, request, plan, select, rewrite, image, editor_name: str):
-    append = g.node("ReSpecHistoryAppend", history=store["history"], image=image, instruction=request[0],
+    guard = _guard(g, select["current_image"], image, request)
+    append = g.node("ReSpecHistoryAppend", history=store["history"], image=guard["image"], instruction=request[0],
                     sent_instruction=rewrite["instruction"], plan=plan["plan"],
-                    meta=json.dumps({"editor": editor_name}), editor_image_ids=select["image_ids"])
+                    meta=json.dumps({"editor": editor_name}), editor_image_ids=select["image_ids"],
+                    guard=guard["guard"])
     g.node("SaveImage", images=append["current_image"], filename_prefix="respec/turn")
     return append
 
@@ -228,10 +235,11 @@ def conversational_provenance_flux2(specs):
                   seed=42, steps=30, guidance=4.0)
     reveal = g.node("ReSpecRevealComposite", history=store["history"], image=edit["image"], instruction=request[0],
                     plan=select["plan"])
-    append = g.node("ReSpecHistoryAppend", history=store["history"], image=reveal["image"], instruction=request[0],
+    guard = _guard(g, select["current_image"], reveal["image"], request)
+    append = g.node("ReSpecHistoryAppend", history=store["history"], image=guard["image"], instruction=request[0],
                     sent_instruction=select["instruction"], plan=select["plan"],
                     meta=json.dumps({"editor": "flux2-klein", "selector": "provenance"}),
-                    editor_image_ids=select["image_ids"], reveal=reveal["reveal"])
+                    editor_image_ids=select["image_ids"], reveal=reveal["reveal"], guard=guard["guard"])
     g.node("SaveImage", images=append["current_image"], filename_prefix="respec/turn")
     g.note(PROVENANCE_NOTE + "\n\n" + DIFFUSERS_NOTE.format(native="conversational_flux2"), title="Read me")
     return g

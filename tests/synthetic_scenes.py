@@ -50,3 +50,27 @@ def iou(a: np.ndarray, b: np.ndarray) -> float:
     a, b = np.asarray(a, bool), np.asarray(b, bool)
     union = (a | b).sum()
     return float((a & b).sum() / union) if union else 1.0
+
+
+def moved(img: np.ndarray, dx: float = 0.0, dy: float = 0.0, scale: float = 1.0) -> np.ndarray:
+    """What an editor that zooms (scale < 1: out) and shifts by sub-pixel amounts returns: the
+    image resampled by that similarity about its centre (respec.alignment's model), the exposed
+    border filled by the nearest edge (an outpainting stand-in)."""
+    from respec.alignment import Alignment, warp
+    return warp(np.asarray(img, np.float64), Alignment(dx, dy, scale))
+
+
+def rerender_field(img: np.ndarray, strength: float = 0.25, corr_px: float = 6.0, seed: int = 5) -> np.ndarray:
+    """A re-render: a spatially correlated texture change over the whole image (smooth random
+    displacement of `corr_px` correlation and new texture of `strength`), as a diffusion editor
+    that redraws the scene leaves it."""
+    rng = np.random.default_rng(seed)
+    h, w = img.shape[:2]
+    field = [ndimage.gaussian_filter(rng.normal(0, 1, (h, w)), corr_px) for _ in range(2)]
+    field = [f / (np.abs(f).max() + 1e-9) * 3.0 for f in field]
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float64)
+    out = np.stack([ndimage.map_coordinates(img[:, :, c], [yy + field[0], xx + field[1]], order=1, mode="nearest")
+                    for c in range(img.shape[2])], axis=2)
+    tex = ndimage.gaussian_filter(rng.normal(0, 1, (h, w, img.shape[2])), (corr_px / 3, corr_px / 3, 0))
+    tex = tex / (np.abs(tex).max() + 1e-9) * strength
+    return np.clip(out + tex, 0, 1)

@@ -388,3 +388,21 @@ def test_figure_7_uses_the_tables_names_marks_equal_series_and_names_the_run(tmp
     more = smoke + [dict(r, config="respec+reveal", key=r["key"] + "x") for r in smoke[:2]]
     report.plot_turns(more, tmp_path / "g.png")
     assert "smoke run" in drawn["title"] and drawn["outside"]   # 5 series: the legend leaves the plot
+
+
+def test_the_robustness_table_counts_reveals_and_bad_pastes():
+    from respec.bench.report import robustness_table
+
+    def row(sid, config, s, applied=None):
+        turns = [{"t": 1, "is_restoration": False, "post_edit": []}]
+        if applied is not None:
+            turns.append({"t": 2, "is_restoration": True,
+                          "post_edit": [{"step": "reveal_composite", "applied": applied}]})
+        return {"dataset": "d", "scenario_id": sid, "config": config, "S_restore": s, "turns": turns}
+    runs = {"zoom 1 %": [row("a", "respec-prov", 0.8), row("a", "respec-prov+reveal", 0.9, True),
+                         row("b", "respec-prov", 0.8), row("b", "respec-prov+reveal", 0.7, True),
+                         row("c", "respec-prov", 0.6), row("c", "respec-prov+reveal", 0.6, False)]}
+    t = robustness_table(runs)
+    assert t.md_rows[0][:4] == ["zoom 1 %", "3", "2", "1"]
+    assert t.md_rows[0][-1] == "1"              # b: applied and 0.1 worse than without the reveal
+    assert t.csv_rows[0][4] == pytest.approx(0.7333, abs=1e-3) and t.csv_rows[0][5] == pytest.approx(0.7333, abs=1e-3)

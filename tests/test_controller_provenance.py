@@ -10,6 +10,7 @@ from PIL import Image
 
 from controller_helpers import ScriptedAnswer
 from respec.controller.provenance import (NO_COVERING_TURN, PROVENANCE_AMBIGUOUS, PROVENANCE_DEFERRED,
+                                          PROVENANCE_LOW_CONFIDENCE,
                                           ProvenanceSelector, hybrid_plan, locate_covering_turn,
                                           model_free_instruction, provenance_plan, selector_parts)
 from respec.controller.selection import select_references
@@ -203,3 +204,64 @@ def test_the_reveal_step_leaves_other_turns_alone():
                            post_edit=[RevealStep()], is_restoration=False)
     assert record.post_edit[0]["applied"] is False and "not a restoration" in record.post_edit[0]["reason"]
     assert REVEAL_SOURCE not in new.current.masks
+
+
+# ----------------------------------------------------------------------------- low confidence (a re-render)
+
+def _rerendered_history():
+    """I_0; turn 1 adds a lamp (the editor keeps the scene); turn 2 adds a suitcase and redraws the
+    whole picture (a re-render field: smooth displacement and new texture), as real editors do."""
+    from synthetic_scenes import rerender_field
+    scene = background(21, SHAPE)
+    h = History.start(u8(scene))
+    i1 = u8(drift(draw_rect(scene, LAMP, (0.2, 0.8, 0.3)), noise=0.006, seed=10))
+    h = h.append(i1, ADD_LAMP, masks={CHANGE: change_for(h, i1)})
+    i2 = u8(rerender_field(draw_rect(i1 / 255.0, SUITCASE, (0.5, 0.8, 0.3))))
+    return h.append(i2, ADD_SUITCASE, masks={CHANGE: change_for(h, i2)})
+
+
+def test_a_re_rendered_scene_gives_low_confidence_and_provenance_alone_defers_to_the_c3_rule():
+    h = _rerendered_history()
+    assert h.turns[2].masks[CHANGE].info["rerendered"]
+    plan = provenance_plan(h, "Remove the suitcase.", True)
+    # the masks would say turn 2 (source I_1); a re-render makes that evidence worthless
+    assert plan.meta["provenance"]["turn"] == 2
+    assert plan.meta["provenance_confidence"] < 0.5
+    assert PROVENANCE_LOW_CONFIDENCE in plan.fallbacks
+    assert plan.restoration_source_id == 0 and plan.image_ids == (0, 2)      # the paper's C.3: I_0
+    sel = ProvenanceSelector().select(h, plan, use_history_reference=True)
+    assert sel.ids == [0, 2]
+
+
+def test_a_re_rendered_scene_in_hybrid_defers_to_the_controller():
+    h = _rerendered_history()
+    answer = json.dumps({"identity_anchor_id": 2, "restoration_source_id": 0, "image_ids": [0, 2],
+                         "restoration_region": "middle",
+                         "synthesis_instruction": "remove the suitcase, recovering the middle from the first image"})
+    vlm = ScriptedAnswer(answer)
+    plan = hybrid_plan(h, "Remove the suitcase.", True, backend=vlm)
+    assert vlm.calls == 1
+    assert plan.meta["provenance_confidence"] < 0.5
+    assert PROVENANCE_LOW_CONFIDENCE in plan.fallbacks and PROVENANCE_DEFERRED in plan.fallbacks
+    assert plan.restoration_source_id == 0 and plan.image_ids == (0, 2)      # the controller's, not provenance's 1
+    # the provenance planner with a controller connected defers the same way (one call)
+    vlm2 = ScriptedAnswer(answer)
+    plan2 = provenance_plan(h, "Remove the suitcase.", True, backend=vlm2)
+    assert vlm2.calls == 1 and plan2.restoration_source_id == 0
+    assert PROVENANCE_LOW_CONFIDENCE in plan2.fallbacks and PROVENANCE_DEFERRED in plan2.fallbacks
+    # and the selector keeps the plan's ids
+    sel = ProvenanceSelector().select(h, plan, use_history_reference=True)
+    assert sel.ids == select_references(h, plan, True).ids == [0, 2]
+
+
+def test_the_same_history_without_the_re_render_is_trusted():
+    scene = background(21, SHAPE)
+    h = History.start(u8(scene))
+    img = scene
+    for i, (text, box) in enumerate(((ADD_LAMP, LAMP), (ADD_SUITCASE, SUITCASE))):
+        img = draw_rect(img, box, (0.2 + 0.3 * i, 0.8, 0.3))
+        arr = u8(drift(img, noise=0.006, seed=10 + i))
+        h = h.append(arr, text, masks={CHANGE: change_for(h, arr)})
+    plan = provenance_plan(h, "Remove the suitcase.", True)
+    assert plan.meta["provenance_confidence"] > 0.8
+    assert PROVENANCE_LOW_CONFIDENCE not in plan.fallbacks and plan.restoration_source_id == 1

@@ -11,6 +11,7 @@ from respec.bench.scenario import load_dataset, validate_dataset
 from respec.errors import InputError
 from respec.history import History
 from respec.metrics import DEFAULT_PSNR_CAP, occur_regions
+from respec.alignment import warp
 from respec.sim import REINVENTED, SimDefects, SimEditor, true_reference_turn
 
 SIZE = 128
@@ -211,3 +212,58 @@ def test_defect_parameters_are_checked():
         SimDefects(copy_fidelity=1.5)
     with pytest.raises(InputError, match="colour_shift"):
         SimDefects(colour_shift=-0.1)
+
+
+def test_a_zooming_shifting_editor_moves_the_frame_and_the_truth_follows():
+    from dataclasses import replace as _replace
+    from respec.alignment import Alignment, estimate_alignment
+    s = _scenario([OCC, REMOVE])
+    exact = SimEditor(SimDefects.none())
+    moving = SimEditor(_replace(SimDefects.none(), zoom_pct=2.0, shift_px=1.5))
+    h0, h1 = run(s, exact), run(s, moving)
+    step = Alignment(1.5, 0.75, 0.98)
+    f1, f2 = moving.frame(s, h1.image(1).rgb()), moving.frame(s, h1.image(2).rgb())
+    assert f1.alignment.scale == pytest.approx(0.98) and f1.alignment.dx == pytest.approx(1.5)
+    assert f2.alignment.scale == pytest.approx(0.98 ** 2) and f2.alignment.dx == pytest.approx(step.compose(step).dx)
+    # the image is the perfect editor's, moved by that alignment; the truth masks moved with it
+    al = estimate_alignment(h0.image(1).array, h1.image(1).array)
+    assert al.scale == pytest.approx(0.98, abs=2e-3) and al.dx == pytest.approx(1.5, abs=0.3)
+    t0, t1 = exact.truth(s, h0.image(1).rgb()), moving.truth(s, h1.image(1).rgb())
+    assert (warp(t0.occluder, f1.alignment, order=0) != t1.occluder).mean() < 0.002
+    # the occluder's colour sits where the moved truth says
+    crate = np.asarray(h1.image(1).rgb(), np.float64)[t1.occluder].mean(axis=0)
+    crate0 = np.asarray(h0.image(1).rgb(), np.float64)[t0.occluder].mean(axis=0)
+    assert np.abs(crate - crate0).max() < 6
+
+
+def test_re_render_and_pose_change_leave_the_frame_and_change_the_pixels():
+    from dataclasses import replace as _replace
+    s = _scenario([OCC, REMOVE])
+    base = run(s, SimEditor(SimDefects.none())).image(1).array.astype(float)
+    for knobs in ({"rerender": 0.02, "rerender_shading": 0.03}, {"pose_px": 3.0}, {"local_warp_px": 1.0}):
+        ed = SimEditor(_replace(SimDefects.none(), **knobs))
+        img = run(s, ed).image(1)
+        assert ed.frame(s, img.rgb()).alignment.is_identity
+        diff = np.abs(img.array.astype(float) - base).max(axis=2)
+        assert (diff > 4).mean() > 0.01, knobs
+    with pytest.raises(InputError):
+        SimDefects(zoom_pct=-1.0)
+
+
+def test_an_image_in_the_previous_frame_is_registered_with_that_frame():
+    # The Drift Guard returns the edit in I_(t-1)'s frame: the sim keeps the edit's scene state
+    # and truth for it, with I_(t-1)'s alignment (else the next turn mis-warps its base).
+    from dataclasses import replace as _replace
+    s = _scenario([OCC, REMOVE])
+    moving = SimEditor(_replace(SimDefects.none(), zoom_pct=2.0, shift_px=1.5))
+    h = run(s, moving)
+    out = h.image(1).rgb()
+    i0 = h.image(0).rgb()
+    guarded = np.asarray(i0).copy()
+    guarded[0, 0] = 255 - guarded[0, 0]         # some other image
+    fr = moving.register_derived(s, guarded, out, frame_of=i0)
+    assert fr.alignment.is_identity and fr.state == moving.frame(s, out).state
+    assert moving.frame(s, guarded).alignment.is_identity
+    assert not moving.register_derived(s, guarded, out).alignment.is_identity   # the edit's frame by default
+    with pytest.raises(InputError, match="frame"):
+        moving.register_derived(s, guarded, out, frame_of=np.zeros_like(guarded))

@@ -20,6 +20,7 @@ class BenchConfig:
     label: str = ""
     selector: str = "vlm"            # vlm | provenance | hybrid (respec.controller.provenance)
     reveal: bool = False             # Reveal Composite after the edit (respec.reveal.RevealStep)
+    guard: bool = False              # Drift Guard after the edit and Reveal (respec.guard.GuardStep)
 
     @property
     def needs_vlm(self) -> bool:
@@ -47,12 +48,16 @@ CONFIGS: dict[str, BenchConfig] = {
     "pti+reveal": BenchConfig("pti+reveal", True, True, False, reveal=True, label="+ PTI + Reveal Composite"),
     "respec+reveal": BenchConfig("respec+reveal", True, True, True, reveal=True,
                                  label="+ PTI + HRS (ReSpec) + Reveal Composite"),
+    "respec+guard": BenchConfig("respec+guard", True, True, True, guard=True,
+                                label="+ PTI + HRS (ReSpec) + Drift Guard"),
+    "baseline+guard": BenchConfig("baseline+guard", False, False, False, guard=True, label="no ReSpec + Drift Guard"),
 }
 # `--config all` is the paper's four; names and groups combine ("all,prov,reveal").
 CONFIG_GROUPS = {
     "all": ("baseline", "hrs", "pti", "respec"),
     "prov": ("respec-prov", "respec-prov+reveal", "respec-hybrid", "respec-hybrid+reveal"),
     "reveal": ("hrs+reveal", "pti+reveal", "respec+reveal"),
+    "guard": ("baseline+guard", "respec+guard"),
 }
 EDITORS = ("flux2", "omnigen2", "sim")
 # Where the A.5 masks come from: "detect" = YOLO-World + SAM on the generated images (the paper);
@@ -82,10 +87,11 @@ def config_variant(name: str, selector: str | None = None, reveal: bool = False)
     "provenance", True) -> "respec-prov+reveal". InputError when no such config exists."""
     base = CONFIGS[name]
     sel = (selector or base.selector).strip().lower()
-    want = (base.use_controller, base.use_pti, base.use_hrs, base.skip_non_restoration, sel, base.reveal or reveal)
+    want = (base.use_controller, base.use_pti, base.use_hrs, base.skip_non_restoration, sel, base.reveal or reveal,
+            base.guard)
     for cand in CONFIGS.values():
         if (cand.use_controller, cand.use_pti, cand.use_hrs, cand.skip_non_restoration, cand.selector,
-                cand.reveal) == want:
+                cand.reveal, cand.guard) == want:
             return cand.name
     raise InputError(f"there is no config {name!r} with selector {sel!r}{' and Reveal Composite' if reveal else ''}: "
                      "the provenance and hybrid selectors are defined for 'respec' (PTI + HRS), Reveal Composite "

@@ -392,7 +392,37 @@ def build_tables(all_rows: list[dict]) -> list[Table]:
     tables.append(_reference_table(rows))
     tables.append(_right_wrong_table(rows, cols))
     tables.append(_turns_table(rows, cols))
+    tables.append(drift_table(rows))
     return tables
+
+
+def drift_table(rows: list[dict]) -> Table:
+    """The drift table (Drift Guard, docs/drift-guard.md): per editor, sim defect level and config,
+    the median untouched PSNR after the last turn, S_preserve, S_restore and how often the guard
+    stepped aside."""
+    groups = list(OrderedDict.fromkeys((r.get("editor", "?"), r.get("sim_defects") or "-", r.get("config", "?"))
+                                       for r in rows if r.get("untouched_psnr") is not None or r.get("sim_defects")))
+    header = ["Editor", "Defects", "Config", "untouched PSNR (median dB)", "S_preserve", "S_restore",
+              "guard stepped aside", "N"]
+    md, csv_rows = [], []
+    for e, d, c in groups:
+        sub = [r for r in rows if (r.get("editor", "?"), r.get("sim_defects") or "-", r.get("config", "?")) == (e, d, c)]
+        vals = sorted(_num(r.get("untouched_psnr")) for r in sub if math.isfinite(_num(r.get("untouched_psnr"))))
+        med = _median(vals) if vals else float("nan")
+        st = {k: stat(r.get(k) for r in sub) for k in ("S_preserve", "S_restore")}
+        guard = [p for r in sub for t in (r.get("turns") or []) for p in (t.get("post_edit") or [])
+                 if p.get("step") == "drift_guard"]
+        aside = sum(1 for p in guard if p.get("stepped_aside"))
+        md.append([editor_label(e), d, c, f"{med:.2f} (n={len(vals)})" if vals else "–",
+                   st["S_preserve"].cell(), st["S_restore"].cell(), f"{aside}/{len(guard)} turns" if guard else "–",
+                   str(len(sub))])
+        csv_rows.append([e, d, c, med, len(vals), st["S_preserve"].mean, st["S_restore"].mean, aside, len(guard),
+                         len(sub)])
+    return Table("table_drift", "Drift: untouched pixels after the last turn (Drift Guard)", header, md,
+                 ["editor", "sim_defects", "config", "untouched_psnr_median", "untouched_n", "S_preserve",
+                  "S_restore", "guard_stepped_aside", "guard_turns", "N"], csv_rows,
+                 "untouched PSNR: the final image against I_0 on the pixels no turn's ground-truth edit touched "
+                 "(sim only; scenarios with a style turn have none). Defects: --sim-defects.")
 
 
 def _right_wrong_table(rows: list[dict], cols: list[tuple[str, str]]) -> Table:
@@ -649,3 +679,49 @@ def write_report(results: str | Path | list[dict], out_dir: str | Path) -> dict:
     rp.write_text("\n".join(md), encoding="utf-8")
     paths["report"] = str(rp)
     return paths
+
+
+# --------------------------------------------------------------------------- robustness (beyond the paper)
+
+def _reveal_entry(row: dict) -> dict | None:
+    """The Reveal Composite record of a row's restoration turn (None: it did not run)."""
+    for t in row.get("turns") or []:
+        if t.get("is_restoration"):
+            for e in t.get("post_edit") or []:
+                if e.get("step") == "reveal_composite":
+                    return e
+    return None
+
+
+def robustness_table(runs: dict, base_config: str = "respec-prov", reveal_config: str = "respec-prov+reveal",
+                     tolerance: float = 0.01) -> Table:
+    """Reveal Composite under the simulated editor's real-editor defects (respec.sim.SimDefects:
+    zoom, shift, local warp, re-render field, pose change): one row per run, `runs` = {label:
+    rows of a run with `base_config` and `reveal_config`}. Columns: how many restoration turns the
+    reveal applied / refused, S_restore without and with the reveal, and the bad pastes (applied,
+    and S_restore with the reveal more than `tolerance` below the same scenario's without it)."""
+    header = ["Defect / level", "N", "reveal applied", "refused", f"S_restore {base_config}",
+              f"S_restore {reveal_config}", "bad pastes"]
+    md, csv_rows = [], []
+    for label, rows in runs.items():
+        base = {_scenario_key(r): _num(r.get("S_restore")) for r in rows if r.get("config") == base_config}
+        rev = [r for r in rows if r.get("config") == reveal_config]
+        applied = refused = bad = 0
+        for r in rev:
+            e = _reveal_entry(r)
+            if e is None:
+                continue
+            if e.get("applied"):
+                applied += 1
+                b, s = base.get(_scenario_key(r), math.nan), _num(r.get("S_restore"))
+                if math.isfinite(b) and math.isfinite(s) and s < b - tolerance:
+                    bad += 1
+            else:
+                refused += 1
+        sb, sr = stat(base.values()), stat(r.get("S_restore") for r in rev)
+        md.append([label, str(len(rev)), str(applied), str(refused), sb.cell(), sr.cell(), str(bad)])
+        csv_rows.append([label, len(rev), applied, refused, sb.mean, sr.mean, bad])
+    return Table("robustness_sim_defects", "Robustness: Reveal Composite under real-editor defects (sim)",
+                 header, md, ["defect", "n", "applied", "refused", "S_restore_base", "S_restore_reveal", "bad_pastes"],
+                 csv_rows, f"A bad paste: applied, and S_restore more than {tolerance} below the same scenario "
+                           f"without the reveal ({base_config}).")

@@ -36,6 +36,7 @@ from ..history import History
 from ..models import TINY
 from ..turn import TimingHook, run_turn, stage_timer
 from ..controller.provenance import selector_parts
+from ..guard import GuardStep
 from ..reveal import RevealStep
 from .configs import CONFIGS, EDITORS, MASKS, BenchConfig, parse_configs, turn_seed
 from .results import ResultsFile, check_run_identity, row_key
@@ -56,6 +57,7 @@ class BenchSettings:
     editor: str = "flux2"
     smoke: bool = False
     masks: str = ""                  # "detect" | "oracle" ("": oracle with the sim editor, else detect)
+    sim_defects: str = "default"     # none | default | realistic (--editor sim; respec.sim.drift)
     size: int = 1024                 # longer side of I_0 (multiples of 16); 0 keeps the source size
     seed: int = 0
     steps: int | None = None         # None: the editor's paper default (klein 30, OmniGen2 50)
@@ -82,7 +84,7 @@ class BenchSettings:
 
     # Fields whose change makes old rows incomparable with new ones.
     IDENTITY = ("dataset_name", "smoke", "size", "seed", "steps", "guidance", "controller", "controller_model",
-                "editor_model", "masker_options", "scorer_options", "masks")
+                "editor_model", "masker_options", "scorer_options", "masks", "sim_defects")
 
     def masks_mode(self) -> str:
         """The masks this run uses (see MASKS)."""
@@ -313,7 +315,7 @@ def run_turns(scenario: Scenario, config: BenchConfig, models: BenchModels, sett
     history = History.start(image if image is not None else scenario.load_image(settings.size or None),
                             meta={"scenario": scenario.id, "config": config.name})
     planner, selector = selector_parts(config.selector)
-    post_edit = [RevealStep()] if config.reveal else []
+    post_edit = ([RevealStep()] if config.reveal else []) + ([GuardStep()] if config.guard else [])
     for t, turn in enumerate(scenario.turns, start=1):
         comfy.check_interrupted()
         tell_editor_the_turn(models.editor, scenario, t)
@@ -327,16 +329,25 @@ def run_turns(scenario: Scenario, config: BenchConfig, models: BenchModels, sett
                                    meta={"stage": turn.stage}, timing=timing,
                                    history_mode=None if settings.controller_history == "paper" else settings.controller_history)
         if record.image is not record.edited:
-            tell_editor_the_derived_image(models.editor, scenario, history.current.image, record.edited)
+            # The Drift Guard's output is in I_(t-1)'s frame, not the edit's (respec/guard.py).
+            guarded = any(e.get("step") == "drift_guard" and e.get("applied") for e in record.post_edit)
+            tell_editor_the_derived_image(models.editor, scenario, history.current.image, record.edited,
+                                          frame_of=history.turns[-2].image if guarded else None)
     return history
 
 
-def tell_editor_the_derived_image(editor: Any, scenario: Scenario, image: Any, edited: Any) -> None:
-    """A post-edit step (Reveal Composite) changed the simulated editor's output: the sim editor
-    is told, so the new image keeps that output's ground truth (real editors have no such hook)."""
+def tell_editor_the_derived_image(editor: Any, scenario: Scenario, image: Any, edited: Any,
+                                  frame_of: Any = None) -> None:
+    """A post-edit step (Reveal Composite, the Drift Guard) changed the simulated editor's output:
+    the sim editor is told, so the new image keeps that output's ground truth (real editors have no
+    such hook); `frame_of`: an image whose frame (zoom / shift) the new image is in, when not the
+    edit's (the guard returns I_(t-1)'s frame)."""
     register = getattr(editor, "register_derived", None)
     if register is not None:
-        register(scenario, image, edited)
+        if frame_of is None:
+            register(scenario, image, edited)
+        else:
+            register(scenario, image, edited, frame_of=frame_of)
 
 
 def tell_editor_the_turn(editor: Any, scenario: Scenario, t: int) -> None:
@@ -394,7 +405,14 @@ def score_scenario(scenario: Scenario, history: History, models: BenchModels,
                                               config, lambda: models.scorer.occur_score(generated[-1], ref, masks))
     truth = getattr(models.editor, "truth", None)
     true_reference = truth(scenario, generated[-1]).reference_turn if truth is not None else None
-    return {"score": score, "masks": masks, "true_reference": true_reference, "scores_shared_with": shared_with}
+    untouched = None
+    if truth is not None:   # the sim's exact ground truth: I_0 where no turn's edit touched (respec.sim.drift)
+        from ..sim.drift import untouched_psnr, untouched_region
+        i0 = history.image(0).array
+        untouched = untouched_psnr(i0, history.current.image.array,
+                                   untouched_region(scenario, (i0.shape[1], i0.shape[0])))
+    return {"score": score, "masks": masks, "true_reference": true_reference, "untouched_psnr": untouched,
+            "scores_shared_with": shared_with}
 
 
 def judge_turns(history: History, judge_backend: Any, seconds: dict[str, float] | None = None,
@@ -456,6 +474,9 @@ def run_one(scenario: Scenario, config: BenchConfig, models: BenchModels, settin
                             "total": round(time.perf_counter() - t_start, 4)})
     if scored["scores_shared_with"]:
         row["scores_shared_with"] = scored["scores_shared_with"]
+    row["untouched_psnr"] = scored.get("untouched_psnr")
+    if settings.editor == "sim":
+        row["sim_defects"] = settings.sim_defects
     if out_dir is not None and settings.save_images:
         row["images"] = _save_images(out_dir, scenario.id, history)
     return row

@@ -201,8 +201,8 @@ def config_switches(config: str, editor: str) -> dict[str, Any]:
     """Widget values that make a benchmark workflow run `config` (paper table 2) and label its row
     with `editor` (the row label, see row_editor)."""
     c = CONFIGS[config]
-    if c.selector != "vlm" or c.reveal:
-        raise InputError(f"config {config!r} (provenance selector / Reveal Composite) runs in-process only for now: "
+    if c.selector != "vlm" or c.reveal or c.guard:
+        raise InputError(f"config {config!r} (provenance selector / Reveal Composite / Drift Guard) runs in-process only for now: "
                          "the shipped benchmark workflows have no switch for it; run it without --server")
     out: dict[str, Any] = {f"{RESULTS_WRITER}.config": c.name, f"{RESULTS_WRITER}.editor": editor}
     if c.use_controller:

@@ -17,6 +17,14 @@ answer it directly:
 "Earliest" is the paper's own rule ("select the earliest turn that added content into the
 uncovered region"): I_{k-1} then precedes every later addition too.
 
+Confidence. The change masks are evidence only where the editor kept the scene: every turn's
+change record has a stable_fraction and a rerendered flag (respec/provenance.py, not resting on
+the adaptive threshold). plan.meta["provenance_confidence"] is the product of the stable_fractions
+of the turns k..t-1 (re-renders accumulate; each the smaller of its stable_fraction and the share of its textured blocks that held;
+halved for a turn flagged re-rendered; 0 when no turn was located). Below 0.5 the
+plan adds PROVENANCE_LOW_CONFIDENCE and defers: to the controller when one is connected (hybrid,
+or the provenance planner with a backend), otherwise to the paper's C.3 rule (I_0 as the source).
+
 When the evidence is ambiguous (several candidate turns, or a named turn without a usable change
 mask) the plan says so (fallback PROVENANCE_AMBIGUOUS, meta["provenance"]) and, if a controller
 is connected, the decision is deferred to it (one VLM call, the paper's plan). Without one the
@@ -45,6 +53,8 @@ from .selection import Selection, select_references
 PROVENANCE_AMBIGUOUS = "provenance_ambiguous"          # plan.fallbacks: the evidence had several answers
 PROVENANCE_DEFERRED = "provenance_deferred_to_controller"
 NO_COVERING_TURN = "provenance_no_covering_turn"       # nothing earlier changed a part of the image
+PROVENANCE_LOW_CONFIDENCE = "provenance_low_confidence"  # the masks' evidence is weak (a re-render)
+LOW_CONFIDENCE = 0.5  # below this provenance_confidence the selector defers (hybrid: the VLM; alone: C.3)
 
 REVEAL_CLAUSE = "revealing what was there in the first image exactly as it was"
 MIN_CHANGE = 1e-3     # a change mask smaller than this share of the image is no evidence
@@ -109,6 +119,21 @@ def locate_covering_turn(history: History, request: str) -> CoveringTurn:
     return CoveringTurn(k, tuple(adders), "provenance", len(adders) > 1, why, {c: share[c] for c in adders})
 
 
+def provenance_confidence(history: History, found: CoveringTurn) -> float:
+    """How far the change masks can be trusted for this location, in [0, 1]: the product of the
+    stable_fractions of the turns k..t-1 (re-renders accumulate; each the smaller of its stable_fraction and its textured
+    blocks' share: a redrawn subject on a flat backdrop is no evidence), halved for a turn flagged
+    re-rendered; 0 without a k."""
+    if found.turn is None:
+        return 0.0
+    prov = provenance_of(history)
+    conf = 1.0
+    for j in range(found.turn, history.next_turn):
+        sf = min(prov.stable_fraction(j), prov.textured_stable_fraction(j))
+        conf *= 0.5 * sf if prov.rerendered(j) else sf      # what every turn since k kept: the product
+    return float(min(1.0, max(0.0, conf)))
+
+
 def model_free_instruction(request: str) -> str:
     """P_t with the paper's restoration clause (figure 12's pattern), for an editor that receives
     [I_{k-1}, I_{t-1}]: "<the user's edit>, revealing what was there in the first image exactly as it was."."""
@@ -140,11 +165,19 @@ def provenance_plan(history: History, request: str, is_restoration: bool, *, bac
                                                    "skipped": "not a restoration turn" if t > 1 else "first_turn"})
     found = locate_covering_turn(history, request)
     meta["provenance"] = found.record()
-    if found.ambiguous and backend is not None:
+    conf = provenance_confidence(history, found)
+    meta["provenance_confidence"] = round(conf, 4)
+    low = found.turn is not None and conf < LOW_CONFIDENCE
+    if (found.ambiguous or low) and backend is not None:
         plan = plan_turn(history, request, backend, True, meta=meta, **vlm_options)
-        return replace(plan, fallbacks=plan.fallbacks + (PROVENANCE_AMBIGUOUS, PROVENANCE_DEFERRED))
+        extra = ((PROVENANCE_AMBIGUOUS,) if found.ambiguous else ()) + ((PROVENANCE_LOW_CONFIDENCE,) if low else ())
+        return replace(plan, fallbacks=plan.fallbacks + extra + (PROVENANCE_DEFERRED,))
     fallbacks: tuple[str, ...] = (PROVENANCE_AMBIGUOUS,) if found.ambiguous else ()
-    if found.turn is None:
+    if low:
+        # No controller to defer to: the paper's C.3 rule (I_0 as the source), as for a missing one.
+        source, fallbacks = 0, fallbacks + (PROVENANCE_LOW_CONFIDENCE,)
+        region = None
+    elif found.turn is None:
         # Nothing to reveal from: the paper's own fallback (C.3) for a missing source is I_0.
         source, fallbacks = 0, fallbacks + (NO_COVERING_TURN,)
         region = None
@@ -180,7 +213,11 @@ def with_provenance_ids(history: History, plan: Plan) -> Plan:
     found = locate_covering_turn(history, plan.user_instruction)
     vlm_choice = {"restoration_source_id": plan.restoration_source_id,
                   "identity_anchor_id": plan.identity_anchor_id, "image_ids": list(plan.image_ids)}
-    new_meta = {**plan.meta, "provenance": found.record(), "vlm_choice": vlm_choice}
+    conf = provenance_confidence(history, found)
+    new_meta = {**plan.meta, "provenance": found.record(), "vlm_choice": vlm_choice,
+                "provenance_confidence": round(conf, 4)}
+    if found.turn is not None and conf < LOW_CONFIDENCE:
+        return replace(plan, meta=new_meta, fallbacks=plan.fallbacks + (PROVENANCE_LOW_CONFIDENCE, PROVENANCE_DEFERRED))
     if found.ambiguous or found.turn is None:
         return replace(plan, meta=new_meta, fallbacks=plan.fallbacks + (PROVENANCE_DEFERRED,))
     t = history.next_turn
@@ -224,6 +261,10 @@ class ProvenanceSelector:
         if not (use_history_reference and plan.is_restoration) or history.next_turn == 1:
             return select_references(history, plan, use_history_reference)
         rec = plan.meta.get("provenance") if isinstance(plan.meta, dict) else None
+        conf = plan.meta.get("provenance_confidence") if isinstance(plan.meta, dict) else None
+        if conf is not None and float(conf) < LOW_CONFIDENCE:
+            # Low confidence: the plan's own ids (a controller's, or the C.3 rule's) stand.
+            return select_references(history, plan, use_history_reference)
         if isinstance(rec, dict) and "source_id" in rec:
             source, ambiguous = rec["source_id"], bool(rec.get("ambiguous"))
         else:

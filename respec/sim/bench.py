@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 
 from ..errors import DownloadNotAllowedError, MissingWeightsError
-from .editor import SimEditor
 
 log = logging.getLogger("respec.sim")
 
@@ -30,7 +29,11 @@ def load_sim_models(settings):
 
     tiny = f"{TINY}:{settings.seed}"
     mode = settings.masks_mode()
-    describe = {"editor_model": "sim (simulated editor, docs/sim.md)"}
+    from .drift import sim_editor
+    defects = getattr(settings, "sim_defects", "default") or "default"
+    editor = sim_editor(defects)
+    describe = {"editor_model": "sim (simulated editor, docs/sim.md)" if defects == "default"
+                else f"sim (simulated editor, docs/sim.md; --sim-defects {defects})"}
     scorer = masker = None
     try:
         scorer = load_scorer(**settings.scorer_options)
@@ -59,5 +62,5 @@ def load_sim_models(settings):
             backend = load_backend("qwen3-vl", tiny, **{"max_new_tokens": 4, "max_pixels": 128 * 128,
                                                        **settings.controller_options})
             describe["controller"] = "qwen3-vl (tiny, random weights)"
-    return BenchModels(editor=SimEditor(), backend=backend, masker=masker, scorer=scorer, judge_backend=backend,
+    return BenchModels(editor=editor, backend=backend, masker=masker, scorer=scorer, judge_backend=backend,
                        describe=describe, masks=mode)

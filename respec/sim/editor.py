@@ -21,7 +21,15 @@ What it does with one edit (turn t of a scenario with geometry):
    image's (wrong) content. Pixels no input shows are RE-INVENTED: filled with the mean colour
    of the ring of visible photo pixels around each revealed component (an inpainter with no
    evidence).
-4. Drift. The whole output then passes a simulated VAE round trip: a per-channel colour gain in
+4. Real-editor defects (all off by default; SimDefects): a pose change (the objects' pixels
+   displaced by a smooth random field), a re-render field (spatially correlated texture change
+   over the whole image, fine grain plus low-frequency shading, strengths as measured on real
+   editors' outputs: docs/provenance.md), a smooth non-rigid local warp, and a zoom-out and
+   sub-pixel shift per call. The geometric ones move the frame: each frame records its
+   cumulative alignment from the world (I_0's frame), the next turn renders in the world frame
+   (its base and references are warped back first) and the ground truth is warped into the
+   image's frame, so masks and scores stay exact.
+5. Drift. The whole output then passes a simulated VAE round trip: a per-channel colour gain in
    [1 - colour_shift, 1 + colour_shift], a Gaussian blur of `blur_sigma` px, Gaussian noise of
    `noise_std`, 8-bit quantisation; all drawn from the edit's seed, so configs that give the
    same turn the same inputs get the same pixels (the runner's per-turn seeds).
@@ -34,11 +42,12 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 from PIL import Image
 
+from ..alignment import IDENTITY, Alignment, warp
 from ..editors.base import Editor, run_record
 from ..errors import InputError
 from ..images import as_array, as_rgb, content_hash
@@ -59,6 +68,23 @@ class SimDefects:
     copy_fidelity  share of a reference's pixel kept when copying hidden content (< 1: the copy
                    is pulled towards the re-invented fill by 1 - fidelity)
     ring_px        width of the ring of visible pixels whose mean colour re-invents a component
+
+    Real-editor defects (beyond the paper; 0 = off, the default):
+    zoom_pct          zoom-out per call, % (the frame shrinks about its centre; the border is
+                      the edge repeated, an outpainting stand-in)
+    shift_px          shift per call, px (sub-pixel allowed): dx = shift_px, dy = shift_px / 2
+    local_warp_px     a smooth non-rigid displacement of the whole image per call, amplitude px
+                      (correlation length a quarter of the shorter side)
+    rerender          re-render field: std (0..1 units) of a spatially correlated texture change
+                      over the whole image, correlation `rerender_corr_px`
+    rerender_corr_px  ... its correlation length in px
+    rerender_shading  ... plus a low-frequency shading change of this std (correlation an
+                      eighth of the shorter side)
+    pose_px           pose change: the objects' pixels (and 3 px around them) displaced by a
+                      smooth field of this amplitude, px
+    zoom_jitter_pct   the call's zoom-out drawn from zoom_pct ± this, % (from the edit's seed)
+    shift_random      each call's shift drawn per axis from ±shift_px (from the edit's seed)
+                      instead of the fixed dx = shift_px, dy = shift_px / 2
     """
 
     colour_shift: float = 0.01
@@ -66,6 +92,15 @@ class SimDefects:
     noise_std: float = 0.004
     copy_fidelity: float = 0.9
     ring_px: int = 3
+    zoom_pct: float = 0.0
+    shift_px: float = 0.0
+    local_warp_px: float = 0.0
+    rerender: float = 0.0
+    rerender_corr_px: float = 1.0
+    rerender_shading: float = 0.0
+    pose_px: float = 0.0
+    zoom_jitter_pct: float = 0.0
+    shift_random: bool = False
 
     def __post_init__(self):
         if not 0.0 <= self.colour_shift < 0.5:
@@ -76,11 +111,50 @@ class SimDefects:
             raise InputError(f"copy_fidelity must be in [0, 1], got {self.copy_fidelity}")
         if self.ring_px < 1:
             raise InputError(f"ring_px must be >= 1, got {self.ring_px}")
+        if not 0.0 <= self.zoom_pct < 20.0:
+            raise InputError(f"zoom_pct must be in [0, 20), got {self.zoom_pct}")
+        if not 0.0 <= self.zoom_jitter_pct <= self.zoom_pct:
+            raise InputError(f"zoom_jitter_pct must be in [0, zoom_pct={self.zoom_pct}], got {self.zoom_jitter_pct}")
+        for name in ("local_warp_px", "rerender", "rerender_shading", "pose_px"):
+            if getattr(self, name) < 0:
+                raise InputError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.rerender_corr_px <= 0:
+            raise InputError(f"rerender_corr_px must be > 0, got {self.rerender_corr_px}")
+
+    @property
+    def geometric(self) -> bool:
+        """Whether the editor moves the frame (zoom or shift per call)."""
+        return self.zoom_pct != 0.0 or self.shift_px != 0.0
+
+    @property
+    def real_defects(self) -> bool:
+        """Whether any of the real-editor defects is on."""
+        return self.geometric or any((self.local_warp_px, self.rerender, self.rerender_shading, self.pose_px))
 
     @classmethod
     def none(cls) -> "SimDefects":
         """A perfect editor: no drift, exact copies (for known-answer tests)."""
         return cls(colour_shift=0.0, blur_sigma=0.0, noise_std=0.0, copy_fidelity=1.0)
+
+    @classmethod
+    def realistic(cls) -> "SimDefects":
+        """What real editors were measured doing per call (`--sim-defects realistic`, the
+        drift-guard issue): a zoom-out of 0.5-1.5 %, a sub-pixel shift in ±1.5 px per axis, a
+        re-render texture field (std 0.003, about ±3/255 at its peaks, correlation 4 px), a
+        colour gain of ±2 %, a 0.6 px blur and noise."""
+        return cls(colour_shift=0.02, blur_sigma=0.6, noise_std=0.004, zoom_pct=1.0, zoom_jitter_pct=0.5,
+                   shift_px=1.5, shift_random=True, rerender=0.003, rerender_corr_px=4.0)
+
+    def step(self, seed: int) -> Alignment:
+        """The frame's move of one call (I_{t-1} -> I_t): zoom and shift, drawn from the edit's
+        seed when jittered / random."""
+        zoom, dx, dy = self.zoom_pct, self.shift_px, self.shift_px / 2.0
+        if self.zoom_jitter_pct or self.shift_random:
+            rng = np.random.default_rng([int(seed), 21])   # its own stream: the other draws stay as they were
+            zoom += float(rng.uniform(-self.zoom_jitter_pct, self.zoom_jitter_pct))
+            if self.shift_random:
+                dx, dy = (float(v) for v in rng.uniform(-self.shift_px, self.shift_px, 2))
+        return Alignment(dx, dy, 1.0 - zoom / 100.0)
 
 
 @dataclass(frozen=True)
@@ -91,7 +165,8 @@ class Frame:
     turn: int
     state: WorldState
     size: tuple[int, int]
-    filled_from: np.ndarray | None = None
+    filled_from: np.ndarray | None = None       # in the world frame (I_0's)
+    alignment: Alignment = IDENTITY             # world -> this image (zoom / shift defects)
 
 
 @dataclass
@@ -172,16 +247,28 @@ class SimEditor(Editor):
         self._remember(scenario, content_hash(arr), frame)
         return frame
 
-    def register_derived(self, scenario, image, from_image) -> Frame:
+    def register_derived(self, scenario, image, from_image, frame_of=None) -> Frame:
         """Register an image that a post-edit step (Reveal Composite) made from one of this editor's
         outputs by changing pixels, not the scene: it shows the same scene state, so its ground truth
-        is that output's and the next turn recognises it as its base."""
+        is that output's and the next turn recognises it as its base. `frame_of`: a known image whose
+        frame (zoom / shift) it is in instead of the output's (the Drift Guard returns I_(t-1)'s)."""
         fr = self.frame(scenario, from_image)
         if fr is None:
             raise InputError(f"the sim editor did not make the image this one was derived from (scenario {scenario.id!r})")
+        if frame_of is not None:
+            other = self.frame(scenario, frame_of)
+            if other is None:
+                raise InputError(f"the sim editor does not know the image whose frame this one is in (scenario {scenario.id!r})")
+            fr = replace(fr, alignment=other.alignment)
         arr = np.asarray(as_rgb(as_array(getattr(image, "array", image))))
         self._remember(scenario, content_hash(arr), fr)
         return fr
+
+    def _to_world(self, arr: np.ndarray, frame: Frame | None) -> np.ndarray:
+        """An image of `frame` warped back into the world frame (identity: itself)."""
+        if frame is None or frame.alignment.is_identity:
+            return arr
+        return warp(arr, frame.alignment.inverse())
 
     # -- the edit -------------------------------------------------------------------------
     def edit(self, images: list, instruction: str, *, output_size: tuple[int, int], seed: int,
@@ -208,6 +295,7 @@ class SimEditor(Editor):
         exact = [i for i in known if frames[i].turn == t - 1]
         base_i = exact[-1] if exact else max(known, key=lambda i: frames[i].turn)
         base = frames[base_i]
+        arrays = [self._to_world(a, f) for a, f in zip(arrays, frames)]
         turn = scenario.turns[t - 1]
         new_state, effect = apply_actions(base.state, turn.actions, scenario.occluders)
 
@@ -217,9 +305,12 @@ class SimEditor(Editor):
         filled = np.full(revealed.shape, NOT_REVEALED, np.int8)
         if revealed.any():
             self._fill_revealed(out, revealed, lmap_new, filled, arrays, frames, size)
+        alignment = base.alignment
+        if self.defects.real_defects:
+            out, alignment = self._real_defects(out, lmap_new, base.alignment, seed)
         out = self._drift(out, seed)
         result = Image.fromarray(out)
-        frame = Frame(t, new_state, size, filled if revealed.any() else None)
+        frame = Frame(t, new_state, size, filled if revealed.any() else None, alignment)
         self._remember(scenario, content_hash(np.asarray(result)), frame)
         copied = {f"I_{frames[i].turn}": int((filled == frames[i].turn).sum()) for i in known
                   if (filled == frames[i].turn).any()}
@@ -259,6 +350,46 @@ class SimEditor(Editor):
         out[todo] = fill[todo]
         filled[todo] = REINVENTED
 
+    def _real_defects(self, out: np.ndarray, lmap: np.ndarray, base_alignment: Alignment,
+                      seed: int) -> tuple[np.ndarray, Alignment]:
+        """The real-editor defects on a world-frame float image: pose change, re-render field,
+        local warp, then the frame's zoom / shift. (image in the new frame, world -> new frame)."""
+        from scipy import ndimage
+        d = self.defects
+        rng = np.random.default_rng([int(seed), 20])     # its own stream: the drift's draws stay as they were
+        h, w = out.shape[:2]
+        side = min(h, w)
+
+        def field(corr: float, amp: float) -> np.ndarray:
+            f = ndimage.gaussian_filter(rng.normal(0.0, 1.0, (h, w)), corr, mode="wrap")
+            return f / (f.std() + 1e-12) * amp
+
+        yy, xx = np.mgrid[0:h, 0:w].astype(np.float64)
+
+        def displace(img, dy, dx):
+            return np.stack([ndimage.map_coordinates(img[:, :, c], [yy + dy, xx + dx], order=1, mode="nearest")
+                             for c in range(img.shape[2])], axis=2).astype(np.float32)
+
+        if d.pose_px > 0:
+            objs = ndimage.binary_dilation(lmap != BACKGROUND, iterations=3)
+            if objs.any():
+                moved = displace(out, field(side / 16.0, d.pose_px), field(side / 16.0, d.pose_px))
+                out = np.where(objs[..., None], moved, out)
+        if d.rerender > 0 or d.rerender_shading > 0:
+            tex = np.zeros(out.shape, np.float32)
+            if d.rerender > 0:
+                tex += np.stack([field(d.rerender_corr_px, d.rerender) for _ in range(3)], axis=2)
+            if d.rerender_shading > 0:
+                tex += field(side / 8.0, d.rerender_shading)[..., None]
+            out = out + tex.astype(np.float32)
+        if d.local_warp_px > 0:
+            out = displace(out, field(side / 4.0, d.local_warp_px), field(side / 4.0, d.local_warp_px))
+        alignment = base_alignment
+        if d.geometric:
+            alignment = base_alignment.compose(d.step(seed))
+            out = warp(np.clip(out, 0.0, 1.0).astype(np.float32), alignment)
+        return np.clip(out, 0.0, 1.0).astype(np.float32), alignment
+
     def _drift(self, out: np.ndarray, seed: int) -> np.ndarray:
         d = self.defects
         rng = np.random.default_rng(int(seed))
@@ -282,9 +413,16 @@ class SimEditor(Editor):
         occludee = box_mask(scenario.occludee_box, fr.size)
         masks = {o.label: lmap == i for i, o in enumerate(fr.state.objects)}
         filled = fr.filled_from if fr.filled_from is not None else np.full(lmap.shape, NOT_REVEALED, np.int8)
-        return FrameTruth(turn=fr.turn, object_masks=masks, occluder=occluder_mask(fr.state, lmap),
-                          new_objects=new_object_mask(fr.state, lmap), occludee=occludee,
-                          hidden=occludee & (lmap != BACKGROUND), revealed=filled != NOT_REVEALED,
+        occ, new = occluder_mask(fr.state, lmap), new_object_mask(fr.state, lmap)
+        hidden = occludee & (lmap != BACKGROUND)
+        if not fr.alignment.is_identity:    # the world's masks in this image's frame
+            a = fr.alignment
+            masks = {k: warp(v, a, order=0) for k, v in masks.items()}
+            occ, new, occludee, hidden = (warp(m, a, order=0) for m in (occ, new, occludee, hidden))
+            filled = warp(filled, a, order=0)
+        return FrameTruth(turn=fr.turn, object_masks=masks, occluder=occ,
+                          new_objects=new, occludee=occludee,
+                          hidden=hidden, revealed=filled != NOT_REVEALED,
                           filled_from=filled, reference_turn=true_reference_turn(scenario, fr.size))
 
     def oracle_masks(self, scenario, images: list):

@@ -1,0 +1,74 @@
+"""Beyond the paper: Drift Guard, after any editor. The logic lives in respec/guard.py; this class
+only translates."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from ..respec.guard import guard_images, guard_value
+from .common import PLAN, image_from_comfy, images_to_comfy, masks_from_comfy, masks_to_comfy
+
+CATEGORY = "ReSpec/provenance"
+GUARD = "RESPEC_GUARD"   # what the guard did (for History Append to keep with the turn)
+
+
+class ReSpecDriftGuard:
+    """Keep the previous image's own pixels wherever the edit did not change the picture."""
+
+    CATEGORY = CATEGORY
+    FUNCTION = "guard"
+    SEARCH_ALIASES = ["drift", "guard", "preserve", "composite", "paste back", "zoom", "shift", "colour drift"]
+    RETURN_TYPES = ("IMAGE", "MASK", "STRING", GUARD)
+    RETURN_NAMES = ("image", "edit_mask", "report", "guard")
+    OUTPUT_TOOLTIPS = ("The edit inside its region and the previous image's own pixels everywhere else, in the "
+                       "previous image's frame (the editor's image unchanged when the guard stepped aside).",
+                       "The kept edit per pixel (1 = the editor's pixel, 0 = the previous image's; in between, "
+                       "the seam). All 1 when the guard stepped aside.",
+                       "One line of what it did or why it stepped aside, then its record as JSON.",
+                       "Its record for History Append's 'guard' input: kept with the turn (meta.post_edit, "
+                       "and the kept-edit mask).")
+    DESCRIPTION = ("After any editor: aligns the edit to the previous image (undoing a zoom-out or a shift), finds "
+                   "the pixels the edit changed (grown by a small margin, holes filled; your MASK instead when you "
+                   "connect one), and returns the editor's pixels there and the previous image's own pixels "
+                   "everywhere else, with a colour-matched seam. So colours, detail and framing do not drift over a "
+                   "conversation. It steps aside and keeps the edit as it is on a global edit (lighting, style, "
+                   "season), a re-render it cannot separate, or an alignment it does not trust; the report says why.")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "previous": ("IMAGE", {"tooltip": "The image the edit was made from, I_(t-1) (one image)."}),
+                "edited": ("IMAGE", {"tooltip": "The editor's output I_t (any editor; after Reveal Composite when "
+                                     "it runs). Resized to the previous image's size when it differs."}),
+                "enabled": ("BOOLEAN", {"default": True, "tooltip":
+                            "On by default: outside the edit the previous image's pixels are kept. Off: the "
+                            "editor's image passes through unchanged (compare with and without)."}),
+            },
+            "optional": {
+                "mask": ("MASK", {"tooltip": "Optional: your own mask of what this turn may change (in the "
+                                  "previous image's frame). It wins over the change mask: only these pixels keep "
+                                  "the editor's, and the global-edit rules are skipped."}),
+                "instruction": ("STRING", {"forceInput": True, "default": "", "tooltip":
+                                "Optional: this turn's request (a lighting, style or season request makes the "
+                                "guard step aside)."}),
+                "plan": (PLAN, {"tooltip": "Optional: this turn's plan (its instruction goes through the same rule)."}),
+            },
+        }
+
+    def guard(self, previous, edited, enabled, mask=None, instruction="", plan=None):
+        prev = image_from_comfy(previous, "previous")
+        cur = image_from_comfy(edited, "edited")
+        if not enabled:
+            entry = {"applied": False, "reason": "switched off"}
+            return (edited, masks_to_comfy([np.ones(cur.shape[:2], np.float32)]),
+                    "Drift Guard switched off\n" + json.dumps(entry), guard_value(None, entry))
+        user = masks_from_comfy(mask)[0] if mask is not None else None
+        res = guard_images(prev, cur, user_mask=user, request=instruction or "", plan=plan)
+        image = images_to_comfy([res.image]) if res.applied else edited
+        return (image, masks_to_comfy([res.weight]), res.line() + "\n" + json.dumps(res.record), guard_value(res))
+
+
+NODE_CLASS_MAPPINGS = {"ReSpecDriftGuard": ReSpecDriftGuard}
+NODE_DISPLAY_NAME_MAPPINGS = {"ReSpecDriftGuard": "Drift Guard (ReSpec)"}

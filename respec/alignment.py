@@ -1,0 +1,539 @@
+"""Alignment between consecutive history images: translation + uniform scale, sub-pixel (beyond
+the paper).
+
+Real editors do not keep the frame: some zoom out by 1-3 % per call or shift by a few pixels,
+and a change mask or a paste made without undoing that marks (or damages) everything. For every
+appended turn the geometric change between I_{t-1} and I_t is estimated and kept with the turn
+(`meta["alignment"]`, and in its change mask's info); alignments compose along the history, so
+any I_k can be warped into I_t's frame.
+
+The model. A point p of I_{t-1} (pixel coordinates at the history's size) is seen in I_t at
+
+    p' = scale · (p - c) + c + (dx, dy),      c = the image centre ((w - 1) / 2, (h - 1) / 2)
+
+so a zoom-out is scale < 1, a shift right is dx > 0. `Alignment.compose` chains two of them
+(first self, then the other), `inverse` undoes one, `warp(image, a)` resamples an image of the
+earlier frame into the later frame (bilinear) and `support(a, shape)` says which output pixels
+had a source.
+
+How `estimate_alignment` finds it, robust to the edited region and to photometric drift:
+
+1. Grey images at a coarse size (longer side ≤ COARSE_SIDE), lightly blurred (VAE noise).
+2. Block motion: phase correlation of windowed blocks (unit-magnitude cross-power spectrum, so
+   a gain, an offset or a blur of either image does not move the peak) gives each textured block
+   a displacement, sub-pixel by a parabola through the peak.
+3. A robust fit of the model to the block displacements (RANSAC on pairs of blocks, then least
+   squares on the inliers): the edited region's blocks move differently and are outliers; an
+   `ignore` mask can exclude known changes.
+4. Refinement at the fine size (longer side ≤ FINE_SIDE): Gauss-Newton on (scale, dx, dy) plus a
+   grey gain and offset, with Tukey weights (the edit's pixels get weight 0), a few rounds.
+5. Motions below SNAP_PX at every image corner are no motion: the identity is returned (an
+   editor that keeps the frame gets no resampling blur).
+
+`residual_px` is the median distance between the block displacements and the fitted model on
+the inlier blocks after refinement (how well one similarity explains the motion); `inliers` the
+share of textured blocks that agree with it. A re-rendered picture (a new pose, redrawn texture)
+has few inliers and a large residual: the change record's stability measure
+(respec/provenance.py) reads that.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from PIL import Image
+from scipy import ndimage
+
+from .errors import InputError
+
+METHOD = "blockphase+gn-v1"
+COARSE_SIDE = 256        # block motion is measured with the longer side at most this
+FINE_SIDE = 512          # ... and refined with the longer side at most this
+BLOCK = 32               # block size (pixels at the coarse size)
+SNAP_PX = 0.1            # a motion below this at every corner is the identity
+MIN_BLOCKS = 6           # fewer textured blocks than this: no estimate (identity)
+INLIER_PX = 0.75         # RANSAC inlier distance (coarse pixels)
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """A translation + uniform scale about the image centre (see the module docstring), in
+    pixels of the history's size; `size` = (w, h) it refers to."""
+
+    dx: float = 0.0
+    dy: float = 0.0
+    scale: float = 1.0
+    residual_px: float = 0.0
+    method: str = "identity"
+    inliers: float = 1.0
+    size: tuple[int, int] | None = None
+
+    @property
+    def is_identity(self) -> bool:
+        return self.dx == 0.0 and self.dy == 0.0 and self.scale == 1.0
+
+    def max_motion(self, size: tuple[int, int] | None = None) -> float:
+        """The largest displacement it causes at any image corner (pixels)."""
+        w, h = size or self.size or (0, 0)
+        rx, ry = (w - 1) / 2.0, (h - 1) / 2.0
+        a = self.scale - 1.0
+        return float(max(np.hypot(self.dx + sx * a * rx, self.dy + sy * a * ry)
+                         for sx in (-1, 1) for sy in (-1, 1)))
+
+    def compose(self, then: "Alignment") -> "Alignment":
+        """The alignment of `self` followed by `then` (frame a -> b, then b -> c: a -> c). The
+        residuals add (an upper bound), the inlier share is the smaller."""
+        s = self.scale * then.scale
+        return Alignment(then.scale * self.dx + then.dx, then.scale * self.dy + then.dy, s,
+                         self.residual_px + then.residual_px, _join(self.method, then.method),
+                         min(self.inliers, then.inliers), self.size or then.size)
+
+    def inverse(self) -> "Alignment":
+        """The alignment from the later frame back to the earlier one."""
+        return Alignment(-self.dx / self.scale, -self.dy / self.scale, 1.0 / self.scale, self.residual_px,
+                         self.method, self.inliers, self.size)
+
+    def record(self) -> dict:
+        """JSON-able: {dx, dy, scale, residual_px, method, inliers, size} (turn meta["alignment"])."""
+        d = asdict(self)
+        d.update({"dx": round(self.dx, 4), "dy": round(self.dy, 4), "scale": round(self.scale, 6),
+                  "residual_px": round(self.residual_px, 4), "inliers": round(self.inliers, 4),
+                  "size": list(self.size) if self.size else None})
+        return d
+
+    @classmethod
+    def from_record(cls, rec: Any) -> "Alignment":
+        """From `record()`'s dict (None or {}: the identity)."""
+        if not rec:
+            return IDENTITY
+        if not isinstance(rec, dict):
+            raise InputError(f"an alignment record must be a dict, got {type(rec).__name__}")
+        size = rec.get("size")
+        return cls(float(rec.get("dx", 0.0)), float(rec.get("dy", 0.0)), float(rec.get("scale", 1.0)),
+                   float(rec.get("residual_px", 0.0)), str(rec.get("method", "identity")),
+                   float(rec.get("inliers", 1.0)), tuple(int(v) for v in size) if size else None)
+
+
+IDENTITY = Alignment()
+
+
+def _join(a: str, b: str) -> str:
+    if a == b or b == "identity":
+        return a
+    return b if a == "identity" else "composed"
+
+
+def compose_all(alignments: list[Alignment]) -> Alignment:
+    """The alignments of consecutive turns composed in order (empty: the identity)."""
+    out = IDENTITY
+    for a in alignments:
+        out = out.compose(a)
+    return out
+
+
+# --------------------------------------------------------------------------- warping
+
+def _source_coords(a: Alignment, shape: tuple[int, int]) -> tuple[float, float, float]:
+    """(inverse scale, y offset, x offset) so that source = out * inv + offset."""
+    h, w = shape
+    cy, cx = (h - 1) / 2.0, (w - 1) / 2.0
+    inv = 1.0 / a.scale
+    return inv, cy - (cy + a.dy) * inv, cx - (cx + a.dx) * inv
+
+
+def warp(image: np.ndarray, alignment: Alignment, out_shape: tuple[int, int] | None = None,
+         order: int = 1, box: tuple[int, int, int, int] | None = None) -> np.ndarray:
+    """`image` (H×W or H×W×C, the earlier frame) resampled into the later frame of `alignment`
+    (bilinear for order=1; order=0 for labels). Pixels with no source repeat the nearest edge;
+    `support` says which. The identity returns the image itself. A bool image comes back bool.
+    box = (y0, y1, x0, x1): only that crop of the output (only the source pixels it needs are
+    read, so a crop of a very large image costs what the crop costs)."""
+    img = np.asarray(image)
+    shape = tuple(out_shape) if out_shape is not None else img.shape[:2]
+    if shape != img.shape[:2]:
+        raise InputError(f"warp keeps the frame's size: image {img.shape[:2]}, out_shape {shape}")
+    if box is not None:
+        return _warp_box(img, alignment, box, order)
+    if alignment.is_identity:
+        return img
+    inv, oy, ox = _source_coords(alignment, shape)
+    return _resample(img, shape, inv, oy, ox, order)
+
+
+def _axis(pos: np.ndarray, inv: float, off: float, n_in: int, order: int):
+    """Source indices (and bilinear weights) along one axis for the output positions `pos`."""
+    c = np.clip(np.asarray(pos, np.float64) * inv + off, 0.0, n_in - 1.0)
+    if order == 0:
+        return np.floor(c + 0.5).astype(np.intp), None, None
+    i0 = np.floor(c).astype(np.intp)
+    return i0, np.minimum(i0 + 1, n_in - 1), (c - i0).astype(np.float32)
+
+
+def _resample(img: np.ndarray, shape: tuple[int, int], inv: float, oy: float, ox: float, order: int,
+              y0: int = 0, x0: int = 0, rows: np.ndarray | None = None, cols: np.ndarray | None = None,
+              as_float: bool = False) -> np.ndarray:
+    """The similarity warp as two separable 1-D resamplings (a scale and a shift need no 2-D
+    interpolation: bilinear is separable, nearest is an index), edges repeated like ndimage's
+    mode 'nearest'. Output rows y0.. and columns x0.. of the later frame, `shape` of them (or the
+    given output `rows` × `cols`). as_float: a uint8 image comes back float32 in 0..1, unrounded."""
+    h, w = img.shape[:2]
+    rows = np.arange(y0, y0 + shape[0]) if rows is None else rows
+    cols = np.arange(x0, x0 + shape[1]) if cols is None else cols
+    iy0, iy1, wy = _axis(rows, inv, oy, h, order)
+    ix0, ix1, wx = _axis(cols, inv, ox, w, order)
+    # Only the source columns (and rows) the output needs are read: a crop of a large image
+    # costs what the crop costs.
+    c0, c1 = int(ix0.min()), int((ix0 if ix1 is None else ix1).max()) + 1
+    r0, r1 = int(iy0.min()), int((iy0 if iy1 is None else iy1).max()) + 1
+    img = img[r0:r1, c0:c1]
+    iy0, ix0 = iy0 - r0, ix0 - c0
+    if order == 0:
+        return img[iy0][:, ix0]
+    iy1, ix1 = iy1 - r0, ix1 - c0
+    ft = np.float64 if img.dtype == np.float64 else np.float32
+    ey = (slice(None),) + (None,) * (img.ndim - 1)
+    ex = (None, slice(None)) + (None,) * (img.ndim - 2)
+    a, b = img[iy0].astype(ft, copy=False), img[iy1].astype(ft, copy=False)
+    rws = a + (b - a) * wy[ey].astype(ft)
+    left, right = rws[:, ix0], rws[:, ix1]
+    out = left + (right - left) * wx[ex].astype(ft)
+    if img.dtype == bool:
+        return out >= 0.5
+    if img.dtype.kind in "ui":
+        if as_float:
+            return out * ft(1.0 / np.iinfo(img.dtype).max)
+        return np.clip(np.round(out), np.iinfo(img.dtype).min, np.iinfo(img.dtype).max).astype(img.dtype)
+    return out.astype(img.dtype, copy=False)
+
+
+def warp_float(img: np.ndarray, alignment: Alignment, box: tuple[int, int, int, int] | None = None,
+               rows: np.ndarray | None = None, cols: np.ndarray | None = None) -> np.ndarray:
+    """Like `warp` with order 1, but a uint8 image comes back float32 in 0..1 (no rounding), and
+    only a `box` (y0, y1, x0, x1) or a grid of output `rows` × `cols` of the later frame is made."""
+    img = np.asarray(img)
+    h, w = img.shape[:2]
+    if alignment.is_identity:       # no interpolation: a crop (or a gather) and a scale
+        if rows is not None or cols is not None:
+            out = img[np.arange(h) if rows is None else rows][:, np.arange(w) if cols is None else cols]
+        else:
+            y0, y1, x0, x1 = box if box is not None else (0, h, 0, w)
+            out = img[y0:y1, x0:x1]
+        scale = 1.0 / np.iinfo(img.dtype).max if img.dtype.kind in "ui" else 1.0
+        ft = np.float64 if img.dtype == np.float64 else np.float32
+        return out.astype(ft) * ft(scale) if scale != 1.0 else out.astype(ft)
+    inv, oy, ox = _source_coords(alignment, (h, w))
+    if rows is not None or cols is not None:
+        rows = np.arange(h) if rows is None else rows
+        cols = np.arange(w) if cols is None else cols
+        return _resample(img, (len(rows), len(cols)), inv, oy, ox, 1, rows=rows, cols=cols, as_float=True)
+    y0, y1, x0, x1 = box if box is not None else (0, h, 0, w)
+    return _resample(img, (y1 - y0, x1 - x0), inv, oy, ox, 1, y0, x0, as_float=True)
+
+
+def _warp_box(img: np.ndarray, alignment: Alignment, box: tuple[int, int, int, int], order: int) -> np.ndarray:
+    """warp(img, alignment)[y0:y1, x0:x1]: only the source rows and columns it needs are read."""
+    y0, y1, x0, x1 = (int(v) for v in box)
+    inv, oy, ox = _source_coords(alignment, img.shape[:2])
+    return _resample(img, (y1 - y0, x1 - x0), inv, oy, ox, order, y0, x0)
+
+
+def support(alignment: Alignment, shape: tuple[int, int], margin: float = 0.5) -> np.ndarray:
+    """bool H×W of the later frame: pixels whose source lies inside the earlier image (a zoom-out
+    or shift exposes a border the earlier image never showed)."""
+    h, w = shape
+    if alignment.is_identity:
+        return np.ones(shape, bool)
+    inv, oy, ox = _source_coords(alignment, shape)
+    ys = np.arange(h) * inv + oy
+    xs = np.arange(w) * inv + ox
+    okx = (xs >= -margin) & (xs <= w - 1 + margin)
+    oky = (ys >= -margin) & (ys <= h - 1 + margin)
+    return oky[:, None] & okx[None, :]
+
+
+# --------------------------------------------------------------------------- estimation
+
+def grey(img: Any) -> np.ndarray:
+    """float32 H×W luminance-ish grey (channel mean) in 0..1 of an image array (uint8 or 0..1)."""
+    a = np.asarray(img)
+    scale = 1.0 / 255.0 if a.dtype == np.uint8 else 1.0
+    if a.ndim == 3:
+        if a.shape[2] >= 3:   # a matmul with (1/3, 1/3, 1/3): one pass, no float RGB copy
+            return (a[:, :, :3] @ np.full(3, scale / 3.0, np.float32)).astype(np.float32, copy=False)
+        a = a[:, :, 0]
+    return (a.astype(np.float32) * np.float32(scale)) if scale != 1.0 else a.astype(np.float32, copy=False)
+
+
+def resize_grey(g: np.ndarray, max_side: int) -> tuple[np.ndarray, float]:
+    """(g with its longer side at most max_side (area average), the factor small / full)."""
+    h, w = g.shape
+    f = min(1.0, max_side / float(max(h, w)))
+    if f >= 1.0:
+        return g, 1.0
+    nw, nh = max(8, round(w * f)), max(8, round(h * f))
+    small = np.asarray(Image.fromarray(g).resize((nw, nh), Image.BOX), np.float32)
+    return small, nw / float(w)
+
+
+@dataclass(frozen=True, eq=False)
+class BlockMotion:
+    """Per-block displacement of `cur` relative to `ref` (pixels of the grid's image): centres
+    (N×2, x y), displacements (N×2, dx dy), peak heights (N,), and which blocks were textured."""
+
+    centres: np.ndarray
+    shifts: np.ndarray
+    peaks: np.ndarray
+    textured: np.ndarray
+    block: int
+
+
+def block_motion(ref: np.ndarray, cur: np.ndarray, block: int = BLOCK, stride: int | None = None,
+                 ignore: np.ndarray | None = None, min_std: float = 0.01) -> BlockMotion:
+    """Phase-correlation displacement of each block of `cur` against `ref` (grey H×W of one
+    size). Blocks with too little texture (std < min_std in either image) or mostly inside
+    `ignore` are marked untextured (their shift is 0 and means nothing). All blocks are cut out
+    as strided views and transformed in one batched FFT."""
+    h, w = ref.shape
+    stride = stride or block
+    if h < block or w < block:
+        block = max(8, min(h, w))
+        stride = block
+    if h < block or w < block:      # smaller than one block: nothing to measure
+        return BlockMotion(np.zeros((0, 2)), np.zeros((0, 2)), np.zeros(0), np.zeros(0, bool), block)
+    view_a = np.lib.stride_tricks.sliding_window_view(np.asarray(ref, np.float32), (block, block))[::stride, ::stride]
+    view_b = np.lib.stride_tricks.sliding_window_view(np.asarray(cur, np.float32), (block, block))[::stride, ::stride]
+    ny, nx = view_a.shape[:2]
+    A = view_a.reshape(ny * nx, block, block)
+    B = view_b.reshape(ny * nx, block, block)
+    sa, sb = A.std(axis=(1, 2)), B.std(axis=(1, 2))
+    tex = (sa >= min_std) & (sb >= min_std)
+    if ignore is not None:
+        iv = np.lib.stride_tricks.sliding_window_view(np.asarray(ignore, np.float32), (block, block))[::stride, ::stride]
+        tex &= iv.reshape(ny * nx, -1).mean(axis=1) <= 0.3
+    yy, xx = np.meshgrid(np.arange(ny) * stride, np.arange(nx) * stride, indexing="ij")
+    cents = np.stack([xx.ravel() + (block - 1) / 2.0, yy.ravel() + (block - 1) / 2.0], axis=1)
+    win = np.outer(np.hanning(block), np.hanning(block)).astype(np.float32)
+    fa = np.fft.rfft2((A - A.mean(axis=(1, 2), keepdims=True)) * win)
+    fb = np.fft.rfft2((B - B.mean(axis=(1, 2), keepdims=True)) * win)
+    cross = fb * np.conj(fa)
+    cross /= np.maximum(np.abs(cross), 1e-9)
+    corr = np.fft.irfft2(cross, s=(block, block))
+    n = len(corr)
+    flat = corr.reshape(n, -1)
+    idx = flat.argmax(axis=1)
+    py, px = np.unravel_index(idx, (block, block))
+    peaks = flat[np.arange(n), idx]
+    i = np.arange(n)
+    c0 = corr[i, py, px]
+    sy = _parabola_v(corr[i, (py - 1) % block, px], c0, corr[i, (py + 1) % block, px])
+    sx = _parabola_v(corr[i, py, (px - 1) % block], c0, corr[i, py, (px + 1) % block])
+    dy, dx = py + sy, px + sx
+    shifts = np.stack([np.where(dx > block / 2, dx - block, dx), np.where(dy > block / 2, dy - block, dy)], axis=1)
+    return BlockMotion(cents.astype(np.float64), shifts.astype(np.float64), peaks, tex, block)
+
+
+def _parabola_v(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Sub-pixel offset of a peak b between neighbours a and c (vectorised, clipped to ±0.5)."""
+    d = a - 2 * b + c
+    safe = np.where(np.abs(d) < 1e-12, 1.0, d)
+    return np.where(np.abs(d) < 1e-12, 0.0, np.clip(0.5 * (a - c) / safe, -0.5, 0.5))
+
+
+def _parabola(a: float, b: float, c: float) -> float:
+    d = a - 2 * b + c
+    return 0.0 if abs(d) < 1e-12 else float(np.clip(0.5 * (a - c) / d, -0.5, 0.5))
+
+
+def _fit_lsq(c: np.ndarray, s: np.ndarray, centre: tuple[float, float]) -> tuple[float, float, float]:
+    """Least-squares (a = scale - 1, dx, dy) with s = a · (c - centre) + d."""
+    rx, ry = c[:, 0] - centre[0], c[:, 1] - centre[1]
+    n = len(c)
+    M = np.zeros((2 * n, 3))
+    M[:n, 0], M[:n, 1] = rx, 1.0
+    M[n:, 0], M[n:, 2] = ry, 1.0
+    rhs = np.concatenate([s[:, 0], s[:, 1]])
+    sol, *_ = np.linalg.lstsq(M, rhs, rcond=None)
+    return float(sol[0]), float(sol[1]), float(sol[2])
+
+
+def _model_err(c, s, centre, p) -> np.ndarray:
+    a, dx, dy = p
+    px = a * (c[:, 0] - centre[0]) + dx
+    py = a * (c[:, 1] - centre[1]) + dy
+    return np.hypot(s[:, 0] - px, s[:, 1] - py)
+
+
+def fit_similarity(bm: BlockMotion, shape: tuple[int, int], inlier_px: float = INLIER_PX,
+                   iters: int = 200, seed: int = 0) -> tuple[tuple[float, float, float], np.ndarray]:
+    """Robust (a = scale - 1, dx, dy) from block motion (RANSAC on pairs of textured blocks, then
+    least squares on the inliers): ((a, dx, dy), bool inlier mask over the blocks)."""
+    h, w = shape
+    centre = ((w - 1) / 2.0, (h - 1) / 2.0)
+    idx = np.nonzero(bm.textured)[0]
+    inl = np.zeros(len(bm.shifts), bool)
+    if len(idx) < 2:
+        return (0.0, 0.0, 0.0), inl
+    c, s = bm.centres[idx], bm.shifts[idx]
+    rng = np.random.default_rng(seed)
+    best, best_n = None, -1
+    # The plain median translation is the first hypothesis (most edits are local).
+    hyps = [(0.0, float(np.median(s[:, 0])), float(np.median(s[:, 1])))]
+    for _ in range(iters):
+        i, j = rng.choice(len(idx), 2, replace=False)
+        if np.hypot(*(c[i] - c[j])) < 1e-6:
+            continue
+        hyps.append(_fit_lsq(c[[i, j]], s[[i, j]], centre))
+    for p in hyps:
+        n = int((_model_err(c, s, centre, p) <= inlier_px).sum())
+        if n > best_n:
+            best, best_n = p, n
+    keep = _model_err(c, s, centre, best) <= inlier_px
+    for _ in range(2):
+        if keep.sum() >= 2:
+            best = _fit_lsq(c[keep], s[keep], centre)
+            keep = _model_err(c, s, centre, best) <= inlier_px
+    inl[idx[keep]] = True
+    return best, inl
+
+
+def _refine(ref: np.ndarray, cur: np.ndarray, a: Alignment, ignore: np.ndarray | None,
+            rounds: int = 3) -> Alignment:
+    """Gauss-Newton refinement of (scale, dx, dy) with a grey gain/offset and Tukey weights, at
+    the grid of `ref`/`cur` (one size); `a` in that grid's pixels."""
+    h, w = ref.shape
+    cy, cx = (h - 1) / 2.0, (w - 1) / 2.0
+    step = max(1, int(np.sqrt(h * w / 60_000)))      # enough pixels for 5 numbers
+    sl = (slice(None, None, step), slice(None, None, step))
+    yy, xx = np.mgrid[0:h, 0:w][(slice(None),) + sl].astype(np.float32)
+    ry, rx = yy - cy, xx - cx
+    cur_s = cur[sl]
+    for _ in range(rounds):
+        wp = warp(ref, a)
+        sup = support(a, (h, w), margin=-1.0)
+        gy, gx = np.gradient(wp)
+        use = sup if ignore is None else sup & ~ignore
+        u_s = use[sl]
+        W, C = wp[sl][u_s], cur_s[u_s]
+        if W.size < 100:
+            return a
+        Ix, Iy = gx[sl][u_s], gy[sl][u_s]
+        Rx, Ry = rx[u_s], ry[u_s]
+        # cur ≈ g · W(p - δ(p)) + b, δ = (da · rx + ddx, da · ry + ddy): linear in (g, b, g·δ...).
+        M = np.stack([W, np.ones_like(W), -(Ix * Rx + Iy * Ry), -Ix, -Iy], axis=1).astype(np.float64)
+        wts = np.ones(len(W))
+        for _k in range(3):     # IRLS with Tukey weights on the normal equations (5×5)
+            Mw = M * wts[:, None]
+            sol = np.linalg.lstsq(Mw.T @ M, Mw.T @ C, rcond=None)[0]
+            r = C - M @ sol
+            sig = 1.4826 * np.median(np.abs(r - np.median(r))) + 1e-6
+            u = r / (4.685 * sig)
+            wts = np.where(np.abs(u) < 1, (1 - u ** 2) ** 2, 0.0)
+        g = sol[0] if abs(sol[0]) > 1e-3 else 1.0
+        da, ddx, ddy = sol[2] / g, sol[3] / g, sol[4] / g
+        corr = Alignment(float(ddx), float(ddy), float(1.0 + da))
+        a = a.compose(corr)
+        if max(abs(ddx), abs(ddy), abs(da) * max(h, w)) < 1e-3:
+            break
+    return a
+
+
+def residual_motion(ref: np.ndarray, cur: np.ndarray, block: int = BLOCK, ignore: np.ndarray | None = None,
+                    min_eig: float = 2e-6) -> tuple[np.ndarray, np.ndarray]:
+    """Per block (a regular grid of block×block tiles, row-major), the length of the residual
+    displacement of `cur` against `ref` (grey H×W of one size, already aligned) by one
+    Lucas-Kanade step with a per-block gain and offset removed, and whether the block had the
+    texture to measure it (both directions: smallest eigenvalue of the structure tensor per pixel
+    above min_eig; not mostly in `ignore`). Returns (lengths, textured) as flat arrays."""
+    h, w = ref.shape
+    nby, nbx = h // block, w // block
+    if nby == 0 or nbx == 0:
+        return np.zeros(0), np.zeros(0, bool)
+    H, W = nby * block, nbx * block
+
+    def tiles(x):
+        return x[:H, :W].reshape(nby, block, nbx, block).transpose(0, 2, 1, 3).reshape(nby * nbx, -1)
+
+    a, b = tiles(ref).astype(np.float64), tiles(cur).astype(np.float64)
+    gy, gx = np.gradient(ref)
+    gx, gy = tiles(gx).astype(np.float64), tiles(gy).astype(np.float64)
+    a0, b0 = a - a.mean(1, keepdims=True), b - b.mean(1, keepdims=True)
+    gain = np.sqrt((b0 ** 2).mean(1) / np.maximum((a0 ** 2).mean(1), 1e-12))
+    it = b0 - a0 * gain[:, None]
+    sxx, syy, sxy = (gx * gx).mean(1), (gy * gy).mean(1), (gx * gy).mean(1)
+    bx, by = -(gx * it).mean(1) / np.maximum(gain, 1e-6), -(gy * it).mean(1) / np.maximum(gain, 1e-6)
+    det = sxx * syy - sxy ** 2
+    tr = sxx + syy
+    lam_min = tr / 2 - np.sqrt(np.maximum(tr ** 2 / 4 - det, 0))
+    tex = lam_min > min_eig
+    safe = np.where(np.abs(det) > 1e-18, det, 1.0)
+    ux = (syy * bx - sxy * by) / safe
+    uy = (sxx * by - sxy * bx) / safe
+    if ignore is not None:
+        tex &= tiles(np.asarray(ignore, np.float32)).mean(1) <= 0.3
+    return np.where(tex, np.hypot(ux, uy), 0.0), tex
+
+
+def _scaled(a: Alignment, f: float, method: str, residual: float, inliers: float,
+            size: tuple[int, int] | None) -> Alignment:
+    """An alignment measured on a grid f times the full size, in full-size pixels (the centre
+    maps to the centre, so only the translation scales)."""
+    return Alignment(a.dx / f, a.dy / f, a.scale, residual, method, inliers, size)
+
+
+def estimate_alignment(prev: Any, cur: Any, ignore: np.ndarray | None = None,
+                       snap_px: float = SNAP_PX) -> Alignment:
+    """The alignment of `cur` (I_t) relative to `prev` (I_{t-1}): arrays of one size (H×W×C
+    uint8 or float 0..1, or grey H×W). `ignore`: optional bool H×W of pixels to leave out (known
+    changes). See the module docstring for the method; the result is in pixels of that size."""
+    g0, g1 = grey(prev), grey(cur)
+    if g0.shape != g1.shape:
+        raise InputError(f"alignment needs images of one size, got {g0.shape} and {g1.shape}; "
+                         "resize I_t to the history's size first")
+    h, w = g0.shape
+    size = (w, h)
+    # Coarse: block motion + robust similarity.
+    c0, f = resize_grey(g0, COARSE_SIDE)
+    c1, _ = resize_grey(g1, COARSE_SIDE)
+    c0, c1 = ndimage.gaussian_filter(c0, 0.7), ndimage.gaussian_filter(c1, 0.7)
+    ig_c = None if ignore is None else (resize_grey(np.asarray(ignore, np.float32), COARSE_SIDE)[0] > 0.5)
+    bm = block_motion(c0, c1, BLOCK, BLOCK // 2, ig_c)
+    n_tex = int(bm.textured.sum())
+    if n_tex < MIN_BLOCKS:
+        return Alignment(method="identity (too little texture to align)", inliers=0.0, size=size)
+    (ca, cdx, cdy), inl = fit_similarity(bm, c0.shape)
+    coarse_inliers = float(inl.sum()) / n_tex
+    a_c = Alignment(cdx, cdy, 1.0 + ca)
+    # Fine: Gauss-Newton at up to FINE_SIDE, then the block residual on that grid.
+    f0, ff = resize_grey(g0, FINE_SIDE)
+    f1, _ = resize_grey(g1, FINE_SIDE)
+    f0, f1 = ndimage.gaussian_filter(f0, 1.0), ndimage.gaussian_filter(f1, 1.0)
+    ig_f = None if ignore is None else (resize_grey(np.asarray(ignore, np.float32), FINE_SIDE)[0] > 0.5)
+    a_f = Alignment(a_c.dx * ff / f, a_c.dy * ff / f, a_c.scale)
+    if a_c.max_motion(c0.shape[::-1]) < 0.5 and coarse_inliers >= 0.5:
+        # Identity fast path (most editors keep the frame): one Gauss-Newton step about the
+        # identity needs no resampling; when it too finds less than snap_px, so be it.
+        step = _refine(f0, f1, IDENTITY, ig_f, rounds=1)
+        if _scaled(step, ff, METHOD, 0.0, 1.0, size).max_motion(size) < snap_px:
+            return Alignment(residual_px=0.0, method="identity", inliers=coarse_inliers, size=size)
+    a_f = _refine(f0, f1, a_f, ig_f, rounds=5)
+    # Second pass without the edit: pixels the fitted motion leaves far off (and 3 px around
+    # them: their gradients would explain part of the change as motion) are left out.
+    r = np.abs(f1 - warp(f0, a_f))
+    med = float(np.median(r))
+    sig = 1.4826 * float(np.median(np.abs(r - med))) + 1e-4
+    out = ndimage.maximum_filter((r > med + 4 * sig).astype(np.uint8), 7) > 0
+    if 0.0 < out.mean() < 0.6:
+        ig_f = out if ig_f is None else (ig_f | out)
+        a_f = _refine(f0, f1, a_f, ig_f, rounds=3)
+    d, tex = residual_motion(warp(f0, a_f), f1, BLOCK, ig_f)
+    agree = tex & (d <= 1.0)
+    inliers = float(agree.sum()) / max(1, int(tex.sum()))
+    residual = float(np.median(d[agree])) / ff if agree.any() else float("inf")
+    full = _scaled(a_f, ff, METHOD, residual if np.isfinite(residual) else 99.0, min(inliers, 1.0), size)
+    if inliers < 0.3:
+        return Alignment(method="identity (no consistent motion: the editor re-rendered)", residual_px=full.residual_px,
+                         inliers=inliers, size=size)
+    if full.max_motion(size) < snap_px:
+        return Alignment(residual_px=full.residual_px, method="identity", inliers=full.inliers, size=size)
+    return full

@@ -1,0 +1,460 @@
+"""Drift Guard: pixels the request did not touch stay the user's pixels, turn after turn (beyond
+the paper).
+
+Every call of an in-context editor re-encodes and re-renders the whole picture: colours shift,
+detail softens, some editors zoom out or shift a little on every call. The history then keeps
+whatever the editor returned, and over a conversation the untouched parts of the picture drift
+away from the user's. The guard runs after the editor (and after Reveal Composite) and returns
+
+    I_{t-1} outside the edit region, the editor's pixels inside it, in I_{t-1}'s frame
+
+so a zoom-out or a shift is undone, not accumulated. What it guarantees:
+
+- **It shares the turn's record.** The alignment I_{t-1} -> I_t and the change mask C_t are the
+  ones History Append keeps with the turn (respec/provenance.py's cache, keyed by the two images'
+  digests): the guard computes nothing a second time, and the change record of its own output is
+  derived from the edit's (`remember_guarded`), not measured again.
+- **The edit region** is C_t carried into I_{t-1}'s frame, grown by `margin` px (an editor's soft
+  edges, a faint shadow the threshold missed), holes filled, joined with what the turn says should
+  change (Reveal Composite's pasted pixels; a user's MASK replaces it all: the user's own mask wins
+  over the change mask). Beyond it a `band` px wide seam: the editor's pixels are colour-matched
+  to I_{t-1} there (the local difference of the two on background pixels, spread smoothly, fading
+  to nothing inside the edit) and blended linearly into I_{t-1}.
+- **It never removes an edit.** It steps aside (the editor's image is kept, and the record says
+  why) on a global edit (the change covers most of the picture, the colour map of the whole
+  picture is far from identity, or the request / plan is a lighting, style, season or reframing
+  request by the keyword rule), on a re-render it cannot separate (the change record's stability
+  says the scene outside the change moved or was redrawn), and on an alignment it does not trust
+  (residual motion, few inliers, a zoom or shift larger than an editor's drift).
+
+Every result records in `meta.post_edit` what it kept (`edit_fraction`, the alignment it undid,
+`band_px`, `margin_px`) or why it stepped aside (`stepped_aside`, `reason`).
+
+Where it fails (by construction): a change the change mask misses (its colour matches what it
+covers; a global edit only a few per cent strong) is reverted to I_{t-1}; a keyword rule does not
+understand language (it steps aside on "add a lamp that lights the table" only if the words match,
+and misses "turn the sky orange" as a global edit unless the change is large).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from PIL import Image
+from scipy import ndimage
+
+from .alignment import Alignment, support, warp
+from .errors import InputError
+from .history import CHANGE, History, StoredImage, TurnMask
+from .images import as_array
+from .provenance import DEFAULT_PARAMS, ChangeParams, change_between, dilate, remember_alignment, remember_change
+
+METHOD = "drift-guard-v1"
+GUARD_MASK = "guard_edit"          # the kept-edit weights stored with the turn (1 = the editor's pixel)
+
+
+@dataclass(frozen=True)
+class GuardParams:
+    """Settings of the drift guard (pixel sizes are fractions of the image's shorter side)."""
+
+    margin_frac: float = 0.012       # the change mask is grown by this (at least 2 px)
+    band_frac: float = 0.012         # seam band beyond the edit region (at least 2 px)
+    global_share: float = 0.5        # an edit region above this share of the picture is a global edit
+    global_colour: float = 0.06      # the whole picture's colour map moves a grey level by more: global
+    max_residual_px: float = 1.0     # an alignment explaining the motion worse than this is not trusted
+    min_inliers: float = 0.5         # ... or one that fewer blocks than this share agree with
+    max_scale_dev: float = 0.08      # a zoom beyond this is a reframing, not drift
+    max_motion_frac: float = 0.06    # ... as is a corner motion beyond this share of the shorter side
+    keywords: bool = True            # the keyword rule for global requests
+    drift_residual: float = 10.0 / 255.0  # a change component the previous image, blurred, explains this well is drift
+
+    def pixels(self, shape: tuple[int, int]) -> dict[str, int]:
+        """Margin and band widths in pixels for an image of `shape` (H, W)."""
+        side = min(shape)
+        return {"margin": max(2, round(self.margin_frac * side)), "band": max(2, round(self.band_frac * side))}
+
+
+DEFAULT_GUARD = GuardParams()
+
+# Requests that change the whole picture by their nature (checked on the request and the plan's
+# instruction). Whole words; "light" alone is not here ("add a light bulb" is local).
+GLOBAL_WORDS = re.compile(
+    r"\b(lighting|relight|night(time)?|daytime|day time|sunset|sunrise|dusk|dawn|golden hour|season|winter|"
+    r"summer|autumn|fall foliage|springtime|snowy|style|styled|painting|painterly|watercolou?r|oil paint|"
+    r"cartoon|anime|sketch|comic|sepia|black and white|monochrome|gr[ae]yscale|vintage|film look|"
+    r"colou?r grad(e|ing)|brighter|darker|brightness|contrast|saturation|warmer|cooler|tone|mood|weather|"
+    r"foggy|rainy|zoom|crop|reframe|outpaint|wider shot|whole (image|picture|scene|photo)|entire "
+    r"(image|picture|scene|photo)|everything)\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True, eq=False)
+class GuardResult:
+    """What the guard did: the output image (the editor's when it stepped aside), the kept-edit
+    weights in the output's frame (1 = the editor's pixel, 0 = I_{t-1}'s; all 1 when it stepped
+    aside), and the record for meta.post_edit."""
+
+    image: np.ndarray
+    weight: np.ndarray
+    applied: bool
+    reason: str
+    record: dict = field(default_factory=dict)
+
+    def turn_mask(self) -> TurnMask | None:
+        """The `guard_edit` mask to keep with the turn (None when it stepped aside)."""
+        return TurnMask.from_mask(self.weight, self.record) if self.applied else None
+
+    def line(self) -> str:
+        """One line of what it did (the node's text output)."""
+        if not self.applied:
+            return f"Drift Guard stepped aside: {self.reason} (the editor's image is kept)"
+        r = self.record
+        return (f"Drift Guard kept the edit in {r['edit_fraction']:.1%} of the picture and the previous image "
+                f"elsewhere ({r['alignment_undone']}; band {r['band_px']} px)")
+
+
+def global_request(*texts: str | None) -> str:
+    """The words by which the keyword rule calls a request global ('' when none)."""
+    for t in texts:
+        if t:
+            m = GLOBAL_WORDS.search(t)
+            if m:
+                return m.group(0)
+    return ""
+
+
+def _colour_shift(info: dict) -> float:
+    """How far the change record's whole-picture colour map moves a grey level (0..1): the largest
+    |gain · v + bias - v| over channels at v = 0.1, 0.5, 0.9."""
+    g = np.asarray(info.get("gain", (1.0, 1.0, 1.0)), np.float64)
+    b = np.asarray(info.get("bias", (0.0, 0.0, 0.0)), np.float64)
+    return float(max(np.abs((g - 1.0) * v + b).max() for v in (0.1, 0.5, 0.9)))
+
+
+def _untrusted(al: Alignment, shape: tuple[int, int], p: GuardParams) -> str:
+    """Why the alignment is not trusted ('' = trusted)."""
+    if al.method.startswith("identity (no consistent"):
+        return "the editor re-rendered the scene: no consistent motion to undo"
+    if al.is_identity:
+        return ""
+    if al.residual_px > p.max_residual_px:
+        return f"the alignment leaves {al.residual_px:.2f} px of residual motion (limit {p.max_residual_px})"
+    if al.inliers < p.min_inliers:
+        return f"only {al.inliers:.0%} of the picture agrees with the alignment (limit {p.min_inliers:.0%})"
+    if abs(al.scale - 1.0) > p.max_scale_dev:
+        return f"a zoom of {(al.scale - 1.0):+.1%} is a reframing, not an editor's drift"
+    if al.max_motion((shape[1], shape[0])) > p.max_motion_frac * min(shape):
+        return f"a motion of {al.max_motion((shape[1], shape[0])):.1f} px is a reframing, not an editor's drift"
+    return ""
+
+
+def _float(img: np.ndarray) -> np.ndarray:
+    return np.asarray(img[:, :, :3], np.float32) / 255.0
+
+
+def _bbox(mask: np.ndarray, pad: int) -> tuple[slice, slice]:
+    ys, xs = np.nonzero(mask)
+    h, w = mask.shape
+    return (slice(max(0, ys.min() - pad), min(h, ys.max() + 1 + pad)),
+            slice(max(0, xs.min() - pad), min(w, xs.max() + 1 + pad)))
+
+
+def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any = None, extra_region: Any = None,
+                request: str = "", plan: Any = None, params: GuardParams = DEFAULT_GUARD) -> GuardResult:
+    """The drift guard on one turn (see the module docstring).
+
+    previous: I_{t-1}; edited: I_t (the editor's output, after Reveal Composite when it ran), of
+    one size (uint8 arrays, PIL or StoredImage). change: the turn's change record of I_{t-1} ->
+    I_t (`provenance.change_for` / `guard_change`: mask in I_t's frame, info with the alignment,
+    colour fit and stability). user_mask: optional H×W mask in I_{t-1}'s frame of what may change
+    (wins over the change mask). extra_region: optional H×W mask in I_t's frame the turn says
+    changes (Reveal Composite's pasted pixels). request / plan: for the keyword rule."""
+    prev = as_array(previous.array if isinstance(previous, StoredImage) else previous)
+    cur = as_array(edited.array if isinstance(edited, StoredImage) else edited)
+    if prev.shape[:2] != cur.shape[:2]:
+        raise InputError(f"the drift guard needs I_(t-1) and I_t of one size, got {prev.shape[1]}x{prev.shape[0]} "
+                         f"and {cur.shape[1]}x{cur.shape[0]}; resize the edit to the previous image's size first")
+    shape = prev.shape[:2]
+    info = dict(change.info)
+    al = Alignment.from_record(info.get("alignment"))
+    px = params.pixels(shape)
+    base = {"method": METHOD, "alignment": al.record(), "margin_px": px["margin"], "band_px": px["band"],
+            "change_fraction": round(float(info.get("fraction", change.mask.mean())), 6)}
+    full = np.ones(shape, np.float32)
+
+    def aside(reason: str, **extra: Any) -> GuardResult:
+        out = cur.copy()
+        out.flags.writeable = False
+        return GuardResult(out, full, False, reason, {**base, "applied": False, "stepped_aside": True,
+                                                       "reason": reason, **extra})
+
+    user = None
+    if user_mask is not None:
+        user = _mask_at(user_mask, shape, "the user's mask")
+        if not user.any():
+            user = None     # an empty mask says nothing: the change mask decides
+    # 1. Can the alignment be undone? (before anything else: a misplaced paste would damage the edit)
+    why = _untrusted(al, shape, params)
+    if why:
+        return aside(why, why="alignment")
+    # 2. A global edit? (the user's mask says the edit is local: it skips these rules)
+    if user is None:
+        words = global_request(request, getattr(plan, "synthesis_instruction", None),
+                               getattr(plan, "user_instruction", None)) if params.keywords else ""
+        scope = (getattr(plan, "meta", None) or {}).get("edit_scope") if plan is not None else None
+        if scope == "global":
+            return aside("the plan says this is a global edit", why="global")
+        if words:
+            return aside(f"a global edit by the keyword rule ({words!r})", why="global")
+        shift = _colour_shift(info)
+        if shift > params.global_colour:
+            return aside(f"a global colour or lighting change: the whole picture's colours moved by "
+                         f"{shift * 255:.0f}/255 (limit {params.global_colour * 255:.0f})", why="global",
+                         colour_shift=round(shift, 4))
+        if base["change_fraction"] > params.global_share:
+            return aside(f"a global edit: the change covers {base['change_fraction']:.0%} of the picture "
+                         f"(limit {params.global_share:.0%})", why="global")
+        if info.get("rerendered"):
+            return aside(f"the editor re-rendered the scene beyond the change (stable fraction "
+                         f"{float(info.get('stable_fraction', 0.0)):.2f}): it cannot be separated from the edit",
+                         why="rerender")
+
+    # 3. The edit region, in I_{t-1}'s frame.
+    inv = al.inverse()
+    has_src = support(inv, shape)
+    explained = None
+    if user is not None:
+        core = user
+    else:
+        c_prev = change.mask if al.is_identity else warp(change.mask, inv, order=0)
+        c_prev, dropped, explained = drop_drift(c_prev, prev, cur, inv, info, params.drift_residual)
+        if dropped:
+            base["drift_components_dropped"] = dropped
+        if extra_region is not None:
+            extra = _mask_at(extra_region, shape, "extra_region")
+            c_prev = c_prev | (extra if al.is_identity else warp(extra, inv, order=0))
+        core = ndimage.binary_fill_holes(dilate(c_prev, px["margin"]))
+    core = core & has_src
+    region_core = core
+    if user is None and explained is not None:
+        # In the margin the editor's pixels are kept only where they differ from I_(t-1) beyond its
+        # drift (a soft shadow the threshold missed); elsewhere the margin is I_(t-1)'s.
+        core = ndimage.binary_fill_holes(c_prev | (core & ~explained)) & has_src
+    edit_fraction = float(region_core.mean())
+    if user is None and edit_fraction > params.global_share:
+        return aside(f"a global edit: the edit region covers {edit_fraction:.0%} of the picture "
+                     f"(limit {params.global_share:.0%})", why="global", edit_fraction=round(edit_fraction, 6))
+
+    # 4. Compose: I_{t-1} outside, the editor's (aligned) pixels inside, a colour-matched seam.
+    out = prev[:, :, :3].copy() if prev.shape[2] >= 3 else np.repeat(prev[:, :, :1], 3, axis=2)
+    weight = np.zeros(shape, np.float32)
+    checks: dict = {}
+    if core.any():
+        band = px["band"]
+        sl = _bbox(core, 2 * band + 2)
+        P = _float(out[sl])
+        E = _float(cur[:, :, :3] if cur.shape[2] >= 3 else np.repeat(cur[:, :, :1], 3, axis=2))
+        E = (E if inv.is_identity else warp(E, inv))[sl]
+        c = core[sl]
+        dist_out = ndimage.distance_transform_edt(~c)
+        w = np.clip(1.0 - dist_out / (band + 1.0), 0.0, 1.0).astype(np.float32)
+        w[~has_src[sl]] = 0.0
+        E = _seam_colour(P, E, c, w > 0, band, px["margin"], checks)
+        blend = E * w[..., None] + P * (1.0 - w[..., None])
+        sel = w > 0
+        region = out[sl]
+        region[sel] = np.clip(np.round(blend[sel] * 255.0), 0, 255).astype(np.uint8)
+        weight[sl] = w
+    if prev.shape[2] == 4:
+        out = np.concatenate([out, prev[:, :, 3:]], axis=2)
+    elif prev.shape[2] == 1:
+        out = np.round(out.mean(axis=2, keepdims=True)).astype(np.uint8)
+    out.flags.writeable = False
+    rec = {**base, "applied": True, "stepped_aside": False, "reason": "kept the edit region, restored the rest",
+           "edit_fraction": round(edit_fraction, 6), "kept_fraction": round(float((weight > 0).mean()), 6),
+           "region_from": "the user's mask" if user is not None else "change mask"
+           + (" + the turn's pasted pixels" if extra_region is not None else ""),
+           "alignment_undone": "no motion" if al.is_identity else
+           f"undid dx={al.dx:+.2f}, dy={al.dy:+.2f} px, scale {al.scale:.4f}", **checks}
+    return GuardResult(out, weight, True, rec["reason"], rec)
+
+
+DRIFT_SIGMAS = (0.0, 0.75, 1.5)
+
+
+def drop_drift(c_prev: np.ndarray, prev: np.ndarray, cur: np.ndarray, inv: Alignment, info: dict,
+               limit: float) -> tuple[np.ndarray, int]:
+    """The change mask (in I_{t-1}'s frame) without the pixels the editor's drift explains: after
+    alignment, resampling and an editor's blur leave residuals along sharp edges that the change
+    mask marks (and its closing joins to a real edit nearby). A pixel whose aligned editor pixel
+    agrees with I_{t-1} blurred by one of DRIFT_SIGMAS (and the turn's colour fit) within `limit`
+    (3×3-mean residual) is drift, not an edit: reverting it removes nothing the editor drew. What
+    is left is opened (1 px) and components under 0.02 % of the picture go; the region's margin
+    and hole filling then close what an object's flat inside lost. Only the mask's bounding box is
+    looked at. Returns (mask, pixels dropped, the bool H×W of pixels drift explains or None)."""
+    if not c_prev.any():
+        return c_prev, 0, None
+    sl = _bbox(c_prev, 4)
+    gain = np.asarray(info.get("gain", (1.0, 1.0, 1.0)), np.float32)
+    bias = np.asarray(info.get("bias", (0.0, 0.0, 0.0)), np.float32)
+    E = _float(cur if cur.shape[2] >= 3 else np.repeat(cur, 3, axis=2))
+    E = (E if inv.is_identity else warp(E, inv))[sl]
+    P = _float(prev[sl] if prev.shape[2] >= 3 else np.repeat(prev[sl], 3, axis=2)) * gain + bias
+    best = None
+    for s in DRIFT_SIGMAS:
+        bl = P if s == 0 else ndimage.gaussian_filter(P, (s, s, 0), mode="nearest")
+        r = ndimage.uniform_filter(np.sqrt(((bl - E) ** 2).mean(axis=2)), 3, mode="nearest")
+        best = r if best is None else np.minimum(best, r)
+    m = c_prev[sl] & (best > limit)
+    m = ndimage.binary_opening(m, np.ones((3, 3), bool))
+    labels, n = ndimage.label(m)
+    if n:
+        sizes = np.bincount(labels.ravel())
+        small = sizes < max(1.0, 2e-4 * c_prev.size)
+        small[0] = False
+        m &= ~small[labels]
+    out = np.zeros_like(c_prev)
+    out[sl] = m
+    explained = np.ones_like(c_prev)
+    explained[sl] = best <= limit
+    return out, int(c_prev.sum() - out.sum()), explained
+
+
+def _seam_colour(P: np.ndarray, E: np.ndarray, core: np.ndarray, reach: np.ndarray, band: int, margin: int,
+                 checks: dict) -> np.ndarray:
+    """The editor's pixels colour-matched to I_{t-1} near the seam: the difference P - E on the
+    background just inside and outside the edit region (between the change and the region's edge,
+    and the band) is spread smoothly (normalised convolution) and added to E with a weight that is
+    1 at the region's edge and beyond, fading to 0 `margin` px inside it; the changed content
+    deep inside keeps the editor's colours exactly. Bounded to ±0.1."""
+    dist_in = ndimage.distance_transform_edt(core)
+    taper = np.clip(1.0 - dist_in / (margin + 1.0), 0.0, 1.0).astype(np.float32)
+    bg = reach & (taper > 0)
+    if bg.sum() < 16:
+        return E
+    sig = max(2.0, float(band))
+    b = bg.astype(np.float32)
+    den = ndimage.gaussian_filter(b, sig)
+    diff = (P - E) * b[..., None]
+    num = np.stack([ndimage.gaussian_filter(diff[..., k], sig) for k in range(3)], axis=2)
+    corr = np.where(den[..., None] > 1e-3, num / np.maximum(den[..., None], 1e-3), 0.0)
+    corr = np.clip(corr, -0.1, 0.1) * taper[..., None]
+    checks["seam_correction_max"] = round(float(np.abs(corr).max()), 4)
+    return np.clip(E + corr, 0.0, 1.0)
+
+
+def _mask_at(mask: Any, shape: tuple[int, int], what: str) -> np.ndarray:
+    m = np.asarray(mask.mask if isinstance(mask, TurnMask) else mask)
+    if m.ndim == 3 and m.shape[2] == 1:
+        m = m[:, :, 0]
+    if m.ndim != 2:
+        raise InputError(f"{what} must be an H×W mask, got shape {m.shape}")
+    m = m >= 128 if m.dtype == np.uint8 else (m > 0.5 if m.dtype.kind == "f" else m.astype(bool))
+    if m.shape != tuple(shape):
+        m = np.asarray(Image.fromarray(m).resize((shape[1], shape[0]), Image.NEAREST), bool)
+    return m
+
+
+# --------------------------------------------------------------------------- the shared record
+
+def guard_change(previous: StoredImage, edited: StoredImage, size: tuple[int, int] | None = None,
+                 params: ChangeParams = DEFAULT_PARAMS) -> TurnMask:
+    """The change record of I_{t-1} -> I_t that History Append keeps (the same cache: computed
+    once per turn, whoever asks first)."""
+    return change_between(previous, edited, tuple(size or previous.size), params)
+
+
+def remember_guarded(previous: StoredImage, guarded: StoredImage, res: GuardResult, change: TurnMask,
+                     size: tuple[int, int] | None = None, params: ChangeParams = DEFAULT_PARAMS) -> None:
+    """Record the change record of I_{t-1} -> the guard's output, derived from the edit's (not
+    measured again): the edit's change carried into I_{t-1}'s frame and limited to the kept region,
+    no motion (the output is in I_{t-1}'s frame), the scene outside it held exactly. History Append
+    and run_turn's append then find it through provenance.remember_change.)"""
+    size = tuple(size or previous.size)
+    al = Alignment.from_record(change.info.get("alignment"))
+    m = change.mask if al.is_identity else warp(change.mask, al.inverse(), order=0)
+    m = m & (res.weight >= 0.5)
+    ident = Alignment(method="identity (drift guard: in I_(t-1)'s frame)", size=size)
+    grid = _stable_grid(change.info)
+    info = {k: v for k, v in change.info.items() if k not in ("unstable_grid",)}
+    info.update({"method": f"{change.info.get('method', '')}+{METHOD}", "fraction": round(float(m.mean()), 6),
+                 "alignment": ident.record(), "edit_alignment": change.info.get("alignment"),
+                 "stable_fraction": 1.0, "rerendered": False, "unstable_grid": grid,
+                 "gain": [1.0, 1.0, 1.0], "bias": [0.0, 0.0, 0.0], "derived_by": METHOD})
+    tm = TurnMask.from_mask(m, info)
+    remember_change(previous, guarded, size, tm, params)
+    remember_alignment(previous, guarded, size, ident)
+
+
+def _stable_grid(info: dict) -> list[str]:
+    """An all-stable block grid of the same shape as the record's (outside the kept region the
+    output is I_{t-1} itself)."""
+    rows = info.get("unstable_grid") or ["0"]
+    return ["0" * len(r) for r in rows]
+
+
+def guard_value(res: GuardResult | None, entry: dict | None = None) -> dict:
+    """The Drift Guard node's record for History Append: {the post_edit entry..., "result": res}
+    (res None when the guard was switched off)."""
+    return {"step": GuardStep.name, **(entry if entry is not None else res.record), "result": res}
+
+
+def guard_for_append(guard: Any) -> tuple[dict, dict]:
+    """What History Append keeps for a Drift Guard value (guard_value): (the turn's masks — the
+    kept-edit weights when the guard changed the image —, its meta.post_edit entry)."""
+    if not isinstance(guard, dict) or guard.get("step") != GuardStep.name:
+        raise InputError(f"'guard' must come from a Drift Guard node, got {type(guard).__name__}")
+    res = guard.get("result")
+    masks = {GUARD_MASK: res.turn_mask()} if isinstance(res, GuardResult) and res.applied else {}
+    return masks, {k: v for k, v in guard.items() if k != "result"}
+
+
+def guard_images(previous: Any, edited: Any, *, user_mask: Any = None, extra_region: Any = None,
+                 request: str = "", plan: Any = None, params: GuardParams = DEFAULT_GUARD) -> GuardResult:
+    """The drift guard on two images (the node; any editor): the shared change record is taken
+    from (or put into) provenance's cache, and the output's derived record is remembered there."""
+    p = StoredImage.of(previous)
+    e = StoredImage.of(edited)
+    if e.size != p.size:
+        e = StoredImage.of(np.asarray(e.rgb().resize(p.size, Image.BILINEAR)))
+    change = guard_change(p, e)
+    res = drift_guard(p, e, change, user_mask=user_mask, extra_region=extra_region, request=request, plan=plan,
+                      params=params)
+    if res.applied:
+        remember_guarded(p, StoredImage.of(res.image), res, change)
+    return res
+
+
+class GuardStep:
+    """The drift guard as a post-edit step of respec.turn.run_turn (after Reveal Composite): keeps
+    the `guard_edit` mask with the turn and records what it did."""
+
+    name = "drift_guard"
+
+    def __init__(self, params: GuardParams = DEFAULT_GUARD):
+        self.params = params
+
+    def __call__(self, history: History, record: Any) -> tuple[Any, dict]:
+        if not isinstance(history, History):
+            raise InputError(f"the drift guard step needs a History, got {type(history).__name__}")
+        prev = history.current.image
+        size = prev.size
+        img = record.image if isinstance(record.image, StoredImage) else StoredImage.of(np.asarray(record.image))
+        if img.size != size or size != _history_size(history):
+            return record.image, {"method": METHOD, "applied": False, "stepped_aside": True,
+                                  "reason": "the edit or I_(t-1) has another size than the history: not aligned"}
+        change = guard_change(prev, img, _history_size(history))
+        pasted = record.masks.get("reveal_source")
+        res = drift_guard(prev, img, change, extra_region=pasted.mask if pasted is not None else None,
+                          request=record.request, plan=record.plan, params=self.params)
+        if not res.applied:
+            return record.image, dict(res.record)
+        out = StoredImage.of(res.image)
+        remember_guarded(prev, out, res, change, _history_size(history))
+        record.masks[GUARD_MASK] = res.turn_mask()
+        return Image.fromarray(res.image), dict(res.record)
+
+
+def _history_size(history: History) -> tuple[int, int]:
+    return history.turns[0].image.size

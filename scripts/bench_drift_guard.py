@@ -1,0 +1,145 @@
+"""Drift Guard measurements (docs/drift-guard.md): a long simulated conversation and the cost.
+
+    python scripts/bench_drift_guard.py chain --turns 20 --out runs/drift_chain   # figure + table
+    python scripts/bench_drift_guard.py cost --size 1024                           # seconds per turn
+
+chain: one sim scene (the sim editor with --sim-defects realistic, a SIMULATION) edited for N turns
+(an object added, then moved / resized / recoloured in turn), once without and once with the guard
+(respec.guard.GuardStep in run_turn); after every turn the untouched PSNR (the image against I_0
+on the pixels no turn's ground-truth edit touched, respec.sim.drift). Writes chain.csv and
+untouched_psnr_vs_turn.png.
+
+cost: the guard's own time on a 1024² edit (an added object, a realistic zoom / shift / blur /
+gain), the turn's change record (which History Append computes anyway) computed first and shared,
+against the 30 s of an edit. Not a test: the figure depends on the machine.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def chain_scenario(turns: int):
+    """A 20-turn sim scenario on a shipped photo: a lamp added, then moved, resized and recoloured."""
+    from respec.bench.scenario import load_dataset
+    base = next(s for s in load_dataset("occur_sim") if s.turns[0].actions and s.turns[0].actions[0].do == "add")
+    from dataclasses import replace
+    from respec.bench import geometry
+    first = base.turns[0]
+    act = first.actions[0]
+    x0, y0, x1, y1 = act.box
+    w, h = x1 - x0, y1 - y0
+    out = [first]
+    rng = np.random.default_rng(0)
+    for t in range(1, turns):
+        nx = float(np.clip(x0 + rng.uniform(-0.15, 0.15), 0.0, 1.0 - w))
+        ny = float(np.clip(y0 + rng.uniform(-0.05, 0.05), 0.0, 1.0 - h))
+        box = (round(nx, 4), round(ny, 4), round(nx + w, 4), round(ny + h, 4))
+        a = replace(act, do="move", box=box)
+        out.append(replace(first, instruction=f"move the {act.label} a little", actions=(a,)))
+    del geometry
+    return replace(base, id=f"drift_chain_{turns}", turns=tuple(out))
+
+
+def run_chain(turns: int, out: Path, size: int) -> list[dict]:
+    from respec.bench.configs import CONFIGS
+    from respec.bench.runner import BenchModels, BenchSettings, run_turns
+    from respec.sim.drift import sim_editor, untouched_psnr, untouched_region
+    sc = chain_scenario(turns)
+    rows = []
+    for cname in ("baseline", "baseline+guard"):
+        h = run_turns(sc, CONFIGS[cname], BenchModels(editor=sim_editor("realistic")),
+                      BenchSettings(dataset="occur_sim", editor="sim", size=size))
+        i0 = h.image(0).array
+        for t in range(1, len(h.turns)):
+            reg = untouched_region(sc, (i0.shape[1], i0.shape[0]), t)
+            pe = [p for p in h.turns[t].meta.get("post_edit", []) if p.get("step") == "drift_guard"]
+            rows.append({"config": cname, "turn": t, "untouched_psnr": untouched_psnr(i0, h.image(t).array, reg),
+                         "untouched_share": round(float(reg.mean()), 4),
+                         "guard": ("kept" if pe[0]["applied"] else "stepped aside") if pe else ""})
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "chain.csv", "w", newline="") as f:
+        wr = csv.DictWriter(f, fieldnames=list(rows[0]))
+        wr.writeheader()
+        wr.writerows(rows)
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(6, 3.6))
+        for cname, label in (("baseline", "without the guard"), ("baseline+guard", "with the Drift Guard")):
+            pts = [(r["turn"], r["untouched_psnr"]) for r in rows if r["config"] == cname]
+            ax.plot(*zip(*pts), marker="o", ms=3, label=label)
+        ax.set_xlabel("turn")
+        ax.set_ylabel("untouched PSNR vs I_0 (dB)")
+        ax.set_title(f"{turns}-turn sim chain, --sim-defects realistic (SIMULATION)")
+        ax.grid(alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / "untouched_psnr_vs_turn.png", dpi=120)
+    except ImportError:
+        print("matplotlib is not installed: no figure (chain.csv has the numbers)")
+    return rows
+
+
+def run_cost(size: int, repeats: int) -> dict:
+    from synthetic_scenes import background, draw_rect, drift, moved, u8   # tests/ helpers
+    from scipy import ndimage
+    from respec.guard import drift_guard, guard_change, remember_guarded
+    from respec.history import StoredImage
+    scene = background(0, (size, size))
+    box = (size // 3, size // 3, size // 2, size // 2)
+    prev = StoredImage.of(u8(scene))
+    edit = ndimage.gaussian_filter(moved(draw_rect(scene, box, (0.9, 0.1, 0.1)), 1.3, -0.7, 0.99), (0.6, 0.6, 0))
+    cur = StoredImage.of(u8(drift(edit, gain=(1.02, 0.99, 1.01), bias=(0, 0, 0), noise=0.004)))
+    t0 = time.perf_counter()
+    change = guard_change(prev, cur)
+    t_change = time.perf_counter() - t0
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        res = drift_guard(prev, cur, change, request="add a red box")
+        remember_guarded(prev, StoredImage.of(res.image), res, change)
+        times.append(time.perf_counter() - t0)
+    return {"size": size, "change_record_s (shared, History Append's)": round(t_change, 3),
+            "guard_s (median)": round(float(np.median(times)), 3),
+            "share_of_30s_edit": f"{100 * float(np.median(times)) / 30:.2f} %", "applied": res.applied,
+            "edit_fraction": res.record.get("edit_fraction")}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("chain")
+    c.add_argument("--turns", type=int, default=20)
+    c.add_argument("--size", type=int, default=256)
+    c.add_argument("--out", type=Path, default=Path("runs/drift_chain"))
+    k = sub.add_parser("cost")
+    k.add_argument("--size", type=int, default=1024)
+    k.add_argument("--repeats", type=int, default=3)
+    a = ap.parse_args(argv)
+    if a.cmd == "chain":
+        rows = run_chain(a.turns, a.out, a.size)
+        print("| turn | without the guard (dB) | with the guard (dB) | guard |")
+        print("|---|---|---|---|")
+        by = {(r["config"], r["turn"]): r for r in rows}
+        for t in range(1, a.turns + 1):
+            g = by[("baseline+guard", t)]
+            print(f"| {t} | {by[('baseline', t)]['untouched_psnr']} | {g['untouched_psnr']} | {g['guard']} |")
+        print(f"wrote {a.out / 'chain.csv'} and {a.out / 'untouched_psnr_vs_turn.png'}")
+    else:
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+        for k_, v in run_cost(a.size, a.repeats).items():
+            print(f"{k_}: {v}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
