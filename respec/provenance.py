@@ -48,7 +48,7 @@ from . import provenance_index
 from .alignment import IDENTITY, Alignment, compose_all, estimate_alignment, support, warp
 from .errors import InputError
 from .history import CHANGE, History, StoredImage, TurnMask
-from .images import as_rgb
+from .images import as_rgb, finite_array
 
 METHOD = "drift-robust-v2"   # recorded in every mask's info: what computed it (v2: aligned, stability)
 MAD_TO_SIGMA = 1.4826         # MAD of a normal distribution times this = its standard deviation
@@ -333,6 +333,7 @@ def change_of(a: np.ndarray, b: np.ndarray, params: ChangeParams = DEFAULT_PARAM
     """`change_mask` on float H×W×3 images of one size (0..1); a given `alignment` (a -> b) warps
     `a` into b's frame first (warped=True: `a` already is), and pixels b shows that `a` never did
     (a zoom-out's border) are left out of the mask (they are recorded as unstable instead)."""
+    a, b = finite_array(a, "change_of's first image"), finite_array(b, "change_of's second image")
     sup = None
     if not alignment.is_identity:
         if not warped:

@@ -63,7 +63,7 @@ from scipy import ndimage
 
 from .errors import InputError
 from .history import REVEAL_SOURCE, History, StoredImage, TurnMask
-from .images import as_array, to_uint8
+from .images import as_array, image_id_arg, to_uint8
 from .alignment import IDENTITY, Alignment, residual_motion, support, warp, warp_float
 from .provenance import (DEFAULT_PARAMS, FIT_SAMPLES, ChangeResult, _grid, alignment_for, as_float_rgb,
                          change_of, clean_mask, dilate, fit_colour, full_size_result, grey_of, history_size, provenance_of,
@@ -628,7 +628,7 @@ def reveal_for(history: History, edited: Any, covering_turn: int,
     if not isinstance(history, History):
         raise InputError(f"reveal_for needs a History, got {type(history).__name__}")
     t = history.next_turn
-    k = int(covering_turn)
+    k = image_id_arg(covering_turn, "reveal_for's covering_turn")
     if not 1 <= k < t:
         raise InputError(f"the covering turn must be one of 1..{t - 1} (an earlier edit), got {k}")
     prov = provenance_of(history)
