@@ -373,14 +373,8 @@ def rewind(store, session_id: Any, body: bytes | str | None, notify: bool = True
     node's rewind). Sends `respec.history` so every open panel follows."""
     def run():
         sid = parse_session_id(session_id)
-        raw = body.encode("utf-8") if isinstance(body, str) else (body or b"")
-        if len(raw) > MAX_BODY:
-            raise InputError(f"request body too large ({len(raw)} bytes; at most {MAX_BODY})")
-        try:
-            data = json.loads(raw.decode("utf-8")) if raw else None
-        except (UnicodeDecodeError, ValueError) as e:
-            raise InputError(f"the body must be JSON like {{\"turn\": 2}}: {e}") from e
-        if not isinstance(data, dict) or "turn" not in data:
+        data = _json_body(body, '{"turn": 2}')
+        if "turn" not in data:
             raise InputError('the body must be a JSON object like {"turn": 2}')
         if not isinstance(data["turn"], int) or isinstance(data["turn"], bool):
             raise InputError(f'"turn" must be a whole number like {{"turn": 2}}, got {json.dumps(data["turn"])[:40]}')
