@@ -1,0 +1,89 @@
+"""Seam-aware blending: a multi-band (Laplacian pyramid) blend of two aligned images.
+
+A linear feather blends every frequency over the same width: a wide feather ghosts texture (two
+copies of an edge half visible), a narrow one leaves a step where the two images' colours or
+shading differ. Burt & Adelson's multi-band blend splits both images into frequency bands and
+blends each band over a transition as wide as its wavelength: a colour or shading difference (low
+frequencies) is spread over ~2^levels px, fine texture changes within a pixel or two. Where the
+weight is 1 over the whole support of every level, the result is the top image exactly (to float
+rounding), so a paste keeps its own pixels away from the seam; where it is 0, the base image.
+
+Used by Reveal Composite (respec/reveal.py: I_{k-1}'s pixels into I_t) and the drift guard
+(respec/guard.py: the editor's pixels into I_{t-1}). Callers pass the crop around the seam: the
+cost is that of a few Gaussian filters on the crop.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import ndimage
+
+from .errors import InputError
+
+REDUCE_SIGMA = 1.0   # the pyramid's low-pass (close to Burt & Adelson's 5-tap binomial kernel)
+MIN_TOP_SIDE = 4     # the coarsest level keeps at least this many pixels per side
+
+
+def levels_for(transition_px: float, shape: tuple[int, int]) -> int:
+    """Pyramid levels whose coarsest band is blended over about `transition_px` pixels
+    (level L's weight is the mask blurred by ~2^L px), limited so that the coarsest level of an
+    image of `shape` still has MIN_TOP_SIDE pixels per side. At least 1."""
+    want = max(1, int(round(math.log2(max(2.0, float(transition_px))))))
+    side = max(1, min(int(shape[0]), int(shape[1])))
+    most = max(1, int(math.floor(math.log2(max(1.0, side / MIN_TOP_SIDE)))))
+    return min(want, most)
+
+
+def _reduce(x: np.ndarray) -> np.ndarray:
+    sig = (REDUCE_SIGMA, REDUCE_SIGMA) + (0,) * (x.ndim - 2)
+    return ndimage.gaussian_filter(x, sig, mode="nearest")[::2, ::2]
+
+
+def _expand(x: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """`x` (a reduced level) back at `shape`: zeros inserted between its samples, low-passed and
+    normalised by the low-passed sample pattern (exact at borders and odd sizes)."""
+    sig = (2 * REDUCE_SIGMA, 2 * REDUCE_SIGMA) + (0,) * (x.ndim - 2)
+    up = np.zeros(tuple(shape) + x.shape[2:], np.float32)
+    up[::2, ::2] = x
+    ones = np.zeros(tuple(shape), np.float32)
+    ones[::2, ::2] = 1.0
+    den = ndimage.gaussian_filter(ones, sig[:2], mode="constant")
+    num = ndimage.gaussian_filter(up, sig, mode="constant")
+    return num / (den if x.ndim == 2 else den[..., None])
+
+
+def multiband_blend(base: np.ndarray, top: np.ndarray, weight: np.ndarray, levels: int) -> np.ndarray:
+    """`top` blended into `base` by `weight` (H×W in 0..1, 1 = top), band by band.
+
+    base, top: float H×W×C (0..1) of one shape. levels: the number of band-pass levels
+    (`levels_for`); 0 is a plain per-pixel blend. Returns float32 H×W×C clipped to 0..1."""
+    base = np.asarray(base, np.float32)
+    top = np.asarray(top, np.float32)
+    w = np.clip(np.asarray(weight, np.float32), 0.0, 1.0)
+    if base.shape != top.shape or base.ndim != 3 or w.shape != base.shape[:2]:
+        raise InputError(f"multiband_blend needs two H×W×C images of one shape and an H×W weight, got "
+                         f"{base.shape}, {top.shape} and {w.shape}")
+    if levels < 0:
+        raise InputError(f"multiband_blend's levels must be 0 or more, got {levels}")
+    if not (w > 0).any():
+        return np.clip(base, 0.0, 1.0)
+    if (w >= 1).all():
+        return np.clip(top, 0.0, 1.0)
+    gb, gt, gw = base, top, w
+    bands: list[np.ndarray] = []
+    shapes: list[tuple[int, int]] = []
+    for _ in range(levels):
+        if min(gb.shape[:2]) < 2:
+            break
+        nb, nt = _reduce(gb), _reduce(gt)
+        shp = gb.shape[:2]
+        lb = gb - _expand(nb, shp)
+        lt = gt - _expand(nt, shp)
+        bands.append(lt * gw[..., None] + lb * (1.0 - gw[..., None]))
+        shapes.append(shp)
+        gb, gt, gw = nb, nt, _reduce(gw)
+    out = gt * gw[..., None] + gb * (1.0 - gw[..., None])
+    for band, shp in zip(reversed(bands), reversed(shapes)):
+        out = band + _expand(out, shp)
+    return np.clip(out, 0.0, 1.0).astype(np.float32)
