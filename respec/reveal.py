@@ -65,6 +65,7 @@ from .errors import InputError
 from .history import REVEAL_SOURCE, History, StoredImage, TurnMask
 from .images import as_array, image_id_arg, to_uint8
 from .alignment import IDENTITY, Alignment, residual_motion, support, warp, warp_float
+from .blend import levels_for, multiband_blend
 from .provenance import (DEFAULT_PARAMS, FIT_SAMPLES, ChangeResult, _grid, alignment_for, as_float_rgb,
                          change_of, clean_mask, dilate, fit_colour, full_size_result, grey_of, history_size, provenance_of,
                          remember_alignment, remember_change, residual, robust_scale, smooth, work_float,
@@ -82,6 +83,8 @@ MAX_RING_MOTION = 0.5   # the ring blocks' median residual motion after alignmen
 RING_TEXTURE = 0.02     # a ring whose grey std in I_t is below this is flat (no NCC test) ...
 FLAT_SOURCE = 0.33      # ... and a source ring with less than this share of I_t's texture is flat
 CUMULATIVE_STABLE = 0.5   # turns k..t together must have kept this share of the scene (product of stable fractions)
+BLEND_METHOD = "multiband"   # respec/blend.py: Burt & Adelson's Laplacian-pyramid blend
+BLEND_REACH = 6              # a blend of L levels is computed on a box grown by BLEND_REACH * 2^L px
 SHIFT_SAMPLES = 1024    # ring pixels the shift search compares (an even subsample of the ring; grey)
 
 
@@ -100,6 +103,9 @@ class RevealParams:
     shift_frac: float = 0.02       # largest shift searched in the ring (at least 4 px, at most 12)
     shift_ratio: float = 1.5       # a shift must fit this many times better than (0, 0)
     feather_frac: float = 0.008    # seam width outside R (at least 1 px)
+    hole_frac: float = 0.02        # R's enclosed holes up to this share of R are filled (_fill_small_holes)
+    blend_frac: float = 0.02       # the multi-band blend spreads coarse colour over about this width (at least 4 px)
+    seam_colour: bool = True       # seam_correction: the boundary's colour difference spread over R
     paste_blur_px: float = 1.5     # the paste too is blurred to I_t's softness when the source needs at least
                                    # this much blur to match I_t (an editor that blurs ~1 px per call: a sharp
                                    # patch in a soft picture); below it the paste is I_{k-1}'s exact pixels
@@ -110,7 +116,8 @@ class RevealParams:
         gap = max(3, round(self.gap_frac * side))
         return {"gap": gap, "ring": gap + max(3, round(self.ring_frac * side)),
                 "max_shift": int(min(12, max(4, round(self.shift_frac * side)))),
-                "feather": max(1, round(self.feather_frac * side))}
+                "feather": max(1, round(self.feather_frac * side)),
+                "blend": max(4, round(self.blend_frac * side))}
 
 
 DEFAULT_REVEAL = RevealParams()
@@ -253,6 +260,29 @@ def _sobel_grid(g: dict) -> np.ndarray:
     gx = (g[-1, 1] + 2 * g[0, 1] + g[1, 1]) - (g[-1, -1] + 2 * g[0, -1] + g[1, -1])
     gy = (g[1, -1] + 2 * g[1, 0] + g[1, 1]) - (g[-1, -1] + 2 * g[-1, 0] + g[-1, 1])
     return np.hypot(gx, gy)
+
+
+def _rms(d: np.ndarray) -> np.ndarray:
+    """Per-pixel RMS over the channels of an H×W×3 difference (float32 H×W)."""
+    return np.sqrt(np.einsum("...c,...c->...", d, d) / np.float32(d.shape[-1]))
+
+
+def _fill_small_holes(region: np.ndarray, allowed: np.ndarray, frac: float) -> np.ndarray:
+    """`region` with its enclosed holes filled where they lie in `allowed` (C_k ∩ C_t) and are
+    at most `frac` of the region's area each: inside a revealed area, a speck that agrees better
+    with the occluder is a leftover fragment of it or re-invented content that happens to share
+    its colour far more often than a new object (which is larger, and is left alone)."""
+    if not region.any() or frac <= 0:
+        return region
+    holes = ndimage.binary_fill_holes(region) & ~region
+    if not holes.any():
+        return region
+    labels, n = ndimage.label(holes)
+    sizes = np.bincount(labels.ravel(), minlength=n + 1)
+    inside = np.bincount(labels.ravel(), weights=allowed.ravel().astype(np.float64), minlength=n + 1)
+    ok = (sizes <= frac * float(region.sum())) & (inside >= sizes)
+    ok[0] = False
+    return region | ok[labels]
 
 
 def _box(mask: np.ndarray, pad: int) -> tuple[int, int, int, int]:
@@ -446,17 +476,23 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
         # Everything below happens within this box around C_k ∩ C_t (R, its ring, the shift
         # search, the seam): the source is warped on it once.
         pad = max(2 * (o + c) + params.compare_size + 2, px["ring"] + px["max_shift"] + 3,
-                  4 * max(2, 2 * px["feather"]) + 2)
+                  4 * max(2, 2 * px["feather"]) + 2, px["feather"] + blend_reach(levels_for(px["blend"], shape)) + 1)
         B = _box(cand, pad)
         src = np.zeros(shape + (3,), np.float32)   # the warped source, filled on B only
         src[B[0]:B[1], B[2]:B[3]] = warp_float(src_arr, a_src_w, box=B)
         by = _box(cand, 2 * (o + c) + params.compare_size + 2)
         sl = (slice(by[0], by[1]), slice(by[2], by[3]))
         raw_occ = c_t.raw_residual[sl] if c_t.raw_residual is not None else residual(prev[sl], cur[sl], fit_prev)
-        d_src = smooth(residual(src[sl], cur[sl], fit_src), params.compare_size)
-        d_occ = smooth(raw_occ, params.compare_size)
-        region[sl] = clean_mask(cand[sl] & (d_src < params.agree_ratio * d_occ), o, c,
-                                DEFAULT_PARAMS.min_area * cand.size / float(cand[sl].size))
+        # "Agrees better with I_{k-1}" compares local mean colours (compare_size² windows): a
+        # re-invented region has the right colours but not the texture, and the mean of |texture
+        # differences| would call it closer to whatever occluder is nearest in colour.
+        cs = (params.compare_size, params.compare_size, 0)
+        mc = ndimage.uniform_filter(cur[sl], cs, mode="nearest")
+        d_src = _rms(mc - ndimage.uniform_filter(fit_src.apply(src[sl]), cs, mode="nearest"))
+        d_occ = _rms(mc - ndimage.uniform_filter(fit_prev.apply(prev[sl]), cs, mode="nearest"))
+        region[sl] = _fill_small_holes(clean_mask(cand[sl] & (d_src < params.agree_ratio * d_occ), o, c,
+                                                  DEFAULT_PARAMS.min_area * cand.size / float(cand[sl].size)),
+                                       cand[sl], params.hole_frac)
     if not region.any():
         return _refuse(e_arr, "nothing revealed: where turn k covered the scene, I_t still shows "
                               "what I_{t-1} showed (or agrees better with it than with I_{k-1})",
@@ -524,27 +560,39 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
     if why:
         return _refuse(e_arr, why, source_id, _full(region, size), checks)
 
-    # 4. paste, feathered outwards over stable pixels, colour-corrected at the seam
-    if sharp is not None and sig_b < params.paste_blur_px:
-        src[B[0]:B[1], B[2]:B[3]] = sharp
-    checks["paste_blur_px"] = sig_b if sig_b >= params.paste_blur_px else 0.0
-    weight = _feather(region, px["feather"])
-    weight[~region & ~quiet_now] = 0.0
-    weight[region] = 1.0
-    py0, py1, px0, px1 = _box(region, 4 * max(2, 2 * px["feather"]) + 1)    # seam_correction's box around R
-    pasted_w = np.zeros_like(cur)
-    pasted_w[py0:py1, px0:px1] = np.clip(fit_src.apply(src[py0:py1, px0:px1]), 0.0, 1.0)
-    seam = seam_correction(pasted_w, cur, region, quiet_now, px["feather"], checks)
+    # 4. paste: I_{k-1}'s pixels (sharp, Keys-cubic warped; blurred only when I_t is much softer),
+    # colour-fitted, seam-corrected, multi-band blended into I_t across quiet pixels just outside R
+    blurred = sig_b >= params.paste_blur_px
+    checks["paste_blur_px"] = sig_b if blurred else 0.0
+    levels = levels_for(px["blend"], shape)
+    core = region | (_dilate_near(region, px["feather"]) & quiet_now)
+    keep_t = ~core & ~quiet_now      # I_t's own pixels the paste must not reach (other changes, unstable)
+    seam = None
+    if params.seam_colour:
+        py0, py1, px0, px1 = _box(region, 4 * max(2, 2 * px["feather"]) + 1)    # seam_correction's box around R
+        pasted_w = np.zeros_like(cur)
+        pasted_w[py0:py1, px0:px1] = np.clip(fit_src.apply(src[py0:py1, px0:px1] if blurred or sharp is None
+                                                           else sharp[py0 - B[0]:py1 - B[0], px0 - B[2]:px1 - B[2]]),
+                                             0.0, 1.0)
+        seam = seam_correction(pasted_w, cur, region, quiet_now, px["feather"], checks)
     if big:
-        region_f, weight_f, out = _paste_full(e_arr, source, a_src, region, weight, fit_src, seam, size)
+        f = size[0] / float(work[0])
+        region_f, weight_f, out, levels = _paste_full(e_arr, source, a_src, region, core, keep_t, fit_src, seam, size,
+                                                      sig_b * f if blurred else 0.0, params)
     else:
+        P = _box(core, blend_reach(levels))
+        if blurred:
+            top = src[P[0]:P[1], P[2]:P[3]]
+        else:
+            top = warp_float(src_arr, a_src_w, box=P, order=3)
+        top = fit_src.apply(top)
         if seam is not None:
-            corr, (sy0, sy1, sx0, sx1) = seam
-            pasted_w[sy0:sy1, sx0:sx1] = np.clip(pasted_w[sy0:sy1, sx0:sx1] + corr, 0.0, 1.0)
-        region_f, weight_f = region, weight
-        bx = _box(weight > 0, 0)
-        sl = (slice(bx[0], bx[1]), slice(bx[2], bx[3]))
-        out = _blend(e_arr, cur[sl], pasted_w[sl], weight[sl], bx)
+            _add_box(top, seam, P)
+        region_f = region
+        out, weight_f = _paste(e_arr, cur[P[0]:P[1], P[2]:P[3]], top, region[P[0]:P[1], P[2]:P[3]],
+                               core[P[0]:P[1], P[2]:P[3]], keep_t[P[0]:P[1], P[2]:P[3]], levels, P)
+    checks["blend"] = {"method": BLEND_METHOD, "levels": int(levels), "plateau_px": px["feather"],
+                       "seam_colour": seam is not None}
     out.flags.writeable = False
     return RevealResult(out, True, f"pasted I_{source_id if source_id is not None else 'k-1'} into "
                                    f"{region.mean():.1%} of the image; the geometry held",
@@ -558,18 +606,50 @@ def _full(mask: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     return np.asarray(Image.fromarray(mask).resize(tuple(size), Image.NEAREST), bool)
 
 
-def _blend(e_arr: np.ndarray, cur: np.ndarray, pasted: np.ndarray, weight: np.ndarray,
-           box: tuple[int, int, int, int] | None = None) -> np.ndarray:
-    """I_t with `pasted` blended in by `weight` (on `box` of I_t when given, else everywhere)."""
+def blend_reach(levels: int) -> int:
+    """How far (px) a multi-band blend of `levels` levels reaches beyond its weight's edge: the
+    box it is computed on is grown by this (beyond it the base is kept; the difference there is
+    below 1e-3 of the images' difference)."""
+    return BLEND_REACH * 2 ** int(levels) + 2
+
+
+def _add_box(top: np.ndarray, seam, box: tuple[int, int, int, int]) -> None:
+    """Add seam_correction's correction (its own box, same pixel grid) to `top` (the crop `box`)."""
+    corr, (sy0, sy1, sx0, sx1) = seam
+    y0, y1, x0, x1 = box
+    ay0, ay1, ax0, ax1 = max(y0, sy0), min(y1, sy1), max(x0, sx0), min(x1, sx1)
+    if ay0 < ay1 and ax0 < ax1:
+        top[ay0 - y0:ay1 - y0, ax0 - x0:ax1 - x0] += corr[ay0 - sy0:ay1 - sy0, ax0 - sx0:ax1 - sx0]
+
+
+def _paste(e_arr: np.ndarray, cur: np.ndarray, top: np.ndarray, region: np.ndarray, core: np.ndarray,
+           keep_t: np.ndarray, levels: int, box: tuple[int, int, int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """The paste on the crop `box` of I_t (every array is that crop): inside R the base is the
+    paste itself, so the blend only spreads what differs on the quiet pixels outside R (a drift
+    the colour fit left) and imports nothing of the editor's re-invented pixels into R; the
+    multi-band blend switches fine detail at the core's edge (R plus a plateau of quiet pixels)
+    and coarse colour over ~2^levels px; I_t's pixels the paste must not reach (`keep_t`) are
+    kept exactly. (I_t with the paste as uint8, the weight of the pasted pixels at I_t's size:
+    1 on the core, then the coarsest band's share, 0 on keep_t.)"""
+    top = np.clip(top, 0.0, 1.0)
+    base = cur.copy()
+    base[region] = top[region]
+    rgb = multiband_blend(base, top, core.astype(np.float32), levels)
+    rgb[region] = top[region]      # R is I_{k-1}'s (colour-fitted) pixels exactly: the coarse bands' pull is outside
+    rgb[keep_t] = cur[keep_t]
     out = e_arr.copy()
-    y0, y1, x0, x1 = box or (0, e_arr.shape[0], 0, e_arr.shape[1])
-    rgb = cur * (1.0 - weight[..., None]) + pasted * weight[..., None]
+    y0, y1, x0, x1 = box
     out_rgb = np.clip(np.round(rgb * 255.0), 0, 255).astype(np.uint8)
     if out.shape[2] >= 3:
         out[y0:y1, x0:x1, :3] = out_rgb
     else:   # a grey I_t stays grey
         out[y0:y1, x0:x1, 0] = np.round(out_rgb.mean(axis=2)).astype(np.uint8)
-    return out
+    wb = ndimage.gaussian_filter(core.astype(np.float32), 2.0 ** max(0, levels - 1), mode="constant")
+    wb[core] = 1.0
+    wb[keep_t] = 0.0
+    weight = np.zeros(e_arr.shape[:2], np.float32)
+    weight[y0:y1, x0:x1] = np.where(wb > 1e-3, wb, 0.0)
+    return out, weight
 
 
 def _up_box(x: np.ndarray, full: tuple[int, int], box: tuple[int, int, int, int], resample=Image.BILINEAR) -> np.ndarray:
@@ -582,41 +662,47 @@ def _up_box(x: np.ndarray, full: tuple[int, int], box: tuple[int, int, int, int]
     return np.array(im.resize((x1 - x0, y1 - y0), resample, box=(x0 * fx, y0 * fy, x1 * fx, y1 * fy)))
 
 
-def _paste_full(e_arr: np.ndarray, source: Any, a_src: Alignment, region: np.ndarray, weight: np.ndarray, fit,
-                seam, size: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The paste at I_t's full size from an analysis at the working size: R (nearest), the seam
-    weight and the seam correction (bilinear) upsampled on the pasted pixels' bounding box only,
-    and only that box of the source read, warped and blended at full resolution.
-    (R, weight, output image), the first two at I_t's size."""
+def _paste_full(e_arr: np.ndarray, source: Any, a_src: Alignment, region: np.ndarray, core: np.ndarray,
+                keep_t: np.ndarray, fit, seam, size: tuple[int, int], blur_px: float,
+                params: RevealParams) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """The paste at I_t's full size from an analysis at the working size: R, the core and the
+    pixels to keep (nearest) and the seam correction (bilinear) upsampled on the pasted box only,
+    and only that box of the source read, warped (Keys cubic), blurred by `blur_px` when the
+    analysis chose a soft paste, and blended at full resolution (levels for the full size).
+    (R, weight, output image, levels), the first two at I_t's size."""
     w, h = size
-    wy0, wy1, wx0, wx1 = _box(weight > 0, 1)
-    fy, fx = h / float(weight.shape[0]), w / float(weight.shape[1])
-    y0, y1 = max(0, int(np.floor(wy0 * fy))), min(h, int(np.ceil(wy1 * fy)))
-    x0, x1 = max(0, int(np.floor(wx0 * fx))), min(w, int(np.ceil(wx1 * fx)))
+    levels = levels_for(params.pixels((h, w))["blend"], (h, w))
+    fy, fx = h / float(core.shape[0]), w / float(core.shape[1])
+    reach = blend_reach(levels)
+    wy0, wy1, wx0, wx1 = _box(core, 1)
+    y0, y1 = max(0, int(np.floor(wy0 * fy)) - reach), min(h, int(np.ceil(wy1 * fy)) + reach)
+    x0, x1 = max(0, int(np.floor(wx0 * fx)) - reach), min(w, int(np.ceil(wx1 * fx)) + reach)
     box = (y0, y1, x0, x1)
     reg = _up_box(region.astype(np.uint8) * 255, (h, w), box, Image.NEAREST) >= 128
-    wb = _up_box(weight.astype(np.float32), (h, w), box).astype(np.float32)
-    wb[reg] = 1.0
+    cor = _up_box(core.astype(np.uint8) * 255, (h, w), box, Image.NEAREST) >= 128
+    keep = _up_box(keep_t.astype(np.uint8) * 255, (h, w), box, Image.NEAREST) >= 128
     src_arr = as_array(source.array if isinstance(source, StoredImage) else source)
     if (src_arr.shape[1], src_arr.shape[0]) != tuple(size):
         src_arr = np.asarray(as_float_rgb(src_arr, size))
-    pasted = fit.apply(warp_float(src_arr[:, :, :3] if src_arr.ndim == 3 else src_arr, a_src, box=box))
+    top = warp_float(src_arr[:, :, :3] if src_arr.ndim == 3 else src_arr, a_src, box=box, order=3)
+    if top.ndim == 2:
+        top = np.repeat(top[:, :, None], 3, axis=2)
+    if blur_px > 0:
+        top = ndimage.gaussian_filter(top, (blur_px, blur_px, 0), mode="nearest")
+    top = fit.apply(top)
     if seam is not None:
         corr, (sy0, sy1, sx0, sx1) = seam
-        plane = np.zeros(weight.shape, np.float32)
+        plane = np.zeros(core.shape, np.float32)
         up = []
         for c in range(3):
             plane[sy0:sy1, sx0:sx1] = corr[..., c]
             up.append(_up_box(plane, (h, w), box))
-        pasted = pasted + np.stack(up, axis=2)
-    pasted = np.clip(pasted, 0.0, 1.0)
+        top = top + np.stack(up, axis=2)
     cur = as_float_rgb(e_arr[y0:y1, x0:x1])
-    out = _blend(e_arr, cur, pasted, wb, box)
+    out, weight_f = _paste(e_arr, cur, top, reg, cor, keep, levels, box)
     region_f = np.zeros((h, w), bool)
     region_f[y0:y1, x0:x1] = reg
-    weight_f = np.zeros((h, w), np.float32)
-    weight_f[y0:y1, x0:x1] = wb
-    return region_f, weight_f, out
+    return region_f, weight_f, out, levels
 
 
 def reveal_for(history: History, edited: Any, covering_turn: int,
