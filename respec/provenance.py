@@ -264,6 +264,7 @@ class ChangeResult:
     stability: "Stability | None" = None
     working_size: tuple[int, int] | None = None    # (w, h) analysed at, when below the history's size
     raw_residual: np.ndarray | None = field(default=None, repr=False)   # per-pixel residual (not recorded)
+    editor_blur_px: float = 0.0                    # the softening of I_t that was matched before comparing
 
     @property
     def fraction(self) -> float:
@@ -279,6 +280,8 @@ class ChangeResult:
         if self.working_size is not None:
             d["working_size"] = list(self.working_size)
         d["alignment"] = self.alignment.record()
+        if self.editor_blur_px:
+            d["editor_blur_px"] = self.editor_blur_px
         if self.stability is not None:
             d.update(self.stability.info())
         return d
@@ -340,6 +343,9 @@ def change_of(a: np.ndarray, b: np.ndarray, params: ChangeParams = DEFAULT_PARAM
             a = warp(a, alignment)
         sup = support(alignment, a.shape[:2])
     fit = fit_colour(a, b, use=sup)
+    sigma = editor_blur(a, b, fit)
+    if sigma > 0:   # the editor softened the whole picture: compare like with like (a drift, not a change)
+        a = ndimage.gaussian_filter(np.asarray(a, np.float32), (sigma, sigma, 0), mode="nearest")
     raw = residual(a, b, fit)
     r = smooth(raw, params.smooth_size)
     if sup is None:
@@ -356,7 +362,50 @@ def change_of(a: np.ndarray, b: np.ndarray, params: ChangeParams = DEFAULT_PARAM
     mask = clean_mask(hit, o, c, params.min_area)
     mask.flags.writeable = False
     stab = stability(a, b, fit, mask, sup, r)
-    return ChangeResult(mask, fit, float(threshold), None, params, alignment, stab, raw_residual=raw)
+    return ChangeResult(mask, fit, float(threshold), None, params, alignment, stab, raw_residual=raw,
+                        editor_blur_px=sigma)
+
+
+BLUR_STEPS = (0.5, 0.75, 1.0, 1.5)   # px: the softenings an editor's call is tested for (one call to a few)
+BLUR_SAMPLES = 1024                  # textured sample points the test compares
+BLUR_GAIN = 0.85                     # a softening is taken when it lowers the median residual to this share
+
+
+def editor_blur(a: np.ndarray, b: np.ndarray, fit: ColourFit) -> float:
+    """The Gaussian sigma (0 or one of BLUR_STEPS) by which `b` is softer than the aligned `a`:
+    on the textured half of an even grid of points (where a blur shows), the median RMS residual
+    of b against fit(a blurred) on each point's own 13×13 patch; a sigma is taken only when it
+    lowers that median to BLUR_GAIN of the unblurred one. The median leaves an edit's points out;
+    a sharpening or a re-render finds none."""
+    h, w = a.shape[:2]
+    r = 6
+    if h <= 4 * r or w <= 4 * r:
+        return 0.0
+    step = max(1, int(np.sqrt((h - 2 * r) * (w - 2 * r) / (2.0 * BLUR_SAMPLES))))
+    ys, xs = np.meshgrid(np.arange(r + 1, h - r - 1, step), np.arange(r + 1, w - r - 1, step), indexing="ij")
+    ys, xs = ys.ravel(), xs.ravel()
+    g = grey_of(a[ys[:, None] + np.array([-1, 0, 1])[None, :], xs[:, None]])       # vertical neighbours
+    g2 = grey_of(a[ys[:, None], xs[:, None] + np.array([-1, 0, 1])[None, :]])      # horizontal neighbours
+    grad = np.abs(g[:, 2] - g[:, 0]) + np.abs(g2[:, 2] - g2[:, 0])
+    keep = grad >= np.median(grad)
+    if keep.sum() < 32 or float(np.median(grad[keep])) < 0.01:
+        return 0.0
+    ys, xs = ys[keep], xs[keep]
+    off = np.arange(-r, r + 1)
+    patches = np.asarray(a, np.float32)[ys[:, None, None] + off[None, :, None], xs[:, None, None] + off[None, None, :]]
+    target = np.asarray(b, np.float32)[ys, xs]
+
+    def err(p):
+        d = fit.apply(p) - target
+        return float(np.median(np.sqrt(np.einsum("nc,nc->n", d, d) / 3.0)))
+
+    base = err(patches[:, r, r])
+    best, best_err = 0.0, base
+    for sg in BLUR_STEPS:
+        e = err(ndimage.gaussian_filter(patches, (0, sg, sg, 0), mode="nearest")[:, r, r])
+        if e < best_err:
+            best, best_err = sg, e
+    return best if best_err < BLUR_GAIN * base else 0.0
 
 
 # --------------------------------------------------------------------------- stability
