@@ -493,10 +493,18 @@ def residual_motion(ref: np.ndarray, cur: np.ndarray, block: int = BLOCK, ignore
     Lucas-Kanade step with a per-block gain and offset removed, and whether the block had the
     texture to measure it (both directions: smallest eigenvalue of the structure tensor per pixel
     above min_eig; not mostly in `ignore`). Returns (lengths, textured) as flat arrays."""
+    ux, uy, tex = residual_flow(ref, cur, block, ignore, min_eig)
+    return np.where(tex, np.hypot(ux, uy), 0.0), tex
+
+
+def residual_flow(ref: np.ndarray, cur: np.ndarray, block: int = BLOCK, ignore: np.ndarray | None = None,
+                  min_eig: float = 2e-6) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`residual_motion`'s displacement as a vector per block: (dx, dy, textured), flat arrays in
+    the blocks' row-major order (dx, dy are 0 where the block had no texture)."""
     h, w = ref.shape
     nby, nbx = h // block, w // block
     if nby == 0 or nbx == 0:
-        return np.zeros(0), np.zeros(0, bool)
+        return np.zeros(0), np.zeros(0), np.zeros(0, bool)
     H, W = nby * block, nbx * block
 
     def tiles(x):
@@ -519,7 +527,7 @@ def residual_motion(ref: np.ndarray, cur: np.ndarray, block: int = BLOCK, ignore
     uy = (sxx * by - sxy * bx) / safe
     if ignore is not None:
         tex &= tiles(np.asarray(ignore, np.float32)).mean(1) <= 0.3
-    return np.where(tex, np.hypot(ux, uy), 0.0), tex
+    return np.where(tex, ux, 0.0), np.where(tex, uy, 0.0), tex
 
 
 def _scaled(a: Alignment, f: float, method: str, residual: float, inliers: float,

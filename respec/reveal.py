@@ -64,7 +64,7 @@ from scipy import ndimage
 from .errors import InputError
 from .history import REVEAL_SOURCE, History, StoredImage, TurnMask
 from .images import as_array, image_id_arg, to_uint8
-from .alignment import IDENTITY, Alignment, residual_motion, support, warp, warp_float
+from .alignment import IDENTITY, Alignment, residual_flow, support, warp, warp_float
 from .blend import levels_for, multiband_blend
 from .provenance import (DEFAULT_PARAMS, FIT_SAMPLES, ChangeResult, _grid, alignment_for, as_float_rgb,
                          change_of, clean_mask, dilate, fit_colour, full_size_result, grey_of, history_size, provenance_of,
@@ -79,10 +79,16 @@ MAX_BIAS = 0.25         # ... and offsets within this (0..1 units)
 MIN_RING_NCC = 0.5      # a textured ring must correlate at least this with the warped source
 MAX_RING_RESIDUAL = 0.045  # the ring's median residual (0..1) after the colour fit (a re-render field of the real
                            # removals leaves 0.06-0.07 after three calls; JPEG, blur, gain, zoom, shift <= 0.036)
-MAX_RING_MOTION = 0.5   # the ring blocks' median residual motion after alignment (px)
+MAX_LOCAL_MOTION = 0.5      # px: the median residual motion of the blocks around R after alignment (local_motion)
+MOTION_BLOCK_FRAC = 1 / 32  # local_motion's blocks: this share of the shorter side ...
+MOTION_BLOCK_MIN = 8        # ... at least this many pixels
+MOTION_REACH = 2            # ... within this many blocks of R
+MIN_MOTION_BLOCKS = 3
 RING_TEXTURE = 0.02     # a ring whose grey std in I_t is below this is flat (no NCC test) ...
 FLAT_SOURCE = 0.33      # ... and a source ring with less than this share of I_t's texture is flat
 CUMULATIVE_STABLE = 0.5   # turns k..t together must have kept this share of the scene (product of stable fractions)
+SEAM_MIN = 0.03          # a seam colour correction smaller than this (0..1) everywhere is not applied: the
+                         # default sim drift leaves up to 0.021, a clipped 5 % gain per call 0.046-0.062
 BLEND_METHOD = "multiband"   # respec/blend.py: Burt & Adelson's Laplacian-pyramid blend
 BLEND_REACH = 6              # a blend of L levels is computed on a box grown by BLEND_REACH * 2^L px
 SHIFT_SAMPLES = 1024    # ring pixels the shift search compares (an even subsample of the ring; grey)
@@ -105,7 +111,7 @@ class RevealParams:
     feather_frac: float = 0.008    # seam width outside R (at least 1 px)
     hole_frac: float = 0.02        # R's enclosed holes up to this share of R are filled (_fill_small_holes)
     blend_frac: float = 0.02       # the multi-band blend spreads coarse colour over about this width (at least 4 px)
-    seam_colour: bool = True       # seam_correction: the boundary's colour difference spread over R
+    seam_colour: bool = True       # seam_correction: the boundary's colour difference spread over R (when >= SEAM_MIN)
     paste_blur_px: float = 1.5     # the paste too is blurred to I_t's softness when the source needs at least
                                    # this much blur to match I_t (an editor that blurs ~1 px per call: a sharp
                                    # patch in a soft picture); below it the paste is I_{k-1}'s exact pixels
@@ -338,19 +344,41 @@ def absolute_check(src: np.ndarray, cur: np.ndarray, fit, ring: np.ndarray, chec
                     f"{ncc:.2f} < {MIN_RING_NCC})")
     if med > MAX_RING_RESIDUAL:
         return f"the source differs from I_t around the revealed region by {med:.3f} (limit {MAX_RING_RESIDUAL})"
-    # Residual motion, block by block, on the ring's bounding box (blocks mostly on the ring).
-    blk = 16
-    d, tex = residual_motion(gs, gc, blk)
+    return ""
+
+
+def local_motion(src: np.ndarray, cur: np.ndarray, fit, region: np.ndarray, quiet: np.ndarray,
+                 checks: dict) -> str:
+    """The block-wise residual motion around R after alignment (a non-rigid warp moves R and its
+    surroundings while the frame as a whole holds): blocks of ~1/32 of the shorter side (at least
+    8 px) within two blocks of R and mostly on its quiet pixels, each with one Lucas-Kanade step
+    (respec.alignment.residual_flow) of I_t against the colour-fitted (and blur-matched) source.
+    Refuses when the median displacement length exceeds MAX_LOCAL_MOTION. (Blocks on R itself
+    are not used: there I_t is the editor's re-invention, whose softness biases the step by up
+    to a pixel where the geometry held. The median length, not the median vector: a non-rigid
+    field's directions vary around R and cancel.) Returns the reason to refuse ('' = ok); the
+    figures go into `checks`."""
+    shape = region.shape
+    blk = max(MOTION_BLOCK_MIN, round(min(shape) * MOTION_BLOCK_FRAC))
+    near = _dilate_near(region, MOTION_REACH * blk)
+    y0, y1, x0, x1 = _box(near, 0)
+    gs = ndimage.gaussian_filter(fit.apply(src[y0:y1, x0:x1]) @ np.full(3, 1.0 / 3.0, np.float32), 1.0)
+    gc = ndimage.gaussian_filter(grey_of(cur[y0:y1, x0:x1]), 1.0)
+    ux, uy, tex = residual_flow(gs, gc, blk)
     nby, nbx = gs.shape[0] // blk, gs.shape[1] // blk
-    if nby and nbx:
-        on = rm[:nby * blk, :nbx * blk].reshape(nby, blk, nbx, blk).mean(axis=(1, 3)).ravel() > 0.5
-        use = tex & on
-        if use.sum() >= 3:
-            motion = float(np.median(d[use]))
-            checks["ring_motion_px"] = round(motion, 3)
-            if motion > MAX_RING_MOTION:
-                return (f"the scene moved by {motion:.1f} px around the revealed region after alignment "
-                        f"(limit {MAX_RING_MOTION} px)")
+    if not (nby and nbx):
+        return ""
+    on = (quiet & ~region)[y0:y0 + nby * blk, x0:x0 + nbx * blk].astype(np.float32)
+    use = tex & (on.reshape(nby, blk, nbx, blk).mean(axis=(1, 3)).ravel() >= 0.5)
+    checks["local_motion_blocks"] = int(use.sum())
+    if use.sum() < MIN_MOTION_BLOCKS:
+        return ""
+    lengths = np.hypot(ux[use], uy[use])
+    motion = float(np.median(lengths))
+    checks["local_motion_px"] = round(motion, 3)
+    if motion > MAX_LOCAL_MOTION:
+        return (f"the scene moved by {motion:.1f} px around the revealed region after alignment (median of "
+                f"{len(lengths)} blocks; limit {MAX_LOCAL_MOTION} px): a local warp")
     return ""
 
 
@@ -476,7 +504,8 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
         # Everything below happens within this box around C_k ∩ C_t (R, its ring, the shift
         # search, the seam): the source is warped on it once.
         pad = max(2 * (o + c) + params.compare_size + 2, px["ring"] + px["max_shift"] + 3,
-                  4 * max(2, 2 * px["feather"]) + 2, px["feather"] + blend_reach(levels_for(px["blend"], shape)) + 1)
+                  4 * max(2, 2 * px["feather"]) + 2, px["feather"] + blend_reach(levels_for(px["blend"], shape)) + 1,
+                  (MOTION_REACH + 1) * max(MOTION_BLOCK_MIN, round(min(shape) * MOTION_BLOCK_FRAC)))
         B = _box(cand, pad)
         src = np.zeros(shape + (3,), np.float32)   # the warped source, filled on B only
         src[B[0]:B[1], B[2]:B[3]] = warp_float(src_arr, a_src_w, box=B)
@@ -556,7 +585,7 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
     if shift != (0, 0) and err_zero > params.shift_ratio * err_best:
         return _refuse(e_arr, f"geometry moved: around the revealed region the scene moved by dx={-shift[1]}, "
                               f"dy={-shift[0]} px after alignment", source_id, _full(region, size), checks)
-    why = absolute_check(src, cur, fit_src, ring, checks)
+    why = absolute_check(src, cur, fit_src, ring, checks) or local_motion(src, cur, fit_src, region, quiet, checks)
     if why:
         return _refuse(e_arr, why, source_id, _full(region, size), checks)
 
@@ -575,6 +604,8 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
                                                            else sharp[py0 - B[0]:py1 - B[0], px0 - B[2]:px1 - B[2]]),
                                              0.0, 1.0)
         seam = seam_correction(pasted_w, cur, region, quiet_now, px["feather"], checks)
+        if seam is not None and checks.get("seam_correction_max", 0.0) < SEAM_MIN:
+            seam = None     # within the drift's own noise: R keeps I_{k-1}'s colour-fitted pixels exactly
     if big:
         f = size[0] / float(work[0])
         region_f, weight_f, out, levels = _paste_full(e_arr, source, a_src, region, core, keep_t, fit_src, seam, size,
