@@ -505,6 +505,55 @@ def stability(a: np.ndarray, b: np.ndarray, fit: ColourFit, mask: np.ndarray,
     return Stability(unstable, frac, rer, int(unstable.size), tfrac)
 
 
+NEAR_BLOCKS = 2      # a covered region's surroundings: the stability blocks within this many blocks of it
+
+
+def held_near(history: History, prov: "Provenance", k: int, j: int) -> tuple[int, int, int] | None:
+    """Turn j's evidence about the surroundings of C_k: (held, textured), the textured stability
+    blocks within NEAR_BLOCKS blocks of C_k (carried into I_j's frame), not mostly inside C_k or
+    C_j, and how many of them turn j did not mark unstable. Textured: the block's grey std
+    (blurred, as `stability` measures it) reaches TEXTURE_STD in I_{j-1} or I_j. A flat block
+    holds whatever the editor did to a subject next to it (a figure redrawn on a white backdrop
+    inside its own change mask): it is no evidence, so it is not counted. None when turn j's
+    record has no block grid (stored before it existed)."""
+    grid = Stability.grid_from_info(prov.records[j]) if j < len(prov.records) else None
+    if grid is None:
+        return None
+    w, h = prov.size
+    f = min(1.0, STABILITY_SIDE / float(max(h, w)))
+    small = (max(STABILITY_BLOCK, round(w * f)), max(STABILITY_BLOCK, round(h * f)))
+    B = STABILITY_BLOCK
+    nby, nbx = grid.shape
+    if nby * B > small[1] or nbx * B > small[0]:
+        return None
+
+    def at_small(x: np.ndarray) -> np.ndarray:
+        return np.asarray(Image.fromarray(np.asarray(x, np.float32)).resize(small, Image.BOX), np.float32)
+
+    def tiles(x: np.ndarray) -> np.ndarray:
+        return x[:nby * B, :nbx * B].reshape(nby, B, nbx, B).transpose(0, 2, 1, 3).reshape(nby, nbx, -1)
+
+    c_k, c_j = prov.in_frame(prov.changes[k], k, j), prov.changes[j]
+    ck, cj = tiles(at_small(c_k)).mean(-1), tiles(at_small(c_j)).mean(-1)
+    near = ndimage.binary_dilation(ck > 0, iterations=NEAR_BLOCKS) & (ck <= 0.5) & (cj <= 0.5)
+    if not near.any():
+        return 0, 0, 0
+    # the block's texture where it is evidence: on its pixels outside both changes (an object's
+    # own edge inside a block at the mask's border is no evidence about the surroundings)
+    keep = tiles((at_small(dilate(c_k | c_j, 2)) < 0.01).astype(np.float64))
+    n_keep = keep.sum(-1)
+
+    def block_std(img: StoredImage) -> np.ndarray:
+        g = ndimage.gaussian_filter(grey_of(as_float_rgb(as_rgb(img.array).resize(small, Image.BOX))), 1.0)
+        t = tiles(g).astype(np.float64)
+        m = (t * keep).sum(-1) / np.maximum(n_keep, 1.0)
+        return np.sqrt(((t - m[..., None]) ** 2 * keep).sum(-1) / np.maximum(n_keep, 1.0))
+
+    textured = (block_std(history.turns[j].image) >= TEXTURE_STD) | (block_std(history.turns[j - 1].image) >= TEXTURE_STD)
+    n = near & textured & (n_keep >= 0.25 * B * B)
+    return int((n & ~grid).sum()), int(n.sum()), int(near.sum())
+
+
 def grey_of(x: np.ndarray) -> np.ndarray:
     """float32 H×W: the channel mean of a float H×W×3 image."""
     return np.asarray(x, np.float32) @ np.full(3, 1.0 / 3.0, np.float32)   # (a matmul: faster than mean(axis=2))
