@@ -65,6 +65,7 @@ from .errors import InputError
 from .history import REVEAL_SOURCE, History, StoredImage, TurnMask
 from .images import as_array, image_id_arg, to_uint8
 from .alignment import IDENTITY, Alignment, residual_flow, support, warp, warp_float
+from . import provenance as _provenance
 from .blend import levels_for, multiband_blend
 from .provenance import (DEFAULT_PARAMS, FIT_SAMPLES, ChangeResult, _grid, alignment_for, as_float_rgb,
                          change_of, clean_mask, dilate, fit_colour, full_size_result, grey_of, history_size, provenance_of,
@@ -87,10 +88,13 @@ MIN_MOTION_BLOCKS = 3
 RING_TEXTURE = 0.02     # a ring whose grey std in I_t is below this is flat (no NCC test) ...
 FLAT_SOURCE = 0.33      # ... and a source ring with less than this share of I_t's texture is flat
 CUMULATIVE_STABLE = 0.5   # turns k..t together must have kept this share of the scene (product of stable fractions)
+REVEAL_WORK_PIXELS = 2_097_152   # a restoration turn above 2 MP is analysed at 2 MP (C_t, R, the checks; cost:
+                                 # 2048² with a zoom-out every call, 1.40 -> ~0.9 s CPU); the paste stays full size
 SEAM_MIN = 0.03          # a seam colour correction smaller than this (0..1) everywhere is not applied: the
                          # default sim drift leaves up to 0.021, a clipped 5 % gain per call 0.046-0.062
 BLEND_METHOD = "multiband"   # respec/blend.py: Burt & Adelson's Laplacian-pyramid blend
-BLEND_REACH = 6              # a blend of L levels is computed on a box grown by BLEND_REACH * 2^L px
+BLEND_REACH = 3              # a blend of L levels is computed on a box grown by BLEND_REACH * 2^L px (at 3 the
+                             # change it leaves at the box edge is below 0.5/255: under the output's rounding)
 SHIFT_SAMPLES = 1024    # ring pixels the shift search compares (an even subsample of the ring; grey)
 
 
@@ -453,7 +457,7 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
     resolution and only the paste is made at I_t's size. See the module docstring."""
     e_arr = as_array(edited.array if isinstance(edited, StoredImage) else edited)
     size = (e_arr.shape[1], e_arr.shape[0])
-    work = working_size(size)
+    work = reveal_working_size(size)
     big = work != size
     shape = (work[1], work[0])
     a_src = source_alignment if source_alignment is not None else IDENTITY
@@ -504,8 +508,8 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
         # Everything below happens within this box around C_k ∩ C_t (R, its ring, the shift
         # search, the seam): the source is warped on it once.
         pad = max(2 * (o + c) + params.compare_size + 2, px["ring"] + px["max_shift"] + 3,
-                  4 * max(2, 2 * px["feather"]) + 2, px["feather"] + blend_reach(levels_for(px["blend"], shape)) + 1,
-                  (MOTION_REACH + 1) * max(MOTION_BLOCK_MIN, round(min(shape) * MOTION_BLOCK_FRAC)))
+                  4 * max(2, 2 * px["feather"]) + 2,
+                  MOTION_REACH * max(MOTION_BLOCK_MIN, round(min(shape) * MOTION_BLOCK_FRAC)) + 2)
         B = _box(cand, pad)
         src = np.zeros(shape + (3,), np.float32)   # the warped source, filled on B only
         src[B[0]:B[1], B[2]:B[3]] = warp_float(src_arr, a_src_w, box=B)
@@ -515,10 +519,9 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
         # "Agrees better with I_{k-1}" compares local mean colours (compare_size² windows): a
         # re-invented region has the right colours but not the texture, and the mean of |texture
         # differences| would call it closer to whatever occluder is nearest in colour.
-        cs = (params.compare_size, params.compare_size, 0)
-        mc = ndimage.uniform_filter(cur[sl], cs, mode="nearest")
-        d_src = _rms(mc - ndimage.uniform_filter(fit_src.apply(src[sl]), cs, mode="nearest"))
-        d_occ = _rms(mc - ndimage.uniform_filter(fit_prev.apply(prev[sl]), cs, mode="nearest"))
+        cs = (params.compare_size, params.compare_size, 0)      # (the mean of a difference is the difference of the means)
+        d_src = _rms(ndimage.uniform_filter(cur[sl] - fit_src.apply(src[sl]), cs, mode="nearest"))
+        d_occ = _rms(ndimage.uniform_filter(cur[sl] - fit_prev.apply(prev[sl]), cs, mode="nearest"))
         region[sl] = _fill_small_holes(clean_mask(cand[sl] & (d_src < params.agree_ratio * d_occ), o, c,
                                                   DEFAULT_PARAMS.min_area * cand.size / float(cand[sl].size)),
                                        cand[sl], params.hole_frac)
@@ -612,8 +615,8 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
                                                       sig_b * f if blurred else 0.0, params)
     else:
         P = _box(core, blend_reach(levels))
-        if blurred:
-            top = src[P[0]:P[1], P[2]:P[3]]
+        if blurred:     # (the blend's box reaches beyond B, where the source was warped for the checks)
+            top = ndimage.gaussian_filter(warp_float(src_arr, a_src_w, box=P), (sig_b, sig_b, 0), mode="nearest")
         else:
             top = warp_float(src_arr, a_src_w, box=P, order=3)
         top = fit_src.apply(top)
@@ -630,6 +633,13 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
                         source_id, region_f, weight_f, checks)
 
 
+def reveal_working_size(size: tuple[int, int]) -> tuple[int, int]:
+    """(w, h) a restoration turn of `size` is analysed at (its C_t, R and every check): at most
+    REVEAL_WORK_PIXELS (and at most the change masks' working resolution); the paste is made at
+    full size on its box."""
+    return working_size(size, min(REVEAL_WORK_PIXELS, _provenance.WORK_PIXELS))
+
+
 def _full(mask: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     """A bool mask of the analysis size at I_t's size (nearest)."""
     if (mask.shape[1], mask.shape[0]) == tuple(size):
@@ -639,8 +649,9 @@ def _full(mask: np.ndarray, size: tuple[int, int]) -> np.ndarray:
 
 def blend_reach(levels: int) -> int:
     """How far (px) a multi-band blend of `levels` levels reaches beyond its weight's edge: the
-    box it is computed on is grown by this (beyond it the base is kept; the difference there is
-    below 1e-3 of the images' difference)."""
+    box it is computed on is grown by this (beyond it the base is kept: measured, the blend
+    changes the base by less than 0.25/255 at that distance, and a box that size differs from the
+    whole image's blend by less than 0.5/255, under the output's rounding)."""
     return BLEND_REACH * 2 ** int(levels) + 2
 
 
@@ -675,7 +686,8 @@ def _paste(e_arr: np.ndarray, cur: np.ndarray, top: np.ndarray, region: np.ndarr
         out[y0:y1, x0:x1, :3] = out_rgb
     else:   # a grey I_t stays grey
         out[y0:y1, x0:x1, 0] = np.round(out_rgb.mean(axis=2)).astype(np.uint8)
-    wb = ndimage.gaussian_filter(core.astype(np.float32), 2.0 ** max(0, levels - 1), mode="constant")
+    wb, q = _gauss_small(core.astype(np.float32), 2.0 ** max(0, levels - 1))
+    wb = _up(wb, core.shape)
     wb[core] = 1.0
     wb[keep_t] = 0.0
     weight = np.zeros(e_arr.shape[:2], np.float32)
@@ -771,7 +783,7 @@ def reveal_for(history: History, edited: Any, covering_turn: int,
     change = None
     if same:
         # C_t once: I_{t-1} warped into I_t's frame at the analysis size, kept for the append.
-        work = working_size(size)
+        work = reveal_working_size(size)
         f = work[0] / float(w)
         al_w = al_t if work == tuple(size) else Alignment(al_t.dx * f, al_t.dy * f, al_t.scale, al_t.residual_px * f,
                                                           al_t.method, al_t.inliers, work)
