@@ -10,9 +10,9 @@ an editor re-invents. `reveal_composite` does this in four steps:
    T_prev maps I_{t-1} onto I_t on the whole image. C_t is the change mask of I_{t-1} -> I_t.
 2. **Revealed region R.** Pixels covered by turn k (C_k) that I_t no longer shows the occluder
    in: I_t differs from I_{t-1} there (C_t) and agrees better with I_{k-1} than with I_{t-1}
-   (residuals |I_t - T_src(I_{k-1})| < |I_t - T_prev(I_{t-1})|, both averaged over
-   `compare_size`² pixels so that re-invented texture is compared by its colour), cleaned up
-   like a change mask.
+   (local mean colours over `compare_size`² pixels: |mean(I_t - T_src(I_{k-1}))| <
+   |mean(I_t - T_prev(I_{t-1}))|, so that re-invented texture is compared by its colour), cleaned
+   up like a change mask, its small enclosed holes within C_k ∩ C_t filled (`hole_frac`).
 3. **Geometry check.** A ring around R (from `gap` px out, where an occluder's blurred rim has
    faded, to `gap` + `ring` px), on pixels no turn since k-1 changed (and 2 px away from this
    edit's other changes): if the scene did not move, I_t and T_src(I_{k-1})
@@ -32,23 +32,30 @@ an editor re-invents. `reveal_composite` does this in four steps:
    whole-image search is gone). (Noise alone gives ratios near 1; the editor's blur is symmetric
    and keeps (0, 0) best.) Too few ring pixels (< `min_ring`) also refuses: nothing to check
    against. Before these tests the source is blurred by the sigma that best explains I_t on the
-   ring (an editor that blurs on every call), and the absolute checks follow (`absolute_check`).
+   ring (an editor that blurs on every call), and the absolute checks follow (`absolute_check`),
+   then the block-wise residual motion around R (`local_motion`: a local, non-rigid warp).
 
 Cost (issue 20): the source is warped only on a box around C_k ∩ C_t and on an even grid of
 samples (with their 3×3 neighbours) for the colour fit and the background's noise; C_t and the
 turn's alignment are computed once (reveal_for) and reused by History Append / run_turn; images
 above WORK_PIXELS are analysed at the working resolution and only the paste is made at full size,
 on the pasted pixels' box. scripts/bench_provenance.py --turn measures it.
-4. **Paste.** Inside R the composite is T_src(I_{k-1}) (I_{k-1}'s pixels in I_t's colours);
-   outside, the weight falls linearly to 0 over `feather` px on stable pixels (the seam), and
+4. **Paste.** Inside R the composite is exactly T_src(I_{k-1}) (I_{k-1}'s pixels in I_t's
+   colours, Keys-cubic warped; plus the seam colour correction when it reaches SEAM_MIN); a
+   multi-band blend (respec/blend.py) carries it into I_t across a plateau of `feather` px of
+   quiet pixels outside R (fine detail switches at the plateau's edge, coarse colour over
+   ~`blend_frac` of the side); this edit's other changes and unstable pixels keep I_t's pixels;
    I_t is kept everywhere else. On refusal I_t is returned unchanged with the reason.
 
 The result records which pixels came from where: `source_weight` (1 = I_{k-1}'s pixel, 0 = the
-editor's; in between, a blend at the seam), stored with the turn as the `reveal_source` mask.
+editor's; in between, the coarsest band's share at the seam), stored with the turn as the
+`reveal_source` mask.
 
 Where it fails (by construction): when R is wrong (an occluder whose colour matches the
 background leaves C_k incomplete, so part of the revealed area is not pasted; a "replace" whose
-new object happens to look more like the old background than like the occluder is pasted over),
+new object happens to look more like the old background than like the occluder is pasted over,
+and so is a new object inside the revealed area smaller than `hole_frac` of R whose colours are
+nearer the occluder's than the background's),
 and when the ring cannot see a shift (a textureless ring: then the scene's shift is invisible at
 the seam too, but content inside R may be misplaced).
 """
@@ -112,7 +119,7 @@ class RevealParams:
     allowance: float = 0.05        # extra exceedance rate tolerated in the ring
     shift_frac: float = 0.02       # largest shift searched in the ring (at least 4 px, at most 12)
     shift_ratio: float = 1.5       # a shift must fit this many times better than (0, 0)
-    feather_frac: float = 0.008    # seam width outside R (at least 1 px)
+    feather_frac: float = 0.008    # the blend's plateau of quiet pixels outside R (at least 1 px)
     hole_frac: float = 0.02        # R's enclosed holes up to this share of R are filled (_fill_small_holes)
     blend_frac: float = 0.02       # the multi-band blend spreads coarse colour over about this width (at least 4 px)
     seam_colour: bool = True       # seam_correction: the boundary's colour difference spread over R (when >= SEAM_MIN)
@@ -308,16 +315,6 @@ def _dilate_near(region: np.ndarray, radius: int, pad: int = 0) -> np.ndarray:
     out = np.zeros(region.shape, bool)
     out[y0:y1, x0:x1] = dilate(region[y0:y1, x0:x1], radius)
     return out
-
-
-def _feather(region: np.ndarray, width: int) -> np.ndarray:
-    """1 inside the region, falling linearly to 0 over `width` px outside it (float32). The
-    distance transform runs on the region's bounding box only."""
-    y0, y1, x0, x1 = _box(region, width + 2)
-    weight = np.zeros(region.shape, np.float32)
-    dist = ndimage.distance_transform_edt(~region[y0:y1, x0:x1])
-    weight[y0:y1, x0:x1] = np.clip(1.0 - dist / (width + 1.0), 0.0, 1.0)
-    return weight
 
 
 def absolute_check(src: np.ndarray, cur: np.ndarray, fit, ring: np.ndarray, checks: dict) -> str:
