@@ -170,6 +170,46 @@ def _axis(pos: np.ndarray, inv: float, off: float, n_in: int, order: int):
     return i0, np.minimum(i0 + 1, n_in - 1), (c - i0).astype(np.float32)
 
 
+KEYS_A = -0.5    # Keys' cubic convolution parameter (the classic "bicubic"; PIL's and OpenCV's -0.5 / -0.75)
+
+
+def _keys(t: np.ndarray) -> np.ndarray:
+    """The four Keys cubic weights (taps at -1, 0, 1, 2) for fractional offsets t (N,) -> N×4."""
+    a = KEYS_A
+    x = np.stack([1.0 + t, t, 1.0 - t, 2.0 - t], axis=1)
+    near = ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0
+    far = ((a * x - 5.0 * a) * x + 8.0 * a) * x - 4.0 * a
+    return np.where(x <= 1.0, near, far).astype(np.float32)
+
+
+def _cubic_axis(pos: np.ndarray, inv: float, off: float, n_in: int) -> tuple[np.ndarray, np.ndarray]:
+    """(N×4 source indices, N×4 Keys weights) along one axis; the border repeats."""
+    c = np.clip(np.asarray(pos, np.float64) * inv + off, 0.0, n_in - 1.0)
+    i0 = np.floor(c).astype(np.intp)
+    idx = np.clip(i0[:, None] + np.arange(-1, 3)[None, :], 0, n_in - 1)
+    return idx, _keys(c - i0)
+
+
+def _resample_cubic(img: np.ndarray, rows: np.ndarray, cols: np.ndarray, inv: float, oy: float, ox: float,
+                    as_float: bool) -> np.ndarray:
+    """The similarity warp with Keys' cubic kernel, separably (4 taps per axis): sharper than
+    bilinear, which low-passes by up to a 0.5 px box at half-pixel offsets. For pastes, where the
+    pixels are kept; the analysis stays bilinear. Float out (0..1 for a uint8 image when
+    as_float), not clipped: the kernel overshoots a little at edges."""
+    h, w = img.shape[:2]
+    iy, wy = _cubic_axis(rows, inv, oy, h)
+    ix, wx = _cubic_axis(cols, inv, ox, w)
+    r0, r1, c0, c1 = int(iy.min()), int(iy.max()) + 1, int(ix.min()), int(ix.max()) + 1
+    sub = img[r0:r1, c0:c1].astype(np.float32)
+    if as_float and img.dtype.kind in "ui":
+        sub *= np.float32(1.0 / np.iinfo(img.dtype).max)
+    iy, ix = iy - r0, ix - c0
+    ey = (slice(None),) + (None,) * (sub.ndim - 1)
+    rws = sum(sub[iy[:, k]] * wy[:, k][ey] for k in range(4))
+    ex = (None, slice(None)) + (None,) * (sub.ndim - 2)
+    return sum(rws[:, ix[:, k]] * wx[:, k][ex] for k in range(4))
+
+
 def _resample(img: np.ndarray, shape: tuple[int, int], inv: float, oy: float, ox: float, order: int,
               y0: int = 0, x0: int = 0, rows: np.ndarray | None = None, cols: np.ndarray | None = None,
               as_float: bool = False) -> np.ndarray:
@@ -208,9 +248,10 @@ def _resample(img: np.ndarray, shape: tuple[int, int], inv: float, oy: float, ox
 
 
 def warp_float(img: np.ndarray, alignment: Alignment, box: tuple[int, int, int, int] | None = None,
-               rows: np.ndarray | None = None, cols: np.ndarray | None = None) -> np.ndarray:
+               rows: np.ndarray | None = None, cols: np.ndarray | None = None, order: int = 1) -> np.ndarray:
     """Like `warp` with order 1, but a uint8 image comes back float32 in 0..1 (no rounding), and
-    only a `box` (y0, y1, x0, x1) or a grid of output `rows` × `cols` of the later frame is made."""
+    only a `box` (y0, y1, x0, x1) or a grid of output `rows` × `cols` of the later frame is made.
+    order=3: Keys' cubic kernel (a paste's pixels; not clipped)."""
     img = np.asarray(img)
     h, w = img.shape[:2]
     if alignment.is_identity:       # no interpolation: a crop (or a gather) and a scale
@@ -223,6 +264,13 @@ def warp_float(img: np.ndarray, alignment: Alignment, box: tuple[int, int, int, 
         ft = np.float64 if img.dtype == np.float64 else np.float32
         return out.astype(ft) * ft(scale) if scale != 1.0 else out.astype(ft)
     inv, oy, ox = _source_coords(alignment, (h, w))
+    if order == 3:
+        if rows is None and cols is None:
+            y0, y1, x0, x1 = box if box is not None else (0, h, 0, w)
+            rows, cols = np.arange(y0, y1), np.arange(x0, x1)
+        rows = np.arange(h) if rows is None else rows
+        cols = np.arange(w) if cols is None else cols
+        return _resample_cubic(img, rows, cols, inv, oy, ox, as_float=True)
     if rows is not None or cols is not None:
         rows = np.arange(h) if rows is None else rows
         cols = np.arange(w) if cols is None else cols
@@ -445,10 +493,18 @@ def residual_motion(ref: np.ndarray, cur: np.ndarray, block: int = BLOCK, ignore
     Lucas-Kanade step with a per-block gain and offset removed, and whether the block had the
     texture to measure it (both directions: smallest eigenvalue of the structure tensor per pixel
     above min_eig; not mostly in `ignore`). Returns (lengths, textured) as flat arrays."""
+    ux, uy, tex = residual_flow(ref, cur, block, ignore, min_eig)
+    return np.where(tex, np.hypot(ux, uy), 0.0), tex
+
+
+def residual_flow(ref: np.ndarray, cur: np.ndarray, block: int = BLOCK, ignore: np.ndarray | None = None,
+                  min_eig: float = 2e-6) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`residual_motion`'s displacement as a vector per block: (dx, dy, textured), flat arrays in
+    the blocks' row-major order (dx, dy are 0 where the block had no texture)."""
     h, w = ref.shape
     nby, nbx = h // block, w // block
     if nby == 0 or nbx == 0:
-        return np.zeros(0), np.zeros(0, bool)
+        return np.zeros(0), np.zeros(0), np.zeros(0, bool)
     H, W = nby * block, nbx * block
 
     def tiles(x):
@@ -471,7 +527,7 @@ def residual_motion(ref: np.ndarray, cur: np.ndarray, block: int = BLOCK, ignore
     uy = (sxx * by - sxy * bx) / safe
     if ignore is not None:
         tex &= tiles(np.asarray(ignore, np.float32)).mean(1) <= 0.3
-    return np.where(tex, np.hypot(ux, uy), 0.0), tex
+    return np.where(tex, ux, 0.0), np.where(tex, uy, 0.0), tex
 
 
 def _scaled(a: Alignment, f: float, method: str, residual: float, inliers: float,

@@ -264,6 +264,7 @@ class ChangeResult:
     stability: "Stability | None" = None
     working_size: tuple[int, int] | None = None    # (w, h) analysed at, when below the history's size
     raw_residual: np.ndarray | None = field(default=None, repr=False)   # per-pixel residual (not recorded)
+    editor_blur_px: float = 0.0                    # the softening of I_t that was matched before comparing
 
     @property
     def fraction(self) -> float:
@@ -279,6 +280,8 @@ class ChangeResult:
         if self.working_size is not None:
             d["working_size"] = list(self.working_size)
         d["alignment"] = self.alignment.record()
+        if self.editor_blur_px:
+            d["editor_blur_px"] = self.editor_blur_px
         if self.stability is not None:
             d.update(self.stability.info())
         return d
@@ -340,6 +343,9 @@ def change_of(a: np.ndarray, b: np.ndarray, params: ChangeParams = DEFAULT_PARAM
             a = warp(a, alignment)
         sup = support(alignment, a.shape[:2])
     fit = fit_colour(a, b, use=sup)
+    sigma = editor_blur(a, b, fit)
+    if sigma > 0:   # the editor softened the whole picture: compare like with like (a drift, not a change)
+        a = ndimage.gaussian_filter(np.asarray(a, np.float32), (sigma, sigma, 0), mode="nearest")
     raw = residual(a, b, fit)
     r = smooth(raw, params.smooth_size)
     if sup is None:
@@ -356,7 +362,58 @@ def change_of(a: np.ndarray, b: np.ndarray, params: ChangeParams = DEFAULT_PARAM
     mask = clean_mask(hit, o, c, params.min_area)
     mask.flags.writeable = False
     stab = stability(a, b, fit, mask, sup, r)
-    return ChangeResult(mask, fit, float(threshold), None, params, alignment, stab, raw_residual=raw)
+    return ChangeResult(mask, fit, float(threshold), None, params, alignment, stab, raw_residual=raw,
+                        editor_blur_px=sigma)
+
+
+BLUR_STEPS = (0.5, 0.75, 1.0, 1.5)   # px: the softenings an editor's call is tested for (one call to a few)
+BLUR_SAMPLES = 1024                  # textured sample points the test compares
+BLUR_QUANTILE = 0.9                  # the residual quantile compared: edges (a blur shows there; the median of
+                                     # a lossless editor's residual is 0 whatever the blur)
+BLUR_GAIN = 0.85                     # a softening is taken when it lowers that quantile to this share
+
+
+def editor_blur(a: np.ndarray, b: np.ndarray, fit: ColourFit) -> float:
+    """The Gaussian sigma (0 or one of BLUR_STEPS) by which `b` is softer than the aligned `a`:
+    on the textured half of an even grid of points (where a blur shows), the 90th percentile of
+    the RMS residual of b against fit(a blurred) on each point's own 13×13 patch, over the points
+    some softening explains (the edit's points, whose smallest residual is an outlier, are left
+    out); a sigma is taken only when it lowers that to BLUR_GAIN of the unblurred one. A
+    sharpening, a re-render or JPEG (which keeps strong edges) finds none."""
+    h, w = a.shape[:2]
+    r = 6
+    if h <= 4 * r or w <= 4 * r:
+        return 0.0
+    step = max(1, int(np.sqrt((h - 2 * r) * (w - 2 * r) / (2.0 * BLUR_SAMPLES))))
+    ys, xs = np.meshgrid(np.arange(r + 1, h - r - 1, step), np.arange(r + 1, w - r - 1, step), indexing="ij")
+    ys, xs = ys.ravel(), xs.ravel()
+    g = grey_of(a[ys[:, None] + np.array([-1, 0, 1])[None, :], xs[:, None]])       # vertical neighbours
+    g2 = grey_of(a[ys[:, None], xs[:, None] + np.array([-1, 0, 1])[None, :]])      # horizontal neighbours
+    grad = np.abs(g[:, 2] - g[:, 0]) + np.abs(g2[:, 2] - g2[:, 0])
+    keep = grad >= np.median(grad)
+    if keep.sum() < 32 or float(np.median(grad[keep])) < 0.01:
+        return 0.0
+    ys, xs = ys[keep], xs[keep]
+    off = np.arange(-r, r + 1)
+    patches = np.asarray(a, np.float32)[ys[:, None, None] + off[None, :, None], xs[:, None, None] + off[None, None, :]]
+    target = np.asarray(b, np.float32)[ys, xs]
+
+    def err(p):
+        d = fit.apply(p) - target
+        return np.sqrt(np.einsum("nc,nc->n", d, d) / 3.0)
+
+    sigmas = (0.0,) + BLUR_STEPS
+    errs = np.stack([err(ndimage.gaussian_filter(patches, (0, sg, sg, 0), mode="nearest")[:, r, r] if sg
+                         else patches[:, r, r]) for sg in sigmas])
+    # The edit's points: no softening explains them (their smallest residual is an outlier)
+    best_each = errs.min(axis=0)
+    med, sig = robust_scale(best_each)
+    explained = best_each <= med + 4.0 * max(sig, 1e-3)
+    if explained.sum() < 32:
+        return 0.0
+    q = np.quantile(errs[:, explained], BLUR_QUANTILE, axis=1)
+    i = int(np.argmin(q))
+    return float(sigmas[i]) if i and q[i] < BLUR_GAIN * q[0] else 0.0
 
 
 # --------------------------------------------------------------------------- stability
@@ -454,6 +511,55 @@ def stability(a: np.ndarray, b: np.ndarray, fit: ColourFit, mask: np.ndarray,
     tfrac = float((held & tj).sum()) / int(tj.sum()) if int(tj.sum()) >= TEXTURED_MIN_BLOCKS else None
     rer = bool(1.0 - frac > RERENDER_SHARE) or (tfrac is not None and tfrac < TEXTURED_HELD)
     return Stability(unstable, frac, rer, int(unstable.size), tfrac)
+
+
+NEAR_BLOCKS = 2      # a covered region's surroundings: the stability blocks within this many blocks of it
+
+
+def held_near(history: History, prov: "Provenance", k: int, j: int) -> tuple[int, int, int] | None:
+    """Turn j's evidence about the surroundings of C_k: (held, textured), the textured stability
+    blocks within NEAR_BLOCKS blocks of C_k (carried into I_j's frame), not mostly inside C_k or
+    C_j, and how many of them turn j did not mark unstable. Textured: the block's grey std
+    (blurred, as `stability` measures it) reaches TEXTURE_STD in I_{j-1} or I_j. A flat block
+    holds whatever the editor did to a subject next to it (a figure redrawn on a white backdrop
+    inside its own change mask): it is no evidence, so it is not counted. None when turn j's
+    record has no block grid (stored before it existed)."""
+    grid = Stability.grid_from_info(prov.records[j]) if j < len(prov.records) else None
+    if grid is None:
+        return None
+    w, h = prov.size
+    f = min(1.0, STABILITY_SIDE / float(max(h, w)))
+    small = (max(STABILITY_BLOCK, round(w * f)), max(STABILITY_BLOCK, round(h * f)))
+    B = STABILITY_BLOCK
+    nby, nbx = grid.shape
+    if nby * B > small[1] or nbx * B > small[0]:
+        return None
+
+    def at_small(x: np.ndarray) -> np.ndarray:
+        return np.asarray(Image.fromarray(np.asarray(x, np.float32)).resize(small, Image.BOX), np.float32)
+
+    def tiles(x: np.ndarray) -> np.ndarray:
+        return x[:nby * B, :nbx * B].reshape(nby, B, nbx, B).transpose(0, 2, 1, 3).reshape(nby, nbx, -1)
+
+    c_k, c_j = prov.in_frame(prov.changes[k], k, j), prov.changes[j]
+    ck, cj = tiles(at_small(c_k)).mean(-1), tiles(at_small(c_j)).mean(-1)
+    near = ndimage.binary_dilation(ck > 0, iterations=NEAR_BLOCKS) & (ck <= 0.5) & (cj <= 0.5)
+    if not near.any():
+        return 0, 0, 0
+    # the block's texture where it is evidence: on its pixels outside both changes (an object's
+    # own edge inside a block at the mask's border is no evidence about the surroundings)
+    keep = tiles((at_small(dilate(c_k | c_j, 2)) < 0.01).astype(np.float64))
+    n_keep = keep.sum(-1)
+
+    def block_std(img: StoredImage) -> np.ndarray:
+        g = ndimage.gaussian_filter(grey_of(as_float_rgb(as_rgb(img.array).resize(small, Image.BOX))), 1.0)
+        t = tiles(g).astype(np.float64)
+        m = (t * keep).sum(-1) / np.maximum(n_keep, 1.0)
+        return np.sqrt(((t - m[..., None]) ** 2 * keep).sum(-1) / np.maximum(n_keep, 1.0))
+
+    textured = (block_std(history.turns[j].image) >= TEXTURE_STD) | (block_std(history.turns[j - 1].image) >= TEXTURE_STD)
+    n = near & textured & (n_keep >= 0.25 * B * B)
+    return int((n & ~grid).sum()), int(n.sum()), int(near.sum())
 
 
 def grey_of(x: np.ndarray) -> np.ndarray:

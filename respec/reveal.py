@@ -10,9 +10,9 @@ an editor re-invents. `reveal_composite` does this in four steps:
    T_prev maps I_{t-1} onto I_t on the whole image. C_t is the change mask of I_{t-1} -> I_t.
 2. **Revealed region R.** Pixels covered by turn k (C_k) that I_t no longer shows the occluder
    in: I_t differs from I_{t-1} there (C_t) and agrees better with I_{k-1} than with I_{t-1}
-   (residuals |I_t - T_src(I_{k-1})| < |I_t - T_prev(I_{t-1})|, both averaged over
-   `compare_size`² pixels so that re-invented texture is compared by its colour), cleaned up
-   like a change mask.
+   (local mean colours over `compare_size`² pixels: |mean(I_t - T_src(I_{k-1}))| <
+   |mean(I_t - T_prev(I_{t-1}))|, so that re-invented texture is compared by its colour), cleaned
+   up like a change mask, its small enclosed holes within C_k ∩ C_t filled (`hole_frac`).
 3. **Geometry check.** A ring around R (from `gap` px out, where an occluder's blurred rim has
    faded, to `gap` + `ring` px), on pixels no turn since k-1 changed (and 2 px away from this
    edit's other changes): if the scene did not move, I_t and T_src(I_{k-1})
@@ -32,23 +32,30 @@ an editor re-invents. `reveal_composite` does this in four steps:
    whole-image search is gone). (Noise alone gives ratios near 1; the editor's blur is symmetric
    and keeps (0, 0) best.) Too few ring pixels (< `min_ring`) also refuses: nothing to check
    against. Before these tests the source is blurred by the sigma that best explains I_t on the
-   ring (an editor that blurs on every call), and the absolute checks follow (`absolute_check`).
+   ring (an editor that blurs on every call), and the absolute checks follow (`absolute_check`),
+   then the block-wise residual motion around R (`local_motion`: a local, non-rigid warp).
 
 Cost (issue 20): the source is warped only on a box around C_k ∩ C_t and on an even grid of
 samples (with their 3×3 neighbours) for the colour fit and the background's noise; C_t and the
 turn's alignment are computed once (reveal_for) and reused by History Append / run_turn; images
 above WORK_PIXELS are analysed at the working resolution and only the paste is made at full size,
 on the pasted pixels' box. scripts/bench_provenance.py --turn measures it.
-4. **Paste.** Inside R the composite is T_src(I_{k-1}) (I_{k-1}'s pixels in I_t's colours);
-   outside, the weight falls linearly to 0 over `feather` px on stable pixels (the seam), and
+4. **Paste.** Inside R the composite is exactly T_src(I_{k-1}) (I_{k-1}'s pixels in I_t's
+   colours, Keys-cubic warped; plus the seam colour correction when it reaches SEAM_MIN); a
+   multi-band blend (respec/blend.py) carries it into I_t across a plateau of `feather` px of
+   quiet pixels outside R (fine detail switches at the plateau's edge, coarse colour over
+   ~`blend_frac` of the side); this edit's other changes and unstable pixels keep I_t's pixels;
    I_t is kept everywhere else. On refusal I_t is returned unchanged with the reason.
 
 The result records which pixels came from where: `source_weight` (1 = I_{k-1}'s pixel, 0 = the
-editor's; in between, a blend at the seam), stored with the turn as the `reveal_source` mask.
+editor's; in between, the coarsest band's share at the seam), stored with the turn as the
+`reveal_source` mask.
 
 Where it fails (by construction): when R is wrong (an occluder whose colour matches the
 background leaves C_k incomplete, so part of the revealed area is not pasted; a "replace" whose
-new object happens to look more like the old background than like the occluder is pasted over),
+new object happens to look more like the old background than like the occluder is pasted over,
+and so is a new object inside the revealed area smaller than `hole_frac` of R whose colours are
+nearer the occluder's than the background's),
 and when the ring cannot see a shift (a textureless ring: then the scene's shift is invisible at
 the seam too, but content inside R may be misplaced).
 """
@@ -64,7 +71,9 @@ from scipy import ndimage
 from .errors import InputError
 from .history import REVEAL_SOURCE, History, StoredImage, TurnMask
 from .images import as_array, image_id_arg, to_uint8
-from .alignment import IDENTITY, Alignment, residual_motion, support, warp, warp_float
+from .alignment import IDENTITY, Alignment, residual_flow, support, warp, warp_float
+from . import provenance as _provenance
+from .blend import levels_for, multiband_blend
 from .provenance import (DEFAULT_PARAMS, FIT_SAMPLES, ChangeResult, _grid, alignment_for, as_float_rgb,
                          change_of, clean_mask, dilate, fit_colour, full_size_result, grey_of, history_size, provenance_of,
                          remember_alignment, remember_change, residual, robust_scale, smooth, work_float,
@@ -78,10 +87,21 @@ MAX_BIAS = 0.25         # ... and offsets within this (0..1 units)
 MIN_RING_NCC = 0.5      # a textured ring must correlate at least this with the warped source
 MAX_RING_RESIDUAL = 0.045  # the ring's median residual (0..1) after the colour fit (a re-render field of the real
                            # removals leaves 0.06-0.07 after three calls; JPEG, blur, gain, zoom, shift <= 0.036)
-MAX_RING_MOTION = 0.5   # the ring blocks' median residual motion after alignment (px)
+MAX_LOCAL_MOTION = 0.5      # px: the median residual motion of the blocks around R after alignment (local_motion)
+MOTION_BLOCK_FRAC = 1 / 32  # local_motion's blocks: this share of the shorter side ...
+MOTION_BLOCK_MIN = 8        # ... at least this many pixels
+MOTION_REACH = 2            # ... within this many blocks of R
+MIN_MOTION_BLOCKS = 3
 RING_TEXTURE = 0.02     # a ring whose grey std in I_t is below this is flat (no NCC test) ...
 FLAT_SOURCE = 0.33      # ... and a source ring with less than this share of I_t's texture is flat
 CUMULATIVE_STABLE = 0.5   # turns k..t together must have kept this share of the scene (product of stable fractions)
+REVEAL_WORK_PIXELS = 2_097_152   # a restoration turn above 2 MP is analysed at 2 MP (C_t, R, the checks; cost:
+                                 # 2048² with a zoom-out every call, 1.40 -> ~0.9 s CPU); the paste stays full size
+SEAM_MIN = 0.03          # a seam colour correction smaller than this (0..1) everywhere is not applied: the
+                         # default sim drift leaves up to 0.021, a clipped 5 % gain per call 0.046-0.062
+BLEND_METHOD = "multiband"   # respec/blend.py: Burt & Adelson's Laplacian-pyramid blend
+BLEND_REACH = 3              # a blend of L levels is computed on a box grown by BLEND_REACH * 2^L px (at 3 the
+                             # change it leaves at the box edge is below 0.5/255: under the output's rounding)
 SHIFT_SAMPLES = 1024    # ring pixels the shift search compares (an even subsample of the ring; grey)
 
 
@@ -99,7 +119,10 @@ class RevealParams:
     allowance: float = 0.05        # extra exceedance rate tolerated in the ring
     shift_frac: float = 0.02       # largest shift searched in the ring (at least 4 px, at most 12)
     shift_ratio: float = 1.5       # a shift must fit this many times better than (0, 0)
-    feather_frac: float = 0.008    # seam width outside R (at least 1 px)
+    feather_frac: float = 0.008    # the blend's plateau of quiet pixels outside R (at least 1 px)
+    hole_frac: float = 0.02        # R's enclosed holes up to this share of R are filled (_fill_small_holes)
+    blend_frac: float = 0.02       # the multi-band blend spreads coarse colour over about this width (at least 4 px)
+    seam_colour: bool = True       # seam_correction: the boundary's colour difference spread over R (when >= SEAM_MIN)
     paste_blur_px: float = 1.5     # the paste too is blurred to I_t's softness when the source needs at least
                                    # this much blur to match I_t (an editor that blurs ~1 px per call: a sharp
                                    # patch in a soft picture); below it the paste is I_{k-1}'s exact pixels
@@ -110,7 +133,8 @@ class RevealParams:
         gap = max(3, round(self.gap_frac * side))
         return {"gap": gap, "ring": gap + max(3, round(self.ring_frac * side)),
                 "max_shift": int(min(12, max(4, round(self.shift_frac * side)))),
-                "feather": max(1, round(self.feather_frac * side))}
+                "feather": max(1, round(self.feather_frac * side)),
+                "blend": max(4, round(self.blend_frac * side))}
 
 
 DEFAULT_REVEAL = RevealParams()
@@ -255,6 +279,29 @@ def _sobel_grid(g: dict) -> np.ndarray:
     return np.hypot(gx, gy)
 
 
+def _rms(d: np.ndarray) -> np.ndarray:
+    """Per-pixel RMS over the channels of an H×W×3 difference (float32 H×W)."""
+    return np.sqrt(np.einsum("...c,...c->...", d, d) / np.float32(d.shape[-1]))
+
+
+def _fill_small_holes(region: np.ndarray, allowed: np.ndarray, frac: float) -> np.ndarray:
+    """`region` with its enclosed holes filled where they lie in `allowed` (C_k ∩ C_t) and are
+    at most `frac` of the region's area each: inside a revealed area, a speck that agrees better
+    with the occluder is a leftover fragment of it or re-invented content that happens to share
+    its colour far more often than a new object (which is larger, and is left alone)."""
+    if not region.any() or frac <= 0:
+        return region
+    holes = ndimage.binary_fill_holes(region) & ~region
+    if not holes.any():
+        return region
+    labels, n = ndimage.label(holes)
+    sizes = np.bincount(labels.ravel(), minlength=n + 1)
+    inside = np.bincount(labels.ravel(), weights=allowed.ravel().astype(np.float64), minlength=n + 1)
+    ok = (sizes <= frac * float(region.sum())) & (inside >= sizes)
+    ok[0] = False
+    return region | ok[labels]
+
+
 def _box(mask: np.ndarray, pad: int) -> tuple[int, int, int, int]:
     """(y0, y1, x0, x1): the bounding box of a non-empty mask grown by pad (clipped)."""
     ys, xs = np.nonzero(mask.any(axis=1))[0], np.nonzero(mask.any(axis=0))[0]
@@ -268,16 +315,6 @@ def _dilate_near(region: np.ndarray, radius: int, pad: int = 0) -> np.ndarray:
     out = np.zeros(region.shape, bool)
     out[y0:y1, x0:x1] = dilate(region[y0:y1, x0:x1], radius)
     return out
-
-
-def _feather(region: np.ndarray, width: int) -> np.ndarray:
-    """1 inside the region, falling linearly to 0 over `width` px outside it (float32). The
-    distance transform runs on the region's bounding box only."""
-    y0, y1, x0, x1 = _box(region, width + 2)
-    weight = np.zeros(region.shape, np.float32)
-    dist = ndimage.distance_transform_edt(~region[y0:y1, x0:x1])
-    weight[y0:y1, x0:x1] = np.clip(1.0 - dist / (width + 1.0), 0.0, 1.0)
-    return weight
 
 
 def absolute_check(src: np.ndarray, cur: np.ndarray, fit, ring: np.ndarray, checks: dict) -> str:
@@ -308,19 +345,41 @@ def absolute_check(src: np.ndarray, cur: np.ndarray, fit, ring: np.ndarray, chec
                     f"{ncc:.2f} < {MIN_RING_NCC})")
     if med > MAX_RING_RESIDUAL:
         return f"the source differs from I_t around the revealed region by {med:.3f} (limit {MAX_RING_RESIDUAL})"
-    # Residual motion, block by block, on the ring's bounding box (blocks mostly on the ring).
-    blk = 16
-    d, tex = residual_motion(gs, gc, blk)
+    return ""
+
+
+def local_motion(src: np.ndarray, cur: np.ndarray, fit, region: np.ndarray, quiet: np.ndarray,
+                 checks: dict) -> str:
+    """The block-wise residual motion around R after alignment (a non-rigid warp moves R and its
+    surroundings while the frame as a whole holds): blocks of ~1/32 of the shorter side (at least
+    8 px) within two blocks of R and mostly on its quiet pixels, each with one Lucas-Kanade step
+    (respec.alignment.residual_flow) of I_t against the colour-fitted (and blur-matched) source.
+    Refuses when the median displacement length exceeds MAX_LOCAL_MOTION. (Blocks on R itself
+    are not used: there I_t is the editor's re-invention, whose softness biases the step by up
+    to a pixel where the geometry held. The median length, not the median vector: a non-rigid
+    field's directions vary around R and cancel.) Returns the reason to refuse ('' = ok); the
+    figures go into `checks`."""
+    shape = region.shape
+    blk = max(MOTION_BLOCK_MIN, round(min(shape) * MOTION_BLOCK_FRAC))
+    near = _dilate_near(region, MOTION_REACH * blk)
+    y0, y1, x0, x1 = _box(near, 0)
+    gs = ndimage.gaussian_filter(fit.apply(src[y0:y1, x0:x1]) @ np.full(3, 1.0 / 3.0, np.float32), 1.0)
+    gc = ndimage.gaussian_filter(grey_of(cur[y0:y1, x0:x1]), 1.0)
+    ux, uy, tex = residual_flow(gs, gc, blk)
     nby, nbx = gs.shape[0] // blk, gs.shape[1] // blk
-    if nby and nbx:
-        on = rm[:nby * blk, :nbx * blk].reshape(nby, blk, nbx, blk).mean(axis=(1, 3)).ravel() > 0.5
-        use = tex & on
-        if use.sum() >= 3:
-            motion = float(np.median(d[use]))
-            checks["ring_motion_px"] = round(motion, 3)
-            if motion > MAX_RING_MOTION:
-                return (f"the scene moved by {motion:.1f} px around the revealed region after alignment "
-                        f"(limit {MAX_RING_MOTION} px)")
+    if not (nby and nbx):
+        return ""
+    on = (quiet & ~region)[y0:y0 + nby * blk, x0:x0 + nbx * blk].astype(np.float32)
+    use = tex & (on.reshape(nby, blk, nbx, blk).mean(axis=(1, 3)).ravel() >= 0.5)
+    checks["local_motion_blocks"] = int(use.sum())
+    if use.sum() < MIN_MOTION_BLOCKS:
+        return ""
+    lengths = np.hypot(ux[use], uy[use])
+    motion = float(np.median(lengths))
+    checks["local_motion_px"] = round(motion, 3)
+    if motion > MAX_LOCAL_MOTION:
+        return (f"the scene moved by {motion:.1f} px around the revealed region after alignment (median of "
+                f"{len(lengths)} blocks; limit {MAX_LOCAL_MOTION} px): a local warp")
     return ""
 
 
@@ -395,7 +454,7 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
     resolution and only the paste is made at I_t's size. See the module docstring."""
     e_arr = as_array(edited.array if isinstance(edited, StoredImage) else edited)
     size = (e_arr.shape[1], e_arr.shape[0])
-    work = working_size(size)
+    work = reveal_working_size(size)
     big = work != size
     shape = (work[1], work[0])
     a_src = source_alignment if source_alignment is not None else IDENTITY
@@ -446,17 +505,23 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
         # Everything below happens within this box around C_k ∩ C_t (R, its ring, the shift
         # search, the seam): the source is warped on it once.
         pad = max(2 * (o + c) + params.compare_size + 2, px["ring"] + px["max_shift"] + 3,
-                  4 * max(2, 2 * px["feather"]) + 2)
+                  4 * max(2, 2 * px["feather"]) + 2,
+                  MOTION_REACH * max(MOTION_BLOCK_MIN, round(min(shape) * MOTION_BLOCK_FRAC)) + 2)
         B = _box(cand, pad)
         src = np.zeros(shape + (3,), np.float32)   # the warped source, filled on B only
         src[B[0]:B[1], B[2]:B[3]] = warp_float(src_arr, a_src_w, box=B)
         by = _box(cand, 2 * (o + c) + params.compare_size + 2)
         sl = (slice(by[0], by[1]), slice(by[2], by[3]))
         raw_occ = c_t.raw_residual[sl] if c_t.raw_residual is not None else residual(prev[sl], cur[sl], fit_prev)
-        d_src = smooth(residual(src[sl], cur[sl], fit_src), params.compare_size)
-        d_occ = smooth(raw_occ, params.compare_size)
-        region[sl] = clean_mask(cand[sl] & (d_src < params.agree_ratio * d_occ), o, c,
-                                DEFAULT_PARAMS.min_area * cand.size / float(cand[sl].size))
+        # "Agrees better with I_{k-1}" compares local mean colours (compare_size² windows): a
+        # re-invented region has the right colours but not the texture, and the mean of |texture
+        # differences| would call it closer to whatever occluder is nearest in colour.
+        cs = (params.compare_size, params.compare_size, 0)      # (the mean of a difference is the difference of the means)
+        d_src = _rms(ndimage.uniform_filter(cur[sl] - fit_src.apply(src[sl]), cs, mode="nearest"))
+        d_occ = _rms(ndimage.uniform_filter(cur[sl] - fit_prev.apply(prev[sl]), cs, mode="nearest"))
+        region[sl] = _fill_small_holes(clean_mask(cand[sl] & (d_src < params.agree_ratio * d_occ), o, c,
+                                                  DEFAULT_PARAMS.min_area * cand.size / float(cand[sl].size)),
+                                       cand[sl], params.hole_frac)
     if not region.any():
         return _refuse(e_arr, "nothing revealed: where turn k covered the scene, I_t still shows "
                               "what I_{t-1} showed (or agrees better with it than with I_{k-1})",
@@ -520,35 +585,56 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
     if shift != (0, 0) and err_zero > params.shift_ratio * err_best:
         return _refuse(e_arr, f"geometry moved: around the revealed region the scene moved by dx={-shift[1]}, "
                               f"dy={-shift[0]} px after alignment", source_id, _full(region, size), checks)
-    why = absolute_check(src, cur, fit_src, ring, checks)
+    why = absolute_check(src, cur, fit_src, ring, checks) or local_motion(src, cur, fit_src, region, quiet, checks)
     if why:
         return _refuse(e_arr, why, source_id, _full(region, size), checks)
 
-    # 4. paste, feathered outwards over stable pixels, colour-corrected at the seam
-    if sharp is not None and sig_b < params.paste_blur_px:
-        src[B[0]:B[1], B[2]:B[3]] = sharp
-    checks["paste_blur_px"] = sig_b if sig_b >= params.paste_blur_px else 0.0
-    weight = _feather(region, px["feather"])
-    weight[~region & ~quiet_now] = 0.0
-    weight[region] = 1.0
-    py0, py1, px0, px1 = _box(region, 4 * max(2, 2 * px["feather"]) + 1)    # seam_correction's box around R
-    pasted_w = np.zeros_like(cur)
-    pasted_w[py0:py1, px0:px1] = np.clip(fit_src.apply(src[py0:py1, px0:px1]), 0.0, 1.0)
-    seam = seam_correction(pasted_w, cur, region, quiet_now, px["feather"], checks)
+    # 4. paste: I_{k-1}'s pixels (sharp, Keys-cubic warped; blurred only when I_t is much softer),
+    # colour-fitted, seam-corrected, multi-band blended into I_t across quiet pixels just outside R
+    blurred = sig_b >= params.paste_blur_px
+    checks["paste_blur_px"] = sig_b if blurred else 0.0
+    levels = levels_for(px["blend"], shape)
+    core = region | (_dilate_near(region, px["feather"]) & quiet_now)
+    keep_t = ~core & ~quiet_now      # I_t's own pixels the paste must not reach (other changes, unstable)
+    seam = None
+    if params.seam_colour:
+        py0, py1, px0, px1 = _box(region, 4 * max(2, 2 * px["feather"]) + 1)    # seam_correction's box around R
+        pasted_w = np.zeros_like(cur)
+        pasted_w[py0:py1, px0:px1] = np.clip(fit_src.apply(src[py0:py1, px0:px1] if blurred or sharp is None
+                                                           else sharp[py0 - B[0]:py1 - B[0], px0 - B[2]:px1 - B[2]]),
+                                             0.0, 1.0)
+        seam = seam_correction(pasted_w, cur, region, quiet_now, px["feather"], checks)
+        if seam is not None and checks.get("seam_correction_max", 0.0) < SEAM_MIN:
+            seam = None     # within the drift's own noise: R keeps I_{k-1}'s colour-fitted pixels exactly
     if big:
-        region_f, weight_f, out = _paste_full(e_arr, source, a_src, region, weight, fit_src, seam, size)
+        f = size[0] / float(work[0])
+        region_f, weight_f, out, levels = _paste_full(e_arr, source, a_src, region, core, keep_t, fit_src, seam, size,
+                                                      sig_b * f if blurred else 0.0, params)
     else:
+        P = _box(core, blend_reach(levels))
+        if blurred:     # (the blend's box reaches beyond B, where the source was warped for the checks)
+            top = ndimage.gaussian_filter(warp_float(src_arr, a_src_w, box=P), (sig_b, sig_b, 0), mode="nearest")
+        else:
+            top = warp_float(src_arr, a_src_w, box=P, order=3)
+        top = fit_src.apply(top)
         if seam is not None:
-            corr, (sy0, sy1, sx0, sx1) = seam
-            pasted_w[sy0:sy1, sx0:sx1] = np.clip(pasted_w[sy0:sy1, sx0:sx1] + corr, 0.0, 1.0)
-        region_f, weight_f = region, weight
-        bx = _box(weight > 0, 0)
-        sl = (slice(bx[0], bx[1]), slice(bx[2], bx[3]))
-        out = _blend(e_arr, cur[sl], pasted_w[sl], weight[sl], bx)
+            _add_box(top, seam, P)
+        region_f = region
+        out, weight_f = _paste(e_arr, cur[P[0]:P[1], P[2]:P[3]], top, region[P[0]:P[1], P[2]:P[3]],
+                               core[P[0]:P[1], P[2]:P[3]], keep_t[P[0]:P[1], P[2]:P[3]], levels, P)
+    checks["blend"] = {"method": BLEND_METHOD, "levels": int(levels), "plateau_px": px["feather"],
+                       "seam_colour": seam is not None}
     out.flags.writeable = False
     return RevealResult(out, True, f"pasted I_{source_id if source_id is not None else 'k-1'} into "
                                    f"{region.mean():.1%} of the image; the geometry held",
                         source_id, region_f, weight_f, checks)
+
+
+def reveal_working_size(size: tuple[int, int]) -> tuple[int, int]:
+    """(w, h) a restoration turn of `size` is analysed at (its C_t, R and every check): at most
+    REVEAL_WORK_PIXELS (and at most the change masks' working resolution); the paste is made at
+    full size on its box."""
+    return working_size(size, min(REVEAL_WORK_PIXELS, _provenance.WORK_PIXELS))
 
 
 def _full(mask: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -558,18 +644,52 @@ def _full(mask: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     return np.asarray(Image.fromarray(mask).resize(tuple(size), Image.NEAREST), bool)
 
 
-def _blend(e_arr: np.ndarray, cur: np.ndarray, pasted: np.ndarray, weight: np.ndarray,
-           box: tuple[int, int, int, int] | None = None) -> np.ndarray:
-    """I_t with `pasted` blended in by `weight` (on `box` of I_t when given, else everywhere)."""
+def blend_reach(levels: int) -> int:
+    """How far (px) a multi-band blend of `levels` levels reaches beyond its weight's edge: the
+    box it is computed on is grown by this (beyond it the base is kept: measured, the blend
+    changes the base by less than 0.25/255 at that distance, and a box that size differs from the
+    whole image's blend by less than 0.5/255, under the output's rounding)."""
+    return BLEND_REACH * 2 ** int(levels) + 2
+
+
+def _add_box(top: np.ndarray, seam, box: tuple[int, int, int, int]) -> None:
+    """Add seam_correction's correction (its own box, same pixel grid) to `top` (the crop `box`)."""
+    corr, (sy0, sy1, sx0, sx1) = seam
+    y0, y1, x0, x1 = box
+    ay0, ay1, ax0, ax1 = max(y0, sy0), min(y1, sy1), max(x0, sx0), min(x1, sx1)
+    if ay0 < ay1 and ax0 < ax1:
+        top[ay0 - y0:ay1 - y0, ax0 - x0:ax1 - x0] += corr[ay0 - sy0:ay1 - sy0, ax0 - sx0:ax1 - sx0]
+
+
+def _paste(e_arr: np.ndarray, cur: np.ndarray, top: np.ndarray, region: np.ndarray, core: np.ndarray,
+           keep_t: np.ndarray, levels: int, box: tuple[int, int, int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """The paste on the crop `box` of I_t (every array is that crop): inside R the base is the
+    paste itself, so the blend only spreads what differs on the quiet pixels outside R (a drift
+    the colour fit left) and imports nothing of the editor's re-invented pixels into R; the
+    multi-band blend switches fine detail at the core's edge (R plus a plateau of quiet pixels)
+    and coarse colour over ~2^levels px; I_t's pixels the paste must not reach (`keep_t`) are
+    kept exactly. (I_t with the paste as uint8, the weight of the pasted pixels at I_t's size:
+    1 on the core, then the coarsest band's share, 0 on keep_t.)"""
+    top = np.clip(top, 0.0, 1.0)
+    base = cur.copy()
+    base[region] = top[region]
+    rgb = multiband_blend(base, top, core.astype(np.float32), levels)
+    rgb[region] = top[region]      # R is I_{k-1}'s (colour-fitted) pixels exactly: the coarse bands' pull is outside
+    rgb[keep_t] = cur[keep_t]
     out = e_arr.copy()
-    y0, y1, x0, x1 = box or (0, e_arr.shape[0], 0, e_arr.shape[1])
-    rgb = cur * (1.0 - weight[..., None]) + pasted * weight[..., None]
+    y0, y1, x0, x1 = box
     out_rgb = np.clip(np.round(rgb * 255.0), 0, 255).astype(np.uint8)
     if out.shape[2] >= 3:
         out[y0:y1, x0:x1, :3] = out_rgb
     else:   # a grey I_t stays grey
         out[y0:y1, x0:x1, 0] = np.round(out_rgb.mean(axis=2)).astype(np.uint8)
-    return out
+    wb, q = _gauss_small(core.astype(np.float32), 2.0 ** max(0, levels - 1))
+    wb = _up(wb, core.shape)
+    wb[core] = 1.0
+    wb[keep_t] = 0.0
+    weight = np.zeros(e_arr.shape[:2], np.float32)
+    weight[y0:y1, x0:x1] = np.where(wb > 1e-3, wb, 0.0)
+    return out, weight
 
 
 def _up_box(x: np.ndarray, full: tuple[int, int], box: tuple[int, int, int, int], resample=Image.BILINEAR) -> np.ndarray:
@@ -582,41 +702,47 @@ def _up_box(x: np.ndarray, full: tuple[int, int], box: tuple[int, int, int, int]
     return np.array(im.resize((x1 - x0, y1 - y0), resample, box=(x0 * fx, y0 * fy, x1 * fx, y1 * fy)))
 
 
-def _paste_full(e_arr: np.ndarray, source: Any, a_src: Alignment, region: np.ndarray, weight: np.ndarray, fit,
-                seam, size: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The paste at I_t's full size from an analysis at the working size: R (nearest), the seam
-    weight and the seam correction (bilinear) upsampled on the pasted pixels' bounding box only,
-    and only that box of the source read, warped and blended at full resolution.
-    (R, weight, output image), the first two at I_t's size."""
+def _paste_full(e_arr: np.ndarray, source: Any, a_src: Alignment, region: np.ndarray, core: np.ndarray,
+                keep_t: np.ndarray, fit, seam, size: tuple[int, int], blur_px: float,
+                params: RevealParams) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """The paste at I_t's full size from an analysis at the working size: R, the core and the
+    pixels to keep (nearest) and the seam correction (bilinear) upsampled on the pasted box only,
+    and only that box of the source read, warped (Keys cubic), blurred by `blur_px` when the
+    analysis chose a soft paste, and blended at full resolution (levels for the full size).
+    (R, weight, output image, levels), the first two at I_t's size."""
     w, h = size
-    wy0, wy1, wx0, wx1 = _box(weight > 0, 1)
-    fy, fx = h / float(weight.shape[0]), w / float(weight.shape[1])
-    y0, y1 = max(0, int(np.floor(wy0 * fy))), min(h, int(np.ceil(wy1 * fy)))
-    x0, x1 = max(0, int(np.floor(wx0 * fx))), min(w, int(np.ceil(wx1 * fx)))
+    levels = levels_for(params.pixels((h, w))["blend"], (h, w))
+    fy, fx = h / float(core.shape[0]), w / float(core.shape[1])
+    reach = blend_reach(levels)
+    wy0, wy1, wx0, wx1 = _box(core, 1)
+    y0, y1 = max(0, int(np.floor(wy0 * fy)) - reach), min(h, int(np.ceil(wy1 * fy)) + reach)
+    x0, x1 = max(0, int(np.floor(wx0 * fx)) - reach), min(w, int(np.ceil(wx1 * fx)) + reach)
     box = (y0, y1, x0, x1)
     reg = _up_box(region.astype(np.uint8) * 255, (h, w), box, Image.NEAREST) >= 128
-    wb = _up_box(weight.astype(np.float32), (h, w), box).astype(np.float32)
-    wb[reg] = 1.0
+    cor = _up_box(core.astype(np.uint8) * 255, (h, w), box, Image.NEAREST) >= 128
+    keep = _up_box(keep_t.astype(np.uint8) * 255, (h, w), box, Image.NEAREST) >= 128
     src_arr = as_array(source.array if isinstance(source, StoredImage) else source)
     if (src_arr.shape[1], src_arr.shape[0]) != tuple(size):
         src_arr = np.asarray(as_float_rgb(src_arr, size))
-    pasted = fit.apply(warp_float(src_arr[:, :, :3] if src_arr.ndim == 3 else src_arr, a_src, box=box))
+    top = warp_float(src_arr[:, :, :3] if src_arr.ndim == 3 else src_arr, a_src, box=box, order=3)
+    if top.ndim == 2:
+        top = np.repeat(top[:, :, None], 3, axis=2)
+    if blur_px > 0:
+        top = ndimage.gaussian_filter(top, (blur_px, blur_px, 0), mode="nearest")
+    top = fit.apply(top)
     if seam is not None:
         corr, (sy0, sy1, sx0, sx1) = seam
-        plane = np.zeros(weight.shape, np.float32)
+        plane = np.zeros(core.shape, np.float32)
         up = []
         for c in range(3):
             plane[sy0:sy1, sx0:sx1] = corr[..., c]
             up.append(_up_box(plane, (h, w), box))
-        pasted = pasted + np.stack(up, axis=2)
-    pasted = np.clip(pasted, 0.0, 1.0)
+        top = top + np.stack(up, axis=2)
     cur = as_float_rgb(e_arr[y0:y1, x0:x1])
-    out = _blend(e_arr, cur, pasted, wb, box)
+    out, weight_f = _paste(e_arr, cur, top, reg, cor, keep, levels, box)
     region_f = np.zeros((h, w), bool)
     region_f[y0:y1, x0:x1] = reg
-    weight_f = np.zeros((h, w), np.float32)
-    weight_f[y0:y1, x0:x1] = wb
-    return region_f, weight_f, out
+    return region_f, weight_f, out, levels
 
 
 def reveal_for(history: History, edited: Any, covering_turn: int,
@@ -654,7 +780,7 @@ def reveal_for(history: History, edited: Any, covering_turn: int,
     change = None
     if same:
         # C_t once: I_{t-1} warped into I_t's frame at the analysis size, kept for the append.
-        work = working_size(size)
+        work = reveal_working_size(size)
         f = work[0] / float(w)
         al_w = al_t if work == tuple(size) else Alignment(al_t.dx * f, al_t.dy * f, al_t.scale, al_t.residual_px * f,
                                                           al_t.method, al_t.inliers, work)

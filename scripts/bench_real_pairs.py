@@ -1,6 +1,7 @@
 """Change masks, the provenance selector and Reveal Composite on real editor outputs.
 
-    python scripts/bench_real_pairs.py --pairs ../shared/realdata/pairs [--quick]
+    python scripts/bench_real_pairs.py --pairs ../shared/realdata/pairs [--quick] [--parts single,mcedit,chains]
+        [--paste-blur-px 0.5]
 
 Reads the folder it is given (never copies from it): OmniEraser removals (mask IoU against their
 masks), Step1X-Edit pairs (mask share, stability), MC-Edit multi-turn sequences (per turn: mask
@@ -19,17 +20,19 @@ import argparse
 import io
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageFilter
+from scipy import ndimage
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from respec.alignment import Alignment, warp  # noqa: E402
 from respec.controller.provenance import provenance_plan  # noqa: E402
 from respec.history import CHANGE, History  # noqa: E402
-from respec.provenance import change_for, change_mask, erode  # noqa: E402
-from respec.reveal import reveal_for  # noqa: E402
+from respec.provenance import change_for, change_mask, dilate, erode  # noqa: E402
+from respec.reveal import DEFAULT_REVEAL, RevealParams, reveal_for  # noqa: E402
 
 
 def load(p: Path, size=None) -> np.ndarray:
@@ -56,14 +59,36 @@ def append(h: History, img: np.ndarray, text: str) -> History:
 
 # --------------------------------------------------------------------------- controlled chains
 
+def resample(img: np.ndarray, a: Alignment) -> np.ndarray:
+    """`img` moved by the similarity `a` (respec.alignment's model) with a cubic spline (scipy,
+    order 3, prefiltered; the border repeats): what a re-rendering editor that zooms or shifts
+    returns. Not bilinear: three bilinear resamplings at fractional offsets low-pass the picture
+    like a Gaussian of 0.5-0.75 px (measured: the single warp that best matches such a chain's
+    truth is bilinear plus that blur, the same as the blur 0.5 px/call chain's), which made the
+    zoom and shift chains blur chains too; blur has its own rows."""
+    h, w = img.shape[:2]
+    cy, cx = (h - 1) / 2.0, (w - 1) / 2.0
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float64)
+    sy, sx = (yy - cy - a.dy) / a.scale + cy, (xx - cx - a.dx) / a.scale + cx
+    return np.stack([ndimage.map_coordinates(img[:, :, c].astype(np.float64), [sy, sx], order=3, mode="nearest")
+                     for c in range(img.shape[2])], axis=2)
+
+
+def step_of(kind: str, level: float) -> Alignment:
+    """The frame's motion of one editor call of this defect (the identity for photometric ones)."""
+    if kind == "zoom":
+        return Alignment(0.0, 0.0, 1.0 - level / 100.0)
+    if kind == "shift":
+        return Alignment(level, level * 0.5, 1.0)
+    return Alignment()
+
+
 def degrade(img: np.ndarray, kind: str, level: float, seed: int, residual: np.ndarray | None) -> np.ndarray:
     """One editor call's defect on a uint8 image."""
     f = img.astype(np.float32)
     h, w = img.shape[:2]
-    if kind == "zoom":
-        f = warp(f, Alignment(0.0, 0.0, 1.0 - level / 100.0))
-    elif kind == "shift":
-        f = warp(f, Alignment(level, level * 0.5, 1.0))
+    if kind in ("zoom", "shift"):
+        f = resample(f, step_of(kind, level))
     elif kind == "gain":
         f = f * np.array([1 + level / 100, 1 - level / 200, 1 + level / 300])
     elif kind == "blur":
@@ -77,7 +102,8 @@ def degrade(img: np.ndarray, kind: str, level: float, seed: int, residual: np.nd
     return np.clip(np.round(f), 0, 255).astype(np.uint8)
 
 
-def chain(photo: np.ndarray, kind: str, level: float, residual, remover: str = "blur") -> dict:
+def chain(photo: np.ndarray, kind: str, level: float, residual, remover: str = "blur",
+          params: RevealParams = DEFAULT_REVEAL) -> dict:
     """I_0 = photo; turn 1 adds an occluder (a textured patch); turn 2 a small unrelated object;
     turn 3 removes the occluder and the editor re-invents the region: remover "blur" paints the
     true content without its detail (a Gaussian of 4 px: the colours right, the texture not, as an
@@ -108,12 +134,9 @@ def chain(photo: np.ndarray, kind: str, level: float, residual, remover: str = "
     truth = degrade(truth, kind, level, 3, residual)
     a_total = Alignment(0, 0, 1)
     for _ in range(3):
-        if kind == "zoom":
-            a_total = a_total.compose(Alignment(0, 0, 1 - level / 100))
-        elif kind == "shift":
-            a_total = a_total.compose(Alignment(level, level * 0.5, 1))
-    region = warp(np.pad(np.ones((box[2] - box[0], box[3] - box[1]), bool),
-                         ((box[0], h_ - box[2]), (box[1], w_ - box[3]))), a_total, order=0)
+        a_total = a_total.compose(step_of(kind, level))
+    board = np.pad(np.ones((box[2] - box[0], box[3] - box[1]), bool), ((box[0], h_ - box[2]), (box[1], w_ - box[3])))
+    region = warp(board, a_total, order=0)
     ring = np.zeros_like(region)
     ys, xs = np.nonzero(region)
     ring[max(0, ys.min() - 6):ys.max() + 7, max(0, xs.min() - 6):xs.max() + 7] = True
@@ -124,12 +147,18 @@ def chain(photo: np.ndarray, kind: str, level: float, residual, remover: str = "
     else:
         soft = np.asarray(Image.fromarray(truth).filter(ImageFilter.GaussianBlur(4)))
         edited[region] = soft[region]
-    res = reveal_for(hist, edited, covering_turn=1)
+    res = reveal_for(hist, edited, 1, params)
     m = erode(region, 4)       # the true revealed region, seams left out
     nothing = psnr(edited, truth, m)
     got = psnr(res.image, truth, m)
+    # the seam: 6 px either side of the true region's edge (where the blend works)
+    band = dilate(region, 6) & ~erode(region, 6)
+    seam = psnr(res.image, truth, band) - psnr(edited, truth, band)
     al = res.checks.get("turn_alignment", {})
+    # turn 1's change mask against the board where I_1 shows it (one call's motion)
+    iou_1 = iou(hist.turns[1].masks[CHANGE].mask, warp(board, step_of(kind, level), order=0))
     return {"applied": res.applied, "gain_db": got - nothing if res.applied else 0.0, "reason": res.reason,
+            "seam_db": seam if res.applied else 0.0, "iou_turn1": iou_1,
             "turn_scale": al.get("scale"), "turn_dx": al.get("dx"),
             "recorded": all("alignment" in t.meta for t in hist.turns[1:])}
 
@@ -150,10 +179,24 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pairs", required=True, type=Path, help="the realdata/pairs folder (read only)")
     ap.add_argument("--quick", action="store_true", help="fewer chain levels")
+    ap.add_argument("--paste-blur-px", type=float, default=None,
+                    help="RevealParams.paste_blur_px for the chains (default: the pack's; 0.5: paste at I_t's softness)")
+    ap.add_argument("--parts", default="single,mcedit,chains",
+                    help="which tables, comma-separated: single, mcedit, chains (default: all three)")
     args = ap.parse_args()
     pairs = args.pairs
     index = json.loads((pairs / "index.json").read_text())
 
+    parts = {p.strip() for p in args.parts.split(",")}
+    if "single" in parts:
+        single_pairs(pairs, index)
+    if "mcedit" in parts:
+        mc_edit(pairs, index)
+    if "chains" in parts:
+        chains(pairs, index, args)
+
+
+def single_pairs(pairs: Path, index: dict) -> None:
     print("## Single pairs: change mask (aligned) and stability\n")
     print("| pair | kind | mask share | IoU vs given mask | threshold /255 | stable_fraction | rerendered | alignment dx, dy, scale |")
     print("|---|---|---|---|---|---|---|---|")
@@ -172,6 +215,9 @@ def main() -> None:
         print(f"| {it['id']} | {it['kind']} | {r.fraction:.3f} | {iou_s} | {r.threshold * 255:.1f} | "
               f"{info['stable_fraction']:.2f} | {info['rerendered']} | {al['dx']:.2f}, {al['dy']:.2f}, {al['scale']:.4f} |")
 
+
+
+def mc_edit(pairs: Path, index: dict) -> None:
     print("\n## MC-Edit sequences: per turn, and a 'remove the hat' revelation turn\n")
     print("| scene | method | mask share t1..t4 | stable_fraction t1..t4 | rerendered | reveal at t5 | selector confidence | selector fallbacks |")
     print("|---|---|---|---|---|---|---|---|")
@@ -207,16 +253,24 @@ def main() -> None:
                   f"{'APPLIED' if res.applied else 'refused'} | {plan.meta.get('provenance_confidence')} | "
                   f"{', '.join(plan.fallbacks) or '–'} |")
 
+
+
+def chains(pairs: Path, index: dict, args) -> None:
     print("\n## Controlled chains on real photos (3 calls each; reveal at the last)\n")
     photos = [it for it in index["items"] if it["source"] == "step1x_edit"][:2 if args.quick else 3]
     levels = {"zoom": [0.25, 0.5, 1.0, 1.5, 2.0, 3.0], "shift": [0.0, 0.5, 1.25, 3.0, 8.0],
               "jpeg": [90, 60], "gain": [1, 5], "blur": [0.5, 1.0], "residual": [1.0]}
     if args.quick:
         levels = {"zoom": [0.5, 2.0], "shift": [0.5, 3.0], "jpeg": [60], "residual": [1.0]}
+    params = replace(DEFAULT_REVEAL, paste_blur_px=args.paste_blur_px) if args.paste_blur_px is not None \
+        else DEFAULT_REVEAL
     print("Gain: PSNR in the true revealed region (eroded 4 px) of the output against I_0's content carried "
-          "through the defects, minus that of the editor's own output. BAD: applied with less than +3 dB.\n")
-    print("| photo | defect | level/call | reveal | gain dB (true region) | turn scale, dx | alignment recorded | reason |")
-    print("|---|---|---|---|---|---|---|---|")
+          "through the defects, minus that of the editor's own output; seam: the same within 6 px of the "
+          "region's edge. BAD: applied with less than +3 dB. IoU t1: turn 1's change mask against the board "
+          f"where I_1 shows it. Reveal: paste_blur_px = {params.paste_blur_px}.\n")
+    print("| photo | defect | level/call | reveal | gain dB (true region) | seam dB | IoU t1 | turn scale, dx | "
+          "alignment recorded | reason |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     summary: dict = {}
     for it in photos:
         p = load(pairs / it["input"]["path"])
@@ -226,23 +280,31 @@ def main() -> None:
         resid = omni_residual(pairs, im.size)
         for kind, lv in levels.items():
             for level in lv:
-                r = chain(photo, kind, level, resid)
+                r = chain(photo, kind, level, resid, params=params)
                 bad = r["applied"] and r["gain_db"] < 3.0
-                sm = summary.setdefault(kind, {"n": 0, "applied": 0, "bad": 0, "gains": []})
+                sm = summary.setdefault(kind, {"n": 0, "applied": 0, "bad": 0, "gains": [], "seams": [], "ious": []})
                 sm["n"] += 1
                 sm["applied"] += int(r["applied"])
                 sm["bad"] += int(bad)
+                sm["ious"].append(r["iou_turn1"])
                 if r["applied"]:
                     sm["gains"].append(r["gain_db"])
+                    sm["seams"].append(r["seam_db"])
                 print(f"| {it['id']} | {kind} | {level} | {'BAD ' if bad else ''}{'applied' if r['applied'] else 'refused'} | "
-                      f"{r['gain_db']:+.1f} | {r['turn_scale']}, {r['turn_dx']} | {r['recorded']} | {r['reason'][:70]} |")
+                      f"{r['gain_db']:+.1f} | {r['seam_db']:+.1f} | {r['iou_turn1']:.3f} | {r['turn_scale']}, "
+                      f"{r['turn_dx']} | {r['recorded']} | {r['reason'][:70]} |")
             sys.stdout.flush()
-    print("\n| defect | chains | applied | bad pastes (< +3 dB) | gain when applied: min / median dB |")
-    print("|---|---|---|---|---|")
+    print("\n| defect | chains | applied | bad pastes (< +3 dB) | gain when applied: min / median dB | "
+          "seam gain: min / median dB | turn-1 mask IoU: min / median |")
+    print("|---|---|---|---|---|---|---|")
+
+    def mm(v, fmt):
+        v = sorted(v)
+        return f"{format(v[0], fmt)} / {format(v[len(v) // 2], fmt)}" if v else "–"
+
     for kind, sm in summary.items():
-        g = sorted(sm["gains"])
-        gs = f"{g[0]:+.1f} / {g[len(g) // 2]:+.1f}" if g else "–"
-        print(f"| {kind} | {sm['n']} | {sm['applied']} | {sm['bad']} | {gs} |")
+        print(f"| {kind} | {sm['n']} | {sm['applied']} | {sm['bad']} | {mm(sm['gains'], '+.1f')} | "
+              f"{mm(sm['seams'], '+.1f')} | {mm(sm['ious'], '.3f')} |")
 
 
 if __name__ == "__main__":

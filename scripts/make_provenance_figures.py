@@ -62,9 +62,9 @@ def chain_figure(pairs: Path, out: Path) -> None:
     captured = {}
     real = brp.reveal_for
 
-    def spy(h, edited, covering_turn):
+    def spy(h, edited, covering_turn, params=brp.DEFAULT_REVEAL):
         captured["h"], captured["edited"] = h, edited
-        return real(h, edited, covering_turn=covering_turn)
+        return real(h, edited, covering_turn, params)
     brp.reveal_for = spy
     r = brp.chain(photo, "zoom", 1.0, None)
     brp.reveal_for = real

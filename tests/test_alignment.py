@@ -108,3 +108,24 @@ def test_a_large_image_is_analysed_at_the_working_resolution(monkeypatch):
     res = change_mask(u8(scene), u8(cur))
     assert res.mask.shape == SHAPE and res.working_size == (128, 96)
     assert iou(res.mask, rect_mask(SHAPE, BOX)) > 0.85
+
+
+def test_a_cubic_warp_for_pastes_is_sharper_than_bilinear_and_exact_at_the_identity():
+    from scipy import ndimage
+    from respec.alignment import warp_float
+    img = u8(_scene())
+    a = Alignment(1.5, -0.5, 0.99)       # half-pixel offsets: where bilinear low-passes most
+    h, w = img.shape[:2]
+    cy, cx = (h - 1) / 2.0, (w - 1) / 2.0
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float64)
+    sy, sx = (yy - cy - a.dy) / a.scale + cy, (xx - cx - a.dx) / a.scale + cx
+    ref = np.stack([ndimage.map_coordinates(img[:, :, c] / 255.0, [sy, sx], order=5, mode="nearest")
+                    for c in range(3)], axis=2)                     # a high-order spline as the truth
+    inner = (slice(8, -8), slice(8, -8))
+    err_cubic = np.abs(warp_float(img, a, order=3) - ref)[inner].mean()
+    err_linear = np.abs(warp_float(img, a) - ref)[inner].mean()
+    assert err_cubic < 0.5 * err_linear
+    box = (10, 40, 20, 70)
+    assert np.array_equal(warp_float(img, a, box=box, order=3), warp_float(img, a, order=3)[10:40, 20:70])
+    same = warp_float(img, Alignment(), order=3)          # the identity: the pixels themselves, no kernel
+    assert np.array_equal(same, warp_float(img, Alignment())) and np.abs(same - img / 255.0).max() < 1e-6

@@ -265,3 +265,48 @@ def test_the_same_history_without_the_re_render_is_trusted():
     plan = provenance_plan(h, "Remove the suitcase.", True)
     assert plan.meta["provenance_confidence"] > 0.8
     assert PROVENANCE_LOW_CONFIDENCE not in plan.fallbacks and plan.restoration_source_id == 1
+
+
+FIGURE = (20, 50, 80, 80)      # a textured figure on a flat white backdrop
+CUP = (40, 80, 52, 92)         # added at turn 1, against the figure's right side
+
+
+def _figure_history(redraw: bool) -> History:
+    """I_0: a textured figure on white; turn 1 adds a cup beside it (redraw: and redraws the figure
+    3 px to the right with new texture, as a diffusion editor redraws a subject inside its own
+    change mask); turn 2 adds a lamp on the left."""
+    white = np.full(SHAPE + (3,), 0.95)
+    i0 = white.copy()
+    y0, x0, y1, x1 = FIGURE
+    i0[y0:y1, x0:x1] = background(5, SHAPE)[y0:y1, x0:x1]
+    if redraw:
+        i1 = white.copy()
+        i1[y0:y1, x0 + 3:x1 + 3] = background(6, SHAPE)[y0:y1, x0 + 3:x1 + 3]
+    else:
+        i1 = i0.copy()
+    i1 = draw_rect(i1, CUP, (0.5, 0.3, 0.1))
+    i2 = draw_rect(i1, LAMP, (0.9, 0.2, 0.2))
+    h = History.start(u8(i0))
+    for img, text in ((i1, "Add a coffee cup in her hand."), (i2, ADD_LAMP)):
+        arr = u8(drift(img, noise=0.004, seed=len(h.turns)))
+        h = h.append(arr, text, masks={CHANGE: change_for(h, arr)})
+    return h
+
+
+def test_a_figure_redrawn_inside_its_own_change_mask_on_a_flat_backdrop_gets_low_confidence():
+    h = _figure_history(redraw=True)
+    assert not h.turns[1].masks[CHANGE].info["rerendered"]     # the white backdrop "held" whatever happened
+    plan = provenance_plan(h, "Remove the cup.", True)
+    assert plan.meta["provenance"]["turn"] == 1
+    assert plan.meta["provenance_confidence"] < 0.5
+    assert PROVENANCE_LOW_CONFIDENCE in plan.fallbacks
+    held, textured, around = plan.meta["provenance_evidence"]["1"][2:5]
+    assert textured <= 2 < around     # C_1 covers the whole figure: around it, only flat white
+
+
+def test_the_same_cup_added_beside_a_figure_that_held_is_trusted():
+    h = _figure_history(redraw=False)
+    plan = provenance_plan(h, "Remove the cup.", True)
+    assert plan.meta["provenance"]["turn"] == 1
+    assert plan.meta["provenance_confidence"] >= 0.5
+    assert PROVENANCE_LOW_CONFIDENCE not in plan.fallbacks and plan.restoration_source_id == 0

@@ -8,7 +8,7 @@ from PIL import Image
 
 from respec.errors import InputError
 from respec.history import CHANGE, History, TurnMask
-from respec.provenance import (ChangeParams, change_for, change_mask, fit_colour, provenance_of,
+from respec.provenance import (ChangeParams, change_for, change_mask, dilate, fit_colour, provenance_of,
                                robust_scale)
 from respec.store import SessionStore
 from synthetic_scenes import background, draw_rect, drift, iou, rect_mask, u8
@@ -40,6 +40,33 @@ def test_the_change_mask_is_the_drawn_rectangle_under_drift_and_noise():
     assert res.mask.shape == (96, 128)
     assert iou(res.mask, rect_mask(res.mask.shape, BOX)) > 0.95
     assert res.info()["method"] and res.info()["fraction"] == pytest.approx(res.mask.mean(), abs=1e-6)
+
+
+def _line_art(seed: int = 4, shape=(96, 128)) -> np.ndarray:
+    """A scene with sharp edges everywhere (thin dark strokes on a textured ground), where an
+    editor's blur changes many pixels by more than the noise."""
+    img = background(seed, shape)
+    rng = np.random.default_rng(seed)
+    for _ in range(40):
+        y, x = rng.integers(0, shape[0] - 2), rng.integers(0, shape[1] - 12)
+        img[y:y + 1, x:x + 12] = 0.05
+        y, x = rng.integers(0, shape[0] - 12), rng.integers(0, shape[1] - 2)
+        img[y:y + 12, x:x + 1] = 0.05
+    return img
+
+
+def test_an_editors_blur_is_matched_before_comparing_so_only_the_edit_is_marked():
+    from scipy import ndimage
+    scene = _line_art()
+    edited = drift(ndimage.gaussian_filter(draw_rect(scene, BOX, (0.9, 0.1, 0.1)), (1.0, 1.0, 0)), noise=0.004)
+    res = change_mask(u8(scene), u8(edited))
+    assert res.info()["editor_blur_px"] in (0.75, 1.0)
+    box = rect_mask(res.mask.shape, BOX)
+    # the box and its blurred rim (a pixel around it), nothing of the strokes' blurred edges elsewhere
+    assert iou(res.mask, dilate(box, 1)) > 0.9 and not (res.mask & ~dilate(box, 2)).any()
+    # an editor that keeps the sharpness is compared as it is
+    assert "editor_blur_px" not in change_mask(u8(scene), u8(drift(draw_rect(scene, BOX, (0.9, 0.1, 0.1)),
+                                                                    noise=0.004))).info()
 
 
 def test_a_drift_alone_is_no_change():

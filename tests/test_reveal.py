@@ -174,3 +174,122 @@ def test_an_empty_covered_mask_is_refused_with_the_reason():
     h, i3, _ = _history(_removed_and_reinvented)
     res = reveal_composite(h.image(0), h.current.image, i3, np.zeros(SHAPE, bool), source_id=0)
     assert not res.applied and "empty" in res.reason
+
+
+# ----------------------------------------------------------------------------- issue 20: blend, R, motion
+
+def _fitted_source(res, src: np.ndarray) -> np.ndarray:
+    """I_{k-1} in I_t's colours as the reveal's recorded colour fit maps it (uint8)."""
+    cf = res.checks["colour_fit"]
+    return u8(src / 255.0 * np.asarray(cf["gain"]) + np.asarray(cf["bias"]))
+
+
+def test_the_multiband_paste_keeps_the_hidden_pixels_exactly_in_R_and_the_edit_beyond_the_blend():
+    h, i3, _ = _history(_removed_and_reinvented)
+    res = reveal_for(h, i3, covering_turn=1)
+    assert res.applied, res.reason
+    blend = res.checks["blend"]
+    assert blend["method"] == "multiband" and blend["levels"] >= 1
+    assert blend["seam_colour"] is False          # a global drift: the colour fit explains the seam
+    # R is I_0's pixels through the colour fit, exactly (the recorded fit is rounded to 5 decimals)
+    want = _fitted_source(res, h.image(0).array.astype(np.float64))
+    assert np.abs(res.image[res.region].astype(int) - want[res.region]).max() <= 1
+    # beyond the blend's reach I_3 is untouched; within it, pixels change only a little
+    from respec.reveal import blend_reach
+    from scipy import ndimage
+    dist = ndimage.distance_transform_edt(~res.region)
+    reach = blend["plateau_px"] + blend_reach(blend["levels"])
+    assert np.array_equal(res.image[dist > reach], i3[dist > reach])
+    ring = (dist > blend["plateau_px"]) & (dist <= reach)
+    assert np.abs(res.image[ring].astype(int) - i3[ring]).max() <= 12
+
+
+def test_this_edits_other_changes_next_to_R_keep_the_editors_pixels():
+    beside = (OCC[0] + 10, OCC[3], OCC[0] + 30, OCC[3] + 12)     # a new object touching R's right side
+
+    def removed_and_added(scene, i2):
+        return drift(draw_rect(_reinvent(i2, OCC), beside, (0.95, 0.9, 0.1)), noise=0.008, seed=3)
+    h, i3, _ = _history(removed_and_added)
+    res = reveal_for(h, i3, covering_turn=1)
+    assert res.applied, res.reason
+    new = rect_mask(SHAPE, beside)
+    assert np.array_equal(res.image[new], i3[new])
+    assert not res.source_weight[new].any()
+
+
+def test_a_re_invented_region_is_revealed_whole_even_where_the_occluder_shares_its_colour():
+    # The remover paints the true content without its detail (a 4 px blur: the colours right, a
+    # fine texture gone); one cell of the occluder is close to the colour the remover painted there
+    # (0.06 off), so pixel by pixel (the mean of |differences|, texture included) the edit "agrees
+    # better" with the occluder in that cell. Compared by local mean colour it does not.
+    from scipy import ndimage
+    scene = np.clip(background(13, SHAPE) + 0.2 * (np.indices(SHAPE).sum(0) % 2)[..., None] - 0.1, 0, 1)
+    soft = ndimage.gaussian_filter(scene, (4, 4, 0))
+    cell = (OCC[0] + 12, OCC[1] + 20, OCC[0] + 30, OCC[1] + 38)
+    board = np.broadcast_to(np.array([0.85, 0.2, 0.15]), scene.shape).copy()
+    board[cell[0]:cell[2], cell[1]:cell[3]] = soft[cell[0]:cell[2], cell[1]:cell[3]].mean(axis=(0, 1)) + 0.06
+    occ = rect_mask(SHAPE, OCC)
+    i1 = np.where(occ[..., None], board, scene)
+    h = History.start(u8(scene))
+    h = h.append(u8(i1), "add a red board", masks={CHANGE: change_for(h, u8(i1))})
+    i2 = np.where(occ[..., None], soft, i1)
+    res = reveal_for(h, u8(i2), covering_turn=1)
+    assert res.applied, res.reason
+    inner = rect_mask(SHAPE, (OCC[0] + 3, OCC[1] + 3, OCC[2] - 3, OCC[3] - 3))
+    assert res.region[inner].mean() == 1.0
+    assert np.abs(res.image[inner].astype(int) - u8(scene)[inner]).mean() < 1.0
+
+
+def _swirled(img: np.ndarray, amp: float, centre, sigma: float) -> np.ndarray:
+    """`img` under a smooth local swirl about `centre` (y, x): each pixel turned tangentially by
+    up to `amp` px, fading as a Gaussian of `sigma` px — a non-rigid warp with no net shift or
+    zoom, which the frame's alignment cannot undo."""
+    from scipy import ndimage
+    h, w = img.shape[:2]
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float64)
+    ry, rx = yy - centre[0], xx - centre[1]
+    r = np.hypot(ry, rx) + 1e-9
+    bump = amp * (r / sigma) * np.exp(0.5 - r ** 2 / (2 * sigma ** 2))    # peaks at amp, r = sigma
+    return np.stack([ndimage.map_coordinates(img[:, :, c], [yy - bump * rx / r, xx + bump * ry / r], order=1,
+                                             mode="nearest") for c in range(img.shape[2])], axis=2)
+
+
+def test_a_local_warp_around_the_region_is_refused_as_a_local_warp():
+    centre = ((OCC[0] + OCC[2]) / 2, (OCC[1] + OCC[3]) / 2)
+
+    def warped(scene, i2):
+        return drift(_swirled(_reinvent(i2, OCC), 1.5, centre, 35.0), noise=0.004, seed=3)
+    h, i3, _ = _history(warped)
+    res = reveal_for(h, i3, covering_turn=1)
+    assert not res.applied and "local warp" in res.reason, res.reason
+    assert res.checks["local_motion_px"] > 0.5
+    assert np.array_equal(res.image, i3)
+
+
+def test_where_the_geometry_held_the_motion_around_R_is_a_fraction_of_a_pixel():
+    h, i3, _ = _history(_removed_and_reinvented)
+    res = reveal_for(h, i3, covering_turn=1)
+    assert res.applied and res.checks["local_motion_blocks"] >= 3
+    assert res.checks["local_motion_px"] < 0.2
+
+    def zoomed(scene, i2):
+        return drift(draw_rect(moved(scene, 0.0, 0.0, 0.985), OTHER, (0.1, 0.2, 0.8)), noise=0.008, seed=4)
+    h, i3, _ = _history(zoomed)
+    res = reveal_for(h, i3, covering_turn=1)
+    assert res.applied, res.reason
+    assert res.checks["local_motion_px"] < 0.3
+
+
+def test_a_restoration_turn_above_the_working_resolution_is_analysed_small_and_pasted_at_full_size(monkeypatch):
+    import respec.reveal as rv
+    monkeypatch.setattr(rv, "REVEAL_WORK_PIXELS", 80 * 60)
+    h, i3, _ = _history(_removed_and_reinvented)
+    res = reveal_for(h, i3, covering_turn=1)
+    assert res.applied, res.reason
+    assert res.checks["working_size"] == [80, 60]
+    assert res.image.shape == i3.shape and res.region.shape == SHAPE
+    assert iou(res.region, rect_mask(SHAPE, OCC)) > 0.85
+    # the paste is full size: inside R (away from its 2× nearest edge) I_0's own pixels, colour-fitted
+    inner = rect_mask(SHAPE, (OCC[0] + 4, OCC[1] + 4, OCC[2] - 4, OCC[3] - 4))
+    want = _fitted_source(res, h.image(0).array.astype(np.float64))
+    assert np.abs(res.image[inner].astype(int) - want[inner]).max() <= 1

@@ -19,11 +19,15 @@ uncovered region"): I_{k-1} then precedes every later addition too.
 
 Confidence. The change masks are evidence only where the editor kept the scene: every turn's
 change record has a stable_fraction and a rerendered flag (respec/provenance.py, not resting on
-the adaptive threshold). plan.meta["provenance_confidence"] is the product of the stable_fractions
-of the turns k..t-1 (re-renders accumulate; each the smaller of its stable_fraction and the share of its textured blocks that held;
-halved for a turn flagged re-rendered; 0 when no turn was located). Below 0.5 the
-plan adds PROVENANCE_LOW_CONFIDENCE and defers: to the controller when one is connected (hybrid,
-or the provenance planner with a backend), otherwise to the paper's C.3 rule (I_0 as the source).
+the adaptive threshold). plan.meta["provenance_confidence"] is the product over the turns k..t-1
+of the smallest of: the turn's stable_fraction, the share of its textured blocks that held, and
+the share of the textured blocks around C_k that held (respec.provenance.held_near, by the rule
+of succession (held + 1) / (textured + 2): surroundings with few textured blocks, a figure
+redrawn inside its own change mask on a flat backdrop, vouch for little); halved for a turn
+flagged re-rendered; 0 when no turn was located. meta["provenance_evidence"] keeps those figures
+per turn. Below 0.5 the plan adds PROVENANCE_LOW_CONFIDENCE and defers: to the controller when
+one is connected (hybrid, or the provenance planner with a backend), otherwise to the paper's
+C.3 rule (I_0 as the source).
 
 When the evidence is ambiguous (several candidate turns, or a named turn without a usable change
 mask) the plan says so (fallback PROVENANCE_AMBIGUOUS, meta["provenance"]) and, if a controller
@@ -45,7 +49,7 @@ from typing import Any
 from ..errors import InputError
 from ..history import History
 from ..plan import Plan
-from ..provenance import provenance_of
+from ..provenance import held_near, provenance_of
 from .planner import count_vlm_calls, plan_turn
 from .restoration import added_object_words, turns_named
 from .selection import Selection, select_references
@@ -120,18 +124,33 @@ def locate_covering_turn(history: History, request: str) -> CoveringTurn:
 
 
 def provenance_confidence(history: History, found: CoveringTurn) -> float:
-    """How far the change masks can be trusted for this location, in [0, 1]: the product of the
-    stable_fractions of the turns k..t-1 (re-renders accumulate; each the smaller of its stable_fraction and its textured
-    blocks' share: a redrawn subject on a flat backdrop is no evidence), halved for a turn flagged
-    re-rendered; 0 without a k."""
+    """How far the change masks can be trusted for this location, in [0, 1] (see
+    `confidence_record`); 0 without a k."""
+    return confidence_record(history, found)[0]
+
+
+def confidence_record(history: History, found: CoveringTurn) -> tuple[float, dict]:
+    """(provenance_confidence, its evidence per turn j = k..t-1: {j: [stable_fraction,
+    textured_stable_fraction, held, textured, around]}). Each turn contributes the smallest of its
+    whole image's stable fraction, its textured blocks' share and (held + 1) / (textured + 2) of
+    the textured blocks around C_k (`held_near`; `around` counts every block there, flat ones
+    included: a few textured blocks are little evidence), halved when it was flagged re-rendered;
+    what every turn since k kept is the product."""
     if found.turn is None:
-        return 0.0
+        return 0.0, {}
     prov = provenance_of(history)
-    conf = 1.0
-    for j in range(found.turn, history.next_turn):
+    conf, rec = 1.0, {}
+    k = found.turn
+    for j in range(k, history.next_turn):
         sf = min(prov.stable_fraction(j), prov.textured_stable_fraction(j))
-        conf *= 0.5 * sf if prov.rerendered(j) else sf      # what every turn since k kept: the product
-    return float(min(1.0, max(0.0, conf)))
+        near = held_near(history, prov, k, j)
+        if near is not None:
+            held, n, around = near
+            sf = min(sf, (held + 1.0) / (n + 2.0))     # the rule of succession: few blocks, little evidence
+        rec[str(j)] = [round(prov.stable_fraction(j), 4), round(prov.textured_stable_fraction(j), 4),
+                       *(near if near is not None else (None, None, None))]
+        conf *= 0.5 * sf if prov.rerendered(j) else sf
+    return float(min(1.0, max(0.0, conf))), rec
 
 
 def model_free_instruction(request: str) -> str:
@@ -165,8 +184,9 @@ def provenance_plan(history: History, request: str, is_restoration: bool, *, bac
                                                    "skipped": "not a restoration turn" if t > 1 else "first_turn"})
     found = locate_covering_turn(history, request)
     meta["provenance"] = found.record()
-    conf = provenance_confidence(history, found)
+    conf, evidence = confidence_record(history, found)
     meta["provenance_confidence"] = round(conf, 4)
+    meta["provenance_evidence"] = evidence
     low = found.turn is not None and conf < LOW_CONFIDENCE
     if (found.ambiguous or low) and backend is not None:
         plan = plan_turn(history, request, backend, True, meta=meta, **vlm_options)
@@ -213,9 +233,9 @@ def with_provenance_ids(history: History, plan: Plan) -> Plan:
     found = locate_covering_turn(history, plan.user_instruction)
     vlm_choice = {"restoration_source_id": plan.restoration_source_id,
                   "identity_anchor_id": plan.identity_anchor_id, "image_ids": list(plan.image_ids)}
-    conf = provenance_confidence(history, found)
+    conf, evidence = confidence_record(history, found)
     new_meta = {**plan.meta, "provenance": found.record(), "vlm_choice": vlm_choice,
-                "provenance_confidence": round(conf, 4)}
+                "provenance_confidence": round(conf, 4), "provenance_evidence": evidence}
     if found.turn is not None and conf < LOW_CONFIDENCE:
         return replace(plan, meta=new_meta, fallbacks=plan.fallbacks + (PROVENANCE_LOW_CONFIDENCE, PROVENANCE_DEFERRED))
     if found.ambiguous or found.turn is None:
