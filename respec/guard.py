@@ -44,14 +44,17 @@ from typing import Any
 import numpy as np
 from PIL import Image
 from scipy import ndimage
+from scipy.spatial import ConvexHull, QhullError
 
-from .alignment import Alignment, support, warp
+from .alignment import Alignment, support, warp, warp_float
+from .blend import levels_for, multiband_blend, push_pull
 from .errors import InputError
 from .history import CHANGE, History, StoredImage, TurnMask
 from .images import as_array
-from .provenance import DEFAULT_PARAMS, ChangeParams, change_between, dilate, remember_alignment, remember_change
+from .provenance import (DEFAULT_PARAMS, ChangeParams, change_between, dilate, erode, remember_alignment,
+                         remember_change)
 
-METHOD = "drift-guard-v1"
+METHOD = "drift-guard-v2"
 GUARD_MASK = "guard_edit"          # the kept-edit weights stored with the turn (1 = the editor's pixel)
 
 
@@ -69,6 +72,7 @@ class GuardParams:
     max_motion_frac: float = 0.06    # ... as is a corner motion beyond this share of the shorter side
     keywords: bool = True            # the keyword rule for global requests
     drift_residual: float = 10.0 / 255.0  # a change component the previous image, blurred, explains this well is drift
+    seam: str = "membrane"           # how the edit meets I_(t-1): one of SEAMS (see `compose`)
 
     def pixels(self, shape: tuple[int, int]) -> dict[str, int]:
         """Margin and band widths in pixels for an image of `shape` (H, W)."""
@@ -77,6 +81,7 @@ class GuardParams:
 
 
 DEFAULT_GUARD = GuardParams()
+SEAMS = ("membrane", "multiband", "feather")
 
 # Requests that change the whole picture by their nature (checked on the request and the plan's
 # instruction). Whole words; "light" alone is not here ("add a light bulb" is local).
@@ -175,12 +180,14 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
     if prev.shape[:2] != cur.shape[:2]:
         raise InputError(f"the drift guard needs I_(t-1) and I_t of one size, got {prev.shape[1]}x{prev.shape[0]} "
                          f"and {cur.shape[1]}x{cur.shape[0]}; resize the edit to the previous image's size first")
+    if params.seam not in SEAMS:
+        raise InputError(f"unknown seam {params.seam!r}; use one of {', '.join(SEAMS)}")
     shape = prev.shape[:2]
     info = dict(change.info)
     al = Alignment.from_record(info.get("alignment"))
     px = params.pixels(shape)
     base = {"method": METHOD, "alignment": al.record(), "margin_px": px["margin"], "band_px": px["band"],
-            "change_fraction": round(float(info.get("fraction", change.mask.mean())), 6)}
+            "seam": params.seam, "change_fraction": round(float(info.get("fraction", change.mask.mean())), 6)}
     full = np.ones(shape, np.float32)
 
     def aside(reason: str, **extra: Any) -> GuardResult:
@@ -220,52 +227,57 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
                          f"{float(info.get('stable_fraction', 0.0)):.2f}): it cannot be separated from the edit",
                          why="rerender")
 
-    # 3. The edit region, in I_{t-1}'s frame.
+    # 3. The edit region, in I_{t-1}'s frame. Everything from here on looks only at the crop
+    # around the change (the editor's pixels are warped there and nowhere else).
     inv = al.inverse()
-    has_src = support(inv, shape)
-    explained = None
+    prev3 = prev[:, :, :3] if prev.shape[2] >= 3 else np.repeat(prev[:, :, :1], 3, axis=2)
+    cur3 = cur[:, :, :3] if cur.shape[2] >= 3 else np.repeat(cur[:, :, :1], 3, axis=2)
     if user is not None:
-        core = user
+        seed = user
     else:
-        c_prev = change.mask if al.is_identity else warp(change.mask, inv, order=0)
-        c_prev, dropped, explained = drop_drift(c_prev, prev, cur, inv, info, params.drift_residual)
-        if dropped:
-            base["drift_components_dropped"] = dropped
-        if extra_region is not None:
-            extra = _mask_at(extra_region, shape, "extra_region")
-            c_prev = c_prev | (extra if al.is_identity else warp(extra, inv, order=0))
-        core = ndimage.binary_fill_holes(dilate(c_prev, px["margin"]))
-    core = core & has_src
-    region_core = core
-    if user is None and explained is not None:
-        # In the margin the editor's pixels are kept only where they differ from I_(t-1) beyond its
-        # drift (a soft shadow the threshold missed); elsewhere the margin is I_(t-1)'s.
-        core = ndimage.binary_fill_holes(c_prev | (core & ~explained)) & has_src
-    edit_fraction = float(region_core.mean())
-    if user is None and edit_fraction > params.global_share:
-        return aside(f"a global edit: the edit region covers {edit_fraction:.0%} of the picture "
-                     f"(limit {params.global_share:.0%})", why="global", edit_fraction=round(edit_fraction, 6))
-
-    # 4. Compose: I_{t-1} outside, the editor's (aligned) pixels inside, a colour-matched seam.
-    out = prev[:, :, :3].copy() if prev.shape[2] >= 3 else np.repeat(prev[:, :, :1], 3, axis=2)
+        seed = change.mask if al.is_identity else warp(change.mask, inv, order=0)
+    extra = None
+    if extra_region is not None and user is None:
+        extra = _mask_at(extra_region, shape, "extra_region")
+        extra = extra if al.is_identity else warp(extra, inv, order=0)
+    out = prev3.copy()
     weight = np.zeros(shape, np.float32)
     checks: dict = {}
-    if core.any():
-        band = px["band"]
-        sl = _bbox(core, 2 * band + 2)
-        P = _float(out[sl])
-        E = _float(cur[:, :, :3] if cur.shape[2] >= 3 else np.repeat(cur[:, :, :1], 3, axis=2))
-        E = (E if inv.is_identity else warp(E, inv))[sl]
-        c = core[sl]
-        dist_out = ndimage.distance_transform_edt(~c)
-        w = np.clip(1.0 - dist_out / (band + 1.0), 0.0, 1.0).astype(np.float32)
-        w[~has_src[sl]] = 0.0
-        E = _seam_colour(P, E, c, w > 0, band, px["margin"], checks)
-        blend = E * w[..., None] + P * (1.0 - w[..., None])
-        sel = w > 0
-        region = out[sl]
-        region[sel] = np.clip(np.round(blend[sel] * 255.0), 0, 255).astype(np.uint8)
-        weight[sl] = w
+    edit_fraction = 0.0
+    if seed.any() or (extra is not None and extra.any()):
+        sl = _bbox(seed | extra if extra is not None else seed, px["margin"] + px["band"] + 2 * RIM_PX + 2)
+        src = support(inv, shape)[sl]
+        P = _float(prev3[sl])
+        E = warp_float(cur3, inv, box=(sl[0].start, sl[0].stop, sl[1].start, sl[1].stop))
+        if user is not None:
+            K = region = seed[sl] & src
+        else:
+            explained = drift_explained(P, E, info, params.drift_residual)
+            c, dropped = drop_drift(seed[sl], explained, max(1.0, 2e-4 * seed.size))
+            if dropped:
+                checks["drift_px_dropped"] = dropped
+            if extra is not None:
+                c |= extra[sl]
+            grown = dilate(c, px["margin"])
+            region = ndimage.binary_fill_holes(grown) & src
+            # In the margin the editor's pixels are kept only where they differ from I_(t-1) beyond
+            # its drift (a soft shadow the threshold missed); elsewhere the margin is I_(t-1)'s.
+            K = ndimage.binary_fill_holes(c | (grown & ~explained)) & src
+        edit_fraction = float(region.sum()) / float(seed.size)
+        if user is None and edit_fraction > params.global_share:
+            return aside(f"a global edit: the edit region covers {edit_fraction:.0%} of the picture "
+                         f"(limit {params.global_share:.0%})", why="global", edit_fraction=round(edit_fraction, 6))
+        # 4. Compose: I_{t-1} outside, the editor's (aligned) pixels inside, a seam without a step.
+        if K.any():
+            comp, w = compose(P, E, K, src, params.seam, px, checks)
+            sel = w > 0 if params.seam != "multiband" else np.ones_like(K)
+            view = out[sl]
+            view[sel] = np.clip(np.round(comp[sel] * 255.0), 0, 255).astype(np.uint8)
+            weight[sl] = w
+            kept = w >= 1.0
+            if kept.any():
+                err = (view[kept].astype(np.float64) - E[kept] * 255.0) ** 2
+                checks["edit_region_psnr"] = round(_psnr(float(err.mean())), 2)
     if prev.shape[2] == 4:
         out = np.concatenate([out, prev[:, :, 3:]], axis=2)
     elif prev.shape[2] == 1:
@@ -280,54 +292,130 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
     return GuardResult(out, weight, True, rec["reason"], rec)
 
 
+def _psnr(mse: float) -> float:
+    return 100.0 if mse <= 0 else float(10.0 * np.log10(255.0 ** 2 / mse))
+
+
 DRIFT_SIGMAS = (0.0, 0.75, 1.5)
+RIM_PX = 2          # the seam's colour difference is read on this many pixels just outside the region
 
 
-def drop_drift(c_prev: np.ndarray, prev: np.ndarray, cur: np.ndarray, inv: Alignment, info: dict,
-               limit: float) -> tuple[np.ndarray, int]:
-    """The change mask (in I_{t-1}'s frame) without the pixels the editor's drift explains: after
-    alignment, resampling and an editor's blur leave residuals along sharp edges that the change
-    mask marks (and its closing joins to a real edit nearby). A pixel whose aligned editor pixel
-    agrees with I_{t-1} blurred by one of DRIFT_SIGMAS (and the turn's colour fit) within `limit`
-    (3×3-mean residual) is drift, not an edit: reverting it removes nothing the editor drew. What
-    is left is opened (1 px) and components under 0.02 % of the picture go; the region's margin
-    and hole filling then close what an object's flat inside lost. Only the mask's bounding box is
-    looked at. Returns (mask, pixels dropped, the bool H×W of pixels drift explains or None)."""
-    if not c_prev.any():
-        return c_prev, 0, None
-    sl = _bbox(c_prev, 4)
+def drift_explained(P: np.ndarray, E: np.ndarray, info: dict, limit: float) -> np.ndarray:
+    """bool H×W: the aligned editor pixels E that I_{t-1}'s pixels P explain as drift, not an edit.
+    After alignment, resampling, an editor's blur and a sub-pixel misfit leave residuals along
+    sharp edges (an emblem, text) that the change mask marks. A pixel is drift when, after the
+    turn's colour fit, E agrees within `limit` (3×3-mean RMS) with P blurred by one of DRIFT_SIGMAS,
+    or lies within `limit`/2 of the range P takes over its 3×3 neighbourhood (what any blur or
+    shift of at most a pixel can produce, whatever the edge's contrast)."""
     gain = np.asarray(info.get("gain", (1.0, 1.0, 1.0)), np.float32)
     bias = np.asarray(info.get("bias", (0.0, 0.0, 0.0)), np.float32)
-    E = _float(cur if cur.shape[2] >= 3 else np.repeat(cur, 3, axis=2))
-    E = (E if inv.is_identity else warp(E, inv))[sl]
-    P = _float(prev[sl] if prev.shape[2] >= 3 else np.repeat(prev[sl], 3, axis=2)) * gain + bias
+    Pf = P * gain + bias
     best = None
     for s in DRIFT_SIGMAS:
-        bl = P if s == 0 else ndimage.gaussian_filter(P, (s, s, 0), mode="nearest")
+        bl = Pf if s == 0 else ndimage.gaussian_filter(Pf, (s, s, 0), mode="nearest")
         r = ndimage.uniform_filter(np.sqrt(((bl - E) ** 2).mean(axis=2)), 3, mode="nearest")
         best = r if best is None else np.minimum(best, r)
-    m = c_prev[sl] & (best > limit)
-    m = ndimage.binary_opening(m, np.ones((3, 3), bool))
+    lo = ndimage.minimum_filter(Pf, (3, 3, 1), mode="nearest")
+    hi = ndimage.maximum_filter(Pf, (3, 3, 1), mode="nearest")
+    out_of_range = np.maximum(np.maximum(lo - E, E - hi), 0.0)
+    env = ndimage.uniform_filter(np.sqrt((out_of_range ** 2).mean(axis=2)), 3, mode="nearest")
+    return (best <= limit) | (env <= 0.5 * limit)
+
+
+def drop_drift(c: np.ndarray, explained: np.ndarray, min_px: float) -> tuple[np.ndarray, int]:
+    """The change mask without what drift explains (`drift_explained`). The pixels drift does not
+    explain are opened (1 px) and their components under `min_px` pixels go (a drifted edge, an
+    emblem's re-sampled detail): a change component with none of them left is drift and goes
+    whole. Of a component with an edit in it, the pixels inside the convex hull of what drift
+    cannot explain stay, explained or not (inside an edit some pixels happen to resemble what was
+    there: a moved object's stripes over its old stripes are still the edit), and the rest goes (a
+    drifted edge or emblem that the change mask's closing joined to the edit). Returns (mask,
+    pixels dropped)."""
+    if not c.any():
+        return c, 0
+    m = ndimage.binary_opening(c & ~explained, np.ones((3, 3), bool))
     labels, n = ndimage.label(m)
     if n:
         sizes = np.bincount(labels.ravel())
-        small = sizes < max(1.0, 2e-4 * c_prev.size)
+        small = sizes < min_px
         small[0] = False
         m &= ~small[labels]
-    out = np.zeros_like(c_prev)
-    out[sl] = m
-    explained = np.ones_like(c_prev)
-    explained[sl] = best <= limit
-    return out, int(c_prev.sum() - out.sum()), explained
+    kept = np.zeros_like(c)
+    if m.any():
+        comps, _ = ndimage.label(c)
+        boxes = ndimage.find_objects(comps)
+        for k in np.unique(comps[m]):
+            sl = boxes[k - 1]
+            comp = comps[sl] == k
+            kept[sl] |= comp & convex_hull(m[sl] & comp)
+    return kept, int(c.sum() - kept.sum())
+
+
+def convex_hull(mask: np.ndarray) -> np.ndarray:
+    """bool mask of the pixels whose centres lie within half a pixel of the convex hull of
+    `mask`'s pixels (the mask itself when it has no 2-D hull)."""
+    edge = mask & ~erode(mask, 1)
+    ys, xs = np.nonzero(edge)
+    if len(ys) < 3:
+        return mask
+    try:
+        hull = ConvexHull(np.column_stack([xs, ys]).astype(np.float64))
+    except QhullError:          # all on one line
+        return mask
+    y0, x0 = ys.min(), xs.min()
+    yy, xx = np.mgrid[y0:ys.max() + 1, x0:xs.max() + 1]
+    inside = np.ones(yy.shape, bool)
+    for a, b, off in hull.equations:
+        inside &= a * xx + b * yy + off <= 0.5
+    out = np.zeros_like(mask)
+    out[y0:ys.max() + 1, x0:xs.max() + 1] = inside
+    return out | mask
+
+
+def compose(P: np.ndarray, E: np.ndarray, K: np.ndarray, src: np.ndarray, seam: str, px: dict,
+            checks: dict) -> tuple[np.ndarray, np.ndarray]:
+    """The editor's pixels E over I_{t-1}'s P on the crop, the edit region K: (image, weight of E).
+
+    membrane (the default): E exactly inside K and P exactly outside (no pixel outside the region
+      is touched); the colour step at the region's edge is removed by a smooth correction field:
+      the difference P - E read on the RIM_PX pixels just outside K (the editor's drift right
+      there), carried into K by push-pull (blend.push_pull, close to gradient-domain cloning's
+      membrane) and faded to nothing `margin`+`band` px inside, so the edit deep inside keeps the
+      editor's colours exactly. Bounded to ±0.1.
+    multiband: blend.multiband_blend of E into P with the weight of `feather` (Burt & Adelson:
+      low frequencies over ~2^levels px, fine detail over a pixel or two). Measured, not the
+      default: its low frequencies reach beyond the region (docs/drift-guard.md).
+    feather: the first version: the weight falls linearly over `band` px outside K and E is
+      colour-matched there by a normalised convolution of P - E (drift-guard-v1)."""
+    taper_px = px["margin"] + px["band"]
+    if seam == "membrane":
+        w = K.astype(np.float32)
+        rim = dilate(K, RIM_PX) & ~K & src
+        if rim.sum() < 8:
+            return np.where(K[..., None], E, P), w
+        inside = ndimage.distance_transform_edt(K)
+        taper = np.clip(1.0 - (inside - 1.0) / taper_px, 0.0, 1.0).astype(np.float32)
+        near = taper > 0
+        corr = np.zeros_like(E)
+        field_ = push_pull(P - E, rim, levels_for(2 * taper_px, K.shape))
+        corr[near] = np.clip(field_[near], -0.1, 0.1) * taper[near][:, None]
+        checks["seam_correction_max"] = round(float(np.abs(corr).max()), 4)
+        return np.where(K[..., None], np.clip(E + corr, 0.0, 1.0), P), w
+    dist_out = ndimage.distance_transform_edt(~K)
+    w = np.clip(1.0 - dist_out / (px["band"] + 1.0), 0.0, 1.0).astype(np.float32)
+    w[~src] = 0.0
+    if seam == "multiband":
+        return multiband_blend(P, E, w, levels_for(px["band"], K.shape)), w
+    Ec = _seam_colour(P, E, K, w > 0, px["band"], px["margin"], checks)
+    return Ec * w[..., None] + P * (1.0 - w[..., None]), w
 
 
 def _seam_colour(P: np.ndarray, E: np.ndarray, core: np.ndarray, reach: np.ndarray, band: int, margin: int,
                  checks: dict) -> np.ndarray:
-    """The editor's pixels colour-matched to I_{t-1} near the seam: the difference P - E on the
-    background just inside and outside the edit region (between the change and the region's edge,
-    and the band) is spread smoothly (normalised convolution) and added to E with a weight that is
-    1 at the region's edge and beyond, fading to 0 `margin` px inside it; the changed content
-    deep inside keeps the editor's colours exactly. Bounded to ±0.1."""
+    """`feather`'s colour match (drift-guard-v1): the difference P - E on the background just
+    inside and outside the edit region is spread smoothly (normalised convolution) and added to E
+    with a weight that is 1 at the region's edge and beyond, fading to 0 `margin` px inside it.
+    Bounded to ±0.1."""
     dist_in = ndimage.distance_transform_edt(core)
     taper = np.clip(1.0 - dist_in / (margin + 1.0), 0.0, 1.0).astype(np.float32)
     bg = reach & (taper > 0)
