@@ -306,8 +306,8 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
                          f"{float(info.get('stable_fraction', 0.0)):.2f}): it cannot be separated from the edit",
                          why="rerender")
 
-    # 3. The edit region, in I_{t-1}'s frame. Everything from here on looks only at the crop
-    # around the change (the editor's pixels are warped there and nowhere else).
+    # 3. The edit region, in I_{t-1}'s frame. The editor's pixels are warped, and drift is told,
+    # only on the tiles near the change (TILE px squares); the region itself on the crop around it.
     inv = al.inverse()
     prev3 = prev[:, :, :3] if prev.shape[2] >= 3 else np.repeat(prev[:, :, :1], 3, axis=2)
     cur3 = cur[:, :, :3] if cur.shape[2] >= 3 else np.repeat(cur[:, :, :1], 3, axis=2)
@@ -323,20 +323,40 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
     weight = np.zeros(shape, np.float32)
     checks: dict = {}
     edit_fraction = 0.0
-    if seed.any() or (extra is not None and extra.any()):
-        sl = _bbox(seed | extra if extra is not None else seed, px["margin"] + px["band"] + 2 * RIM_PX + 2)
-        src = support(inv, shape)[sl]
-        P = _float(prev3[sl])
-        E = warp_float(cur3, inv, box=(sl[0].start, sl[0].stop, sl[1].start, sl[1].stop))
+    need = seed | extra if extra is not None else seed
+    if need.any():
+        reach = px["margin"] + px["band"] + 2 * RIM_PX + 2
+        E_all = np.zeros(shape + (3,), np.float32)
+        explained_all = np.ones(shape, bool)
+        test = _tiles(seed, px["margin"] + 1) if user is None else set()
+        for y0, y1, x0, x1 in sorted(_tiles(need, reach) | test):
+            Y0, Y1 = max(0, y0 - TILE_PAD), min(shape[0], y1 + TILE_PAD)
+            X0, X1 = max(0, x0 - TILE_PAD), min(shape[1], x1 + TILE_PAD)
+            E_t = warp_float(cur3, inv, box=(Y0, Y1, X0, X1))
+            inner = (slice(y0 - Y0, y1 - Y0), slice(x0 - X0, x1 - X0))
+            E_all[y0:y1, x0:x1] = E_t[inner]
+            if (y0, y1, x0, x1) in test:
+                explained_all[y0:y1, x0:x1] = drift_explained(_float(prev3[Y0:Y1, X0:X1]), E_t, info,
+                                                              params.drift_residual)[inner]
+        src_all = support(inv, shape)
         if user is not None:
-            K = region = seed[sl] & src
+            c_all = seed
         else:
-            explained = drift_explained(P, E, info, params.drift_residual)
-            c, dropped = drop_drift(seed[sl], explained, max(1.0, 2e-4 * seed.size))
+            c_all = np.zeros(shape, bool)
+            s0 = _bbox(seed, 1)
+            c_all[s0], dropped = drop_drift(seed[s0], explained_all[s0], max(1.0, 2e-4 * seed.size))
             if dropped:
                 checks["drift_px_dropped"] = dropped
             if extra is not None:
-                c |= extra[sl]
+                c_all = c_all | extra
+        if not c_all.any():
+            c_all = need & False
+        sl = _bbox(c_all, reach) if c_all.any() else (slice(0, 1), slice(0, 1))
+        src, P, E, c = src_all[sl], _float(prev3[sl]), E_all[sl], c_all[sl]
+        if user is not None:
+            K = region = c & src
+        else:
+            explained = explained_all[sl]
             grown = dilate(c, px["margin"])
             region = ndimage.binary_fill_holes(grown) & src
             # In the margin the editor's pixels are kept only where they differ from I_(t-1) beyond
@@ -369,6 +389,25 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
            "alignment_undone": "no motion" if al.is_identity else
            f"undid dx={al.dx:+.2f}, dy={al.dy:+.2f} px, scale {al.scale:.4f}", **checks}
     return GuardResult(out, weight, True, rec["reason"], rec)
+
+
+TILE = 64           # the editor's pixels are warped and drift is told on the tiles near the change ...
+TILE_PAD = 8        # ... each read with this much context (the drift test's filters reach 5 px)
+
+
+def _tiles(mask: np.ndarray, reach: int) -> set[tuple[int, int, int, int]]:
+    """(y0, y1, x0, x1) of the TILE-px squares of the picture within `reach` px of a pixel of
+    `mask` (the reach is taken on 8-px cells: at most 8 px more)."""
+    h, w = mask.shape
+    ny, nx = -(-h // TILE), -(-w // TILE)
+    cell = 8
+    padded = np.zeros((ny * TILE, nx * TILE), bool)
+    padded[:h, :w] = mask
+    k = TILE // cell
+    cells = padded.reshape(ny * k, cell, nx * k, cell).any(axis=(1, 3))
+    cells = dilate(cells, -(-int(reach) // cell))
+    hit = cells.reshape(ny, k, nx, k).any(axis=(1, 3))
+    return {(i * TILE, min(h, (i + 1) * TILE), j * TILE, min(w, (j + 1) * TILE)) for i, j in zip(*np.nonzero(hit))}
 
 
 def _psnr(mse: float) -> float:
@@ -476,7 +515,7 @@ def compose(P: np.ndarray, E: np.ndarray, K: np.ndarray, src: np.ndarray, seam: 
         taper = np.clip(1.0 - (inside - 1.0) / taper_px, 0.0, 1.0).astype(np.float32)
         near = taper > 0
         corr = np.zeros_like(E)
-        field_ = push_pull(P - E, rim, levels_for(2 * taper_px, K.shape))
+        field_ = _membrane(P - E, rim, taper_px)
         corr[near] = np.clip(field_[near], -0.1, 0.1) * taper[near][:, None]
         checks["seam_correction_max"] = round(float(np.abs(corr).max()), 4)
         return np.where(K[..., None], np.clip(E + corr, 0.0, 1.0), P), w
@@ -487,6 +526,25 @@ def compose(P: np.ndarray, E: np.ndarray, K: np.ndarray, src: np.ndarray, seam: 
         return multiband_blend(P, E, w, levels_for(px["band"], K.shape)), w
     Ec = _seam_colour(P, E, K, w > 0, px["band"], px["margin"], checks)
     return Ec * w[..., None] + P * (1.0 - w[..., None]), w
+
+
+def _membrane(diff: np.ndarray, rim: np.ndarray, taper_px: int) -> np.ndarray:
+    """push_pull of `diff` from the `rim` pixels, reaching `taper_px` px; on a grid coarser by
+    taper_px // 6 (the field is smooth: at 1024² the membrane costs a sixteenth), then upsampled."""
+    f = max(1, taper_px // 6)
+    if f == 1:
+        return push_pull(diff, rim, levels_for(2 * taper_px, rim.shape))
+    h, w = rim.shape
+    H, W = -(-h // f) * f, -(-w // f) * f
+    r = np.zeros((H, W), np.float32)
+    r[:h, :w] = rim
+    d = np.zeros((H, W, diff.shape[2]), np.float32)
+    d[:h, :w] = diff * rim[..., None]
+    den = r.reshape(H // f, f, W // f, f).sum(axis=(1, 3))
+    num = d.reshape(H // f, f, W // f, f, -1).sum(axis=(1, 3))
+    known = den > 0
+    small = push_pull(num / np.maximum(den, 1.0)[..., None], known, levels_for(2 * taper_px / f, known.shape))
+    return ndimage.zoom(small, (f, f, 1), order=1, grid_mode=True, mode="nearest")[:h, :w]
 
 
 def _seam_colour(P: np.ndarray, E: np.ndarray, core: np.ndarray, reach: np.ndarray, band: int, margin: int,
