@@ -65,7 +65,7 @@ class GuardParams:
     margin_frac: float = 0.012       # the change mask is grown by this (at least 2 px)
     band_frac: float = 0.012         # seam band beyond the edit region (at least 2 px)
     global_share: float = 0.5        # an edit region above this share of the picture is a global edit
-    global_colour: float = 0.06      # the whole picture's colour map moves a grey level by more: global
+    global_colour: float = 0.1       # the whole picture's colour map moves a grey level by more: global
     max_residual_px: float = 1.0     # an alignment explaining the motion worse than this is not trusted
     min_inliers: float = 0.5         # ... or one that fewer blocks than this share agree with
     max_scale_dev: float = 0.08      # a zoom beyond this is a reframing, not drift
@@ -369,7 +369,7 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
         # 4. Compose: I_{t-1} outside, the editor's (aligned) pixels inside, a seam without a step.
         if K.any():
             comp, w = compose(P, E, K, src, params.seam, px, checks)
-            sel = w > 0 if params.seam != "multiband" else np.ones_like(K)
+            sel = w > 0
             view = out[sl]
             view[sel] = np.clip(np.round(comp[sel] * 255.0), 0, 255).astype(np.uint8)
             weight[sl] = w
@@ -416,6 +416,7 @@ def _psnr(mse: float) -> float:
 
 DRIFT_SIGMAS = (0.0, 0.75, 1.5)
 RIM_PX = 2          # the seam's colour difference is read on this many pixels just outside the region
+SEAM_CLIP = 0.06    # ... and corrected by at most this (15/255: an editor's colour drift, not content)
 
 
 def drift_explained(P: np.ndarray, E: np.ndarray, info: dict, limit: float) -> np.ndarray:
@@ -499,10 +500,12 @@ def compose(P: np.ndarray, E: np.ndarray, K: np.ndarray, src: np.ndarray, seam: 
       the difference P - E read on the RIM_PX pixels just outside K (the editor's drift right
       there), carried into K by push-pull (blend.push_pull, close to gradient-domain cloning's
       membrane) and faded to nothing `margin`+`band` px inside, so the edit deep inside keeps the
-      editor's colours exactly. Bounded to ±0.1.
+      editor's colours exactly. Bounded to ±SEAM_CLIP.
     multiband: blend.multiband_blend of E into P with the weight of `feather` (Burt & Adelson:
-      low frequencies over ~2^levels px, fine detail over a pixel or two). Measured, not the
-      default: its low frequencies reach beyond the region (docs/drift-guard.md).
+      low frequencies over ~2^levels px, fine detail over a pixel or two), P exactly beyond the
+      band. Measured, not the default: on the real-photo chains its seam and the edit's fidelity
+      are better, but every turn leaves a band of untouched pixels blended with the editor's
+      drifted ones, and over a long chain these add up (docs/drift-guard.md).
     feather: the first version: the weight falls linearly over `band` px outside K and E is
       colour-matched there by a normalised convolution of P - E (drift-guard-v1)."""
     taper_px = px["margin"] + px["band"]
@@ -516,14 +519,14 @@ def compose(P: np.ndarray, E: np.ndarray, K: np.ndarray, src: np.ndarray, seam: 
         near = taper > 0
         corr = np.zeros_like(E)
         field_ = _membrane(P - E, rim, taper_px)
-        corr[near] = np.clip(field_[near], -0.1, 0.1) * taper[near][:, None]
+        corr[near] = np.clip(field_[near], -SEAM_CLIP, SEAM_CLIP) * taper[near][:, None]
         checks["seam_correction_max"] = round(float(np.abs(corr).max()), 4)
         return np.where(K[..., None], np.clip(E + corr, 0.0, 1.0), P), w
     dist_out = ndimage.distance_transform_edt(~K)
     w = np.clip(1.0 - dist_out / (px["band"] + 1.0), 0.0, 1.0).astype(np.float32)
     w[~src] = 0.0
-    if seam == "multiband":
-        return multiband_blend(P, E, w, levels_for(px["band"], K.shape)), w
+    if seam == "multiband":     # beyond the band I_(t-1) exactly: the pyramid's low frequencies reach further
+        return np.where((w > 0)[..., None], multiband_blend(P, E, w, levels_for(px["band"] / 2, K.shape)), P), w
     Ec = _seam_colour(P, E, K, w > 0, px["band"], px["margin"], checks)
     return Ec * w[..., None] + P * (1.0 - w[..., None]), w
 

@@ -2,12 +2,16 @@
 
     python scripts/bench_drift_guard.py chain --turns 20 --out runs/drift_chain   # figure + table
     python scripts/bench_drift_guard.py cost --size 1024                           # seconds per turn
+    python scripts/bench_drift_guard.py real --pairs ../shared/realdata/pairs --out runs/drift_real
 
 chain: one sim scene (the sim editor with --sim-defects realistic, a SIMULATION) edited for N turns
 (an object added, then moved / resized / recoloured in turn), once without and once with the guard
 (respec.guard.GuardStep in run_turn); after every turn the untouched PSNR (the image against I_0
 on the pixels no turn's ground-truth edit touched, respec.sim.drift). Writes chain.csv and
 untouched_psnr_vs_turn.png.
+
+real: real pictures (scripts/drift_guard_real.py): controlled chains on the Step1X-Edit photos with
+the drift measured on real editors, the Step1X-Edit pairs, and every call of the MC-Edit sequences.
 
 cost: the guard's own CPU seconds (time.process_time) and wall seconds on 1024² edits (a small and
 a large added box, and a small one among drifted fine detail all over the picture; a realistic zoom /
@@ -144,10 +148,17 @@ def main(argv=None) -> int:
     c.add_argument("--turns", type=int, default=20)
     c.add_argument("--size", type=int, default=256)
     c.add_argument("--out", type=Path, default=Path("runs/drift_chain"))
+    r = sub.add_parser("real", help="real pictures: chains on the Step1X-Edit photos, the Step1X pairs, MC-Edit")
+    r.add_argument("--pairs", type=Path, required=True, help="the realdata/pairs folder (read only)")
+    r.add_argument("--out", type=Path, default=Path("runs/drift_real"))
+    r.add_argument("--quick", action="store_true", help="two photos only")
     k = sub.add_parser("cost")
     k.add_argument("--size", type=int, default=1024)
     k.add_argument("--repeats", type=int, default=3)
     a = ap.parse_args(argv)
+    if a.cmd == "real":
+        import drift_guard_real
+        return drift_guard_real.main(a.pairs, a.out, a.quick)
     if a.cmd == "chain":
         rows = run_chain(a.turns, a.out, a.size)
         print("| turn | without the guard (dB) | with the guard (dB) | guard |")
