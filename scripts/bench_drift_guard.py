@@ -53,21 +53,38 @@ def chain_scenario(turns: int):
     return replace(base, id=f"drift_chain_{turns}", turns=tuple(out))
 
 
+CHAIN_RUNS = (("baseline", "", "without the guard"),
+              ("baseline+guard", "membrane", "with the Drift Guard (membrane seam, the default)"),
+              ("baseline+guard", "multiband", "with the Drift Guard, multiband seam"))
+
+
 def run_chain(turns: int, out: Path, size: int) -> list[dict]:
+    """The chain without the guard, with it (the default seam) and with the multiband seam: per
+    turn the untouched PSNR, how many untouched pixels differ from I_0, the edit's fidelity."""
+    from functools import partial
+    from unittest import mock
+    from respec.bench import runner
     from respec.bench.configs import CONFIGS
-    from respec.bench.runner import BenchModels, BenchSettings, run_turns
+    from respec.guard import GuardParams, GuardStep
     from respec.sim.drift import sim_editor, untouched_psnr, untouched_region
     sc = chain_scenario(turns)
     rows = []
-    for cname in ("baseline", "baseline+guard"):
-        h = run_turns(sc, CONFIGS[cname], BenchModels(editor=sim_editor("realistic")),
-                      BenchSettings(dataset="occur_sim", editor="sim", size=size))
+    for cname, seam, label in CHAIN_RUNS:
+        step = partial(GuardStep, GuardParams(seam=seam)) if seam else GuardStep
+        with mock.patch.object(runner, "GuardStep", step):      # the bench's guard, with this seam
+            h = runner.run_turns(sc, CONFIGS[cname], runner.BenchModels(editor=sim_editor("realistic")),
+                                 runner.BenchSettings(dataset="occur_sim", editor="sim", size=size))
         i0 = h.image(0).array
         for t in range(1, len(h.turns)):
             reg = untouched_region(sc, (i0.shape[1], i0.shape[0]), t)
-            pe = [p for p in h.turns[t].meta.get("post_edit", []) if p.get("step") == "drift_guard"]
-            rows.append({"config": cname, "turn": t, "untouched_psnr": untouched_psnr(i0, h.image(t).array, reg),
-                         "untouched_share": round(float(reg.mean()), 4),
+            steps = h.turns[t].meta.get("post_edit", [])
+            pe = [p for p in steps if p.get("step") == "drift_guard"]
+            fid = [p.get("edit_region_psnr") for p in steps if p.get("step") == "sim_edit_fidelity"]
+            img = h.image(t).array
+            rows.append({"config": cname, "seam": seam, "label": label, "turn": t,
+                         "untouched_psnr": untouched_psnr(i0, img, reg),
+                         "untouched_px_differing": int((np.asarray(img) != i0).any(axis=-1)[reg].sum()),
+                         "untouched_px": int(reg.sum()), "edit_region_psnr": fid[0] if fid else None,
                          "guard": ("kept" if pe[0]["applied"] else "stepped aside") if pe else ""})
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "chain.csv", "w", newline="") as f:
@@ -78,16 +95,24 @@ def run_chain(turns: int, out: Path, size: int) -> list[dict]:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        fig, ax = plt.subplots(figsize=(6, 3.6))
-        for cname, label in (("baseline", "without the guard"), ("baseline+guard", "with the Drift Guard")):
-            pts = [(r["turn"], r["untouched_psnr"]) for r in rows if r["config"] == cname]
-            ax.plot(*zip(*pts), marker="o", ms=3, label=label)
-        ax.set_xlabel("turn")
-        ax.set_ylabel("untouched PSNR vs I_0 (dB)")
-        ax.set_title(f"{turns}-turn sim chain, --sim-defects realistic (SIMULATION)")
-        ax.grid(alpha=0.3)
-        ax.legend()
-        fig.tight_layout()
+        fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 4.2))
+        for (cname, seam, label), style in zip(CHAIN_RUNS, ("o-", "s-", "^--")):
+            sub = [r for r in rows if (r["config"], r["seam"]) == (cname, seam)]
+            ax.plot([r["turn"] for r in sub], [r["untouched_psnr"] for r in sub], style, ms=3, label=label)
+            bx.plot([r["turn"] for r in sub], [max(1e-3, 100.0 * r["untouched_px_differing"] / r["untouched_px"])
+                                               for r in sub], style, ms=3, label=label)
+        ax.set_ylabel("untouched PSNR vs I_0 (dB; 100 = exact)")
+        ax.set_ylim(0, 105)
+        bx.set_yscale("log")
+        bx.set_ylabel("untouched px differing from I_0 (%, log)")
+        for a_ in (ax, bx):
+            a_.set_xlabel("turn")
+            a_.set_xticks(range(1, turns + 1, max(1, turns // 10)))
+            a_.grid(alpha=0.3)
+        fig.suptitle(f"{turns}-turn sim chain, --sim-defects realistic (SIMULATION)", fontsize=10)
+        handles, labels = ax.get_legend_handles_labels()
+        fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8)
+        fig.tight_layout(rect=(0, 0.07, 1, 1))
         fig.savefig(out / "untouched_psnr_vs_turn.png", dpi=120)
     except ImportError:
         print("matplotlib is not installed: no figure (chain.csv has the numbers)")
@@ -161,12 +186,15 @@ def main(argv=None) -> int:
         return drift_guard_real.main(a.pairs, a.out, a.quick)
     if a.cmd == "chain":
         rows = run_chain(a.turns, a.out, a.size)
-        print("| turn | without the guard (dB) | with the guard (dB) | guard |")
-        print("|---|---|---|---|")
-        by = {(r["config"], r["turn"]): r for r in rows}
+        print("| turn | without the guard (dB) | with the guard (dB) | untouched px differing from I_0 | "
+              "edit region PSNR (dB) | with the multiband seam (dB) | its px differing |")
+        print("|---|---|---|---|---|---|---|")
+        by = {(r["seam"], r["config"], r["turn"]): r for r in rows}
         for t in range(1, a.turns + 1):
-            g = by[("baseline+guard", t)]
-            print(f"| {t} | {by[('baseline', t)]['untouched_psnr']} | {g['untouched_psnr']} | {g['guard']} |")
+            g, m = by[("membrane", "baseline+guard", t)], by[("multiband", "baseline+guard", t)]
+            print(f"| {t} | {by[('', 'baseline', t)]['untouched_psnr']} | {g['untouched_psnr']} | "
+                  f"{g['untouched_px_differing']} of {g['untouched_px']} | {g['edit_region_psnr']} | "
+                  f"{m['untouched_psnr']} | {m['untouched_px_differing']} |")
         print(f"wrote {a.out / 'chain.csv'} and {a.out / 'untouched_psnr_vs_turn.png'}")
     else:
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
