@@ -51,8 +51,8 @@ from .blend import levels_for, multiband_blend, push_pull
 from .errors import InputError
 from .history import CHANGE, History, StoredImage, TurnMask
 from .images import as_array
-from .provenance import (DEFAULT_PARAMS, ChangeParams, change_between, dilate, erode, remember_alignment,
-                         remember_change)
+from .provenance import (DEFAULT_PARAMS, ChangeParams, Stability, change_between, dilate, erode,
+                         remember_alignment, remember_change, unstable_mask)
 
 METHOD = "drift-guard-v2"
 GUARD_MASK = "guard_edit"          # the kept-edit weights stored with the turn (1 = the editor's pixel)
@@ -72,6 +72,7 @@ class GuardParams:
     max_motion_frac: float = 0.06    # ... as is a corner motion beyond this share of the shorter side
     keywords: bool = True            # the keyword rule for global requests
     drift_residual: float = 10.0 / 255.0  # a change component the previous image, blurred, explains this well is drift
+    max_moved_around: float = 0.3    # more of the ring around the edit in moved blocks: a pose change, left alone
     seam: str = "membrane"           # how the edit meets I_(t-1): one of SEAMS (see `compose`)
 
     def pixels(self, shape: tuple[int, int]) -> dict[str, int]:
@@ -89,11 +90,13 @@ SEAMS = ("membrane", "multiband", "feather")
 # request (split at commas, semicolons, "and", "then") is read by its leading verb:
 #   - no verb ("night time", "anime style", "in winter"): a global word governs it;
 #   - make / turn / change / give / convert / render / set / apply / ... : global when its target
-#     is the whole picture (it, the image / picture / photo / scene, everything) or a whole-picture
-#     quality (the lighting, the style, the tone, a filter, ...) and a global word is in the clause;
+#     is the whole picture (it, the image / picture / photo / scene, everything) and a global word
+#     is in the clause, or a whole-picture quality (the lighting, the style, the tone, a filter, the
+#     background, ...);
 #     with another target ("make the sofa darker") the words describe that target;
 #   - add / put / place / insert / ... : global only when what it adds is an atmosphere
-#     ("add fog", "add a vintage filter"), not an object ("add a painting of a sunset");
+#     ("add fog", "add a vintage filter") or a new setting for the whole picture ("put her in a
+#     library", "+ under a sunny sky"), not an object ("add a painting of a sunset");
 #   - remove / delete / erase / ...: global only when what it removes is a whole-picture quality
 #     ("remove the sepia tone");
 #   - move / resize / rotate / replace / ...: global only on the whole picture ("rotate the image");
@@ -115,13 +118,17 @@ WHOLE_QUALITY = re.compile(
     r"^((the|a|an|its|this|some|more|less) )*((overall|whole|entire|global|general) )?(\w+ )?"
     r"(lighting|light|illumination|style|look|tone|tones|mood|atmosphere|weather|season|time of day|"
     r"colou?r grad(e|ing)|colou?r palette|palette|filter|contrast|brightness|saturation|exposure|"
-    r"white balance|colou?r cast|grain|vignette|aesthetic|vibe)\b")
+    r"white balance|colou?r cast|grain|vignette|aesthetic|vibe|background|backdrop|setting|surroundings|"
+    r"environment|location)\b")
 ATMOSPHERE = re.compile(
     r"^((a|an|some|more|the|heavy|light|soft|thick|dense|warm|cold|cool|dramatic|subtle|vintage|"
     r"cinematic|moody|golden|evening|morning|night|sepia|film|retro|old|black and white) )*"
     r"(fog|haze|mist|rain|snow|snowfall|sunset|sunrise|dusk|dawn|night|lighting|light leaks?|glow|"
     r"filter|film look|film grain|grain|vignette|colou?r grad(e|ing)|tint|atmosphere|weather|look|"
     r"effect|style|bokeh)\b")
+SETTING = re.compile(      # "put her in a library", "+ under a sunny sky": the subject in a new setting
+    r"^((her|him|everyone|everybody|the (whole )?(scene|image|picture|photo)) )?"
+    r"(in|into|inside|under|at|on|onto) (a|an|the)\b")
 CLAUSE_SPLIT = re.compile(r"\s*(?:[,;:.!?]+|\band then\b|\bthen\b|\band\b|\bbut\b|\bwhile\b)\s*")
 LEAD = re.compile(r"^((please|now|also|just|kindly|can you|could you|would you|i want you to|i'd like you to|"
                   r"let's|lets) )+")
@@ -160,7 +167,9 @@ def _clause_global(clause: str) -> str:
         return ""
     if cls == "add":
         a = ATMOSPHERE.match(rest)
-        return a.group(0) if a else ""
+        if a:
+            return a.group(0)
+        return " ".join(rest.split()[:5]) if SETTING.match(rest) else ""
     if cls == "remove":
         q = WHOLE_QUALITY.match(rest)
         return q.group(0) if q else ""
@@ -280,11 +289,7 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
         user = _mask_at(user_mask, shape, "the user's mask")
         if not user.any():
             user = None     # an empty mask says nothing: the change mask decides
-    # 1. Can the alignment be undone? (before anything else: a misplaced paste would damage the edit)
-    why = _untrusted(al, shape, params)
-    if why:
-        return aside(why, why="alignment")
-    # 2. A global edit? (the user's mask says the edit is local: it skips these rules)
+    # 1. A global edit? (the user's mask says the edit is local: it skips these rules)
     if user is None:
         words = global_request(request, getattr(plan, "synthesis_instruction", None),
                                getattr(plan, "user_instruction", None)) if params.keywords else ""
@@ -301,10 +306,15 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
         if base["change_fraction"] > params.global_share:
             return aside(f"a global edit: the change covers {base['change_fraction']:.0%} of the picture "
                          f"(limit {params.global_share:.0%})", why="global")
-        if info.get("rerendered"):
-            return aside(f"the editor re-rendered the scene beyond the change (stable fraction "
-                         f"{float(info.get('stable_fraction', 0.0)):.2f}): it cannot be separated from the edit",
-                         why="rerender")
+    # 2. Can the alignment be undone? (a misplaced paste would damage the edit)
+    why = _untrusted(al, shape, params)
+    if why:
+        return aside(why, why="alignment")
+    # ... and is the scene outside the change still the previous one?
+    if user is None and info.get("rerendered"):
+        return aside(f"the editor re-rendered the scene beyond the change (stable fraction "
+                     f"{float(info.get('stable_fraction', 0.0)):.2f}): it cannot be separated from the edit",
+                     why="rerender")
 
     # 3. The edit region, in I_{t-1}'s frame. The editor's pixels are warped, and drift is told,
     # only on the tiles near the change (TILE px squares); the region itself on the crop around it.
@@ -366,6 +376,13 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
         if user is None and edit_fraction > params.global_share:
             return aside(f"a global edit: the edit region covers {edit_fraction:.0%} of the picture "
                          f"(limit {params.global_share:.0%})", why="global", edit_fraction=round(edit_fraction, 6))
+        if user is None and K.any():
+            moved = moved_around(K, sl, shape, info, inv)
+            if moved > params.max_moved_around:
+                return aside(f"the editor moved the picture around the edit ({moved:.0%} of the pixels around it "
+                             f"changed their structure: a pose change): pasting the edit into the previous image "
+                             f"would break what it is part of", why="moved", moved_around=round(moved, 4),
+                             edit_fraction=round(edit_fraction, 6))
         # 4. Compose: I_{t-1} outside, the editor's (aligned) pixels inside, a seam without a step.
         if K.any():
             comp, w = compose(P, E, K, src, params.seam, px, checks)
@@ -408,6 +425,29 @@ def _tiles(mask: np.ndarray, reach: int) -> set[tuple[int, int, int, int]]:
     cells = dilate(cells, -(-int(reach) // cell))
     hit = cells.reshape(ny, k, nx, k).any(axis=(1, 3))
     return {(i * TILE, min(h, (i + 1) * TILE), j * TILE, min(w, (j + 1) * TILE)) for i, j in zip(*np.nonzero(hit))}
+
+
+def moved_around(K: np.ndarray, sl: tuple[slice, slice], shape: tuple[int, int], info: dict,
+                 inv: Alignment) -> float:
+    """The share of a ring around the edit region (from `ring_gap` to `ring_gap` + 2 blocks of the
+    change record's stability grid out) that lies in blocks whose structure moved or was redrawn
+    after alignment (the record's `unstable_grid`, in I_(t-1)'s frame): high when the editor
+    changed the pose of what the edit is part of (a cat whose head turned under its new hat)."""
+    grid = Stability.grid_from_info(info)
+    if grid is None or not grid.any():
+        return 0.0
+    block = max(shape[0] / grid.shape[0], shape[1] / grid.shape[1])
+    gap, width = int(round(block / 2)), int(round(2 * block))
+    y0, y1 = max(0, sl[0].start - gap - width), min(shape[0], sl[0].stop + gap + width)
+    x0, x1 = max(0, sl[1].start - gap - width), min(shape[1], sl[1].stop + gap + width)
+    k = np.zeros((y1 - y0, x1 - x0), bool)
+    k[sl[0].start - y0:sl[0].stop - y0, sl[1].start - x0:sl[1].stop - x0] = K
+    ring = dilate(k, gap + width) & ~dilate(k, gap)
+    if not ring.any():
+        return 0.0
+    bad = unstable_mask(grid, shape)
+    bad = (bad if inv.is_identity else warp(bad, inv, order=0))[y0:y1, x0:x1]
+    return float((bad & ring).sum()) / float(ring.sum())
 
 
 def _psnr(mse: float) -> float:

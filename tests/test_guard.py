@@ -283,7 +283,8 @@ def test_a_moved_object_is_kept_whole_over_its_old_place(scene):
     "Change image to anime style.", "make it look like winter", "night time", "in the style of Van Gogh",
     "make the image darker", "relight the scene", "give the picture a vintage film look", "add a vintage filter",
     "add fog", "make the lighting warmer", "add a hat and make it night", "Make the photo black and white.",
-    "zoom out a little", "remove the sepia tone"])
+    "zoom out a little", "remove the sepia tone", "put her in a library", "add under a sunny sky",
+    "change the background to a beach"])
 def test_lighting_style_and_season_requests_are_global(request_):
     assert global_request(request_)
 
@@ -293,7 +294,7 @@ def test_lighting_style_and_season_requests_are_global(request_):
     "put a winter hat on the girl", "add a cartoon sticker to the laptop", "make the sofa darker",
     "remove the vintage lamp", "place a black and white photo in the frame", "give the cat a winter coat",
     "move the comic book to the left", "keep the whole picture as it is except the hat",
-    "Add pendant with a ruby around this girl's neck."])
+    "Add pendant with a ruby around this girl's neck.", "place it on the table", "add a lamp in the corner"])
 def test_a_global_word_in_passing_does_not_make_a_request_global(request_):
     assert global_request(request_) == ""
 
@@ -304,3 +305,23 @@ def test_a_local_request_with_a_global_word_is_guarded_and_a_global_one_is_not(s
     assert guard_images(prev, edited, request="add a red lamp that lights the whole picture").applied
     res = guard_images(prev, edited, request="add a red lamp and make it night")
     assert not res.applied and "keyword rule ('night')" in res.reason
+
+
+def test_a_pose_change_around_the_edit_is_left_alone(scene):
+    from dataclasses import replace
+    from respec.guard import drift_guard
+    prev = u8(scene)
+    edited = realistic(draw_rect(scene, BOX, RED))
+    p, e = StoredImage.of(prev), StoredImage.of(edited)
+    change = provenance.change_between(p, e, (SHAPE[1], SHAPE[0]))
+    rows = change.info["unstable_grid"]
+    assert drift_guard(p, e, change, request="add a red hat").applied            # the scene around it held
+    # the editor moved what the hat sits on: the blocks around the edit no longer match I_(t-1)
+    gh, gw = len(rows), len(rows[0])
+    y0, x0, y1, x1 = BOX
+    grid = [["1" if (y0 - 30) / SHAPE[0] * gh <= i < (y1 + 30) / SHAPE[0] * gh
+             and (x0 - 30) / SHAPE[1] * gw <= j < (x1 + 30) / SHAPE[1] * gw else "0" for j in range(gw)] for i in range(gh)]
+    moved = replace(change, info={**change.info, "unstable_grid": ["".join(r) for r in grid]})
+    res = drift_guard(p, e, moved, request="add a red hat")
+    assert not res.applied and res.record["why"] == "moved" and res.record["moved_around"] > 0.3
+    assert np.array_equal(res.image, edited)
