@@ -126,6 +126,8 @@ ATMOSPHERE = re.compile(
     r"(fog|haze|mist|rain|snow|snowfall|sunset|sunrise|dusk|dawn|night|lighting|light leaks?|glow|"
     r"filter|film look|film grain|grain|vignette|colou?r grad(e|ing)|tint|atmosphere|weather|look|"
     r"effect|style|bokeh)\b")
+PLACES = ("background", "backdrop", "setting", "surroundings", "environment", "location")
+PART_OF = re.compile(r"^(in|on|at|near|behind|around|above|below|under|left|right|to the (left|right)) (the|this|that|her|his)\b")
 SETTING = re.compile(      # "put her in a library", "+ under a sunny sky": the subject in a new setting
     r"^((her|him|everyone|everybody|the (whole )?(scene|image|picture|photo)) )?"
     r"(in|into|inside|under|at|on|onto) (a|an|the)\b")
@@ -160,8 +162,9 @@ def _clause_global(clause: str) -> str:
     if cls == "set":
         if ALWAYS_GLOBAL_VERBS.match(c) and (not rest or WHOLE_TARGET.match(rest) or WHOLE_QUALITY.match(rest)):
             return m.group(0)
-        if WHOLE_QUALITY.match(rest):
-            return words[0] if words else WHOLE_QUALITY.match(rest).group(0)
+        q = WHOLE_QUALITY.match(rest)
+        if q and not (q.group(0).endswith(PLACES) and PART_OF.match(rest[q.end():].strip())):
+            return words[0] if words else q.group(0)
         if not rest or WHOLE_TARGET.match(rest) or GLOBAL_WORDS.match(rest) or rest.startswith(("into ", "to ", "as ", "in ", "like ", "look ")):
             return words[0] if words else ""
         return ""
@@ -338,6 +341,7 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
         reach = px["margin"] + px["band"] + 2 * RIM_PX + 2
         E_all = np.zeros(shape + (3,), np.float32)
         explained_all = np.ones(shape, bool)
+        faint_all = np.zeros(shape, bool)
         test = _tiles(seed, px["margin"] + 1) if user is None else set()
         for y0, y1, x0, x1 in sorted(_tiles(need, reach) | test):
             Y0, Y1 = max(0, y0 - TILE_PAD), min(shape[0], y1 + TILE_PAD)
@@ -346,15 +350,15 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
             inner = (slice(y0 - Y0, y1 - Y0), slice(x0 - X0, x1 - X0))
             E_all[y0:y1, x0:x1] = E_t[inner]
             if (y0, y1, x0, x1) in test:
-                explained_all[y0:y1, x0:x1] = drift_explained(_float(prev3[Y0:Y1, X0:X1]), E_t, info,
-                                                              params.drift_residual)[inner]
+                ex, fa = drift_explained(_float(prev3[Y0:Y1, X0:X1]), E_t, info, params.drift_residual)
+                explained_all[y0:y1, x0:x1], faint_all[y0:y1, x0:x1] = ex[inner], fa[inner]
         src_all = support(inv, shape)
         if user is not None:
             c_all = seed
         else:
             c_all = np.zeros(shape, bool)
             s0 = _bbox(seed, 1)
-            c_all[s0], dropped = drop_drift(seed[s0], explained_all[s0], max(1.0, 2e-4 * seed.size))
+            c_all[s0], dropped = drop_drift(seed[s0], explained_all[s0], max(1.0, 2e-4 * seed.size), faint_all[s0])
             if dropped:
                 checks["drift_px_dropped"] = dropped
             if extra is not None:
@@ -455,12 +459,16 @@ def _psnr(mse: float) -> float:
 
 
 DRIFT_SIGMAS = (0.0, 0.75, 1.5)
+FAINT = 0.5         # inside an edit's hull, a pixel differing by more than this share of the drift limit is the edit
 RIM_PX = 2          # the seam's colour difference is read on this many pixels just outside the region
 SEAM_CLIP = 0.06    # ... and corrected by at most this (15/255: an editor's colour drift, not content)
 
 
-def drift_explained(P: np.ndarray, E: np.ndarray, info: dict, limit: float) -> np.ndarray:
-    """bool H×W: the aligned editor pixels E that I_{t-1}'s pixels P explain as drift, not an edit.
+def drift_explained(P: np.ndarray, E: np.ndarray, info: dict, limit: float) -> tuple[np.ndarray, np.ndarray]:
+    """(explained, faint), bool H×W each. explained: the aligned editor pixels E that I_{t-1}'s
+    pixels P explain as drift, not an edit. faint: the pixels that differ from every blurred P by
+    more than FAINT × `limit` (a change too faint to tell from drift on its own: a tint where the
+    picture is dark).
     After alignment, resampling, an editor's blur and a sub-pixel misfit leave residuals along
     sharp edges (an emblem, text) that the change mask marks. A pixel is drift when, after the
     turn's colour fit, E agrees within `limit` (3×3-mean RMS) with P blurred by one of DRIFT_SIGMAS,
@@ -478,18 +486,21 @@ def drift_explained(P: np.ndarray, E: np.ndarray, info: dict, limit: float) -> n
     hi = ndimage.maximum_filter(Pf, (3, 3, 1), mode="nearest")
     out_of_range = np.maximum(np.maximum(lo - E, E - hi), 0.0)
     env = ndimage.uniform_filter(np.sqrt((out_of_range ** 2).mean(axis=2)), 3, mode="nearest")
-    return (best <= limit) | (env <= 0.5 * limit)
+    return (best <= limit) | (env <= 0.5 * limit), best > FAINT * limit
 
 
-def drop_drift(c: np.ndarray, explained: np.ndarray, min_px: float) -> tuple[np.ndarray, int]:
+def drop_drift(c: np.ndarray, explained: np.ndarray, min_px: float,
+               faint: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """The change mask without what drift explains (`drift_explained`). The pixels drift does not
     explain are opened (1 px) and their components under `min_px` pixels go (a drifted edge, an
     emblem's re-sampled detail): a change component with none of them left is drift and goes
     whole. Of a component with an edit in it, the pixels inside the convex hull of what drift
     cannot explain stay, explained or not (inside an edit some pixels happen to resemble what was
     there: a moved object's stripes over its old stripes are still the edit), and the rest goes (a
-    drifted edge or emblem that the change mask's closing joined to the edit). Returns (mask,
-    pixels dropped)."""
+    drifted edge or emblem that the change mask's closing joined to the edit). Within that hull,
+    `faint` pixels outside the change mask join the edit too (a tint fades where the picture is
+    dark, below the change mask's threshold). Returns (mask, pixels dropped: negative when faint
+    pixels joined)."""
     if not c.any():
         return c, 0
     m = ndimage.binary_opening(c & ~explained, np.ones((3, 3), bool))
@@ -506,7 +517,8 @@ def drop_drift(c: np.ndarray, explained: np.ndarray, min_px: float) -> tuple[np.
         for k in np.unique(comps[m]):
             sl = boxes[k - 1]
             comp = comps[sl] == k
-            kept[sl] |= comp & convex_hull(m[sl] & comp)
+            hull = convex_hull(m[sl] & comp)
+            kept[sl] |= hull & (comp | faint[sl]) if faint is not None else comp & hull
     return kept, int(c.sum() - kept.sum())
 
 

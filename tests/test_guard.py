@@ -294,7 +294,8 @@ def test_lighting_style_and_season_requests_are_global(request_):
     "put a winter hat on the girl", "add a cartoon sticker to the laptop", "make the sofa darker",
     "remove the vintage lamp", "place a black and white photo in the frame", "give the cat a winter coat",
     "move the comic book to the left", "keep the whole picture as it is except the hat",
-    "Add pendant with a ruby around this girl's neck.", "place it on the table", "add a lamp in the corner"])
+    "Add pendant with a ruby around this girl's neck.", "place it on the table", "add a lamp in the corner",
+    "Tint the background in the bottom right corner pink"])
 def test_a_global_word_in_passing_does_not_make_a_request_global(request_):
     assert global_request(request_) == ""
 

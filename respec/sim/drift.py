@@ -76,8 +76,9 @@ def untouched_psnr(original, image, region: np.ndarray) -> float | None:
 
 def turn_edit_region(scenario, t: int, size: tuple[int, int]) -> np.ndarray:
     """bool H×W (size = (w, h)), in the world's frame: the pixels turn t's ground truth changes
-    (every pixel of an object it adds, removes, moves, resizes, replaces or recolours, before and
-    after; its tinted boxes; the whole picture on a style turn)."""
+    (every pixel of an object it adds, removes, moves, resizes, replaces or gives another tint,
+    before and after; its tinted boxes; the whole picture on a style turn). An object recoloured
+    to the tint it already has is unchanged."""
     w, h = size
     state = WorldState()
     for turn in scenario.turns[: t - 1]:
@@ -94,7 +95,7 @@ def turn_edit_region(scenario, t: int, size: tuple[int, int]) -> np.ndarray:
     out = before != after
     kept_before = {o.label: o for o in state.objects}
     for o in new.objects:
-        if o.label in effect.redraw or kept_before.get(o.label) != o:
+        if kept_before.get(o.label) != o:      # added, moved, resized, replaced or given another tint
             out |= (after == o.label) | (before == o.label)
     for box, _ in effect.tints:
         out |= box_mask(box, size)
