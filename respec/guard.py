@@ -14,26 +14,40 @@ so a zoom-out or a shift is undone, not accumulated. What it guarantees:
   ones History Append keeps with the turn (respec/provenance.py's cache, keyed by the two images'
   digests): the guard computes nothing a second time, and the change record of its own output is
   derived from the edit's (`remember_guarded`), not measured again.
-- **The edit region** is C_t carried into I_{t-1}'s frame, grown by `margin` px (an editor's soft
-  edges, a faint shadow the threshold missed), holes filled, joined with what the turn says should
-  change (Reveal Composite's pasted pixels; a user's MASK replaces it all: the user's own mask wins
-  over the change mask). Beyond it a `band` px wide seam: the editor's pixels are colour-matched
-  to I_{t-1} there (the local difference of the two on background pixels, spread smoothly, fading
-  to nothing inside the edit) and blended linearly into I_{t-1}.
+- **The edit region** K is C_t carried into I_{t-1}'s frame without what the editor's drift
+  explains (`drift_explained`: the aligned editor pixel agrees with I_{t-1} blurred, or lies within
+  the range I_{t-1} takes around it; `drop_drift`: a change component with nothing else left is
+  drift and goes whole, one with an edit in it keeps the inside of the hull of its edit), joined
+  with what the turn says should change (Reveal Composite's pasted pixels), grown by `margin` px
+  where the editor's pixels still differ beyond drift (a soft shadow the threshold missed), holes
+  filled. A user's MASK replaces it all: the user's own mask wins over the change mask.
+- **Outside K nothing is touched** (the default seam, `membrane`): the output there is I_{t-1}'s
+  own pixels, so a long conversation does not accumulate anything around its edits. Inside K the
+  editor's pixels, with the colour step at K's edge taken away by a smooth correction field (the
+  difference of the two images just outside K, carried inside by push-pull and faded out over
+  `margin` + `band` px). The `multiband` seam (blend.multiband_blend over `band` px outside K) and
+  the first version's linear `feather` are there to be measured against (docs/drift-guard.md).
 - **It never removes an edit.** It steps aside (the editor's image is kept, and the record says
-  why) on a global edit (the change covers most of the picture, the colour map of the whole
-  picture is far from identity, or the request / plan is a lighting, style, season or reframing
-  request by the keyword rule), on a re-render it cannot separate (the change record's stability
-  says the scene outside the change moved or was redrawn), and on an alignment it does not trust
-  (residual motion, few inliers, a zoom or shift larger than an editor's drift).
+  why) on a global edit (the plan says so; the keyword rule, which reads the word that governs the
+  request, not any word in it; the colour map of the whole picture far from identity; the change
+  or the edit region over half the picture), on an alignment it does not trust (residual motion,
+  few inliers, a zoom or shift larger than an editor's drift), on a re-render it cannot separate
+  (the change record's stability says the scene outside the change moved or was redrawn), and when
+  the picture right around the edit moved (a pose change: the edit pasted into the previous image
+  would break what it is part of).
+- **Only the tiles near the change are looked at** (the editor's image is warped and drift is told
+  on 64-px tiles within reach of the change mask; the region on the crop around it).
 
 Every result records in `meta.post_edit` what it kept (`edit_fraction`, the alignment it undid,
-`band_px`, `margin_px`) or why it stepped aside (`stepped_aside`, `reason`).
+`band_px`, `margin_px`, `edit_region_psnr`: its output against the editor's on the kept pixels)
+or why it stepped aside (`stepped_aside`, `reason`, `why`).
 
-Where it fails (by construction): a change the change mask misses (its colour matches what it
-covers; a global edit only a few per cent strong) is reverted to I_{t-1}; a keyword rule does not
-understand language (it steps aside on "add a lamp that lights the table" only if the words match,
-and misses "turn the sky orange" as a global edit unless the change is large).
+Where it fails (by construction): a change the change mask misses and that lies outside the hull
+of what it found (its colour matches what it covers; a tint of a dark area; a global edit only a
+few per cent strong) is reverted to I_{t-1}; the keyword rule reads a few verb patterns, not
+language ("add a lamp that lights the whole picture" is local to it: the measured coverage and
+colour change decide); a re-render the change record calls stable is kept only where it found a
+change.
 """
 from __future__ import annotations
 

@@ -259,8 +259,26 @@ def seam_gradient_error(out: np.ndarray, edited: np.ndarray, prev: np.ndarray, r
 
 # --------------------------------------------------------------------------- real editor calls
 
-def step1x_pairs(pairs: Path, index: dict) -> list[dict]:
-    """The guard on each Step1X-Edit pair (input -> output, one real call)."""
+def pair_figure(a: np.ndarray, b: np.ndarray, res, out: Path) -> None:
+    """Before/after on a Step1X-Edit pair (Apache-2.0): input, the editor's output, the guard's
+    output, the kept-edit weights; below, each image's difference from the input (×4)."""
+    def half(x):
+        return np.asarray(Image.fromarray(x).resize((x.shape[1] // 2, x.shape[0] // 2), Image.BILINEAR))
+
+    def diff(x):
+        d = np.abs(x.astype(np.int16) - a.astype(np.int16)).max(axis=2) * 4
+        return np.repeat(np.clip(d, 0, 255).astype(np.uint8)[..., None], 3, axis=2)
+    wgt = np.repeat((res.weight * 255).astype(np.uint8)[..., None], 3, axis=2)
+    gap = np.full((a.shape[0] // 2, 6, 3), 255, np.uint8)
+    top = np.concatenate([half(a), gap, half(b), gap, half(np.asarray(res.image)), gap, half(wgt)], 1)
+    blank = np.full_like(half(a), 255)
+    bot = np.concatenate([blank, gap, half(diff(b)), gap, half(diff(np.asarray(res.image))), gap, blank], 1)
+    Image.fromarray(np.concatenate([top, np.full((6, top.shape[1], 3), 255, np.uint8), bot], 0)).save(out)
+
+
+def step1x_pairs(pairs: Path, index: dict, out: Path | None = None) -> list[dict]:
+    """The guard on each Step1X-Edit pair (input -> output, one real call); the add-object pair's
+    before/after picture into `out`."""
     rows = []
     for it in index["items"]:
         if it["source"] != "step1x_edit":
@@ -270,6 +288,8 @@ def step1x_pairs(pairs: Path, index: dict) -> list[dict]:
         size = (WIDTH, round(WIDTH * a.shape[0] / a.shape[1]))
         a, b = (np.asarray(Image.fromarray(x).resize(size, Image.BICUBIC)) for x in (a, b))
         res = guard_images(a, b, request=it.get("instruction", ""))
+        if out is not None and it["kind"] == "add_object":
+            pair_figure(a, b, res, out / "drift-guard-step1x-pair.png")
         rows.append({"pair": it["id"], "kind": it["kind"], "instruction": it.get("instruction", ""),
                      "applied": res.applied, "edit_fraction": res.record.get("edit_fraction"),
                      "change_fraction": res.record.get("change_fraction"), "reason": res.reason,
@@ -405,7 +425,7 @@ def main(pairs: Path, out: Path, quick: bool = False) -> int:
         sys.stdout.flush()
 
     print("\n## 2. The Step1X-Edit pairs (one real editor call each)\n")
-    s1 = step1x_pairs(pairs, index)
+    s1 = step1x_pairs(pairs, index, out)
     print("| pair | kind | guard | edit region share | outside it: editor vs input (dB) | reason |")
     print("|---|---|---|---|---|---|")
     for r in s1:
@@ -414,21 +434,26 @@ def main(pairs: Path, out: Path, quick: bool = False) -> int:
 
     print("\n## 3. MC-Edit sequences: the guard on every call\n")
     mc = mc_edit(pairs, index)
-    print("| scene | turn | request | kept | stepped aside: global / re-render / alignment | edit region share when kept (median) | outside it, editor vs I_(t-1) (median dB) |")
+    print("| scene | turn | request | kept | stepped aside: global / re-render / alignment / moved around the edit | edit region share when kept (median) | outside it, editor vs I_(t-1) (median dB) |")
     print("|---|---|---|---|---|---|---|")
     keys = sorted({(r["scene"], r["turn"]) for r in mc})
+    totals = {w: sum(r["why"] == w for r in mc) for w in ("global", "rerender", "alignment", "moved")}
     for sc, t in keys:
         rows = [r for r in mc if (r["scene"], r["turn"]) == (sc, t)]
         kept = [r for r in rows if r["applied"]]
-        why = {w: sum(r["why"] == w for r in rows) for w in ("global", "rerender", "alignment")}
+        why = {w: sum(r["why"] == w for r in rows) for w in ("global", "rerender", "alignment", "moved")}
         print(f"| {sc} | {t} | {rows[0]['request']} | {len(kept)}/{len(rows)} | {why['global']} / {why['rerender']} / "
-              f"{why['alignment']} | {_fmt(_median([r['edit_fraction'] for r in kept]), 3)} | "
+              f"{why['alignment']} / {why['moved']} | {_fmt(_median([r['edit_fraction'] for r in kept]), 3)} | "
               f"{_fmt(_median([r['editor_psnr_vs_prev_there'] for r in kept]))} |")
 
+    print(f"\nAll {len(mc)} calls: kept {sum(r['applied'] for r in mc)}; stepped aside on a global edit "
+          f"{totals['global']}, a re-render {totals['rerender']}, an untrusted alignment {totals['alignment']}, the "
+          f"picture moved around the edit {totals['moved']}.")
     for name, rows in (("chains", chain_rows), ("seams", seam_rows), ("step1x", s1), ("mc_edit", mc)):
         with open(out / f"{name}.csv", "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0]))
             w.writeheader()
             w.writerows(rows)
-    print(f"\nwrote {out}/chains.csv, seams.csv, step1x.csv, mc_edit.csv and drift-guard-real-chain.png")
+    print(f"\nwrote {out}/chains.csv, seams.csv, step1x.csv, mc_edit.csv, drift-guard-real-chain.png and "
+          f"drift-guard-step1x-pair.png")
     return 0
