@@ -86,7 +86,7 @@ class GuardParams:
     max_motion_frac: float = 0.06    # ... as is a corner motion beyond this share of the shorter side
     keywords: bool = True            # the keyword rule for global requests
     drift_residual: float = 10.0 / 255.0  # a change component the previous image, blurred, explains this well is drift
-    max_moved_around: float = 0.3    # more of the ring around the edit in moved blocks: a pose change, left alone
+    max_moved_around: float = 0.25   # more of the ring around the edit in moved blocks: a pose change, left alone
     seam: str = "membrane"           # how the edit meets I_(t-1): one of SEAMS (see `compose`)
 
     def pixels(self, shape: tuple[int, int]) -> dict[str, int]:
