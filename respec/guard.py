@@ -357,15 +357,20 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
         explained_all = np.ones(shape, bool)
         faint_all = np.zeros(shape, bool)
         test = _tiles(seed, px["margin"] + 1) if user is None else set()
-        for y0, y1, x0, x1 in sorted(_tiles(need, reach) | test):
-            Y0, Y1 = max(0, y0 - TILE_PAD), min(shape[0], y1 + TILE_PAD)
-            X0, X1 = max(0, x0 - TILE_PAD), min(shape[1], x1 + TILE_PAD)
-            E_t = warp_float(cur3, inv, box=(Y0, Y1, X0, X1))
-            inner = (slice(y0 - Y0, y1 - Y0), slice(x0 - X0, x1 - X0))
-            E_all[y0:y1, x0:x1] = E_t[inner]
-            if (y0, y1, x0, x1) in test:
-                ex, fa = drift_explained(_float(prev3[Y0:Y1, X0:X1]), E_t, info, params.drift_residual)
-                explained_all[y0:y1, x0:x1], faint_all[y0:y1, x0:x1] = ex[inner], fa[inner]
+        done: set = set()
+
+        def warp_tiles(tiles: set) -> None:
+            for y0, y1, x0, x1 in sorted(tiles - done):
+                Y0, Y1 = max(0, y0 - TILE_PAD), min(shape[0], y1 + TILE_PAD)
+                X0, X1 = max(0, x0 - TILE_PAD), min(shape[1], x1 + TILE_PAD)
+                E_t = warp_float(cur3, inv, box=(Y0, Y1, X0, X1))
+                inner = (slice(y0 - Y0, y1 - Y0), slice(x0 - X0, x1 - X0))
+                E_all[y0:y1, x0:x1] = E_t[inner]
+                if (y0, y1, x0, x1) in test:
+                    ex, fa = drift_explained(_float(prev3[Y0:Y1, X0:X1]), E_t, info, params.drift_residual)
+                    explained_all[y0:y1, x0:x1], faint_all[y0:y1, x0:x1] = ex[inner], fa[inner]
+                done.add((y0, y1, x0, x1))
+        warp_tiles(_tiles(need, reach) | test)
         src_all = support(inv, shape)
         if user is not None:
             c_all = seed
@@ -377,10 +382,8 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
                 checks["drift_px_dropped"] = dropped
             if extra is not None:
                 c_all = c_all | extra
-        if not c_all.any():
-            c_all = need & False
         sl = _bbox(c_all, reach) if c_all.any() else (slice(0, 1), slice(0, 1))
-        src, P, E, c = src_all[sl], _float(prev3[sl]), E_all[sl], c_all[sl]
+        src, P, c = src_all[sl], _float(prev3[sl]), c_all[sl]
         if user is not None:
             K = region = c & src
         else:
@@ -390,6 +393,11 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
             # In the margin the editor's pixels are kept only where they differ from I_(t-1) beyond
             # its drift (a soft shadow the threshold missed); elsewhere the margin is I_(t-1)'s.
             K = ndimage.binary_fill_holes(c | (grown & ~explained)) & src
+        if K.any():     # a filled hole can reach beyond the tiles warped so far: warp those too
+            k_all = np.zeros(shape, bool)
+            k_all[sl] = K
+            warp_tiles(_tiles(k_all, px["band"] + 2 * RIM_PX + 2))
+        E = E_all[sl]
         edit_fraction = float(region.sum()) / float(seed.size)
         if user is None and edit_fraction > params.global_share:
             return aside(f"a global edit: the edit region covers {edit_fraction:.0%} of the picture "

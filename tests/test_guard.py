@@ -326,3 +326,17 @@ def test_a_pose_change_around_the_edit_is_left_alone(scene):
     res = drift_guard(p, e, moved, request="add a red hat")
     assert not res.applied and res.record["why"] == "moved" and res.record["moved_around"] > 0.3
     assert np.array_equal(res.image, edited)
+
+
+def test_a_filled_hole_far_from_the_change_keeps_the_editors_pixels():
+    shape = (512, 512)
+    base = background(4, shape)
+    framed = draw_rect(base, (128, 128, 384, 384), RED)        # a frame: only its ring changes ...
+    framed[136:376, 136:376] = base[136:376, 136:376]          # ... its inside is a hole of the region
+    prev = u8(base)
+    edited = realistic(framed)
+    res = guard_images(prev, edited, request="add a red frame")
+    inside = rect_mask(shape, (150, 150, 362, 362))
+    assert res.applied and res.weight[inside].min() == 1.0     # the hole is filled: the editor's pixels
+    back = warp(edited, Alignment.from_record(res.record["alignment"]).inverse())
+    assert psnr(res.image, back, inside) >= 40                  # warped there too, not left empty
