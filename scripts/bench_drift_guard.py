@@ -1,13 +1,16 @@
-"""Drift Guard measurements (docs/drift-guard.md): a long simulated conversation and the cost.
+"""Drift Guard measurements (docs/drift-guard.md): a long simulated conversation, real pictures
+and the cost.
 
     python scripts/bench_drift_guard.py chain --turns 20 --out runs/drift_chain   # figure + table
     python scripts/bench_drift_guard.py cost --size 1024                           # seconds per turn
     python scripts/bench_drift_guard.py real --pairs ../shared/realdata/pairs --out runs/drift_real
 
 chain: one sim scene (the sim editor with --sim-defects realistic, a SIMULATION) edited for N turns
-(an object added, then moved / resized / recoloured in turn), once without and once with the guard
-(respec.guard.GuardStep in run_turn); after every turn the untouched PSNR (the image against I_0
-on the pixels no turn's ground-truth edit touched, respec.sim.drift). Writes chain.csv and
+(an object added, then moved a little on every turn), without the guard, with it (the default
+membrane seam) and with the multiband seam (respec.guard.GuardStep in run_turn); after every turn
+the untouched PSNR (the image against I_0 on the pixels no turn's ground-truth edit touched,
+respec.sim.drift), how many untouched pixels differ from I_0 and the edit's fidelity (the guard's
+output against the editor's on the turn's true edit region). Writes chain.csv and
 untouched_psnr_vs_turn.png.
 
 real: real pictures (scripts/drift_guard_real.py): controlled chains on the Step1X-Edit photos with
