@@ -35,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def chain_scenario(turns: int):
-    """A 20-turn sim scenario on a shipped photo: a lamp added, then moved, resized and recoloured."""
+    """An N-turn sim scenario on a shipped photo: the first sim scenario's added object, then moved a
+    little on every turn."""
     from respec.bench.scenario import load_dataset
     base = next(s for s in load_dataset("occur_sim") if s.turns[0].actions and s.turns[0].actions[0].do == "add")
     from dataclasses import replace
