@@ -97,3 +97,32 @@ def multiband_blend(base: np.ndarray, top: np.ndarray, weight: np.ndarray, level
     for band, shp in zip(reversed(bands), reversed(shapes)):
         out = band + _expand(out, shp)
     return np.clip(out, 0.0, 1.0).astype(np.float32)
+
+
+def push_pull(values: np.ndarray, known: np.ndarray, levels: int) -> np.ndarray:
+    """A smooth field equal to `values` where `known` and interpolated elsewhere (push-pull: a
+    pyramid of normalised convolutions, Gortler et al. 1996; close to the membrane that
+    gradient-domain cloning solves for, Farbman et al. 2011). values: float H×W×C; known: bool
+    H×W; levels: pyramid levels (the field reaches about 2^levels px from the known pixels; beyond
+    that the coarsest estimate, or 0 where nothing is known). Returns float32 H×W×C."""
+    v = np.asarray(values, np.float32)
+    k = np.asarray(known, bool)
+    if v.ndim != 3 or k.shape != v.shape[:2]:
+        raise InputError(f"push_pull needs H×W×C values and an H×W mask, got {v.shape} and {k.shape}")
+    den = k.astype(np.float32)
+    num = v * den[..., None]
+    nums, dens, shapes = [num], [den], [den.shape]
+    for _ in range(max(0, int(levels))):
+        if min(dens[-1].shape) < 2:
+            break
+        nums.append(_reduce(nums[-1]))
+        dens.append(_reduce(dens[-1]))
+        shapes.append(dens[-1].shape)
+    est = np.where(dens[-1][..., None] > 1e-6, nums[-1] / np.maximum(dens[-1], 1e-6)[..., None], 0.0)
+    for lvl in range(len(nums) - 2, -1, -1):
+        up = _expand(est, shapes[lvl])
+        d = dens[lvl]
+        local = nums[lvl] / np.maximum(d, 1e-6)[..., None]
+        a = np.clip(d * (2.0 if lvl else 1.0), 0.0, 1.0)[..., None]   # level 0: exactly the known values
+        est = a * local + (1.0 - a) * up
+    return est.astype(np.float32)

@@ -14,26 +14,40 @@ so a zoom-out or a shift is undone, not accumulated. What it guarantees:
   ones History Append keeps with the turn (respec/provenance.py's cache, keyed by the two images'
   digests): the guard computes nothing a second time, and the change record of its own output is
   derived from the edit's (`remember_guarded`), not measured again.
-- **The edit region** is C_t carried into I_{t-1}'s frame, grown by `margin` px (an editor's soft
-  edges, a faint shadow the threshold missed), holes filled, joined with what the turn says should
-  change (Reveal Composite's pasted pixels; a user's MASK replaces it all: the user's own mask wins
-  over the change mask). Beyond it a `band` px wide seam: the editor's pixels are colour-matched
-  to I_{t-1} there (the local difference of the two on background pixels, spread smoothly, fading
-  to nothing inside the edit) and blended linearly into I_{t-1}.
+- **The edit region** K is C_t carried into I_{t-1}'s frame without what the editor's drift
+  explains (`drift_explained`: the aligned editor pixel agrees with I_{t-1} blurred, or lies within
+  the range I_{t-1} takes around it; `drop_drift`: a change component with nothing else left is
+  drift and goes whole, one with an edit in it keeps the inside of the hull of its edit), joined
+  with what the turn says should change (Reveal Composite's pasted pixels), grown by `margin` px
+  where the editor's pixels still differ beyond drift (a soft shadow the threshold missed), holes
+  filled. A user's MASK replaces it all: the user's own mask wins over the change mask.
+- **Outside K nothing is touched** (the default seam, `membrane`): the output there is I_{t-1}'s
+  own pixels, so a long conversation does not accumulate anything around its edits. Inside K the
+  editor's pixels, with the colour step at K's edge taken away by a smooth correction field (the
+  difference of the two images just outside K, carried inside by push-pull and faded out over
+  `margin` + `band` px). The `multiband` seam (blend.multiband_blend over `band` px outside K) and
+  the first version's linear `feather` are there to be measured against (docs/drift-guard.md).
 - **It never removes an edit.** It steps aside (the editor's image is kept, and the record says
-  why) on a global edit (the change covers most of the picture, the colour map of the whole
-  picture is far from identity, or the request / plan is a lighting, style, season or reframing
-  request by the keyword rule), on a re-render it cannot separate (the change record's stability
-  says the scene outside the change moved or was redrawn), and on an alignment it does not trust
-  (residual motion, few inliers, a zoom or shift larger than an editor's drift).
+  why) on a global edit (the plan says so; the keyword rule, which reads the word that governs the
+  request, not any word in it; the colour map of the whole picture far from identity; the change
+  or the edit region over half the picture), on an alignment it does not trust (residual motion,
+  few inliers, a zoom or shift larger than an editor's drift), on a re-render it cannot separate
+  (the change record's stability says the scene outside the change moved or was redrawn), and when
+  the picture right around the edit moved (a pose change: the edit pasted into the previous image
+  would break what it is part of).
+- **Only the tiles near the change are looked at** (the editor's image is warped and drift is told
+  on 64-px tiles within reach of the change mask; the region on the crop around it).
 
 Every result records in `meta.post_edit` what it kept (`edit_fraction`, the alignment it undid,
-`band_px`, `margin_px`) or why it stepped aside (`stepped_aside`, `reason`).
+`band_px`, `margin_px`, `edit_region_psnr`: its output against the editor's on the kept pixels)
+or why it stepped aside (`stepped_aside`, `reason`, `why`).
 
-Where it fails (by construction): a change the change mask misses (its colour matches what it
-covers; a global edit only a few per cent strong) is reverted to I_{t-1}; a keyword rule does not
-understand language (it steps aside on "add a lamp that lights the table" only if the words match,
-and misses "turn the sky orange" as a global edit unless the change is large).
+Where it fails (by construction): a change the change mask misses and that lies outside the hull
+of what it found (its colour matches what it covers; a tint of a dark area; a global edit only a
+few per cent strong) is reverted to I_{t-1}; the keyword rule reads a few verb patterns, not
+language ("add a lamp that lights the whole picture" is local to it: the measured coverage and
+colour change decide); a re-render the change record calls stable is kept only where it found a
+change.
 """
 from __future__ import annotations
 
@@ -44,14 +58,17 @@ from typing import Any
 import numpy as np
 from PIL import Image
 from scipy import ndimage
+from scipy.spatial import ConvexHull, QhullError
 
-from .alignment import Alignment, support, warp
+from .alignment import Alignment, support, warp, warp_float
+from .blend import levels_for, multiband_blend, push_pull
 from .errors import InputError
 from .history import CHANGE, History, StoredImage, TurnMask
 from .images import as_array
-from .provenance import DEFAULT_PARAMS, ChangeParams, change_between, dilate, remember_alignment, remember_change
+from .provenance import (DEFAULT_PARAMS, ChangeParams, Stability, change_between, dilate, erode,
+                         remember_alignment, remember_change, unstable_mask)
 
-METHOD = "drift-guard-v1"
+METHOD = "drift-guard-v2"
 GUARD_MASK = "guard_edit"          # the kept-edit weights stored with the turn (1 = the editor's pixel)
 
 
@@ -62,13 +79,15 @@ class GuardParams:
     margin_frac: float = 0.012       # the change mask is grown by this (at least 2 px)
     band_frac: float = 0.012         # seam band beyond the edit region (at least 2 px)
     global_share: float = 0.5        # an edit region above this share of the picture is a global edit
-    global_colour: float = 0.06      # the whole picture's colour map moves a grey level by more: global
+    global_colour: float = 0.1       # the whole picture's colour map moves a grey level by more: global
     max_residual_px: float = 1.0     # an alignment explaining the motion worse than this is not trusted
     min_inliers: float = 0.5         # ... or one that fewer blocks than this share agree with
     max_scale_dev: float = 0.08      # a zoom beyond this is a reframing, not drift
     max_motion_frac: float = 0.06    # ... as is a corner motion beyond this share of the shorter side
     keywords: bool = True            # the keyword rule for global requests
     drift_residual: float = 10.0 / 255.0  # a change component the previous image, blurred, explains this well is drift
+    max_moved_around: float = 0.25   # more of the ring around the edit in moved blocks: a pose change, left alone
+    seam: str = "membrane"           # how the edit meets I_(t-1): one of SEAMS (see `compose`)
 
     def pixels(self, shape: tuple[int, int]) -> dict[str, int]:
         """Margin and band widths in pixels for an image of `shape` (H, W)."""
@@ -77,9 +96,28 @@ class GuardParams:
 
 
 DEFAULT_GUARD = GuardParams()
+SEAMS = ("membrane", "multiband", "feather")
 
-# Requests that change the whole picture by their nature (checked on the request and the plan's
-# instruction). Whole words; "light" alone is not here ("add a light bulb" is local).
+# The keyword rule. A global word (lighting, night, winter, style, painting, darker, zoom, ...)
+# makes a request global only where it governs the request: when the request is about the whole
+# picture, not when it describes one object the request adds, removes or changes. Each clause of a
+# request (split at commas, semicolons, "and", "then") is read by its leading verb:
+#   - no verb ("night time", "anime style", "in winter"): a global word governs it;
+#   - make / turn / change / give / convert / render / set / apply / ... : global when its target
+#     is the whole picture (it, the image / picture / photo / scene, everything) and a global word
+#     is in the clause, or a whole-picture quality (the lighting, the style, the tone, a filter, the
+#     background, ...);
+#     with another target ("make the sofa darker") the words describe that target;
+#   - add / put / place / insert / ... : global only when what it adds is an atmosphere
+#     ("add fog", "add a vintage filter") or a new setting for the whole picture ("put her in a
+#     library", "+ under a sunny sky"), not an object ("add a painting of a sunset");
+#   - remove / delete / erase / ...: global only when what it removes is a whole-picture quality
+#     ("remove the sepia tone");
+#   - move / resize / rotate / replace / ...: global only on the whole picture ("rotate the image");
+#   - keep / preserve / leave / ...: never (it says what stays);
+#   - any other verb: a global word governs it (stepping aside is the safe side).
+# A global edit the words miss is still caught by what the change record measures (its coverage,
+# the whole picture's colour map).
 GLOBAL_WORDS = re.compile(
     r"\b(lighting|relight|night(time)?|daytime|day time|sunset|sunrise|dusk|dawn|golden hour|season|winter|"
     r"summer|autumn|fall foliage|springtime|snowy|style|styled|painting|painterly|watercolou?r|oil paint|"
@@ -87,6 +125,74 @@ GLOBAL_WORDS = re.compile(
     r"colou?r grad(e|ing)|brighter|darker|brightness|contrast|saturation|warmer|cooler|tone|mood|weather|"
     r"foggy|rainy|zoom|crop|reframe|outpaint|wider shot|whole (image|picture|scene|photo)|entire "
     r"(image|picture|scene|photo)|everything)\b", re.IGNORECASE)
+WHOLE_TARGET = re.compile(
+    r"^(it|everything|all|the (whole |entire )?(image|picture|photo|photograph|scene|shot|frame|view)|"
+    r"(this|the) (image|picture|photo|scene)|image|picture|photo|scene)\b")
+WHOLE_QUALITY = re.compile(
+    r"^((the|a|an|its|this|some|more|less) )*((overall|whole|entire|global|general) )?(\w+ )?"
+    r"(lighting|light|illumination|style|look|tone|tones|mood|atmosphere|weather|season|time of day|"
+    r"colou?r grad(e|ing)|colou?r palette|palette|filter|contrast|brightness|saturation|exposure|"
+    r"white balance|colou?r cast|grain|vignette|aesthetic|vibe|background|backdrop|setting|surroundings|"
+    r"environment|location)\b")
+ATMOSPHERE = re.compile(
+    r"^((a|an|some|more|the|heavy|light|soft|thick|dense|warm|cold|cool|dramatic|subtle|vintage|"
+    r"cinematic|moody|golden|evening|morning|night|sepia|film|retro|old|black and white) )*"
+    r"(fog|haze|mist|rain|snow|snowfall|sunset|sunrise|dusk|dawn|night|lighting|light leaks?|glow|"
+    r"filter|film look|film grain|grain|vignette|colou?r grad(e|ing)|tint|atmosphere|weather|look|"
+    r"effect|style|bokeh)\b")
+PLACES = ("background", "backdrop", "setting", "surroundings", "environment", "location")
+PART_OF = re.compile(r"^(in|on|at|near|behind|around|above|below|under|left|right|to the (left|right)) (the|this|that|her|his)\b")
+SETTING = re.compile(      # "put her in a library", "+ under a sunny sky": the subject in a new setting
+    r"^((her|him|everyone|everybody|the (whole )?(scene|image|picture|photo)) )?"
+    r"(in|into|inside|under|at|on|onto) (a|an|the)\b")
+CLAUSE_SPLIT = re.compile(r"\s*(?:[,;:.!?]+|\band then\b|\bthen\b|\band\b|\bbut\b|\bwhile\b)\s*")
+LEAD = re.compile(r"^((please|now|also|just|kindly|can you|could you|would you|i want you to|i'd like you to|"
+                  r"let's|lets) )+")
+VERB_CLASSES = {
+    "set": ("make", "turn", "change", "convert", "transform", "render", "set", "give", "apply", "adjust",
+            "recolou?r", "restyle", "relight", "stylize", "stylise", "colou?rize", "colou?rise", "brighten",
+            "darken", "warm", "cool", "tint", "shift the colou?rs?", "grade", "redo", "redraw", "repaint"),
+    "add": ("add", "put", "place", "insert", "draw", "include", "hang", "paint in", "introduce"),
+    "remove": ("remove", "delete", "erase", "take away", "take out", "get rid of", "clear", "drop"),
+    "move": ("move", "shift", "resize", "enlarge", "shrink", "scale", "rotate", "flip", "swap", "replace",
+             "mirror"),
+    "keep": ("keep", "preserve", "maintain", "leave", "retain", "don't change", "do not change"),
+}
+_VERBS = [(cls, re.compile(r"^(" + "|".join(v) + r")\b")) for cls, v in VERB_CLASSES.items()]
+ALWAYS_GLOBAL_VERBS = re.compile(r"^(relight|restyle|stylize|stylise|colou?rize|colou?rise|grade)\b")
+
+
+def _clause_global(clause: str) -> str:
+    """The global words that govern one clause ('' when none; see the comment above)."""
+    c = LEAD.sub("", clause.strip().lower().replace("’", "'"))
+    words = [m.group(0) for m in GLOBAL_WORDS.finditer(c)]
+    verb = next(((cls, m) for cls, rx in _VERBS if (m := rx.match(c))), None)
+    if verb is None:
+        return words[0] if words else ""
+    cls, m = verb
+    rest = c[m.end():].strip()
+    if cls == "keep":
+        return ""
+    if cls == "set":
+        if ALWAYS_GLOBAL_VERBS.match(c) and (not rest or WHOLE_TARGET.match(rest) or WHOLE_QUALITY.match(rest)):
+            return m.group(0)
+        q = WHOLE_QUALITY.match(rest)
+        if q and not (q.group(0).endswith(PLACES) and PART_OF.match(rest[q.end():].strip())):
+            return words[0] if words else q.group(0)
+        if not rest or WHOLE_TARGET.match(rest) or GLOBAL_WORDS.match(rest) or rest.startswith(("into ", "to ", "as ", "in ", "like ", "look ")):
+            return words[0] if words else ""
+        return ""
+    if cls == "add":
+        a = ATMOSPHERE.match(rest)
+        if a:
+            return a.group(0)
+        return " ".join(rest.split()[:5]) if SETTING.match(rest) else ""
+    if cls == "remove":
+        q = WHOLE_QUALITY.match(rest)
+        return q.group(0) if q else ""
+    if cls == "move":
+        return m.group(0) + " " + WHOLE_TARGET.match(rest).group(0) if WHOLE_TARGET.match(rest) else ""
+    return words[0] if words else ""
 
 
 @dataclass(frozen=True, eq=False)
@@ -115,12 +221,16 @@ class GuardResult:
 
 
 def global_request(*texts: str | None) -> str:
-    """The words by which the keyword rule calls a request global ('' when none)."""
+    """The words by which the keyword rule calls a request global ('' when none): the first
+    clause of any of the texts in which a global word governs (see GLOBAL_WORDS' comment)."""
     for t in texts:
-        if t:
-            m = GLOBAL_WORDS.search(t)
-            if m:
-                return m.group(0)
+        if not t:
+            continue
+        protected = re.sub(r"black and white", "black_and_white", t, flags=re.IGNORECASE)
+        for clause in CLAUSE_SPLIT.split(protected):
+            words = _clause_global(clause.replace("black_and_white", "black and white"))
+            if words:
+                return words
     return ""
 
 
@@ -175,12 +285,14 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
     if prev.shape[:2] != cur.shape[:2]:
         raise InputError(f"the drift guard needs I_(t-1) and I_t of one size, got {prev.shape[1]}x{prev.shape[0]} "
                          f"and {cur.shape[1]}x{cur.shape[0]}; resize the edit to the previous image's size first")
+    if params.seam not in SEAMS:
+        raise InputError(f"unknown seam {params.seam!r}; use one of {', '.join(SEAMS)}")
     shape = prev.shape[:2]
     info = dict(change.info)
     al = Alignment.from_record(info.get("alignment"))
     px = params.pixels(shape)
     base = {"method": METHOD, "alignment": al.record(), "margin_px": px["margin"], "band_px": px["band"],
-            "change_fraction": round(float(info.get("fraction", change.mask.mean())), 6)}
+            "seam": params.seam, "change_fraction": round(float(info.get("fraction", change.mask.mean())), 6)}
     full = np.ones(shape, np.float32)
 
     def aside(reason: str, **extra: Any) -> GuardResult:
@@ -194,11 +306,7 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
         user = _mask_at(user_mask, shape, "the user's mask")
         if not user.any():
             user = None     # an empty mask says nothing: the change mask decides
-    # 1. Can the alignment be undone? (before anything else: a misplaced paste would damage the edit)
-    why = _untrusted(al, shape, params)
-    if why:
-        return aside(why, why="alignment")
-    # 2. A global edit? (the user's mask says the edit is local: it skips these rules)
+    # 1. A global edit? (the user's mask says the edit is local: it skips these rules)
     if user is None:
         words = global_request(request, getattr(plan, "synthesis_instruction", None),
                                getattr(plan, "user_instruction", None)) if params.keywords else ""
@@ -215,57 +323,103 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
         if base["change_fraction"] > params.global_share:
             return aside(f"a global edit: the change covers {base['change_fraction']:.0%} of the picture "
                          f"(limit {params.global_share:.0%})", why="global")
-        if info.get("rerendered"):
-            return aside(f"the editor re-rendered the scene beyond the change (stable fraction "
-                         f"{float(info.get('stable_fraction', 0.0)):.2f}): it cannot be separated from the edit",
-                         why="rerender")
+    # 2. Can the alignment be undone? (a misplaced paste would damage the edit)
+    why = _untrusted(al, shape, params)
+    if why:
+        return aside(why, why="alignment")
+    # ... and is the scene outside the change still the previous one?
+    if user is None and info.get("rerendered"):
+        return aside(f"the editor re-rendered the scene beyond the change (stable fraction "
+                     f"{float(info.get('stable_fraction', 0.0)):.2f}): it cannot be separated from the edit",
+                     why="rerender")
 
-    # 3. The edit region, in I_{t-1}'s frame.
+    # 3. The edit region, in I_{t-1}'s frame. The editor's pixels are warped, and drift is told,
+    # only on the tiles near the change (TILE px squares); the region itself on the crop around it.
     inv = al.inverse()
-    has_src = support(inv, shape)
-    explained = None
+    prev3 = prev[:, :, :3] if prev.shape[2] >= 3 else np.repeat(prev[:, :, :1], 3, axis=2)
+    cur3 = cur[:, :, :3] if cur.shape[2] >= 3 else np.repeat(cur[:, :, :1], 3, axis=2)
     if user is not None:
-        core = user
+        seed = user
     else:
-        c_prev = change.mask if al.is_identity else warp(change.mask, inv, order=0)
-        c_prev, dropped, explained = drop_drift(c_prev, prev, cur, inv, info, params.drift_residual)
-        if dropped:
-            base["drift_components_dropped"] = dropped
-        if extra_region is not None:
-            extra = _mask_at(extra_region, shape, "extra_region")
-            c_prev = c_prev | (extra if al.is_identity else warp(extra, inv, order=0))
-        core = ndimage.binary_fill_holes(dilate(c_prev, px["margin"]))
-    core = core & has_src
-    region_core = core
-    if user is None and explained is not None:
-        # In the margin the editor's pixels are kept only where they differ from I_(t-1) beyond its
-        # drift (a soft shadow the threshold missed); elsewhere the margin is I_(t-1)'s.
-        core = ndimage.binary_fill_holes(c_prev | (core & ~explained)) & has_src
-    edit_fraction = float(region_core.mean())
-    if user is None and edit_fraction > params.global_share:
-        return aside(f"a global edit: the edit region covers {edit_fraction:.0%} of the picture "
-                     f"(limit {params.global_share:.0%})", why="global", edit_fraction=round(edit_fraction, 6))
-
-    # 4. Compose: I_{t-1} outside, the editor's (aligned) pixels inside, a colour-matched seam.
-    out = prev[:, :, :3].copy() if prev.shape[2] >= 3 else np.repeat(prev[:, :, :1], 3, axis=2)
+        seed = change.mask if al.is_identity else warp(change.mask, inv, order=0)
+    extra = None
+    if extra_region is not None and user is None:
+        extra = _mask_at(extra_region, shape, "extra_region")
+        extra = extra if al.is_identity else warp(extra, inv, order=0)
+    out = prev3.copy()
     weight = np.zeros(shape, np.float32)
     checks: dict = {}
-    if core.any():
-        band = px["band"]
-        sl = _bbox(core, 2 * band + 2)
-        P = _float(out[sl])
-        E = _float(cur[:, :, :3] if cur.shape[2] >= 3 else np.repeat(cur[:, :, :1], 3, axis=2))
-        E = (E if inv.is_identity else warp(E, inv))[sl]
-        c = core[sl]
-        dist_out = ndimage.distance_transform_edt(~c)
-        w = np.clip(1.0 - dist_out / (band + 1.0), 0.0, 1.0).astype(np.float32)
-        w[~has_src[sl]] = 0.0
-        E = _seam_colour(P, E, c, w > 0, band, px["margin"], checks)
-        blend = E * w[..., None] + P * (1.0 - w[..., None])
-        sel = w > 0
-        region = out[sl]
-        region[sel] = np.clip(np.round(blend[sel] * 255.0), 0, 255).astype(np.uint8)
-        weight[sl] = w
+    edit_fraction = 0.0
+    need = seed | extra if extra is not None else seed
+    if need.any():
+        reach = px["margin"] + px["band"] + 2 * RIM_PX + 2
+        E_all = np.zeros(shape + (3,), np.float32)
+        explained_all = np.ones(shape, bool)
+        faint_all = np.zeros(shape, bool)
+        test = _tiles(seed, px["margin"] + 1) if user is None else set()
+        done: set = set()
+
+        def warp_tiles(tiles: set) -> None:
+            for y0, y1, x0, x1 in sorted(tiles - done):
+                Y0, Y1 = max(0, y0 - TILE_PAD), min(shape[0], y1 + TILE_PAD)
+                X0, X1 = max(0, x0 - TILE_PAD), min(shape[1], x1 + TILE_PAD)
+                E_t = warp_float(cur3, inv, box=(Y0, Y1, X0, X1))
+                inner = (slice(y0 - Y0, y1 - Y0), slice(x0 - X0, x1 - X0))
+                E_all[y0:y1, x0:x1] = E_t[inner]
+                if (y0, y1, x0, x1) in test:
+                    ex, fa = drift_explained(_float(prev3[Y0:Y1, X0:X1]), E_t, info, params.drift_residual)
+                    explained_all[y0:y1, x0:x1], faint_all[y0:y1, x0:x1] = ex[inner], fa[inner]
+                done.add((y0, y1, x0, x1))
+        warp_tiles(_tiles(need, reach) | test)
+        src_all = support(inv, shape)
+        if user is not None:
+            c_all = seed
+        else:
+            c_all = np.zeros(shape, bool)
+            s0 = _bbox(seed, 1)
+            c_all[s0], dropped = drop_drift(seed[s0], explained_all[s0], max(1.0, 2e-4 * seed.size), faint_all[s0])
+            if dropped:
+                checks["drift_px_dropped"] = dropped
+            if extra is not None:
+                c_all = c_all | extra
+        sl = _bbox(c_all, reach) if c_all.any() else (slice(0, 1), slice(0, 1))
+        src, P, c = src_all[sl], _float(prev3[sl]), c_all[sl]
+        if user is not None:
+            K = region = c & src
+        else:
+            explained = explained_all[sl]
+            grown = dilate(c, px["margin"])
+            region = ndimage.binary_fill_holes(grown) & src
+            # In the margin the editor's pixels are kept only where they differ from I_(t-1) beyond
+            # its drift (a soft shadow the threshold missed); elsewhere the margin is I_(t-1)'s.
+            K = ndimage.binary_fill_holes(c | (grown & ~explained)) & src
+        if K.any():     # a filled hole can reach beyond the tiles warped so far: warp those too
+            k_all = np.zeros(shape, bool)
+            k_all[sl] = K
+            warp_tiles(_tiles(k_all, px["band"] + 2 * RIM_PX + 2))
+        E = E_all[sl]
+        edit_fraction = float(region.sum()) / float(seed.size)
+        if user is None and edit_fraction > params.global_share:
+            return aside(f"a global edit: the edit region covers {edit_fraction:.0%} of the picture "
+                         f"(limit {params.global_share:.0%})", why="global", edit_fraction=round(edit_fraction, 6))
+        if user is None and K.any():
+            moved = moved_around(K, sl, shape, info, inv)
+            if moved > params.max_moved_around:
+                return aside(f"the editor moved the picture around the edit ({moved:.0%} of the pixels around it "
+                             f"changed their structure: a pose change): pasting the edit into the previous image "
+                             f"would break what it is part of", why="moved", moved_around=round(moved, 4),
+                             edit_fraction=round(edit_fraction, 6))
+        # 4. Compose: I_{t-1} outside, the editor's (aligned) pixels inside, a seam without a step.
+        if K.any():
+            comp, w = compose(P, E, K, src, params.seam, px, checks)
+            sel = w > 0
+            view = out[sl]
+            view[sel] = np.clip(np.round(comp[sel] * 255.0), 0, 255).astype(np.uint8)
+            weight[sl] = w
+            kept = w >= 1.0
+            if kept.any():
+                err = (view[kept].astype(np.float64) - E[kept] * 255.0) ** 2
+                checks["edit_region_psnr"] = round(_psnr(float(err.mean())), 2)
     if prev.shape[2] == 4:
         out = np.concatenate([out, prev[:, :, 3:]], axis=2)
     elif prev.shape[2] == 1:
@@ -280,54 +434,202 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
     return GuardResult(out, weight, True, rec["reason"], rec)
 
 
+TILE = 64           # the editor's pixels are warped and drift is told on the tiles near the change ...
+TILE_PAD = 8        # ... each read with this much context (the drift test's filters reach 5 px)
+
+
+def _tiles(mask: np.ndarray, reach: int) -> set[tuple[int, int, int, int]]:
+    """(y0, y1, x0, x1) of the TILE-px squares of the picture within `reach` px of a pixel of
+    `mask` (the reach is taken on 8-px cells: at most 8 px more)."""
+    h, w = mask.shape
+    ny, nx = -(-h // TILE), -(-w // TILE)
+    cell = 8
+    padded = np.zeros((ny * TILE, nx * TILE), bool)
+    padded[:h, :w] = mask
+    k = TILE // cell
+    cells = padded.reshape(ny * k, cell, nx * k, cell).any(axis=(1, 3))
+    cells = dilate(cells, -(-int(reach) // cell))
+    hit = cells.reshape(ny, k, nx, k).any(axis=(1, 3))
+    return {(i * TILE, min(h, (i + 1) * TILE), j * TILE, min(w, (j + 1) * TILE)) for i, j in zip(*np.nonzero(hit))}
+
+
+def moved_around(K: np.ndarray, sl: tuple[slice, slice], shape: tuple[int, int], info: dict,
+                 inv: Alignment) -> float:
+    """The share of a ring around the edit region (from `ring_gap` to `ring_gap` + 2 blocks of the
+    change record's stability grid out) that lies in blocks whose structure moved or was redrawn
+    after alignment (the record's `unstable_grid`, in I_(t-1)'s frame): high when the editor
+    changed the pose of what the edit is part of (a cat whose head turned under its new hat)."""
+    grid = Stability.grid_from_info(info)
+    if grid is None or not grid.any():
+        return 0.0
+    block = max(shape[0] / grid.shape[0], shape[1] / grid.shape[1])
+    gap, width = int(round(block / 2)), int(round(2 * block))
+    y0, y1 = max(0, sl[0].start - gap - width), min(shape[0], sl[0].stop + gap + width)
+    x0, x1 = max(0, sl[1].start - gap - width), min(shape[1], sl[1].stop + gap + width)
+    k = np.zeros((y1 - y0, x1 - x0), bool)
+    k[sl[0].start - y0:sl[0].stop - y0, sl[1].start - x0:sl[1].stop - x0] = K
+    ring = dilate(k, gap + width) & ~dilate(k, gap)
+    if not ring.any():
+        return 0.0
+    bad = unstable_mask(grid, shape)
+    bad = (bad if inv.is_identity else warp(bad, inv, order=0))[y0:y1, x0:x1]
+    return float((bad & ring).sum()) / float(ring.sum())
+
+
+def _psnr(mse: float) -> float:
+    return 100.0 if mse <= 0 else float(10.0 * np.log10(255.0 ** 2 / mse))
+
+
 DRIFT_SIGMAS = (0.0, 0.75, 1.5)
+FAINT = 0.5         # inside an edit's hull, a pixel differing by more than this share of the drift limit is the edit
+RIM_PX = 2          # the seam's colour difference is read on this many pixels just outside the region
+SEAM_CLIP = 0.06    # ... and corrected by at most this (15/255: an editor's colour drift, not content)
 
 
-def drop_drift(c_prev: np.ndarray, prev: np.ndarray, cur: np.ndarray, inv: Alignment, info: dict,
-               limit: float) -> tuple[np.ndarray, int]:
-    """The change mask (in I_{t-1}'s frame) without the pixels the editor's drift explains: after
-    alignment, resampling and an editor's blur leave residuals along sharp edges that the change
-    mask marks (and its closing joins to a real edit nearby). A pixel whose aligned editor pixel
-    agrees with I_{t-1} blurred by one of DRIFT_SIGMAS (and the turn's colour fit) within `limit`
-    (3×3-mean residual) is drift, not an edit: reverting it removes nothing the editor drew. What
-    is left is opened (1 px) and components under 0.02 % of the picture go; the region's margin
-    and hole filling then close what an object's flat inside lost. Only the mask's bounding box is
-    looked at. Returns (mask, pixels dropped, the bool H×W of pixels drift explains or None)."""
-    if not c_prev.any():
-        return c_prev, 0, None
-    sl = _bbox(c_prev, 4)
+def drift_explained(P: np.ndarray, E: np.ndarray, info: dict, limit: float) -> tuple[np.ndarray, np.ndarray]:
+    """(explained, faint), bool H×W each. explained: the aligned editor pixels E that I_{t-1}'s
+    pixels P explain as drift, not an edit. faint: the pixels that differ from every blurred P by
+    more than FAINT × `limit` (a change too faint to tell from drift on its own: a tint where the
+    picture is dark).
+    After alignment, resampling, an editor's blur and a sub-pixel misfit leave residuals along
+    sharp edges (an emblem, text) that the change mask marks. A pixel is drift when, after the
+    turn's colour fit, E agrees within `limit` (3×3-mean RMS) with P blurred by one of DRIFT_SIGMAS,
+    or lies within `limit`/2 of the range P takes over its 3×3 neighbourhood (what any blur or
+    shift of at most a pixel can produce, whatever the edge's contrast)."""
     gain = np.asarray(info.get("gain", (1.0, 1.0, 1.0)), np.float32)
     bias = np.asarray(info.get("bias", (0.0, 0.0, 0.0)), np.float32)
-    E = _float(cur if cur.shape[2] >= 3 else np.repeat(cur, 3, axis=2))
-    E = (E if inv.is_identity else warp(E, inv))[sl]
-    P = _float(prev[sl] if prev.shape[2] >= 3 else np.repeat(prev[sl], 3, axis=2)) * gain + bias
+    Pf = P * gain + bias
     best = None
     for s in DRIFT_SIGMAS:
-        bl = P if s == 0 else ndimage.gaussian_filter(P, (s, s, 0), mode="nearest")
+        bl = Pf if s == 0 else ndimage.gaussian_filter(Pf, (s, s, 0), mode="nearest")
         r = ndimage.uniform_filter(np.sqrt(((bl - E) ** 2).mean(axis=2)), 3, mode="nearest")
         best = r if best is None else np.minimum(best, r)
-    m = c_prev[sl] & (best > limit)
-    m = ndimage.binary_opening(m, np.ones((3, 3), bool))
+    lo = ndimage.minimum_filter(Pf, (3, 3, 1), mode="nearest")
+    hi = ndimage.maximum_filter(Pf, (3, 3, 1), mode="nearest")
+    out_of_range = np.maximum(np.maximum(lo - E, E - hi), 0.0)
+    env = ndimage.uniform_filter(np.sqrt((out_of_range ** 2).mean(axis=2)), 3, mode="nearest")
+    return (best <= limit) | (env <= 0.5 * limit), best > FAINT * limit
+
+
+def drop_drift(c: np.ndarray, explained: np.ndarray, min_px: float,
+               faint: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+    """The change mask without what drift explains (`drift_explained`). The pixels drift does not
+    explain are opened (1 px) and their components under `min_px` pixels go (a drifted edge, an
+    emblem's re-sampled detail): a change component with none of them left is drift and goes
+    whole. Of a component with an edit in it, the pixels inside the convex hull of what drift
+    cannot explain stay, explained or not (inside an edit some pixels happen to resemble what was
+    there: a moved object's stripes over its old stripes are still the edit), and the rest goes (a
+    drifted edge or emblem that the change mask's closing joined to the edit). Within that hull,
+    `faint` pixels outside the change mask join the edit too (a tint fades where the picture is
+    dark, below the change mask's threshold). Returns (mask, pixels dropped: negative when faint
+    pixels joined)."""
+    if not c.any():
+        return c, 0
+    m = ndimage.binary_opening(c & ~explained, np.ones((3, 3), bool))
     labels, n = ndimage.label(m)
     if n:
         sizes = np.bincount(labels.ravel())
-        small = sizes < max(1.0, 2e-4 * c_prev.size)
+        small = sizes < min_px
         small[0] = False
         m &= ~small[labels]
-    out = np.zeros_like(c_prev)
-    out[sl] = m
-    explained = np.ones_like(c_prev)
-    explained[sl] = best <= limit
-    return out, int(c_prev.sum() - out.sum()), explained
+    kept = np.zeros_like(c)
+    if m.any():
+        comps, _ = ndimage.label(c)
+        boxes = ndimage.find_objects(comps)
+        for k in np.unique(comps[m]):
+            sl = boxes[k - 1]
+            comp = comps[sl] == k
+            hull = convex_hull(m[sl] & comp)
+            kept[sl] |= hull & (comp | faint[sl]) if faint is not None else comp & hull
+    return kept, int(c.sum() - kept.sum())
+
+
+def convex_hull(mask: np.ndarray) -> np.ndarray:
+    """bool mask of the pixels whose centres lie within half a pixel of the convex hull of
+    `mask`'s pixels (the mask itself when it has no 2-D hull)."""
+    edge = mask & ~erode(mask, 1)
+    ys, xs = np.nonzero(edge)
+    if len(ys) < 3:
+        return mask
+    try:
+        hull = ConvexHull(np.column_stack([xs, ys]).astype(np.float64))
+    except QhullError:          # all on one line
+        return mask
+    y0, x0 = ys.min(), xs.min()
+    yy, xx = np.mgrid[y0:ys.max() + 1, x0:xs.max() + 1]
+    inside = np.ones(yy.shape, bool)
+    for a, b, off in hull.equations:
+        inside &= a * xx + b * yy + off <= 0.5
+    out = np.zeros_like(mask)
+    out[y0:ys.max() + 1, x0:xs.max() + 1] = inside
+    return out | mask
+
+
+def compose(P: np.ndarray, E: np.ndarray, K: np.ndarray, src: np.ndarray, seam: str, px: dict,
+            checks: dict) -> tuple[np.ndarray, np.ndarray]:
+    """The editor's pixels E over I_{t-1}'s P on the crop, the edit region K: (image, weight of E).
+
+    membrane (the default): E exactly inside K and P exactly outside (no pixel outside the region
+      is touched); the colour step at the region's edge is removed by a smooth correction field:
+      the difference P - E read on the RIM_PX pixels just outside K (the editor's drift right
+      there), carried into K by push-pull (blend.push_pull, close to gradient-domain cloning's
+      membrane) and faded to nothing `margin`+`band` px inside, so the edit deep inside keeps the
+      editor's colours exactly. Bounded to ±SEAM_CLIP.
+    multiband: blend.multiband_blend of E into P with the weight of `feather` (Burt & Adelson:
+      low frequencies over ~2^levels px, fine detail over a pixel or two), P exactly beyond the
+      band. Measured, not the default: on the real-photo chains its seam and the edit's fidelity
+      are better, but every turn leaves a band of untouched pixels blended with the editor's
+      drifted ones, and over a long chain these add up (docs/drift-guard.md).
+    feather: the first version: the weight falls linearly over `band` px outside K and E is
+      colour-matched there by a normalised convolution of P - E (drift-guard-v1)."""
+    taper_px = px["margin"] + px["band"]
+    if seam == "membrane":
+        w = K.astype(np.float32)
+        rim = dilate(K, RIM_PX) & ~K & src
+        if rim.sum() < 8:
+            return np.where(K[..., None], E, P), w
+        inside = ndimage.distance_transform_edt(K)
+        taper = np.clip(1.0 - (inside - 1.0) / taper_px, 0.0, 1.0).astype(np.float32)
+        near = taper > 0
+        corr = np.zeros_like(E)
+        field_ = _membrane(P - E, rim, taper_px)
+        corr[near] = np.clip(field_[near], -SEAM_CLIP, SEAM_CLIP) * taper[near][:, None]
+        checks["seam_correction_max"] = round(float(np.abs(corr).max()), 4)
+        return np.where(K[..., None], np.clip(E + corr, 0.0, 1.0), P), w
+    dist_out = ndimage.distance_transform_edt(~K)
+    w = np.clip(1.0 - dist_out / (px["band"] + 1.0), 0.0, 1.0).astype(np.float32)
+    w[~src] = 0.0
+    if seam == "multiband":     # beyond the band I_(t-1) exactly: the pyramid's low frequencies reach further
+        return np.where((w > 0)[..., None], multiband_blend(P, E, w, levels_for(px["band"] / 2, K.shape)), P), w
+    Ec = _seam_colour(P, E, K, w > 0, px["band"], px["margin"], checks)
+    return Ec * w[..., None] + P * (1.0 - w[..., None]), w
+
+
+def _membrane(diff: np.ndarray, rim: np.ndarray, taper_px: int) -> np.ndarray:
+    """push_pull of `diff` from the `rim` pixels, reaching `taper_px` px; on a grid coarser by
+    taper_px // 6 (the field is smooth: at 1024² the membrane costs a sixteenth), then upsampled."""
+    f = max(1, taper_px // 6)
+    if f == 1:
+        return push_pull(diff, rim, levels_for(2 * taper_px, rim.shape))
+    h, w = rim.shape
+    H, W = -(-h // f) * f, -(-w // f) * f
+    r = np.zeros((H, W), np.float32)
+    r[:h, :w] = rim
+    d = np.zeros((H, W, diff.shape[2]), np.float32)
+    d[:h, :w] = diff * rim[..., None]
+    den = r.reshape(H // f, f, W // f, f).sum(axis=(1, 3))
+    num = d.reshape(H // f, f, W // f, f, -1).sum(axis=(1, 3))
+    known = den > 0
+    small = push_pull(num / np.maximum(den, 1.0)[..., None], known, levels_for(2 * taper_px / f, known.shape))
+    return ndimage.zoom(small, (f, f, 1), order=1, grid_mode=True, mode="nearest")[:h, :w]
 
 
 def _seam_colour(P: np.ndarray, E: np.ndarray, core: np.ndarray, reach: np.ndarray, band: int, margin: int,
                  checks: dict) -> np.ndarray:
-    """The editor's pixels colour-matched to I_{t-1} near the seam: the difference P - E on the
-    background just inside and outside the edit region (between the change and the region's edge,
-    and the band) is spread smoothly (normalised convolution) and added to E with a weight that is
-    1 at the region's edge and beyond, fading to 0 `margin` px inside it; the changed content
-    deep inside keeps the editor's colours exactly. Bounded to ±0.1."""
+    """`feather`'s colour match (drift-guard-v1): the difference P - E on the background just
+    inside and outside the edit region is spread smoothly (normalised convolution) and added to E
+    with a weight that is 1 at the region's edge and beyond, fading to 0 `margin` px inside it.
+    Bounded to ±0.1."""
     dist_in = ndimage.distance_transform_edt(core)
     taper = np.clip(1.0 - dist_in / (margin + 1.0), 0.0, 1.0).astype(np.float32)
     bg = reach & (taper > 0)

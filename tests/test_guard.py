@@ -12,7 +12,7 @@ from synthetic_scenes import background, draw_rect, drift, moved, rect_mask, rer
 from respec import provenance
 from respec.alignment import Alignment, warp
 from respec.guard import GUARD_MASK, GuardStep, global_request, guard_images
-from respec.history import CHANGE, History
+from respec.history import CHANGE, History, StoredImage
 from respec.turn import run_turn
 
 SHAPE = (192, 224)
@@ -198,3 +198,145 @@ def test_realistic_sim_defects_are_a_preset_of_the_sim_editors_fields():
     fixed = SimDefects(zoom_pct=1.0, shift_px=1.0).step(3)  # not jittered: the fixed move of every call
     assert (fixed.dx, fixed.dy, fixed.scale) == (1.0, 0.5, 0.99)
     assert sim_editor("default").defects == SimDefects() and not SimDefects().real_defects
+
+
+def test_no_pixel_outside_the_edit_region_is_touched(scene):
+    prev = u8(scene)
+    edited = realistic(draw_rect(scene, BOX, RED))
+    res = guard_images(prev, edited, request="add a red box")
+    outside = res.weight == 0
+    assert np.array_equal(res.image[outside], prev[outside])          # not blended, not colour-matched: I_(t-1)
+    near = ndimage.binary_dilation(rect_mask(SHAPE, BOX), iterations=res.record["margin_px"] + 2)
+    assert (res.weight > 0).sum() > 0.9 * rect_mask(SHAPE, BOX).sum() and not (res.weight[~near] > 0).any()
+
+
+def _stepped(edited, res):
+    """The colour step the composite adds across its region's edge, against the editor's own
+    image (mean RMS over channels, 0..255): where the editor's picture is continuous, a paste whose
+    colours do not match what is around it is not."""
+    back = warp(edited.astype(np.float64), Alignment.from_record(res.record["alignment"]).inverse())
+    inside = res.weight >= 1.0
+    steps = []
+    for axis in (0, 1):
+        a = np.take(np.arange(inside.shape[axis]), range(inside.shape[axis] - 1))
+        i0 = np.take(inside, a, axis=axis)
+        i1 = np.take(inside, a + 1, axis=axis)
+        cross = i0 != i1
+        o = res.image.astype(np.float64)
+        d_out = np.take(o, a + 1, axis=axis) - np.take(o, a, axis=axis)
+        d_ed = np.take(back, a + 1, axis=axis) - np.take(back, a, axis=axis)
+        steps.append(np.sqrt(((d_out - d_ed) ** 2).mean(axis=-1))[cross])
+    return float(np.concatenate(steps).mean())
+
+
+def test_the_seam_has_no_colour_step(scene):
+    prev = u8(scene)
+    edited = realistic(draw_rect(scene, BOX, RED), gain=(1.05, 0.96, 1.04))     # an editor that warms the picture
+    res = guard_images(prev, edited, request="add a red box")
+    assert res.applied
+    back = warp(edited.astype(np.float64), Alignment.from_record(res.record["alignment"]).inverse())
+    inside = res.weight >= 1.0
+    pasted = np.where(inside[..., None], np.clip(np.round(back), 0, 255), prev).astype(np.uint8)   # a plain paste
+    plain = _stepped(edited, type(res)(pasted, res.weight, True, "", res.record))
+    assert plain > 4.0                                   # the editor's colours meet the previous image's: a step
+    assert _stepped(edited, res) < 0.4 * plain
+    # and the edit deep inside keeps the editor's colours exactly (the correction fades out)
+    deep = ndimage.binary_erosion(inside, iterations=res.record["margin_px"] + res.record["band_px"] + 1)
+    assert deep.sum() > 100 and np.abs(res.image[deep].astype(int) - np.round(back[deep])).max() <= 1
+
+
+def test_a_drifted_emblem_far_from_the_edit_is_not_an_edit(scene):
+    emblem = (20, 150, 44, 180)                 # fine, high-contrast detail an editor's resampling changes
+    yy, xx = np.mgrid[:24, :30]
+    chk = (((yy // 3) + (xx // 3)) % 2).astype(float)[..., None]
+    base = draw_rect(scene, emblem, chk * np.array([0.95, 0.85, 0.3]) + (1 - chk) * 0.05)
+    prev = u8(base)
+    em = rect_mask(SHAPE, emblem)
+    for dx in (0.9, 1.2):
+        edited = realistic(draw_rect(base, BOX, RED), dx=dx, seed=2)
+        assert provenance.change_between(*map(StoredImage.of, (prev, edited)), (SHAPE[1], SHAPE[0])).mask[em].mean() > 0.5
+        res = guard_images(prev, edited, request="add a red box")
+        assert res.applied and np.array_equal(res.image[em], prev[em])   # the change mask's emblem is drift
+
+
+def _striped(box):
+    y0, x0, y1, x1 = box
+    yy, xx = np.mgrid[y0:y1, x0:x1]
+    s = (((yy + xx) // 4) % 2).astype(float)[..., None]
+    return s * np.array([0.2, 0.4, 0.9]) + (1 - s) * np.array([0.55, 0.6, 0.7])
+
+
+def test_a_moved_object_is_kept_whole_over_its_old_place(scene):
+    old = (60, 60, 120, 150)
+    for dy, dx in ((6, 2), (2, 9)):             # stripes over its old stripes: in places the old pixels match
+        new = (old[0] + dy, old[1] + dx, old[2] + dy, old[3] + dx)
+        prev = u8(draw_rect(scene, old, _striped(old)))
+        edited = realistic(draw_rect(scene, new, _striped(new)))
+        res = guard_images(prev, edited, request="move the box a little")
+        back = warp(edited, Alignment.from_record(res.record["alignment"]).inverse())
+        region = ndimage.binary_erosion(rect_mask(SHAPE, old) | rect_mask(SHAPE, new), iterations=2)
+        assert res.applied and psnr(res.image, back, region) >= 40, (dy, dx)
+
+
+@pytest.mark.parametrize("request_", [
+    "make it night", "change the lighting to golden hour", "Turn the photo into a watercolor painting.",
+    "Change image to anime style.", "make it look like winter", "night time", "in the style of Van Gogh",
+    "make the image darker", "relight the scene", "give the picture a vintage film look", "add a vintage filter",
+    "add fog", "make the lighting warmer", "add a hat and make it night", "Make the photo black and white.",
+    "zoom out a little", "remove the sepia tone", "put her in a library", "add under a sunny sky",
+    "change the background to a beach"])
+def test_lighting_style_and_season_requests_are_global(request_):
+    assert global_request(request_)
+
+
+@pytest.mark.parametrize("request_", [
+    "add a lamp that lights the whole picture", "add a painting of a sunset on the wall",
+    "put a winter hat on the girl", "add a cartoon sticker to the laptop", "make the sofa darker",
+    "remove the vintage lamp", "place a black and white photo in the frame", "give the cat a winter coat",
+    "move the comic book to the left", "keep the whole picture as it is except the hat",
+    "Add pendant with a ruby around this girl's neck.", "place it on the table", "add a lamp in the corner",
+    "Tint the background in the bottom right corner pink"])
+def test_a_global_word_in_passing_does_not_make_a_request_global(request_):
+    assert global_request(request_) == ""
+
+
+def test_a_local_request_with_a_global_word_is_guarded_and_a_global_one_is_not(scene):
+    prev = u8(scene)
+    edited = realistic(draw_rect(scene, BOX, RED))
+    assert guard_images(prev, edited, request="add a red lamp that lights the whole picture").applied
+    res = guard_images(prev, edited, request="add a red lamp and make it night")
+    assert not res.applied and "keyword rule ('night')" in res.reason
+
+
+def test_a_pose_change_around_the_edit_is_left_alone(scene):
+    from dataclasses import replace
+    from respec.guard import drift_guard
+    prev = u8(scene)
+    edited = realistic(draw_rect(scene, BOX, RED))
+    p, e = StoredImage.of(prev), StoredImage.of(edited)
+    change = provenance.change_between(p, e, (SHAPE[1], SHAPE[0]))
+    rows = change.info["unstable_grid"]
+    assert drift_guard(p, e, change, request="add a red hat").applied            # the scene around it held
+    # the editor moved what the hat sits on: the blocks around the edit no longer match I_(t-1)
+    gh, gw = len(rows), len(rows[0])
+    y0, x0, y1, x1 = BOX
+    grid = [["1" if (y0 - 30) / SHAPE[0] * gh <= i < (y1 + 30) / SHAPE[0] * gh
+             and (x0 - 30) / SHAPE[1] * gw <= j < (x1 + 30) / SHAPE[1] * gw else "0" for j in range(gw)] for i in range(gh)]
+    moved = replace(change, info={**change.info, "unstable_grid": ["".join(r) for r in grid]})
+    res = drift_guard(p, e, moved, request="add a red hat")
+    assert not res.applied and res.record["why"] == "moved" and res.record["moved_around"] > 0.3
+    assert np.array_equal(res.image, edited)
+
+
+def test_a_filled_hole_far_from_the_change_keeps_the_editors_pixels():
+    shape = (512, 512)
+    base = background(4, shape)
+    framed = draw_rect(base, (128, 128, 384, 384), RED)        # a frame: only its ring changes ...
+    framed[136:376, 136:376] = base[136:376, 136:376]          # ... its inside is a hole of the region
+    prev = u8(base)
+    edited = realistic(framed)
+    res = guard_images(prev, edited, request="add a red frame")
+    inside = rect_mask(shape, (150, 150, 362, 362))
+    assert res.applied and res.weight[inside].min() == 1.0     # the hole is filled: the editor's pixels
+    back = warp(edited, Alignment.from_record(res.record["alignment"]).inverse())
+    assert psnr(res.image, back, inside) >= 40                  # warped there too, not left empty

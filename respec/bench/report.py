@@ -398,31 +398,39 @@ def build_tables(all_rows: list[dict]) -> list[Table]:
 
 def drift_table(rows: list[dict]) -> Table:
     """The drift table (Drift Guard, docs/drift-guard.md): per editor, sim defect level and config,
-    the median untouched PSNR after the last turn, S_preserve, S_restore and how often the guard
-    stepped aside."""
+    the median untouched PSNR after the last turn, S_preserve, S_restore, the edit's fidelity
+    (the guard's output against the editor's on each turn's ground-truth edit region: the median
+    over turns and the worst turn) and how often the guard stepped aside."""
     groups = list(OrderedDict.fromkeys((r.get("editor", "?"), r.get("sim_defects") or "-", r.get("config", "?"))
                                        for r in rows if r.get("untouched_psnr") is not None or r.get("sim_defects")))
     header = ["Editor", "Defects", "Config", "untouched PSNR (median dB)", "S_preserve", "S_restore",
-              "guard stepped aside", "N"]
+              "edit region PSNR, guard vs editor (median / worst turn, dB)", "guard stepped aside", "N"]
     md, csv_rows = [], []
     for e, d, c in groups:
         sub = [r for r in rows if (r.get("editor", "?"), r.get("sim_defects") or "-", r.get("config", "?")) == (e, d, c)]
         vals = sorted(_num(r.get("untouched_psnr")) for r in sub if math.isfinite(_num(r.get("untouched_psnr"))))
         med = _median(vals) if vals else float("nan")
         st = {k: stat(r.get(k) for r in sub) for k in ("S_preserve", "S_restore")}
-        guard = [p for r in sub for t in (r.get("turns") or []) for p in (t.get("post_edit") or [])
-                 if p.get("step") == "drift_guard"]
+        steps = [p for r in sub for t in (r.get("turns") or []) for p in (t.get("post_edit") or [])]
+        guard = [p for p in steps if p.get("step") == "drift_guard"]
         aside = sum(1 for p in guard if p.get("stepped_aside"))
+        fid = sorted(_num(p.get("edit_region_psnr")) for p in steps if p.get("step") == "sim_edit_fidelity"
+                     and math.isfinite(_num(p.get("edit_region_psnr"))))
+        fid_med, fid_min = (_median(fid), fid[0]) if fid else (float("nan"), float("nan"))
         md.append([editor_label(e), d, c, f"{med:.2f} (n={len(vals)})" if vals else "–",
-                   st["S_preserve"].cell(), st["S_restore"].cell(), f"{aside}/{len(guard)} turns" if guard else "–",
-                   str(len(sub))])
-        csv_rows.append([e, d, c, med, len(vals), st["S_preserve"].mean, st["S_restore"].mean, aside, len(guard),
-                         len(sub)])
+                   st["S_preserve"].cell(), st["S_restore"].cell(),
+                   f"{fid_med:.1f} / {fid_min:.1f} (n={len(fid)})" if fid else "–",
+                   f"{aside}/{len(guard)} turns" if guard else "–", str(len(sub))])
+        csv_rows.append([e, d, c, med, len(vals), st["S_preserve"].mean, st["S_restore"].mean, fid_med, fid_min,
+                         len(fid), aside, len(guard), len(sub)])
     return Table("table_drift", "Drift: untouched pixels after the last turn (Drift Guard)", header, md,
                  ["editor", "sim_defects", "config", "untouched_psnr_median", "untouched_n", "S_preserve",
-                  "S_restore", "guard_stepped_aside", "guard_turns", "N"], csv_rows,
+                  "S_restore", "edit_region_psnr_median", "edit_region_psnr_min", "edit_region_turns",
+                  "guard_stepped_aside", "guard_turns", "N"], csv_rows,
                  "untouched PSNR: the final image against I_0 on the pixels no turn's ground-truth edit touched "
-                 "(sim only; scenarios with a style turn have none). Defects: --sim-defects.")
+                 "(sim only; scenarios with a style turn have none). Edit region PSNR: on each turn the guard "
+                 "changed, its output against the editor's own output on that turn's ground-truth edit region "
+                 "(sim only; the edit kept as the editor made it scores high). Defects: --sim-defects.")
 
 
 def _right_wrong_table(rows: list[dict], cols: list[tuple[str, str]]) -> Table:

@@ -316,6 +316,9 @@ def run_turns(scenario: Scenario, config: BenchConfig, models: BenchModels, sett
                             meta={"scenario": scenario.id, "config": config.name})
     planner, selector = selector_parts(config.selector)
     post_edit = ([RevealStep()] if config.reveal else []) + ([GuardStep()] if config.guard else [])
+    if config.guard and getattr(models.editor, "truth", None) is not None:
+        from ..sim.drift import EditFidelity     # the sim's measurement: it leaves the image unchanged
+        post_edit.append(EditFidelity(models.editor, scenario))
     for t, turn in enumerate(scenario.turns, start=1):
         comfy.check_interrupted()
         tell_editor_the_turn(models.editor, scenario, t)
@@ -475,6 +478,10 @@ def run_one(scenario: Scenario, config: BenchConfig, models: BenchModels, settin
     if scored["scores_shared_with"]:
         row["scores_shared_with"] = scored["scores_shared_with"]
     row["untouched_psnr"] = scored.get("untouched_psnr")
+    fidelity = [p["edit_region_psnr"] for t in history.turns[1:] for p in (t.meta.get("post_edit") or [])
+                if p.get("step") == "sim_edit_fidelity" and p.get("edit_region_psnr") is not None]
+    if fidelity:    # guard configs only: the worst turn's edit region PSNR, guard's output vs editor's
+        row["edit_region_psnr"] = min(fidelity)
     if settings.editor == "sim":
         row["sim_defects"] = settings.sim_defects
     if out_dir is not None and settings.save_images:
