@@ -294,6 +294,70 @@ def test_gc_removes_only_unreferenced_old_files(store):
     assert np.array_equal(SessionStore(store.root).load("a").current.image.array, _img(0))
 
 
+def _orphans(store, seeds, age_s=7200.0) -> list[Path]:
+    """Session 'a' made of images `seeds`, rewound to turn 0: the later images are unreferenced
+    and, `age_s` ago, last changed."""
+    store.create("a", _img(seeds[0]))
+    for i in seeds[1:]:
+        store.append("a", _img(i), f"edit {i}")
+    store.rewind("a", 0)
+    paths = [store.files.path(StoredImage(_img(i)).digest) for i in seeds[1:]]
+    for p in paths:
+        os.utime(p, (time.time() - age_s,) * 2)
+    return paths
+
+
+def test_gc_dry_run_removes_nothing_and_names_what_would_go(store):
+    orphans = _orphans(store, [0, 1, 2])
+    seen = []
+    assert store.gc(dry_run=True, seen=lambda p, size: seen.append((p, size))) == 2
+    assert sorted(p for p, _ in seen) == sorted(orphans) and all(p.exists() for p in orphans)
+    assert [size for _, size in sorted(seen)] == [p.stat().st_size for p in sorted(orphans)]
+
+
+def test_gc_stops_at_its_limit_and_the_next_call_goes_on(store):
+    orphans = _orphans(store, [0, 1, 2, 3])
+    assert store.gc(limit=2) == 2 and sum(p.exists() for p in orphans) == 1
+    assert store.gc(limit=2) == 1 and not any(p.exists() for p in orphans)
+    assert np.array_equal(SessionStore(store.root).load("a").current.image.array, _img(0))
+
+
+def test_gc_of_a_folder_without_a_store_file_removes_and_creates_nothing(tmp_path):
+    stray = tmp_path / "s" / "images" / "ab" / ("ab" + "0" * 62 + ".png")
+    stray.parent.mkdir(parents=True)
+    stray.write_bytes(b"an image of a store file moved away")
+    os.utime(stray, (0, 0))
+    assert SessionStore(tmp_path / "s").gc(min_age_s=0) == 0
+    assert stray.exists() and sorted(p.name for p in (tmp_path / "s").iterdir()) == ["images"]
+
+
+def test_the_gc_command_lists_what_it_removes_and_the_space_it_frees(store, capsys):
+    from respec.__main__ import main
+    orphans = _orphans(store, [0, 1, 2])
+    size = sum(p.stat().st_size for p in orphans)
+    assert main(["gc", "--store", str(store.root), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"would remove images/{p.parent.name}/{p.name}" in out for p in orphans)
+    assert "2 unused files would be removed" in out and all(p.exists() for p in orphans)
+    assert main(["gc", "--store", str(store.root), "--min-age", "10800"]) == 0     # 3 h: both are younger
+    assert "0 unused files removed, 0 bytes freed" in capsys.readouterr().out and all(p.exists() for p in orphans)
+    assert main(["gc", "--store", str(store.root)]) == 0
+    out = capsys.readouterr().out
+    assert f"2 unused files removed, {size} bytes freed" in out and not any(p.exists() for p in orphans)
+    assert len(SessionStore(store.root).load("a")) == 1
+
+
+def test_the_gc_command_refuses_a_bad_age_and_a_foreign_store_and_creates_none(tmp_path, capsys):
+    from respec.__main__ import main
+    assert main(["gc", "--store", str(tmp_path / "none")]) == 0
+    assert "no session store" in capsys.readouterr().out and not (tmp_path / "none").exists()
+    assert main(["gc", "--store", str(tmp_path), "--min-age", "-1"]) == 2
+    assert "--min-age" in capsys.readouterr().err
+    _store_with_db(tmp_path, b"not a database" * 100)
+    assert main(["gc", "--store", str(tmp_path / "s"), "--min-age", "0"]) == 2
+    assert "error:" in capsys.readouterr().err
+
+
 # ----------------------------------------------------------------------------- lazy loading
 
 def test_loading_a_session_decodes_no_image_until_its_pixels_are_read(store, monkeypatch):
