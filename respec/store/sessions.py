@@ -102,8 +102,7 @@ class SessionStore:
                  png_compress_level: int = 4):
         self.root = _root_path(root) if root else default_root().resolve()
         self.db_path = self.root / DB_NAME
-        self.timeout = float(timeout)
-        self.db = Database(self.db_path, self.timeout)
+        self.db = Database(self.db_path, timeout)
         self.files = ImageFiles(self.root / "images", png_compress_level)
         self._cache: dict[str, tuple[str, History]] = {}   # id -> (lineage, latest History seen here)
         self._cache_lock = threading.Lock()
