@@ -839,6 +839,29 @@ def test_a_busy_store_is_waited_for_and_the_message_states_the_real_wait(tmp_pat
     con.close()
 
 
+def test_a_transaction_that_fails_is_rolled_back_even_at_commit_and_the_connection_stays_usable():
+    from respec.store.database import transaction
+    con = sqlite3.connect(":memory:", isolation_level=None)
+    con.execute("PRAGMA foreign_keys = ON")
+    con.execute("CREATE TABLE p (id INTEGER PRIMARY KEY)")
+    con.execute("CREATE TABLE c (pid INTEGER REFERENCES p(id) DEFERRABLE INITIALLY DEFERRED)")
+    with pytest.raises(sqlite3.IntegrityError):
+        with transaction(con):
+            con.execute("INSERT INTO c VALUES (7)")          # no parent: refused only by the COMMIT
+    assert not con.in_transaction and con.execute("SELECT count(*) FROM c").fetchone() == (0,)
+    with pytest.raises(StoreError, match="mapped: no such table") as err:
+        with transaction(con, errors=lambda e: StoreError(f"mapped: {e}")):
+            con.execute("INSERT INTO p VALUES (1)")
+            con.execute("INSERT INTO nowhere VALUES (1)")
+    assert isinstance(err.value.__cause__, sqlite3.OperationalError) and not con.in_transaction
+    with pytest.raises(InputError):
+        with transaction(con):
+            con.execute("INSERT INTO p VALUES (2)")
+            raise InputError("not ours to change")           # any other error passes through as it is
+    with transaction(con, write=False):
+        assert con.execute("SELECT count(*) FROM p").fetchone() == (0,)
+
+
 @pytest.mark.slow
 def test_four_processes_opening_a_fresh_store_at_once_all_succeed(tmp_path):
     # a CI-size run of scripts/stress_store_open.py (the script's default is 4 x 200 rounds)

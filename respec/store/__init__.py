@@ -34,8 +34,8 @@ The parts, one per seam:
     files.py       ImageFiles and LazyStoredImage; `save_png`, the pack's atomic content-addressed PNG writer
 
 Unused image files (after a rewind, a deleted session or a killed append) go with
-`python -m respec gc`, POST /respec/sessions/gc, or the panel's "Clean up" button.
+`python -m respec gc`, POST /respec/sessions/gc, or the panel's "Clean up unused images" button.
 """
-from .sessions import SessionStore, default_root, open_store, turn_number, validate_session_id, workflow_store_root
+from .sessions import SessionStore, open_store, validate_session_id, workflow_store_root
 
-__all__ = ["SessionStore", "default_root", "open_store", "turn_number", "validate_session_id", "workflow_store_root"]
+__all__ = ["SessionStore", "open_store", "validate_session_id", "workflow_store_root"]

@@ -16,7 +16,7 @@ import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from ..errors import StoreError
 from .files import fsync_dir
@@ -76,19 +76,47 @@ CREATE INDEX turns_image ON turns (image);
 """ + "".join(f"{stmt};" for stmt in _MIGRATIONS[2])
 
 
-@contextmanager
-def transaction(conn: sqlite3.Connection, write: bool = True) -> Iterator[sqlite3.Connection]:
-    """One transaction on `conn` (opened in autocommit mode): BEGIN IMMEDIATE for writes (takes
-    the write lock at once, so concurrent writers serialise), a deferred BEGIN for reads; COMMIT
-    when the body ends, ROLLBACK if the body or the COMMIT raises (the connection stays usable)."""
-    conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-    try:
-        yield conn
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
+class transaction:
+    """One transaction on `conn` (opened in autocommit mode), as a `with` block: BEGIN IMMEDIATE
+    for writes (takes the write lock at once, so concurrent writers serialise), a deferred BEGIN
+    for reads; COMMIT when the block ends, ROLLBACK if the block or the COMMIT raises (the
+    connection stays usable). `errors(e)`, when given, is raised in place of an sqlite3.Error.
+    (A class rather than a generator: every read and write of the store goes through it.)"""
+
+    __slots__ = ("conn", "write", "errors")
+
+    def __init__(self, conn: sqlite3.Connection, write: bool = True,
+                 errors: Callable[[sqlite3.Error], Exception] | None = None):
+        self.conn, self.write, self.errors = conn, write, errors
+
+    def __enter__(self) -> sqlite3.Connection:
+        try:
+            self.conn.execute("BEGIN IMMEDIATE" if self.write else "BEGIN")
+        except sqlite3.Error as e:
+            self._raise(e)
+        return self.conn
+
+    def __exit__(self, kind, exc, tb) -> None:
+        if kind is None:
+            try:
+                self.conn.execute("COMMIT")
+                return
+            except BaseException as e:
+                exc = e
+        try:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+        except sqlite3.Error as e:
+            self._raise(e)
+        if isinstance(exc, sqlite3.Error):
+            self._raise(exc)
+        if kind is None:
+            raise exc           # the COMMIT's own failure; otherwise the block's goes on as it was
+
+    def _raise(self, e: sqlite3.Error):
+        if self.errors is None:
+            raise e
+        raise self.errors(e) from e
 
 
 def create_schema(conn: sqlite3.Connection) -> None:
@@ -264,12 +292,9 @@ class Database:
                 conn.execute(f"PRAGMA user_version = {uv}")
         return uv
 
-    @contextmanager
-    def tx(self, write: bool) -> Iterator[sqlite3.Connection]:
-        """A transaction (`transaction`) on this thread's connection; SQLite errors become StoreErrors."""
-        conn = self.connect()
-        with self._errors(), transaction(conn, write):
-            yield conn
+    def tx(self, write: bool) -> transaction:
+        """A `transaction` on this thread's connection; SQLite errors become StoreErrors."""
+        return transaction(self.connect(), write, self._error)
 
     def close(self) -> None:
         """Close this thread's connection (others close when their threads end)."""
