@@ -138,12 +138,14 @@ def identity(conn: sqlite3.Connection) -> tuple[set[str], int]:
 
 
 class Database:
-    """The store file at `path`: one connection per thread, created and checked on first use.
-    `timeout`: seconds to wait for another writer before giving up."""
+    """The store file of the store folder `root` (its `path`): one connection per thread, created
+    and checked on first use. `timeout`: seconds to wait for another writer before giving up."""
 
-    def __init__(self, path: Path, timeout: float):
-        self.path = Path(path)
-        self.root = self.path.parent
+    __slots__ = ("root", "path", "timeout", "_local", "_schema_checked")
+
+    def __init__(self, root: Path, timeout: float):
+        self.root = root
+        self.path = root / DB_NAME
         self.timeout = float(timeout)
         self._local = threading.local()
         self._schema_checked = False

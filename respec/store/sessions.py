@@ -22,7 +22,7 @@ from .. import paths
 from ..errors import InputError, StoreError
 from ..history import History, StoredImage, Turn, TurnMask, check_masks
 from ..plan import Plan
-from .database import DB_NAME, Database
+from .database import Database
 from .files import ImageFiles
 from .turns import StoredTurns, json_dict, plan_json, storable_text
 
@@ -101,8 +101,8 @@ class SessionStore:
     def __init__(self, root: str | os.PathLike | None = None, *, timeout: float = 30.0,
                  png_compress_level: int = 4):
         self.root = _root_path(root) if root else default_root().resolve()
-        self.db_path = self.root / DB_NAME
-        self.db = Database(self.db_path, timeout)
+        self.db = Database(self.root, timeout)
+        self.db_path = self.db.path
         self.files = ImageFiles(self.root / "images", png_compress_level)
         self._cache: dict[str, tuple[str, History]] = {}   # id -> (lineage, latest History seen here)
         self._cache_lock = threading.Lock()
