@@ -153,11 +153,10 @@ function listen() {
 
 // --------------------------------------------------------------------------- actions
 
-async function confirmRewind(sid, k, count) {
-  const message = V.rewindQuestion(sid, k, count);
+async function confirmDialog(title, message) {
   const dialog = app.extensionManager?.dialog;
   if (typeof dialog?.confirm === "function") {
-    return (await dialog.confirm({ title: "Undo turns", message, type: "default" })) === true;
+    return (await dialog.confirm({ title, message, type: "default" })) === true;
   }
   return window.confirm(message);
 }
@@ -170,7 +169,7 @@ function toast(severity, summary, detail) {
 async function rewind(sid, k) {
   const path = V.rewindPath(sid, state.stores[sid]);
   const count = state.session?.turns.length ?? 0;
-  if (!path || !(await confirmRewind(sid, k, count))) return;
+  if (!path || !(await confirmDialog("Undo turns", V.rewindQuestion(sid, k, count)))) return;
   try {
     const res = await api.fetchApi(path, {
       method: "POST",
@@ -303,6 +302,21 @@ async function cardAction(kind, sid, card) {
   }
 }
 
+/** Sessions list's "Clean up": a dry run says what would go, the user confirms, then the clean-up
+ * (of the store of the session shown; the default store when none). */
+async function cleanUp() {
+  const path = V.gcPath(state.stores[V.activeSessionId(state)] ?? null);
+  try {
+    const preview = await postJson(path, { dry_run: true });
+    const question = V.gcQuestion(preview);
+    if (question && !(await confirmDialog("Clean up the session store", question))) return;
+    toast("success", "ReSpec", V.gcMessage(question ? await postJson(path, {}) : preview));
+  } catch (e) {
+    dispatch({ type: "error", message: `Clean-up failed: ${e.message}` });
+    toast("error", "ReSpec", `Clean-up failed: ${e.message}`);
+  }
+}
+
 async function unloadModels() {
   try {
     const res = await api.fetchApi("/respec/models/unload", {
@@ -432,7 +446,8 @@ function mount(el) {
     parts.msg,
     parts.latest,
     h("div", {}, h("h3", {}, "OCCUR scores"), parts.scores),
-    h("details", {}, h("summary", {}, "Sessions"), parts.picker),
+    h("details", {}, h("summary", {}, "Sessions"), parts.picker,
+      h("button", { title: "Delete the image files no turn uses any more (undone turns, deleted sessions); asks first", onclick: cleanUp }, "Clean up unused images")),
     parts.turnsTitle,
     parts.grid,
     h("div", { class: "respec-composer" }, parts.note, parts.input,

@@ -1,5 +1,5 @@
 """History Store and History Append: the editing history H_{t-1}, inside one graph or kept in a
-persistent session across prompts (respec/history.py, respec/store.py)."""
+persistent session across prompts (respec/history.py, respec/store/)."""
 from __future__ import annotations
 
 import json

@@ -11,6 +11,7 @@ respec.comfy.routes(); outside ComfyUI, register() does nothing.
     GET  /respec/sessions/{session_id}/images/{digest}     session image by digest, PNG, ?w=&h=
     POST /respec/sessions/{session_id}/rewind              {"turn": k}: keep turns 0..k
     POST /respec/sessions/{session_id}/branch              {"turn": k}: a new session of turns 0..k
+    POST /respec/sessions/gc                               {} or {"dry_run": true}: delete unused image files
     GET  /respec/masks/{digest}                            a region mask published with the scores
     GET  /respec/scores/latest                             the latest respec.scores payload
     GET  /respec/models                                    the pack's loaded models
@@ -87,6 +88,13 @@ def add_routes(table, open_store: Callable[[str | None], Any] = _open_store) -> 
             return _reply(web.error_response(415, "send the body as application/json, e.g. {\"turn\": 2}"))
         body = await request.content.read(web.MAX_BODY + 1)
         return await on_store(request, web.branch, request.match_info["session_id"], body)
+
+    @table.post("/respec/sessions/gc")
+    async def collect_garbage(request):
+        if request.content_type != "application/json":
+            return _reply(web.error_response(415, "send the body as application/json, e.g. {} or {\"dry_run\": true}"))
+        body = await request.content.read(web.MAX_BODY + 1)
+        return await on_store(request, web.collect_garbage, body)
 
     @table.get("/respec/masks/{digest}")
     async def mask(request):

@@ -1,4 +1,4 @@
-"""Command line: `python -m respec bench | report | merge | validate | scenarios` (run from the pack's folder).
+"""Command line: `python -m respec bench | report | merge | validate | scenarios | gc` (run from the pack's folder).
 
     python -m respec bench --smoke                   # the sample set with tiny random models (CPU)
     python -m respec bench --config all --editor flux2 --out runs/flux2
@@ -9,6 +9,7 @@
     python -m respec report runs/flux2/results.jsonl --out runs/flux2/report
     python -m respec validate my_scenarios.json
     python -m respec scenarios generate --photos my_photos/ --count 200 --out my_scenarios.json
+    python -m respec gc --dry-run                    # session-store images no turn uses any more
 """
 from __future__ import annotations
 
@@ -163,6 +164,16 @@ def _parser() -> argparse.ArgumentParser:
                    help="ask this VLM backend for the intermediate turns (default: word lists only)")
     g.add_argument("--controller-model", default=None, help="HF id, folder in models/LLM, or served model name")
     g.add_argument("--controller-url", default=None, help="base URL of an OpenAI-compatible server")
+
+    c = sub.add_parser("gc", help="delete session-store image files no turn refers to any more "
+                                  "(after rewinds, deleted sessions, interrupted appends)")
+    c.add_argument("--store", default=None, metavar="DIR",
+                   help="the store folder (default: the default session store: RESPEC_SESSIONS_DIR, "
+                        "else <ComfyUI user dir>/respec/sessions or <RESPEC_HOME>/sessions)")
+    c.add_argument("--min-age", type=float, default=3600.0, metavar="SECONDS",
+                   help="only files last changed at least this long ago (default 3600: an append in progress "
+                        "in another process writes its image before its turn)")
+    c.add_argument("--dry-run", action="store_true", help="list what would be removed; remove nothing")
     return p
 
 
@@ -591,12 +602,45 @@ def _relative(path: str, folder: Path) -> str:
         return str(path)
 
 
+def cmd_gc(a) -> int:
+    import math
+    from .store import SessionStore
+    if not (math.isfinite(a.min_age) and a.min_age >= 0):
+        raise InputError(f"--min-age must be a number of seconds >= 0, got {a.min_age:g}")
+    store = SessionStore(a.store)
+    if not store.db_path.is_file():
+        print(f"no session store in {store.root} (no {store.db_path.name}): nothing to do")
+        return 0
+    freed = 0
+
+    def seen(path: Path, size: int) -> None:
+        nonlocal freed
+        freed += size
+        print(f"  {'would remove' if a.dry_run else 'removed'} {path.relative_to(store.root)} ({_size(size)})")
+    n = store.gc(a.min_age, dry_run=a.dry_run, seen=seen)
+    kept = f" (files changed in the last {a.min_age:g} s are kept)" if a.min_age else ""
+    print(f"{store.root}: {n} unused file{'s' if n != 1 else ''} {'would be removed' if a.dry_run else 'removed'}, "
+          f"{_size(freed)} {'would be freed' if a.dry_run else 'freed'}{kept}")
+    return 0
+
+
+def _size(n: float) -> str:
+    """A byte count for people: 1536 -> '1.5 KiB'."""
+    if n < 1024:
+        return f"{int(n)} bytes"
+    for unit in ("KiB", "MiB", "GiB"):
+        n /= 1024
+        if n < 1024 or unit == "GiB":
+            break
+    return f"{n:.1f} {unit}"
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     a = _parser().parse_args(argv)
     try:
         return {"bench": cmd_bench, "report": cmd_report, "merge": cmd_merge, "validate": cmd_validate,
-                "scenarios": cmd_scenarios}[a.command](a)
+                "scenarios": cmd_scenarios, "gc": cmd_gc}[a.command](a)
     except ReSpecError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -2,7 +2,7 @@
 
 Appending returns a new History that shares every earlier Turn (and so every image array):
 nothing is copied when a history flows from node to node. The persistent, multi-prompt form
-lives in respec/store.py.
+lives in respec/store/.
 """
 from __future__ import annotations
 

@@ -9,7 +9,9 @@ aiohttp adapter. Handlers validate everything they are given before touching the
 - digests: exactly 64 lowercase hex characters, and only digests that belong to the session;
 - sizes: decimal digits, clamped to MIN_SIDE..MAX_SIDE; images are only ever scaled down;
 - the rewind body: a JSON object of at most MAX_BODY bytes holding an integer `turn` (a JSON
-  number without a fraction; "1", 1.0 and true are refused).
+  number without a fraction; "1", 1.0 and true are refused);
+- the clean-up (gc) body: a JSON object with at most `dry_run` (true or false); the store, the age
+  limit and the most files one request removes are the server's (GC_MIN_AGE_S, MAX_GC_FILES).
 
 Nothing but the session store's own image files (looked up by digest, never by a path taken from
 the request) and the in-memory region masks published by `publish_region_masks` is ever served.
@@ -42,10 +44,13 @@ MAX_SIDE = 512         # largest: thumbnails and overlays never need more, and i
 DEFAULT_SIDE = 512
 MAX_BODY = 1024        # bytes accepted in a POST body (the rewind body is ~12 bytes)
 MAX_MASKS = 32         # region masks kept in memory for the panel (oldest dropped first)
+GC_MIN_AGE_S = 3600.0  # a clean-up spares image files changed within the hour (appends in flight)
+MAX_GC_FILES = 1000    # image files one clean-up request removes at most (it says when more remain)
 IMMUTABLE = {"Cache-Control": "private, max-age=31536000, immutable"}  # digest-named content
 NO_CACHE = {"Cache-Control": "no-cache"}
 
 _LOCK = threading.Lock()   # guards the in-memory registries below (stores, masks, scores)
+_GC_LOCK = threading.Lock()   # one clean-up at a time in this process
 _DIGITS = re.compile(r"[0-9]{1,9}")
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 
@@ -433,6 +438,32 @@ def branch(store, session_id: Any, body: bytes | str | None, notify: bool = True
         if notify:
             send_history(new, "branch")
         return json_response(new.summary())
+    return _guard(run)
+
+
+def collect_garbage(store, body: bytes | str | None) -> Response:
+    """POST /respec/sessions/gc with {} (or {"dry_run": true}): delete the store's image files that
+    no turn refers to any more (after rewinds, deleted sessions, interrupted appends) and that are
+    older than GC_MIN_AGE_S. Bounded: the request names no path and no age, one clean-up runs at
+    a time (409 meanwhile), and one request removes at most MAX_GC_FILES files ("more": true when
+    it stopped there: call again). Answers {"store", "dry_run", "removed", "bytes", "files" (their names),
+    "more", "min_age_s"}; a folder without a store file has nothing to remove (none is created)."""
+    def run():
+        data = _json_body(body, '{"dry_run": true}')
+        if set(data) - {"dry_run"} or not isinstance(data.get("dry_run", False), bool):
+            raise InputError('the body must be {} or {"dry_run": true} (nothing else is read)')
+        dry = data.get("dry_run", False)
+        if not _GC_LOCK.acquire(blocking=False):
+            return error_response(409, "a clean-up of the session store is already running; try again when it has finished")
+        try:
+            files: list[tuple[str, int]] = []
+            n = store.gc(GC_MIN_AGE_S, dry_run=dry, limit=MAX_GC_FILES,
+                         seen=lambda path, size: files.append((path.name, size)))
+        finally:
+            _GC_LOCK.release()
+        return json_response({"store": str(store.root), "dry_run": dry, "removed": n,
+                              "bytes": sum(size for _, size in files), "files": [name for name, _ in files],
+                              "more": n >= MAX_GC_FILES, "min_age_s": GC_MIN_AGE_S})
     return _guard(run)
 
 

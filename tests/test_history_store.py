@@ -19,7 +19,9 @@ from PIL import Image
 from respec.errors import InputError, StoreError
 from respec.history import StoredImage
 from respec.plan import Plan
-from respec.store import DB_NAME, LazyStoredImage, SessionStore, validate_session_id
+from respec.store import SessionStore, validate_session_id
+from respec.store.database import DB_NAME
+from respec.store.files import LazyStoredImage
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -96,9 +98,11 @@ def test_pil_images_round_trip_in_their_mode(tmp_path, mode):
 @pytest.mark.parametrize("channels", [1, 3, 4])
 def test_image_batches_round_trip_bit_identically(store, channels):
     stack = _img(channels, (5, 9, 7, channels))
-    digests = store.files.put_frames(stack)
-    assert len(digests) == 5 and len(_pngs(store)) == 5
-    back = SessionStore(store.root).files.get_frames(digests)
+    store.create("a", stack[0])
+    for i, frame in enumerate(stack[1:], 1):
+        store.append("a", frame, f"frame {i}")
+    assert len(_pngs(store)) == 5
+    back = np.stack([im.array for im in SessionStore(store.root).load("a").images])
     assert back.shape == stack.shape and np.array_equal(back, stack)
 
 
@@ -145,7 +149,7 @@ def test_append_assigns_the_next_turn_index_and_bumps_the_version(store):
     h1 = store.append("a", _img(1), "one")
     h2 = store.append("a", _img(2), "two")
     assert [t.index for t in h2.turns] == [0, 1, 2]
-    assert h0.version < h1.version < h2.version == store.version("a")
+    assert h0.version < h1.version < h2.version == store.load("a").version
     assert h2.instructions == ["one", "two"] and h2.turns[1].sent_instruction == "one"
 
 
@@ -168,7 +172,7 @@ def test_append_refuses_a_session_that_changed_since_the_expected_version(store)
 
 def test_a_missing_session_gives_a_clear_store_error(store):
     for op in (lambda: store.load("nope"), lambda: store.append("nope", _img(0), "x"),
-               lambda: store.rewind("nope", 0), lambda: store.version("nope")):
+               lambda: store.rewind("nope", 0), lambda: store.branch("nope", "b")):
         with pytest.raises(StoreError, match="no session 'nope'"):
             op()
 
@@ -187,7 +191,7 @@ def test_rewind_keeps_turns_up_to_k_and_the_version_keeps_growing(store):
     store.create("a", _img(0))
     for i in range(1, 5):
         store.append("a", _img(i), f"edit {i}")
-    v = store.version("a")
+    v = store.load("a").version
     h = store.rewind("a", 2)
     assert [t.index for t in h.turns] == [0, 1, 2] and h.version > v
     assert SessionStore(store.root).load("a").fingerprint == h.fingerprint
@@ -200,8 +204,8 @@ def test_rewind_keeps_turns_up_to_k_and_the_version_keeps_growing(store):
 def test_rewind_to_the_latest_turn_changes_nothing(store):
     store.create("a", _img(0))
     store.append("a", _img(1), "edit")
-    v = store.version("a")
-    assert len(store.rewind("a", 1)) == 2 and store.version("a") == v
+    v = store.load("a").version
+    assert len(store.rewind("a", 1)) == 2 and store.load("a").version == v
 
 
 def test_branch_shares_image_files_and_leaves_the_source_unchanged(store):
@@ -215,7 +219,8 @@ def test_branch_shares_image_files_and_leaves_the_source_unchanged(store):
     assert _pngs(store) == files                       # nothing copied
     store.append("b", _img(7), "branch edit")
     assert SessionStore(store.root).load("a").fingerprint == source
-    assert store.info("b")["parent_id"] == "a" and store.info("b")["parent_turn"] == 1
+    b_row = {s["session_id"]: s for s in store.list_sessions()}["b"]
+    assert b_row["parent_id"] == "a" and b_row["parent_turn"] == 1
     with pytest.raises(StoreError, match="already exists"):
         store.branch("a", "b")
 
@@ -261,21 +266,21 @@ def test_list_sessions_and_turns_describe_without_pixels(store):
     sessions = {s["session_id"]: s for s in store.list_sessions()}
     assert set(sessions) == {"a", "b"} and sessions["a"]["turns"] == 2
     assert sessions["a"]["current_image"] == store.load("a").current.image.digest
-    turns = store.list_turns("a")
+    turns = store.load("a").summary()["turns"]
     assert [t["index"] for t in turns] == [0, 1] and turns[1]["plan"]["image_ids"] == []
     assert (turns[1]["width"], turns[1]["height"]) == store.load("a").current.image.size
     assert "array" not in str(turns)
 
 
-def test_image_path_serves_only_images_of_that_session(store):
+def test_a_session_serves_only_its_own_images(store):
+    from respec import web
     store.create("a", _img(0))
     store.create("b", _img(1))
     da, db = store.load("a").current.image.digest, store.load("b").current.image.digest
-    assert store.image_path("a", da).is_file()
-    with pytest.raises(StoreError, match="not part of session"):
-        store.image_path("a", db)
-    with pytest.raises(InputError):
-        store.image_path("a", "../../etc/passwd")
+    assert web.session_image(store, "a", da).status == 200
+    other = web.session_image(store, "a", db)
+    assert other.status == 404 and "not part of session" in other.json()["error"]
+    assert web.session_image(store, "a", "../../etc/passwd").status == 400   # InputError
 
 
 def test_gc_removes_only_unreferenced_old_files(store):
@@ -287,6 +292,70 @@ def test_gc_removes_only_unreferenced_old_files(store):
     assert store.gc(min_age_s=3600) == 0 and orphan.exists()   # too young: may belong to an append in flight
     assert store.gc(min_age_s=0) == 1 and not orphan.exists()
     assert np.array_equal(SessionStore(store.root).load("a").current.image.array, _img(0))
+
+
+def _orphans(store, seeds, age_s=7200.0) -> list[Path]:
+    """Session 'a' made of images `seeds`, rewound to turn 0: the later images are unreferenced
+    and, `age_s` ago, last changed."""
+    store.create("a", _img(seeds[0]))
+    for i in seeds[1:]:
+        store.append("a", _img(i), f"edit {i}")
+    store.rewind("a", 0)
+    paths = [store.files.path(StoredImage(_img(i)).digest) for i in seeds[1:]]
+    for p in paths:
+        os.utime(p, (time.time() - age_s,) * 2)
+    return paths
+
+
+def test_gc_dry_run_removes_nothing_and_names_what_would_go(store):
+    orphans = _orphans(store, [0, 1, 2])
+    seen = []
+    assert store.gc(dry_run=True, seen=lambda p, size: seen.append((p, size))) == 2
+    assert sorted(p for p, _ in seen) == sorted(orphans) and all(p.exists() for p in orphans)
+    assert [size for _, size in sorted(seen)] == [p.stat().st_size for p in sorted(orphans)]
+
+
+def test_gc_stops_at_its_limit_and_the_next_call_goes_on(store):
+    orphans = _orphans(store, [0, 1, 2, 3])
+    assert store.gc(limit=2) == 2 and sum(p.exists() for p in orphans) == 1
+    assert store.gc(limit=2) == 1 and not any(p.exists() for p in orphans)
+    assert np.array_equal(SessionStore(store.root).load("a").current.image.array, _img(0))
+
+
+def test_gc_of_a_folder_without_a_store_file_removes_and_creates_nothing(tmp_path):
+    stray = tmp_path / "s" / "images" / "ab" / ("ab" + "0" * 62 + ".png")
+    stray.parent.mkdir(parents=True)
+    stray.write_bytes(b"an image of a store file moved away")
+    os.utime(stray, (0, 0))
+    assert SessionStore(tmp_path / "s").gc(min_age_s=0) == 0
+    assert stray.exists() and sorted(p.name for p in (tmp_path / "s").iterdir()) == ["images"]
+
+
+def test_the_gc_command_lists_what_it_removes_and_the_space_it_frees(store, capsys):
+    from respec.__main__ import main
+    orphans = _orphans(store, [0, 1, 2])
+    size = sum(p.stat().st_size for p in orphans)
+    assert main(["gc", "--store", str(store.root), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"would remove images/{p.parent.name}/{p.name}" in out for p in orphans)
+    assert "2 unused files would be removed" in out and all(p.exists() for p in orphans)
+    assert main(["gc", "--store", str(store.root), "--min-age", "10800"]) == 0     # 3 h: both are younger
+    assert "0 unused files removed, 0 bytes freed" in capsys.readouterr().out and all(p.exists() for p in orphans)
+    assert main(["gc", "--store", str(store.root)]) == 0
+    out = capsys.readouterr().out
+    assert f"2 unused files removed, {size} bytes freed" in out and not any(p.exists() for p in orphans)
+    assert len(SessionStore(store.root).load("a")) == 1
+
+
+def test_the_gc_command_refuses_a_bad_age_and_a_foreign_store_and_creates_none(tmp_path, capsys):
+    from respec.__main__ import main
+    assert main(["gc", "--store", str(tmp_path / "none")]) == 0
+    assert "no session store" in capsys.readouterr().out and not (tmp_path / "none").exists()
+    assert main(["gc", "--store", str(tmp_path), "--min-age", "-1"]) == 2
+    assert "--min-age" in capsys.readouterr().err
+    _store_with_db(tmp_path, b"not a database" * 100)
+    assert main(["gc", "--store", str(tmp_path / "s"), "--min-age", "0"]) == 2
+    assert "error:" in capsys.readouterr().err
 
 
 # ----------------------------------------------------------------------------- lazy loading
@@ -467,7 +536,7 @@ PRAGMA user_version = 1;
 
 def _version_1_store(root: Path) -> list[np.ndarray]:
     """A store as ReSpec schema version 1 wrote it: session 'old' with turns 0..2."""
-    from respec.store import ImageFiles
+    from respec.store.files import ImageFiles
     root.mkdir(parents=True)
     imgs = [_img(i, (8, 8, 3)) for i in range(3)]
     files = ImageFiles(root / "images")
@@ -484,7 +553,7 @@ def _version_1_store(root: Path) -> list[np.ndarray]:
 
 def test_a_store_of_schema_version_1_opens_and_is_migrated_in_place(tmp_path):
     from respec.history import CHANGE, TurnMask
-    from respec.store import SCHEMA_VERSION
+    from respec.store.database import SCHEMA_VERSION
     root = tmp_path / "v1"
     imgs = _version_1_store(root)
     store = SessionStore(root)
@@ -531,7 +600,7 @@ def _tag(worker: int, j: int) -> np.ndarray:
 def _append_worker(root: str, worker: int, n: int, ready) -> None:
     from respec.store import SessionStore as Store
     s = Store(root)
-    s.version("shared")   # connected and checked: the appends below are all that is left
+    s.exists("shared")    # connected and checked: the appends below are all that is left
     ready.wait(120)       # every process starts appending at the same moment
     for j in range(n):
         s.append("shared", _tag(worker, j), f"w{worker}-{j}", f"sent w{worker}-{j}",
@@ -570,7 +639,7 @@ def test_concurrent_processes_appending_lose_nothing_and_never_interleave_a_turn
 def _run_until_paused(root: Path, point: str, mark: Path, op: str) -> subprocess.Popen:
     code = f"""
 import time, numpy as np
-from respec import store as st
+from respec.store import sessions as st
 def pause(point):
     if point == {point!r}:
         open({str(mark)!r}, "w").close()
@@ -635,7 +704,7 @@ def test_append_once_adds_a_queued_prompts_turn_only_once(store):
     prompt = {"1": {"class_type": "ReSpecHistoryAppend", "inputs": {"instruction": "add a hat"}}}
     h1 = store.append_once(h0, _img(2), "add a hat", "add a hat", prompt=prompt, node_id="7")
     again = store.append_once(h1, _img(3), "add a hat", "add a hat", prompt=prompt, node_id="7")
-    assert len(h1) == 2 and len(again) == 2 and store.version("a") == h1.version
+    assert len(h1) == 2 and len(again) == 2 and store.load("a").version == h1.version
     other = store.append_once(h1, _img(3), "add a scarf", "add a scarf", prompt={"x": 1}, node_id="7")
     assert len(other) == 3
 
@@ -662,7 +731,7 @@ def test_append_once_ignores_what_comfyui_adds_to_the_queued_prompt(store):
     h1 = store.append_once(h0, _img(2), "add a hat", "add a hat", prompt=first, node_id="2")
     second = {k: {**v, "is_changed": ["v1"]} for k, v in queued.items()}
     again = store.append_once(h1, _img(3), "add a hat", "add a hat", prompt=second, node_id="2")
-    assert len(again) == 2 and store.version("a") == h1.version
+    assert len(again) == 2 and store.load("a").version == h1.version
 
 
 # ----------------------------------------------------------------------------- whole numbers only
@@ -700,7 +769,7 @@ def test_an_empty_database_file_is_a_clear_error_and_stays_empty(tmp_path):
 def test_a_new_store_file_never_appears_half_made(tmp_path, monkeypatch):
     # The file appears under its name complete (created aside, then linked into place): at the
     # moment it appears it already holds the schema and is in WAL mode.
-    import respec.store as store_mod
+    import respec.store.database as store_mod
     seen = []
     real_link = os.link
 
@@ -723,7 +792,7 @@ def test_a_new_store_file_never_appears_half_made(tmp_path, monkeypatch):
 
 def test_opening_a_store_never_creates_an_empty_file_under_the_store_name(tmp_path, monkeypatch):
     # the old way: sqlite3.connect created a 0-byte file that other processes could open meanwhile
-    import respec.store as store_mod
+    import respec.store.database as store_mod
     sizes = []
     real_connect = sqlite3.connect
 
@@ -741,7 +810,7 @@ def test_opening_a_store_never_creates_an_empty_file_under_the_store_name(tmp_pa
 
 
 def test_store_identity_is_read_in_one_statement(tmp_path):
-    import respec.store as store_mod
+    import respec.store.database as store_mod
     # A reader must not see the table list from before another process's creation and the
     # user_version from after it (that mix read as "another program's database").
     s = SessionStore(tmp_path / "s")
@@ -749,7 +818,7 @@ def test_store_identity_is_read_in_one_statement(tmp_path):
     con = sqlite3.connect(s.db_path)
     statements = []
     con.set_trace_callback(statements.append)
-    tables, version = s._identity(con)
+    tables, version = store_mod.identity(con)
     con.close()
     assert tables >= {"sessions", "turns", "store_info"} and version == store_mod.SCHEMA_VERSION
     assert len([q for q in statements if q.strip().upper().startswith(("SELECT", "PRAGMA"))]) == 1
@@ -768,6 +837,29 @@ def test_a_busy_store_is_waited_for_and_the_message_states_the_real_wait(tmp_pat
     assert "move the file away" not in str(err.value)
     con.execute("ROLLBACK")
     con.close()
+
+
+def test_a_transaction_that_fails_is_rolled_back_even_at_commit_and_the_connection_stays_usable():
+    from respec.store.database import transaction
+    con = sqlite3.connect(":memory:", isolation_level=None)
+    con.execute("PRAGMA foreign_keys = ON")
+    con.execute("CREATE TABLE p (id INTEGER PRIMARY KEY)")
+    con.execute("CREATE TABLE c (pid INTEGER REFERENCES p(id) DEFERRABLE INITIALLY DEFERRED)")
+    with pytest.raises(sqlite3.IntegrityError):
+        with transaction(con):
+            con.execute("INSERT INTO c VALUES (7)")          # no parent: refused only by the COMMIT
+    assert not con.in_transaction and con.execute("SELECT count(*) FROM c").fetchone() == (0,)
+    with pytest.raises(StoreError, match="mapped: no such table") as err:
+        with transaction(con, errors=lambda e: StoreError(f"mapped: {e}")):
+            con.execute("INSERT INTO p VALUES (1)")
+            con.execute("INSERT INTO nowhere VALUES (1)")
+    assert isinstance(err.value.__cause__, sqlite3.OperationalError) and not con.in_transaction
+    with pytest.raises(InputError):
+        with transaction(con):
+            con.execute("INSERT INTO p VALUES (2)")
+            raise InputError("not ours to change")           # any other error passes through as it is
+    with transaction(con, write=False):
+        assert con.execute("SELECT count(*) FROM p").fetchone() == (0,)
 
 
 @pytest.mark.slow

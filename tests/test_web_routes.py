@@ -535,3 +535,73 @@ def test_branch_needs_json_and_an_existing_session(env, branch):
     assert status == 415
     status, _, _ = env["server"].request("POST", "/respec/sessions/nobody/branch", b'{"turn": 0}')
     assert status == 404
+
+
+# ------------------------------------------------------------------------------ clean-up (gc)
+
+def _orphaned(store, n: int, age_s: float = 7200.0) -> list:
+    """Session 'g' of n + 1 turns rewound to turn 0: n image files no turn uses, last changed age_s ago."""
+    import os
+    import time
+    store.create("g", _img(100))
+    for i in range(1, n + 1):
+        store.append("g", _img(100 + i), f"edit {i}")
+    store.rewind("g", 0)
+    paths = [store.files.path(store.files.put(_img(100 + i)).digest) for i in range(1, n + 1)]
+    for p in paths:
+        os.utime(p, (time.time() - age_s,) * 2)
+    return paths
+
+
+def test_gc_removes_only_unused_images_older_than_an_hour_and_says_how_much(pack, tmp_path):
+    web, store = core(pack, "web"), core(pack, "store").SessionStore(tmp_path / "store")
+    old = _orphaned(store, 2)
+    young = store.files.path(store.files.put(_img(7)).digest)       # unused, but just written
+    dry = web.collect_garbage(store, b'{"dry_run": true}')
+    assert dry.status == 200 and dry.json()["removed"] == 2 and all(p.exists() for p in old)
+    resp = web.collect_garbage(store, b"{}")
+    body = resp.json()
+    assert resp.status == 200 and body["removed"] == 2 and body["dry_run"] is False and body["more"] is False
+    assert sorted(body["files"]) == sorted(p.name for p in old) and not any(p.exists() for p in old)
+    assert body["bytes"] == dry.json()["bytes"] > 0 and body["min_age_s"] == web.GC_MIN_AGE_S == 3600
+    assert young.exists() and len(core(pack, "store").SessionStore(store.root).load("g")) == 1
+
+
+def test_gc_is_bounded_per_request_and_one_at_a_time(pack, tmp_path, monkeypatch):
+    web, store = core(pack, "web"), core(pack, "store").SessionStore(tmp_path / "store")
+    old = _orphaned(store, 3)
+    monkeypatch.setattr(web, "MAX_GC_FILES", 2)
+    first = web.collect_garbage(store, b"{}").json()
+    assert first["removed"] == 2 and first["more"] is True and sum(p.exists() for p in old) == 1
+    with web._GC_LOCK:                                               # another clean-up is running
+        busy = web.collect_garbage(store, b"{}")
+    assert busy.status == 409 and "already running" in busy.json()["error"] and sum(p.exists() for p in old) == 1
+    second = web.collect_garbage(store, b"{}").json()
+    assert second["removed"] == 1 and second["more"] is False and not any(p.exists() for p in old)
+
+
+@pytest.mark.parametrize("payload", [b"", b"[1]", b'{"dry_run": "yes"}', b'{"dry_run": 1}', b'{"min_age_s": 0}',
+                                     b'{"path": "/etc"}', b'{"dry_run": false, "limit": 1e9}', b"{" * 2000])
+def test_gc_reads_nothing_but_dry_run_from_the_request(pack, tmp_path, payload):
+    web, store = core(pack, "web"), core(pack, "store").SessionStore(tmp_path / "store")
+    old = _orphaned(store, 1)
+    resp = web.collect_garbage(store, payload)
+    assert resp.status == 400 and old[0].exists()
+
+
+def test_gc_of_an_absent_store_creates_nothing(pack, tmp_path):
+    web, store = core(pack, "web"), core(pack, "store").SessionStore(tmp_path / "never")
+    resp = web.collect_garbage(store, b"{}")
+    assert resp.status == 200 and resp.json()["removed"] == 0 and not (tmp_path / "never").exists()
+
+
+def test_the_gc_route_needs_json_and_a_known_store(env):
+    status, _, _ = env["server"].request("POST", "/respec/sessions/gc", b"{}", content_type="text/plain")
+    assert status == 415
+    status, _, _ = env["server"].request("POST", "/respec/sessions/gc?store=%2Fetc", b"{}")
+    assert status == 400
+    status, _, body = env["server"].request("POST", "/respec/sessions/gc", b'{"dry_run": true}')
+    got = json.loads(body)
+    assert status == 200 and got["dry_run"] is True and got["store"] == str(env["store"].root)
+    assert {"removed", "bytes", "files", "more", "min_age_s"} <= set(got)
+    assert len(env["store"].load("demo")) == 4

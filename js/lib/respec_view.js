@@ -387,6 +387,11 @@ export function rewindPath(sessionId, store = null) {
   return isSessionId(sessionId) ? `/respec/sessions/${sessionId}/rewind${storeQuery(store, "?")}` : null;
 }
 
+/** URL path of the clean-up route for a store as listed by the server (the default store when none). */
+export function gcPath(store = null) {
+  return `/respec/sessions/gc${storeQuery(store, "?")}`;
+}
+
 // --------------------------------------------------------------------------- geometry
 
 /** The rectangle an image of srcW×srcH occupies when fitted (contained, centred) in boxW×boxH. */
@@ -488,6 +493,37 @@ export function rewindQuestion(sessionId, k, count) {
   const drop = count - 1 - k;
   const which = drop === 1 ? `turn ${k + 1}` : `turns ${k + 1} to ${count - 1}`;
   return `Rewind session "${sessionId}" to turn ${k}? This deletes ${which} (${drop} turn${drop === 1 ? "" : "s"}) from the session store; it cannot be undone.`;
+}
+
+/** A byte count for people: 1536 -> "1.5 KiB". */
+export function byteSize(n) {
+  let v = Number(n) || 0;
+  if (v < 1024) return `${v} bytes`;
+  for (const unit of ["KiB", "MiB", "GiB"]) {
+    v /= 1024;
+    if (v < 1024 || unit === "GiB") return `${v.toFixed(1)} ${unit}`;
+  }
+}
+
+function files(n) {
+  return `${n} unused image file${n === 1 ? "" : "s"}`;
+}
+
+/** The confirmation for a clean-up, from its dry run's answer (null when there is nothing to remove). */
+export function gcQuestion(preview) {
+  const n = Number(preview?.removed ?? 0);
+  if (!n) return null;
+  const hours = Math.round(Number(preview?.min_age_s ?? 3600) / 360) / 10;
+  return `Delete ${preview?.more ? "at least " : ""}${files(n)} (${byteSize(preview?.bytes)}) from the session store ${preview?.store ?? ""}? `
+    + `No turn uses them any more (undone turns, deleted sessions, interrupted appends); files changed in the last ${hours} h are kept. This cannot be undone.`;
+}
+
+/** The panel's message after POST /respec/sessions/gc. */
+export function gcMessage(body) {
+  const n = Number(body?.removed ?? 0);
+  if (!n) return "Nothing to clean up: every image file is used by a turn or was changed in the last hour.";
+  const more = body?.more ? " More remain: clean up again." : "";
+  return `Removed ${files(n)}, ${byteSize(body?.bytes)} freed.${more}`;
 }
 
 /** The panel's message after POST /respec/models/unload: what was unloaded and what is still held. */

@@ -6,9 +6,13 @@ import assert from "node:assert/strict";
 
 import {
   activeSessionId,
+  byteSize,
   currentPlan,
   editorReferences,
   fitContain,
+  gcMessage,
+  gcPath,
+  gcQuestion,
   highlights,
   imagePath,
   initialState,
@@ -265,6 +269,22 @@ test("the rewind question names the turns that go", () => {
   assert.match(rewindQuestion("p", 2, 4), /turn 3 \(1 turn\)/);
 });
 
+test("a clean-up asks first with what its dry run found, and asks nothing when nothing would go", () => {
+  const q = gcQuestion({ removed: 3, bytes: 3 * 1536, store: "/u/sessions", min_age_s: 3600, more: false, dry_run: true });
+  assert.match(q, /^Delete 3 unused image files \(4\.5 KiB\) from the session store \/u\/sessions\?/);
+  assert.match(q, /last 1 h are kept.*cannot be undone/);
+  assert.match(gcQuestion({ removed: 1000, bytes: 5 * 2 ** 20, more: true }), /at least 1000 unused image files \(5\.0 MiB\)/);
+  assert.equal(gcQuestion({ removed: 0, bytes: 0 }), null);
+  assert.equal(gcQuestion(null), null);
+});
+
+test("after a clean-up the panel says what went, how much space it freed and whether more remain", () => {
+  assert.equal(gcMessage({ removed: 1, bytes: 700, more: false }), "Removed 1 unused image file, 700 bytes freed.");
+  assert.match(gcMessage({ removed: 1000, bytes: 3 * 2 ** 30, more: true }), /1000 unused image files, 3\.0 GiB freed\. More remain/);
+  assert.match(gcMessage({ removed: 0 }), /^Nothing to clean up/);
+  assert.deepEqual([0, 1023, 1024, 1536, 2 ** 20].map(byteSize), ["0 bytes", "1023 bytes", "1.0 KiB", "1.5 KiB", "1.0 MiB"]);
+});
+
 // ----------------------------------------------------------------------------- scores and overlays
 
 test("scores show three decimals and NaN or null as n/a with the reason", () => {
@@ -383,6 +403,8 @@ test("URLs are only built from valid ids and digests", () => {
   assert.equal(imagePath("p", "../../x"), null);
   assert.equal(rewindPath("p"), "/respec/sessions/p/rewind");
   assert.equal(rewindPath("a/b"), null);
+  assert.equal(gcPath(), "/respec/sessions/gc");
+  assert.equal(gcPath("/s/x y"), "/respec/sessions/gc?store=%2Fs%2Fx%20y");
 });
 
 // ----------------------------------------------------------------------------- graph

@@ -23,7 +23,6 @@ A re-run with the same output folder skips the scenario x config x editor rows a
 from __future__ import annotations
 
 import logging
-import os
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -38,6 +37,7 @@ from ..turn import TimingHook, run_turn, stage_timer
 from ..controller.provenance import selector_parts
 from ..guard import GuardStep
 from ..reveal import RevealStep
+from ..store.files import save_png
 from .configs import CONFIGS, EDITORS, MASKS, BenchConfig, parse_configs, turn_seed
 from .results import ResultsFile, check_run_identity, row_key
 from .rows import make_row, summarise_judgements
@@ -445,10 +445,7 @@ def _save_images(out_dir: Path, scenario_id: str, history: History) -> list[str]
     paths = []
     for img in history.images:
         p = folder / f"{img.digest[:24]}.png"
-        if not p.exists():
-            tmp = p.with_name(f".{p.stem}.{os.getpid()}.tmp")
-            img.pil().save(tmp, format="PNG")
-            os.replace(tmp, p)
+        save_png(p, img, compress_level=6)   # zlib's default, as PIL's own: the files keep their bytes
         paths.append(str(p.relative_to(out_dir)))
     return paths
 
