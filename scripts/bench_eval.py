@@ -92,9 +92,9 @@ class ForwardClock:
 def build_real(device: str):
     import torch
     from segment_anything import sam_model_registry
-    from respec.masks import Masker, ultralytics_scope
-    from respec.metric_models import build_clip, build_lpips
-    from respec.metrics import Scorer
+    from respec.eval.masks import Masker, ultralytics_scope
+    from respec.eval.metric_models import build_clip, build_lpips
+    from respec.eval.metrics import Scorer
     torch.manual_seed(0)
     t = {}
     t0 = time.perf_counter()

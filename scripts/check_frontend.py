@@ -116,7 +116,7 @@ class ReSpecCheckBoxMasks:
         box[y:y + h, x:x + w] = True
         on = {int(t) for t in occluder_turns.split(",") if t.strip()}
         n = len(history.turns) - 1
-        tm = _mod("respec.masks").TrajectoryMasks(
+        tm = _mod("respec.eval.masks").TrajectoryMasks(
             occ=[box.copy() if t in on else np.zeros_like(box) for t in range(1, n + 1)],
             new=[np.zeros_like(box) for _ in range(n)], occluder_label="red box", turns=list(range(1, n + 1)))
         return (tm,)

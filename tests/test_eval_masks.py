@@ -12,10 +12,10 @@ import pytest
 import torch
 from PIL import Image
 
-from respec import masks
 from respec.errors import CorruptWeightsError, DownloadNotAllowedError, InputError, MissingWeightsError
+from respec.eval import masks
+from respec.eval.masks import Masker, clip_box, parse_labels_per_turn, query_chain, simple_singular
 from respec.history import History
-from respec.masks import Masker, clip_box, parse_labels_per_turn, query_chain, simple_singular
 from respec.tiny.eval_models import (build_tiny_clip, build_tiny_sam, build_tiny_yolo_world, save_tiny_eval_files,
                                      tune_detector)
 from respec.tiny.eval_models import TINY_CLIP_CFG
@@ -338,7 +338,7 @@ def test_load_masker_finds_weights_in_the_model_folders_and_names_missing_ones(t
 def test_importing_ultralytics_leaves_pil_image_open_alone():
     """ultralytics patches PIL.Image.open process-wide; the pack puts the original back."""
     from PIL import Image
-    from respec.masks import ultralytics_scope
+    from respec.eval.masks import ultralytics_scope
     before = Image.open
     with ultralytics_scope():
         pass

@@ -90,7 +90,7 @@ def test_occur_score_node_scores_the_history_against_a_reference_turn(pack, tiny
 
 def test_occur_score_node_reports_nan_as_null_with_the_reason(pack, tiny_scorer):
     scorer = tiny_scorer
-    TrajectoryMasks = core(pack, "masks").TrajectoryMasks
+    TrajectoryMasks = core(pack, "eval.masks").TrajectoryMasks
     empty = TrajectoryMasks([np.zeros((48, 64), bool)] * 2, [np.zeros((48, 64), bool)] * 2)
     out = nodes(pack)["ReSpecOccurScore"]().score(scorer, empty, 50.0, -1, final_image=comfy_image(5),
                                                    reference_image=comfy_image(6))
@@ -102,7 +102,7 @@ def test_occur_score_node_reports_nan_as_null_with_the_reason(pack, tiny_scorer)
 def test_occur_score_node_needs_a_final_image_and_a_reference(pack, tiny_scorer):
     scorer = tiny_scorer
     errors = core(pack, "errors")
-    TrajectoryMasks = core(pack, "masks").TrajectoryMasks
+    TrajectoryMasks = core(pack, "eval.masks").TrajectoryMasks
     tm = TrajectoryMasks([np.zeros((48, 64), bool)], [np.zeros((48, 64), bool)])
     node = nodes(pack)["ReSpecOccurScore"]()
     with pytest.raises(errors.InputError, match="final image"):

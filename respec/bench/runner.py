@@ -159,8 +159,8 @@ def _stage_checks(settings: BenchSettings) -> list[tuple[str, Callable[[], Any]]
         from ..editors import omnigen2
         checks.append(("editor", lambda: mdl.resolve_hf(settings.editor_model or omnigen2.DEFAULT_SOURCE, "diffusers",
                                                        False, omnigen2.HOW_TO_GET)))
-    from .. import masks as mk
-    from .. import metric_models as mm
+    from ..eval import masks as mk
+    from ..eval import metric_models as mm
     o = settings.masker_options
     if settings.masks_mode() == "detect":
         sam = o.get("sam_weights") or mk.SAM_FILES.get(o.get("sam_type", "vit_h"), "")
@@ -264,8 +264,8 @@ def load_models(settings: BenchSettings) -> BenchModels:
         return load_sim_models(settings)
     from ..controller import DEFAULT_MODELS, load_backend
     from ..editors import load_editor
-    from ..masks import load_masker
-    from ..metric_models import load_scorer
+    from ..eval.masks import load_masker
+    from ..eval.metric_models import load_scorer
 
     tiny = f"{TINY}:{settings.seed}" if settings.smoke else None
     if tiny and settings.editor != "flux2":
@@ -419,7 +419,7 @@ def judge_turns(history: History, judge_backend: Any, seconds: dict[str, float] 
                 max_new_tokens: int | None = None) -> dict:
     """S_IF of every turn (the judge's 0-3 grade / 3); the row's S_IF is the mean over turns
     (appendix B.2 uses the mean so that longer scenarios are not favoured)."""
-    from ..judge import judge_instruction
+    from ..eval.judge import judge_instruction
     stage = stage_timer(seconds if seconds is not None else {})
     opts = {"max_new_tokens": int(max_new_tokens)} if max_new_tokens else {}
     per_turn, calls = [], 0

@@ -44,7 +44,7 @@ def shared_tiny_clip(seed: int = 0):
 def build_tiny_yolo_world(yaml: str = TINY_YOLO_YAML, seed: int = 0, zero_class_bias: bool = True):
     """ultralytics YOLOWorld built from its yaml (no weights file, offline)."""
     import torch
-    from ..masks import ultralytics_scope
+    from ..eval.masks import ultralytics_scope
     with ultralytics_scope():
         from ultralytics import YOLOWorld
         torch.manual_seed(seed)
@@ -122,15 +122,15 @@ def tiny_alexnet_state(seed: int = 0) -> dict:
 
 def build_tiny_masker(seed: int = 0, clip_model=None, **options):
     """A ready Masker: yaml-built YOLO-World n (class biases zeroed), tiny SAM, tiny CLIP text encoder."""
-    from ..masks import Masker
+    from ..eval.masks import Masker
     return Masker(build_tiny_yolo_world(seed=seed), build_tiny_sam(seed), clip_model or build_tiny_clip(seed),
                   device="cpu", name="tiny", **options)
 
 
 def build_tiny_scorer(seed: int = 0, clip_model=None, **options):
     """A ready Scorer: AlexNet-LPIPS with a random trunk (the wheel's linear heads), tiny CLIP."""
-    from ..metric_models import build_lpips
-    from ..metrics import Scorer
+    from ..eval.metric_models import build_lpips
+    from ..eval.metrics import Scorer
     return Scorer(build_lpips(tiny_alexnet_state(seed)), clip_model or build_tiny_clip(seed),
                   device="cpu", name="tiny", **options)
 

@@ -28,13 +28,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import comfy, models
-from .errors import CorruptWeightsError, DownloadNotAllowedError, InputError, MissingWeightsError
-from .images import content_hash, rgb_array
+from .. import comfy, models
+from ..errors import CorruptWeightsError, DownloadNotAllowedError, InputError, MissingWeightsError
+from ..images import content_hash, rgb_array
+from ..models import download_weights, resolve_device
+from ..records import json_safe
 from .metric_models import CLIP_ARCH, DEFAULT_CLIP, load_clip_model
 from .metrics import StageTimer
-from .models import download_weights, resolve_device
-from .records import json_safe
 
 log = logging.getLogger("respec")
 
@@ -630,7 +630,7 @@ def load_masker(yolo_weights: str = DEFAULT_YOLO, sam_type: str = "vit_h", sam_w
     """
     seed = models.tiny_seed(source)
     if seed is not None:
-        from .tiny.eval_models import build_tiny_masker, shared_tiny_clip
+        from ..tiny.eval_models import build_tiny_masker, shared_tiny_clip
         return models.cached(("masker", models.TINY, seed, conf, accept, imgsz),
                              lambda: build_tiny_masker(seed, shared_tiny_clip(seed), conf=conf, accept=accept,
                                                        imgsz=imgsz))

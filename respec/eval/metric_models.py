@@ -1,17 +1,17 @@
 """The networks behind the OCCUR measures (appendix A.5): AlexNet-LPIPS and OpenAI CLIP ViT-B/32.
 Where their weights come from (model folders, torch's hub cache, the Hugging Face cache, or a
 consented download), how each is built, and `load_scorer`, which hands both to a
-metrics.Scorer. The measures themselves are respec/metrics.py.
+metrics.Scorer. The measures themselves are respec/eval/metrics.py.
 """
 from __future__ import annotations
 
 import logging
 from pathlib import Path
 
-from . import models
-from .errors import CorruptWeightsError, DownloadNotAllowedError, MissingWeightsError
+from .. import models
+from ..errors import CorruptWeightsError, DownloadNotAllowedError, MissingWeightsError
+from ..models import download_weights, resolve_device
 from .metrics import DEFAULT_PSNR_CAP, Scorer
-from .models import download_weights, resolve_device
 
 log = logging.getLogger("respec")
 
@@ -175,7 +175,7 @@ def load_scorer(lpips_trunk: str = DEFAULT_LPIPS_TRUNK, clip_weights: str = DEFA
     the weight arguments are then unused): the PSNR part is exact, LPIPS and CLIP are noise."""
     seed = models.tiny_seed(source)
     if seed is not None:
-        from .tiny.eval_models import build_tiny_scorer, shared_tiny_clip
+        from ..tiny.eval_models import build_tiny_scorer, shared_tiny_clip
         return models.cached(("scorer", models.TINY, seed, psnr_cap),
                              lambda: build_tiny_scorer(seed, shared_tiny_clip(seed), psnr_cap=psnr_cap))
     dev = resolve_device(device)

@@ -13,7 +13,7 @@ Everything a reader needs to recompute the numbers is here and in docs/evaluatio
 * reference-selection accuracy of D.4.
 
 An empty region never raises: its scores are NaN and the record says why. The LPIPS and CLIP
-networks the Scorer holds are found and built in respec/metric_models.py.
+networks the Scorer holds are found and built in respec/eval/metric_models.py.
 """
 from __future__ import annotations
 
@@ -28,9 +28,9 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 from PIL import Image
 
-from . import comfy
-from .errors import InputError
-from .images import as_mask, resize_mask, rgb_array
+from .. import comfy
+from ..errors import InputError
+from ..images import as_mask, resize_mask, rgb_array
 
 DEFAULT_PSNR_CAP = 50.0          # dB; PSNR_norm = clip(PSNR, 0, cap) / cap
 CLIP_INPUT_SIZE = 224
