@@ -34,7 +34,8 @@ from .. import comfy
 from ..errors import DownloadNotAllowedError, InputError, Interrupted, MissingWeightsError
 from ..history import History
 from ..models import TINY
-from ..turn import TimingHook, run_turn, stage_timer
+from ..timing import StageTimer
+from ..turn import TimingHook, run_turn
 from ..controller.provenance import selector_parts
 from ..guard import GuardStep
 from ..reveal import RevealStep
@@ -388,7 +389,7 @@ def score_scenario(scenario: Scenario, history: History, models: BenchModels,
     """Masks on the generated images, then the OCCUR score of I_N against the generated I_ref
     (each stage's seconds added to `seconds` when given). shared: a SharedPrefix whose configs'
     identical (I_N, I_ref, masks) share one score ("scores_shared_with": the config scored first)."""
-    stage = stage_timer(seconds if seconds is not None else {})
+    stage = StageTimer(seconds).measure
     generated = [im.rgb() for im in history.images[1:]]
     with stage("masks"):
         if models.masks == "oracle":   # the layers the sim editor recorded: the exact A.5 regions
@@ -420,7 +421,7 @@ def judge_turns(history: History, judge_backend: Any, seconds: dict[str, float] 
     """S_IF of every turn (the judge's 0-3 grade / 3); the row's S_IF is the mean over turns
     (appendix B.2 uses the mean so that longer scenarios are not favoured)."""
     from ..eval.judge import judge_instruction
-    stage = stage_timer(seconds if seconds is not None else {})
+    stage = StageTimer(seconds).measure
     opts = {"max_new_tokens": int(max_new_tokens)} if max_new_tokens else {}
     per_turn, calls = [], 0
     for t in range(1, len(history)):

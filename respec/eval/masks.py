@@ -33,8 +33,8 @@ from ..errors import CorruptWeightsError, DownloadNotAllowedError, InputError, M
 from ..images import content_hash, rgb_array
 from ..models import download_weights, resolve_device
 from ..records import json_safe
+from ..timing import StageTimer
 from .metric_models import CLIP_ARCH, DEFAULT_CLIP, load_clip_model
-from .metrics import StageTimer
 
 log = logging.getLogger("respec")
 
