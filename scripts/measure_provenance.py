@@ -49,7 +49,8 @@ def _scorer():
         from respec.eval.metric_models import load_scorer
         return load_scorer(), "lpips+clip"
     except (MissingWeightsError, DownloadNotAllowedError):
-        from respec.tiny.eval_models import build_tiny_clip, build_tiny_scorer
+        from respec.eval.metric_models import build_tiny_scorer
+        from respec.tiny.eval_models import build_tiny_clip
         return build_tiny_scorer(0, build_tiny_clip(0)), "tiny lpips+clip (random weights; PSNR part calibrated)"
 
 

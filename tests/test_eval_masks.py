@@ -12,6 +12,7 @@ import pytest
 import torch
 from PIL import Image
 
+from respec import models
 from respec.errors import CorruptWeightsError, DownloadNotAllowedError, InputError, MissingWeightsError
 from respec.eval import masks
 from respec.eval.masks import Masker, clip_box, parse_labels_per_turn, query_chain, simple_singular
@@ -291,7 +292,7 @@ def test_a_malicious_yolo_checkpoint_does_not_run_its_pickle_code(tmp_path):
     evil = folder / "evil-worldv2.pt"
     torch.save({"model": _Payload(marker), "train_args": {}}, evil)
     with pytest.raises(masks.CorruptWeightsError, match="weights_only") as info:
-        masks.load_yolo_world(masks.resolve_weights("ultralytics", "evil-worldv2.pt", None, "", None))
+        masks.load_yolo_world(models.resolve("ultralytics", "evil-worldv2.pt", ""))
     assert str(evil) in str(info.value)
     assert not marker.exists()
     # the control: ultralytics' default loading would have run it
@@ -330,7 +331,7 @@ def test_load_masker_finds_weights_in_the_model_folders_and_names_missing_ones(t
         masks.load_masker("tiny-worldv2.pt", "vit_b", None, str(files["clip"]), device="cpu")
     with pytest.raises(MissingWeightsError, match="ultralytics"):
         masks.load_masker("no-such-yolo.pt", device="cpu")
-    yolo = masks.load_yolo_world(masks.resolve_weights("ultralytics", "tiny-worldv2.pt", None, "", None))
+    yolo = masks.load_yolo_world(models.resolve("ultralytics", "tiny-worldv2.pt", ""))
     assert Path(yolo.ckpt_path).is_absolute() and Path(yolo.ckpt_path) == files["yolo"].resolve()
     assert yolo.model.model[-1].nc >= 1
 

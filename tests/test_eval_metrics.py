@@ -12,9 +12,10 @@ from respec import models
 from respec.errors import DownloadNotAllowedError, InputError, MissingWeightsError
 from respec.eval import metric_models, metrics
 from respec.eval.masks import TrajectoryMasks
+from respec.eval.metric_models import build_tiny_scorer
 from respec.eval.metrics import masked_psnr, occur_regions, reference_selection_accuracy
 from respec.plan import Plan
-from respec.tiny.eval_models import TINY_CLIP_CFG, build_tiny_scorer, save_tiny_eval_files
+from respec.tiny.eval_models import TINY_CLIP_CFG, save_tiny_eval_files
 
 
 @pytest.fixture(scope="module")

@@ -16,15 +16,15 @@ from conftest import core
 def tiny_eval(pack):
     """One tiny (Masker, Scorer) pair for the module: building YOLO-World + SAM takes seconds."""
     torch.manual_seed(0)
-    tiny = importlib.import_module(f"{pack.__name__}.respec.tiny.eval_models")
-    return tiny.build_tiny_eval(seed=0)
+    clip = core(pack, "tiny.eval_models").build_tiny_clip(0)
+    return core(pack, "eval.masks").build_tiny_masker(0, clip), core(pack, "eval.metric_models").build_tiny_scorer(0, clip)
 
 
 @pytest.fixture(scope="module")
 def tiny_scorer(pack):
     """The tiny Scorer alone, for tests that need no masks (no YOLO-World, no SAM)."""
     torch.manual_seed(0)
-    return importlib.import_module(f"{pack.__name__}.respec.tiny.eval_models").build_tiny_scorer(seed=0)
+    return core(pack, "eval.metric_models").build_tiny_scorer(seed=0)
 
 
 def nodes(pack):
