@@ -14,7 +14,7 @@ from ..respec.eval.scoring import score_result
 from ..respec.images import resize_mask
 from ..respec.records import json_safe
 from .common import (HISTORY, MASK_RECORDS, MASKER, PLAN, SCORER, VLM, image_from_comfy, images_from_comfy,
-                     masks_to_comfy)
+                     labels_from_text, masks_to_comfy)
 
 CATEGORY = "ReSpec/evaluation"
 DEVICES = ["auto", "cpu", "cuda"]
@@ -136,7 +136,8 @@ class ReSpecTrajectoryMasks:
         }}
 
     def masks(self, masker, history, occluder_label, new_object_labels, cumulative_new):
-        tm = masker.history_masks(history, occluder_label, new_object_labels, cumulative_new=cumulative_new)
+        tm = masker.history_masks(history, occluder_label, labels_from_text(new_object_labels),
+                                  cumulative_new=cumulative_new)
         shape = tm.occ[-1].shape
         return (tm, masks_to_comfy([resize_mask(m, shape) for m in tm.occ]),
                 masks_to_comfy([resize_mask(m, shape) for m in tm.new]), _dumps(tm.to_record()))

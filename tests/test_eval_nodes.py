@@ -65,11 +65,31 @@ def test_trajectory_masks_node_masks_turns_one_to_n_in_one_call(pack, tiny_eval)
     assert [r["new_labels"] for r in json.loads(records)["records"]] == [[], ["hat"], ["hat"]]
 
 
+def test_new_object_labels_parse_from_lists_json_and_text(pack):
+    """The Trajectory Masks widget's text (nodes/common.py) read into the core's labels per turn."""
+    common = importlib.import_module(f"{pack.__name__}.nodes.common")
+    labels_per_turn = core(pack, "eval.masks").labels_per_turn
+
+    def parse_labels_per_turn(spec, n_turns):
+        return labels_per_turn(common.labels_from_text(spec) if isinstance(spec, str) else spec, n_turns)
+
+    assert parse_labels_per_turn([["hat"], "scarf, dog"], 3) == [["hat"], ["scarf", "dog"], []]
+    assert parse_labels_per_turn('{"2": ["hat"]}', 3) == [[], ["hat"], []]
+    assert parse_labels_per_turn("-\nhat, scarf\n", 2) == [[], ["hat", "scarf"]]
+    assert parse_labels_per_turn("3: cone\n1: hat", 3) == [["hat"], [], ["cone"]]
+    with pytest.raises(core(pack, "errors").InputError, match="turns 1..2"):
+        parse_labels_per_turn('{"5": "x"}', 2)
+    with pytest.raises(core(pack, "errors").InputError, match="3 turns"):
+        parse_labels_per_turn(["a", "b", "c"], 2)
+    assert parse_labels_per_turn("", 2) == [[], []]
+    assert common.labels_text([[], ["hat", "scarf"]]) == "-\nhat, scarf"     # what Scenario Loader writes
+
+
 @pytest.mark.slow
 def test_occur_score_node_scores_the_history_against_a_reference_turn(pack, tiny_eval):
     masker, scorer = tiny_eval
     h = history(pack, 3)
-    tm = masker.history_masks(h, "flowers", "")
+    tm = masker.history_masks(h, "flowers", [])
     comfy = core(pack, "comfy")
     events = []
     remove = comfy.add_listener(lambda name, data: events.append((name, data)))

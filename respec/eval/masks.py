@@ -23,7 +23,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -111,11 +111,14 @@ def clip_box(box: Sequence[float] | None, size: tuple[int, int], normalized: boo
     return [x0, y0, x1, y1]
 
 
-def parse_labels_per_turn(spec: Any, n_turns: int) -> list[list[str]]:
-    """New-object labels for turns 1..N from a list, JSON (list or {turn: labels}) or text.
+def labels_per_turn(per_turn: Any, n_turns: int) -> list[list[str]]:
+    """The new-object labels of turns 1..N, one list per turn (what M_new^t looks for, A.5 / B.1).
 
-    Text: one line per turn in order ("hat, scarf"; "-" or "none" or an empty line for none),
-    or lines "t: labels" naming the turn. Each entry may be a string ("a, b") or a list.
+    per_turn: a list in turn order (turns left out at the end have none) or a {turn: labels}
+    mapping; a turn's labels are a list, or one string "a, b" (commas or semicolons between
+    labels). Labels are whitespace-normalised; empty ones, "-" and "none" are dropped. InputError
+    when a turn outside 1..N is named or more than N turns are given. (The node's text format,
+    JSON or one line per turn, is read in nodes/common.py.)
     """
     def labels_of(v) -> list[str]:
         if v is None:
@@ -129,25 +132,9 @@ def parse_labels_per_turn(spec: Any, n_turns: int) -> list[list[str]]:
                 out.append(s)
         return out
 
-    if isinstance(spec, str):
-        text = spec.strip()
-        if not text:
-            return [[] for _ in range(n_turns)]
-        if text[0] in "[{":
-            try:
-                spec = json.loads(text)
-            except json.JSONDecodeError as e:
-                raise InputError(f"new-object labels look like JSON but do not parse: {e}") from None
-        else:
-            lines = text.splitlines()
-            named = [re.match(r"^\s*(?:turn\s*)?(\d+)\s*[:=]\s*(.*)$", ln, re.I) for ln in lines if ln.strip()]
-            if named and all(named):
-                spec = {m.group(1): m.group(2) for m in named}
-            else:
-                spec = lines
-    if isinstance(spec, dict):
+    if isinstance(per_turn, Mapping):
         out = [[] for _ in range(n_turns)]
-        for k, v in spec.items():
+        for k, v in per_turn.items():
             try:
                 t = int(k)
             except (TypeError, ValueError):
@@ -156,8 +143,8 @@ def parse_labels_per_turn(spec: Any, n_turns: int) -> list[list[str]]:
                 raise InputError(f"new-object labels name turn {t}, but the trajectory has turns 1..{n_turns}")
             out[t - 1] = labels_of(v)
         return out
-    if isinstance(spec, (list, tuple)):
-        items = list(spec)
+    if isinstance(per_turn, (list, tuple)):
+        items = list(per_turn)
         while len(items) > n_turns and (items[-1] in ("", None, []) or (isinstance(items[-1], str) and not items[-1].strip())):
             items.pop()
         if len(items) > n_turns:
@@ -165,7 +152,8 @@ def parse_labels_per_turn(spec: Any, n_turns: int) -> list[list[str]]:
                              f"{n_turns} (turns 1..{n_turns}; turn 0 is the original image)")
         items += [[]] * (n_turns - len(items))
         return [labels_of(v) for v in items]
-    raise InputError(f"new-object labels: expected a list, JSON or text, got {type(spec).__name__}")
+    raise InputError(f"new-object labels: expected a list per turn or a {{turn: labels}} mapping, "
+                     f"got {type(per_turn).__name__}")
 
 
 # --------------------------------------------------------------------------- results
@@ -435,7 +423,7 @@ class Masker:
         """M_occ^t and M_new^t for every image of turns 1..N (A.5).
 
         `images[i]` is turn `turns[i]` (default i+1). `new_labels_per_turn[i]` are the objects newly
-        introduced at that turn (list, JSON or text; see parse_labels_per_turn). With
+        introduced at that turn (a list per turn or a {turn: labels} mapping; see labels_per_turn). With
         `cumulative_new` (default) turn t looks for every object introduced at turns ≤ t, so
         M_new^N covers all new objects still in the final image; an absent object gives an empty mask.
         """
@@ -446,7 +434,7 @@ class Masker:
         turns = list(turns) if turns is not None else list(range(1, n + 1))
         if len(turns) != n:
             raise InputError(f"{len(turns)} turn numbers for {n} images")
-        per_turn = parse_labels_per_turn(new_labels_per_turn, n)
+        per_turn = labels_per_turn(new_labels_per_turn, n)
         asked: list[list[str]] = []
         so_far: list[str] = []
         for labels in per_turn:
