@@ -18,15 +18,10 @@ from ..respec.bench.workflow import ROW_UI_KEY
 from ..respec.errors import InputError
 from ..respec.images import resize_mask
 from ..respec.records import json_safe
-from .common import HISTORY, MASK_RECORDS, MASKER, SCENARIO, images_to_comfy, masks_to_comfy
+from .common import HISTORY, MASK_RECORDS, MASKER, SCENARIO, images_to_comfy, labels_text, masks_to_comfy
 
 CATEGORY = "ReSpec/benchmark"
 MAX_TURNS = 64
-
-
-def _labels_text(scenario) -> str:
-    """New-object labels, one line per turn 1..N ('-' for none): the Trajectory Masks node's format."""
-    return "\n".join(", ".join(t.new_objects) or "-" for t in scenario.turns)
 
 
 class ReSpecScenarioLoader:
@@ -80,7 +75,7 @@ class ReSpecScenarioLoader:
         image = np.asarray(sc.load_image(max_side or None))
         info = {**sc.to_dict(), **sc.summary(), "index": index, "dataset_path": ds.path}
         return (sc, images_to_comfy([image]), sc.num_turns, ", ".join(sc.occluders), sc.reference_turn,
-                _labels_text(sc), json.dumps(info, indent=1))
+                labels_text([t.new_objects for t in sc.turns]), json.dumps(info, indent=1))
 
 
 class ReSpecScenarioTurn:

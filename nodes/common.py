@@ -1,9 +1,13 @@
 """Conversions between ComfyUI values and core types, and shared node declarations.
 
 ComfyUI IMAGE: float32 torch tensor [B, H, W, C] in 0..1. MASK: float32 [B, H, W] (or [H, W]).
-The core works on uint8 H×W×C arrays / PIL images (respec/images.py).
+The core works on uint8 H×W×C arrays / PIL images (respec/images.py). The new-object labels'
+text format (a multiline widget) is written and read here too.
 """
 from __future__ import annotations
+
+import json
+import re
 
 import numpy as np
 
@@ -73,3 +77,28 @@ def masks_to_comfy(masks) -> "torch.Tensor":
     if not arrs:
         raise InputError("no masks to output")
     return torch.from_numpy(np.stack(arrs))
+
+
+def labels_text(per_turn) -> str:
+    """New-object labels of turns 1..N as the widget's text: one line per turn ("hat, scarf"; "-" for none)."""
+    return "\n".join(", ".join(labels) or "-" for labels in per_turn)
+
+
+def labels_from_text(text: str):
+    """The new-object labels widget's text as the core takes it (respec.eval.masks.labels_per_turn):
+    JSON (a list per turn, or {"t": labels}) as it is; lines "t: labels" naming the turn as
+    {t: labels}; otherwise one line per turn 1..N in order ("hat, scarf"; "-", "none" or an empty
+    line for none). The core checks the turns against the trajectory."""
+    text = (text or "").strip()
+    if not text:
+        return []
+    if text[0] in "[{":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as e:
+            raise InputError(f"new-object labels look like JSON but do not parse: {e}") from None
+    lines = text.splitlines()
+    named = [re.match(r"^\s*(?:turn\s*)?(\d+)\s*[:=]\s*(.*)$", ln, re.I) for ln in lines if ln.strip()]
+    if named and all(named):
+        return {m.group(1): m.group(2) for m in named}
+    return lines

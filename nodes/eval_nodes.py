@@ -1,20 +1,20 @@
 """OCCUR evaluation nodes: occluder / new-object masks (appendix B.1), the OCCUR score (A.5),
 the instruction-faithfulness judge (figure 11) and reference-selection accuracy (D.4).
-The work happens in respec/masks.py, respec/metrics.py, respec/scoring.py and respec/judge.py."""
+The work happens in respec/eval/: masks.py, metrics.py, scoring.py and judge.py."""
 from __future__ import annotations
 
 import json
 
 from ..respec import comfy, web
-from ..respec.judge import DEFAULT_MAX_NEW_TOKENS, judge_instruction
-from ..respec.masks import ACCEPT_CONF, DEFAULT_YOLO, SAM_FILES, load_masker
+from ..respec.eval.judge import DEFAULT_MAX_NEW_TOKENS, judge_instruction
+from ..respec.eval.masks import ACCEPT_CONF, DEFAULT_YOLO, SAM_FILES, load_masker
+from ..respec.eval.metric_models import DEFAULT_CLIP, DEFAULT_LPIPS_TRUNK, load_scorer
+from ..respec.eval.metrics import DEFAULT_PSNR_CAP, reference_selection_correct
+from ..respec.eval.scoring import score_result
 from ..respec.images import resize_mask
-from ..respec.metric_models import DEFAULT_CLIP, DEFAULT_LPIPS_TRUNK, load_scorer
-from ..respec.metrics import DEFAULT_PSNR_CAP, reference_selection_correct
 from ..respec.records import json_safe
-from ..respec.scoring import score_result
 from .common import (HISTORY, MASK_RECORDS, MASKER, PLAN, SCORER, VLM, image_from_comfy, images_from_comfy,
-                     masks_to_comfy)
+                     labels_from_text, masks_to_comfy)
 
 CATEGORY = "ReSpec/evaluation"
 DEVICES = ["auto", "cpu", "cuda"]
@@ -136,7 +136,8 @@ class ReSpecTrajectoryMasks:
         }}
 
     def masks(self, masker, history, occluder_label, new_object_labels, cumulative_new):
-        tm = masker.history_masks(history, occluder_label, new_object_labels, cumulative_new=cumulative_new)
+        tm = masker.history_masks(history, occluder_label, labels_from_text(new_object_labels),
+                                  cumulative_new=cumulative_new)
         shape = tm.occ[-1].shape
         return (tm, masks_to_comfy([resize_mask(m, shape) for m in tm.occ]),
                 masks_to_comfy([resize_mask(m, shape) for m in tm.new]), _dumps(tm.to_record()))

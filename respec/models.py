@@ -3,6 +3,10 @@
 Nodes and the runner ask for models through `cached(...)`; the key holds everything that
 changes the weights or where they sit (path, dtype, device, offload mode), so a second
 request with the same settings returns the same object and a changed setting loads anew.
+
+Every stage's loader takes a model source and finds it here: `resolve` for files, folders and
+Hugging Face ids (the rule "download only when allowed" is written there, once), `tiny_seed` and
+`build_tiny` for "tiny" / "tiny:<seed>" (respec/tiny's one registry of tiny builders).
 """
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import Any, Callable, Hashable
+from typing import Any, Callable, Hashable, Sequence
 
 from . import comfy
 from .errors import CorruptWeightsError, DownloadNotAllowedError, InputError, MissingWeightsError
@@ -88,24 +92,48 @@ def cached(key: tuple, loader: Callable[[], Any]) -> Any:
     return CACHE.get(key, loader)
 
 
+# --------------------------------------------------------------------------- model sources
+# A model source: a file or folder (an absolute path, or a name in the model folders of the
+# loader's kind), a Hugging Face id ("org/name"), or "tiny" / "tiny:<seed>".
+
 TINY = "tiny"
 
 
-def tiny_seed(source: Any) -> int | None:
+def tiny_seed(source: Any, kind: str | None = None) -> int | None:
     """The seed of a "tiny" / "tiny:<seed>" model source: a tiny random-weight model built in code
     (respec/tiny), one source among files, folders and hub ids that every stage's loader takes.
-    None for any other source."""
+    None for any other source. With `kind`, a tiny source for a kind that has no tiny model raises
+    InputError saying why."""
     if not isinstance(source, str):
         return None
     text = source.strip().lower()
     if text == TINY:
-        return 0
-    if not text.startswith(TINY + ":"):
+        seed = 0
+    elif not text.startswith(TINY + ":"):
         return None
-    try:
-        return int(text[len(TINY) + 1:])
-    except ValueError:
-        raise InputError(f"model source {source!r}: write {TINY} or {TINY}:<seed> (e.g. {TINY}:0)") from None
+    else:
+        try:
+            seed = int(text[len(TINY) + 1:])
+        except ValueError:
+            raise InputError(f"model source {source!r}: write {TINY} or {TINY}:<seed> (e.g. {TINY}:0)") from None
+    if kind is not None:
+        _tiny_builder(kind)
+    return seed
+
+
+def _tiny_builder(kind: str) -> Callable[[int], Any]:
+    from .tiny import NO_TINY, TINY_BUILDERS
+    if kind in NO_TINY:
+        raise InputError(NO_TINY[kind])
+    if kind not in TINY_BUILDERS:
+        raise InputError(f"there is no tiny model of kind {kind!r}; tiny models: {', '.join(sorted(TINY_BUILDERS))}")
+    return TINY_BUILDERS[kind]
+
+
+def build_tiny(kind: str, seed: int) -> Any:
+    """The tiny random-weight stand-in of a `kind` model for `seed`, built anew (the caller caches
+    it): what that kind's loader takes in place of real weights (respec/tiny's TINY_BUILDERS)."""
+    return _tiny_builder(kind)(int(seed))
 
 
 def downloads_allowed(explicit: bool | None = None) -> bool:
@@ -134,33 +162,82 @@ def resolve_path(kind: str, name: str, how_to_get: str, want: str = "any") -> Pa
     raise MissingWeightsError(f"{name} ({kind})", looked, how_to_get)
 
 
-def resolve_hf(repo_or_path: str, kind: str, allow_download: bool | None, how_to_get: str) -> str:
-    """A local folder (absolute, or in the model folders of `kind`) or a Hugging Face id.
+def is_hub_id(name: str) -> bool:
+    """A Hugging Face id ("org/name"), as opposed to a file or folder name."""
+    return name.count("/") == 1 and not Path(name).is_absolute()
 
-    Hugging Face ids resolve from the local HF cache; downloading needs consent.
-    Returns a local directory path as a string.
+
+def resolve(kind: str, name: str, how_to_get: str, *, want: str = "file", url: str | None = None,
+            hub: bool = False, hub_files: Sequence[str] = (), hub_patterns: Sequence[str] | None = None,
+            elsewhere: tuple[str, Callable[[str], Path | None]] | None = None,
+            allow_download: bool | None = None) -> Path:
+    """Where the model `name` of `kind` is on this machine, fetched there first only with consent.
+
+    1. an absolute path, or a name in the model folders of `kind` (want: "file", "dir" or "any");
+    2. a copy already on the machine: `elsewhere` = (where, find(file name) -> Path | None), e.g.
+       torch's hub cache; for a Hugging Face id with `hub` or `hub_files`, the local HF cache;
+    3. with consent (`allow_download`, else RESPEC_ALLOW_DOWNLOADS), a download: `url` into the first
+       model folder of `kind` (not for an absolute path), or the hub id: its first `hub_files`
+       entry, else a snapshot (only `hub_patterns` when given).
+    A source with nowhere to download from raises MissingWeightsError (the file, every folder
+    searched, how to get it); one that could be downloaded raises DownloadNotAllowedError with
+    that message, where else it looked, and how to allow downloads.
     """
     try:
-        return str(resolve_path(kind, repo_or_path, how_to_get, want="dir"))
+        return resolve_path(kind, name, how_to_get, want=want)
     except MissingWeightsError as missing:
-        if "/" not in repo_or_path or Path(repo_or_path).is_absolute() or repo_or_path.count("/") != 1:
+        also: list[str] = []
+        if elsewhere is not None:
+            where, find = elsewhere
+            copy = find(Path(name).name)
+            if copy is not None:
+                return copy
+            also.append(where)
+        if hub or hub_files:
+            if not is_hub_id(name):
+                raise
+            try:
+                import huggingface_hub
+            except ImportError:
+                raise missing from None
+            for fname in hub_files:
+                try:
+                    return Path(huggingface_hub.hf_hub_download(name, fname, local_files_only=True))
+                except Exception:
+                    pass
+            if not hub_files:
+                try:
+                    return Path(huggingface_hub.snapshot_download(name, local_files_only=True))
+                except Exception:
+                    pass
+            also.append("the Hugging Face cache")
+
+            def fetch() -> Path:
+                log.info("downloading %s from the Hugging Face hub%s", name,
+                         f" (only {', '.join(hub_patterns)})" if hub_patterns else "")
+                if hub_files:
+                    return Path(huggingface_hub.hf_hub_download(name, hub_files[0]))
+                return Path(huggingface_hub.snapshot_download(name, allow_patterns=hub_patterns))
+        elif url is not None and not Path(name).is_absolute():
+            def fetch() -> Path:
+                return download_weights(url, kind, Path(name).name)
+        else:
             raise
-        try:
-            from huggingface_hub import snapshot_download
-        except ImportError:
-            raise missing from None
-        try:
-            return snapshot_download(repo_or_path, local_files_only=True)
-        except Exception:
-            pass
+        # The download rule, written once: no network without consent.
         if not downloads_allowed(allow_download):
+            searched = f"It is not in {' or '.join(also)} either, and downloads" if also else "Downloads"
             raise DownloadNotAllowedError(
-                f"{repo_or_path} is not in a local folder or the Hugging Face cache, and downloads are off.\n"
-                f"Looked in: {', '.join(missing.looked_in)}\n"
-                f"Either download it yourself ({how_to_get}) or allow downloads "
-                f"(the node's allow_download switch or RESPEC_ALLOW_DOWNLOADS=1).") from None
-        log.info("downloading %s from the Hugging Face hub", repo_or_path)
-        return snapshot_download(repo_or_path)
+                f"{missing}\n{searched} are off: download it yourself or allow downloads "
+                "(the loader's allow_download switch or RESPEC_ALLOW_DOWNLOADS=1).") from None
+        return fetch()
+
+
+def resolve_hf(repo_or_path: str, kind: str, allow_download: bool | None, how_to_get: str,
+               patterns: Sequence[str] | None = None) -> str:
+    """A local folder (absolute, or in the model folders of `kind`) or a Hugging Face id: from the
+    local HF cache, else downloaded with consent (only `patterns` when given). Returns the folder."""
+    return str(resolve(kind, repo_or_path, how_to_get, want="dir", hub=True, hub_patterns=patterns,
+                       allow_download=allow_download))
 
 
 def load_torch_file(path: str | Path) -> Any:

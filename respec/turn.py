@@ -23,16 +23,15 @@ History Append records the same `editor_image_ids` key (EDITOR_IMAGE_IDS).
 """
 from __future__ import annotations
 
-import time
-from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Callable, ContextManager, Iterator, Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 from .controller import decide_restoration, plan_turn, rewrite_instruction, select_references
 from .controller.selection import Selection
 from .history import CHANGE, History, StoredImage
 from .plan import Plan
 from .provenance import change_for
+from .timing import StageTimer, TimingHook
 
 # The turn-meta key that says which history images the editor received, in order. The runner
 # (through TurnRecord.meta) and the History Append node both write it; results rows read it.
@@ -87,11 +86,6 @@ class PostEditStep(Protocol):
 
     def __call__(self, history: History, record: "TurnRecord") -> tuple[Any, dict]:
         ...
-
-
-# A timing hook: given a stage name, a context manager wrapped around that stage's call
-# (for a profiler, a trace span, a device synchronisation). The turn times stages itself.
-TimingHook = Callable[[str], ContextManager]
 
 
 @dataclass
@@ -174,7 +168,7 @@ def run_turn(history: History, request: str, *, editor: Any, backend: Any = None
     selector = selector if selector is not None else PlanSelector()
     t = history.next_turn
     seconds: dict[str, float] = {}
-    stage = stage_timer(seconds, timing)
+    stage = StageTimer(seconds, timing).measure
 
     # 1. Is this a restoration turn? (it picks the controller's prompt, never enters it)
     decided: dict = {}
@@ -229,17 +223,3 @@ def run_turn(history: History, request: str, *, editor: Any, backend: Any = None
     new = history.append(record.image, request, sent_instruction=record.sent_instruction, plan=record.plan,
                          meta={**(meta or {}), **record.meta(), **alignment}, masks=masks)
     return record, new
-
-
-def stage_timer(seconds: dict[str, float], hook: TimingHook | None = None):
-    """A stage timer: `with stage("editor"):` adds the block's seconds to seconds["editor"],
-    running the block inside hook("editor") when a hook is given."""
-    @contextmanager
-    def stage(name: str) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            with (hook(name) if hook is not None else nullcontext()):
-                yield
-        finally:
-            seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - start
-    return stage

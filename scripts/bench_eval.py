@@ -92,9 +92,9 @@ class ForwardClock:
 def build_real(device: str):
     import torch
     from segment_anything import sam_model_registry
-    from respec.masks import Masker, ultralytics_scope
-    from respec.metric_models import build_clip, build_lpips
-    from respec.metrics import Scorer
+    from respec.eval.masks import Masker, ultralytics_scope
+    from respec.eval.metric_models import build_clip, build_lpips
+    from respec.eval.metrics import Scorer
     torch.manual_seed(0)
     t = {}
     t0 = time.perf_counter()
@@ -121,9 +121,12 @@ def build_real(device: str):
 
 
 def build_tiny():
-    from respec.tiny.eval_models import build_tiny_eval
+    from respec.eval.masks import build_tiny_masker
+    from respec.eval.metric_models import build_tiny_scorer
+    from respec.tiny.eval_models import build_tiny_clip
     t0 = time.perf_counter()
-    masker, scorer = build_tiny_eval()
+    clip = build_tiny_clip(0)
+    masker, scorer = build_tiny_masker(0, clip), build_tiny_scorer(0, clip)
     return masker, scorer, {"tiny models": time.perf_counter() - t0}
 
 

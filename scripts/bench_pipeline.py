@@ -60,7 +60,7 @@ def bench_yolo(yaml: str, imgsz: int, rounds: int) -> dict:
     from skimage import data
     from PIL import Image
     from respec.tiny.eval_models import build_tiny_clip, build_tiny_sam, build_tiny_yolo_world
-    from respec.masks import Masker
+    from respec.eval.masks import Masker
 
     image = np.asarray(Image.fromarray(data.astronaut()).resize((imgsz, imgsz)))
     masker = Masker(build_tiny_yolo_world(yaml=yaml), build_tiny_sam(), build_tiny_clip(), device="cpu",

@@ -28,8 +28,9 @@ Target (forced restoration turn; the fake answers restoration_source_id 0, ident
 -> Reference Selector -> Instruction Rewriter -> the original pixels pasted back where the box was
 (a stand-in for the editor) -> Append (with the plan and the rewritten instruction) -> the pack's
 OCCUR Score node (reference turn 0), fed by two harness nodes instead of the loaders that need real
-weights: the pack's Scorer built from tiny random-weight LPIPS / CLIP (respec.tiny.eval_models) and
-TrajectoryMasks whose occluder is the box on turns 1-2 (instead of YOLO-World + SAM). The scores
+weights: the pack's Scorer built from tiny random-weight LPIPS / CLIP
+(respec.eval.metric_models.build_tiny_scorer) and TrajectoryMasks whose occluder is the box on
+turns 1-2 (instead of YOLO-World + SAM). The scores
 therefore only show that the plumbing works; they are not a measurement of anything.
 """
 from __future__ import annotations
@@ -79,7 +80,7 @@ def _mod(sub):
 
 
 class ReSpecCheckTinyScorer:
-    """The pack's Scorer with tiny random-weight LPIPS / CLIP (respec.tiny.eval_models)."""
+    """The pack's Scorer with tiny random-weight LPIPS / CLIP (respec.eval.metric_models.build_tiny_scorer)."""
     CATEGORY = "ReSpec/check"
     FUNCTION = "run"
     RETURN_TYPES = ("RESPEC_SCORER",)
@@ -90,7 +91,7 @@ class ReSpecCheckTinyScorer:
         return {"required": {}}
 
     def run(self):
-        return (_mod("respec.tiny.eval_models").build_tiny_scorer(0),)
+        return (_mod("respec.eval.metric_models").build_tiny_scorer(0),)
 
 
 class ReSpecCheckBoxMasks:
@@ -116,7 +117,7 @@ class ReSpecCheckBoxMasks:
         box[y:y + h, x:x + w] = True
         on = {int(t) for t in occluder_turns.split(",") if t.strip()}
         n = len(history.turns) - 1
-        tm = _mod("respec.masks").TrajectoryMasks(
+        tm = _mod("respec.eval.masks").TrajectoryMasks(
             occ=[box.copy() if t in on else np.zeros_like(box) for t in range(1, n + 1)],
             new=[np.zeros_like(box) for _ in range(n)], occluder_label="red box", turns=list(range(1, n + 1)))
         return (tm,)

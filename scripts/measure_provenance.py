@@ -38,7 +38,7 @@ from respec.bench.runner import BenchModels, BenchSettings, run_turns  # noqa: E
 from respec.bench.scenario import load_dataset  # noqa: E402
 from respec.controller.provenance import locate_covering_turn  # noqa: E402
 from respec.errors import MissingWeightsError, DownloadNotAllowedError  # noqa: E402
-from respec.metrics import occur_regions  # noqa: E402
+from respec.eval.metrics import occur_regions  # noqa: E402
 from respec.provenance import as_float_rgb, change_of, fit_colour, provenance_of  # noqa: E402
 from respec.reveal import reveal_for  # noqa: E402
 from respec.sim import SimEditor  # noqa: E402
@@ -46,10 +46,11 @@ from respec.sim import SimEditor  # noqa: E402
 
 def _scorer():
     try:
-        from respec.metric_models import load_scorer
+        from respec.eval.metric_models import load_scorer
         return load_scorer(), "lpips+clip"
     except (MissingWeightsError, DownloadNotAllowedError):
-        from respec.tiny.eval_models import build_tiny_clip, build_tiny_scorer
+        from respec.eval.metric_models import build_tiny_scorer
+        from respec.tiny.eval_models import build_tiny_clip
         return build_tiny_scorer(0, build_tiny_clip(0)), "tiny lpips+clip (random weights; PSNR part calibrated)"
 
 

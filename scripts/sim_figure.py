@@ -17,7 +17,7 @@ sys.path.insert(0, str(ROOT))
 
 from respec.bench.scenario import load_dataset  # noqa: E402
 from respec.history import History  # noqa: E402
-from respec.metrics import occur_regions  # noqa: E402
+from respec.eval.metrics import occur_regions  # noqa: E402
 from respec.sim import SimEditor  # noqa: E402
 
 

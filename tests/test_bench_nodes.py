@@ -19,7 +19,7 @@ def nodes(pack):
 @pytest.fixture(scope="module")
 def masker(pack):
     """One tiny YOLO-World + SAM for the module: building it takes seconds."""
-    return core(pack, "tiny.eval_models").build_tiny_masker(0, imgsz=64)
+    return core(pack, "eval.masks").build_tiny_masker(0, imgsz=64)
 
 
 def _load(nodes, index=0, dataset="occur_sample", max_side=96):

@@ -73,7 +73,7 @@ def test_identical_controller_requests_are_answered_once():
 
 
 def test_identical_final_images_and_masks_share_one_score():
-    from respec.masks import TrajectoryMasks
+    from respec.eval.masks import TrajectoryMasks
     prefix = SharedPrefix()
     masks = TrajectoryMasks([np.zeros((4, 4), bool)], [np.ones((4, 4), bool)], [{}], "box", [1])
     other = TrajectoryMasks([np.ones((4, 4), bool)], [np.ones((4, 4), bool)], [{}], "box", [1])

@@ -13,7 +13,7 @@ import pytest
 from controller_helpers import tiny_qwen_dir  # noqa: F401  (session fixture)
 from respec.controller import load_backend
 from respec.errors import ControllerError, InputError
-from respec.judge import JUDGE_SCHEMA, judge_instruction, parse_judgement
+from respec.eval.judge import JUDGE_SCHEMA, judge_instruction, parse_judgement
 
 
 def image(seed, h=48, w=64):

@@ -12,10 +12,11 @@ import pytest
 import torch
 from PIL import Image
 
-from respec import masks
+from respec import models
 from respec.errors import CorruptWeightsError, DownloadNotAllowedError, InputError, MissingWeightsError
+from respec.eval import masks
+from respec.eval.masks import Masker, clip_box, labels_per_turn, query_chain, simple_singular
 from respec.history import History
-from respec.masks import Masker, clip_box, parse_labels_per_turn, query_chain, simple_singular
 from respec.tiny.eval_models import (build_tiny_clip, build_tiny_sam, build_tiny_yolo_world, save_tiny_eval_files,
                                      tune_detector)
 from respec.tiny.eval_models import TINY_CLIP_CFG
@@ -208,10 +209,10 @@ def test_trajectory_masks_cover_every_turn_with_cumulative_new_objects(parts):
 def test_history_masks_use_turns_one_to_n_not_the_original(parts):
     m = make_masker(parts)
     h = History.start(picture(20)).append(picture(21), "add flowers").append(picture(22), "remove the flowers")
-    tm = m.history_masks(h, "flowers", "")
+    tm = m.history_masks(h, "flowers", [])
     assert tm.turns == [1, 2] and len(tm.occ) == 2
     with pytest.raises(InputError, match="only the original image"):
-        m.history_masks(History.start(picture(20)), "flowers", "")
+        m.history_masks(History.start(picture(20)), "flowers", [])
 
 
 @pytest.mark.slow
@@ -223,15 +224,17 @@ def test_trajectory_masks_round_trip_through_a_file(parts, tmp_path):
     assert back.turns == [1, 2] and back.occluder_label == "flowers"
 
 
-def test_new_object_labels_parse_from_lists_json_and_text():
-    assert parse_labels_per_turn([["hat"], "scarf, dog"], 3) == [["hat"], ["scarf", "dog"], []]
-    assert parse_labels_per_turn('{"2": ["hat"]}', 3) == [[], ["hat"], []]
-    assert parse_labels_per_turn("-\nhat, scarf\n", 2) == [[], ["hat", "scarf"]]
-    assert parse_labels_per_turn("3: cone\n1: hat", 3) == [["hat"], [], ["cone"]]
+def test_new_object_labels_are_one_list_per_turn_of_the_trajectory():
+    """The core takes Python values (the node's text format is read in nodes/common.py, tested with the nodes)."""
+    assert labels_per_turn([["hat"], "scarf, dog"], 3) == [["hat"], ["scarf", "dog"], []]
+    assert labels_per_turn({"2": ["hat"]}, 3) == [[], ["hat"], []]
+    assert labels_per_turn([" - ", ["none", "red  hat"]], 2) == [[], ["red hat"]]
     with pytest.raises(InputError, match="turns 1..2"):
-        parse_labels_per_turn('{"5": "x"}', 2)
+        labels_per_turn({5: "x"}, 2)
     with pytest.raises(InputError, match="3 turns"):
-        parse_labels_per_turn(["a", "b", "c"], 2)
+        labels_per_turn(["a", "b", "c"], 2)
+    with pytest.raises(InputError, match="a list per turn"):
+        labels_per_turn("hat", 1)
 
 
 # ----------------------------------------------------------------------------- ultralytics stays offline
@@ -291,7 +294,7 @@ def test_a_malicious_yolo_checkpoint_does_not_run_its_pickle_code(tmp_path):
     evil = folder / "evil-worldv2.pt"
     torch.save({"model": _Payload(marker), "train_args": {}}, evil)
     with pytest.raises(masks.CorruptWeightsError, match="weights_only") as info:
-        masks.load_yolo_world(masks.resolve_weights("ultralytics", "evil-worldv2.pt", None, "", None))
+        masks.load_yolo_world(models.resolve("ultralytics", "evil-worldv2.pt", ""))
     assert str(evil) in str(info.value)
     assert not marker.exists()
     # the control: ultralytics' default loading would have run it
@@ -330,7 +333,7 @@ def test_load_masker_finds_weights_in_the_model_folders_and_names_missing_ones(t
         masks.load_masker("tiny-worldv2.pt", "vit_b", None, str(files["clip"]), device="cpu")
     with pytest.raises(MissingWeightsError, match="ultralytics"):
         masks.load_masker("no-such-yolo.pt", device="cpu")
-    yolo = masks.load_yolo_world(masks.resolve_weights("ultralytics", "tiny-worldv2.pt", None, "", None))
+    yolo = masks.load_yolo_world(models.resolve("ultralytics", "tiny-worldv2.pt", ""))
     assert Path(yolo.ckpt_path).is_absolute() and Path(yolo.ckpt_path) == files["yolo"].resolve()
     assert yolo.model.model[-1].nc >= 1
 
@@ -338,7 +341,7 @@ def test_load_masker_finds_weights_in_the_model_folders_and_names_missing_ones(t
 def test_importing_ultralytics_leaves_pil_image_open_alone():
     """ultralytics patches PIL.Image.open process-wide; the pack puts the original back."""
     from PIL import Image
-    from respec.masks import ultralytics_scope
+    from respec.eval.masks import ultralytics_scope
     before = Image.open
     with ultralytics_scope():
         pass

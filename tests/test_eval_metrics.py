@@ -8,12 +8,14 @@ import pytest
 import torch
 from PIL import Image
 
-from respec import metric_models, metrics, models
+from respec import models
 from respec.errors import DownloadNotAllowedError, InputError, MissingWeightsError
-from respec.masks import TrajectoryMasks
-from respec.metrics import masked_psnr, occur_regions, reference_selection_accuracy
+from respec.eval import metric_models, metrics
+from respec.eval.masks import TrajectoryMasks
+from respec.eval.metric_models import build_tiny_scorer
+from respec.eval.metrics import masked_psnr, occur_regions, reference_selection_accuracy
 from respec.plan import Plan
-from respec.tiny.eval_models import TINY_CLIP_CFG, build_tiny_scorer, save_tiny_eval_files
+from respec.tiny.eval_models import TINY_CLIP_CFG, save_tiny_eval_files
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +166,7 @@ def test_the_score_carries_the_regions_it_was_computed_on(scorer):
 
 def test_the_final_image_is_the_given_one_else_the_historys_latest():
     from respec.history import History
-    from respec.scoring import final_and_reference
+    from respec.eval.scoring import final_and_reference
     h = History.start(photo(0)).append(photo(1), "a").append(photo(2), "b")
     final, ref = final_and_reference(h, reference_turn=0)
     assert final is h.current.image and ref is h.image(0)
@@ -250,7 +252,7 @@ def test_reference_selection_accuracy_compares_restoration_source_id_with_ground
 
 
 def test_reference_accuracy_of_row_outcomes_leaves_out_those_without_a_verdict():
-    from respec.metrics import reference_accuracy
+    from respec.eval.metrics import reference_accuracy
     assert reference_accuracy([True, False, None, True]) == {"accuracy": 2 / 3, "correct": 2, "n": 3,
                                                                "without_ground_truth": 1}
     assert math.isnan(reference_accuracy([None])["accuracy"])

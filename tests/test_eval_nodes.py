@@ -16,15 +16,15 @@ from conftest import core
 def tiny_eval(pack):
     """One tiny (Masker, Scorer) pair for the module: building YOLO-World + SAM takes seconds."""
     torch.manual_seed(0)
-    tiny = importlib.import_module(f"{pack.__name__}.respec.tiny.eval_models")
-    return tiny.build_tiny_eval(seed=0)
+    clip = core(pack, "tiny.eval_models").build_tiny_clip(0)
+    return core(pack, "eval.masks").build_tiny_masker(0, clip), core(pack, "eval.metric_models").build_tiny_scorer(0, clip)
 
 
 @pytest.fixture(scope="module")
 def tiny_scorer(pack):
     """The tiny Scorer alone, for tests that need no masks (no YOLO-World, no SAM)."""
     torch.manual_seed(0)
-    return importlib.import_module(f"{pack.__name__}.respec.tiny.eval_models").build_tiny_scorer(seed=0)
+    return core(pack, "eval.metric_models").build_tiny_scorer(seed=0)
 
 
 def nodes(pack):
@@ -65,11 +65,31 @@ def test_trajectory_masks_node_masks_turns_one_to_n_in_one_call(pack, tiny_eval)
     assert [r["new_labels"] for r in json.loads(records)["records"]] == [[], ["hat"], ["hat"]]
 
 
+def test_new_object_labels_parse_from_lists_json_and_text(pack):
+    """The Trajectory Masks widget's text (nodes/common.py) read into the core's labels per turn."""
+    common = importlib.import_module(f"{pack.__name__}.nodes.common")
+    labels_per_turn = core(pack, "eval.masks").labels_per_turn
+
+    def parse_labels_per_turn(spec, n_turns):
+        return labels_per_turn(common.labels_from_text(spec) if isinstance(spec, str) else spec, n_turns)
+
+    assert parse_labels_per_turn([["hat"], "scarf, dog"], 3) == [["hat"], ["scarf", "dog"], []]
+    assert parse_labels_per_turn('{"2": ["hat"]}', 3) == [[], ["hat"], []]
+    assert parse_labels_per_turn("-\nhat, scarf\n", 2) == [[], ["hat", "scarf"]]
+    assert parse_labels_per_turn("3: cone\n1: hat", 3) == [["hat"], [], ["cone"]]
+    with pytest.raises(core(pack, "errors").InputError, match="turns 1..2"):
+        parse_labels_per_turn('{"5": "x"}', 2)
+    with pytest.raises(core(pack, "errors").InputError, match="3 turns"):
+        parse_labels_per_turn(["a", "b", "c"], 2)
+    assert parse_labels_per_turn("", 2) == [[], []]
+    assert common.labels_text([[], ["hat", "scarf"]]) == "-\nhat, scarf"     # what Scenario Loader writes
+
+
 @pytest.mark.slow
 def test_occur_score_node_scores_the_history_against_a_reference_turn(pack, tiny_eval):
     masker, scorer = tiny_eval
     h = history(pack, 3)
-    tm = masker.history_masks(h, "flowers", "")
+    tm = masker.history_masks(h, "flowers", [])
     comfy = core(pack, "comfy")
     events = []
     remove = comfy.add_listener(lambda name, data: events.append((name, data)))
@@ -90,7 +110,7 @@ def test_occur_score_node_scores_the_history_against_a_reference_turn(pack, tiny
 
 def test_occur_score_node_reports_nan_as_null_with_the_reason(pack, tiny_scorer):
     scorer = tiny_scorer
-    TrajectoryMasks = core(pack, "masks").TrajectoryMasks
+    TrajectoryMasks = core(pack, "eval.masks").TrajectoryMasks
     empty = TrajectoryMasks([np.zeros((48, 64), bool)] * 2, [np.zeros((48, 64), bool)] * 2)
     out = nodes(pack)["ReSpecOccurScore"]().score(scorer, empty, 50.0, -1, final_image=comfy_image(5),
                                                    reference_image=comfy_image(6))
@@ -102,7 +122,7 @@ def test_occur_score_node_reports_nan_as_null_with_the_reason(pack, tiny_scorer)
 def test_occur_score_node_needs_a_final_image_and_a_reference(pack, tiny_scorer):
     scorer = tiny_scorer
     errors = core(pack, "errors")
-    TrajectoryMasks = core(pack, "masks").TrajectoryMasks
+    TrajectoryMasks = core(pack, "eval.masks").TrajectoryMasks
     tm = TrajectoryMasks([np.zeros((48, 64), bool)], [np.zeros((48, 64), bool)])
     node = nodes(pack)["ReSpecOccurScore"]()
     with pytest.raises(errors.InputError, match="final image"):

@@ -165,7 +165,7 @@ m = importlib.util.module_from_spec(spec); sys.modules[name] = m; spec.loader.ex
 after_import = dict(os.environ)
 import numpy as np
 tiny = importlib.import_module(name + ".respec.tiny.eval_models")
-masks = importlib.import_module(name + ".respec.masks")
+masks = importlib.import_module(name + ".respec.eval.masks")
 masker = masks.Masker(tiny.build_tiny_yolo_world(), tiny.build_tiny_sam(0), tiny.build_tiny_clip(0), device="cpu")
 masker.mask(np.zeros((64, 64, 3), np.uint8), "flowers")
 after_use = dict(os.environ)

@@ -42,7 +42,7 @@ class ChoosingController:
 
 @pytest.fixture(scope="module")
 def scorer():
-    from respec.tiny.eval_models import build_tiny_scorer
+    from respec.eval.metric_models import build_tiny_scorer
     return build_tiny_scorer(0)
 
 

@@ -10,7 +10,7 @@ import pytest
 from respec.bench.scenario import load_dataset, validate_dataset
 from respec.errors import InputError
 from respec.history import History
-from respec.metrics import DEFAULT_PSNR_CAP, occur_regions
+from respec.eval.metrics import DEFAULT_PSNR_CAP, occur_regions
 from respec.alignment import warp
 from respec.sim import REINVENTED, SimDefects, SimEditor, true_reference_turn
 
@@ -51,7 +51,7 @@ def hrs(scenario, ref):
 
 @pytest.fixture(scope="module")
 def scorer():
-    from respec.tiny.eval_models import build_tiny_scorer
+    from respec.eval.metric_models import build_tiny_scorer
     return build_tiny_scorer(0)
 
 

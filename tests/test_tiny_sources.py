@@ -40,8 +40,8 @@ def test_the_controller_builds_its_tiny_model_once_and_loads_it_like_any_folder(
 @pytest.mark.slow
 def test_the_editors_masker_and_scorer_give_their_tiny_models_for_the_tiny_source():
     from respec.editors import load_editor
-    from respec.masks import load_masker
-    from respec.metric_models import load_scorer
+    from respec.eval.masks import load_masker
+    from respec.eval.metric_models import load_scorer
     editor = load_editor("flux2", "tiny:0")
     assert editor.name == "flux2-klein-tiny" and editor is load_editor("flux2", "tiny")
     masker, scorer = load_masker(source="tiny", imgsz=96), load_scorer(source="tiny")
@@ -57,3 +57,44 @@ def test_the_runner_asks_the_stages_and_never_imports_the_tiny_models():
         tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
         imported = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         assert not any("tiny" in m for m in imported), (path, imported)
+
+
+def _core_modules():
+    for path in sorted((ROOT / "respec").rglob("*.py")):
+        yield path, ast.parse(path.read_text(encoding="utf-8"))
+
+
+def test_the_loaders_reach_the_tiny_models_only_through_the_one_registry():
+    """respec.models.build_tiny (respec/tiny's TINY_BUILDERS) is the one way in: no core module
+    outside respec/tiny imports a tiny module, but respec/models.py."""
+    importers = set()
+    for path, tree in _core_modules():
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith("respec/tiny/"):
+            continue
+        for n in ast.walk(tree):
+            if isinstance(n, ast.ImportFrom) and ("tiny" in (n.module or "").split(".")
+                                                  or any(a.name == "tiny" for a in n.names)):
+                importers.add(rel)
+    assert importers == {"respec/models.py"}
+
+
+def test_every_kind_without_a_tiny_model_says_why():
+    with pytest.raises(InputError, match="no tiny OmniGen2"):
+        models.tiny_seed("tiny", "omnigen2")
+    with pytest.raises(InputError, match="no tiny 'openai'"):
+        models.tiny_seed("tiny:2", "openai")
+    with pytest.raises(InputError, match="tiny models: .*flux2"):
+        models.build_tiny("no-such-kind", 0)
+    assert models.tiny_seed("some/model", "omnigen2") is None      # not a tiny source: nothing to refuse
+
+
+def test_only_the_resolver_refuses_a_download():
+    """"Download only when allowed" is written once: respec.models.resolve raises the refusal."""
+    raisers = set()
+    for path, tree in _core_modules():
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Raise) and isinstance(n.exc, ast.Call) and \
+                    getattr(n.exc.func, "id", getattr(n.exc.func, "attr", "")) == "DownloadNotAllowedError":
+                raisers.add(path.relative_to(ROOT).as_posix())
+    assert raisers == {"respec/models.py"}

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from ..metrics import reference_accuracy
+from ..eval.metrics import reference_accuracy
 from .results import ResultsFile
 
 log = logging.getLogger("respec")

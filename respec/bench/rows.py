@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..history import History
-from ..metrics import reference_selection_correct
+from ..eval.metrics import reference_selection_correct
 from ..turn import EDITOR_IMAGE_IDS
 from .configs import CONFIGS
 from .results import row_key
@@ -32,7 +32,7 @@ def summarise_judgements(per_turn: list[dict], calls: int | None = None) -> dict
 
 
 def sif_value(res: dict) -> float | None:
-    """The 0-1 S_IF of one judge record (respec.judge gives S_IF = score / 3; None when unparsed)."""
+    """The 0-1 S_IF of one judge record (respec.eval.judge gives S_IF = score / 3; None when unparsed)."""
     if "S_IF_norm" in res:
         v = res["S_IF_norm"]
     elif "S_IF" in res:

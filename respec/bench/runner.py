@@ -33,7 +33,8 @@ from .. import comfy
 from ..errors import DownloadNotAllowedError, InputError, Interrupted, MissingWeightsError
 from ..history import History
 from ..models import TINY
-from ..turn import TimingHook, run_turn, stage_timer
+from ..timing import StageTimer
+from ..turn import TimingHook, run_turn
 from ..controller.provenance import selector_parts
 from ..guard import GuardStep
 from ..reveal import RevealStep
@@ -159,8 +160,8 @@ def _stage_checks(settings: BenchSettings) -> list[tuple[str, Callable[[], Any]]
         from ..editors import omnigen2
         checks.append(("editor", lambda: mdl.resolve_hf(settings.editor_model or omnigen2.DEFAULT_SOURCE, "diffusers",
                                                        False, omnigen2.HOW_TO_GET)))
-    from .. import masks as mk
-    from .. import metric_models as mm
+    from ..eval import masks as mk
+    from ..eval import metric_models as mm
     o = settings.masker_options
     if settings.masks_mode() == "detect":
         sam = o.get("sam_weights") or mk.SAM_FILES.get(o.get("sam_type", "vit_h"), "")
@@ -264,8 +265,8 @@ def load_models(settings: BenchSettings) -> BenchModels:
         return load_sim_models(settings)
     from ..controller import DEFAULT_MODELS, load_backend
     from ..editors import load_editor
-    from ..masks import load_masker
-    from ..metric_models import load_scorer
+    from ..eval.masks import load_masker
+    from ..eval.metric_models import load_scorer
 
     tiny = f"{TINY}:{settings.seed}" if settings.smoke else None
     if tiny and settings.editor != "flux2":
@@ -391,7 +392,7 @@ def score_scenario(scenario: Scenario, history: History, models: BenchModels,
     """Masks on the generated images, then the OCCUR score of I_N against the generated I_ref
     (each stage's seconds added to `seconds` when given). shared: a SharedPrefix whose configs'
     identical (I_N, I_ref, masks) share one score ("scores_shared_with": the config scored first)."""
-    stage = stage_timer(seconds if seconds is not None else {})
+    stage = StageTimer(seconds).measure
     generated = [im.rgb() for im in history.images[1:]]
     with stage("masks"):
         if models.masks == "oracle":   # the layers the sim editor recorded: the exact A.5 regions
@@ -422,8 +423,8 @@ def judge_turns(history: History, judge_backend: Any, seconds: dict[str, float] 
                 max_new_tokens: int | None = None) -> dict:
     """S_IF of every turn (the judge's 0-3 grade / 3); the row's S_IF is the mean over turns
     (appendix B.2 uses the mean so that longer scenarios are not favoured)."""
-    from ..judge import judge_instruction
-    stage = stage_timer(seconds if seconds is not None else {})
+    from ..eval.judge import judge_instruction
+    stage = StageTimer(seconds).measure
     opts = {"max_new_tokens": int(max_new_tokens)} if max_new_tokens else {}
     per_turn, calls = [], 0
     for t in range(1, len(history)):

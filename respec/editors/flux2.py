@@ -20,7 +20,7 @@ from PIL import Image
 
 from .. import comfy, models
 from . import fp8
-from ..errors import CorruptWeightsError, DownloadNotAllowedError, InputError, MissingWeightsError
+from ..errors import CorruptWeightsError, InputError, MissingWeightsError
 from .base import (OFFLOAD_MODES, Editor, StepReporter, check_size, place_pipeline, prepare_references,
                    run_record, seeded_generator, snap_size, to_output_size)
 
@@ -178,11 +178,10 @@ def load_flux2(source: str = DEFAULT_SOURCE, *, transformer_file: str = "", text
     """
     if offload not in OFFLOAD_MODES:
         raise InputError(f"offload must be one of {', '.join(OFFLOAD_MODES)}; got {offload!r}")
-    seed = models.tiny_seed(source)
+    seed = models.tiny_seed(source, "flux2")
     if seed is not None:
-        from ..tiny.klein import build_tiny_klein_pipeline
         return models.cached(("flux2", models.TINY, seed),
-                             lambda: Flux2Editor(build_tiny_klein_pipeline(seed=seed), name="flux2-klein-tiny",
+                             lambda: Flux2Editor(models.build_tiny("flux2", seed), name="flux2-klein-tiny",
                                                  source="tiny (random weights)"))
     device = _torch_device(device)
     torch_dtype = models.torch_dtype(dtype)
@@ -218,14 +217,8 @@ def _resolve_source(source: str, allow_download: bool | None, configs_only: bool
     if not source:
         raise InputError("No FLUX.2 source given: choose a diffusers folder or a Hugging Face id.")
     how = HOW_TO_GET_CONFIGS if configs_only else HOW_TO_GET
-    try:
-        folder = Path(models.resolve_hf(source, "diffusers", allow_download=False, how_to_get=how))
-    except DownloadNotAllowedError:
-        if not models.downloads_allowed(allow_download):
-            raise
-        from huggingface_hub import snapshot_download
-        log.info("downloading %s %s", source, "(configs and tokenizer only)" if configs_only else "")
-        folder = Path(snapshot_download(source, allow_patterns=CONFIG_PATTERNS if configs_only else None))
+    folder = Path(models.resolve_hf(source, "diffusers", allow_download, how,
+                                    patterns=CONFIG_PATTERNS if configs_only else None))
     missing = [f for f in _CONFIG_FILES if not (folder / f).is_file()]
     if not (folder / "tokenizer").is_dir():
         missing.append("tokenizer/")

@@ -209,9 +209,7 @@ def load_omnigen2(source: str = DEFAULT_SOURCE, *, dtype: str = "auto",
 
     Components are loaded one by one with the installed package's classes (no remote code).
     """
-    if models.tiny_seed(source) is not None:
-        raise InputError("there is no tiny OmniGen2 (its pipeline code is not bundled); check an install with "
-                         "the tiny FLUX.2 [klein] (editor flux2), or run OmniGen2 with its real weights")
+    models.tiny_seed(source, "omnigen2")   # a tiny source raises: there is no tiny OmniGen2, and why
     if offload not in OFFLOAD_MODES:
         raise InputError(f"offload must be one of {', '.join(OFFLOAD_MODES)}; got {offload!r}")
     classes = import_omnigen2()  # first: without the code, nothing else matters

@@ -23,8 +23,8 @@ def load_sim_models(settings):
     from ..bench.configs import CONFIGS
     from ..bench.runner import BenchModels
     from ..controller import load_backend
-    from ..masks import load_masker
-    from ..metric_models import load_scorer
+    from ..eval.masks import load_masker
+    from ..eval.metric_models import load_scorer
     from ..models import TINY
 
     tiny = f"{TINY}:{settings.seed}"

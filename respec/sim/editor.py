@@ -427,7 +427,7 @@ class SimEditor(Editor):
 
     def oracle_masks(self, scenario, images: list):
         """Appendix A.5's M_occ^t and M_new^t of turns 1..N from the recorded layers (no detector)."""
-        from ..masks import TrajectoryMasks
+        from ..eval.masks import TrajectoryMasks
         occ, new, records = [], [], []
         for t, img in enumerate(images, start=1):
             tr = self.truth(scenario, img)

@@ -1,5 +1,7 @@
-"""Tiny random-weight evaluation models: the real classes (ultralytics YOLO-World v2, segment-anything
-SAM, lpips AlexNet-LPIPS, open_clip CLIP) at toy sizes, built offline in a few seconds.
+"""Tiny random-weight evaluation networks: the real classes (ultralytics YOLO-World v2, segment-anything
+SAM, an AlexNet trunk for lpips, open_clip CLIP) at toy sizes, built offline in a few seconds. The
+loaders reach them through respec.models.build_tiny (the "tiny" source); a ready Masker or Scorer of
+them is masks.build_tiny_masker / metric_models.build_tiny_scorer (respec/eval).
 
 Random detectors find nothing: YOLO-World's class head starts with a bias of −10. Two ways to get
 boxes out of the real detection path:
@@ -35,16 +37,10 @@ def build_tiny_clip(seed: int = 0):
     return CLIP(**TINY_CLIP_CFG).eval().requires_grad_(False)
 
 
-def shared_tiny_clip(seed: int = 0):
-    """The one tiny CLIP of `seed` that the tiny masker and the tiny scorer share (built once)."""
-    from .. import models
-    return models.cached(("open_clip", "tiny", seed), lambda: build_tiny_clip(seed))
-
-
 def build_tiny_yolo_world(yaml: str = TINY_YOLO_YAML, seed: int = 0, zero_class_bias: bool = True):
     """ultralytics YOLOWorld built from its yaml (no weights file, offline)."""
     import torch
-    from ..masks import ultralytics_scope
+    from ..eval.ultralytics_scope import ultralytics_scope
     with ultralytics_scope():
         from ultralytics import YOLOWorld
         torch.manual_seed(seed)
@@ -118,27 +114,6 @@ def tiny_alexnet_state(seed: int = 0) -> dict:
     torch.manual_seed(seed)
     net = torchvision.models.alexnet(weights=None)
     return {k: v for k, v in net.state_dict().items() if k.startswith("features.")}
-
-
-def build_tiny_masker(seed: int = 0, clip_model=None, **options):
-    """A ready Masker: yaml-built YOLO-World n (class biases zeroed), tiny SAM, tiny CLIP text encoder."""
-    from ..masks import Masker
-    return Masker(build_tiny_yolo_world(seed=seed), build_tiny_sam(seed), clip_model or build_tiny_clip(seed),
-                  device="cpu", name="tiny", **options)
-
-
-def build_tiny_scorer(seed: int = 0, clip_model=None, **options):
-    """A ready Scorer: AlexNet-LPIPS with a random trunk (the wheel's linear heads), tiny CLIP."""
-    from ..metric_models import build_lpips
-    from ..metrics import Scorer
-    return Scorer(build_lpips(tiny_alexnet_state(seed)), clip_model or build_tiny_clip(seed),
-                  device="cpu", name="tiny", **options)
-
-
-def build_tiny_eval(seed: int = 0):
-    """(Masker, Scorer) sharing one tiny CLIP, for the smoke benchmark and tests."""
-    clip = build_tiny_clip(seed)
-    return build_tiny_masker(seed, clip), build_tiny_scorer(seed, clip)
 
 
 def save_tiny_eval_files(folder: str | Path, seed: int = 0) -> dict:

@@ -49,13 +49,9 @@ def load_backend(kind: str, model: str | None = None, **options) -> VLMBackend:
     if kind not in KINDS:
         raise InputError(f"unknown controller backend {kind!r}; use one of {', '.join(KINDS)}")
     model = (model or "").strip() or DEFAULT_MODELS[kind]
-    seed = models.tiny_seed(model)
+    seed = models.tiny_seed(model, kind)   # "openai" has none: InputError
     if seed is not None:
-        if kind == "openai":
-            raise InputError("there is no tiny 'openai' controller: the model of an OpenAI-compatible server "
-                             "is whatever it serves; use qwen3-vl or internvl3 with the tiny source")
-        from ...tiny.vlm import tiny_vlm_folder
-        model = str(tiny_vlm_folder(kind, seed))
+        model = str(models.build_tiny(kind, seed))   # a saved tiny model folder, loaded like any folder
     if kind == "openai":
         from .openai_compat import OpenAICompatBackend
         key = _key(kind, model, options)

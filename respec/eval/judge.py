@@ -17,8 +17,8 @@ import re
 import time
 from typing import Any
 
-from .errors import InputError
-from .images import downscale_to_budget, rgb_array
+from ..errors import InputError
+from ..images import downscale_to_budget, rgb_array
 
 SCORE_MAX = 3
 DEFAULT_MAX_PIXELS = 1024 * 1024

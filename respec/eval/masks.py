@@ -9,32 +9,32 @@ an all-zero mask of the image's size. Every mask carries a record of what happen
 YOLO-World's class text embeddings come from open_clip's ViT-B-32-quickgelu (OpenAI's CLIP
 B/32 weights, the text encoder YOLO-World was trained with), so ultralytics never tries to
 pip-install OpenAI's `clip` package. Every call into ultralytics runs inside
-`ultralytics_scope()`: offline, no auto-install, no analytics and safe (weights_only) loading of
-`.pt` files, all restored afterwards, so other packs' ultralytics use is unchanged.
+`ultralytics_scope()` (respec/eval/ultralytics_scope.py): offline, no auto-install, no analytics and
+safe (weights_only) loading of `.pt` files, all restored afterwards, so other packs' ultralytics use
+is unchanged.
 """
 from __future__ import annotations
 
 import json
 import logging
 import math
-import os
 import re
 import threading
 from collections import OrderedDict
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from . import comfy, models
-from .errors import CorruptWeightsError, DownloadNotAllowedError, InputError, MissingWeightsError
-from .images import content_hash, rgb_array
+from .. import comfy, models
+from ..errors import CorruptWeightsError, InputError
+from ..images import content_hash, rgb_array
+from ..models import resolve_device
+from ..records import json_safe
+from ..timing import StageTimer
 from .metric_models import CLIP_ARCH, DEFAULT_CLIP, load_clip_model
-from .metrics import StageTimer
-from .models import download_weights, resolve_device
-from .records import json_safe
+from .ultralytics_scope import ultralytics_scope
 
 log = logging.getLogger("respec")
 
@@ -52,89 +52,7 @@ HOW_TO_GET_YOLO = (f"download {DEFAULT_YOLO} ({YOLO_URL}) into ComfyUI/models/ul
 HOW_TO_GET_SAM = ("download {name} from https://dl.fbaipublicfiles.com/segment_anything/{name} into "
                   "ComfyUI/models/sams/ (or RESPEC_MODELS_DIR/sams/), or allow downloads")
 
-# --------------------------------------------------------------------------- ultralytics, scoped to our calls
-
-# ultralytics reads its switches from os.environ and from module-level flags. Other packs in the
-# same ComfyUI process may use ultralytics too, so the pack never changes either for good: every
-# call of ours runs inside ultralytics_scope(), which applies the settings below and puts back
-# exactly what was there before (the environment, the flags, PIL.Image.open, OMP_NUM_THREADS).
-_SCOPED_ENV = {
-    "YOLO_OFFLINE": "1",            # no connectivity probe, no downloads (read at call time too)
-    "YOLO_AUTOINSTALL": "False",    # never pip-install a missing requirement
-}
-_FLAGS = (  # (module, attribute, value while our call runs)
-    ("ultralytics.utils", "ONLINE", False),
-    ("ultralytics.utils.checks", "ONLINE", False),
-    ("ultralytics.utils.checks", "AUTOINSTALL", False),
-    # Safe loading: torch.load(weights_only=True) with ultralytics' allow-list of model classes, so
-    # a crafted .pt in models/ultralytics cannot run pickle code (its default is weights_only=False).
-    ("ultralytics.nn.tasks", "SAFE_LOAD", True),
-)
-_ULTRA_LOCK = threading.RLock()  # one scope at a time: the flags are process-wide while it is open
 _YOLO_LOCK = threading.RLock()   # the YOLO model's class embeddings are set per query: one query at a time
-_MISSING = object()
-
-
-@contextmanager
-def _environ(values: dict[str, str]):
-    """os.environ with `values` set for the block, then exactly as before (keys the block's imports
-    added, such as ultralytics' NUMEXPR_MAX_THREADS or OpenCV's QT_* variables, are removed)."""
-    saved = dict(os.environ)
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k in [k for k in os.environ if k not in saved]:
-            del os.environ[k]
-        for k, v in saved.items():
-            if os.environ.get(k) != v:
-                os.environ[k] = v
-
-
-def _import_ultralytics():
-    """Import ultralytics without a network probe and without keeping its process-wide patches."""
-    from PIL import Image
-    pil_open = Image.open
-    # Imported offline: ultralytics probes DNS at import unless YOLO_OFFLINE is set. If this pack
-    # is the first to import it, its ONLINE flag therefore stays False for the process.
-    with _environ({"YOLO_OFFLINE": "1"}):
-        import ultralytics
-        import ultralytics.nn.tasks  # noqa: F401
-        import ultralytics.utils.checks  # noqa: F401
-        import ultralytics.utils.events  # noqa: F401
-        import ultralytics.utils.patches  # noqa: F401  (it replaces PIL.Image.open on import)
-    # ultralytics swaps PIL.Image.open process-wide for one that tries to pip-install a HEIF plugin
-    # on any unreadable file; inside ComfyUI that would reach every other node too.
-    Image.open = pil_open
-    return ultralytics
-
-
-@contextmanager
-def ultralytics_scope():
-    """ultralytics as the pack needs it, for the duration of one of the pack's own calls: offline,
-    no auto-install, no analytics, safe (weights_only) checkpoint loading. Everything it changes
-    is restored on exit. Yields the ultralytics module."""
-    import importlib
-    with _ULTRA_LOCK:
-        ultralytics = _import_ultralytics()
-        from PIL import Image
-        pil_open = Image.open
-        events = importlib.import_module("ultralytics.utils.events").events
-        saved = [(importlib.import_module(m), name, getattr(importlib.import_module(m), name, _MISSING), value)
-                 for m, name, value in _FLAGS]
-        saved.append((events, "enabled", events.enabled, False))  # its analytics/crash reports
-        for obj, name, _, value in saved:
-            setattr(obj, name, value)
-        try:
-            with _environ(_SCOPED_ENV):
-                yield ultralytics
-        finally:
-            for obj, name, old, _ in reversed(saved):
-                if old is _MISSING:
-                    delattr(obj, name)
-                else:
-                    setattr(obj, name, old)
-            Image.open = pil_open
 
 
 # --------------------------------------------------------------------------- the query chain
@@ -193,11 +111,14 @@ def clip_box(box: Sequence[float] | None, size: tuple[int, int], normalized: boo
     return [x0, y0, x1, y1]
 
 
-def parse_labels_per_turn(spec: Any, n_turns: int) -> list[list[str]]:
-    """New-object labels for turns 1..N from a list, JSON (list or {turn: labels}) or text.
+def labels_per_turn(per_turn: Any, n_turns: int) -> list[list[str]]:
+    """The new-object labels of turns 1..N, one list per turn (what M_new^t looks for, A.5 / B.1).
 
-    Text: one line per turn in order ("hat, scarf"; "-" or "none" or an empty line for none),
-    or lines "t: labels" naming the turn. Each entry may be a string ("a, b") or a list.
+    per_turn: a list in turn order (turns left out at the end have none) or a {turn: labels}
+    mapping; a turn's labels are a list, or one string "a, b" (commas or semicolons between
+    labels). Labels are whitespace-normalised; empty ones, "-" and "none" are dropped. InputError
+    when a turn outside 1..N is named or more than N turns are given. (The node's text format,
+    JSON or one line per turn, is read in nodes/common.py.)
     """
     def labels_of(v) -> list[str]:
         if v is None:
@@ -211,25 +132,9 @@ def parse_labels_per_turn(spec: Any, n_turns: int) -> list[list[str]]:
                 out.append(s)
         return out
 
-    if isinstance(spec, str):
-        text = spec.strip()
-        if not text:
-            return [[] for _ in range(n_turns)]
-        if text[0] in "[{":
-            try:
-                spec = json.loads(text)
-            except json.JSONDecodeError as e:
-                raise InputError(f"new-object labels look like JSON but do not parse: {e}") from None
-        else:
-            lines = text.splitlines()
-            named = [re.match(r"^\s*(?:turn\s*)?(\d+)\s*[:=]\s*(.*)$", ln, re.I) for ln in lines if ln.strip()]
-            if named and all(named):
-                spec = {m.group(1): m.group(2) for m in named}
-            else:
-                spec = lines
-    if isinstance(spec, dict):
+    if isinstance(per_turn, Mapping):
         out = [[] for _ in range(n_turns)]
-        for k, v in spec.items():
+        for k, v in per_turn.items():
             try:
                 t = int(k)
             except (TypeError, ValueError):
@@ -238,8 +143,8 @@ def parse_labels_per_turn(spec: Any, n_turns: int) -> list[list[str]]:
                 raise InputError(f"new-object labels name turn {t}, but the trajectory has turns 1..{n_turns}")
             out[t - 1] = labels_of(v)
         return out
-    if isinstance(spec, (list, tuple)):
-        items = list(spec)
+    if isinstance(per_turn, (list, tuple)):
+        items = list(per_turn)
         while len(items) > n_turns and (items[-1] in ("", None, []) or (isinstance(items[-1], str) and not items[-1].strip())):
             items.pop()
         if len(items) > n_turns:
@@ -247,7 +152,8 @@ def parse_labels_per_turn(spec: Any, n_turns: int) -> list[list[str]]:
                              f"{n_turns} (turns 1..{n_turns}; turn 0 is the original image)")
         items += [[]] * (n_turns - len(items))
         return [labels_of(v) for v in items]
-    raise InputError(f"new-object labels: expected a list, JSON or text, got {type(spec).__name__}")
+    raise InputError(f"new-object labels: expected a list per turn or a {{turn: labels}} mapping, "
+                     f"got {type(per_turn).__name__}")
 
 
 # --------------------------------------------------------------------------- results
@@ -517,7 +423,7 @@ class Masker:
         """M_occ^t and M_new^t for every image of turns 1..N (A.5).
 
         `images[i]` is turn `turns[i]` (default i+1). `new_labels_per_turn[i]` are the objects newly
-        introduced at that turn (list, JSON or text; see parse_labels_per_turn). With
+        introduced at that turn (a list per turn or a {turn: labels} mapping; see labels_per_turn). With
         `cumulative_new` (default) turn t looks for every object introduced at turns ≤ t, so
         M_new^N covers all new objects still in the final image; an absent object gives an empty mask.
         """
@@ -528,7 +434,7 @@ class Masker:
         turns = list(turns) if turns is not None else list(range(1, n + 1))
         if len(turns) != n:
             raise InputError(f"{len(turns)} turn numbers for {n} images")
-        per_turn = parse_labels_per_turn(new_labels_per_turn, n)
+        per_turn = labels_per_turn(new_labels_per_turn, n)
         asked: list[list[str]] = []
         so_far: list[str] = []
         for labels in per_turn:
@@ -567,20 +473,6 @@ class Masker:
 
 
 # --------------------------------------------------------------------------- loading
-
-def resolve_weights(kind: str, name: str, url: str | None, how_to_get: str, allow_download: bool | None) -> Path:
-    """A weight file in the model folders of `kind`, else a download when allowed (to the first folder)."""
-    try:
-        return models.resolve_path(kind, name, how_to_get, want="file")
-    except MissingWeightsError as missing:
-        if url is None or Path(name).is_absolute():
-            raise
-        if not models.downloads_allowed(allow_download):
-            raise DownloadNotAllowedError(
-                f"{missing}\nDownloads are off: download it yourself or allow downloads "
-                "(the loader's allow_download switch or RESPEC_ALLOW_DOWNLOADS=1).") from None
-        return download_weights(url, kind, Path(name).name)
-
 
 def load_yolo_world(path: str | Path, device=None):
     """An ultralytics YOLOWorld from a weight file, always by absolute path (a bare name would download)."""
@@ -625,23 +517,23 @@ def load_masker(yolo_weights: str = DEFAULT_YOLO, sam_type: str = "vit_h", sam_w
     """YOLO-World v2 + SAM + the CLIP text encoder from local files (downloads only with consent).
 
     source "tiny" / "tiny:<seed>": the same classes at toy sizes with random weights, built in
-    code on the CPU (respec/tiny; the weight arguments are then unused). Weights are cached
-    (models.cached) by path and device; thresholds only shape the Masker.
+    code on the CPU (respec/tiny; the weight arguments are then unused; the tiny CLIP is the one
+    the tiny scorer holds). Weights are cached (models.cached) by path and device; thresholds only
+    shape the Masker.
     """
     seed = models.tiny_seed(source)
     if seed is not None:
-        from .tiny.eval_models import build_tiny_masker, shared_tiny_clip
         return models.cached(("masker", models.TINY, seed, conf, accept, imgsz),
-                             lambda: build_tiny_masker(seed, shared_tiny_clip(seed), conf=conf, accept=accept,
+                             lambda: build_tiny_masker(seed, load_clip_model(source), conf=conf, accept=accept,
                                                        imgsz=imgsz))
     dev = resolve_device(device)
     if sam_type not in SAM_FILES:
         raise InputError(f"unknown SAM type {sam_type!r}; use one of {sorted(SAM_FILES)}")
     sam_name = sam_weights or SAM_FILES[sam_type]
-    yolo_path = resolve_weights("ultralytics", yolo_weights, YOLO_URL if Path(yolo_weights).name == DEFAULT_YOLO else None,
-                                HOW_TO_GET_YOLO, allow_download)
-    sam_path = resolve_weights("sams", sam_name, SAM_URL.format(sam_name) if sam_name in SAM_FILES.values() else None,
-                               HOW_TO_GET_SAM.format(name=sam_name), allow_download)
+    yolo_path = models.resolve("ultralytics", yolo_weights, HOW_TO_GET_YOLO, allow_download=allow_download,
+                               url=YOLO_URL if Path(yolo_weights).name == DEFAULT_YOLO else None)
+    sam_path = models.resolve("sams", sam_name, HOW_TO_GET_SAM.format(name=sam_name), allow_download=allow_download,
+                              url=SAM_URL.format(sam_name) if sam_name in SAM_FILES.values() else None)
     clip = load_clip_model(clip_weights, arch=clip_arch, allow_download=allow_download, device=dev)
     yolo = models.cached(("yolo_world", str(yolo_path), str(dev)), lambda: load_yolo_world(yolo_path, dev))
     sam = models.cached(("sam", sam_type, str(sam_path), str(dev)),
@@ -649,3 +541,12 @@ def load_masker(yolo_weights: str = DEFAULT_YOLO, sam_type: str = "vit_h", sam_w
     return models.cached(("masker", str(yolo_path), str(sam_path), repr(clip_weights), str(dev), conf, accept, imgsz),
                          lambda: Masker(yolo, sam, clip, conf=conf, accept=accept, imgsz=imgsz, device=dev,
                                         name=f"yolo:{yolo_path.name}+sam:{sam_path.name}"))
+
+
+def build_tiny_masker(seed: int = 0, clip_model=None, **options) -> Masker:
+    """A Masker of respec/tiny's random networks, built anew on the CPU: YOLO-World v2 n from its yaml
+    (class biases zeroed, so every query is accepted), a one-block SAM and `clip_model` (default: a
+    new tiny CLIP). options: the Masker's (conf, accept, imgsz, ...)."""
+    return Masker(models.build_tiny("yolo_world", seed), models.build_tiny("sam", seed),
+                  clip_model if clip_model is not None else models.build_tiny("open_clip", seed),
+                  device="cpu", name="tiny", **options)

@@ -1,13 +1,13 @@
 """The OCCUR score of an editing result (appendix A.5), as the OCCUR Score node asks for it: which
 image is the final image Î_N and which is the reference I_ref, then `Scorer.occur_score`.
 
-The measures themselves live in respec/metrics.py.
+The measures themselves live in respec/eval/metrics.py.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from .errors import InputError
+from ..errors import InputError
 
 
 def final_and_reference(history: Any = None, final_image: Any = None, reference_image: Any = None,

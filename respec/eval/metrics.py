@@ -13,24 +13,22 @@ Everything a reader needs to recompute the numbers is here and in docs/evaluatio
 * reference-selection accuracy of D.4.
 
 An empty region never raises: its scores are NaN and the record says why. The LPIPS and CLIP
-networks the Scorer holds are found and built in respec/metric_models.py.
+networks the Scorer holds are found and built in respec/eval/metric_models.py.
 """
 from __future__ import annotations
 
 import math
 import threading
-import time
-from collections import defaultdict
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 from PIL import Image
 
-from . import comfy
-from .errors import InputError
-from .images import as_mask, resize_mask, rgb_array
+from .. import comfy
+from ..errors import InputError
+from ..images import as_mask, resize_mask, rgb_array
+from ..timing import StageTimer
 
 DEFAULT_PSNR_CAP = 50.0          # dB; PSNR_norm = clip(PSNR, 0, cap) / cap
 CLIP_INPUT_SIZE = 224
@@ -41,33 +39,6 @@ CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 
 
 # --------------------------------------------------------------------------- small helpers
-
-class StageTimer:
-    """Seconds spent per named stage (and per bare model forward), summed over calls."""
-
-    def __init__(self):
-        self.seconds: dict[str, float] = defaultdict(float)
-        self.calls: dict[str, int] = defaultdict(int)
-
-    @contextmanager
-    def measure(self, stage: str):
-        t0 = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.add(stage, time.perf_counter() - t0)
-
-    def add(self, stage: str, seconds: float) -> None:
-        self.seconds[stage] += seconds
-        self.calls[stage] += 1
-
-    def reset(self) -> None:
-        self.seconds.clear()
-        self.calls.clear()
-
-    def as_dict(self) -> dict:
-        return {k: {"seconds": round(v, 6), "calls": self.calls[k]} for k, v in sorted(self.seconds.items())}
-
 
 MIN_SIDE = 32               # AlexNet-LPIPS needs at least this many pixels per side
 ASPECT_TOLERANCE = 0.05     # relative aspect-ratio difference still resized (editors round sizes to 16 px)

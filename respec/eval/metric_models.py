@@ -1,17 +1,17 @@
 """The networks behind the OCCUR measures (appendix A.5): AlexNet-LPIPS and OpenAI CLIP ViT-B/32.
 Where their weights come from (model folders, torch's hub cache, the Hugging Face cache, or a
-consented download), how each is built, and `load_scorer`, which hands both to a
-metrics.Scorer. The measures themselves are respec/metrics.py.
+consented download: respec.models.resolve), how each is built, and `load_scorer`, which hands both
+to a metrics.Scorer. The measures themselves are respec/eval/metrics.py.
 """
 from __future__ import annotations
 
 import logging
 from pathlib import Path
 
-from . import models
-from .errors import CorruptWeightsError, DownloadNotAllowedError, MissingWeightsError
+from .. import models
+from ..errors import CorruptWeightsError, MissingWeightsError
+from ..models import resolve_device
 from .metrics import DEFAULT_PSNR_CAP, Scorer
-from .models import download_weights, resolve_device
 
 log = logging.getLogger("respec")
 
@@ -67,51 +67,32 @@ def build_lpips(trunk_state: dict | None, device=None):
     return model.to(device or "cpu")
 
 
-def _hub_checkpoint(name: str) -> Path | None:
+def _hub_checkpoints() -> Path | None:
+    """torch's hub cache of downloaded checkpoints (where torchvision keeps its AlexNet)."""
     try:
         import torch
-        p = Path(torch.hub.get_dir()) / "checkpoints" / name
-        return p if p.is_file() else None
+        return Path(torch.hub.get_dir()) / "checkpoints"
     except Exception:
         return None
 
 
+def _hub_checkpoint(name: str) -> Path | None:
+    folder = _hub_checkpoints()
+    p = folder / name if folder is not None else None
+    return p if p is not None and p.is_file() else None
+
+
 def resolve_lpips_trunk(name: str = DEFAULT_LPIPS_TRUNK, allow_download: bool | None = None) -> Path:
     """The AlexNet trunk file: model folders (kind respec_metrics), torch's hub cache, or a download."""
-    try:
-        return models.resolve_path("respec_metrics", name, HOW_TO_GET_LPIPS, want="file")
-    except MissingWeightsError as missing:
-        hub = _hub_checkpoint(Path(name).name)
-        if hub is not None:
-            return hub
-        if Path(name).name != DEFAULT_LPIPS_TRUNK or Path(name).is_absolute():
-            raise
-        if not models.downloads_allowed(allow_download):
-            raise DownloadNotAllowedError(
-                f"{missing}\nDownloads are off: download it yourself or allow downloads "
-                "(the loader's allow_download switch or RESPEC_ALLOW_DOWNLOADS=1).") from None
-        return download_weights(ALEXNET_URL, "respec_metrics", DEFAULT_LPIPS_TRUNK)
+    return models.resolve("respec_metrics", name, HOW_TO_GET_LPIPS, allow_download=allow_download,
+                          elsewhere=(f"torch's hub cache ({_hub_checkpoints()})", _hub_checkpoint),
+                          url=ALEXNET_URL if Path(name).name == DEFAULT_LPIPS_TRUNK else None)
 
 
 def resolve_clip(name: str = DEFAULT_CLIP, allow_download: bool | None = None) -> Path:
     """An open_clip state file: a file or repo folder in the model folders, the HF cache, or a download."""
-    try:
-        p = models.resolve_path("respec_metrics", name, HOW_TO_GET_CLIP, want="any")
-    except MissingWeightsError as missing:
-        is_hf_id = name.count("/") == 1 and not Path(name).is_absolute()
-        if not is_hf_id:
-            raise
-        from huggingface_hub import hf_hub_download
-        for fname in _CLIP_FILES:
-            try:
-                return Path(hf_hub_download(name, fname, local_files_only=True))
-            except Exception:
-                pass
-        if not models.downloads_allowed(allow_download):
-            raise DownloadNotAllowedError(
-                f"{missing}\nIt is not in the Hugging Face cache either and downloads are off: download it "
-                "yourself or allow downloads (the loader's allow_download switch or RESPEC_ALLOW_DOWNLOADS=1).") from None
-        return Path(hf_hub_download(name, _CLIP_FILES[0]))
+    p = models.resolve("respec_metrics", name, HOW_TO_GET_CLIP, want="any", hub_files=_CLIP_FILES,
+                       allow_download=allow_download)
     if p.is_dir():
         for fname in _CLIP_FILES:
             if (p / fname).is_file():
@@ -158,7 +139,11 @@ def build_clip(arch: str | dict = CLIP_ARCH, checkpoint: str | Path | None = Non
 
 def load_clip_model(clip_weights: str = DEFAULT_CLIP, *, arch: str | dict = CLIP_ARCH,
                     allow_download: bool | None = None, device=None):
-    """The shared CLIP model (used by the scorer's image embeddings and YOLO-World's text embeddings)."""
+    """The shared CLIP model (used by the scorer's image embeddings and YOLO-World's text embeddings).
+    clip_weights "tiny" / "tiny:<seed>": respec/tiny's CLIP of that seed, on the CPU (arch unused)."""
+    seed = models.tiny_seed(clip_weights)
+    if seed is not None:
+        return models.cached(("open_clip", models.TINY, seed), lambda: models.build_tiny("open_clip", seed))
     path = resolve_clip(clip_weights, allow_download)
     dev = resolve_device(device)
     key_arch = arch if isinstance(arch, str) else repr(sorted(arch.items()))
@@ -175,11 +160,19 @@ def load_scorer(lpips_trunk: str = DEFAULT_LPIPS_TRUNK, clip_weights: str = DEFA
     the weight arguments are then unused): the PSNR part is exact, LPIPS and CLIP are noise."""
     seed = models.tiny_seed(source)
     if seed is not None:
-        from .tiny.eval_models import build_tiny_scorer, shared_tiny_clip
         return models.cached(("scorer", models.TINY, seed, psnr_cap),
-                             lambda: build_tiny_scorer(seed, shared_tiny_clip(seed), psnr_cap=psnr_cap))
+                             lambda: build_tiny_scorer(seed, load_clip_model(source), psnr_cap=psnr_cap))
     dev = resolve_device(device)
     trunk = resolve_lpips_trunk(lpips_trunk, allow_download)
     lp = models.cached(("lpips", str(trunk), str(dev)), lambda: build_lpips(models.load_state_file(trunk), dev))
     clip = load_clip_model(clip_weights, arch=clip_arch, allow_download=allow_download, device=dev)
     return Scorer(lp, clip, psnr_cap=psnr_cap, device=dev, name=f"lpips:{trunk.name}+clip:{Path(str(clip_weights)).name}")
+
+
+def build_tiny_scorer(seed: int = 0, clip_model=None, **options) -> Scorer:
+    """A Scorer of respec/tiny's random networks, built anew on the CPU: AlexNet-LPIPS with a random
+    trunk (the lpips wheel's linear heads) and `clip_model` (default: a new tiny CLIP). options: the
+    Scorer's (psnr_cap). Its PSNR part is exact; LPIPS and CLIP are noise."""
+    return Scorer(build_lpips(models.build_tiny("lpips_trunk", seed)),
+                  clip_model if clip_model is not None else models.build_tiny("open_clip", seed),
+                  device="cpu", name="tiny", **options)
