@@ -390,6 +390,112 @@ def execute_provenance(url: str, tiny: dict) -> list[str]:
     return problems
 
 
+class _Conversation:
+    """One session of a conversational graph driven as an artist would: queue a turn, read the
+    session back through the pack's GET /respec/sessions/<id>."""
+
+    def __init__(self, url: str, wf: dict, image_name: str, check):
+        self.url, self.wf, self.image_name, self.check = url, wf, image_name, check
+        self.store_ids = [nid for nid, n in wf.items() if n["class_type"] == "ReSpecHistoryStore"]
+        self.last_version = None   # the session version the previous prompt's History Store saw
+
+    def session(self) -> tuple[list[int] | None, dict | str]:
+        """(the session's turn indices, its body) or (None, why it could not be read)."""
+        status, body = http_json("GET", f"{self.url}/respec/sessions/{CONV_SESSION}")
+        if status != 200 or not isinstance(body, dict):
+            return None, f"GET /respec/sessions/{CONV_SESSION} answered {status}: {str(body)[:300]}"
+        return [t.get("index") for t in body.get("turns") or []], body
+
+    def run_turn(self, label: str, request: str) -> tuple[dict | None, str]:
+        """Queue one turn; (its /history entry or None, a note on whether the History Store
+        re-ran, or '' when that was not what docs/history.md promises: it re-runs exactly when the
+        session changed since the previous prompt)."""
+        turns, body = self.session()
+        before = body.get("version") if turns is not None else None
+        prompt = conversation_prompt(self.wf, self.image_name, CONV_SESSION, request)
+        t0 = time.monotonic()
+        entry, why = queue_and_wait(self.url, prompt)
+        if why:
+            self.check(label, False, why)
+            return None, ""
+        ran = _ran(entry, prompt)
+        log(f"      {label}: ran in {time.monotonic() - t0:.1f} s; nodes run: "
+            f"{sorted(ran, key=lambda x: int(x) if x.isdigit() else 0)} of {len(prompt)}")
+        changed, reran = before != self.last_version, bool(set(self.store_ids) & ran)
+        self.last_version = before
+        note = (f"History Store {'re-ran' if reran else 'was cached'} (session version {before}, "
+                f"{'changed' if changed else 'unchanged'} since the previous prompt)")
+        return entry, note if reran == changed else ""
+
+
+CACHE_MISMATCH = "History Store re-ran when the session was unchanged, or was cached when it had changed"
+
+
+def _conversation_turn_1(conv: _Conversation, request: str) -> dict | None:
+    """Turn 1 is stored: the session has turns [0, 1]. Returns turn 1's record, or None to stop."""
+    entry, _ = conv.run_turn("turn 1", request)
+    if entry is None:
+        return None
+    turns, body = conv.session()
+    conv.check("turn 1", turns == [0, 1], f"session {CONV_SESSION!r} has turns "
+               f"{turns if turns is not None else body} (expected [0, 1])")
+    if turns != [0, 1]:
+        return None
+    t1 = body["turns"][1]
+    log(f"      turn 1: instruction {t1.get('instruction')!r}, sent {t1.get('sent_instruction')!r}, "
+        f"plan turn {(t1.get('plan') or {}).get('turn')} vlm_called {(t1.get('plan') or {}).get('vlm_called')}, "
+        f"image {t1.get('width')}x{t1.get('height')}, version {body.get('version')}")
+    return t1
+
+
+def _conversation_same_prompt_again(conv: _Conversation, request: str, t1: dict) -> bool:
+    """The identical prompt again: the session changed (turn 1 was appended), so the History Store
+    re-runs and so does the edit, but History Append must not add turn 1 a second time. False
+    when the prompt did not run (stop)."""
+    entry, cache_note = conv.run_turn("same prompt again", request)
+    if entry is None:
+        return False
+    turns, body = conv.session()
+    same = turns == [0, 1] and body["turns"][1].get("image") == t1.get("image")
+    conv.check("same prompt again", same and bool(cache_note),
+               f"session has turns {turns if turns is not None else body} (expected [0, 1], turn 1 unchanged); "
+               f"{cache_note or CACHE_MISMATCH}")
+    if turns is not None and turns[:2] == [0, 1] and len(turns) > 2:
+        extra = body["turns"][2]
+        log(f"      the re-queued prompt added turn 2 {extra.get('instruction')!r} "
+            f"(meta {extra.get('meta')}; turn 1 meta {body['turns'][1].get('meta')})")
+    return True
+
+
+def _conversation_turn_2(conv: _Conversation, request: str) -> bool:
+    """Another request on the latest session adds turn 2 with one controller call. False when the
+    prompt did not run (stop)."""
+    entry, cache_note = conv.run_turn("turn 2", request)
+    if entry is None:
+        return False
+    turns, body = conv.session()
+    last_turn = body["turns"][-1] if turns else {}
+    plan = last_turn.get("plan") or {}
+    ok = (turns == [0, 1, 2] and bool(cache_note) and last_turn.get("instruction") == request
+          and plan.get("turn") == 2 and plan.get("vlm_called") is True)
+    conv.check("turn 2", ok, f"session has turns {turns if turns is not None else body} (expected [0, 1, 2]); "
+               f"{cache_note or CACHE_MISMATCH}; "
+               f"latest turn: instruction {last_turn.get('instruction')!r}, plan "
+               f"{'present' if last_turn.get('plan') else 'MISSING'} (turn {plan.get('turn')}, "
+               f"vlm_called {plan.get('vlm_called')}, fallbacks {plan.get('fallbacks')})")
+    return True
+
+
+def _conversation_rewind(conv: _Conversation) -> None:
+    """The panel's rewind route undoes turn 2: the route and the session both say turns [0, 1]."""
+    status, rewound = http_json("POST", f"{conv.url}/respec/sessions/{CONV_SESSION}/rewind", {"turn": 1})
+    answered = [t.get("index") for t in rewound.get("turns") or []] if isinstance(rewound, dict) else rewound
+    turns, body = conv.session()
+    conv.check("rewind to turn 1", status == 200 and answered == [0, 1] and turns == [0, 1],
+               f"POST .../rewind {{\"turn\": 1}} answered {status} with turns {answered}; "
+               f"the session now has turns {turns if turns is not None else body} (expected [0, 1])")
+
+
 def execute_conversation(url: str, tiny: dict) -> list[str]:
     """Use conversational_flux2_diffusers as an artist would, one queued prompt per turn on session
     CONV_SESSION, and check what the session store promises through the pack's HTTP routes:
@@ -401,98 +507,17 @@ def execute_conversation(url: str, tiny: dict) -> list[str]:
 
     problems: list[str] = []
     check = checker(f"execute/conversational", problems)
-
-    def session() -> tuple[list[int] | None, dict | str]:
-        status, body = http_json("GET", f"{url}/respec/sessions/{CONV_SESSION}")
-        if status != 200 or not isinstance(body, dict):
-            return None, f"GET /respec/sessions/{CONV_SESSION} answered {status}: {str(body)[:300]}"
-        return [t.get("index") for t in body.get("turns") or []], body
-
     image_name, why = upload_picture(url)
     if image_name is None:
         check("upload", False, why)
         return problems
     wf = use_tiny_models(workflow.load_api_workflow(API_DIR / "conversational_flux2_diffusers.api.json"), tiny)
-    store_ids = [nid for nid, n in wf.items() if n["class_type"] == "ReSpecHistoryStore"]
-
-    def turn_prompt(request: str) -> dict:
-        return conversation_prompt(wf, image_name, CONV_SESSION, request)
-
-    last = {"version": None}   # the session version the previous prompt's History Store saw
-
-    def run_turn(label: str, request: str) -> tuple[dict | None, str]:
-        """Queue one turn; (its /history entry or None, a note on whether the History Store
-        re-ran, or '' when that was not what docs/history.md promises: it re-runs exactly when the
-        session changed since the previous prompt)."""
-        turns, body = session()
-        before = body.get("version") if turns is not None else None
-        prompt = turn_prompt(request)
-        t0 = time.monotonic()
-        entry, why = queue_and_wait(url, prompt)
-        if why:
-            check(label, False, why)
-            return None, ""
-        ran = _ran(entry, prompt)
-        log(f"      {label}: ran in {time.monotonic() - t0:.1f} s; nodes run: "
-            f"{sorted(ran, key=lambda x: int(x) if x.isdigit() else 0)} of {len(prompt)}")
-        changed, reran = before != last["version"], bool(set(store_ids) & ran)
-        last["version"] = before
-        note = (f"History Store {'re-ran' if reran else 'was cached'} (session version {before}, "
-                f"{'changed' if changed else 'unchanged'} since the previous prompt)")
-        return entry, note if reran == changed else ""
-
+    conv = _Conversation(url, wf, image_name, check)
     request1, request2 = "add a red box on the left", "remove the red box"
-    # 1. Turn 1.
-    entry, _ = run_turn("turn 1", request1)
-    if entry is None:
-        return problems
-    turns, body = session()
-    check("turn 1", turns == [0, 1], f"session {CONV_SESSION!r} has turns {turns if turns is not None else body}"
-          f" (expected [0, 1])")
-    if turns != [0, 1]:
-        return problems
-    t1 = body["turns"][1]
-    log(f"      turn 1: instruction {t1.get('instruction')!r}, sent {t1.get('sent_instruction')!r}, "
-        f"plan turn {(t1.get('plan') or {}).get('turn')} vlm_called {(t1.get('plan') or {}).get('vlm_called')}, "
-        f"image {t1.get('width')}x{t1.get('height')}, version {body.get('version')}")
-
-    # 2. The identical prompt again: the session changed (turn 1 was appended), so the History
-    # Store re-runs and so does the edit, but History Append must not add turn 1 a second time.
-    entry, cache_note = run_turn("same prompt again", request1)
-    if entry is None:
-        return problems
-    turns, body = session()
-    same = turns == [0, 1] and body["turns"][1].get("image") == t1.get("image")
-    check("same prompt again", same and bool(cache_note),
-          f"session has turns {turns if turns is not None else body} (expected [0, 1], turn 1 unchanged); "
-          f"{cache_note or 'History Store re-ran when the session was unchanged, or was cached when it had changed'}")
-    if turns is not None and turns[:2] == [0, 1] and len(turns) > 2:
-        extra = body["turns"][2]
-        log(f"      the re-queued prompt added turn 2 {extra.get('instruction')!r} "
-            f"(meta {extra.get('meta')}; turn 1 meta {body['turns'][1].get('meta')})")
-
-    # 3. Turn 2: another request on the latest session; the controller is called once.
-    entry, cache_note = run_turn("turn 2", request2)
-    if entry is None:
-        return problems
-    turns, body = session()
-    last_turn = body["turns"][-1] if turns else {}
-    plan = last_turn.get("plan") or {}
-    ok = (turns == [0, 1, 2] and bool(cache_note) and last_turn.get("instruction") == request2
-          and plan.get("turn") == 2 and plan.get("vlm_called") is True)
-    check("turn 2", ok, f"session has turns {turns if turns is not None else body} (expected [0, 1, 2]); "
-          f"{cache_note or 'History Store re-ran when the session was unchanged, or was cached when it had changed'}; "
-          f"latest turn: instruction {last_turn.get('instruction')!r}, plan "
-          f"{'present' if last_turn.get('plan') else 'MISSING'} (turn {plan.get('turn')}, "
-          f"vlm_called {plan.get('vlm_called')}, fallbacks {plan.get('fallbacks')})")
-
-    # 4. Undo turn 2 through the panel's rewind route.
-    status, rewound = http_json("POST", f"{url}/respec/sessions/{CONV_SESSION}/rewind", {"turn": 1})
-    answered = [t.get("index") for t in rewound.get("turns") or []] if isinstance(rewound, dict) else rewound
-    turns, body = session()
-    check("rewind to turn 1", status == 200 and answered == [0, 1] and turns == [0, 1],
-          f"POST .../rewind {{\"turn\": 1}} answered {status} with turns {answered}; "
-          f"the session now has turns {turns if turns is not None else body} (expected [0, 1])")
+    # Each step runs only when the previous one's prompt ran (its checks may still have failed).
+    t1 = _conversation_turn_1(conv, request1)
+    if t1 is not None and _conversation_same_prompt_again(conv, request1, t1) and _conversation_turn_2(conv, request2):
+        _conversation_rewind(conv)
     return problems
 
 
@@ -552,6 +577,99 @@ def _compare_prompt(frontend: dict, shipped: dict) -> list[str]:
     return diffs
 
 
+async def _open_frontend(page: Page, url: str) -> None:
+    """Navigate to ComfyUI's page and wait until its app and canvas are up."""
+    import asyncio
+    t0 = time.monotonic()
+    # A first visit opens the template browser over the canvas; this profile is not new.
+    http_json("POST", f"{url}/api/settings/Comfy.TutorialCompleted", True)
+    await page.send("Page.navigate", {"url": url})
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            if await page.js(f"!!({APP}?.graph && document.querySelector('canvas'))"):
+                break
+        except RuntimeError:
+            pass
+        if time.monotonic() > deadline:
+            raise SystemExit("the ComfyUI page did not come up in 180 s")
+        await asyncio.sleep(0.5)
+    await asyncio.sleep(2)
+    log(f"frontend: page up after {time.monotonic() - t0:.1f} s")
+    baseline = list(page.console)
+    if baseline:
+        log(f"frontend: errors logged by the page before any workflow (not counted): {baseline}")
+
+
+async def _load_graph(page: Page, name: str, ui: dict) -> dict:
+    """Load a UI graph as drag-and-drop does: its nodes, errors, console lines and graphToPrompt."""
+    page.console.clear()
+    res = await page.js(LOAD_JS % {"app": APP, "ui": json.dumps(ui), "name": json.dumps(name)})
+    res["console"] = list(page.console)
+    return res
+
+
+async def _check_control_graph(page: Page) -> list[str]:
+    """An unknown node type must be flagged, or the frontend check proves nothing."""
+    import asyncio
+    control = {"last_node_id": 1, "last_link_id": 0, "links": [], "version": 0.4, "groups": [],
+               "config": {}, "extra": {}, "nodes": [{
+                   "id": 1, "type": "ReSpecNoSuchNode", "pos": [0, 0], "size": [200, 60], "flags": {},
+                   "order": 0, "mode": 0, "properties": {}, "inputs": [], "outputs": [],
+                   "widgets_values": []}]}
+    res = await _load_graph(page, "control.json", control)
+    flagged = [n for n in res["nodes"] if not n["registered"] or n["has_errors"]]
+    problems = []
+    if flagged:
+        log("frontend: control graph with an unknown node type was flagged, as it must be")
+    else:
+        problems.append("frontend: the control graph's unknown node was not flagged: "
+                        "this check cannot see missing nodes")
+    await asyncio.sleep(0.5)
+    await page.js("document.querySelectorAll('.p-dialog-close-button, .p-dialog-header-close')"
+                  ".forEach(b => b.click())")
+    return problems
+
+
+def _ui_file_problems(path: Path, ui: dict, res: dict) -> list[str]:
+    """What is wrong with one loaded UI workflow: missing or flagged nodes, errors while loading,
+    and a graphToPrompt that differs from the shipped API file."""
+    bad = [f"{n['id']} {n['type']}" + (" (not registered)" if not n["registered"] else "")
+           + (" (has_errors)" if n["has_errors"] else "")
+           for n in res["nodes"] if not n["registered"] or n["has_errors"]]
+    file_problems = []
+    if bad:
+        file_problems.append(f"missing or flagged nodes: {bad}")
+    if len(res["nodes"]) != len(ui["nodes"]):
+        file_problems.append(f"{len(res['nodes'])} nodes in the canvas, {len(ui['nodes'])} in the file")
+    overlaps = _overlaps(res["nodes"])
+    if overlaps:
+        log(f"note  frontend/{path.name}: overlapping nodes as drawn: {overlaps[:8]}")
+    if res["errors"] or res["console"]:
+        file_problems.append(f"errors while loading: {res['errors'] + res['console']}")
+    api_path = API_DIR / f"{path.stem}.api.json"
+    if res["prompt"] is None:
+        file_problems.append("graphToPrompt gave nothing")
+    elif api_path.exists():
+        diffs = _compare_prompt(res["prompt"], json.loads(api_path.read_text(encoding="utf-8")))
+        if diffs:
+            file_problems.append("frontend's API conversion differs from the shipped file: " + "; ".join(diffs[:10]))
+    return file_problems
+
+
+async def _screenshot(page: Page, shots: Path, path: Path) -> None:
+    """A PNG of the loaded workflow, fitted to the view, as shots/<name>.png."""
+    import asyncio
+    # The first visit opens the template browser over the canvas: close dialogs.
+    await page.js("document.querySelectorAll('.p-dialog-close-button, .p-dialog-header-close, "
+                  "button[aria-label=\"Close\"]').forEach(b => b.click())")
+    await asyncio.sleep(0.3)
+    await page.js(f"{APP}.extensionManager.command.execute('Comfy.Canvas.FitView')")
+    await asyncio.sleep(0.8)
+    shots.mkdir(parents=True, exist_ok=True)
+    await page.screenshot(shots / f"{path.stem}.png")
+
+
 def check_frontend(url: str, chromium: str, ui_files: list[Path], shots: Path | None = None) -> list[str]:
     """Load each UI workflow in the real frontend; return the problems found."""
     import asyncio
@@ -563,89 +681,22 @@ def check_frontend(url: str, chromium: str, ui_files: list[Path], shots: Path | 
         page = None
         try:
             page = await Page.open(port, timeout=120, max_size=256 * 2 ** 20)
-            t0 = time.monotonic()
-            # A first visit opens the template browser over the canvas; this profile is not new.
-            http_json("POST", f"{url}/api/settings/Comfy.TutorialCompleted", True)
-            await page.send("Page.navigate", {"url": url})
-            deadline = time.monotonic() + 180
-            while True:
-                try:
-                    if await page.js(f"!!({APP}?.graph && document.querySelector('canvas'))"):
-                        break
-                except RuntimeError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise SystemExit("the ComfyUI page did not come up in 180 s")
-                await asyncio.sleep(0.5)
-            await asyncio.sleep(2)
-            log(f"frontend: page up after {time.monotonic() - t0:.1f} s")
-            baseline = list(page.console)
-            if baseline:
-                log(f"frontend: errors logged by the page before any workflow (not counted): {baseline}")
-
-            async def load(name: str, ui: dict) -> dict:
-                page.console.clear()
-                res = await page.js(LOAD_JS % {"app": APP, "ui": json.dumps(ui), "name": json.dumps(name)})
-                res["console"] = list(page.console)
-                return res
-
-            # Control: an unknown node type must be flagged, or this check proves nothing.
-            control = {"last_node_id": 1, "last_link_id": 0, "links": [], "version": 0.4, "groups": [],
-                       "config": {}, "extra": {}, "nodes": [{
-                           "id": 1, "type": "ReSpecNoSuchNode", "pos": [0, 0], "size": [200, 60], "flags": {},
-                           "order": 0, "mode": 0, "properties": {}, "inputs": [], "outputs": [],
-                           "widgets_values": []}]}
-            res = await load("control.json", control)
-            flagged = [n for n in res["nodes"] if not n["registered"] or n["has_errors"]]
-            if flagged:
-                log("frontend: control graph with an unknown node type was flagged, as it must be")
-            else:
-                problems.append("frontend: the control graph's unknown node was not flagged: "
-                                "this check cannot see missing nodes")
-            await asyncio.sleep(0.5)
-            await page.js("document.querySelectorAll('.p-dialog-close-button, .p-dialog-header-close')"
-                          ".forEach(b => b.click())")
+            await _open_frontend(page, url)
+            problems += await _check_control_graph(page)
             for path in ui_files:
                 ui = json.loads(path.read_text(encoding="utf-8"))
-                res = await load(path.name, ui)
-                bad = [f"{n['id']} {n['type']}" + (" (not registered)" if not n["registered"] else "")
-                       + (" (has_errors)" if n["has_errors"] else "")
-                       for n in res["nodes"] if not n["registered"] or n["has_errors"]]
-                file_problems = []
-                if bad:
-                    file_problems.append(f"missing or flagged nodes: {bad}")
-                if len(res["nodes"]) != len(ui["nodes"]):
-                    file_problems.append(f"{len(res['nodes'])} nodes in the canvas, {len(ui['nodes'])} in the file")
-                overlaps = _overlaps(res["nodes"])
-                if overlaps:
-                    log(f"note  frontend/{path.name}: overlapping nodes as drawn: {overlaps[:8]}")
-                if res["errors"] or res["console"]:
-                    file_problems.append(f"errors while loading: {res['errors'] + res['console']}")
-                api_path = API_DIR / f"{path.stem}.api.json"
-                if res["prompt"] is None:
-                    file_problems.append("graphToPrompt gave nothing")
-                elif api_path.exists():
-                    diffs = _compare_prompt(res["prompt"], json.loads(api_path.read_text(encoding="utf-8")))
-                    if diffs:
-                        file_problems.append("frontend's API conversion differs from the shipped file: "
-                                             + "; ".join(diffs[:10]))
+                res = await _load_graph(page, path.name, ui)
+                file_problems = _ui_file_problems(path, ui, res)
                 if file_problems:
                     log(f"FAIL  frontend/{path.name}")
                     for fp in file_problems:
                         log(f"      {fp}")
                     problems += [f"frontend/{path.name}: {fp}" for fp in file_problems]
                 if shots is not None:
-                    # The first visit opens the template browser over the canvas: close dialogs.
-                    await page.js("document.querySelectorAll('.p-dialog-close-button, .p-dialog-header-close, "
-                                  "button[aria-label=\"Close\"]').forEach(b => b.click())")
-                    await asyncio.sleep(0.3)
-                    await page.js(f"{APP}.extensionManager.command.execute('Comfy.Canvas.FitView')")
-                    await asyncio.sleep(0.8)
-                    shots.mkdir(parents=True, exist_ok=True)
-                    await page.screenshot(shots / f"{path.stem}.png")
+                    await _screenshot(page, shots, path)
                 if not file_problems:
                     log(f"PASS  frontend/{path.name}: loaded, {len(res['nodes'])} nodes, none missing, no errors; "
-                        f"graphToPrompt == {api_path.name}")
+                        f"graphToPrompt == {path.stem}.api.json")
         finally:
             if page is not None:
                 await page.close()
@@ -688,25 +739,17 @@ def frontend_version(static: Path) -> str:
     return f"? ({static})"
 
 
-def run(args) -> int:
-    comfy = Path(args.comfyui).resolve()
-    if not (comfy / "main.py").is_file():
-        raise SystemExit(f"{comfy} is not a ComfyUI checkout (no main.py)")
-    python = args.python
-    front_end = resolve_front_end(args.front_end_root) if args.front_end_root else None
-    api_files = sorted(API_DIR.glob("*.api.json"))
-    ui_files = sorted(WORKFLOWS.glob("*.json"))
-    api_wfs = {p.name: json.loads(p.read_text(encoding="utf-8")) for p in api_files}
-    pack = pack_nodes(python)
-    log(f"pack registers {len(pack['nodes'])} nodes")
-
+def make_base_directory(args, comfy: Path, python: str, api_wfs: dict) -> tuple[Path, dict | None]:
+    """The temporary --base-directory: this pack linked into custom_nodes/, empty placeholder model
+    files, and with --execute the tiny models (and the opt-in native files). Returns (it, the
+    tiny models or None)."""
     base = Path(tempfile.mkdtemp(prefix="respec-comfy-check-"))
     (base / "custom_nodes").mkdir()
     os.symlink(ROOT, base / "custom_nodes" / PACK_DIR_NAME, target_is_directory=True)
     for sub in ("input", "output", "user", "temp"):
         (base / sub).mkdir()
-    shutil.copy(comfy / "input" / "example.png", base / "input" / "example.png") \
-        if (comfy / "input" / "example.png").exists() else None
+    if (comfy / "input" / "example.png").exists():
+        shutil.copy(comfy / "input" / "example.png", base / "input" / "example.png")
     made = model_placeholders(base, list(api_wfs.values()))
     tiny = None
     if args.execute:
@@ -718,6 +761,156 @@ def run(args) -> int:
         if args.native_klein:
             check_native.install_klein_files(python, comfy, Path(args.native_klein), base / "models")
     log(f"temporary base directory {base}; placeholder model files: {made or 'none'}")
+    return base, tiny
+
+
+def check_startup(url: str, base: Path, front_end: Path | None) -> list[str]:
+    """Log the versions ComfyUI runs with; the failures: its log saying the pack did not import."""
+    _, stats = http_json("GET", f"{url}/system_stats")
+    system = (stats or {}).get("system", {}) if isinstance(stats, dict) else {}
+    log(f"ComfyUI {system.get('comfyui_version', '?')}, python {str(system.get('python_version', '?')).split()[0]}, "
+        f"torch {system.get('pytorch_version', '?')}; frontend "
+        f"{frontend_version(front_end) if front_end else 'the installed comfyui-frontend-package'}")
+    logtext = (base / "comfyui.log").read_text(errors="replace")
+    failures = [f"import: {line.strip()}" for line in logtext.splitlines()
+                if "IMPORT FAILED" in line or ("Cannot import" in line and PACK_DIR_NAME in line)]
+    for line in logtext.splitlines():
+        if PACK_DIR_NAME in line and "seconds" in line:
+            log(f"import: {line.strip()}")
+    return failures
+
+
+def check_registration(url: str, pack: dict, ui_files: list[Path], failures: list[str]) -> dict:
+    """/object_info lists every pack node and the template browser every UI workflow; returns
+    /object_info (a failure joins `failures`)."""
+    status, info = http_json("GET", f"{url}/object_info", timeout=300)
+    if status != 200 or not isinstance(info, dict):
+        raise SystemExit(f"GET /object_info answered {status}")
+    missing = [n for n in pack["nodes"] if n not in info]
+    log(f"/object_info: {len(info)} node types; ReSpec nodes listed: "
+        f"{len(pack['nodes']) - len(missing)}/{len(pack['nodes'])}")
+    if missing:
+        failures.append(f"/object_info lacks pack nodes: {missing}")
+
+    status, templates = http_json("GET", f"{url}/api/workflow_templates")
+    listed = sorted((templates or {}).get(PACK_DIR_NAME, [])) if isinstance(templates, dict) else []
+    want = sorted(p.stem for p in ui_files)
+    log(f"/api/workflow_templates[{PACK_DIR_NAME}]: {listed}")
+    if listed != want:
+        failures.append(f"template browser lists {listed}, expected {want}")
+    return info
+
+
+def _too_new(types, info: dict) -> str:
+    """'' or why this ComfyUI cannot have the graph: a core node newer than it."""
+    newer = sorted({t for t in types if t not in info and t in NEWER_CORE_NODES})
+    return ", ".join(f"{t} needs ComfyUI >= {NEWER_CORE_NODES[t]}" for t in newer)
+
+
+def prompts_to_validate(api_wfs: dict, ui_files: list[Path], info: dict, failures: list[str],
+                        expected: list[str]) -> tuple[list[tuple[str, dict]], list[Path]]:
+    """Every API workflow and every UI workflow converted as the frontend converts it, less those
+    that need a newer ComfyUI (expected). Returns ([(label, prompt)], the UI files this ComfyUI can load)."""
+    prompts = []
+    for name, wf in api_wfs.items():
+        why = _too_new((n["class_type"] for n in wf.values()), info)
+        if why:
+            log(f"EXPECTED (newer ComfyUI)  api/{name}: not queued: {why}")
+            expected.append(f"api/{name}: {why}")
+            continue
+        prompts.append((f"api/{name}", wf))
+    usable_ui = []
+    for p in ui_files:
+        ui = json.loads(p.read_text(encoding="utf-8"))
+        why = _too_new((n["type"] for n in ui["nodes"]), info)
+        if why:
+            log(f"EXPECTED (newer ComfyUI)  ui/{p.name}: not queued or loaded: {why}")
+            expected.append(f"ui/{p.name}: {why}")
+            continue
+        usable_ui.append(p)
+        try:
+            prompts.append((f"ui/{p.name} (converted)", ui_to_api(ui, info)))
+        except KeyError as e:
+            failures.append(f"ui/{p.name}: node type {e} unknown to this ComfyUI (missing node)")
+            log(f"FAIL  ui/{p.name}: node type {e} unknown to this ComfyUI")
+        except IndexError:
+            failures.append(f"ui/{p.name}: a node has fewer widget values than its widget inputs")
+            log(f"FAIL  ui/{p.name}: a node has fewer widget values than its widget inputs")
+    return prompts, usable_ui
+
+
+def validate_prompts(url: str, prompts: list[tuple[str, dict]], failures: list[str], expected: list[str]) -> None:
+    """POST each prompt to /prompt and take it out again: validation passes, or is refused only for
+    model files that are not installed (expected); anything else joins `failures`."""
+    for label, wf in prompts:
+        status, body = http_json("POST", f"{url}/prompt", {"prompt": wf, "client_id": "respec-check"})
+        pid = body.get("prompt_id") if isinstance(body, dict) else None
+        if pid:
+            # Validation is what we check: take the prompt out before it runs (or stop it).
+            http_json("POST", f"{url}/queue", {"delete": [pid]})
+            http_json("POST", f"{url}/interrupt", {"prompt_id": pid})
+        node_errors = body.get("node_errors") if isinstance(body, dict) else None
+        if status == 200 and not node_errors:
+            log(f"PASS  {label}: /prompt accepted it (prompt_id {pid})")
+            continue
+        reasons = describe_rejection(status, body)
+        model_only = bool(node_errors) and all(
+            e.get("type") == "value_not_in_list" for ne in node_errors.values() for e in ne.get("errors", []))
+        tag = "EXPECTED (model files not installed)" if model_only else "FAIL"
+        log(f"{tag}  {label}: HTTP {status}")
+        for r in reasons:
+            log(f"      {r}")
+        (expected if model_only else failures).append(f"{label}: " + "; ".join(reasons))
+    # Let an interrupted prompt settle before the next step / stopping.
+    for _ in range(120):
+        status, q = http_json("GET", f"{url}/queue")
+        if isinstance(q, dict) and not q.get("queue_running") and not q.get("queue_pending"):
+            break
+        time.sleep(0.5)
+
+
+def execute_all(args, url: str, pid: int, tiny: dict, info: dict) -> list[str]:
+    """--execute: the benchmark, conversational and provenance graphs with tiny models, then the
+    opt-in native OmniGen2 / klein / TextGenerate routes. Returns the failures."""
+    failures: list[str] = []
+    problems, prompt, row = execute_benchmark(url, tiny)
+    failures += [f"execute: {p}" for p in problems]
+    if not problems:
+        log("PASS  execute: benchmark_flux2 ran end to end; unused turn slots were skipped")
+        failures += [f"execute/free: {p}" for p in check_native.check_free(url, pid, prompt, row)]
+    failures += [f"execute/conversational: {p}" for p in execute_conversation(url, tiny)]
+    failures += [f"execute/provenance: {p}" for p in execute_provenance(url, tiny)]
+    if args.omnigen2_files:
+        failures += [f"execute/native: {p}" for p in
+                     check_native.execute_native_omnigen2(url, pid, tiny, run_benchmark)]
+    if args.native_klein:
+        helpers = {"upload_picture": upload_picture, "conversation_prompt": conversation_prompt,
+                   "queue_and_wait": queue_and_wait, "use_tiny_models": use_tiny_models,
+                   "run_benchmark": run_benchmark, "checker": checker}
+        t0 = time.monotonic()
+        failures += [f"execute/native-klein: {p}" for p in
+                     check_native.execute_native_klein(url, pid, tiny, helpers, API_DIR)]
+        if "TextGenerate" in info:
+            failures += [f"execute/textgen: {p}" for p in
+                         check_native.execute_textgen(url, pid, tiny, helpers, API_DIR)]
+        log(f"native klein checks: {time.monotonic() - t0:.1f} s")
+    return failures
+
+
+def run(args) -> int:
+    """The whole check (the module docstring's steps 1-7); exit status 0 only when everything passed."""
+    comfy = Path(args.comfyui).resolve()
+    if not (comfy / "main.py").is_file():
+        raise SystemExit(f"{comfy} is not a ComfyUI checkout (no main.py)")
+    python = args.python
+    front_end = resolve_front_end(args.front_end_root) if args.front_end_root else None
+    api_files = sorted(API_DIR.glob("*.api.json"))
+    ui_files = sorted(WORKFLOWS.glob("*.json"))
+    api_wfs = {p.name: json.loads(p.read_text(encoding="utf-8")) for p in api_files}
+    pack = pack_nodes(python)
+    log(f"pack registers {len(pack['nodes'])} nodes")
+    # Steps as in the module docstring; the frontend (6) runs before the executions (5).
+    base, tiny = make_base_directory(args, comfy, python, api_wfs)
 
     port = args.port or free_port()
     url = f"http://127.0.0.1:{port}"
@@ -730,117 +923,16 @@ def run(args) -> int:
         proc = start_comfyui(comfy, python, base, port, extra=extra, env={"RESPEC_HOME": str(base / "respec_home")},
                              timeout=args.start_timeout)
         log(f"ComfyUI up after {time.monotonic() - started:.1f} s at {url}")
-        _, stats = http_json("GET", f"{url}/system_stats")
-        system = (stats or {}).get("system", {}) if isinstance(stats, dict) else {}
-        log(f"ComfyUI {system.get('comfyui_version', '?')}, python {str(system.get('python_version', '?')).split()[0]}, "
-            f"torch {system.get('pytorch_version', '?')}; frontend "
-            f"{frontend_version(front_end) if front_end else 'the installed comfyui-frontend-package'}")
-        logtext = (base / "comfyui.log").read_text(errors="replace")
-        for line in logtext.splitlines():
-            if "IMPORT FAILED" in line or ("Cannot import" in line and PACK_DIR_NAME in line):
-                failures.append(f"import: {line.strip()}")
-        for line in logtext.splitlines():
-            if PACK_DIR_NAME in line and "seconds" in line:
-                log(f"import: {line.strip()}")
-
-        status, info = http_json("GET", f"{url}/object_info", timeout=300)
-        if status != 200 or not isinstance(info, dict):
-            raise SystemExit(f"GET /object_info answered {status}")
-        missing = [n for n in pack["nodes"] if n not in info]
-        log(f"/object_info: {len(info)} node types; ReSpec nodes listed: "
-            f"{len(pack['nodes']) - len(missing)}/{len(pack['nodes'])}")
-        if missing:
-            failures.append(f"/object_info lacks pack nodes: {missing}")
-
-        status, templates = http_json("GET", f"{url}/api/workflow_templates")
-        listed = sorted((templates or {}).get(PACK_DIR_NAME, [])) if isinstance(templates, dict) else []
-        want = sorted(p.stem for p in ui_files)
-        log(f"/api/workflow_templates[{PACK_DIR_NAME}]: {listed}")
-        if listed != want:
-            failures.append(f"template browser lists {listed}, expected {want}")
-
-        def too_new(types) -> str:
-            """'' or why this ComfyUI cannot have the graph: a core node newer than it."""
-            newer = sorted({t for t in types if t not in info and t in NEWER_CORE_NODES})
-            return ", ".join(f"{t} needs ComfyUI >= {NEWER_CORE_NODES[t]}" for t in newer)
-
-        prompts = []
-        for name, wf in api_wfs.items():
-            why = too_new(n["class_type"] for n in wf.values())
-            if why:
-                log(f"EXPECTED (newer ComfyUI)  api/{name}: not queued: {why}")
-                expected.append(f"api/{name}: {why}")
-                continue
-            prompts.append((f"api/{name}", wf))
-        usable_ui = []
-        for p in ui_files:
-            ui = json.loads(p.read_text(encoding="utf-8"))
-            why = too_new(n["type"] for n in ui["nodes"])
-            if why:
-                log(f"EXPECTED (newer ComfyUI)  ui/{p.name}: not queued or loaded: {why}")
-                expected.append(f"ui/{p.name}: {why}")
-                continue
-            usable_ui.append(p)
-            try:
-                prompts.append((f"ui/{p.name} (converted)", ui_to_api(ui, info)))
-            except KeyError as e:
-                failures.append(f"ui/{p.name}: node type {e} unknown to this ComfyUI (missing node)")
-                log(f"FAIL  ui/{p.name}: node type {e} unknown to this ComfyUI")
-            except IndexError:
-                failures.append(f"ui/{p.name}: a node has fewer widget values than its widget inputs")
-                log(f"FAIL  ui/{p.name}: a node has fewer widget values than its widget inputs")
-        for label, wf in prompts:
-            status, body = http_json("POST", f"{url}/prompt", {"prompt": wf, "client_id": "respec-check"})
-            pid = body.get("prompt_id") if isinstance(body, dict) else None
-            if pid:
-                # Validation is what we check: take the prompt out before it runs (or stop it).
-                http_json("POST", f"{url}/queue", {"delete": [pid]})
-                http_json("POST", f"{url}/interrupt", {"prompt_id": pid})
-            node_errors = body.get("node_errors") if isinstance(body, dict) else None
-            if status == 200 and not node_errors:
-                log(f"PASS  {label}: /prompt accepted it (prompt_id {pid})")
-                continue
-            reasons = describe_rejection(status, body)
-            model_only = bool(node_errors) and all(
-                e.get("type") == "value_not_in_list" for ne in node_errors.values() for e in ne.get("errors", []))
-            tag = "EXPECTED (model files not installed)" if model_only else "FAIL"
-            log(f"{tag}  {label}: HTTP {status}")
-            for r in reasons:
-                log(f"      {r}")
-            (expected if model_only else failures).append(f"{label}: " + "; ".join(reasons))
-        # Let an interrupted prompt settle before the next step / stopping.
-        for _ in range(120):
-            status, q = http_json("GET", f"{url}/queue")
-            if isinstance(q, dict) and not q.get("queue_running") and not q.get("queue_pending"):
-                break
-            time.sleep(0.5)
+        failures += check_startup(url, base, front_end)
+        info = check_registration(url, pack, ui_files, failures)
+        prompts, usable_ui = prompts_to_validate(api_wfs, ui_files, info, failures, expected)
+        validate_prompts(url, prompts, failures, expected)
         if args.frontend:
             failures += check_frontend(url, args.chromium, usable_ui,
                                        Path(args.screenshots) if args.screenshots else None)
             failures += check_composer.check_composer(url, args.chromium, python, base, tiny, args.screenshots)
         if tiny is not None:
-            problems, prompt, row = execute_benchmark(url, tiny)
-            failures += [f"execute: {p}" for p in problems]
-            if not problems:
-                log("PASS  execute: benchmark_flux2 ran end to end; unused turn slots were skipped")
-                failures += [f"execute/free: {p}" for p in check_native.check_free(url, proc.pid, prompt, row)]
-            for p in execute_conversation(url, tiny):
-                failures.append(f"execute/conversational: {p}")
-            failures += [f"execute/provenance: {p}" for p in execute_provenance(url, tiny)]
-            if args.omnigen2_files:
-                failures += [f"execute/native: {p}" for p in
-                             check_native.execute_native_omnigen2(url, proc.pid, tiny, run_benchmark)]
-            if args.native_klein:
-                helpers = {"upload_picture": upload_picture, "conversation_prompt": conversation_prompt,
-                           "queue_and_wait": queue_and_wait, "use_tiny_models": use_tiny_models,
-                           "run_benchmark": run_benchmark, "checker": checker}
-                t0 = time.monotonic()
-                failures += [f"execute/native-klein: {p}" for p in
-                             check_native.execute_native_klein(url, proc.pid, tiny, helpers, API_DIR)]
-                if "TextGenerate" in info:
-                    failures += [f"execute/textgen: {p}" for p in
-                                 check_native.execute_textgen(url, proc.pid, tiny, helpers, API_DIR)]
-                log(f"native klein checks: {time.monotonic() - t0:.1f} s")
+            failures += execute_all(args, url, proc.pid, tiny, info)
     finally:
         stop(proc, signal.SIGINT)
         if args.keep:
