@@ -412,6 +412,7 @@ class ThreadGovernor:
 
 
 def cmd_bench(a) -> int:
+    """`respec bench`: run the OCCUR benchmark (sim, smoke, real weights, ComfyUI servers or Ray) and report."""
     from . import comfy
     from .bench.runner import default_out_dir, prepare_run, run_benchmark, select_scenarios
     from .bench.scenario import load_dataset
@@ -508,6 +509,7 @@ def _f(v) -> str:
 
 
 def cmd_report(a) -> int:
+    """`respec report`: the paper's tables and figure from a results file (or a run folder)."""
     from .bench.report import write_report
     src = Path(a.results)
     if src.is_dir():
@@ -523,6 +525,7 @@ def cmd_report(a) -> int:
 
 
 def cmd_merge(a) -> int:
+    """`respec merge`: join shard folders' results into one run folder, then report."""
     from .bench.shards import merge_results
     summary = merge_results(a.folders, a.into)
     for folder, n in summary.per_source.items():
@@ -533,6 +536,7 @@ def cmd_merge(a) -> int:
 
 
 def cmd_validate(a) -> int:
+    """`respec validate`: check a scenario file and its images, and print what it holds."""
     from collections import Counter
     from .bench.scenario import TEMPLATES, confine_images, load_dataset, packaged_datasets
     from .images import clip_text
@@ -570,6 +574,7 @@ def _images_root(given: str | None, dataset: Path) -> Path | None:
 
 
 def cmd_scenarios(a) -> int:
+    """`respec scenarios generate`: write a sim scenario file from photos (figures 9-10)."""
     from .bench.scenario import load_dataset
     from .sim.generate import cell_table, generate_scenarios, photos_in, shipped_photo_refs, write_dataset
     out = Path(a.out).expanduser().resolve()
@@ -603,6 +608,7 @@ def _relative(path: str, folder: Path) -> str:
 
 
 def cmd_gc(a) -> int:
+    """`respec gc`: delete (or with --dry-run list) session-store images no turn uses any more."""
     import math
     from .store import SessionStore
     if not (math.isfinite(a.min_age) and a.min_age >= 0):
@@ -636,6 +642,7 @@ def _size(n: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The `python -m respec` command line; returns the exit status (a ReSpecError is one line, not a traceback)."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     a = _parser().parse_args(argv)
     try:

@@ -71,6 +71,7 @@ class Alignment:
 
     @property
     def is_identity(self) -> bool:
+        """Whether it moves nothing (no shift, scale 1)."""
         return self.dx == 0.0 and self.dy == 0.0 and self.scale == 1.0
 
     def max_motion(self, size: tuple[int, int] | None = None) -> float:

@@ -34,6 +34,7 @@ class StoredImage:
 
     @classmethod
     def of(cls, img: Any) -> "StoredImage":
+        """`img` itself when it is a StoredImage, else a new one holding its pixels."""
         return img if isinstance(img, StoredImage) else cls(as_array(img))
 
     @property
@@ -42,6 +43,7 @@ class StoredImage:
         return (self.array.shape[1], self.array.shape[0])
 
     def pil(self) -> Image.Image:
+        """The pixels as a PIL image (L, RGB or RGBA, as stored)."""
         return as_pil(self.array)
 
     def __array__(self, dtype=None, copy=None):
@@ -49,6 +51,7 @@ class StoredImage:
         return self.array if dtype is None else self.array.astype(dtype)
 
     def rgb(self) -> Image.Image:
+        """The pixels as an RGB PIL image (alpha over white, grey expanded)."""
         return as_rgb(self.array)
 
     def __eq__(self, other) -> bool:
@@ -95,6 +98,7 @@ class TurnMask:
         return self.image.array[:, :, 0].astype(np.float32) / 255.0
 
     def to_record(self) -> dict:
+        """JSON-able reference: the mask image's digest, its size and info (the store keeps the pixels)."""
         return {"image": self.image.digest, "size": list(self.image.size), "info": self.info}
 
 
@@ -206,6 +210,7 @@ class History:
         return [t.instruction for t in self.turns[1:]]
 
     def image(self, image_id: int) -> StoredImage:
+        """I_{image_id}; an InputError naming the valid ids when there is no such image."""
         if not 0 <= image_id < len(self.turns):
             raise InputError(f"image id {image_id} does not exist; this history has ids 0..{len(self.turns) - 1}")
         return self.turns[image_id].image
@@ -246,4 +251,5 @@ class History:
         return replace(self, turns=self.turns[: k + 1], version=self.version + 1)
 
     def with_turns(self, turns: Iterable[Turn]) -> "History":
+        """A copy of this history with these turns (every other field kept)."""
         return replace(self, turns=tuple(turns))

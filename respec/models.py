@@ -31,6 +31,7 @@ class ModelCache:
         self.loads = 0  # how many loader calls ran (tests and benchmarks read this)
 
     def get(self, key: Hashable, loader: Callable[[], Any]) -> Any:
+        """The cached object for `key`, calling `loader` once to make it when absent."""
         with self._lock:
             if key in self._items:
                 return self._items[key]
@@ -40,6 +41,7 @@ class ModelCache:
             return obj
 
     def drop(self, key: Hashable) -> bool:
+        """Forget `key`'s object; whether there was one."""
         with self._lock:
             return self._items.pop(key, None) is not None
 
@@ -52,6 +54,7 @@ class ModelCache:
             return len(keys)
 
     def clear(self) -> None:
+        """Forget every cached object."""
         with self._lock:
             self._items.clear()
 

@@ -31,6 +31,7 @@ class Plan:
     meta: dict = field(default_factory=dict)    # anything else (restoration-mode source, ...)
 
     def to_dict(self) -> dict:
+        """JSON-able (tuples as lists), the inverse of `from_dict`."""
         d = asdict(self)
         d["image_ids"] = list(self.image_ids)
         d["fallbacks"] = list(self.fallbacks)
@@ -50,6 +51,7 @@ class Plan:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Plan":
+        """A Plan from `to_dict`'s output; a ValueError on fields it does not know."""
         known = {f for f in cls.__dataclass_fields__}
         unknown = set(d) - known
         if unknown:

@@ -147,6 +147,7 @@ class ColourFit:
         return src * np.asarray(self.gain, np.float32) + np.asarray(self.bias, np.float32)
 
     def info(self) -> dict:
+        """JSON-able record of the fit (rounded), kept with the change mask."""
         return {"gain": [round(g, 5) for g in self.gain], "bias": [round(b, 5) for b in self.bias],
                 "noise_median": round(self.noise_median, 6), "noise_sigma": round(self.noise_sigma, 6),
                 "inlier_fraction": round(self.inlier_fraction, 4)}
@@ -268,6 +269,7 @@ class ChangeResult:
 
     @property
     def fraction(self) -> float:
+        """The share of the image's pixels the mask marks changed."""
         return float(self.mask.mean()) if self.mask.size else 0.0
 
     def info(self) -> dict:
@@ -432,6 +434,7 @@ class Stability:
     textured_stable_fraction: float | None = None   # the share of the judged textured blocks that held
 
     def info(self) -> dict:
+        """JSON-able record (stable shares and the unstable grid as '0'/'1' rows)."""
         d = {"stable_fraction": round(self.stable_fraction, 4), "rerendered": bool(self.rerendered),
              "unstable_grid": ["".join("1" if v else "0" for v in row) for row in self.unstable]}
         if self.textured_stable_fraction is not None:
@@ -440,6 +443,7 @@ class Stability:
 
     @staticmethod
     def grid_from_info(info: dict) -> np.ndarray | None:
+        """The unstable grid back from `info`'s record; None when the record has none."""
         rows = info.get("unstable_grid") if isinstance(info, dict) else None
         if not rows:
             return None

@@ -69,6 +69,7 @@ class MaskSummary:
 
     @property
     def nbytes(self) -> int:
+        """Bytes it holds (the grid and the packed mask), counted against the index's memory bounds."""
         return int(self.grid.nbytes + (self.packed.nbytes if self.packed is not None else 0))
 
     def overlaps(self, other: "MaskSummary") -> bool:
@@ -208,6 +209,7 @@ class ProvenanceIndex:
         return 0.0 if t == 0 else self.summaries[t].fraction
 
     def summary(self, t: int) -> MaskSummary | None:
+        """Turn t's mask summary (None for turn 0, I_0)."""
         return self.summaries[t]
 
     def mask(self, t: int) -> np.ndarray:

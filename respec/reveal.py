@@ -39,7 +39,7 @@ Cost (issue 20): the source is warped only on a box around C_k ∩ C_t and on an
 samples (with their 3×3 neighbours) for the colour fit and the background's noise; C_t and the
 turn's alignment are computed once (reveal_for) and reused by History Append / run_turn; images
 above WORK_PIXELS are analysed at the working resolution and only the paste is made at full size,
-on the pasted pixels' box. scripts/bench_provenance.py --turn measures it.
+on the pasted pixels' box. scripts/bench/bench_provenance.py --turn measures it.
 4. **Paste.** Inside R the composite is exactly T_src(I_{k-1}) (I_{k-1}'s pixels in I_t's
    colours, Keys-cubic warped; plus the seam colour correction when it reaches SEAM_MIN); a
    multi-band blend (respec/blend.py) carries it into I_t across a plateau of `feather` px of

@@ -5,7 +5,7 @@ filters, recursive listing, get_full_path_or_raise that cannot leave a folder) a
 `device` attribute onto the model it manages; unloading moves the weights to the offload device).
 
 `install(monkeypatch, models_dir)` puts them into sys.modules for one test. The real ComfyUI is
-exercised by scripts/check_in_comfyui.py.
+exercised by scripts/comfyui/check_in_comfyui.py.
 """
 from __future__ import annotations
 

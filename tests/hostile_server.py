@@ -1,5 +1,5 @@
 """A hostile OpenAI-compatible endpoint on 127.0.0.1 for the controller's transport tests and
-scripts/hostile_openai.py: it answers slowly, hugely, with redirects, with echoed headers or
+scripts/dev/hostile_openai.py: it answers slowly, hugely, with redirects, with echoed headers or
 with rate limits. Loopback only; every loop is bounded and stops when the server is closed.
 
     with HostileServer("slowloris") as srv:

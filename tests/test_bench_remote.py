@@ -194,7 +194,7 @@ def test_ui_format_workflow_is_refused_for_the_api():
 # ------------------------------------------------------------------------------ run_remote: the shipped workflows
 
 ROOT = workflow.WORKFLOW_DIR.parent.parent
-CORE = json.loads((ROOT / "scripts" / "comfy_core_nodes.json").read_text(encoding="utf-8"))["nodes"]
+CORE = json.loads((ROOT / "scripts" / "workflows" / "comfy_core_nodes.json").read_text(encoding="utf-8"))["nodes"]
 
 
 @pytest.fixture(scope="module")

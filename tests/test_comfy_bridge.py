@@ -1,5 +1,5 @@
 """respec/comfy.py against ComfyUI's folder and memory-manager API (stand-ins from comfy_stand_in.py;
-scripts/check_in_comfyui.py runs the same paths in a real ComfyUI)."""
+scripts/comfyui/check_in_comfyui.py runs the same paths in a real ComfyUI)."""
 from __future__ import annotations
 
 import asyncio

@@ -1,6 +1,6 @@
 """The OpenAI-compatible controller against a hostile endpoint (tests/hostile_server.py, loopback
 only): every case ends within its deadline with a clear error, and the API key is in no message
-and never leaves for another address. scripts/hostile_openai.py runs the same cases at full size."""
+and never leaves for another address. scripts/dev/hostile_openai.py runs the same cases at full size."""
 from __future__ import annotations
 
 import threading

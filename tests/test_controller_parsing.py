@@ -453,8 +453,8 @@ def _property_store(factory) -> SessionStore:
 
 @pytest.mark.slow
 def test_fuzzed_answers_pass_through_the_whole_turn_path_without_an_exception(tmp_path):
-    # a CI-size run of scripts/fuzz_controller.py (the benchmark runs 10,000 cases and times them)
-    spec = importlib.util.spec_from_file_location("fuzz_controller", ROOT / "scripts" / "fuzz_controller.py")
+    # a CI-size run of scripts/dev/fuzz_controller.py (the benchmark runs 10,000 cases and times them)
+    spec = importlib.util.spec_from_file_location("fuzz_controller", ROOT / "scripts" / "dev" / "fuzz_controller.py")
     fuzz = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fuzz)
     res = fuzz.run(count=60, seed=13, workdir=tmp_path)

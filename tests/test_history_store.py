@@ -864,8 +864,8 @@ def test_a_transaction_that_fails_is_rolled_back_even_at_commit_and_the_connecti
 
 @pytest.mark.slow
 def test_four_processes_opening_a_fresh_store_at_once_all_succeed(tmp_path):
-    # a CI-size run of scripts/stress_store_open.py (the script's default is 4 x 200 rounds)
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "stress_store_open.py"), "--rounds", "25",
+    # a CI-size run of scripts/dev/stress_store_open.py (the script's default is 4 x 200 rounds)
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "dev" / "stress_store_open.py"), "--rounds", "25",
                            "--workdir", str(tmp_path)], capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "100 opens, 0 failures" in done.stdout

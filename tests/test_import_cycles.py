@@ -1,5 +1,5 @@
 """The core's modules import one another without cycles, counting imports inside functions
-(scripts/import_cycles.py): a function-level import hides a cycle from Python, not from a reader."""
+(scripts/dev/import_cycles.py): a function-level import hides a cycle from Python, not from a reader."""
 from __future__ import annotations
 
 import importlib.util
@@ -15,7 +15,7 @@ KNOWN = {
 
 
 def _cycles():
-    spec = importlib.util.spec_from_file_location("import_cycles", ROOT / "scripts" / "import_cycles.py")
+    spec = importlib.util.spec_from_file_location("import_cycles", ROOT / "scripts" / "dev" / "import_cycles.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     g, _ = mod.graph(ROOT / "respec")

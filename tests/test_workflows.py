@@ -1,11 +1,11 @@
 """The shipped workflows (issue 6, item 3): every UI file and API file checked against the nodes
-the pack registers and ComfyUI's core node specs (scripts/comfy_core_nodes.json, read from a
+the pack registers and ComfyUI's core node specs (scripts/workflows/comfy_core_nodes.json, read from a
 real ComfyUI), and each UI file against its API twin.
 
 The checks here re-implement what ComfyUI's frontend does when it loads a UI file and turns it
 into a prompt (widgets_values map by position onto the widget inputs; a seed widget carries an
 extra control_after_generate value, an upload widget an extra "image"), independently of the
-generator in scripts/.
+generator in scripts/workflows/.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / "workflows"
 API_DIR = WORKFLOWS / "api"
-CORE = json.loads((ROOT / "scripts" / "comfy_core_nodes.json").read_text(encoding="utf-8"))["nodes"]
+CORE = json.loads((ROOT / "scripts" / "workflows" / "comfy_core_nodes.json").read_text(encoding="utf-8"))["nodes"]
 UI_ONLY = {"Note", "MarkdownNote"}
 WIDGET_TYPES = {"INT", "FLOAT", "STRING", "BOOLEAN", "COMBO"}
 
@@ -147,16 +147,16 @@ def test_workflows_folder_holds_only_ui_files_for_the_template_browser():
 
 
 def test_workflow_files_are_generated_from_the_current_node_inputs(pack):
-    spec = importlib.util.spec_from_file_location("build_workflows_under_test", ROOT / "scripts" / "build_workflows.py")
+    spec = importlib.util.spec_from_file_location("build_workflows_under_test", ROOT / "scripts" / "workflows" / "build_workflows.py")
     build = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(build)
     for name, g in build.build_all(build.wg.all_specs(pack)).items():
         ui_text, api_text = build.render(g)
         ui_path, api_path = build.paths(name)
         assert ui_path.read_text(encoding="utf-8") == ui_text, \
-            f"{ui_path.name} is out of date: run python scripts/build_workflows.py"
+            f"{ui_path.name} is out of date: run python scripts/workflows/build_workflows.py"
         assert api_path.read_text(encoding="utf-8") == api_text, \
-            f"{api_path.name} is out of date: run python scripts/build_workflows.py"
+            f"{api_path.name} is out of date: run python scripts/workflows/build_workflows.py"
 
 
 # ------------------------------------------------------------------------------ UI files
@@ -352,13 +352,13 @@ def test_the_conversational_template_is_native_and_the_diffusers_graphs_say_they
 
 def test_every_ui_workflow_has_its_template_browser_thumbnail():
     """ComfyUI's template browser shows workflows/<name>.jpg beside workflows/<name>.json
-    (rendered by scripts/render_thumbnails.py from the real frontend)."""
+    (rendered by scripts/comfyui/render_thumbnails.py from the real frontend)."""
     from PIL import Image
     ui = sorted((ROOT / "workflows").glob("*.json"))
     assert ui
     for wf in ui:
         thumb = wf.with_suffix(".jpg")
-        assert thumb.is_file(), f"{thumb.name} is missing: run scripts/render_thumbnails.py"
+        assert thumb.is_file(), f"{thumb.name} is missing: run scripts/comfyui/render_thumbnails.py"
         with Image.open(thumb) as im:
             assert im.format == "JPEG" and im.width == 640 and im.height >= 200, thumb.name
     assert not {p.stem for p in (ROOT / "workflows").glob("*.jpg")} - {p.stem for p in ui}
@@ -411,17 +411,17 @@ def test_textgen_graph_plans_with_comfyuis_textgenerate_and_says_0_8_has_none():
 
 
 def test_the_checkers_ui_to_api_conversion_gives_every_api_file(specs):
-    """scripts/check_in_comfyui.py converts UI files as the frontend does (TextGenerate's dynamic
+    """scripts/comfyui/check_in_comfyui.py converts UI files as the frontend does (TextGenerate's dynamic
     sampling_mode combo included) before it queues them in a real ComfyUI."""
     import importlib.util
     import sys
-    sys.path.insert(0, str(ROOT / "scripts"))
+    sys.path.insert(0, str(ROOT / "scripts" / "comfyui"))
     try:
-        spec = importlib.util.spec_from_file_location("check_in_comfyui", ROOT / "scripts" / "check_in_comfyui.py")
+        spec = importlib.util.spec_from_file_location("check_in_comfyui", ROOT / "scripts" / "comfyui" / "check_in_comfyui.py")
         checker = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(checker)
     finally:
-        sys.path.remove(str(ROOT / "scripts"))
+        sys.path.remove(str(ROOT / "scripts" / "comfyui"))
     assert checker.NEWER_CORE_NODES == {"TextGenerate": "0.24.0"}
     for path in UI_FILES:
         api = {k: {"class_type": v["class_type"], "inputs": v["inputs"]} for k, v in _load(API_DIR / f"{path.stem}.api.json").items()}

@@ -55,6 +55,7 @@ class Action:
     style: str = ""
 
     def to_dict(self) -> dict:
+        """JSON-able, as written in a scenario file (empty fields left out, the box rounded)."""
         d: dict[str, Any] = {"do": self.do}
         for k in ("label", "by", "color", "style"):
             if getattr(self, k):

@@ -80,6 +80,7 @@ class SharedEditor(_Shared):
     """An editor whose identical edits within one scenario run once."""
 
     def edit(self, images, instruction, **kwargs):
+        """The wrapped editor's edit, run once per identical (images, instruction, options) in the scenario."""
         key = (_digest(list(images)), instruction, _digest(kwargs))
         memo = self._prefix.edits
         if key in memo:
@@ -102,6 +103,7 @@ class SharedController(_Shared):
     """A controller backend whose identical requests within one scenario are answered once."""
 
     def chat(self, parts, **kwargs):
+        """The wrapped backend's answer, asked once per identical (parts, options) in the scenario."""
         key = (_digest(list(parts)), _digest(kwargs))
         memo = self._prefix.chats
         if key in memo:

@@ -63,6 +63,7 @@ class Stat:
     nan: int
 
     def cell(self, digits: int = 3, with_n: bool = False) -> str:
+        """A table cell: the mean (with n if asked), '—' when no value was finite (with the NaN count)."""
         if self.n == 0:
             return "—" if not self.nan else f"— (NaN {self.nan})"
         s = f"{self.mean:.{digits}f}"
@@ -77,6 +78,7 @@ def stat(values: Iterable[Any]) -> Stat:
 
 
 def editor_label(editor: str) -> str:
+    """The editor's name as the paper's tables print it ('flux2' -> 'Flux.2')."""
     return EDITOR_NAMES.get(editor, editor)
 
 
@@ -247,6 +249,7 @@ class Table:
     note: str = ""
 
     def markdown(self) -> str:
+        """The table as a markdown section (a title and a pipe table, or a note that no row fits)."""
         lines = [f"### {self.title}", ""]
         if not self.md_rows:
             lines.append("_No rows for this table in these results._")
@@ -259,6 +262,7 @@ class Table:
         return "\n".join(lines) + "\n"
 
     def write_csv(self, path: Path) -> None:
+        """Write the table's raw numbers as CSV (NaN and infinities as empty cells)."""
         with open(path, "w", newline="", encoding="utf-8") as f:
             w = csv.writer(f)
             w.writerow(self.csv_header)

@@ -134,6 +134,7 @@ class ScenarioTurn:
     actions: tuple[geometry.Action, ...] = ()   # optional geometry (respec/bench/geometry.py)
 
     def to_dict(self) -> dict:
+        """JSON-able, as written in a scenario file (empty optional fields left out)."""
         d = {"instruction": self.instruction, "stage": self.stage, "new_objects": list(self.new_objects)}
         if self.note:
             d["note"] = self.note
@@ -265,6 +266,7 @@ class Dataset:
         return iter(self.scenarios)
 
     def by_id(self, scenario_id: str) -> Scenario:
+        """The scenario with this id; an InputError naming the dataset when there is none."""
         for s in self.scenarios:
             if s.id == scenario_id:
                 return s

@@ -42,6 +42,7 @@ class ShownImages:
 
     @property
     def all_shown(self) -> bool:
+        """Whether every image I_0..I_{t-1} is shown (no history image was left out)."""
         return not self.ids or self.ids == tuple(range(self.ids[-1] + 1))
 
     def record(self) -> dict:

@@ -56,6 +56,7 @@ class ControllerCall:
 
     @property
     def turn(self) -> int:
+        """The turn t this call plans (the history's next turn)."""
         return self.history.next_turn
 
     @property
@@ -65,6 +66,7 @@ class ControllerCall:
 
     @property
     def kind(self) -> str:
+        """Which prompt the call uses: the restoration prompt or the mid-turn rewrite prompt."""
         return RESTORATION if self.is_restoration else MIDTURN
 
 

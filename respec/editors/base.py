@@ -142,6 +142,7 @@ class StepReporter:
         self._t = time.perf_counter()
 
     def step_done(self, index: int) -> None:
+        """Record step `index` (0-based): its time, the editor_step event, the bar; raises if the user cancelled."""
         now = time.perf_counter()
         self.step_seconds.append(now - self._t)
         self._t = now

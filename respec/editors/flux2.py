@@ -87,6 +87,7 @@ class Flux2Editor(Editor):
         pipe.set_progress_bar_config(disable=True)  # our own progress bar reports the steps
 
     def describe(self) -> dict:
+        """JSON-able record of the loaded editor (family, source, distilled, dtype, device, offload)."""
         return {"editor": self.name, "family": self.family, "source": self.source,
                 "distilled": self.is_distilled, "dtype": str(self.dtype).replace("torch.", ""),
                 "device": str(self.device), "offload": self.offload, "notes": self.notes}

@@ -154,6 +154,7 @@ class OmniGen2Editor(Editor):
             pipe.set_progress_bar_config(disable=True)
 
     def describe(self) -> dict:
+        """JSON-able record of the loaded editor (source, dtype, device, offload) for results rows."""
         return {"editor": self.name, "family": self.family, "source": self.source,
                 "dtype": str(self.dtype).replace("torch.", ""), "device": str(self.device),
                 "offload": self.offload, "notes": self.notes}

@@ -190,6 +190,7 @@ class TrajectoryMasks:
 
     @classmethod
     def load(cls, path: str | Path) -> "TrajectoryMasks":
+        """Read masks written by `save` (an .npz; no pickles)."""
         with np.load(path, allow_pickle=False) as z:
             meta = json.loads(str(z["meta"]))
             return cls(list(z["occ"].astype(bool)), list(z["new"].astype(bool)), meta.get("records", []),
@@ -198,6 +199,7 @@ class TrajectoryMasks:
 
 @dataclass
 class Detection:
+    """One YOLO-World query's outcome on one image: its best box and confidence, and how many boxes came back."""
     query: str
     confidence: float | None     # best confidence among the returned boxes, None when no box came back
     box: list[float] | None      # xyxy pixels of the best box

@@ -191,6 +191,7 @@ class RegionScore:
     reason: str | None = None
 
     def to_dict(self) -> dict:
+        """Its fields as a dict (NaN kept as float)."""
         return dict(self.__dict__)
 
 

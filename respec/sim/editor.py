@@ -184,6 +184,7 @@ class FrameTruth:
     reference_turn: int         # the world's true I_ref id
 
     def summary(self) -> dict:
+        """JSON-able ground truth of this frame: areas, hidden and revealed pixels, where revealed pixels came from."""
         ids, counts = np.unique(self.filled_from[self.revealed], return_counts=True) if self.revealed.any() else ([], [])
         return {"turn": self.turn, "occluder_area": float(self.occluder.mean()),
                 "new_area": float(self.new_objects.mean()), "hidden_px": int(self.hidden.sum()),
@@ -215,6 +216,7 @@ class SimEditor(Editor):
         self._context: tuple | None = None
 
     def describe(self) -> dict:
+        """JSON-able record of the editor for results rows (marked simulated, with its defects)."""
         return {"editor": self.name, "simulation": True, "defects": asdict(self.defects)}
 
     # -- the context ----------------------------------------------------------------------

@@ -82,6 +82,7 @@ class Photo:
     base_dir: str = ""      # what a relative ref resolves against
 
     def load(self):
+        """The photo's image, its ref resolved against base_dir."""
         return load_image_ref(self.ref, self.base_dir or None)
 
 

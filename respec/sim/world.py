@@ -41,9 +41,11 @@ class WorldState:
     styles: tuple[str, ...] = ()
 
     def labels(self) -> list[str]:
+        """The labels of the objects in the scene, bottom to top."""
         return [o.label for o in self.objects]
 
     def get(self, label: str) -> SimObject | None:
+        """The object with this label, or None when the scene has none."""
         return next((o for o in self.objects if o.label == label), None)
 
 

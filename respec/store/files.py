@@ -95,6 +95,7 @@ class LazyStoredImage(StoredImage):
 
     @property
     def array(self) -> np.ndarray:  # type: ignore[override]
+        """The pixels, read from the store's files on first use and kept."""
         try:
             return _BASE_ARRAY.__get__(self, StoredImage)
         except AttributeError:

@@ -29,6 +29,7 @@ class VLMBackend(Protocol):
 
     def chat(self, parts: list, *, system: str | None = None, max_new_tokens: int = 768,
              json_schema: dict | None = None) -> str:
+        """One request (text and images in `parts`) -> the answer text; `json_schema` constrains it where supported."""
         ...
 
 

@@ -1,0 +1,189 @@
+#!/usr/bin/env python
+"""Benchmark of a long conversation (not a test): what one turn costs the pack at turn 5, 20, 50
+and 100 of a 100-turn conversation, with the editor and the controller taken out.
+
+    python scripts/bench/bench_long_conversation.py [--sizes 512 1024] [--turns 100] [--history bounded paper]
+
+The conversation: a synthetic textured I_0; most turns add a small object ("add a blue vase12"),
+every fifth turn removes the object added three turns before ("remove the vase12", a restoration
+turn). The parts: a trivial editor (paints the object's square, or copies the reference's pixels
+back into it: microseconds of numpy, no model), the hybrid planner (provenance picks the
+references, respec/controller/provenance.py) and a recording controller stub (answers a valid
+JSON plan at once and records what it was sent). So every turn from 2 on makes one controller
+call, and the time left is the pack's own: the prompt and its images, the covering-turn search,
+the change mask, the history.
+
+Columns, at each reported turn t (one run per size and history mode):
+- pack ms: the turn's wall time minus the editor's and the stub's own time (median of the turns
+  t-2..t+2, so one slow turn does not decide it);
+- images / est. tokens: what the controller was sent at turn t (images; Qwen3-VL's 32x32-pixel
+  visual tokens of each image plus ~4 characters a text token, system prompt included);
+- covering ms: locate_covering_turn(H_{t-1}, P_t), the first call of the turn (median of t-2..t+2).
+"""
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import math
+import statistics
+import zlib
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))            # a script, not part of the pack
+
+from respec.controller.provenance import HybridPlanner, ProvenanceSelector, locate_covering_turn  # noqa: E402
+from respec.history import History  # noqa: E402
+from respec.turn import run_turn  # noqa: E402
+
+REPORT_AT = (5, 20, 50, 100)
+NOUNS = ["vase", "lamp", "chair", "clock", "kite", "ball", "book", "cup", "hat", "bell"]
+
+
+def scene(side: int, seed: int = 0) -> np.ndarray:
+    """A textured uint8 I_0 (smooth gradients plus fine noise, so masks have something to fit)."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:side, 0:side].astype(np.float32) / side
+    img = np.stack([0.3 + 0.4 * x, 0.25 + 0.5 * y, 0.5 + 0.3 * np.sin(6 * x + 3 * y)], axis=2)
+    img += rng.normal(0, 0.03, img.shape).astype(np.float32)
+    return (np.clip(img, 0, 1) * 255).astype(np.uint8)
+
+
+def conversation(turns: int) -> list[tuple[str, bool, str]]:
+    """[(P_t, is_restoration, object name)]: adds, and every fifth turn a removal of the object
+    added three turns before."""
+    out = []
+    for t in range(1, turns + 1):
+        if t % 5 == 0:
+            name = out[t - 4][2]
+            out.append((f"remove the {name}", True, name))
+        else:
+            name = f"{NOUNS[t % len(NOUNS)]}{t}"
+            out.append((f"add a blue {name}", False, name))
+    return out
+
+
+class TrivialEditor:
+    """Paints an added object's square on the current image; on a removal, copies the reference's
+    pixels (the first image it gets) back into that square. Its own time is kept in `seconds`."""
+
+    name = "trivial"
+
+    def __init__(self, side: int):
+        self.side, self.boxes, self.seconds, self.last_run = side, {}, 0.0, {}
+
+    def edit(self, images, instruction, output_size=None, seed=0, steps=None, guidance=None):
+        start = time.perf_counter()
+        cur = np.array(images[-1])
+        words = instruction.split()
+        name = next((w.strip(",.") for w in words if w.strip(",.") in self.boxes or w.startswith(tuple(NOUNS))), None)
+        if instruction.startswith("add") and name:
+            rng = np.random.default_rng(zlib.crc32(name.encode()))
+            b = self.side // 8
+            y, x = (int(v) for v in rng.integers(0, self.side - b, 2))
+            self.boxes[name] = (y, x, b)
+            cur[y:y + b, x:x + b] = (40, 60, 220)
+        elif name in self.boxes:
+            y, x, b = self.boxes[name]
+            cur[y:y + b, x:x + b] = np.asarray(images[0])[y:y + b, x:x + b]
+        self.seconds += time.perf_counter() - start
+        return cur
+
+
+class RecordingController:
+    """A controller backend that answers a valid plan at once and records, per call, the images
+    and the estimated tokens it was sent."""
+
+    name = "recording-stub"
+    max_pixels = 512 * 512
+
+    def __init__(self):
+        self.calls, self.seconds = [], 0.0
+
+    def chat(self, parts, system=None, max_new_tokens=None, json_schema=None):
+        start = time.perf_counter()
+        images = [p for p in parts if not isinstance(p, str)]
+        text = "\n".join(p for p in parts if isinstance(p, str))
+        tokens = (sum(math.ceil(im.size[0] / 32) * math.ceil(im.size[1] / 32) for im in images)
+                  + (len(text) + len(system or "")) // 4)
+        self.calls.append({"images": len(images), "tokens": tokens})
+        request = text.split("[Current Request]", 1)[-1].split(":", 1)[-1].strip().splitlines()[0]
+        props = (json_schema or {}).get("properties", {})
+        if "restoration_source_id" in props:
+            last = props["restoration_source_id"]["maximum"]
+            answer = {"reasoning": {}, "identity_anchor_id": last, "restoration_source_id": 0,
+                      "restoration_region": "the object's square", "image_ids": [0, last],
+                      "synthesis_instruction": f"{request}, revealing what was there"}
+        else:
+            answer = {"reasoning": {"action_type": "Add", "notes": ""}, "synthesis_instruction": request}
+        self.seconds += time.perf_counter() - start
+        return json.dumps(answer)
+
+
+def supports_history_mode() -> bool:
+    return "history_mode" in inspect.signature(run_turn).parameters
+
+
+def run(side: int, turns: int, mode: str) -> dict[int, dict]:
+    """One conversation; per turn: pack ms, images, tokens, covering ms."""
+    editor, stub = TrivialEditor(side), RecordingController()
+    history = History.start(scene(side))
+    extra = {"history_mode": mode} if supports_history_mode() else {}
+    per_turn = {}
+    for t, (request, restoration, _) in enumerate(conversation(turns), start=1):
+        start = time.perf_counter()
+        locate_covering_turn(history, request)
+        covering = time.perf_counter() - start
+        ed0, st0, calls0 = editor.seconds, stub.seconds, len(stub.calls)
+        start = time.perf_counter()
+        _, history = run_turn(history, request, editor=editor, backend=stub, planner=HybridPlanner(),
+                              selector=ProvenanceSelector(), is_restoration=restoration, seed=t, **extra)
+        wall = time.perf_counter() - start
+        pack = wall - (editor.seconds - ed0) - (stub.seconds - st0)
+        call = stub.calls[-1] if len(stub.calls) > calls0 else {"images": 0, "tokens": 0}
+        per_turn[t] = {"pack_ms": pack * 1000, "covering_ms": covering * 1000, **call}
+    return per_turn
+
+
+def around(per_turn: dict, t: int, key: str) -> float:
+    vals = [per_turn[j][key] for j in range(t - 2, t + 3) if j in per_turn]
+    return statistics.median(vals)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[512, 1024])
+    ap.add_argument("--turns", type=int, default=100)
+    ap.add_argument("--history", nargs="+", default=["bounded", "paper"],
+                    help="the controller's history modes to run (a pack without them runs every image)")
+    args = ap.parse_args(argv)
+    modes = args.history if supports_history_mode() else ["paper (the only mode)"]
+    at = [t for t in REPORT_AT if t <= args.turns]
+    print("| size | history | turn | pack ms | images | est. tokens | covering ms |")
+    print("|---|---|---|---|---|---|---|")
+    verdicts = []
+    for side in args.sizes:
+        for mode in modes:
+            per_turn = run(side, args.turns, mode.split()[0])
+            for t in at:
+                print(f"| {side}² | {mode} | {t} | {around(per_turn, t, 'pack_ms'):.1f} | {per_turn[t]['images']} | "
+                      f"{per_turn[t]['tokens']:,} | {around(per_turn, t, 'covering_ms'):.2f} |", flush=True)
+            p = {t: around(per_turn, t, "pack_ms") for t in at}
+            c = {t: around(per_turn, t, "covering_ms") for t in at}
+            if 50 in p:
+                verdicts.append(f"{side}² {mode}: pack t50/t5 = {p[50] / p[5]:.2f} (≤ 1.5), "
+                                + (f"t100/t5 = {p[100] / p[5]:.2f} (≤ 2), " if 100 in p else "")
+                                + f"covering t50/t5 = {c[50] / c[5]:.2f} (≤ 2), images at t50 = {per_turn[50]['images']}")
+    print()
+    for v in verdicts:
+        print(v)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,288 @@
+"""Memory and native-route checks for scripts/comfyui/check_in_comfyui.py --execute (a real ComfyUI).
+
+- check_free: after a benchmark prompt, ComfyUI's own POST /free {unload_models, free_memory} must
+  leave none of the pack's models referenced. Shown three ways: the pack's GET /respec/models
+  (its model cache; its managed models, held in a weak set, so one still listed is one something
+  still references; those in ComfyUI's `current_loaded_models`), and the server's RSS before and
+  after. The same prompt queued again must reload them and give the same results row.
+- execute_native_omnigen2: benchmark_native_omnigen2 end to end on ComfyUI's own OmniGen2 loaders
+  (UNETLoader / CLIPLoader / VAELoader) with real-size random files (scripts/comfyui/make_omnigen2_files.py:
+  ComfyUI 0.8 accepts no smaller OmniGen2), a tiny controller, 64 px images and 1 step.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+from comfyui_harness import http_json, log
+
+HERE = Path(__file__).resolve().parent
+OMNIGEN2_FILES = {"diffusion_models": "omnigen2_fp16.safetensors", "text_encoders": "qwen_2.5_vl_fp16.safetensors",
+                  "vae": "ae.safetensors"}
+_VOLATILE = ("second", "time", "timing", "written", "remote", "duration", "prompt_id", "date", "finished")
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of process `pid` in MiB (Linux /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+def pack_models(url: str) -> dict:
+    status, body = http_json("GET", f"{url}/respec/models")
+    if status != 200 or not isinstance(body, dict):
+        raise RuntimeError(f"GET /respec/models answered {status}: {body}")
+    return body
+
+
+def _stable(value):
+    """A results row without the parts that differ between two runs of one prompt (timings, ids)."""
+    if isinstance(value, dict):
+        return {k: _stable(v) for k, v in value.items() if not any(w in k.lower() for w in _VOLATILE)}
+    if isinstance(value, list):
+        return [_stable(v) for v in value]
+    return value
+
+
+def _rerun(url: str, prompt: dict) -> dict | None:
+    import asyncio
+    from respec.bench import remote
+    rows: list[dict] = []
+    asyncio.run(remote.run_jobs([(0, "rerun", prompt)], [url], lambda i, label, row, info: rows.append(row),
+                                poll_interval=2.0, max_attempts=1, timeout=1800))
+    return rows[0] if rows else None
+
+
+def free(url: str, pid: int, wait: float = 60.0) -> tuple[dict, dict, float, float]:
+    """POST /free {unload_models, free_memory}; wait until the pack holds no model (or `wait` s).
+    Returns (models before, models after, RSS MiB before, RSS MiB after)."""
+    before, rss0 = pack_models(url), rss_mb(pid)
+    status, _ = http_json("POST", f"{url}/free", {"unload_models": True, "free_memory": True})
+    if status != 200:
+        raise RuntimeError(f"POST /free answered {status}")
+    deadline = time.monotonic() + wait
+    after = pack_models(url)
+    while (after["managed"] or after["cached"] or after["comfyui_loaded"]) and time.monotonic() < deadline:
+        time.sleep(1.0)
+        after = pack_models(url)
+    time.sleep(2.0)   # ComfyUI's worker collects garbage after the unload
+    return before, after, rss0, rss_mb(pid)
+
+
+def check_free(url: str, pid: int, prompt: dict, row: dict | None) -> list[str]:
+    """/free after a benchmark prompt leaves none of the pack's models; the rerun reloads them and
+    gives the same row. Returns the problems found."""
+    problems = []
+    before, after, rss0, rss1 = free(url, pid)
+    log(f"before /free: GET /respec/models = {json.dumps(before)}; server RSS {rss0:.0f} MiB")
+    log(f"after  /free: GET /respec/models = {json.dumps(after)}; server RSS {rss1:.0f} MiB")
+    if not before["managed"] or not before["comfyui_loaded"]:
+        problems.append(f"before /free the pack's models were not under ComfyUI's manager: {before}")
+    if after["managed"] or after["cached"] or after["comfyui_loaded"]:
+        problems.append(f"after /free the pack still holds models: {after}")
+    else:
+        log("PASS  execute/free: POST /free left none of the pack's models referenced "
+            f"({len(before['managed'])} managed, {sum(before['cached'].values())} cached before)")
+    again = _rerun(url, prompt)
+    reloaded = pack_models(url)
+    log(f"after the rerun: GET /respec/models = {json.dumps(reloaded)}")
+    if again is None:
+        problems.append("the same prompt after /free gave no row")
+    elif _stable(again) != _stable(row):
+        a, b = _stable(again), _stable(row or {})
+        diff = {k: (b.get(k), a.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
+        log(f"FAIL  execute/free: the rerun's row differs: {json.dumps(diff, default=str)[:1500]}")
+        problems.append(f"the rerun after /free gave another row (fields {sorted(diff)})")
+    elif not reloaded["managed"]:
+        problems.append("the rerun did not reload the pack's models")
+    else:
+        log(f"PASS  execute/free: the same prompt after /free reloaded {len(reloaded['managed'])} models and "
+            f"gave the same row (S_TC {again.get('S_TC')}, sent {[t.get('sent_instruction', '')[:30] for t in again.get('turns') or []]})")
+    return problems
+
+
+def install_omnigen2_files(python: str, comfy: Path, cache: Path, models: Path) -> None:
+    """Link the OmniGen2 files of `cache` (made with make_omnigen2_files.py when missing) into `models`,
+    replacing the empty placeholders of the same names."""
+    src = cache / "models"
+    if not all((src / d / f).is_file() for d, f in OMNIGEN2_FILES.items()):
+        log(f"writing real-size random OmniGen2 files into {src} (a few minutes, ~7.5 GB)")
+        out = subprocess.run([python, str(HERE / "make_omnigen2_files.py"), "--comfyui", str(comfy),
+                              "--models", str(src)], capture_output=True, text=True, timeout=3600)
+        if out.returncode != 0:
+            raise SystemExit(f"make_omnigen2_files.py failed:\n{out.stderr[-3000:]}")
+        log(out.stdout.strip().splitlines()[-1])
+    for d, f in OMNIGEN2_FILES.items():
+        dst = models / d / f
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if dst.exists() or dst.is_symlink():
+            dst.unlink()
+        dst.symlink_to(src / d / f)
+    sizes = {f: f"{(src / d / f).stat().st_size / 2**30:.2f} GiB" for d, f in OMNIGEN2_FILES.items()}
+    log(f"OmniGen2 files (random weights, real sizes, fp8 mixed layout): {sizes}")
+
+
+def execute_native_omnigen2(url: str, pid: int, tiny: dict, run_benchmark) -> list[str]:
+    """benchmark_native_omnigen2 end to end on ComfyUI's own OmniGen2 loaders, then /free."""
+    # One step: a 4 B transformer (3 passes a step with DualCFGGuider) takes minutes a step on a CPU.
+    config = {"ReSpecScenarioLoader.max_side": 64, "steps": 1,
+              # references at their own (64 px) size, not ComfyUI's usual 1 megapixel: CPU time
+              "ReSpecReferenceConditioning.megapixels": 0.0}
+    rss0 = rss_mb(pid)
+    problems, _, row = run_benchmark(url, "benchmark_native_omnigen2", tiny, config,
+                                     {"ReSpecPreservationTarget", "ReSpecReferenceSelector", "DualCFGGuider",
+                                      "SamplerCustomAdvanced", "ReSpecHistoryAppend"})
+    rss1 = rss_mb(pid)
+    log(f"server RSS before / after the native OmniGen2 prompt: {rss0:.0f} / {rss1:.0f} MiB")
+    if row is not None and row.get("editor") != "omnigen2-native":
+        problems.append(f"the row's editor is {row.get('editor')!r}, expected 'omnigen2-native'")
+    if not problems:
+        log("PASS  execute/native: benchmark_native_omnigen2 ran end to end on ComfyUI's OmniGen2 loaders")
+    _, after, f0, f1 = free(url, pid)
+    log(f"/free after the native prompt: server RSS {f0:.0f} -> {f1:.0f} MiB; pack models {json.dumps(after)}")
+    return problems
+
+
+# ------------------------------------------------------------------------------ native klein (ComfyUI 0.24+)
+
+KLEIN_FILES = {"diffusion_models": "klein-check.safetensors", "text_encoders": "qwen_3_4b-check.safetensors",
+               "vae": "flux2-vae-check.safetensors"}   # as scripts/comfyui/make_klein_files.py writes them
+# The names the native klein graphs select (9B names: conversational_flux2, benchmark_native_flux2; the
+# 4B graphs' names too): every one links to the small random files.
+KLEIN_NAMES = {"diffusion_models": ("flux-2-klein-base-9b-fp8.safetensors", "flux-2-klein-base-4b-fp8.safetensors"),
+               "text_encoders": ("qwen_3_8b_fp8mixed.safetensors", "qwen_3_4b.safetensors"),
+               "vae": ("flux2-vae.safetensors", "full_encoder_small_decoder.safetensors")}
+KLEIN_SESSION = "check-native-klein"
+
+
+def install_klein_files(python: str, comfy: Path, cache: Path, models: Path) -> None:
+    """Link the klein files of `cache` (written there once by make_klein_files.py) into `models`
+    under the names the native klein graphs select, replacing the empty placeholders."""
+    src = cache / "models"
+    if not all((src / d / f).is_file() for d, f in KLEIN_FILES.items()):
+        log(f"writing the smallest klein files ComfyUI accepts into {src} (minutes; the Qwen3-4B text encoder "
+            f"is ~4.4 GB)")
+        t0 = time.monotonic()
+        out = subprocess.run([python, str(HERE / "make_klein_files.py"), "--comfyui", str(comfy),
+                              "--models", str(src)], capture_output=True, text=True, timeout=3600)
+        if out.returncode != 0:
+            raise SystemExit(f"make_klein_files.py failed:\n{out.stderr[-3000:]}")
+        log(f"klein files written in {time.monotonic() - t0:.0f} s: {out.stdout.strip().splitlines()[-1]}")
+    for d, f in KLEIN_FILES.items():
+        for name in KLEIN_NAMES[d]:
+            dst = models / d / name
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            if dst.exists() or dst.is_symlink():
+                dst.unlink()
+            dst.symlink_to(src / d / f)
+    sizes = {f: f"{(src / d / f).stat().st_size / 2**30:.2f} GiB" for d, f in KLEIN_FILES.items()}
+    log(f"klein files (random weights; 1+1-block 2-head transformer, real-size Qwen3-4B fp8 mixed, real VAE): {sizes}")
+
+
+def _native_tiny(prompt: dict, steps: int = 1) -> dict:
+    """A native klein prompt at its smallest: `steps` sampling steps, references at their own size (in place)."""
+    for node in prompt.values():
+        if node["class_type"] == "PrimitiveInt" and str(node.get("_meta", {}).get("title", "")).startswith(
+                ("Steps", "Editor steps")):
+            node["inputs"]["value"] = steps
+        elif node["class_type"] == "ReSpecReferenceConditioning":
+            node["inputs"]["megapixels"] = 0.0
+    return prompt
+
+
+def execute_native_klein(url: str, pid: int, tiny: dict, helpers: dict, api_dir: Path) -> list[str]:
+    """conversational_flux2 for two turns (a persistent session, the tiny controller) and
+    benchmark_native_flux2 on one 2-turn scenario, on ComfyUI's own klein loaders with the files
+    install_klein_files linked, 64-96 px images, 1 step. `helpers`: check_in_comfyui's upload_picture,
+    conversation_prompt, queue_and_wait, use_tiny_models, run_benchmark, checker. Returns the problems."""
+    import sys
+    sys.path.insert(0, str(HERE.parents[1]))
+    from respec.bench import workflow
+    problems: list[str] = []
+    check = helpers["checker"]("execute/native-klein", problems)
+    image_name, why = helpers["upload_picture"](url)
+    if image_name is None:
+        check("upload", False, why)
+        return problems
+    wf = _native_tiny(helpers["use_tiny_models"](workflow.load_api_workflow(api_dir / "conversational_flux2.api.json"),
+                                                 tiny))
+    rss0 = rss_mb(pid)
+    for label, request in (("turn 1", "add a red box on the left"), ("turn 2", "remove the red box")):
+        prompt = helpers["conversation_prompt"](wf, image_name, KLEIN_SESSION, request)
+        t0 = time.monotonic()
+        entry, why = helpers["queue_and_wait"](url, prompt, timeout=3600)
+        seconds = time.monotonic() - t0
+        if why:
+            check(f"conversational_flux2 {label}", False, why)
+            return problems
+        log(f"      conversational_flux2 {label}: {seconds:.1f} s; server RSS {rss_mb(pid):.0f} MiB")
+    status, body = http_json("GET", f"{url}/respec/sessions/{KLEIN_SESSION}")
+    turns = body.get("turns") if isinstance(body, dict) else None
+    last = (turns or [{}])[-1]
+    check("conversational_flux2: two turns on ComfyUI's klein loaders",
+          status == 200 and [t.get("index") for t in turns or []] == [0, 1, 2]
+          and (last.get("plan") or {}).get("vlm_called") is True,
+          f"session turns {[t.get('index') for t in turns or []]}, turn 2 plan vlm_called "
+          f"{(last.get('plan') or {}).get('vlm_called')}, meta {last.get('meta')}, image "
+          f"{last.get('width')}x{last.get('height')}")
+    t0 = time.monotonic()
+    bench_problems, _, row = helpers["run_benchmark"](
+        url, "benchmark_native_flux2", tiny, {"ReSpecScenarioLoader.max_side": 64, "steps": 1,
+                                              "ReSpecReferenceConditioning.megapixels": 0.0},
+        {"ReSpecPreservationTarget", "ReSpecReferenceSelector", "CFGGuider", "SamplerCustomAdvanced",
+         "ReSpecHistoryAppend"})
+    log(f"      benchmark_native_flux2: {time.monotonic() - t0:.1f} s; server RSS {rss0:.0f} -> {rss_mb(pid):.0f} MiB")
+    if row is not None and row.get("editor") != "flux2-native":
+        bench_problems.append(f"the row's editor is {row.get('editor')!r}, expected 'flux2-native'")
+    check("benchmark_native_flux2: one scenario end to end", not bench_problems,
+          "; ".join(bench_problems) or f"row {row.get('key') if row else None}, {len((row or {}).get('turns') or [])} turns")
+    return problems
+
+
+TEXTGEN_SESSION = "check-textgen"
+
+
+def execute_textgen(url: str, pid: int, tiny: dict, helpers: dict, api_dir: Path) -> list[str]:
+    """conversational_textgen_flux2 for two turns on ComfyUI's own TextGenerate, its controller being
+    the random real-size Qwen3-4B of install_klein_files loaded as a plain text model (CLIPLoader type
+    stable_diffusion: Qwen3 0.6-8B generate in ComfyUI 0.24; this one reads no images) and 4 new
+    tokens: turn 1 makes no controller call; turn 2's plan comes from TextGenerate's text through Plan
+    from Text (random text: the C.2 / C.3 fallbacks and on_parse_failure=request). Returns the problems."""
+    import sys
+    sys.path.insert(0, str(HERE.parents[1]))
+    from respec.bench import workflow
+    problems: list[str] = []
+    check = helpers["checker"]("execute/textgen", problems)
+    image_name, why = helpers["upload_picture"](url)
+    if image_name is None:
+        check("upload", False, why)
+        return problems
+    wf = _native_tiny(workflow.load_api_workflow(api_dir / "conversational_textgen_flux2.api.json"))
+    for node in wf.values():
+        if node["class_type"] == "CLIPLoader" and node["inputs"]["type"] != "flux2":
+            node["inputs"].update(clip_name=KLEIN_NAMES["text_encoders"][1], type="stable_diffusion")
+        elif node["class_type"] == "TextGenerate":
+            node["inputs"]["max_length"] = 4
+    for label, request in (("turn 1", "add a red box on the left"), ("turn 2", "remove the red box")):
+        prompt = helpers["conversation_prompt"](wf, image_name, TEXTGEN_SESSION, request)
+        t0 = time.monotonic()
+        entry, why = helpers["queue_and_wait"](url, prompt, timeout=3600)
+        if why:
+            check(f"conversational_textgen_flux2 {label}", False, why)
+            return problems
+        log(f"      conversational_textgen_flux2 {label}: {time.monotonic() - t0:.1f} s; server RSS {rss_mb(pid):.0f} MiB")
+    status, body = http_json("GET", f"{url}/respec/sessions/{TEXTGEN_SESSION}")
+    turns = body.get("turns") if isinstance(body, dict) else []
+    plans = [t.get("plan") or {} for t in turns or []]
+    ok = (status == 200 and len(plans) == 3 and plans[1].get("vlm_called") is False
+          and plans[2].get("vlm_called") is True and plans[2].get("controller") == "TextGenerate")
+    check("two turns, turn 2 planned from TextGenerate's text", ok,
+          f"turns {[t.get('index') for t in turns or []]}; turn 1 vlm_called {plans[1].get('vlm_called') if len(plans) > 1 else None}; "
+          f"turn 2 controller {plans[2].get('controller') if len(plans) > 2 else None!r}, "
+          f"fallbacks {plans[2].get('fallbacks') if len(plans) > 2 else None}, "
+          f"sent {(turns[2].get('sent_instruction') if len(turns or []) > 2 else None)!r}")
+    return problems

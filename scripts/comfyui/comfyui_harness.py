@@ -1,0 +1,255 @@
+"""What the developer scripts that drive a real ComfyUI share (check_in_comfyui.py, check_frontend.py):
+a free port, a JSON HTTP helper, an image upload, starting / stopping ComfyUI on a temporary base directory, a
+headless Chromium and one page of it over the DevTools protocol.
+
+Not part of the pack. The scripts run as `python scripts/comfyui/<name>.py`, so their folder is on
+sys.path and `from comfyui_harness import ...` finds this file.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+# The offline switches every ComfyUI started here gets (callers add their own on top).
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "YOLO_OFFLINE": "1"}
+
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run",
+                  "--no-default-browser-check", "--disable-extensions")
+
+
+class HarnessError(RuntimeError):
+    """ComfyUI or Chromium did not come up."""
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_json(method: str, url: str, body=None, timeout: float = 60):
+    """(status, parsed JSON body, or its text when it is not JSON; None when empty).
+    An HTTP error status is returned like any other, with its body."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"Content-Type": "application/json"} if data else {})
+    return _send(req, timeout)
+
+
+def _send(req: urllib.request.Request, timeout: float):
+    """(status, parsed body) of one request; HTTP error statuses are answers, not exceptions."""
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            raw, status = r.read(), r.status
+    except urllib.error.HTTPError as e:
+        raw, status = e.read(), e.code
+    try:
+        return status, json.loads(raw or b"null")
+    except ValueError:
+        return status, raw.decode(errors="replace")
+
+
+def upload_image(base_url: str, filename: str, data: bytes, timeout: float = 60):
+    """POST an image file to ComfyUI's /upload/image (multipart form, as the Load Image node's
+    upload button sends it; overwrite on). (status, parsed JSON body) like http_json; the body
+    names the file as ComfyUI stored it ({"name", "subfolder", "type"})."""
+    boundary = f"----respec{os.urandom(12).hex()}"
+    parts = [(f'--{boundary}\r\nContent-Disposition: form-data; name="image"; filename="{filename}"\r\n'
+              f"Content-Type: image/png\r\n\r\n").encode() + data + b"\r\n"]
+    for name, value in (("type", "input"), ("overwrite", "true")):
+        parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode())
+    body = b"".join(parts) + f"--{boundary}--\r\n".encode()
+    req = urllib.request.Request(f"{base_url}/upload/image", data=body, method="POST",
+                                 headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    return _send(req, timeout)
+
+
+# --------------------------------------------------------------------------- processes
+
+def stop(proc, sig: int = signal.SIGTERM, timeout: float = 20) -> None:
+    """Stop a process started in its own session (and its children): `sig`, then SIGKILL."""
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, sig)
+        proc.wait(timeout=timeout)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        except ProcessLookupError:
+            pass
+
+
+def start_comfyui(comfy: Path, python: str, base: Path, port: int, extra=(), env: dict | None = None,
+                  log_name: str = "comfyui.log", timeout: float = 180) -> subprocess.Popen:
+    """Start ComfyUI from the checkout `comfy` with `python` on CPU, API nodes off, listening on
+    127.0.0.1:`port`, with `base` as its --base-directory and an in-memory database; its output goes
+    to base/`log_name`. Returns once /object_info answers; raises HarnessError when ComfyUI exits
+    or does not answer within `timeout` s (then it is stopped)."""
+    cmd = [python, "main.py", "--cpu", "--disable-api-nodes", "--listen", "127.0.0.1", "--port", str(port),
+           "--base-directory", str(base), "--database-url", "sqlite:///:memory:", *extra]
+    log("starting ComfyUI: " + " ".join(cmd) + f"   (cwd {comfy})")
+    log_path = Path(base) / log_name
+    with open(log_path, "w") as logf:   # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen(cmd, cwd=str(comfy), stdout=logf, stderr=subprocess.STDOUT,
+                                env=dict(os.environ, **OFFLINE_ENV, **(env or {})), start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise HarnessError(f"ComfyUI exited with {proc.returncode}; log ({log_path}):\n"
+                               + log_path.read_text(errors="replace")[-4000:])
+        try:
+            status, _ = http_json("GET", f"http://127.0.0.1:{port}/object_info/LoadImage", timeout=5)
+            if status == 200:
+                return proc
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            stop(proc)
+            raise HarnessError(f"ComfyUI did not answer within {timeout:g} s; see {log_path}")
+        time.sleep(0.5)
+
+
+def start_chromium(chromium: str, profile: Path, extra=()) -> tuple[subprocess.Popen, int]:
+    """Headless Chromium on the fresh profile folder `profile`, background networking off, a
+    1440x1000 window on about:blank; returns (process, DevTools port)."""
+    cmd = [chromium, *CHROMIUM_FLAGS, *extra, f"--user-data-dir={profile}", "--remote-debugging-port=0",
+           "--window-size=1440,1000", "about:blank"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    port_file = Path(profile) / "DevToolsActivePort"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if port_file.exists() and len(port_file.read_text().splitlines()) >= 2:
+            return proc, int(port_file.read_text().splitlines()[0])
+        time.sleep(0.2)
+    stop(proc)
+    raise HarnessError("Chromium did not open its DevTools port")
+
+
+# --------------------------------------------------------------------------- DevTools protocol
+
+def is_error(m: dict) -> bool:
+    """Whether a Page message is error-level (console.error / console.assert, an uncaught
+    exception, a browser log error such as a failed resource load)."""
+    return m["kind"] in ("console.error", "exception", "log.error") or m["kind"].endswith(".assert")
+
+
+class Page:
+    """One page target over the DevTools protocol; collects console output as it comes.
+
+    `messages`: every console message, uncaught exception and browser log entry, as dicts
+    (phase, kind, text, url; `phase` is whatever the caller last set). `console`: the error-level
+    ones as one-line strings; a caller may clear it between steps."""
+
+    def __init__(self, ws, timeout: float = 60):
+        self.ws = ws
+        self.timeout = timeout
+        self.next_id = 0
+        self.pending: dict[int, asyncio.Future] = {}
+        self.messages: list[dict] = []
+        self.console: list[str] = []
+        self.phase = "start"
+        self.reader = asyncio.ensure_future(self._read())
+
+    @classmethod
+    async def open(cls, port: int, timeout: float = 60, max_size: int = 64 * 2 ** 20,
+                   viewport: tuple[int, int] | None = None) -> "Page":
+        """Connect to the first page of the Chromium whose DevTools port is `port` and enable the
+        Runtime, Log and Page domains; `viewport` (width, height) overrides the page's size."""
+        import websockets
+        _, targets = http_json("GET", f"http://127.0.0.1:{port}/json/list", timeout=10)
+        target = next(t for t in targets if t["type"] == "page")
+        ws = await websockets.connect(target["webSocketDebuggerUrl"], max_size=max_size)
+        self = cls(ws, timeout)
+        for domain in ("Runtime", "Log", "Page"):
+            await self.send(f"{domain}.enable")
+        if viewport:
+            await self.send("Emulation.setDeviceMetricsOverride", {"width": viewport[0], "height": viewport[1],
+                                                                   "deviceScaleFactor": 1, "mobile": False})
+        return self
+
+    async def _read(self):
+        async for raw in self.ws:
+            msg = json.loads(raw)
+            if "id" in msg:
+                fut = self.pending.pop(msg["id"], None)
+                if fut and not fut.done():
+                    fut.set_result(msg)
+                continue
+            method, p = msg.get("method"), msg.get("params", {})
+            if method == "Runtime.consoleAPICalled":
+                text = " ".join(str(a.get("value", a.get("description", a.get("type")))) for a in p.get("args", []))
+                frame = (p.get("stackTrace") or {}).get("callFrames") or [{}]
+                self._note("console." + p.get("type", "log"), text, frame[0].get("url", ""))
+            elif method == "Runtime.exceptionThrown":
+                d = p.get("exceptionDetails", {})
+                text = (d.get("exception") or {}).get("description") or d.get("text", "")
+                self._note("exception", text, d.get("url", ""))
+            elif method == "Log.entryAdded":
+                e = p.get("entry", {})
+                self._note("log." + e.get("level", "info"), e.get("text", ""), e.get("url", ""))
+
+    def _note(self, kind: str, text: str, url: str) -> None:
+        m = {"phase": self.phase, "kind": kind, "text": text[:2000], "url": url}
+        self.messages.append(m)
+        if is_error(m):
+            line = (f"exception: {text}" if kind == "exception" else
+                    f"log: {text} {url}" if kind.startswith("log.") else text)
+            self.console.append(line[:500])
+
+    async def send(self, method: str, params: dict | None = None, timeout: float | None = None) -> dict:
+        self.next_id += 1
+        fut = asyncio.get_running_loop().create_future()
+        self.pending[self.next_id] = fut
+        await self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params or {}}))
+        msg = await asyncio.wait_for(fut, timeout or self.timeout)
+        if "error" in msg:
+            raise RuntimeError(f"{method}: {msg['error']}")
+        return msg.get("result", {})
+
+    async def js(self, expression: str, timeout: float | None = None):
+        """Evaluate `expression` in the page (promises awaited); its value, or RuntimeError."""
+        res = await self.send("Runtime.evaluate", {"expression": expression, "awaitPromise": True,
+                                                   "returnByValue": True}, timeout)
+        if "exceptionDetails" in res:
+            raise RuntimeError(f"page script failed: {res['exceptionDetails'].get('exception', {}).get('description')}")
+        return res.get("result", {}).get("value")
+
+    async def wait_for(self, expression: str, timeout: float = 60, what: str = "") -> object:
+        """Poll `expression` until it is truthy; its value, or TimeoutError."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                value = await self.js(expression)
+            except RuntimeError:
+                value = None
+            if value:
+                return value
+            await asyncio.sleep(0.25)
+        raise TimeoutError(f"timed out waiting for {what or expression}")
+
+    async def screenshot(self, path: Path, clip: dict | None = None) -> None:
+        params = {"format": "png"}
+        if clip:
+            params["clip"] = dict(clip, scale=1)
+        res = await self.send("Page.captureScreenshot", params)
+        Path(path).write_bytes(base64.b64decode(res["data"]))
+
+    async def close(self):
+        self.reader.cancel()
+        await self.ws.close()

@@ -1,0 +1,648 @@
+"""Build the shipped workflows: workflows/<name>.json (UI format) and workflows/api/<name>.api.json.
+
+Every graph is described once below, in Python; both files are generated from it against the
+registered nodes' INPUT_TYPES (and a table of ComfyUI core node specs), so widget order, socket
+types and defaults are always those ComfyUI will load. Run after changing a node's inputs:
+
+    python scripts/workflows/build_workflows.py            # write the files
+    python scripts/workflows/build_workflows.py --check    # exit 1 if a file is out of date
+    python scripts/workflows/build_workflows.py --refresh-core http://127.0.0.1:8188
+        # re-read the core node specs from a running ComfyUI (scripts/workflows/comfy_core_nodes.json)
+
+API files live in workflows/api/ because ComfyUI's template browser lists every *.json directly
+in workflows/ and loads it as a UI workflow.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import urllib.request
+from pathlib import Path
+
+sys.dont_write_bytecode = True
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:   # a script, not part of the pack: its sibling module
+    sys.path.insert(0, str(HERE))
+
+import workflow_graph as wg  # noqa: E402
+
+ROOT = wg.ROOT
+WORKFLOWS = ROOT / "workflows"
+API_DIR = WORKFLOWS / "api"
+
+# ComfyUI core nodes the workflows use; their specs are read from a real ComfyUI.
+CORE_NODES = [
+    "LoadImage", "SaveImage", "PreviewImage", "CLIPTextEncode", "ConditioningZeroOut",
+    "DualCFGGuider", "CFGGuider", "BasicGuider", "FluxGuidance", "SamplerCustomAdvanced",
+    "KSamplerSelect", "BasicScheduler", "Flux2Scheduler", "RandomNoise", "VAEDecode", "VAEEncode",
+    "UNETLoader", "CLIPLoader", "VAELoader", "EmptySD3LatentImage", "EmptyFlux2LatentImage",
+    "ReferenceLatent", "ImageScaleToTotalPixels", "ImageScale", "GetImageSize", "ImageFromBatch", "ImageBatch",
+    "PrimitiveInt", "PrimitiveFloat", "PrimitiveString", "PrimitiveStringMultiline", "PrimitiveBoolean",
+    "TextGenerate",
+]
+# Core nodes newer than ComfyUI 0.8.0, with the version they were read from: a refresh from an
+# older server keeps their entries.
+NEWER_CORE_NODES = {"TextGenerate": "0.24.0"}
+_KEEP = ("input", "input_order", "output", "output_is_list", "output_name", "name", "display_name",
+         "category", "output_node", "python_module")
+
+
+def _strip(entry):
+    """An input entry without its tooltip (the table keeps what validation and layout need)."""
+    if isinstance(entry, list) and len(entry) > 1 and isinstance(entry[1], dict):
+        return [entry[0], {k: v for k, v in entry[1].items() if k != "tooltip"}] + entry[2:]
+    return entry
+
+
+def refresh_core(url: str) -> None:
+    """Rewrite scripts/workflows/comfy_core_nodes.json from a running ComfyUI's /object_info."""
+    nodes, version = {}, None
+    old = json.loads(wg.CORE_TABLE.read_text(encoding="utf-8")) if wg.CORE_TABLE.exists() else {"nodes": {}}
+    newer = dict(old.get("newer_nodes") or NEWER_CORE_NODES)
+    try:
+        with urllib.request.urlopen(f"{url.rstrip('/')}/system_stats", timeout=30) as r:
+            version = json.load(r).get("system", {}).get("comfyui_version")
+    except Exception:
+        pass
+    for name in CORE_NODES:
+        with urllib.request.urlopen(f"{url.rstrip('/')}/object_info/{name}", timeout=60) as r:
+            info = json.load(r).get(name)
+        if info is None and name in newer and name in old["nodes"]:
+            nodes[name] = old["nodes"][name]   # a newer node than this server has: keep its entry
+            continue
+        if info is None:
+            raise SystemExit(f"{url} has no node {name}: use a ComfyUI >= 0.8 "
+                             f"(>= {newer[name]} for {name})" if name in newer else
+                             f"{url} has no node {name}: use a ComfyUI >= 0.8")
+        if name in newer and version:
+            newer[name] = version
+        info = {k: info[k] for k in _KEEP if k in info}
+        info["input"] = {sec: {n: _strip(e) for n, e in ents.items()} for sec, ents in info["input"].items()}
+        # File lists depend on the machine: keep them empty (a value must then be given explicitly).
+        for sec, ents in info["input"].items():
+            for n, e in ents.items():
+                if name.endswith("Loader") and isinstance(e, list) and isinstance(e[0], list) and \
+                        n.endswith("_name"):
+                    ents[n] = [[]] + e[1:]
+        nodes[name] = info
+    table = {"comment": "ComfyUI core node specs, from GET /object_info/<name> of a real ComfyUI "
+                        "(tooltips dropped, loader file lists emptied). Regenerate with "
+                        "`python scripts/workflows/build_workflows.py --refresh-core URL`. Nodes under newer_nodes are "
+                        "read from that newer ComfyUI (0.8.0 lacks them).",
+             "comfyui_version": version, "nodes": nodes, "newer_nodes": newer}
+    wg.CORE_TABLE.write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {wg.CORE_TABLE} ({len(nodes)} nodes, ComfyUI {version})")
+
+
+# ------------------------------------------------------------------------------ the graphs
+
+GRAPHS = {}
+
+
+def graph(fn):
+    GRAPHS[fn.__name__] = fn
+    return fn
+
+
+# Model files the native workflows select: the names ComfyUI's own FLUX.2 [klein] / OmniGen2
+# templates use, with the public download each UI file lists in its loaders' properties.models
+# (ComfyUI's missing-models dialog offers them). klein base 9B is Black Forest Labs' own gated
+# repository (FLUX Non-Commercial License): no direct URL.
+HF = "https://huggingface.co/"
+KLEIN_TE_REPO = HF + "Comfy-Org/vae-text-encorder-for-flux-klein-9b/resolve/main/split_files/"
+OMNIGEN2_REPO = HF + "Comfy-Org/Omnigen2_ComfyUI_repackaged/resolve/main/split_files/"
+NATIVE_FILES = {
+    "flux2": {"unet": ("flux-2-klein-base-9b-fp8.safetensors", "diffusion_models", None),
+              "clip": ("qwen_3_8b_fp8mixed.safetensors", "text_encoders",
+                       KLEIN_TE_REPO + "text_encoders/qwen_3_8b_fp8mixed.safetensors"),
+              "vae": ("flux2-vae.safetensors", "vae", KLEIN_TE_REPO + "vae/flux2-vae.safetensors")},
+    "omnigen2": {"unet": ("omnigen2_fp16.safetensors", "diffusion_models",
+                          OMNIGEN2_REPO + "diffusion_models/omnigen2_fp16.safetensors"),
+                 "clip": ("qwen_2.5_vl_fp16.safetensors", "text_encoders",
+                          OMNIGEN2_REPO + "text_encoders/qwen_2.5_vl_fp16.safetensors"),
+                 "vae": ("ae.safetensors", "vae",
+                         HF + "Comfy-Org/Lumina_Image_2.0_Repackaged/resolve/main/split_files/vae/ae.safetensors")},
+}
+# klein 4B (Apache-2.0): the files of ComfyUI's own "FLUX.2 [klein] 4B base" edit template
+# (comfyui-workflow-templates: image_flux2_klein_image_edit_4b_base), public downloads.
+NATIVE_FILES["flux2-klein4b"] = {
+    "unet": ("flux-2-klein-base-4b-fp8.safetensors", "diffusion_models",
+             HF + "black-forest-labs/FLUX.2-klein-base-4b-fp8/resolve/main/flux-2-klein-base-4b-fp8.safetensors"),
+    "clip": ("qwen_3_4b.safetensors", "text_encoders",
+             HF + "Comfy-Org/z_image_turbo/resolve/main/split_files/text_encoders/qwen_3_4b.safetensors"),
+    "vae": ("full_encoder_small_decoder.safetensors", "vae",
+            HF + "black-forest-labs/FLUX.2-small-decoder/resolve/main/full_encoder_small_decoder.safetensors")}
+CLIP_TYPES = {"flux2": "flux2", "flux2-klein4b": "flux2", "omnigen2": "omnigen2"}
+NATIVE_NEGATIVE = {"flux2": "", "flux2-klein4b": "", "omnigen2": "blurry, low quality, distorted, deformed, watermark"}
+# CFGGuider scale of the FLUX.2 graphs: the paper's 4.0 for klein base 9B; ComfyUI's 4B base
+# template's 5.0 for klein 4B.
+NATIVE_CFG = {"flux2": 4.0, "flux2-klein4b": 5.0}
+LABELS = {"flux2": "FLUX.2 [klein]", "flux2-klein4b": "FLUX.2 [klein] 4B", "omnigen2": "OmniGen2"}
+FIRST_REQUEST = "add a large bouquet of sunflowers in front of the person"
+SESSION_NOTE = """\
+**One prompt per turn.** Type your request in the **ReSpec** sidebar tab's composer and press
+Enter (or type it in *Your request* and queue). The session (`session_id`) is kept on disk
+between prompts: every queue adds one turn, starting from the image in *Load Image* the first
+time. Queueing the same request again does not add it twice. To undo, press *Undo to here* on a
+turn card in the panel (or set History Store's mode to `rewind`, which rewinds and runs nothing
+else). Start another conversation with another `session_id`, or *Branch from here*.
+
+The controller (Qwen3-VL by default, or an OpenAI-compatible server) reads the history and,
+on a turn that uncovers something an earlier edit hid, picks the past image that still shows
+it and rewrites the request (paper §4). Weights: see docs/workflows.md."""
+
+
+def _session_controller(g: wg.Graph, request_default: str):
+    """Load Image -> History Store (persistent session) + the user's request + the ReSpec
+    controller chain (Preservation Target -> Reference Selector, Instruction Rewriter)."""
+    image = g.node("LoadImage", image="example.png")
+    store = g.node("ReSpecHistoryStore", mode="new", session_id="my-session", image=image["IMAGE"])
+    request = g.node("PrimitiveStringMultiline", title="Your request", value=request_default)
+    vlm = g.node("ReSpecVLMLoader")
+    plan = g.node("ReSpecPreservationTarget", history=store["history"], instruction=request[0],
+                  vlm=vlm["vlm"])
+    select = g.node("ReSpecReferenceSelector", history=store["history"], plan=plan["plan"])
+    rewrite = g.node("ReSpecInstructionRewriter", plan=plan["plan"])
+    g.node("PreviewImage", title="References given to the editor", images=select["editor_images"])
+    return store, request, plan, select, rewrite
+
+
+def _guard(g, previous, image, request):
+    """Drift Guard after the editor (on by default: its `enabled` widget says so)."""
+    return g.node("ReSpecDriftGuard", previous=previous, edited=image, enabled=True, instruction=request[0])
+
+
+def _append_and_save(g, store, request, plan, select, rewrite, image, editor_name: str):
+    guard = _guard(g, select["current_image"], image, request)
+    append = g.node("ReSpecHistoryAppend", history=store["history"], image=guard["image"], instruction=request[0],
+                    sent_instruction=rewrite["instruction"], plan=plan["plan"],
+                    meta=json.dumps({"editor": editor_name}), editor_image_ids=select["image_ids"],
+                    guard=guard["guard"])
+    g.node("SaveImage", images=append["current_image"], filename_prefix="respec/turn")
+    return append
+
+
+DIFFUSERS_NOTE = ("**Paper-exact diffusers route.** This graph runs the pack's own FLUX.2 [klein] / OmniGen2 "
+                 "pipelines (diffusers folders or single files, including ComfyUI's fp8 files): the setting of "
+                 "the paper's tables. The native graphs (`{native}`) run the same ReSpec steps on ComfyUI's own "
+                 "loaders and sampler, which most users' files and cards suit better.")
+
+
+@graph
+def conversational_flux2_diffusers(specs):
+    g = wg.Graph("conversational_flux2_diffusers", specs,
+                 title="ReSpec conversational editing (FLUX.2 [klein], paper-exact diffusers)",
+                 description="One prompt per turn on a persistent session: history -> controller -> "
+                             "references + rewritten request -> the pack's diffusers FLUX.2 [klein] edit -> "
+                             "append -> save.")
+    store, request, plan, select, rewrite = _session_controller(g, FIRST_REQUEST)
+    editor = g.node("ReSpecFlux2Loader")
+    edit = g.node("ReSpecFlux2Edit", editor=editor["editor"], editor_images=select["editor_images"],
+                  current_image=select["current_image"], instruction=rewrite["instruction"],
+                  seed=42, steps=30, guidance=4.0)
+    _append_and_save(g, store, request, plan, select, rewrite, edit["image"], "flux2-klein")
+    g.note(SESSION_NOTE + "\n\n" + DIFFUSERS_NOTE.format(native="conversational_flux2"))
+    return g
+
+
+PROVENANCE_NOTE = """\
+**No VLM: pixel provenance** (beyond the paper, docs/provenance.md). One prompt per turn on a
+persistent session, as in the other conversational graphs, but no controller model: every turn
+keeps the pixels it changed (History Append), and on a turn that uncovers something an earlier
+edit hid, *Reference Selector, provenance* finds that earlier turn k from your request and those
+pixels, gives the editor I_{k-1} (the latest image before it) with the current image, and adds
+"revealing what was there in the first image exactly as it was" to your request. *Reveal
+Composite* then pastes I_{k-1}'s own pixels into the uncovered area when the scene around it did
+not move (its `report` says what it did and why; switch it off with `enabled`). The panel shows
+each turn's changed pixels and what was pasted ("show changes" on a turn card)."""
+
+
+@graph
+def conversational_provenance_flux2(specs):
+    g = wg.Graph("conversational_provenance_flux2", specs,
+                 title="ReSpec conversational editing without a VLM (pixel provenance, FLUX.2 [klein])",
+                 description="One prompt per turn on a persistent session: history -> provenance reference selector "
+                             "(no VLM) -> FLUX.2 [klein] edit -> Reveal Composite -> append -> save.")
+    image = g.node("LoadImage", image="example.png")
+    store = g.node("ReSpecHistoryStore", mode="new", session_id="my-provenance-session", image=image["IMAGE"])
+    request = g.node("PrimitiveStringMultiline", title="Your request", value=FIRST_REQUEST)
+    select = g.node("ReSpecProvenanceSelector", history=store["history"], instruction=request[0])
+    g.node("PreviewImage", title="References given to the editor", images=select["editor_images"])
+    editor = g.node("ReSpecFlux2Loader")
+    edit = g.node("ReSpecFlux2Edit", editor=editor["editor"], editor_images=select["editor_images"],
+                  current_image=select["current_image"], instruction=select["instruction"],
+                  seed=42, steps=30, guidance=4.0)
+    reveal = g.node("ReSpecRevealComposite", history=store["history"], image=edit["image"], instruction=request[0],
+                    plan=select["plan"])
+    guard = _guard(g, select["current_image"], reveal["image"], request)
+    append = g.node("ReSpecHistoryAppend", history=store["history"], image=guard["image"], instruction=request[0],
+                    sent_instruction=select["instruction"], plan=select["plan"],
+                    meta=json.dumps({"editor": "flux2-klein", "selector": "provenance"}),
+                    editor_image_ids=select["image_ids"], reveal=reveal["reveal"], guard=guard["guard"])
+    g.node("SaveImage", images=append["current_image"], filename_prefix="respec/turn")
+    g.note(PROVENANCE_NOTE + "\n\n" + DIFFUSERS_NOTE.format(native="conversational_flux2"), title="Read me")
+    return g
+
+
+def native_loaders(g: wg.Graph, editor: str):
+    """UNETLoader / CLIPLoader / VAELoader with the template file names, each listing its file in
+    properties.models (name, directory, public URL) for ComfyUI's missing-models dialog."""
+    out = []
+    for kind, cls, widget in (("unet", "UNETLoader", "unet_name"), ("clip", "CLIPLoader", "clip_name"),
+                              ("vae", "VAELoader", "vae_name")):
+        name, directory, url = NATIVE_FILES[editor][kind]
+        entry = {"name": name, "directory": directory, **({"url": url} if url else {})}
+        extra = {"type": CLIP_TYPES[editor]} if kind == "clip" else {}
+        out.append(g.node(cls, properties={"models": [entry]}, **{widget: name}, **extra))
+    return out
+
+
+class NativeParts:
+    """The nodes a native edit shares across turn slots: loaders, the negative text, the sampler
+    (and OmniGen2's scheduler, which depends only on the model and the steps)."""
+
+    def __init__(self, g: wg.Graph, editor: str, steps):
+        self.editor = editor
+        self.unet, self.clip, self.vae = native_loaders(g, editor)
+        self.negative = g.node("CLIPTextEncode", title="Negative", text=NATIVE_NEGATIVE[editor], clip=self.clip[0])
+        self.sampler = g.node("KSamplerSelect", sampler_name="euler")
+        self.scheduler = (g.node("BasicScheduler", model=self.unet[0], scheduler="simple", steps=steps, denoise=1.0)
+                          if editor == "omnigen2" else None)
+        self.steps = steps
+
+    def nodes(self) -> list:
+        return [n for n in (self.unet, self.clip, self.vae, self.negative, self.sampler, self.scheduler) if n]
+
+
+def native_edit(g: wg.Graph, parts: NativeParts, images, current, instruction, seed: int) -> list:
+    """ComfyUI-native edit of `current` with `images` as reference latents: text encode -> Reference
+    Latents (ReSpec) on positive and negative -> guider (FLUX.2: CFGGuider 4.0; OmniGen2:
+    DualCFGGuider text 5.0 / image 2.0) -> SamplerCustomAdvanced -> VAEDecode -> back to the
+    current image's size. Returns the new nodes; the last one's IMAGE is the edit."""
+    positive = g.node("CLIPTextEncode", title="Instruction", text=instruction, clip=parts.clip[0])
+    pos = g.node("ReSpecReferenceConditioning", conditioning=positive[0], vae=parts.vae[0], editor_images=images)
+    neg = g.node("ReSpecReferenceConditioning", conditioning=parts.negative[0], vae=parts.vae[0], editor_images=images)
+    size = g.node("GetImageSize", image=current)
+    if parts.editor in NATIVE_CFG:
+        guider = g.node("CFGGuider", model=parts.unet[0], positive=pos[0], negative=neg[0],
+                        cfg=NATIVE_CFG[parts.editor])
+        sigmas = g.node("Flux2Scheduler", steps=parts.steps, width=size["width"], height=size["height"])
+        latent = g.node("EmptyFlux2LatentImage", width=size["width"], height=size["height"], batch_size=1)
+        new = [sigmas]
+    else:
+        # cond1: instruction + references, cond2: negative + references (image guidance),
+        # negative: the plain negative. Paper: text guidance 5.0, image guidance 2.0.
+        guider = g.node("DualCFGGuider", model=parts.unet[0], cond1=pos[0], cond2=neg[0], negative=parts.negative[0],
+                        cfg_conds=5.0, cfg_cond2_negative=2.0, style="regular")
+        sigmas = parts.scheduler
+        latent = g.node("EmptySD3LatentImage", width=size["width"], height=size["height"], batch_size=1)
+        new = []
+    noise = g.node("RandomNoise", noise_seed=seed)
+    sample = g.node("SamplerCustomAdvanced", noise=noise[0], guider=guider[0], sampler=parts.sampler[0],
+                    sigmas=sigmas[0], latent_image=latent[0])
+    decoded = g.node("VAEDecode", samples=sample["output"], vae=parts.vae[0])
+    # The latent grid rounds the size down to a multiple of 16; the history keeps the current size.
+    resized = g.node("ImageScale", title="Edited image (current size)", image=decoded[0], upscale_method="lanczos",
+                     width=size["width"], height=size["height"], crop="disabled")
+    return [positive, pos, neg, size, guider, *new, latent, noise, sample, decoded, resized]
+
+
+NATIVE_NOTE = {
+    "flux2": ("**Native models.** ComfyUI's own loaders read the files of its FLUX.2 [klein] template "
+              "(`flux-2-klein-base-9b-fp8.safetensors` in models/diffusion_models, `qwen_3_8b_fp8mixed.safetensors` "
+              "in models/text_encoders, `flux2-vae.safetensors` in models/vae; the bf16 "
+              "`flux-2-klein-base-9b.safetensors` works the same); pick yours in the three loaders. klein base runs "
+              "real CFG: CFGGuider 4.0, 30 steps (the paper's setting). Needs a ComfyUI that loads the klein text "
+              "encoder (CLIPLoader type flux2 with Qwen3-8B; ComfyUI 0.8.0 does not)."),
+    "flux2-klein4b": ("**Native models: FLUX.2 [klein] 4B** (Apache-2.0, runs on 12-16 GB cards; klein 9B is "
+                      "non-commercial). ComfyUI's own loaders read the files of its klein 4B base edit template "
+                      "(`flux-2-klein-base-4b-fp8.safetensors` in models/diffusion_models, `qwen_3_4b.safetensors` "
+                      "in models/text_encoders, `full_encoder_small_decoder.safetensors` in models/vae; "
+                      "`flux2-vae.safetensors` works the same) with that template's settings: CFGGuider 5.0, 20 "
+                      "steps. The distilled 4B (`flux-2-klein-4b-fp8.safetensors`) takes 4 steps at CFG 1.0 (set "
+                      "*Steps* and the guiders' cfg). Needs ComfyUI 0.24 or later: ComfyUI 0.8.0 reads a Qwen3-4B "
+                      "file as Z-Image's text encoder, so it validates this graph but cannot run klein 4B."),
+    "omnigen2": ("**Native models.** ComfyUI's own loaders read the files of its OmniGen2 template "
+                 "(`omnigen2_fp16.safetensors`, `qwen_2.5_vl_fp16.safetensors`, the FLUX.1 `ae.safetensors`) from "
+                 "models/diffusion_models, models/text_encoders and models/vae. DualCFGGuider: text guidance 5.0, "
+                 "image guidance 2.0, 50 steps (the paper's setting)."),
+}
+
+
+def _conversation_native(name: str, editor: str, specs) -> wg.Graph:
+    label = LABELS[editor]
+    g = wg.Graph(name, specs, title=f"ReSpec conversational editing ({label}, ComfyUI's own models)",
+                 description=f"One prompt per turn on a persistent session: history -> controller -> references + "
+                             f"rewritten request -> ComfyUI-native {label} sampling with the references as reference "
+                             f"latents -> append -> save.")
+    store, request, plan, select, rewrite = _session_controller(g, FIRST_REQUEST)
+    steps = g.node("PrimitiveInt", title="Steps", value=EDITORS[editor][2]["steps"])
+    parts = NativeParts(g, editor, steps[0])
+    edit = native_edit(g, parts, select["editor_images"], select["current_image"], rewrite["instruction"], 42)
+    _append_and_save(g, store, request, plan, select, rewrite, edit[-1][0], f"{editor}-native")
+    g.note(SESSION_NOTE + "\n\n" + NATIVE_NOTE[editor], title="Read me")
+    return g
+
+
+@graph
+def conversational_flux2(specs):
+    return _conversation_native("conversational_flux2", "flux2", specs)
+
+
+@graph
+def conversational_omnigen2(specs):
+    return _conversation_native("conversational_omnigen2", "omnigen2", specs)
+
+
+@graph
+def conversational_flux2_klein4b(specs):
+    return _conversation_native("conversational_flux2_klein4b", "flux2-klein4b", specs)
+
+
+# The controller on ComfyUI's own TextGenerate (0.24+): Qwen3.5 4B of Comfy-Org's repackaged
+# Qwen3.5 (its CLIPLoader type as in ComfyUI's Qwen3.5 text-generation template).
+TEXTGEN_FILE = ("qwen3.5_4b_bf16.safetensors", "text_encoders",
+                HF + "Comfy-Org/Qwen3.5/resolve/main/text_encoders/qwen3.5_4b_bf16.safetensors")
+TEXTGEN_MAX_LENGTH = 768   # new tokens: the JSON plan needs a few hundred (the VLM node's default cap)
+TEXTGEN_NOTE = """\
+**Controller on ComfyUI's own TextGenerate** (ComfyUI 0.24 or later; **ComfyUI 0.8 has no
+TextGenerate node**: there this graph opens with one missing node, use `conversational_flux2`).
+*Controller Prompt* builds the paper's restoration or rewrite prompt with the edit history, and the
+history images as one batch; *Generate Text* runs the model under ComfyUI's memory manager;
+*Plan from Text* reads its answer into the plan with the same rules as Preservation Target VLM
+(appendix C.2 / C.3; `on_parse_failure` = request sends your words to the editor when the answer
+holds no JSON). Turn 1 and skipped turns do not run Generate Text at all.
+
+Controller model: `qwen3.5_4b_bf16.safetensors` (Comfy-Org/Qwen3.5, models/text_encoders; the
+0.8B / 2B / 9B / 27B files of that repository work the same), or Gemma 3 / 4 with vision,
+Qwen2.5-VL-7B; ComfyUI 0.38 adds Qwen3-VL (`qwen3vl_4b_fp8_scaled.safetensors`, Comfy-Org/Qwen3-VL).
+Sampling is off (greedy: a re-queued turn plans the same); nothing forces the answer to be JSON."""
+
+
+@graph
+def conversational_textgen_flux2(specs):
+    g = wg.Graph("conversational_textgen_flux2", specs,
+                 title="ReSpec conversational editing, controller on ComfyUI's TextGenerate (FLUX.2 [klein])",
+                 description="One prompt per turn on a persistent session: history -> Controller Prompt -> "
+                             "ComfyUI's Generate Text -> Plan from Text -> references + rewritten request -> "
+                             "ComfyUI-native FLUX.2 [klein] sampling -> append -> save.")
+    image = g.node("LoadImage", image="example.png")
+    store = g.node("ReSpecHistoryStore", mode="new", session_id="my-session", image=image["IMAGE"])
+    request = g.node("PrimitiveStringMultiline", title="Your request", value=FIRST_REQUEST)
+    name, directory, url = TEXTGEN_FILE
+    controller = g.node("CLIPLoader", title="Controller model (TextGenerate)", clip_name=name,
+                        type="stable_diffusion", properties={"models": [{"name": name, "directory": directory,
+                                                                        "url": url}]})
+    prompt = g.node("ReSpecControllerPrompt", history=store["history"], instruction=request[0])
+    answer = g.node("TextGenerate", clip=controller[0], prompt=prompt["prompt"], image=prompt["images"],
+                    max_length=TEXTGEN_MAX_LENGTH, sampling_mode="off", thinking=False, use_default_template=True)
+    plan = g.node("ReSpecPlanFromText", controller_call=prompt["controller_call"], generated_text=answer[0],
+                  on_parse_failure="request")
+    select = g.node("ReSpecReferenceSelector", history=store["history"], plan=plan["plan"])
+    rewrite = g.node("ReSpecInstructionRewriter", plan=plan["plan"])
+    g.node("PreviewImage", title="References given to the editor", images=select["editor_images"])
+    steps = g.node("PrimitiveInt", title="Steps", value=EDITORS["flux2"][2]["steps"])
+    parts = NativeParts(g, "flux2", steps[0])
+    edit = native_edit(g, parts, select["editor_images"], select["current_image"], rewrite["instruction"], 42)
+    _append_and_save(g, store, request, plan, select, rewrite, edit[-1][0], "flux2-native")
+    g.note(TEXTGEN_NOTE + "\n\n" + SESSION_NOTE.split("\n\nThe controller")[0], title="Read me")
+    g.note(NATIVE_NOTE["flux2"], title="Models")
+    return g
+
+
+# ------------------------------------------------------------------------------ benchmark graphs
+
+TURN_SLOTS = 5   # the paper's longest scenarios have 5 turns
+EDITORS = {
+    # name: (loader, edit node, its settings: the paper's)
+    "flux2": ("ReSpecFlux2Loader", "ReSpecFlux2Edit", {"steps": 30, "guidance": 4.0}),
+    "omnigen2": ("ReSpecOmniGen2Loader", "ReSpecOmniGen2Edit",
+                 {"steps": 50, "text_guidance": 5.0, "image_guidance": 2.0}),
+    # native only: ComfyUI's klein 4B base template (20 steps, CFG 5.0)
+    "flux2-klein4b": (None, None, {"steps": 20}),
+}
+BENCH_NOTE = """\
+**OCCUR benchmark loop.** Scenario Loader reads scenario `index` of `dataset` (the shipped
+`occur_sample`, or a path to your scenario file); `index` steps by one per queued prompt, so
+queue the graph once per scenario (Queue (N)). Each of the {slots} turn-slot groups runs one
+turn: Scenario Turn -> {chain} -> History Append -> Scenario Turn Switch. A scenario with
+fewer turns leaves the later slots' `exists` False: their switch passes the history through
+and their nodes never run. Then masks on the generated turns, OCCUR scores of the final image
+against the generated I_ref, and one results row in `output/respec/bench/results.jsonl`
+(`python -m respec report` makes the paper's tables from it).
+
+{switches}Headless, on one or more servers: `python -m respec bench --server http://127.0.0.1:8188`
+(see docs/workflows.md)."""
+
+
+def stack(nodes, x: int, y: int = 80, gap: int = 40) -> int:
+    """Place nodes top to bottom at column x; returns the y below the last one."""
+    for n in nodes:
+        n.at = (x, y)
+        y += wg.Graph._size(n)[1] + gap
+    return y
+
+
+def _scenario_start(g: wg.Graph):
+    loader = g.node("ReSpecScenarioLoader", dataset="occur_sample", index=0, max_side=1024,
+                    control={"index": "increment"})
+    store = g.node("ReSpecHistoryStore", title="History (in this graph)", mode="in-graph",
+                   image=loader["source_image"])
+    return loader, store
+
+
+def _scenario_end(g: wg.Graph, loader, history, config: str, editor_name: str, x: int):
+    masker = g.node("ReSpecMaskerLoader")
+    scorer = g.node("ReSpecScorerLoader")
+    masks = g.node("ReSpecScenarioMasks", masker=masker["masker"], history=history, scenario=loader["scenario"])
+    score = g.node("ReSpecOccurScore", scorer=scorer["scorer"], masks=masks["masks"],
+                   reference_turn=loader["reference_turn"], history=history)
+    writer = g.node("ReSpecResultsWriter", scenario=loader["scenario"], history=history,
+                    score_record=score["record"], config=config, editor=editor_name,
+                    results_file="bench/results.jsonl")
+    nodes = [masker, scorer, masks, score, writer]
+    stack(nodes, x)
+    g.group("Masks, OCCUR score, results row", nodes)
+
+
+def _benchmark(name: str, editor_name: str, specs: dict, *, respec: bool, native: bool = False) -> wg.Graph:
+    loader_cls, edit_cls, edit_settings = EDITORS[editor_name]
+    label = LABELS[editor_name]
+    route = "ComfyUI's own models" if native else "paper-exact diffusers"
+    if respec:
+        title = f"OCCUR benchmark: ReSpec + {label} ({route}; PTI / HRS switches)"
+        desc = (f"The full benchmark loop with ReSpec and {label}: scenario -> {TURN_SLOTS} turn slots (controller, "
+                "selector, rewriter, editor, append) -> trajectory masks -> OCCUR score -> results row. "
+                "The PTI / HRS switches give the paper's table 2 rows.")
+    else:
+        title = f"OCCUR benchmark: baseline {label} (no ReSpec; {route})"
+        desc = (f"The benchmark loop without ReSpec (paper table 1 baseline): each turn sends the user's "
+                f"instruction and the current image only to {label}.")
+    g = wg.Graph(name, specs, title=title, description=desc)
+    loader, store = _scenario_start(g)
+    if native:
+        steps = g.node("PrimitiveInt", title="Editor steps", value=edit_settings["steps"])
+        parts = NativeParts(g, editor_name, steps[0])
+        left = [loader, store, steps, *parts.nodes()]
+    else:
+        editor = g.node(loader_cls)
+        steps = g.node("PrimitiveInt", title="Editor steps", value=edit_settings["steps"])
+        left = [loader, store, editor, steps]
+    if respec:
+        vlm = g.node("ReSpecVLMLoader")
+        hrs = g.node("PrimitiveBoolean", title="HRS: give the editor the history reference", value=True)
+        pti = g.node("PrimitiveBoolean", title="PTI: send the rewritten instruction", value=True)
+        skip = g.node("PrimitiveBoolean", title="Skip the VLM on non-restoration turns", value=False)
+        left += [vlm, hrs, pti, skip]
+    stack(left, 60)
+    history, current = store["history"], store["current_image"]
+    row_editor = f"{editor_name}-native" if native else editor_name
+    for t in range(1, TURN_SLOTS + 1):
+        turn = g.node("ReSpecScenarioTurn", title=f"Turn {t}", scenario=loader["scenario"], turn=t)
+        seed = t   # per-slot seed; `python -m respec bench --server` sets the runner's per-turn seeds
+        if respec:
+            plan = g.node("ReSpecPreservationTarget", history=history, instruction=turn["instruction"],
+                          vlm=vlm["vlm"], is_restoration=turn["is_restoration"], skip_non_restoration=skip[0],
+                          on_parse_failure="paper",   # C.2's rule, as the in-process runner
+                          history_images="paper")     # every image, as the paper and the runner
+            select = g.node("ReSpecReferenceSelector", history=history, plan=plan["plan"],
+                            use_history_reference=hrs[0])
+            rewrite = g.node("ReSpecInstructionRewriter", plan=plan["plan"], use_pti=pti[0])
+            images, now, instruction = select["editor_images"], select["current_image"], rewrite["instruction"]
+            chain = [turn, plan, select, rewrite]
+        else:
+            images, now, instruction = current, current, turn["instruction"]
+            chain = [turn]
+        if native:
+            edit_nodes = native_edit(g, parts, images, now, instruction, seed)
+            edited = edit_nodes[-1][0]
+        else:
+            edit_nodes = [g.node(edit_cls, editor=editor["editor"], editor_images=images, current_image=now,
+                                 instruction=instruction, seed=seed, **dict(edit_settings, steps=steps[0]))]
+            edited = edit_nodes[0]["image"]
+        if respec:
+            append = g.node("ReSpecHistoryAppend", history=history, image=edited, instruction=turn["instruction"],
+                            sent_instruction=rewrite["instruction"], plan=plan["plan"],
+                            meta=json.dumps({"seed": seed, "editor": row_editor}),
+                            editor_image_ids=select["image_ids"])
+        else:
+            append = g.node("ReSpecHistoryAppend", history=history, image=edited, instruction=turn["instruction"],
+                            meta=json.dumps({"seed": seed, "editor": row_editor, "editor_image_ids": [t - 1]}))
+        switch = g.node("ReSpecTurnSwitch", title=f"Turn {t} switch", exists=turn["exists"],
+                        history_before=history, history_after=append["history"])
+        chain += edit_nodes + [append, switch]
+        stack(chain, 500 + 420 * (t - 1))
+        g.group(f"Turn {t}", chain)
+        # The next slot starts from this slot's result. Its current image is this slot's
+        # edit: a slot only runs when every earlier slot ran (turns are consecutive).
+        history, current = switch["history"], append["current_image"]
+    _scenario_end(g, loader, history, "respec" if respec else "baseline", row_editor, 500 + 420 * TURN_SLOTS)
+    edit_text = f"{label} edit" if not native else f"native {label} sampling (reference latents)"
+    chain_text = ("Preservation Target VLM (ReSpec) -> Reference Selector + Instruction Rewriter -> " + edit_text
+                  if respec else edit_text + " (user instruction, current image)")
+    switches = ("**Ablations (table 2).** HRS / PTI switches on the left; set Results Writer's `config` to "
+                "match: both on = `respec`, PTI only = `pti`, HRS only (+ skip on) = `hrs`. The `baseline` "
+                "row comes from the baseline workflow.\n\n" if respec else
+                "**Baseline (table 1).** No controller: this is the `baseline` config of the tables.\n\n")
+    g.note(BENCH_NOTE.format(slots=TURN_SLOTS, chain=chain_text, switches=switches))
+    if native:
+        g.note(NATIVE_NOTE[editor_name] + f" Rows are labelled editor `{row_editor}`.", title="Models")
+    else:
+        g.note(DIFFUSERS_NOTE.format(native=name.replace("benchmark_", "benchmark_native_")), title="Route")
+    return g
+
+
+@graph
+def benchmark_flux2(specs):
+    return _benchmark("benchmark_flux2", "flux2", specs, respec=True)
+
+
+@graph
+def benchmark_omnigen2(specs):
+    return _benchmark("benchmark_omnigen2", "omnigen2", specs, respec=True)
+
+
+@graph
+def benchmark_baseline_flux2(specs):
+    return _benchmark("benchmark_baseline_flux2", "flux2", specs, respec=False)
+
+
+@graph
+def benchmark_baseline_omnigen2(specs):
+    return _benchmark("benchmark_baseline_omnigen2", "omnigen2", specs, respec=False)
+
+
+@graph
+def benchmark_native_flux2(specs):
+    return _benchmark("benchmark_native_flux2", "flux2", specs, respec=True, native=True)
+
+
+@graph
+def benchmark_native_omnigen2(specs):
+    return _benchmark("benchmark_native_omnigen2", "omnigen2", specs, respec=True, native=True)
+
+
+@graph
+def benchmark_native_baseline_flux2(specs):
+    return _benchmark("benchmark_native_baseline_flux2", "flux2", specs, respec=False, native=True)
+
+
+@graph
+def benchmark_native_flux2_klein4b(specs):
+    return _benchmark("benchmark_native_flux2_klein4b", "flux2-klein4b", specs, respec=True, native=True)
+
+
+@graph
+def benchmark_native_baseline_omnigen2(specs):
+    return _benchmark("benchmark_native_baseline_omnigen2", "omnigen2", specs, respec=False, native=True)
+
+
+def build_all(specs: dict | None = None) -> dict[str, wg.Graph]:
+    specs = specs if specs is not None else wg.all_specs()
+    return {name: fn(specs) for name, fn in GRAPHS.items()}
+
+
+def render(g: wg.Graph) -> tuple[str, str]:
+    """(UI JSON text, API JSON text) of a graph, exactly as written to disk."""
+    return (json.dumps(g.to_ui(), indent=1, ensure_ascii=False) + "\n",
+            json.dumps(g.to_api(), indent=1, ensure_ascii=False) + "\n")
+
+
+def paths(name: str) -> tuple[Path, Path]:
+    return WORKFLOWS / f"{name}.json", API_DIR / f"{name}.api.json"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="report out-of-date files, write nothing")
+    ap.add_argument("--refresh-core", metavar="URL", help="re-read core node specs from a running ComfyUI")
+    args = ap.parse_args(argv)
+    if args.refresh_core:
+        refresh_core(args.refresh_core)
+        if not args.check:
+            return 0
+    stale = []
+    API_DIR.mkdir(parents=True, exist_ok=True)
+    for name, g in build_all().items():
+        ui_text, api_text = render(g)
+        for path, text in zip(paths(name), (ui_text, api_text)):
+            current = path.read_text(encoding="utf-8") if path.exists() else None
+            if current != text:
+                stale.append(path)
+                if not args.check:
+                    path.write_text(text, encoding="utf-8")
+    known = {p for name in GRAPHS for p in paths(name)}
+    extra = [p for p in list(WORKFLOWS.glob("*.json")) + list(API_DIR.glob("*.json")) if p not in known]
+    for p in stale:
+        print(("out of date: " if args.check else "wrote: ") + str(p.relative_to(ROOT)))
+    for p in extra:
+        print(f"not built by this script: {p.relative_to(ROOT)}")
+    if args.check and (stale or extra):
+        print("run `python scripts/workflows/build_workflows.py` and commit the result")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
