@@ -47,10 +47,10 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 from PIL import Image
 
-from ..alignment import IDENTITY, Alignment, warp
 from ..editors.base import Editor, run_record
 from ..errors import InputError
 from ..images import as_array, as_rgb, content_hash
+from ..pixels.alignment import IDENTITY, Alignment, warp
 from .world import (BACKGROUND, WorldState, apply_actions, box_mask, layer_map, new_object_mask, occluder_mask,
                     render_turn)
 
