@@ -61,7 +61,7 @@ from scipy import ndimage
 from scipy.spatial import ConvexHull, QhullError
 
 from ..errors import InputError
-from ..history import CHANGE, History, StoredImage, TurnMask
+from ..history import History, StoredImage, TurnMask
 from ..images import as_array
 from .alignment import Alignment, support, warp, warp_float
 from .blend import levels_for, multiband_blend, push_pull

@@ -513,7 +513,6 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
         src[B[0]:B[1], B[2]:B[3]] = warp_float(src_arr, a_src_w, box=B)
         by = _box(cand, 2 * (o + c) + params.compare_size + 2)
         sl = (slice(by[0], by[1]), slice(by[2], by[3]))
-        raw_occ = c_t.raw_residual[sl] if c_t.raw_residual is not None else residual(prev[sl], cur[sl], fit_prev)
         # "Agrees better with I_{k-1}" compares local mean colours (compare_size² windows): a
         # re-invented region has the right colours but not the texture, and the mean of |texture
         # differences| would call it closer to whatever occluder is nearest in colour.
