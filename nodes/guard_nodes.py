@@ -1,4 +1,4 @@
-"""Beyond the paper: Drift Guard, after any editor. The logic lives in respec/guard.py; this class
+"""Beyond the paper: Drift Guard, after any editor. The logic lives in respec/pixels/guard.py; this class
 only translates."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 
-from ..respec.guard import guard_images, guard_value
+from ..respec.pixels.guard import guard_images, guard_value
 from .common import PLAN, image_from_comfy, images_to_comfy, masks_from_comfy, masks_to_comfy
 
 CATEGORY = "ReSpec/provenance"

@@ -9,10 +9,10 @@ from ..respec import web
 from ..respec.controller.request import check_request
 from ..respec.errors import InputError
 from ..respec.gallery import FITS, history_images
-from ..respec.guard import guard_for_append
+from ..respec.pixels.guard import guard_for_append
 from ..respec.history import CHANGE, History
-from ..respec.provenance import change_for
-from ..respec.reveal import reveal_for_append
+from ..respec.pixels.provenance import change_for
+from ..respec.pixels.reveal import reveal_for_append
 from ..respec.store import open_store, workflow_store_root
 from ..respec.turn import EDITOR_IMAGE_IDS
 from .common import HISTORY, PLAN, image_from_comfy, images_to_comfy
@@ -204,7 +204,7 @@ class ReSpecHistoryAppend:
         if (editor_image_ids or "").strip():
             meta_d[EDITOR_IMAGE_IDS] = self._ids(editor_image_ids)
         masks = {CHANGE: change_for(history, arr)}
-        if "alignment" in masks[CHANGE].info:   # I_{t-1} -> I_t, kept with the turn (respec/alignment.py)
+        if "alignment" in masks[CHANGE].info:   # I_{t-1} -> I_t, kept with the turn (respec/pixels/alignment.py)
             meta_d["alignment"] = masks[CHANGE].info["alignment"]
         if reveal is not None:
             reveal_masks, reveal_meta = reveal_for_append(reveal)

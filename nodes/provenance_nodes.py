@@ -1,5 +1,5 @@
 """Beyond the paper: the provenance Reference Selector (no VLM) and Reveal Composite (exact reveal).
-The logic lives in respec/controller/provenance.py and respec/reveal.py; these classes only translate."""
+The logic lives in respec/controller/provenance_selector.py and respec/pixels/reveal.py; these classes only translate."""
 from __future__ import annotations
 
 import json
@@ -8,8 +8,8 @@ import numpy as np
 
 from ..respec import comfy
 from ..respec.controller import decide_restoration
-from ..respec.controller.provenance import provenance_selection
-from ..respec.reveal import reveal_turn
+from ..respec.controller.provenance_selector import provenance_selection
+from ..respec.pixels.reveal import reveal_turn
 from .common import HISTORY, PLAN, image_from_comfy, images_to_comfy, masks_to_comfy
 from .controller_nodes import (GROUND_TRUTH_INPUT, HISTORY_INPUT, REQUEST_INPUT, RESTORATION_MODE_INPUT, plan_json,
                                selection_outputs)

@@ -25,9 +25,12 @@ Session routes take an optional ?store=<dir> naming one of the stores /respec/se
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any, Callable
 
 from ..respec import comfy, web
+
+log = logging.getLogger("respec")
 
 _registered: set[int] = set()
 
@@ -115,6 +118,40 @@ def add_routes(table, open_store: Callable[[str | None], Any] = _open_store) -> 
         return await _run(web.unload_models)
 
 
+def listen_to_free(app) -> bool:
+    """Release the pack's models whenever ComfyUI's POST /free asks to unload models or free memory.
+
+    ComfyUI's /free only sets flags for its prompt worker, which then unloads the models it manages
+    and clears its node cache; the pack's own cache must let go too, or the weights stay referenced.
+    The worker does the unloading: this handler only drops the pack's references
+    (respec.comfy.release_models). An aiohttp middleware watches the request (added before the
+    server starts; False if too late).
+    """
+    from aiohttp import web as aioweb
+
+    @aioweb.middleware
+    async def respec_free_listener(request, handler):
+        response = await handler(request)
+        if request.method == "POST" and request.path in ("/free", "/api/free") and response.status == 200:
+            try:
+                body = await request.json()
+            except Exception:
+                body = {}
+            if isinstance(body, dict) and (body.get("unload_models") or body.get("free_memory")):
+                try:
+                    await asyncio.to_thread(comfy.release_models)
+                except Exception:   # ComfyUI's own /free must answer whatever happens to ours
+                    log.exception("ReSpec: releasing the pack's models on /free failed")
+        return response
+
+    try:
+        app.middlewares.append(respec_free_listener)
+        return True
+    except RuntimeError:  # the app is already frozen (server started)
+        log.warning("ReSpec: could not watch /free; use the 'Unload ReSpec models' node to free the pack's models")
+        return False
+
+
 def register() -> None:
     """Add the pack's routes to ComfyUI's server when one is running (no-op otherwise), and
     listen to the pack's events (stores in use, latest scores). Idempotent."""
@@ -126,4 +163,4 @@ def register() -> None:
     comfy.add_listener(web.remember_event)
     app = comfy.server_app()
     if app is not None:
-        comfy.listen_to_free(app)
+        listen_to_free(app)

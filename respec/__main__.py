@@ -178,7 +178,6 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _settings(a):
-    from .bench.configs import parse_configs
     from .bench.runner import BenchSettings
     controller_opts: dict = {}
     if a.controller_url:

@@ -13,7 +13,7 @@ import threading
 import weakref
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 from .errors import Interrupted
 
@@ -44,9 +44,15 @@ def _folder_paths():
     return _try_import("folder_paths")
 
 
+def _model_management():
+    """ComfyUI's comfy.model_management inside a ComfyUI process, else None: the one place the
+    pack reaches it (every memory, device and interrupt call below goes through here)."""
+    return _try_import("comfy.model_management") if _folder_paths() is not None else None
+
+
 def in_comfyui() -> bool:
-    """True when running inside a ComfyUI process (its folder_paths module is importable)."""
-    return _folder_paths() is not None and _try_import("comfy.model_management") is not None
+    """True when running inside a ComfyUI process (folder_paths and comfy.model_management import)."""
+    return _model_management() is not None
 
 
 # --------------------------------------------------------------------------- directories
@@ -212,7 +218,7 @@ def clear_interrupt() -> None:
 def interrupt_requested() -> bool:
     """Whether the user cancelled, without raising or clearing it (for a watcher that must stop
     work in flight first; check_interrupted then raises)."""
-    mm = _try_import("comfy.model_management") if in_comfyui() else None
+    mm = _model_management()
     if mm is not None and getattr(mm, "processing_interrupted", None) is not None and mm.processing_interrupted():
         return True
     return _interrupt.is_set()
@@ -220,7 +226,7 @@ def interrupt_requested() -> bool:
 
 def check_interrupted() -> None:
     """Raise if the user cancelled: ComfyUI's own exception inside ComfyUI, Interrupted outside."""
-    mm = _try_import("comfy.model_management") if in_comfyui() else None
+    mm = _model_management()
     if mm is not None:
         mm.throw_exception_if_processing_interrupted()
     if _interrupt.is_set():
@@ -320,10 +326,9 @@ def routes():
 def torch_device():
     """The device models should run on: ComfyUI's choice inside ComfyUI, else cuda/mps/cpu."""
     import torch
-    if in_comfyui():
-        mm = _try_import("comfy.model_management")
-        if mm is not None:
-            return mm.get_torch_device()
+    mm = _model_management()
+    if mm is not None:
+        return mm.get_torch_device()
     if torch.cuda.is_available():
         return torch.device("cuda")
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
@@ -334,10 +339,9 @@ def torch_device():
 def offload_device():
     """Where idle weights are parked (ComfyUI's offload device, else the CPU)."""
     import torch
-    if in_comfyui():
-        mm = _try_import("comfy.model_management")
-        if mm is not None:
-            return mm.unet_offload_device()
+    mm = _model_management()
+    if mm is not None:
+        return mm.unet_offload_device()
     return torch.device("cpu")
 
 
@@ -425,7 +429,7 @@ def use_models(managed) -> None:
     if patchers:
         # Full loads: these modules are not built from ComfyUI's ops, so a partial (low-VRAM) load
         # would leave some layers on the CPU; ComfyUI evicts other models to make room instead.
-        _try_import("comfy.model_management").load_models_gpu(patchers, force_full_load=True)
+        _model_management().load_models_gpu(patchers, force_full_load=True)
     for m in managed:
         if m.patcher is None:
             m.use()
@@ -438,7 +442,7 @@ def managed_models() -> list[ManagedModel]:
 
 def comfy_loaded_models() -> list[str]:
     """Names of the pack's models that ComfyUI's memory manager holds loaded right now ([] outside)."""
-    mm = _try_import("comfy.model_management") if in_comfyui() else None
+    mm = _model_management()
     if mm is None:
         return []
     ours = {id(m.patcher): m.name for m in list(_MANAGED) if m.patcher is not None}
@@ -466,7 +470,7 @@ def release_models(unload_from_comfyui: bool = False) -> dict:
         except Exception:
             log.exception("a model-release listener failed")
     unloaded = 0
-    mm = _try_import("comfy.model_management") if (in_comfyui() and unload_from_comfyui) else None
+    mm = _model_management() if unload_from_comfyui else None
     if mm is not None:
         ours = {id(m.patcher) for m in list(_MANAGED) if m.patcher is not None}
         loaded = mm.current_loaded_models
@@ -482,7 +486,7 @@ def release_models(unload_from_comfyui: bool = False) -> dict:
 
 def empty_device_cache() -> None:
     """Give freed GPU memory back (ComfyUI's soft_empty_cache inside ComfyUI)."""
-    mm = _try_import("comfy.model_management") if in_comfyui() else None
+    mm = _model_management()
     if mm is not None:
         mm.soft_empty_cache()
         return
@@ -494,40 +498,6 @@ def empty_device_cache() -> None:
         pass
 
 
-def listen_to_free(app) -> bool:
-    """Release the pack's models whenever ComfyUI's POST /free asks to unload models or free memory.
-
-    ComfyUI's /free only sets flags for its prompt worker, which then unloads the models it manages
-    and clears its node cache; the pack's own cache must let go too, or the weights stay referenced.
-    The worker does the unloading: this handler only drops the pack's references.
-    An aiohttp middleware watches the request (added before the server starts; False if too late).
-    """
-    from aiohttp import web as aioweb
-
-    @aioweb.middleware
-    async def respec_free_listener(request, handler):
-        response = await handler(request)
-        if request.method == "POST" and request.path in ("/free", "/api/free") and response.status == 200:
-            try:
-                body = await request.json()
-            except Exception:
-                body = {}
-            if isinstance(body, dict) and (body.get("unload_models") or body.get("free_memory")):
-                import asyncio
-                try:
-                    await asyncio.to_thread(release_models)
-                except Exception:   # ComfyUI's own /free must answer whatever happens to ours
-                    log.exception("ReSpec: releasing the pack's models on /free failed")
-        return response
-
-    try:
-        app.middlewares.append(respec_free_listener)
-        return True
-    except RuntimeError:  # the app is already frozen (server started)
-        log.warning("ReSpec: could not watch /free; use the 'Unload ReSpec models' node to free the pack's models")
-        return False
-
-
 def server_app():
     """The PromptServer's aiohttp application, or None outside ComfyUI."""
     server = _prompt_server()
@@ -536,7 +506,7 @@ def server_app():
 
 def free_device_memory(device) -> int | None:
     """Free bytes on `device` (ComfyUI's view inside ComfyUI); None for the CPU or when unknown."""
-    mm = _try_import("comfy.model_management") if in_comfyui() else None
+    mm = _model_management()
     if getattr(device, "type", str(device)) == "cpu":
         return None
     try:

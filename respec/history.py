@@ -65,7 +65,7 @@ class StoredImage:
 
 
 # Names of the per-turn masks (Turn.masks); the store keeps them beside the turn.
-CHANGE = "change"                # C_t: the pixels turn t changed (respec/provenance.py)
+CHANGE = "change"                # C_t: the pixels turn t changed (respec/pixels/provenance.py)
 REVEAL_SOURCE = "reveal_source"  # weight of the pasted historical pixels (Reveal Composite)
 
 

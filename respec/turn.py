@@ -11,7 +11,7 @@
     4. rewrite                          (PTI: the plan's synthesis instruction, else the request)
     5. edit                             (the editor part, at the current image's size)
     6. post-edit steps                  (optional parts that may change the image, each recorded:
-                                         Reveal Composite, then the Drift Guard, respec/guard.py)
+                                         Reveal Composite, then the Drift Guard, respec/pixels/guard.py)
     7. append                           (the new history; the turn's meta holds the record, its
                                          masks the change mask C_t and the post-edit steps' masks)
 
@@ -30,7 +30,7 @@ from .controller import decide_restoration, plan_turn, rewrite_instruction, sele
 from .controller.selection import Selection
 from .history import CHANGE, History, StoredImage
 from .plan import Plan
-from .provenance import change_for
+from .pixels.provenance import change_for
 from .timing import StageTimer, TimingHook
 
 # The turn-meta key that says which history images the editor received, in order. The runner
@@ -155,7 +155,7 @@ def run_turn(history: History, request: str, *, editor: Any, backend: Any = None
     use_pti / use_hrs: send the rewritten instruction / the plan's reference images.
     skip_non_restoration: non-restoration turns make no controller call.
     planner: makes the plan (default: VLMPlanner, one controller call; see
-    respec.controller.provenance for the provenance and hybrid planners).
+    respec.controller.provenance_selector for the provenance and hybrid planners).
     selector: which images the editor gets (default: PlanSelector, the paper's rule).
     post_edit: steps run on the edited image, in order; each adds an entry to record.post_edit.
     plan_meta: extra entries for plan.meta; meta: extra entries for the turn's history meta.

@@ -54,9 +54,9 @@ def iou(a: np.ndarray, b: np.ndarray) -> float:
 
 def moved(img: np.ndarray, dx: float = 0.0, dy: float = 0.0, scale: float = 1.0) -> np.ndarray:
     """What an editor that zooms (scale < 1: out) and shifts by sub-pixel amounts returns: the
-    image resampled by that similarity about its centre (respec.alignment's model), the exposed
+    image resampled by that similarity about its centre (respec.pixels.alignment's model), the exposed
     border filled by the nearest edge (an outpainting stand-in)."""
-    from respec.alignment import Alignment, warp
+    from respec.pixels.alignment import Alignment, warp
     return warp(np.asarray(img, np.float64), Alignment(dx, dy, scale))
 
 

@@ -1,4 +1,4 @@
-"""Alignment per turn (respec/alignment.py) and what rests on it: change masks on aligned images,
+"""Alignment per turn (respec/pixels/alignment.py) and what rests on it: change masks on aligned images,
 the threshold-free stability record, composed alignments in provenance, the working resolution.
 Synthetic scenes with the transforms real editors apply (zoom, sub-pixel shift, re-render)."""
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from respec import provenance as pv
-from respec.alignment import IDENTITY, Alignment, estimate_alignment, support, warp
 from respec.history import CHANGE, History
-from respec.provenance import change_for, change_mask, provenance_of, turn_alignment, turn_change
+from respec.pixels import provenance as pv
+from respec.pixels.alignment import IDENTITY, Alignment, estimate_alignment, support, warp
+from respec.pixels.provenance import change_for, change_mask, provenance_of, turn_alignment, turn_change
 from synthetic_scenes import background, draw_rect, drift, iou, moved, rect_mask, rerender_field, u8
 
 SHAPE = (192, 256)
@@ -112,7 +112,7 @@ def test_a_large_image_is_analysed_at_the_working_resolution(monkeypatch):
 
 def test_a_cubic_warp_for_pastes_is_sharper_than_bilinear_and_exact_at_the_identity():
     from scipy import ndimage
-    from respec.alignment import warp_float
+    from respec.pixels.alignment import warp_float
     img = u8(_scene())
     a = Alignment(1.5, -0.5, 0.99)       # half-pixel offsets: where bilinear low-passes most
     h, w = img.shape[:2]

@@ -1,11 +1,11 @@
-"""The multi-band blend (respec/blend.py): exact away from the seam, a smooth colour transition,
+"""The multi-band blend (respec/pixels/blend.py): exact away from the seam, a smooth colour transition,
 texture that does not ghost."""
 import numpy as np
 import pytest
 from scipy import ndimage
 
-from respec.blend import levels_for, multiband_blend
 from respec.errors import InputError
+from respec.pixels.blend import levels_for, multiband_blend
 
 
 def _texture(seed: int, shape=(96, 128)) -> np.ndarray:

@@ -2,7 +2,6 @@
 scripts/comfyui/check_in_comfyui.py runs the same paths in a real ComfyUI)."""
 from __future__ import annotations
 
-import asyncio
 import gc
 import json
 import weakref
@@ -148,32 +147,6 @@ def test_dropping_the_cache_from_a_request_frees_what_nothing_else_holds_without
     assert summary["comfyui_loaded"] == [] and len(mm.current_loaded_models) == 1, \
         "ComfyUI's list is left to ComfyUI: its entry now points at a freed model"
     assert mm.current_loaded_models[0].model is None
-
-
-def test_comfyuis_free_request_releases_the_packs_models(comfyui):
-    released = []
-    remove = comfy.on_free(lambda: released.append(True))
-    app = type("App", (), {"middlewares": []})()
-    assert comfy.listen_to_free(app)
-    middleware = app.middlewares[0]
-
-    class Request:
-        def __init__(self, path, body):
-            self.method, self.path, self._body = "POST", path, body
-
-        async def json(self):
-            return self._body
-
-    async def ok(request):
-        return type("Resp", (), {"status": 200})()
-
-    try:
-        asyncio.run(middleware(Request("/api/free", {"free_memory": False}), ok))
-        assert released == []
-        asyncio.run(middleware(Request("/free", {"unload_models": True, "free_memory": True}), ok))
-        assert released == [True]
-    finally:
-        remove()
 
 
 def test_outside_comfyui_a_model_not_kept_loaded_is_parked_after_use():

@@ -1,4 +1,4 @@
-"""The provenance selector, planners and model-free rewrite (respec/controller/provenance.py), and
+"""The provenance selector, planners and model-free rewrite (respec/controller/provenance_selector.py), and
 a whole turn with 0 VLM calls plus Reveal Composite as a post-edit step (respec/turn.py)."""
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ import pytest
 from PIL import Image
 
 from controller_helpers import ScriptedAnswer
-from respec.controller.provenance import (NO_COVERING_TURN, PROVENANCE_AMBIGUOUS, PROVENANCE_DEFERRED,
-                                          PROVENANCE_LOW_CONFIDENCE,
-                                          ProvenanceSelector, hybrid_plan, locate_covering_turn,
-                                          model_free_instruction, provenance_plan, selector_parts)
+from respec.controller.covering import locate_covering_turn
+from respec.controller.provenance_selector import (NO_COVERING_TURN, PROVENANCE_AMBIGUOUS, PROVENANCE_DEFERRED,
+                                                   PROVENANCE_LOW_CONFIDENCE, ProvenanceSelector, hybrid_plan,
+                                                   model_free_instruction, provenance_plan, selector_parts)
 from respec.controller.selection import select_references
 from respec.errors import InputError
 from respec.history import CHANGE, REVEAL_SOURCE, History
+from respec.pixels.provenance import change_for
+from respec.pixels.reveal import RevealStep
 from respec.plan import Plan
-from respec.provenance import change_for
-from respec.reveal import RevealStep
 from respec.turn import run_turn
 from synthetic_scenes import background, draw_rect, drift, rect_mask, u8
 

@@ -1,4 +1,4 @@
-"""Drift Guard (respec/guard.py): outside the edit region the user's pixels come back, in
+"""Drift Guard (respec/pixels/guard.py): outside the edit region the user's pixels come back, in
 I_{t-1}'s frame; global edits, re-renders and untrusted alignments are left alone; the user's
 mask wins; nothing is computed twice."""
 from __future__ import annotations
@@ -9,10 +9,10 @@ from PIL import Image
 from scipy import ndimage
 
 from synthetic_scenes import background, draw_rect, drift, moved, rect_mask, rerender_field, u8
-from respec import provenance
-from respec.alignment import Alignment, warp
-from respec.guard import GUARD_MASK, GuardStep, global_request, guard_images
 from respec.history import CHANGE, History, StoredImage
+from respec.pixels import provenance
+from respec.pixels.alignment import Alignment, warp
+from respec.pixels.guard import GUARD_MASK, GuardStep, global_request, guard_images
 from respec.turn import run_turn
 
 SHAPE = (192, 224)
@@ -310,7 +310,7 @@ def test_a_local_request_with_a_global_word_is_guarded_and_a_global_one_is_not(s
 
 def test_a_pose_change_around_the_edit_is_left_alone(scene):
     from dataclasses import replace
-    from respec.guard import drift_guard
+    from respec.pixels.guard import drift_guard
     prev = u8(scene)
     edited = realistic(draw_rect(scene, BOX, RED))
     p, e = StoredImage.of(prev), StoredImage.of(edited)

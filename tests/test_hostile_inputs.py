@@ -224,7 +224,7 @@ def test_validate_clips_a_valid_files_long_name(tmp_path, capsys):
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_change_of_refuses_non_finite_pixels(bad):
-    from respec.provenance import change_of
+    from respec.pixels.provenance import change_of
     a = np.full((32, 32, 3), 0.5, np.float32)
     b = a.copy()
     b[3, 4, 1] = bad
@@ -235,7 +235,7 @@ def test_change_of_refuses_non_finite_pixels(bad):
 
 
 def test_change_of_records_are_strict_json_on_finite_input():
-    from respec.provenance import change_of
+    from respec.pixels.provenance import change_of
     rng = np.random.default_rng(0)
     a = rng.random((32, 32, 3), dtype=np.float32)
     res = change_of(a, a)
@@ -251,14 +251,14 @@ def _small_history():
 
 @pytest.mark.parametrize("bad", ["abc", "1.5", [1], None, True, float("nan"), "9" * 40])
 def test_reveal_for_names_a_bad_covering_turn(bad):
-    from respec.reveal import reveal_for
+    from respec.pixels.reveal import reveal_for
     h = _small_history()
     with pytest.raises(InputError, match=r"reveal_for's covering_turn must be an image id"):
         reveal_for(h, np.full((32, 32, 3), 100, np.uint8), bad)
 
 
 def test_reveal_for_still_takes_an_int_or_its_text():
-    from respec.reveal import reveal_for
+    from respec.pixels.reveal import reveal_for
     h = _small_history()
     img = np.full((32, 32, 3), 100, np.uint8)
     assert reveal_for(h, img, "1").record()["source_id"] == reveal_for(h, img, 1).record()["source_id"] == 0

@@ -1,4 +1,4 @@
-"""Change masks and per-pixel provenance (respec/provenance.py) on synthetic images with known
+"""Change masks and per-pixel provenance (respec/pixels/provenance.py) on synthetic images with known
 rectangles, a global colour drift and pixel noise."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from PIL import Image
 
 from respec.errors import InputError
 from respec.history import CHANGE, History, TurnMask
-from respec.provenance import (ChangeParams, change_for, change_mask, dilate, fit_colour, provenance_of,
+from respec.pixels.provenance import (ChangeParams, change_for, change_mask, dilate, fit_colour, provenance_of,
                                robust_scale)
 from respec.store import SessionStore
 from synthetic_scenes import background, draw_rect, drift, iou, rect_mask, u8

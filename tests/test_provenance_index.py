@@ -1,13 +1,13 @@
-"""The provenance index (respec/provenance_index.py): the same answers as reading every mask,
+"""The provenance index (respec/pixels/provenance_index.py): the same answers as reading every mask,
 kept incrementally, each missing mask computed once."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from respec import provenance, provenance_index
 from respec.history import CHANGE, History, Turn
-from respec.provenance import change_for, provenance_of
+from respec.pixels import provenance, provenance_index
+from respec.pixels.provenance import change_for, provenance_of
 
 from synthetic_scenes import background, draw_rect, u8
 

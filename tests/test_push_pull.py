@@ -1,9 +1,9 @@
-"""Push-pull interpolation (respec/blend.py's push_pull): the drift guard's seam membrane."""
+"""Push-pull interpolation (respec/pixels/blend.py's push_pull): the drift guard's seam membrane."""
 import numpy as np
 import pytest
 
-from respec.blend import push_pull
 from respec.errors import InputError
+from respec.pixels.blend import push_pull
 
 
 def test_push_pull_keeps_the_known_values_and_fills_the_rest_smoothly():

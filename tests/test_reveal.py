@@ -1,4 +1,4 @@
-"""Reveal Composite (respec/reveal.py) on synthetic histories with exact ground truth: an occluder
+"""Reveal Composite (respec/pixels/reveal.py) on synthetic histories with exact ground truth: an occluder
 added at turn k, an unrelated edit, then the occluder removed by an editor that re-invents what
 was behind it, with a global colour drift and noise on every turn."""
 from __future__ import annotations
@@ -9,8 +9,8 @@ from PIL import Image
 
 from respec.errors import InputError
 from respec.history import CHANGE, REVEAL_SOURCE, History
-from respec.provenance import change_for
-from respec.reveal import reveal_composite, reveal_for, reveal_masks
+from respec.pixels.provenance import change_for
+from respec.pixels.reveal import reveal_composite, reveal_for, reveal_masks
 from synthetic_scenes import background, draw_rect, drift, iou, moved, rect_mask, rerender_field, u8
 
 SHAPE = (120, 160)
@@ -195,7 +195,7 @@ def test_the_multiband_paste_keeps_the_hidden_pixels_exactly_in_R_and_the_edit_b
     want = _fitted_source(res, h.image(0).array.astype(np.float64))
     assert np.abs(res.image[res.region].astype(int) - want[res.region]).max() <= 1
     # beyond the blend's reach I_3 is untouched; within it, pixels change only a little
-    from respec.reveal import blend_reach
+    from respec.pixels.reveal import blend_reach
     from scipy import ndimage
     dist = ndimage.distance_transform_edt(~res.region)
     reach = blend["plateau_px"] + blend_reach(blend["levels"])
@@ -281,7 +281,7 @@ def test_where_the_geometry_held_the_motion_around_R_is_a_fraction_of_a_pixel():
 
 
 def test_a_restoration_turn_above_the_working_resolution_is_analysed_small_and_pasted_at_full_size(monkeypatch):
-    import respec.reveal as rv
+    import respec.pixels.reveal as rv
     monkeypatch.setattr(rv, "REVEAL_WORK_PIXELS", 80 * 60)
     h, i3, _ = _history(_removed_and_reinvented)
     res = reveal_for(h, i3, covering_turn=1)

@@ -11,7 +11,7 @@ from respec.bench.scenario import load_dataset, validate_dataset
 from respec.errors import InputError
 from respec.history import History
 from respec.eval.metrics import DEFAULT_PSNR_CAP, occur_regions
-from respec.alignment import warp
+from respec.pixels.alignment import warp
 from respec.sim import REINVENTED, SimDefects, SimEditor, true_reference_turn
 
 SIZE = 128
@@ -216,7 +216,7 @@ def test_defect_parameters_are_checked():
 
 def test_a_zooming_shifting_editor_moves_the_frame_and_the_truth_follows():
     from dataclasses import replace as _replace
-    from respec.alignment import Alignment, estimate_alignment
+    from respec.pixels.alignment import Alignment, estimate_alignment
     s = _scenario([OCC, REMOVE])
     exact = SimEditor(SimDefects.none())
     moving = SimEditor(_replace(SimDefects.none(), zoom_pct=2.0, shift_px=1.5))

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 from respec import history as history_mod
-from respec import provenance
-from respec import reveal as reveal_mod
-from respec.controller.provenance import ProvenancePlanner, ProvenanceSelector
+from respec.controller.provenance_selector import ProvenancePlanner, ProvenanceSelector
 from respec.history import CHANGE, History
-from respec.provenance import change_for
-from respec.reveal import RevealStep
+from respec.pixels import provenance
+from respec.pixels import reveal as reveal_mod
+from respec.pixels.provenance import change_for
+from respec.pixels.reveal import RevealStep
 from respec.turn import run_turn
 
 from synthetic_scenes import background, draw_rect, u8

@@ -605,3 +605,31 @@ def test_the_gc_route_needs_json_and_a_known_store(env):
     assert status == 200 and got["dry_run"] is True and got["store"] == str(env["store"].root)
     assert {"removed", "bytes", "files", "more", "min_age_s"} <= set(got)
     assert len(env["store"].load("demo")) == 4
+
+
+def test_comfyuis_free_request_releases_the_packs_models(pack):
+    """ComfyUI's POST /free (unload_models or free_memory) lets go of the pack's models too."""
+    routes = importlib.import_module(f"{pack.__name__}.nodes.routes")
+    released = []
+    remove = core(pack, "comfy").on_free(lambda: released.append(True))
+    app = type("App", (), {"middlewares": []})()
+    assert routes.listen_to_free(app)
+    middleware = app.middlewares[0]
+
+    class Request:
+        def __init__(self, path, body):
+            self.method, self.path, self._body = "POST", path, body
+
+        async def json(self):
+            return self._body
+
+    async def ok(request):
+        return type("Resp", (), {"status": 200})()
+
+    try:
+        asyncio.run(middleware(Request("/api/free", {"free_memory": False}), ok))
+        assert released == []
+        asyncio.run(middleware(Request("/free", {"unload_models": True, "free_memory": True}), ok))
+        assert released == [True]
+    finally:
+        remove()

@@ -18,9 +18,9 @@ class BenchConfig:
     use_hrs: bool
     skip_non_restoration: bool = False
     label: str = ""
-    selector: str = "vlm"            # vlm | provenance | hybrid (respec.controller.provenance)
-    reveal: bool = False             # Reveal Composite after the edit (respec.reveal.RevealStep)
-    guard: bool = False              # Drift Guard after the edit and Reveal (respec.guard.GuardStep)
+    selector: str = "vlm"            # vlm | provenance | hybrid (respec.controller.provenance_selector)
+    reveal: bool = False             # Reveal Composite after the edit (respec.pixels.reveal.RevealStep)
+    guard: bool = False              # Drift Guard after the edit and Reveal (respec.pixels.guard.GuardStep)
 
     @property
     def needs_vlm(self) -> bool:

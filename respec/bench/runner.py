@@ -35,9 +35,9 @@ from ..history import History
 from ..models import TINY
 from ..timing import StageTimer
 from ..turn import TimingHook, run_turn
-from ..controller.provenance import selector_parts
-from ..guard import GuardStep
-from ..reveal import RevealStep
+from ..controller.provenance_selector import selector_parts
+from ..pixels.guard import GuardStep
+from ..pixels.reveal import RevealStep
 from ..store.files import save_png
 from .configs import CONFIGS, EDITORS, MASKS, BenchConfig, parse_configs, turn_seed
 from .results import ResultsFile, check_run_identity, row_key
@@ -333,7 +333,7 @@ def run_turns(scenario: Scenario, config: BenchConfig, models: BenchModels, sett
                                    meta={"stage": turn.stage}, timing=timing,
                                    history_mode=None if settings.controller_history == "paper" else settings.controller_history)
         if record.image is not record.edited:
-            # The Drift Guard's output is in I_(t-1)'s frame, not the edit's (respec/guard.py).
+            # The Drift Guard's output is in I_(t-1)'s frame, not the edit's (respec/pixels/guard.py).
             guarded = any(e.get("step") == "drift_guard" and e.get("applied") for e in record.post_edit)
             tell_editor_the_derived_image(models.editor, scenario, history.current.image, record.edited,
                                           frame_of=history.turns[-2].image if guarded else None)

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 from ..errors import InputError
 from ..history import History
+from ..pixels.provenance import provenance_of
+from .covering import locate_covering_turn
 
 PAPER = "paper"
 BOUNDED = "bounded"
@@ -81,7 +83,6 @@ def shown_images(history: History, request: str, is_restoration: bool, mode: str
             why[k] = reason
 
     if is_restoration and last >= 1:
-        from .provenance import locate_covering_turn   # provenance imports the planner, which imports us
         found = locate_covering_turn(history, request)
         ks = [found.turn] if found.turn is not None else []
         ks += [c for c in found.candidates if c not in ks]
@@ -89,15 +90,10 @@ def shown_images(history: History, request: str, is_restoration: bool, mode: str
             add(k - 1, f"before turn {k}, which covered what the request reveals")
             add(k, f"turn {k}, which covered what the request reveals")
         if found.turn is not None:
-            idx = _index(history)
+            idx = provenance_of(history).index
             for j in sorted(idx.turns_touching(found.turn), reverse=True):
                 add(j - 1, f"before turn {j}, which also changed turn {found.turn}'s region")
                 add(j, f"turn {j}, which also changed turn {found.turn}'s region")
     for k in range(last - 1, 0, -1):
         add(k, "recent")
     return ShownImages(tuple(sorted(why)), BOUNDED, n, why)
-
-
-def _index(history: History):
-    from ..provenance import provenance_of
-    return provenance_of(history).index

@@ -30,7 +30,6 @@ from ..errors import InputError
 from ..history import History
 from ..images import as_array, as_rgb, downscale_to_budget, resize
 from ..plan import Plan
-from . import parsing
 from .planner import SKIPPED_FIRST_TURN, SKIPPED_NON_RESTORATION, _passthrough, plan_from_answer
 from .request import PAPER, check_on_parse_failure
 from .history_images import PAPER as PAPER_HISTORY, check_history_mode, shown_images

@@ -116,8 +116,8 @@ class EditFidelity:
         self.scenario = scenario
 
     def __call__(self, history, record) -> tuple[object, dict]:
-        from ..alignment import support, warp
-        from ..provenance import erode
+        from ..pixels.alignment import support, warp
+        from ..pixels.provenance import erode
         guarded = any(e.get("step") == "drift_guard" and e.get("applied") for e in record.post_edit)
         if not guarded:
             return record.image, {"edit_region_psnr": None, "reason": "no guarded output to measure"}

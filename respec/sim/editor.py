@@ -42,15 +42,15 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 from PIL import Image
 
-from ..alignment import IDENTITY, Alignment, warp
 from ..editors.base import Editor, run_record
 from ..errors import InputError
 from ..images import as_array, as_rgb, content_hash
+from ..pixels.alignment import IDENTITY, Alignment, warp
 from .world import (BACKGROUND, WorldState, apply_actions, box_mask, layer_map, new_object_mask, occluder_mask,
                     render_turn)
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..bench.geometry import Box, box_area, box_intersection
+from ..bench.geometry import Box, box_intersection
 from ..bench.scenario import (FORMAT, FORMAT_VERSION, REVELATION_TYPES, TEMPLATES, ScenarioError, load_image_ref,
                               validate_dataset)
 from ..errors import InputError

@@ -7,7 +7,7 @@ and the cost.
 
 chain: one sim scene (the sim editor with --sim-defects realistic, a SIMULATION) edited for N turns
 (an object added, then moved a little on every turn), without the guard, with it (the default
-membrane seam) and with the multiband seam (respec.guard.GuardStep in run_turn); after every turn
+membrane seam) and with the multiband seam (respec.pixels.guard.GuardStep in run_turn); after every turn
 the untouched PSNR (the image against I_0 on the pixels no turn's ground-truth edit touched,
 respec.sim.drift), how many untouched pixels differ from I_0 and the edit's fidelity (the guard's
 output against the editor's on the turn's true edit region). Writes chain.csv and
@@ -69,7 +69,7 @@ def run_chain(turns: int, out: Path, size: int) -> list[dict]:
     from unittest import mock
     from respec.bench import runner
     from respec.bench.configs import CONFIGS
-    from respec.guard import GuardParams, GuardStep
+    from respec.pixels.guard import GuardParams, GuardStep
     from respec.sim.drift import sim_editor, untouched_psnr, untouched_region
     sc = chain_scenario(turns)
     rows = []
@@ -131,7 +131,7 @@ def run_cost(size: int, repeats: int) -> list[dict]:
     import os
     from synthetic_scenes import background, draw_rect, drift, moved, u8   # tests/ helpers
     from scipy import ndimage
-    from respec.guard import drift_guard, guard_change, remember_guarded
+    from respec.pixels.guard import drift_guard, guard_change, remember_guarded
     from respec.history import StoredImage
     scene = background(0, (size, size))
     fine = scene.copy()

@@ -8,7 +8,7 @@ The conversation: a synthetic textured I_0; most turns add a small object ("add 
 every fifth turn removes the object added three turns before ("remove the vase12", a restoration
 turn). The parts: a trivial editor (paints the object's square, or copies the reference's pixels
 back into it: microseconds of numpy, no model), the hybrid planner (provenance picks the
-references, respec/controller/provenance.py) and a recording controller stub (answers a valid
+references, respec/controller/provenance_selector.py) and a recording controller stub (answers a valid
 JSON plan at once and records what it was sent). So every turn from 2 on makes one controller
 call, and the time left is the pack's own: the prompt and its images, the covering-turn search,
 the change mask, the history.
@@ -37,7 +37,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))            # a script, not part of the pack
 
-from respec.controller.provenance import HybridPlanner, ProvenanceSelector, locate_covering_turn  # noqa: E402
+from respec.controller.covering import locate_covering_turn  # noqa: E402
+from respec.controller.provenance_selector import HybridPlanner, ProvenanceSelector  # noqa: E402
 from respec.history import History  # noqa: E402
 from respec.turn import run_turn  # noqa: E402
 

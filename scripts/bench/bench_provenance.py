@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Benchmark of pixel provenance (not a test): the cost of one change mask (respec/provenance.py)
+"""Benchmark of pixel provenance (not a test): the cost of one change mask (respec/pixels/provenance.py)
 and of one restoration turn (Reveal Composite with its alignment, C_t and paste, then the
 append's change record) on a synthetic turn (a textured scene, a rectangle added, a global
 colour drift and pixel noise; then the rectangle removed and re-invented as its surroundings'
@@ -18,7 +18,7 @@ memory (resource.getrusage: history building included) and the peak of what the 
 allocated (tracemalloc, numpy's arrays included). Stages: `alignment` (estimate_alignment, once per turn),
 `reveal` (C_t once, the region, the checks, the paste), `append` (History Append's change record
 of the output: reused from the reveal, not computed again). Sizes above 4 MP are analysed at the
-working resolution (respec.provenance.WORK_PIXELS; the peak allocation comes from a second,
+working resolution (respec.pixels.provenance.WORK_PIXELS; the peak allocation comes from a second,
 traced run of the same turn); the 8000² scene is built at 1000² and
 upscaled (the cost does not depend on the content's detail).
 """
@@ -42,11 +42,11 @@ sys.path.insert(0, str(ROOT))            # a script, not part of the pack
 sys.path.insert(0, str(ROOT / "tests"))  # the synthetic scenes the tests use
 
 from bench_store import _median_ms  # noqa: E402  (same folder)
-from respec import provenance as pv  # noqa: E402
-from respec.alignment import Alignment, warp  # noqa: E402
 from respec.history import CHANGE, History  # noqa: E402
-from respec.provenance import change_for, change_mask  # noqa: E402
-from respec.reveal import reveal_composite, reveal_for  # noqa: E402
+from respec.pixels import provenance as pv  # noqa: E402
+from respec.pixels.alignment import Alignment, warp  # noqa: E402
+from respec.pixels.provenance import change_for, change_mask  # noqa: E402
+from respec.pixels.reveal import reveal_composite, reveal_for  # noqa: E402
 from synthetic_scenes import background, draw_rect, drift, iou, rect_mask, u8  # noqa: E402
 
 EDIT_SECONDS = 30.0

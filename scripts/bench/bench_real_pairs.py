@@ -28,11 +28,11 @@ from PIL import Image, ImageFilter
 from scipy import ndimage
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from respec.alignment import Alignment, warp  # noqa: E402
-from respec.controller.provenance import provenance_plan  # noqa: E402
+from respec.controller.provenance_selector import provenance_plan  # noqa: E402
 from respec.history import CHANGE, History  # noqa: E402
-from respec.provenance import change_for, change_mask, dilate, erode  # noqa: E402
-from respec.reveal import DEFAULT_REVEAL, RevealParams, reveal_for  # noqa: E402
+from respec.pixels.alignment import Alignment, warp  # noqa: E402
+from respec.pixels.provenance import change_for, change_mask, dilate, erode  # noqa: E402
+from respec.pixels.reveal import DEFAULT_REVEAL, RevealParams, reveal_for  # noqa: E402
 
 
 def load(p: Path, size=None) -> np.ndarray:
@@ -60,7 +60,7 @@ def append(h: History, img: np.ndarray, text: str) -> History:
 # --------------------------------------------------------------------------- controlled chains
 
 def resample(img: np.ndarray, a: Alignment) -> np.ndarray:
-    """`img` moved by the similarity `a` (respec.alignment's model) with a cubic spline (scipy,
+    """`img` moved by the similarity `a` (respec.pixels.alignment's model) with a cubic spline (scipy,
     order 3, prefiltered; the border repeats): what a re-rendering editor that zooms or shifts
     returns. Not bilinear: three bilinear resamplings at fractional offsets low-pass the picture
     like a Gaussian of 0.5-0.75 px (measured: the single warp that best matches such a chain's

@@ -30,9 +30,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "scripts" / "bench"))
 
 import bench_real_pairs as brp  # noqa: E402
-from respec.alignment import IDENTITY  # noqa: E402
-from respec.provenance import change_mask, unstable_mask  # noqa: E402
-from respec.reveal import reveal_composite, reveal_for  # noqa: E402
+from respec.pixels.alignment import IDENTITY  # noqa: E402
+from respec.pixels.provenance import change_mask, unstable_mask  # noqa: E402
+from respec.pixels.reveal import reveal_composite, reveal_for  # noqa: E402
 from synthetic_scenes import background, draw_rect, drift, rerender_field, u8  # noqa: E402
 
 
@@ -71,7 +71,7 @@ def chain_figure(pairs: Path, out: Path) -> None:
     h, edited = captured["h"], captured["edited"]
     res = reveal_for(h, edited, covering_turn=1)
     # the old behaviour: no alignment (I_0 pasted where the board was in I_0's frame)
-    from respec.provenance import provenance_of
+    from respec.pixels.provenance import provenance_of
     prov = provenance_of(h)
     old = reveal_composite(h.image(0), h.current.image, edited, prov.changes[1], stable=prov.unchanged_since(0),
                            source_id=0, source_alignment=IDENTITY)

@@ -36,11 +36,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # a script, not pa
 from respec.bench.configs import CONFIGS  # noqa: E402
 from respec.bench.runner import BenchModels, BenchSettings, run_turns  # noqa: E402
 from respec.bench.scenario import load_dataset  # noqa: E402
-from respec.controller.provenance import locate_covering_turn  # noqa: E402
+from respec.controller.covering import locate_covering_turn  # noqa: E402
 from respec.errors import MissingWeightsError, DownloadNotAllowedError  # noqa: E402
 from respec.eval.metrics import occur_regions  # noqa: E402
-from respec.provenance import as_float_rgb, change_of, fit_colour, provenance_of  # noqa: E402
-from respec.reveal import reveal_for  # noqa: E402
+from respec.pixels.provenance import as_float_rgb, change_of, fit_colour, provenance_of  # noqa: E402
+from respec.pixels.reveal import reveal_for  # noqa: E402
 from respec.sim import SimEditor  # noqa: E402
 
 

@@ -46,9 +46,9 @@ from scipy import ndimage
 
 from . import provenance_index
 from .alignment import IDENTITY, Alignment, compose_all, estimate_alignment, support, warp
-from .errors import InputError
-from .history import CHANGE, History, StoredImage, TurnMask
-from .images import as_rgb, finite_array
+from ..errors import InputError
+from ..history import CHANGE, History, StoredImage, TurnMask
+from ..images import as_rgb, finite_array
 
 METHOD = "drift-robust-v2"   # recorded in every mask's info: what computed it (v2: aligned, stability)
 MAD_TO_SIGMA = 1.4826         # MAD of a normal distribution times this = its standard deviation
@@ -714,7 +714,7 @@ class Provenance:
     alignments: tuple[Alignment, ...] = ()
     unstable: tuple[np.ndarray, ...] = ()
     records: tuple[dict, ...] = ()      # each turn's change-mask info (stable_fraction, rerendered, ...)
-    index: Any = field(default=None, compare=False, repr=False)  # respec.provenance_index view, when made by it
+    index: Any = field(default=None, compare=False, repr=False)  # respec.pixels.provenance_index view, when made by it
 
     @property
     def turns(self) -> int:

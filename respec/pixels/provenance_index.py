@@ -1,13 +1,13 @@
 """The provenance index: what a long conversation's change masks say, kept incrementally.
 
-`provenance_of(history)` (respec/provenance.py) used to read every turn's change mask C_t on
+`provenance_of(history)` (respec/pixels/provenance.py) used to read every turn's change mask C_t on
 every call, and the covering-turn search then took the mean of each: O(T·H·W) per restoration
 turn, and past the 64-entry mask cache every missing mask was computed again. The index keeps,
 per history (one conversation, one branch of it):
 
 - per turn, a summary of its change mask: the share of the image it changed, a GRID×GRID
   block grid of where (for cheap overlap tests), and for a turn without a stored mask the mask
-  itself, bit-packed (computed once, by the function respec/provenance.py passes in);
+  itself, bit-packed (computed once, by the function respec/pixels/provenance.py passes in);
 - the per-pixel map "last turn that changed this pixel" (int32 H×W at the history's size),
   stamped once per new turn: extending the index by one turn costs O(H·W), so does
   `unchanged_since(k)` (pixels whose last change is at most k).
@@ -26,7 +26,7 @@ Guarantees:
   MAX_HEADS most recently used histories are kept, within MAX_HEAD_BYTES.
 - Thread-safe (one lock; the work happens outside it).
 
-Beyond respec/provenance.py's own alignments and stability records (a later change), a turn's
+Beyond respec/pixels/provenance.py's own alignments and stability records (a later change), a turn's
 contribution to the map is whatever `stamp_mask` returns for it: C_t, or C_t united with the
 pixels it destabilised; a non-identity alignment would carry the map into the new frame with
 `carry` before stamping. Neither is used yet.
@@ -43,7 +43,7 @@ from typing import Any, Callable
 import numpy as np
 from PIL import Image
 
-from .history import CHANGE, History, TurnMask
+from ..history import CHANGE, History, TurnMask
 
 GRID = 32                       # block grid of a mask summary (GRID x GRID blocks)
 MAX_SUMMARIES = 200_000         # mask summaries kept (a few hundred bytes each)
@@ -52,7 +52,7 @@ MAX_HEADS = 16                  # histories whose "last change" map is kept ...
 MAX_HEAD_BYTES = 256 << 20      # ... within this many bytes of maps (16 at 1024², 1 at 8192²)
 
 # compute(prev StoredImage, cur StoredImage, size (w, h), params) -> TurnMask: the change mask of a
-# turn that has none stored (respec/provenance.py passes its cached change_mask).
+# turn that has none stored (respec/pixels/provenance.py passes its cached change_mask).
 Compute = Callable[[Any, Any, tuple, Any], TurnMask]
 
 

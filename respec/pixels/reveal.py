@@ -5,7 +5,7 @@ that is now being revealed, and I_{k-1}, the latest image before it, still shows
 Where the scene's geometry has not moved, I_{k-1}'s own pixels are a better answer than anything
 an editor re-invents. `reveal_composite` does this in four steps:
 
-1. **Colour match.** Two robust per-channel colour fits (respec/provenance.py): T_src maps I_{k-1}
+1. **Colour match.** Two robust per-channel colour fits (respec/pixels/provenance.py): T_src maps I_{k-1}
    onto I_t, fitted on the pixels no turn from k to t changed (`stable`) outside C_k and C_t;
    T_prev maps I_{t-1} onto I_t on the whole image. C_t is the change mask of I_{t-1} -> I_t.
 2. **Revealed region R.** Pixels covered by turn k (C_k) that I_t no longer shows the occluder
@@ -42,7 +42,7 @@ above WORK_PIXELS are analysed at the working resolution and only the paste is m
 on the pasted pixels' box. scripts/bench/bench_provenance.py --turn measures it.
 4. **Paste.** Inside R the composite is exactly T_src(I_{k-1}) (I_{k-1}'s pixels in I_t's
    colours, Keys-cubic warped; plus the seam colour correction when it reaches SEAM_MIN); a
-   multi-band blend (respec/blend.py) carries it into I_t across a plateau of `feather` px of
+   multi-band blend (respec/pixels/blend.py) carries it into I_t across a plateau of `feather` px of
    quiet pixels outside R (fine detail switches at the plateau's edge, coarse colour over
    ~`blend_frac` of the side); this edit's other changes and unstable pixels keep I_t's pixels;
    I_t is kept everywhere else. On refusal I_t is returned unchanged with the reason.
@@ -68,9 +68,10 @@ import numpy as np
 from PIL import Image
 from scipy import ndimage
 
-from .errors import InputError
-from .history import REVEAL_SOURCE, History, StoredImage, TurnMask
-from .images import as_array, image_id_arg, to_uint8
+from ..controller.covering import locate_covering_turn
+from ..errors import InputError
+from ..history import REVEAL_SOURCE, History, StoredImage, TurnMask
+from ..images import as_array, image_id_arg, to_uint8
 from .alignment import IDENTITY, Alignment, residual_flow, support, warp, warp_float
 from . import provenance as _provenance
 from .blend import levels_for, multiband_blend
@@ -99,7 +100,7 @@ REVEAL_WORK_PIXELS = 2_097_152   # a restoration turn above 2 MP is analysed at 
                                  # 2048² with a zoom-out every call, 1.40 -> ~0.9 s CPU); the paste stays full size
 SEAM_MIN = 0.03          # a seam colour correction smaller than this (0..1) everywhere is not applied: the
                          # default sim drift leaves up to 0.021, a clipped 5 % gain per call 0.046-0.062
-BLEND_METHOD = "multiband"   # respec/blend.py: Burt & Adelson's Laplacian-pyramid blend
+BLEND_METHOD = "multiband"   # respec/pixels/blend.py: Burt & Adelson's Laplacian-pyramid blend
 BLEND_REACH = 3              # a blend of L levels is computed on a box grown by BLEND_REACH * 2^L px (at 3 the
                              # change it leaves at the box edge is below 0.5/255: under the output's rounding)
 SHIFT_SAMPLES = 1024    # ring pixels the shift search compares (an even subsample of the ring; grey)
@@ -353,7 +354,7 @@ def local_motion(src: np.ndarray, cur: np.ndarray, fit, region: np.ndarray, quie
     """The block-wise residual motion around R after alignment (a non-rigid warp moves R and its
     surroundings while the frame as a whole holds): blocks of ~1/32 of the shorter side (at least
     8 px) within two blocks of R and mostly on its quiet pixels, each with one Lucas-Kanade step
-    (respec.alignment.residual_flow) of I_t against the colour-fitted (and blur-matched) source.
+    (respec.pixels.alignment.residual_flow) of I_t against the colour-fitted (and blur-matched) source.
     Refuses when the median displacement length exceeds MAX_LOCAL_MOTION. (Blocks on R itself
     are not used: there I_t is the editor's re-invention, whose softness biases the step by up
     to a pixel where the geometry held. The median length, not the median vector: a non-rigid
@@ -512,7 +513,6 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
         src[B[0]:B[1], B[2]:B[3]] = warp_float(src_arr, a_src_w, box=B)
         by = _box(cand, 2 * (o + c) + params.compare_size + 2)
         sl = (slice(by[0], by[1]), slice(by[2], by[3]))
-        raw_occ = c_t.raw_residual[sl] if c_t.raw_residual is not None else residual(prev[sl], cur[sl], fit_prev)
         # "Agrees better with I_{k-1}" compares local mean colours (compare_size² windows): a
         # re-invented region has the right colours but not the texture, and the mean of |texture
         # differences| would call it closer to whatever occluder is nearest in colour.
@@ -875,7 +875,6 @@ def reveal_for_append(reveal: Any) -> tuple[dict, dict]:
 def covering_turn_for(history: History, plan: Any, request: str) -> tuple[int | None, str]:
     """(k, where it came from): the plan's provenance record when a provenance or hybrid planner
     made one, else provenance located now (the plan's restoration_source_id + 1 breaks a tie)."""
-    from .controller.provenance import locate_covering_turn
     rec = getattr(plan, "meta", {}).get("provenance") if plan is not None else None
     if isinstance(rec, dict) and rec.get("turn") is not None and not rec.get("ambiguous"):
         return int(rec["turn"]), "plan (provenance)"

@@ -11,7 +11,7 @@ away from the user's. The guard runs after the editor (and after Reveal Composit
 so a zoom-out or a shift is undone, not accumulated. What it guarantees:
 
 - **It shares the turn's record.** The alignment I_{t-1} -> I_t and the change mask C_t are the
-  ones History Append keeps with the turn (respec/provenance.py's cache, keyed by the two images'
+  ones History Append keeps with the turn (respec/pixels/provenance.py's cache, keyed by the two images'
   digests): the guard computes nothing a second time, and the change record of its own output is
   derived from the edit's (`remember_guarded`), not measured again.
 - **The edit region** K is C_t carried into I_{t-1}'s frame without what the editor's drift
@@ -60,11 +60,11 @@ from PIL import Image
 from scipy import ndimage
 from scipy.spatial import ConvexHull, QhullError
 
+from ..errors import InputError
+from ..history import History, StoredImage, TurnMask
+from ..images import as_array
 from .alignment import Alignment, support, warp, warp_float
 from .blend import levels_for, multiband_blend, push_pull
-from .errors import InputError
-from .history import CHANGE, History, StoredImage, TurnMask
-from .images import as_array
 from .provenance import (DEFAULT_PARAMS, ChangeParams, Stability, change_between, dilate, erode,
                          remember_alignment, remember_change, unstable_mask)
 

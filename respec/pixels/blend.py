@@ -8,8 +8,8 @@ frequencies) is spread over ~2^levels px, fine texture changes within a pixel or
 weight is 1 over the whole support of every level, the result is the top image exactly (to float
 rounding), so a paste keeps its own pixels away from the seam; where it is 0, the base image.
 
-Used by Reveal Composite (respec/reveal.py: I_{k-1}'s pixels into I_t) and the drift guard
-(respec/guard.py: the editor's pixels into I_{t-1}). Callers pass the crop around the seam: the
+Used by Reveal Composite (respec/pixels/reveal.py: I_{k-1}'s pixels into I_t) and the drift guard
+(respec/pixels/guard.py: the editor's pixels into I_{t-1}). Callers pass the crop around the seam: the
 cost is that of a few Gaussian filters on the crop.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ import math
 import numpy as np
 from scipy import ndimage
 
-from .errors import InputError
+from ..errors import InputError
 
 REDUCE_SIGMA = 1.0   # the pyramid's low-pass (close to Burt & Adelson's 5-tap binomial kernel)
 MIN_TOP_SIDE = 4     # the coarsest level keeps at least this many pixels per side

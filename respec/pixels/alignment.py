@@ -34,7 +34,7 @@ How `estimate_alignment` finds it, robust to the edited region and to photometri
 the inlier blocks after refinement (how well one similarity explains the motion); `inliers` the
 share of textured blocks that agree with it. A re-rendered picture (a new pose, redrawn texture)
 has few inliers and a large residual: the change record's stability measure
-(respec/provenance.py) reads that.
+(respec/pixels/provenance.py) reads that.
 """
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ import numpy as np
 from PIL import Image
 from scipy import ndimage
 
-from .errors import InputError
+from ..errors import InputError
 
 METHOD = "blockphase+gn-v1"
 COARSE_SIDE = 256        # block motion is measured with the longer side at most this

@@ -1,0 +1,17 @@
+"""The pixel steps: what acts on a turn's images, side by side (beyond the paper).
+
+In the order a turn uses them (the numbered steps of respec/turn.py's run_turn):
+
+    Steps 2-3, plan and select (the provenance selector, respec/controller/covering.py):
+      provenance        pixel provenance: which turns changed which pixels; `provenance_of(history)`
+                        reads every turn's change mask C_t
+      provenance_index  what those masks say, kept incrementally per history (shares, block grids,
+                        the last turn that changed each pixel), so a long conversation costs O(H·W)
+    Step 6, post-edit steps on the editor's image:
+      reveal            Reveal Composite: I_{k-1}'s own pixels back where the edit revealed them
+      guard             Drift Guard: I_{t-1}'s pixels outside the edit region, in I_{t-1}'s frame
+      blend             the multi-band blend and push-pull membrane both of them paste with
+    Step 7, append (History Append too):
+      alignment         translation + uniform scale from I_{t-1} to I_t, sub-pixel, kept with the turn
+      provenance        `change_for`: C_t of I_{t-1} -> I_t on aligned images, robust to global drift
+"""
