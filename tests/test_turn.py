@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import json
 from contextlib import contextmanager
+from dataclasses import FrozenInstanceError
 
 import numpy as np
 import pytest
 from PIL import Image
 
 from controller_helpers import ScriptedAnswer, make_history, picture
+from respec.controller.planner import VLMPlanner, plan_turn
 from respec.controller.selection import Selection
 from respec.errors import InputError
-from respec.turn import EDITOR_IMAGE_IDS, PlanSelector, TurnParts, TurnSwitches, keep_turn, run_turn
+from respec.turn import EDITOR_IMAGE_IDS, PlanSelector, TurnParts, TurnSwitches, run_turn
 
 RESTORE = json.dumps({"reasoning": {"occluder": "box"}, "identity_anchor_id": 3, "restoration_source_id": 0,
                       "restoration_region": "chest", "image_ids": [0, 3],
@@ -82,6 +84,29 @@ def test_skipping_non_restoration_turns_makes_no_call():
     record, _ = run_turn(_history(), "make it sunny", TurnParts(editor=Recorder(), backend=vlm),
                          TurnSwitches(skip_non_restoration=True), is_restoration=False)
     assert vlm.calls == 0 and record.sent_instruction == "make it sunny" and record.editor_image_ids == [3]
+    # the pass-through plan is plan_turn's own for a skipped turn, whatever the planner part
+    assert record.plan == plan_turn(_history(), "make it sunny", vlm, False, skip_non_restoration=True)
+
+
+def test_the_switches_are_one_frozen_value_checked_when_made():
+    switches = TurnSwitches(use_pti=False)
+    with pytest.raises(FrozenInstanceError):
+        switches.use_pti = True
+    with pytest.raises(InputError, match="use_hrs must be True or False"):
+        TurnSwitches(use_hrs="no")     # a string would read as True
+    with pytest.raises(InputError, match="unknown restoration mode 'sometimes'"):
+        TurnSwitches(restoration_mode="sometimes")
+
+
+def test_a_planner_gets_its_controller_options_when_it_is_made():
+    vlm = ScriptedAnswer(RESTORE)
+    record, _ = run_turn(_history(), "remove the large cardboard box",
+                         TurnParts(editor=Recorder(), backend=vlm,
+                                   planner=VLMPlanner(history_mode="bounded", max_history_images=2)),
+                         is_restoration=True)
+    assert len(record.plan.meta["images_shown"]) == 2 and record.plan.meta["history_images"]
+    with pytest.raises(InputError, match="unknown controller option.*history_images"):
+        VLMPlanner(history_images="bounded")
 
 
 def test_without_a_flag_the_restoration_mode_decides_and_says_how():
