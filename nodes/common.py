@@ -6,6 +6,8 @@ text format (a multiline widget) is written and read here too.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import json
 import re
 
@@ -13,6 +15,9 @@ import numpy as np
 
 from ..respec.errors import InputError
 from ..respec.images import as_array, to_uint8
+
+if TYPE_CHECKING:   # for the string annotations only; torch is imported where it is used
+    import torch
 
 CATEGORY = "ReSpec"
 

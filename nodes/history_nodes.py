@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from functools import partial
 
 from ..respec import web
 from ..respec.controller.request import check_request
 from ..respec.errors import InputError
 from ..respec.gallery import FITS, history_images
 from ..respec.pixels.guard import guard_for_append
-from ..respec.history import CHANGE, History
-from ..respec.pixels.provenance import change_for
+from ..respec.history import History
 from ..respec.pixels.reveal import reveal_for_append
 from ..respec.store import open_store, workflow_store_root
-from ..respec.turn import EDITOR_IMAGE_IDS
+from ..respec.turn import keep_turn
 from .common import HISTORY, PLAN, image_from_comfy, images_to_comfy
 
 CATEGORY = "ReSpec/history"
@@ -201,11 +201,8 @@ class ReSpecHistoryAppend:
         arr = image_from_comfy(image, "image")
         sent = sent_instruction if (sent_instruction or "").strip() else instruction
         meta_d = self._meta(meta)
-        if (editor_image_ids or "").strip():
-            meta_d[EDITOR_IMAGE_IDS] = self._ids(editor_image_ids)
-        masks = {CHANGE: change_for(history, arr)}
-        if "alignment" in masks[CHANGE].info:   # I_{t-1} -> I_t, kept with the turn (respec/pixels/alignment.py)
-            meta_d["alignment"] = masks[CHANGE].info["alignment"]
+        ids = self._ids(editor_image_ids) if (editor_image_ids or "").strip() else None
+        masks: dict = {}
         if reveal is not None:
             reveal_masks, reveal_meta = reveal_for_append(reveal)
             masks.update(reveal_masks)
@@ -214,20 +211,18 @@ class ReSpecHistoryAppend:
             guard_masks, guard_entry = guard_for_append(guard)
             masks.update(guard_masks)
             meta_d["post_edit"] = [*meta_d.get("post_edit", []), guard_entry]
-        if history.session_id is None:
-            new = history.append(arr, instruction, sent, plan, meta_d, masks)
-            web.send_history(new, "append", unique_id)
-            return (new, images_to_comfy([new.current.image]))
-
-        store = open_store(history.store_root)
-        if pending_session(history):
-            # History Store left the session to be created here, together with its first turn. The
-            # pending history stands for the session as created (version 1, turn 0 only), so running
-            # this Append again finds its turn, and another client's turn meanwhile is refused.
-            created = store.create(history.session_id, history.turns[0].image.array, exist_ok=True)
-            history = replace(created.with_turns(created.turns[:1]), version=1)
-        new = store.append_once(history, arr, instruction, sent, plan, meta_d,
-                                                         prompt=prompt, node_id=unique_id, masks=masks)
+        append = None   # an in-graph history: History.append, in memory only
+        if history.session_id is not None:
+            store = open_store(history.store_root)
+            if pending_session(history):
+                # History Store left the session to be created here, together with its first turn. The
+                # pending history stands for the session as created (version 1, turn 0 only), so running
+                # this Append again finds its turn, and another client's turn meanwhile is refused.
+                created = store.create(history.session_id, history.turns[0].image.array, exist_ok=True)
+                history = replace(created.with_turns(created.turns[:1]), version=1)
+            append = partial(store.append_once, history, prompt=prompt, node_id=unique_id)
+        new = keep_turn(history, arr, instruction, sent_instruction=sent, plan=plan, editor_image_ids=ids,
+                        meta=meta_d, masks=masks, append=append)
         web.send_history(new, "append", unique_id)
         return (new, images_to_comfy([new.current.image]))
 

@@ -229,9 +229,9 @@ def _configs(spec: str, selector: str | None, reveal: bool) -> list[str]:
         return names
     out = []
     for n in names:
-        if not CONFIGS[n].use_controller:
+        if not CONFIGS[n].switches.use_controller:
             out.append(n)
-        elif selector in (None, "vlm") or CONFIGS[n].use_pti and CONFIGS[n].use_hrs:
+        elif selector in (None, "vlm") or CONFIGS[n].switches.use_pti and CONFIGS[n].switches.use_hrs:
             out.append(config_variant(n, selector, reveal))
     return parse_configs(out)
 

@@ -1,61 +1,58 @@
 """One ReSpec turn (paper §4, figure 3), start to finish, in one place.
 
-    record, history = run_turn(history, "remove the box", backend=vlm, editor=klein, seed=7)
+    parts = TurnParts(editor=klein, backend=vlm)          # the paper's planner and selector
+    record, history = run_turn(history, "remove the box", parts, TurnSwitches(use_pti=False), seed=7)
 
 `run_turn` reads top to bottom like a diffusion pipeline's `__call__`:
 
-    1. is this a restoration turn?      (a given flag wins, else restoration_mode decides)
+    1. is this a restoration turn?      (a given flag wins, else switches.restoration_mode decides)
     2. plan                             (the planner part: one controller call at most; none on
-                                         turn 1; none at all with the provenance planner)
+                                         turn 1, none on a non-restoration turn with
+                                         skip_non_restoration, none at all with the provenance planner)
     3. select references                (the selector part: which history images the editor gets)
     4. rewrite                          (PTI: the plan's synthesis instruction, else the request)
     5. edit                             (the editor part, at the current image's size)
     6. post-edit steps                  (optional parts that may change the image, each recorded:
                                          Reveal Composite, then the Drift Guard, respec/pixels/guard.py)
-    7. append                           (the new history; the turn's meta holds the record, its
-                                         masks the change mask C_t and the post-edit steps' masks)
+    7. keep                             (keep_turn: the new history; the turn's meta holds the record,
+                                         its masks the change mask C_t and the post-edit steps' masks)
 
-Every part is passed in: the controller backend, the planner, the selector, the editor, the
-post-edit steps and an optional timing hook. The switches of the paper's ablations (table 2) are
-arguments: use_controller, use_pti, use_hrs, skip_non_restoration. The benchmark runner is
-a loop over this function; the ComfyUI graph runs the same stages as separate nodes, and its
-History Append records the same `editor_image_ids` key (EDITOR_IMAGE_IDS).
+The parts (TurnParts) are passed in, as a diffusers pipeline holds its components: the editor,
+the controller backend, the planner, the selector, the post-edit steps and an optional timing
+hook; a planner gets its controller options (templates, history_mode, ...) when it is made. The
+switches of the paper's ablations (table 2) are one frozen value (TurnSwitches): use_controller,
+use_pti, use_hrs, skip_non_restoration. The benchmark runner is a loop over this function; the
+ComfyUI graph runs the same stages as separate nodes, and its History Append keeps the turn with
+the same keep_turn.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
-from .controller import decide_restoration, plan_turn, rewrite_instruction, select_references
-from .controller.selection import Selection
-from .history import CHANGE, History, StoredImage
+from .controller import RESTORATION_MODES, decide_restoration, rewrite_instruction
+from .controller.planner import VLMPlanner, pass_through_plan
+from .controller.selection import PlanSelector, Selection
+from .errors import InputError
+from .history import CHANGE, History, StoredImage, TurnMask
 from .plan import Plan
 from .pixels.provenance import change_for
 from .timing import StageTimer, TimingHook
 
-# The turn-meta key that says which history images the editor received, in order. The runner
-# (through TurnRecord.meta) and the History Append node both write it; results rows read it.
+# The turn-meta key that says which history images the editor received, in order. keep_turn
+# writes it (for run_turn and the History Append node); results rows read it.
 EDITOR_IMAGE_IDS = "editor_image_ids"
 
 
 class Planner(Protocol):
-    """This turn's plan (paper §4.1-4.3): what to preserve, which references, what to send."""
+    """This turn's plan (paper §4.1-4.3): what to preserve, which references, what to send. A
+    planner that calls the controller gets its options (templates, history_mode, ...) when made."""
 
     name: str
 
     def plan(self, history: History, request: str, is_restoration: bool, *, backend: Any = None,
-             meta: dict | None = None, **vlm_options: Any) -> Plan:
-        """The plan for turn history.next_turn; vlm_options: skip_non_restoration, templates, ..."""
-
-
-class VLMPlanner:
-    """The paper's planner: one controller call (respec.controller.plan_turn)."""
-
-    name = "vlm"
-
-    def plan(self, history: History, request: str, is_restoration: bool, *, backend: Any = None,
-             meta: dict | None = None, **vlm_options: Any) -> Plan:
-        return plan_turn(history, request, backend, is_restoration, meta=meta, **vlm_options)
+             meta: dict | None = None) -> Plan:
+        """The plan for turn history.next_turn; meta: extra entries for plan.meta."""
 
 
 class Selector(Protocol):
@@ -67,16 +64,6 @@ class Selector(Protocol):
         """The selection for the turn `plan` was made for (plan.turn == history.next_turn)."""
 
 
-class PlanSelector:
-    """The paper's selector: the plan's image_ids on restoration turns with HRS on, else the
-    current image (respec.controller.select_references)."""
-
-    name = "plan"
-
-    def select(self, history: History, plan: Plan, *, use_history_reference: bool) -> Selection:
-        return select_references(history, plan, use_history_reference)
-
-
 class PostEditStep(Protocol):
     """A part run after the edit: it sees the turn so far (record.image is the edited image)
     and returns the image to keep (the same or a changed one) and an entry for the record.
@@ -86,6 +73,44 @@ class PostEditStep(Protocol):
 
     def __call__(self, history: History, record: "TurnRecord") -> tuple[Any, dict]:
         ...
+
+
+@dataclass(frozen=True)
+class TurnParts:
+    """The parts a turn runs, named like a diffusers pipeline's components: the editor, the
+    controller backend (None: no VLM), the planner and the selector (default: the paper's,
+    VLMPlanner and PlanSelector), the post-edit steps in order, and a hook wrapped around each
+    stage (respec.timing)."""
+
+    editor: Any
+    backend: Any = None
+    planner: Planner = field(default_factory=VLMPlanner)
+    selector: Selector = field(default_factory=PlanSelector)
+    post_edit: tuple[PostEditStep, ...] = ()
+    timing: TimingHook | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "post_edit", tuple(self.post_edit))   # a list given is kept as it was
+
+
+@dataclass(frozen=True)
+class TurnSwitches:
+    """The switches of the paper's ablations (table 2), and how a turn's restoration flag is
+    decided when the caller gives none. The default is the full method (ReSpec)."""
+
+    use_controller: bool = True          # off: no plan; the editor gets P_t and I_{t-1} (the baseline)
+    use_pti: bool = True                 # PTI: send the plan's rewritten instruction, else P_t
+    use_hrs: bool = True                 # HRS: give the editor the plan's reference images, else I_{t-1}
+    skip_non_restoration: bool = False   # non-restoration turns make no controller call (pass-through plan)
+    restoration_mode: str = "auto"       # no flag given: "auto" | "restoration" | "not restoration"
+
+    def __post_init__(self):
+        for name in ("use_controller", "use_pti", "use_hrs", "skip_non_restoration"):
+            if not isinstance(getattr(self, name), bool):
+                raise InputError(f"TurnSwitches.{name} must be True or False, got {getattr(self, name)!r}")
+        if self.restoration_mode not in RESTORATION_MODES:
+            raise InputError(f"unknown restoration mode {self.restoration_mode!r}; use one of "
+                             f"{', '.join(RESTORATION_MODES)}")
 
 
 @dataclass
@@ -122,9 +147,9 @@ class TurnRecord:
                 + (list(self.selection.fallbacks) if self.selection is not None else []))
 
     def meta(self) -> dict:
-        """The JSON-able part kept with the turn in the history (what results rows read)."""
-        out = {"seed": self.seed, "is_restoration": self.is_restoration,
-               EDITOR_IMAGE_IDS: self.editor_image_ids, "vlm_calls": self.vlm_calls,
+        """The JSON-able part kept with the turn in the history (what results rows read; keep_turn
+        adds the editor's image ids and C_t's alignment)."""
+        out = {"seed": self.seed, "is_restoration": self.is_restoration, "vlm_calls": self.vlm_calls,
                "fallbacks": self.fallbacks, "editor": dict(self.editor_run),
                "seconds": {k: round(v, 4) for k, v in self.seconds.items() if v > 0}}
         if self.post_edit:
@@ -138,88 +163,96 @@ def current_only(history: History) -> Selection:
     return Selection([history.current.image], [latest], history.current.image)
 
 
-def run_turn(history: History, request: str, *, editor: Any, backend: Any = None,
-             planner: Planner | None = None, selector: Selector | None = None,
-             post_edit: Sequence[PostEditStep] = (),
-             is_restoration: bool | None = None, restoration_mode: str = "auto",
-             use_controller: bool = True, use_pti: bool = True, use_hrs: bool = True,
-             skip_non_restoration: bool = False, seed: int = 0, steps: int | None = None,
-             guidance: float | None = None, templates: Any = None, plan_meta: dict | None = None,
-             meta: dict | None = None, timing: TimingHook | None = None,
-             history_mode: str | None = None, max_history_images: int | None = None) -> tuple[TurnRecord, History]:
-    """Run turn t = history.next_turn for the request P_t; return its record and H_t.
+def run_turn(history: History, request: str, parts: TurnParts, switches: TurnSwitches = TurnSwitches(), *,
+             is_restoration: bool | None = None, seed: int = 0, steps: int | None = None,
+             guidance: float | None = None, plan_meta: dict | None = None,
+             meta: dict | None = None) -> tuple[TurnRecord, History]:
+    """Run turn t = history.next_turn for the request P_t with `parts` under `switches`; return
+    its record and H_t.
 
-    is_restoration: a known flag (the benchmark's ground truth) wins over restoration_mode
-    ("auto" | "restoration" | "not restoration", see decide_restoration).
-    use_controller off: no plan, the editor gets P_t and the current image (the baseline).
-    use_pti / use_hrs: send the rewritten instruction / the plan's reference images.
-    skip_non_restoration: non-restoration turns make no controller call.
-    planner: makes the plan (default: VLMPlanner, one controller call; see
-    respec.controller.provenance_selector for the provenance and hybrid planners).
-    selector: which images the editor gets (default: PlanSelector, the paper's rule).
-    post_edit: steps run on the edited image, in order; each adds an entry to record.post_edit.
-    plan_meta: extra entries for plan.meta; meta: extra entries for the turn's history meta.
-    timing: a hook wrapped around each stage (the record holds each stage's seconds anyway).
-    history_mode / max_history_images: which history images the controller is shown ("paper":
-    all, plan_turn's default; "bounded": at most max_history_images, respec.controller.history_images)."""
-    planner = planner if planner is not None else VLMPlanner()
-    shown = {k: v for k, v in (("history_mode", history_mode), ("max_history_images", max_history_images))
-             if v is not None}
-    selector = selector if selector is not None else PlanSelector()
+    is_restoration: a known flag (the benchmark's ground truth) wins over switches.restoration_mode.
+    seed / steps / guidance: the editor's (None: the editor's own default).
+    plan_meta: extra entries for plan.meta; meta: extra entries for the turn's history meta."""
     t = history.next_turn
     seconds: dict[str, float] = {}
-    stage = StageTimer(seconds, timing).measure
+    stage = StageTimer(seconds, parts.timing).measure
 
     # 1. Is this a restoration turn? (it picks the controller's prompt, never enters it)
     decided: dict = {}
     if is_restoration is None:
-        is_restoration, decided = decide_restoration(restoration_mode, history, request)
+        is_restoration, decided = decide_restoration(switches.restoration_mode, history, request)
     record = TurnRecord(turn=t, request=request, is_restoration=bool(is_restoration), seed=int(seed))
 
     # 2. Plan: one controller call at most (none on turn 1, none when skipped or switched off).
-    if use_controller:
+    if switches.use_controller:
         with stage("controller"):
-            record.plan = planner.plan(history, request, record.is_restoration, backend=backend,
-                                       skip_non_restoration=skip_non_restoration, templates=templates,
-                                       meta={**decided, **(plan_meta or {})}, **shown)
+            plan_meta = {**decided, **(plan_meta or {})}
+            if switches.skip_non_restoration and not record.is_restoration:
+                record.plan = pass_through_plan(history, request, False, meta=plan_meta)
+            else:
+                record.plan = parts.planner.plan(history, request, record.is_restoration, backend=parts.backend,
+                                                 meta=plan_meta)
 
     # 3. Select references: the history images the editor gets, in order.
     if record.plan is not None:
         with stage("select"):
-            record.selection = selector.select(history, record.plan, use_history_reference=use_hrs)
+            record.selection = parts.selector.select(history, record.plan, use_history_reference=switches.use_hrs)
     else:
         record.selection = current_only(history)
 
     # 4. Rewrite: the instruction the editor is sent.
     if record.plan is not None:
         with stage("rewrite"):
-            record.sent_instruction = rewrite_instruction(record.plan, use_pti=use_pti)
+            record.sent_instruction = rewrite_instruction(record.plan, use_pti=switches.use_pti)
     else:
         record.sent_instruction = request
 
     # 5. Edit, at the current image's size (so masks of I_{t-1} and I_t line up).
     with stage("editor"):
         # One copy and one hash of I_t for the whole turn: the post-edit steps, C_t and the history share it.
-        record.image = StoredImage.of(editor.edit([im.rgb() for im in record.selection.images],
-                                                  record.sent_instruction, output_size=history.current.image.size,
-                                                  seed=record.seed, steps=steps, guidance=guidance))
+        record.image = StoredImage.of(parts.editor.edit([im.rgb() for im in record.selection.images],
+                                                        record.sent_instruction,
+                                                        output_size=history.current.image.size,
+                                                        seed=record.seed, steps=steps, guidance=guidance))
     record.edited = record.image
-    record.editor_run = dict(getattr(editor, "last_run", {}) or {})
+    record.editor_run = dict(getattr(parts.editor, "last_run", {}) or {})
 
     # 6. Post-edit steps: each may replace the image and says what it did.
-    for step in post_edit:
+    for step in parts.post_edit:
         name = getattr(step, "name", type(step).__name__)
         with stage(f"post:{name}"):
             record.image, entry = step(history, record)
         record.post_edit.append({"step": name, **(entry or {})})
 
-    # 7. Append: H_t, with the record kept in the turn's meta and C_t (what this turn changed)
-    #    with the turn, as History Append does in a graph.
+    # 7. Keep: H_t, with C_t (what this turn changed; computed here so that its seconds, the
+    #    "provenance" stage, are in the record) and the record in the turn's meta.
     with stage("provenance"):
         record.image = StoredImage.of(record.image)   # a post-edit step's new image (else the same one)
-        masks = {CHANGE: change_for(history, record.image), **record.masks}
+        change = change_for(history, record.image)
     record.seconds = seconds
-    alignment = {"alignment": masks[CHANGE].info["alignment"]} if "alignment" in masks[CHANGE].info else {}
-    new = history.append(record.image, request, sent_instruction=record.sent_instruction, plan=record.plan,
-                         meta={**(meta or {}), **record.meta(), **alignment}, masks=masks)
+    new = keep_turn(history, record.image, request, sent_instruction=record.sent_instruction, plan=record.plan,
+                    editor_image_ids=record.editor_image_ids, meta={**(meta or {}), **record.meta()},
+                    masks=record.masks, change=change)
     return record, new
+
+
+def keep_turn(history: History, image: Any, request: str, *, sent_instruction: str | None = None,
+              plan: Plan | None = None, editor_image_ids: Sequence[int] | None = None, meta: dict | None = None,
+              masks: dict | None = None, change: TurnMask | None = None,
+              append: Callable[..., History] | None = None) -> History:
+    """What a turn keeps (step 7, for run_turn and the History Append node): I_t with its change
+    mask C_t beside `masks` (the post-edit steps' per-pixel records), and `meta` with the ids of
+    the images the editor received (EDITOR_IMAGE_IDS) and C_t's alignment of I_{t-1} to I_t.
+
+    change: C_t when the caller computed it already (else respec.pixels.provenance.change_for).
+    append: called as append(image, request, sent_instruction, plan, meta, masks=...), its history
+    returned; default history.append (History Append passes its session store's append_once)."""
+    image = StoredImage.of(image)
+    change = change if change is not None else change_for(history, image)
+    meta = dict(meta or {})
+    if editor_image_ids is not None:
+        meta[EDITOR_IMAGE_IDS] = list(editor_image_ids)
+    if "alignment" in change.info:   # I_{t-1} -> I_t (respec/pixels/alignment.py)
+        meta["alignment"] = change.info["alignment"]
+    append = append if append is not None else history.append
+    return append(image, request, sent_instruction, plan, meta, masks={CHANGE: change, **(masks or {})})

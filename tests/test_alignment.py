@@ -8,7 +8,7 @@ import pytest
 
 from respec.history import CHANGE, History
 from respec.pixels import provenance as pv
-from respec.pixels.alignment import IDENTITY, Alignment, estimate_alignment, support, warp
+from respec.pixels.alignment import Alignment, estimate_alignment, support, warp
 from respec.pixels.provenance import change_for, change_mask, provenance_of, turn_alignment, turn_change
 from synthetic_scenes import background, draw_rect, drift, iou, moved, rect_mask, rerender_field, u8
 

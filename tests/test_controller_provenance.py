@@ -19,7 +19,7 @@ from respec.history import CHANGE, REVEAL_SOURCE, History
 from respec.pixels.provenance import change_for
 from respec.pixels.reveal import RevealStep
 from respec.plan import Plan
-from respec.turn import run_turn
+from respec.turn import TurnParts, run_turn
 from synthetic_scenes import background, draw_rect, drift, rect_mask, u8
 
 SHAPE = (96, 128)
@@ -146,7 +146,7 @@ def test_the_provenance_selector_overrides_a_vlm_plans_ids():
 
 
 def test_selector_names():
-    assert selector_parts("vlm") == (None, None)
+    assert [type(p).__name__ for p in selector_parts("vlm")] == ["VLMPlanner", "PlanSelector"]
     assert [type(p).__name__ for p in selector_parts("provenance")] == ["ProvenancePlanner", "ProvenanceSelector"]
     assert [type(p).__name__ for p in selector_parts("hybrid")] == ["HybridPlanner", "ProvenanceSelector"]
     with pytest.raises(InputError, match="vlm, provenance, hybrid"):
@@ -180,8 +180,9 @@ def test_a_whole_restoration_turn_runs_with_no_vlm_call_and_reveals_the_hidden_p
     h = _history((ADD_SUITCASE, SUITCASE), (ADD_LAMP, LAMP))
     planner, selector = selector_parts("provenance")
     editor = Remover()
-    record, new = run_turn(h, "Remove the suitcase.", editor=editor, backend=None, planner=planner,
-                           selector=selector, post_edit=[RevealStep()], is_restoration=True, seed=3)
+    record, new = run_turn(h, "Remove the suitcase.",
+                           TurnParts(editor=editor, planner=planner, selector=selector, post_edit=[RevealStep()]),
+                           is_restoration=True, seed=3)
     assert record.vlm_calls == 0 and record.editor_image_ids == [0, 2]
     assert editor.calls == [(2, record.plan.synthesis_instruction)]
     entry = record.post_edit[0]
@@ -200,8 +201,9 @@ def test_a_whole_restoration_turn_runs_with_no_vlm_call_and_reveals_the_hidden_p
 def test_the_reveal_step_leaves_other_turns_alone():
     h = _history((ADD_SUITCASE, SUITCASE))
     planner, selector = selector_parts("provenance")
-    record, new = run_turn(h, ADD_LAMP, editor=Remover(), planner=planner, selector=selector,
-                           post_edit=[RevealStep()], is_restoration=False)
+    record, new = run_turn(h, ADD_LAMP,
+                           TurnParts(editor=Remover(), planner=planner, selector=selector, post_edit=[RevealStep()]),
+                           is_restoration=False)
     assert record.post_edit[0]["applied"] is False and "not a restoration" in record.post_edit[0]["reason"]
     assert REVEAL_SOURCE not in new.current.masks
 

@@ -10,7 +10,7 @@ from PIL import Image
 
 from respec import models
 from respec.errors import DownloadNotAllowedError, InputError, MissingWeightsError
-from respec.eval import metric_models, metrics
+from respec.eval import metric_models
 from respec.eval.masks import TrajectoryMasks
 from respec.eval.metric_models import build_tiny_scorer
 from respec.eval.metrics import masked_psnr, occur_regions, reference_selection_accuracy

@@ -13,7 +13,7 @@ from respec.history import CHANGE, History, StoredImage
 from respec.pixels import provenance
 from respec.pixels.alignment import Alignment, warp
 from respec.pixels.guard import GUARD_MASK, GuardStep, global_request, guard_images
-from respec.turn import run_turn
+from respec.turn import TurnParts, TurnSwitches, run_turn
 
 SHAPE = (192, 224)
 BOX = (70, 80, 120, 140)
@@ -141,8 +141,9 @@ def test_run_turn_guard_step_shares_the_turns_change_record(scene, monkeypatch):
     real = provenance.change_mask
     monkeypatch.setattr(provenance, "change_mask", lambda *a, **k: calls.append(1) or real(*a, **k))
     history = History.start(Image.fromarray(u8(scene)))
-    record, new = run_turn(history, "add a red box", editor=_DriftingEditor(scene), use_controller=False,
-                           post_edit=[GuardStep()], seed=3)
+    record, new = run_turn(history, "add a red box",
+                           TurnParts(editor=_DriftingEditor(scene), post_edit=[GuardStep()]),
+                           TurnSwitches(use_controller=False), seed=3)
     assert len(calls) == 1                                   # the edit's change record, once
     entry = record.post_edit[0]
     assert entry["step"] == "drift_guard" and entry["applied"]

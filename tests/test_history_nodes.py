@@ -386,6 +386,35 @@ def test_history_append_records_the_turns_change_mask(pack, nodes, mode):
         assert np.array_equal(again.turns[1].change.mask, change.mask)
 
 
+@pytest.mark.parametrize("mode", ["in-graph", "new"])
+def test_history_append_keeps_a_turn_as_run_turn_does(pack, nodes, mode):
+    """What a turn keeps has one home (respec.turn.keep_turn): the same turn kept by run_turn and by
+    History Append (given the record's meta and image ids, as a graph's nodes give them) has the
+    same meta, image and masks."""
+    Store, Append = nodes
+    turn = core(pack, "turn")
+    before, after, _ = _scene_pair()
+    edited = pack.nodes.common.image_from_comfy(after)
+
+    class Edited:
+        name, last_run = "fixed", {}
+
+        def edit(self, images, instruction, **kwargs):
+            return edited
+
+    start, *_ = _run(Store, "in-graph", image=before)
+    record, by_turn = turn.run_turn(start, "add a red box", turn.TurnParts(editor=Edited()),
+                                    turn.TurnSwitches(use_controller=False), seed=5)
+    hist, *_ = _run(Store, mode, session_id="same", image=before)
+    by_node, _ = Append().append(hist, after, "add a red box", meta=json.dumps(record.meta()),
+                                 editor_image_ids=json.dumps(record.editor_image_ids))
+    kept = _store(pack).load("same").current if mode == "new" else by_node.current
+    expected = by_turn.current
+    assert kept.meta == expected.meta and {"editor_image_ids", "alignment"} <= set(kept.meta)
+    assert kept.image.digest == expected.image.digest and set(kept.masks) == set(expected.masks)
+    assert np.array_equal(kept.change.mask, expected.change.mask)
+
+
 # ----------------------------------------------------------------------------- rough edges (issue 25)
 
 def test_a_prompt_failing_before_history_append_leaves_no_session(pack, nodes):

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import json
 from contextlib import contextmanager
+from dataclasses import FrozenInstanceError
 
 import numpy as np
 import pytest
 from PIL import Image
 
 from controller_helpers import ScriptedAnswer, make_history, picture
+from respec.controller.planner import VLMPlanner, plan_turn
 from respec.controller.selection import Selection
 from respec.errors import InputError
-from respec.turn import EDITOR_IMAGE_IDS, PlanSelector, run_turn
+from respec.turn import EDITOR_IMAGE_IDS, PlanSelector, TurnParts, TurnSwitches, run_turn
 
 RESTORE = json.dumps({"reasoning": {"occluder": "box"}, "identity_anchor_id": 3, "restoration_source_id": 0,
                       "restoration_region": "chest", "image_ids": [0, 3],
@@ -41,7 +43,7 @@ def _history():
 
 def test_full_respec_sends_the_plans_references_and_rewritten_instruction():
     editor, vlm = Recorder(), ScriptedAnswer(RESTORE)
-    record, new = run_turn(_history(), "remove the large cardboard box", editor=editor, backend=vlm,
+    record, new = run_turn(_history(), "remove the large cardboard box", TurnParts(editor=editor, backend=vlm),
                            is_restoration=True, seed=11, steps=3)
     images, text, kw = editor.calls[0]
     assert record.editor_image_ids == [0, 3] and len(images) == 2
@@ -63,40 +65,65 @@ def test_full_respec_sends_the_plans_references_and_rewritten_instruction():
 ])
 def test_the_pti_and_hrs_switches_act_on_the_instruction_and_the_images(use_pti, use_hrs, ids, sent):
     editor = Recorder()
-    record, _ = run_turn(_history(), "remove the large cardboard box", editor=editor,
-                         backend=ScriptedAnswer(RESTORE), is_restoration=True, use_pti=use_pti, use_hrs=use_hrs)
+    record, _ = run_turn(_history(), "remove the large cardboard box",
+                         TurnParts(editor=editor, backend=ScriptedAnswer(RESTORE)),
+                         TurnSwitches(use_pti=use_pti, use_hrs=use_hrs), is_restoration=True)
     assert record.editor_image_ids == ids and editor.calls[0][1] == sent and len(editor.calls[0][0]) == len(ids)
 
 
 def test_without_the_controller_the_editor_gets_the_request_and_the_current_image():
     editor = Recorder()
-    record, new = run_turn(_history(), "remove the large cardboard box", editor=editor, backend=None,
-                           is_restoration=True, use_controller=False)
+    record, new = run_turn(_history(), "remove the large cardboard box", TurnParts(editor=editor, backend=None),
+                           TurnSwitches(use_controller=False), is_restoration=True)
     assert record.plan is None and record.vlm_calls == 0 and record.editor_image_ids == [3]
     assert editor.calls[0][1] == "remove the large cardboard box" and new.current.meta["fallbacks"] == []
 
 
 def test_skipping_non_restoration_turns_makes_no_call():
     vlm = ScriptedAnswer("{}")
-    record, _ = run_turn(_history(), "make it sunny", editor=Recorder(), backend=vlm, is_restoration=False,
-                         skip_non_restoration=True)
+    record, _ = run_turn(_history(), "make it sunny", TurnParts(editor=Recorder(), backend=vlm),
+                         TurnSwitches(skip_non_restoration=True), is_restoration=False)
     assert vlm.calls == 0 and record.sent_instruction == "make it sunny" and record.editor_image_ids == [3]
+    # the pass-through plan is plan_turn's own for a skipped turn, whatever the planner part
+    assert record.plan == plan_turn(_history(), "make it sunny", vlm, False, skip_non_restoration=True)
+
+
+def test_the_switches_are_one_frozen_value_checked_when_made():
+    switches = TurnSwitches(use_pti=False)
+    with pytest.raises(FrozenInstanceError):
+        switches.use_pti = True
+    with pytest.raises(InputError, match="use_hrs must be True or False"):
+        TurnSwitches(use_hrs="no")     # a string would read as True
+    with pytest.raises(InputError, match="unknown restoration mode 'sometimes'"):
+        TurnSwitches(restoration_mode="sometimes")
+
+
+def test_a_planner_gets_its_controller_options_when_it_is_made():
+    vlm = ScriptedAnswer(RESTORE)
+    record, _ = run_turn(_history(), "remove the large cardboard box",
+                         TurnParts(editor=Recorder(), backend=vlm,
+                                   planner=VLMPlanner(history_mode="bounded", max_history_images=2)),
+                         is_restoration=True)
+    assert len(record.plan.meta["images_shown"]) == 2 and record.plan.meta["history_images"]
+    with pytest.raises(InputError, match="unknown controller option.*history_images"):
+        VLMPlanner(history_images="bounded")
 
 
 def test_without_a_flag_the_restoration_mode_decides_and_says_how():
-    record, _ = run_turn(_history(), "remove the large cardboard box", editor=Recorder(),
-                         backend=ScriptedAnswer(RESTORE))
+    record, _ = run_turn(_history(), "remove the large cardboard box",
+                         TurnParts(editor=Recorder(), backend=ScriptedAnswer(RESTORE)))
     assert record.is_restoration is True
     assert record.plan.meta["restoration_decided_by"] == "auto" and "turn 1 added" in record.plan.meta["restoration_reason"]
-    forced, _ = run_turn(_history(), "remove the large cardboard box", editor=Recorder(),
-                         backend=ScriptedAnswer("{}"), restoration_mode="not restoration")
+    forced, _ = run_turn(_history(), "remove the large cardboard box",
+                         TurnParts(editor=Recorder(), backend=ScriptedAnswer("{}")),
+                         TurnSwitches(restoration_mode="not restoration"))
     assert forced.is_restoration is False and forced.editor_image_ids == [3]
 
 
 def test_the_record_keeps_the_plan_and_selection_fallbacks_in_order():
     bad = json.dumps({**json.loads(RESTORE), "image_ids": [0, 9]})
-    record, new = run_turn(_history(), "remove the large cardboard box", editor=Recorder(),
-                           backend=ScriptedAnswer(bad), is_restoration=True)
+    record, new = run_turn(_history(), "remove the large cardboard box",
+                           TurnParts(editor=Recorder(), backend=ScriptedAnswer(bad)), is_restoration=True)
     assert record.selection.dropped_ids == [9] and record.fallbacks[-1] == "image_id_not_in_history_dropped"
     assert new.current.meta["fallbacks"] == record.fallbacks
 
@@ -110,8 +137,9 @@ def test_a_selector_is_a_part_the_turn_only_calls():
             return Selection([first], [0], history.current.image, ["oldest_only"])
 
     editor = Recorder()
-    record, _ = run_turn(_history(), "remove the large cardboard box", editor=editor,
-                         backend=ScriptedAnswer(RESTORE), is_restoration=True, selector=Oldest())
+    record, _ = run_turn(_history(), "remove the large cardboard box",
+                         TurnParts(editor=editor, backend=ScriptedAnswer(RESTORE), selector=Oldest()),
+                         is_restoration=True)
     assert record.editor_image_ids == [0] and "oldest_only" in record.fallbacks
     assert np.array_equal(np.asarray(editor.calls[0][0][0]), _history().image(0).array)
     assert isinstance(PlanSelector().select(_history(), record.plan, use_history_reference=True), Selection)
@@ -130,8 +158,9 @@ def test_post_edit_steps_may_change_the_image_and_are_recorded_in_order():
         def __call__(self, history, record):
             return record.image, {"mean": float(np.asarray(record.image).mean())}
 
-    record, new = run_turn(_history(), "make it sunny", editor=Recorder(), backend=None, is_restoration=False,
-                           use_controller=False, seed=30, post_edit=[Invert(), Measure()])
+    record, new = run_turn(_history(), "make it sunny",
+                           TurnParts(editor=Recorder(), backend=None, post_edit=[Invert(), Measure()]),
+                           TurnSwitches(use_controller=False), is_restoration=False, seed=30)
     assert [e["step"] for e in record.post_edit] == ["invert", "measure"]
     assert record.post_edit[1]["mean"] == pytest.approx((225 + 255 + 255) / 3)   # measured after the inversion
     assert np.array_equal(new.current.image.array, np.asarray(record.image))
@@ -147,21 +176,21 @@ def test_the_timing_hook_wraps_every_stage_that_ran():
         yield
         seen.append(("exit", stage))
 
-    run_turn(_history(), "remove the large cardboard box", editor=Recorder(), backend=ScriptedAnswer(RESTORE),
-             is_restoration=True, timing=hook)
+    run_turn(_history(), "remove the large cardboard box",
+             TurnParts(editor=Recorder(), backend=ScriptedAnswer(RESTORE), timing=hook), is_restoration=True)
     assert [s for kind, s in seen if kind == "enter"] == ["controller", "select", "rewrite", "editor", "provenance"]
     assert seen.count(("exit", "editor")) == 1
 
 
 def test_a_turn_that_needs_a_controller_without_one_says_so():
     with pytest.raises(InputError, match="needs a controller"):
-        run_turn(_history(), "remove the large cardboard box", editor=Recorder(), backend=None,
+        run_turn(_history(), "remove the large cardboard box", TurnParts(editor=Recorder(), backend=None),
                  is_restoration=True)
 
 
 def test_the_first_turn_makes_no_call_and_edits_the_original():
     from respec.history import History
     vlm, editor = ScriptedAnswer(RESTORE), Recorder()
-    record, new = run_turn(History.start(picture(0)), "add a box", editor=editor, backend=vlm)
+    record, new = run_turn(History.start(picture(0)), "add a box", TurnParts(editor=editor, backend=vlm))
     assert vlm.calls == 0 and record.editor_image_ids == [0] and record.sent_instruction == "add a box"
     assert len(new) == 2

@@ -11,7 +11,7 @@ from respec.pixels import provenance
 from respec.pixels import reveal as reveal_mod
 from respec.pixels.provenance import change_for
 from respec.pixels.reveal import RevealStep
-from respec.turn import run_turn
+from respec.turn import TurnParts, TurnSwitches, run_turn
 
 from synthetic_scenes import background, draw_rect, u8
 
@@ -47,7 +47,8 @@ def test_one_hash_of_the_output_image_per_turn(monkeypatch):
     hashed = []
     real = history_mod.content_hash
     monkeypatch.setattr(history_mod, "content_hash", lambda a: hashed.append(np.asarray(a).shape) or real(a))
-    record, new = run_turn(h, "add a yellow square", editor=Editor(), use_controller=False, seed=1)
+    record, new = run_turn(h, "add a yellow square", TurnParts(editor=Editor()),
+                           TurnSwitches(use_controller=False), seed=1)
     assert hashed.count(shape) == 1, "the output image is hashed once (History.append and change_for share it)"
     assert new.current.image is record.image
 
@@ -59,8 +60,10 @@ def test_a_reveal_that_leaves_the_image_costs_one_change_mask(monkeypatch):
     counted = lambda *a, **k: calls.append(1) or real(*a, **k)   # noqa: E731
     monkeypatch.setattr(provenance, "change_of", counted)
     monkeypatch.setattr(reveal_mod, "change_of", counted)
-    record, new = run_turn(h, "remove the red crate", editor=Editor(paint=False), planner=ProvenancePlanner(),
-                           selector=ProvenanceSelector(), post_edit=[RevealStep()], is_restoration=True, seed=2)
+    record, new = run_turn(h, "remove the red crate",
+                           TurnParts(editor=Editor(paint=False), planner=ProvenancePlanner(),
+                                     selector=ProvenanceSelector(), post_edit=[RevealStep()]),
+                           is_restoration=True, seed=2)
     assert record.post_edit[0]["applied"] is False
     assert len(calls) == 1, "Reveal's C_t of the edited image is the one History Append keeps"
     assert new.current.change is not None

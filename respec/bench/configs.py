@@ -7,16 +7,14 @@ import zlib
 from dataclasses import dataclass
 
 from ..errors import InputError
+from ..turn import TurnSwitches
 
 
 @dataclass(frozen=True)
 class BenchConfig:
-    """One column of table 2."""
+    """One column of table 2: the turn's switches and the parts beyond the paper."""
     name: str
-    use_controller: bool
-    use_pti: bool
-    use_hrs: bool
-    skip_non_restoration: bool = False
+    switches: TurnSwitches           # use_controller, use_pti, use_hrs, skip_non_restoration (respec.turn)
     label: str = ""
     selector: str = "vlm"            # vlm | provenance | hybrid (respec.controller.provenance_selector)
     reveal: bool = False             # Reveal Composite after the edit (respec.pixels.reveal.RevealStep)
@@ -25,32 +23,35 @@ class BenchConfig:
     @property
     def needs_vlm(self) -> bool:
         """Whether this config calls the controller (the provenance selector does not)."""
-        return self.use_controller and self.selector != "provenance"
+        return self.switches.use_controller and self.selector != "provenance"
 
 
+# The table's switch settings: no controller; HRS (non-restoration turns make no VLM call: nothing
+# of theirs would be used); PTI; both (ReSpec).
+BASELINE = TurnSwitches(use_controller=False, use_pti=False, use_hrs=False)
+HRS = TurnSwitches(use_pti=False, skip_non_restoration=True)
+PTI = TurnSwitches(use_hrs=False)
+RESPEC = TurnSwitches()
 # The paper's four (table 2), then beyond the paper (docs/provenance.md): the provenance selector
 # (0 VLM calls), the hybrid (provenance picks, the VLM writes) and Reveal Composite after the edit.
 CONFIGS: dict[str, BenchConfig] = {
-    "baseline": BenchConfig("baseline", False, False, False, label="no ReSpec"),
-    "hrs": BenchConfig("hrs", True, False, True, skip_non_restoration=True, label="+ HRS"),
-    "pti": BenchConfig("pti", True, True, False, label="+ PTI"),
-    "respec": BenchConfig("respec", True, True, True, label="+ PTI + HRS (ReSpec)"),
-    "respec-prov": BenchConfig("respec-prov", True, True, True, selector="provenance",
+    "baseline": BenchConfig("baseline", BASELINE, label="no ReSpec"),
+    "hrs": BenchConfig("hrs", HRS, label="+ HRS"),
+    "pti": BenchConfig("pti", PTI, label="+ PTI"),
+    "respec": BenchConfig("respec", RESPEC, label="+ PTI + HRS (ReSpec)"),
+    "respec-prov": BenchConfig("respec-prov", RESPEC, selector="provenance",
                                label="ReSpec, provenance selector (0 VLM calls)"),
-    "respec-prov+reveal": BenchConfig("respec-prov+reveal", True, True, True, selector="provenance", reveal=True,
+    "respec-prov+reveal": BenchConfig("respec-prov+reveal", RESPEC, selector="provenance", reveal=True,
                                       label="ReSpec, provenance selector + Reveal Composite"),
-    "respec-hybrid": BenchConfig("respec-hybrid", True, True, True, selector="hybrid",
+    "respec-hybrid": BenchConfig("respec-hybrid", RESPEC, selector="hybrid",
                                  label="ReSpec, hybrid (provenance picks, the VLM writes)"),
-    "respec-hybrid+reveal": BenchConfig("respec-hybrid+reveal", True, True, True, selector="hybrid", reveal=True,
+    "respec-hybrid+reveal": BenchConfig("respec-hybrid+reveal", RESPEC, selector="hybrid", reveal=True,
                                         label="ReSpec, hybrid + Reveal Composite"),
-    "hrs+reveal": BenchConfig("hrs+reveal", True, False, True, skip_non_restoration=True, reveal=True,
-                              label="+ HRS + Reveal Composite"),
-    "pti+reveal": BenchConfig("pti+reveal", True, True, False, reveal=True, label="+ PTI + Reveal Composite"),
-    "respec+reveal": BenchConfig("respec+reveal", True, True, True, reveal=True,
-                                 label="+ PTI + HRS (ReSpec) + Reveal Composite"),
-    "respec+guard": BenchConfig("respec+guard", True, True, True, guard=True,
-                                label="+ PTI + HRS (ReSpec) + Drift Guard"),
-    "baseline+guard": BenchConfig("baseline+guard", False, False, False, guard=True, label="no ReSpec + Drift Guard"),
+    "hrs+reveal": BenchConfig("hrs+reveal", HRS, reveal=True, label="+ HRS + Reveal Composite"),
+    "pti+reveal": BenchConfig("pti+reveal", PTI, reveal=True, label="+ PTI + Reveal Composite"),
+    "respec+reveal": BenchConfig("respec+reveal", RESPEC, reveal=True, label="+ PTI + HRS (ReSpec) + Reveal Composite"),
+    "respec+guard": BenchConfig("respec+guard", RESPEC, guard=True, label="+ PTI + HRS (ReSpec) + Drift Guard"),
+    "baseline+guard": BenchConfig("baseline+guard", BASELINE, guard=True, label="no ReSpec + Drift Guard"),
 }
 # `--config all` is the paper's four; names and groups combine ("all,prov,reveal").
 CONFIG_GROUPS = {
@@ -87,11 +88,9 @@ def config_variant(name: str, selector: str | None = None, reveal: bool = False)
     "provenance", True) -> "respec-prov+reveal". InputError when no such config exists."""
     base = CONFIGS[name]
     sel = (selector or base.selector).strip().lower()
-    want = (base.use_controller, base.use_pti, base.use_hrs, base.skip_non_restoration, sel, base.reveal or reveal,
-            base.guard)
+    want = (base.switches, sel, base.reveal or reveal, base.guard)
     for cand in CONFIGS.values():
-        if (cand.use_controller, cand.use_pti, cand.use_hrs, cand.skip_non_restoration, cand.selector,
-                cand.reveal, cand.guard) == want:
+        if (cand.switches, cand.selector, cand.reveal, cand.guard) == want:
             return cand.name
     raise InputError(f"there is no config {name!r} with selector {sel!r}{' and Reveal Composite' if reveal else ''}: "
                      "the provenance and hybrid selectors are defined for 'respec' (PTI + HRS), Reveal Composite "

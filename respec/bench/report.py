@@ -492,7 +492,7 @@ def _gets_reference(row: dict) -> bool:
     if row.get("use_hrs") is not None:
         return bool(row["use_hrs"])
     cfg = CONFIGS.get(str(row.get("config")))
-    return bool(cfg and cfg.use_hrs)
+    return bool(cfg and cfg.switches.use_hrs)
 
 
 def _restoration_fallbacks(row: dict) -> list[str]:

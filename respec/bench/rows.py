@@ -106,7 +106,7 @@ def make_row(scenario: Scenario, history: History, score: dict, *, config: str, 
     row = {
         **scenario.summary(),
         "status": "ok",
-        "config": config, "use_pti": cfg.use_pti if cfg else None, "use_hrs": cfg.use_hrs if cfg else None,
+        "config": config, "use_pti": cfg.switches.use_pti if cfg else None, "use_hrs": cfg.switches.use_hrs if cfg else None,
         "editor": editor, "editor_model": editor_model, "smoke": bool(smoke),
         "controller": (controller if any(t["vlm_calls"] for t in turns) or (called and plan_r.vlm_called)
                        else PROVENANCE_ANALYZER if called else ""),

@@ -34,7 +34,7 @@ from ..errors import DownloadNotAllowedError, InputError, Interrupted, MissingWe
 from ..history import History
 from ..models import TINY
 from ..timing import StageTimer
-from ..turn import TimingHook, run_turn
+from ..turn import TimingHook, TurnParts, run_turn
 from ..controller.provenance_selector import selector_parts
 from ..pixels.guard import GuardStep
 from ..pixels.reveal import RevealStep
@@ -315,23 +315,21 @@ def run_turns(scenario: Scenario, config: BenchConfig, models: BenchModels, sett
     calls, fallbacks and per-stage seconds)."""
     history = History.start(image if image is not None else scenario.load_image(settings.size or None),
                             meta={"scenario": scenario.id, "config": config.name})
-    planner, selector = selector_parts(config.selector)
+    planner, selector = selector_parts(config.selector, history_mode=settings.controller_history)
     post_edit = ([RevealStep()] if config.reveal else []) + ([GuardStep()] if config.guard else [])
     if config.guard and getattr(models.editor, "truth", None) is not None:
         from ..sim.drift import EditFidelity     # the sim's measurement: it leaves the image unchanged
         post_edit.append(EditFidelity(models.editor, scenario))
+    parts = TurnParts(editor=models.editor, backend=models.backend, planner=planner, selector=selector,
+                      post_edit=post_edit, timing=timing)
     for t, turn in enumerate(scenario.turns, start=1):
         comfy.check_interrupted()
         tell_editor_the_turn(models.editor, scenario, t)
-        record, history = run_turn(history, turn.instruction, editor=models.editor, backend=models.backend,
-                                   planner=planner, selector=selector, post_edit=post_edit,
+        record, history = run_turn(history, turn.instruction, parts, config.switches,
                                    is_restoration=scenario.is_restoration(t),
-                                   use_controller=config.use_controller, use_pti=config.use_pti,
-                                   use_hrs=config.use_hrs, skip_non_restoration=config.skip_non_restoration,
                                    seed=turn_seed(settings.seed, scenario.id, t), steps=settings.steps,
                                    guidance=settings.guidance, plan_meta={"restoration_flag": "ground_truth"},
-                                   meta={"stage": turn.stage}, timing=timing,
-                                   history_mode=None if settings.controller_history == "paper" else settings.controller_history)
+                                   meta={"stage": turn.stage})
         if record.image is not record.edited:
             # The Drift Guard's output is in I_(t-1)'s frame, not the edit's (respec/pixels/guard.py).
             guarded = any(e.get("step") == "drift_guard" and e.get("applied") for e in record.post_edit)

@@ -205,9 +205,9 @@ def config_switches(config: str, editor: str) -> dict[str, Any]:
         raise InputError(f"config {config!r} (provenance selector / Reveal Composite / Drift Guard) runs in-process only for now: "
                          "the shipped benchmark workflows have no switch for it; run it without --server")
     out: dict[str, Any] = {f"{RESULTS_WRITER}.config": c.name, f"{RESULTS_WRITER}.editor": editor}
-    if c.use_controller:
-        out.update({"use_pti": c.use_pti, "use_history_reference": c.use_hrs,
-                    "skip_non_restoration": c.skip_non_restoration})
+    if c.switches.use_controller:
+        out.update({"use_pti": c.switches.use_pti, "use_history_reference": c.switches.use_hrs,
+                    "skip_non_restoration": c.switches.skip_non_restoration})
     else:
         # A custom single workflow may still hold the ReSpec nodes: switch both parts off.
         out.update({"use_pti?": False, "use_history_reference?": False, "skip_non_restoration?": True})

@@ -7,6 +7,7 @@ all when the caller chooses to skip non-restoration turns).
 """
 from __future__ import annotations
 
+import inspect
 import time
 from typing import Any
 
@@ -31,12 +32,23 @@ def count_vlm_calls(history: History) -> int:
     return sum(int(t.plan.meta.get("vlm_calls", 0)) for t in history.turns if t.plan is not None)
 
 
-def _passthrough(history: History, user_instruction: str, is_restoration: bool, reason: str,
-                 meta: dict) -> Plan:
-    prior = count_vlm_calls(history)
+def _checked_request(text: Any) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise InputError("the current request P_t is empty; type the edit you want for this turn")
+    return check_request(text, "the current request P_t").strip()
+
+
+def pass_through_plan(history: History, user_instruction: str, is_restoration: bool, *,
+                      meta: dict | None = None) -> Plan:
+    """The plan of a turn that makes no controller call, P_t sent as it is: turn 1 (nothing to
+    preserve yet), else a non-restoration turn whose call is skipped (skip_non_restoration).
+    plan.meta["skipped"] says which."""
+    user_instruction = _checked_request(user_instruction)
+    reason = SKIPPED_FIRST_TURN if history.next_turn == 1 else SKIPPED_NON_RESTORATION
     return Plan(turn=history.next_turn, user_instruction=user_instruction,
-                synthesis_instruction=user_instruction, is_restoration=is_restoration,
-                meta={**meta, "skipped": reason, "vlm_calls": 0, "vlm_calls_so_far": prior})
+                synthesis_instruction=user_instruction, is_restoration=bool(is_restoration),
+                meta={**(meta or {}), "skipped": reason, "vlm_calls": 0,
+                      "vlm_calls_so_far": count_vlm_calls(history)})
 
 
 def plan_turn(history: History, user_instruction: str, backend: Any, is_restoration: bool, *,
@@ -59,19 +71,14 @@ def plan_turn(history: History, user_instruction: str, backend: Any, is_restorat
     plan.meta["vlm_calls"] is 1 when this turn called the controller, else 0."""
     if not isinstance(history, History):
         raise InputError(f"plan_turn needs a History, got {type(history).__name__}")
-    if not isinstance(user_instruction, str) or not user_instruction.strip():
-        raise InputError("the current request P_t is empty; type the edit you want for this turn")
-    check_request(user_instruction, "the current request P_t")
+    user_instruction = _checked_request(user_instruction)
     check_on_parse_failure(on_parse_failure)
     history_mode, max_history_images = check_history_mode(history_mode, max_history_images)
-    user_instruction = user_instruction.strip()
     is_restoration = bool(is_restoration)
     meta = dict(meta or {})
     t = history.next_turn
-    if t == 1:
-        return _passthrough(history, user_instruction, is_restoration, SKIPPED_FIRST_TURN, meta)
-    if not is_restoration and skip_non_restoration:
-        return _passthrough(history, user_instruction, is_restoration, SKIPPED_NON_RESTORATION, meta)
+    if t == 1 or (not is_restoration and skip_non_restoration):
+        return pass_through_plan(history, user_instruction, is_restoration, meta=meta)
     if backend is None or not callable(getattr(backend, "chat", None)):
         raise InputError("turn %d needs a controller: connect a VLM (ReSpec VLM Loader or OpenAI-compatible "
                          "Controller)" % t)
@@ -149,3 +156,29 @@ def plan_from_answer(history: History, user_instruction: str, is_restoration: bo
         seconds=seconds,
         meta=meta,
     )
+
+
+def plan_options(**options: Any) -> dict:
+    """plan_turn's keyword options (templates, history_mode, max_history_images, max_pixels, ...)
+    for a planner to keep from its construction; InputError names an unknown one."""
+    known = [p.name for p in inspect.signature(plan_turn).parameters.values()
+             if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name != "meta"]
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise InputError(f"unknown controller option(s) {', '.join(unknown)}; use {', '.join(known)}")
+    return dict(options)
+
+
+class VLMPlanner:
+    """The paper's planner part (respec.turn.Planner): one controller call (plan_turn) with the
+    options it was made with, e.g. VLMPlanner(history_mode="bounded")."""
+
+    name = "vlm"
+
+    def __init__(self, **options: Any):
+        self.options = plan_options(**options)
+
+    def plan(self, history: History, request: str, is_restoration: bool, *, backend: Any = None,
+             meta: dict | None = None) -> Plan:
+        """plan_turn's plan for turn history.next_turn."""
+        return plan_turn(history, request, backend, is_restoration, meta=meta, **self.options)

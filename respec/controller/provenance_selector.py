@@ -35,8 +35,8 @@ from ..errors import InputError
 from ..history import History
 from ..plan import Plan
 from .covering import confidence_record, locate_covering_turn
-from .planner import count_vlm_calls, plan_turn
-from .selection import Selection, select_references
+from .planner import VLMPlanner, count_vlm_calls, plan_options, plan_turn
+from .selection import PlanSelector, Selection, select_references
 
 PROVENANCE_AMBIGUOUS = "provenance_ambiguous"          # plan.fallbacks: the evidence had several answers
 PROVENANCE_DEFERRED = "provenance_deferred_to_controller"
@@ -140,27 +140,36 @@ def with_provenance_ids(history: History, plan: Plan) -> Plan:
 
 
 class ProvenancePlanner:
-    """The planner part for `run_turn(planner=...)`: provenance_plan (0 VLM calls; the connected
-    controller only when the evidence is ambiguous)."""
+    """The planner part for run_turn (TurnParts.planner): provenance_plan (0 VLM calls; the
+    connected controller only when the evidence is ambiguous, with plan_turn's `options`)."""
 
     name = "provenance"
 
+    def __init__(self, **options: Any):
+        self.options = plan_options(**options)
+
     def plan(self, history: History, request: str, is_restoration: bool, *, backend: Any = None,
-             meta: dict | None = None, **vlm_options: Any) -> Plan:
-        return provenance_plan(history, request, is_restoration, backend=backend, meta=meta, **vlm_options)
+             meta: dict | None = None) -> Plan:
+        """provenance_plan's plan for turn history.next_turn."""
+        return provenance_plan(history, request, is_restoration, backend=backend, meta=meta, **self.options)
 
 
 class HybridPlanner:
-    """The planner part for `run_turn(planner=...)`: hybrid_plan (the VLM writes, provenance picks)."""
+    """The planner part for run_turn (TurnParts.planner): hybrid_plan (the VLM writes, with
+    plan_turn's `options`; provenance picks)."""
 
     name = "hybrid"
 
+    def __init__(self, **options: Any):
+        self.options = plan_options(**options)
+
     def plan(self, history: History, request: str, is_restoration: bool, *, backend: Any = None,
-             meta: dict | None = None, **vlm_options: Any) -> Plan:
+             meta: dict | None = None) -> Plan:
+        """hybrid_plan's plan for turn history.next_turn."""
         if backend is None:
             raise InputError("the hybrid selector needs a controller to write the instruction: connect a VLM, "
                              "or use the provenance selector (no VLM)")
-        return hybrid_plan(history, request, is_restoration, backend=backend, meta=meta, **vlm_options)
+        return hybrid_plan(history, request, is_restoration, backend=backend, meta=meta, **self.options)
 
 
 class ProvenanceSelector:
@@ -204,14 +213,14 @@ def provenance_selection(history: History, request: str, is_restoration: bool, p
 SELECTORS = ("vlm", "provenance", "hybrid")
 
 
-def selector_parts(name: str) -> tuple[Any, Any]:
-    """(planner, selector) for `--selector vlm|provenance|hybrid`; (None, None) is the paper's VLM
-    plan and its ids (run_turn's defaults)."""
+def selector_parts(name: str, **options: Any) -> tuple[Any, Any]:
+    """(planner, selector) for `--selector vlm|provenance|hybrid`, the planner made with plan_turn's
+    `options` ("vlm" is the paper's VLM plan and its ids, run_turn's default parts)."""
     key = (name or "vlm").strip().lower()
     if key == "vlm":
-        return None, None
+        return VLMPlanner(**options), PlanSelector()
     if key == "provenance":
-        return ProvenancePlanner(), ProvenanceSelector()
+        return ProvenancePlanner(**options), ProvenanceSelector()
     if key == "hybrid":
-        return HybridPlanner(), ProvenanceSelector()
+        return HybridPlanner(**options), ProvenanceSelector()
     raise InputError(f"unknown selector {name!r}; use one of {', '.join(SELECTORS)}")

@@ -52,3 +52,14 @@ def select_references(history: History, plan: Plan, use_history_reference: bool 
         fallbacks.append(NO_VALID_IMAGE_ID)
         kept = [latest]
     return Selection([images[i] for i in kept], kept, current, fallbacks, dropped, True)
+
+
+class PlanSelector:
+    """The paper's selector part (respec.turn.Selector): the plan's image_ids on restoration turns
+    with HRS on, else the current image (select_references)."""
+
+    name = "plan"
+
+    def select(self, history: History, plan: Plan, *, use_history_reference: bool) -> Selection:
+        """select_references' selection for the turn `plan` was made for."""
+        return select_references(history, plan, use_history_reference)

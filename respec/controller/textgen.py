@@ -30,7 +30,7 @@ from ..errors import InputError
 from ..history import History
 from ..images import as_array, as_rgb, downscale_to_budget, resize
 from ..plan import Plan
-from .planner import SKIPPED_FIRST_TURN, SKIPPED_NON_RESTORATION, _passthrough, plan_from_answer
+from .planner import SKIPPED_FIRST_TURN, SKIPPED_NON_RESTORATION, pass_through_plan, plan_from_answer
 from .request import PAPER, check_on_parse_failure
 from .history_images import PAPER as PAPER_HISTORY, check_history_mode, shown_images
 from .prompts import DEFAULT_MAX_PIXELS, MIDTURN, RESTORATION, Templates, history_text, load_templates
@@ -132,8 +132,8 @@ def plan_from_text(call: ControllerCall, generated_text, *, on_parse_failure: st
         raise InputError("Plan from Text needs the controller_call output of Controller Prompt (ReSpec)")
     check_on_parse_failure(on_parse_failure)
     if call.skipped:
-        return _passthrough(call.history, call.user_instruction, call.is_restoration, call.skipped,
-                            {**call.meta, "controller_route": CONTROLLER})
+        return pass_through_plan(call.history, call.user_instruction, call.is_restoration,
+                                 meta={**call.meta, "controller_route": CONTROLLER})
     if generated_text is None:
         raise InputError(f"turn {call.turn} needs the controller's answer: connect TextGenerate's "
                          "generated_text to Plan from Text")

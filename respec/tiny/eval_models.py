@@ -14,10 +14,15 @@ boxes out of the real detection path:
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 from functools import partial
 from pathlib import Path
 from typing import Callable, Sequence
+
+if TYPE_CHECKING:   # for the string annotations only; torch is imported where it is used
+    import torch
 
 # open_clip CLIP config: 512-d embeddings (what YOLO-World's head expects), one-layer towers.
 TINY_CLIP_CFG = dict(

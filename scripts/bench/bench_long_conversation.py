@@ -23,7 +23,6 @@ Columns, at each reported turn t (one run per size and history mode):
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import math
 import statistics
@@ -40,7 +39,7 @@ sys.path.insert(0, str(ROOT))            # a script, not part of the pack
 from respec.controller.covering import locate_covering_turn  # noqa: E402
 from respec.controller.provenance_selector import HybridPlanner, ProvenanceSelector  # noqa: E402
 from respec.history import History  # noqa: E402
-from respec.turn import run_turn  # noqa: E402
+from respec.turn import TurnParts, run_turn  # noqa: E402
 
 REPORT_AT = (5, 20, 50, 100)
 NOUNS = ["vase", "lamp", "chair", "clock", "kite", "ball", "book", "cup", "hat", "bell"]
@@ -126,15 +125,12 @@ class RecordingController:
         return json.dumps(answer)
 
 
-def supports_history_mode() -> bool:
-    return "history_mode" in inspect.signature(run_turn).parameters
-
-
 def run(side: int, turns: int, mode: str) -> dict[int, dict]:
     """One conversation; per turn: pack ms, images, tokens, covering ms."""
     editor, stub = TrivialEditor(side), RecordingController()
     history = History.start(scene(side))
-    extra = {"history_mode": mode} if supports_history_mode() else {}
+    parts = TurnParts(editor=editor, backend=stub, planner=HybridPlanner(history_mode=mode),
+                      selector=ProvenanceSelector())
     per_turn = {}
     for t, (request, restoration, _) in enumerate(conversation(turns), start=1):
         start = time.perf_counter()
@@ -142,8 +138,7 @@ def run(side: int, turns: int, mode: str) -> dict[int, dict]:
         covering = time.perf_counter() - start
         ed0, st0, calls0 = editor.seconds, stub.seconds, len(stub.calls)
         start = time.perf_counter()
-        _, history = run_turn(history, request, editor=editor, backend=stub, planner=HybridPlanner(),
-                              selector=ProvenanceSelector(), is_restoration=restoration, seed=t, **extra)
+        _, history = run_turn(history, request, parts, is_restoration=restoration, seed=t)
         wall = time.perf_counter() - start
         pack = wall - (editor.seconds - ed0) - (stub.seconds - st0)
         call = stub.calls[-1] if len(stub.calls) > calls0 else {"images": 0, "tokens": 0}
@@ -161,16 +156,15 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", type=int, nargs="+", default=[512, 1024])
     ap.add_argument("--turns", type=int, default=100)
     ap.add_argument("--history", nargs="+", default=["bounded", "paper"],
-                    help="the controller's history modes to run (a pack without them runs every image)")
+                    help="the controller's history modes to run")
     args = ap.parse_args(argv)
-    modes = args.history if supports_history_mode() else ["paper (the only mode)"]
     at = [t for t in REPORT_AT if t <= args.turns]
     print("| size | history | turn | pack ms | images | est. tokens | covering ms |")
     print("|---|---|---|---|---|---|---|")
     verdicts = []
     for side in args.sizes:
-        for mode in modes:
-            per_turn = run(side, args.turns, mode.split()[0])
+        for mode in args.history:
+            per_turn = run(side, args.turns, mode)
             for t in at:
                 print(f"| {side}² | {mode} | {t} | {around(per_turn, t, 'pack_ms'):.1f} | {per_turn[t]['images']} | "
                       f"{per_turn[t]['tokens']:,} | {around(per_turn, t, 'covering_ms'):.2f} |", flush=True)

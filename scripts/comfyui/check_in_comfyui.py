@@ -355,7 +355,7 @@ def execute_provenance(url: str, tiny: dict) -> list[str]:
     sys.path.insert(0, str(ROOT))
     from respec.bench import workflow
     problems: list[str] = []
-    check = checker(f"execute/provenance", problems)
+    check = checker("execute/provenance", problems)
 
     image_name, why = upload_picture(url)
     if image_name is None:
@@ -506,7 +506,7 @@ def execute_conversation(url: str, tiny: dict) -> list[str]:
     from respec.bench import workflow
 
     problems: list[str] = []
-    check = checker(f"execute/conversational", problems)
+    check = checker("execute/conversational", problems)
     image_name, why = upload_picture(url)
     if image_name is None:
         check("upload", False, why)

@@ -34,7 +34,7 @@ from respec.controller import count_vlm_calls, load_backend, rewrite_instruction
 from respec.controller.backends.transformers_vlm import xgrammar_available  # noqa: E402
 from respec.history import History  # noqa: E402
 from respec.tiny.vlm import build_tiny_qwen3vl  # noqa: E402
-from respec.turn import run_turn  # noqa: E402
+from respec.turn import TurnParts, TurnSwitches, run_turn  # noqa: E402
 
 
 class CountingVLM:
@@ -93,7 +93,8 @@ def scenario_calls(n_turns: int, backend, skip: bool) -> tuple[int, int]:
     for t in range(1, n_turns + 1):
         instr = "remove the cardboard box" if t == n_turns else (
             "add a cardboard box in front of the chest" if t == 1 else f"make the sky shade {t} of blue")
-        _, h = run_turn(h, instr, backend=counter, editor=KeepImage(), skip_non_restoration=skip)
+        _, h = run_turn(h, instr, TurnParts(editor=KeepImage(), backend=counter),
+                        TurnSwitches(skip_non_restoration=skip))
     return counter.calls, count_vlm_calls(h)
 
 
@@ -113,7 +114,7 @@ def main() -> None:
 
     request = "remove the cardboard box"
     t0 = time.perf_counter()
-    record, _ = run_turn(history, request, backend=plain, editor=KeepImage())
+    record, _ = run_turn(history, request, TurnParts(editor=KeepImage(), backend=plain))
     _say_decision(request, record)
     show("restoration turn, unconstrained decoding", history, record, time.perf_counter() - t0)
 
@@ -121,14 +122,14 @@ def main() -> None:
         constrained = load_backend("qwen3-vl", str(folder), device="cpu", json_constrained=True,
                                    json_max_string=4, max_new_tokens=500)
         t0 = time.perf_counter()
-        record, _ = run_turn(history, request, backend=constrained, editor=KeepImage())
+        record, _ = run_turn(history, request, TurnParts(editor=KeepImage(), backend=constrained))
         show("restoration turn, JSON-constrained decoding (xgrammar)", history, record, time.perf_counter() - t0)
     else:
         print("\n(xgrammar not installed: constrained run skipped)")
 
     mid = "add a red balloon in the upper left sky"
     t0 = time.perf_counter()
-    record, _ = run_turn(history, mid, backend=plain, editor=KeepImage())
+    record, _ = run_turn(history, mid, TurnParts(editor=KeepImage(), backend=plain))
     _say_decision(mid, record)
     show("mid-turn (non-restoration), unconstrained decoding", history, record, time.perf_counter() - t0)
 
