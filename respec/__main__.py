@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from .errors import InputError, ReSpecError
@@ -247,21 +248,15 @@ def _fresh(out: Path) -> None:
 
 
 def _run_remote(a, settings) -> int:
-    from .bench.remote import run_remote
-    from .bench.runner import default_out_dir
-    from .bench.scenario import load_dataset
-    dataset = load_dataset(settings.dataset)
-    out = Path(settings.out or default_out_dir(dataset.name, settings.smoke, settings.editor))
-    wanted = dict(dataset=dataset.path, servers=a.server, out=str(out), configs=settings.configs,
-                  editor=settings.editor, limit=settings.limit, scenario_ids=settings.scenario_ids,
-                  seed=settings.seed, workflow=a.workflow, smoke=settings.smoke, size=settings.size,
-                  steps=settings.steps, judge=settings.judge, quiet=a.quiet, route=a.route or "native",
-                  timeout=a.prompt_timeout, server_grace=a.server_grace)
-    kwargs = {k: v for k, v in wanted.items() if v is not None}
+    """`bench --server`: the settings' run queued to the servers (settings.out already resolved)."""
+    from .bench.remote import RemoteOptions, run_remote
+    given = {k: v for k, v in (("timeout", a.prompt_timeout), ("server_grace", a.server_grace)) if v is not None}
+    opts = RemoteOptions(route=a.route or "native", workflow=a.workflow, **given)
+    out = Path(settings.out)
     print(f"OCCUR bench on {len(a.server)} ComfyUI server(s): {', '.join(a.server)}; out {out}", flush=True)
     rc = 0
     try:
-        summary = run_remote(**kwargs)
+        summary = run_remote(settings, a.server, opts, quiet=a.quiet)
         if summary.interrupted:
             print(f"Interrupted: the rows finished so far are in {out / 'results.jsonl'}; run the same command to resume.")
             rc = 130
@@ -422,6 +417,9 @@ def cmd_bench(a) -> int:
         os.environ["RESPEC_PROGRESS"] = "0"
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")   # transformers' "Loading weights"
     settings = _settings(a)
+    dataset = load_dataset(settings.dataset)
+    out = Path(settings.out or default_out_dir(dataset.name, settings.smoke, settings.editor))
+    settings = replace(settings, out=str(out))
     if a.server:
         if settings.editor == "sim":
             print("error: the sim editor runs in-process only (it is not a ComfyUI node); drop --server",
@@ -439,12 +437,10 @@ def cmd_bench(a) -> int:
     print(said, flush=True)
     set_threads(threads)
     governor = ThreadGovernor(threads, _usable_cores(), default) if a.threads is None and threads else None
-    dataset = load_dataset(settings.dataset)
-    out = Path(settings.out or default_out_dir(dataset.name, settings.smoke, settings.editor))
-    settings.out = str(out)
     # Every setting is checked before anything is printed about the run or written to its folder
     # (run.json is written as the first row is about to be made).
     plan = prepare_run(settings, check_folder=not a.fresh)
+    settings = plan.settings
     if a.fresh:
         _fresh(out)
     chosen = len(select_scenarios(dataset, settings))
