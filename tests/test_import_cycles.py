@@ -9,7 +9,6 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Cycles other work removes (issue 27): delete a line here when its cycle is gone.
 KNOWN = {
-    ("respec.bench.runner", "respec.sim.bench"),
     ("respec.controller.history_images", "respec.controller.planner", "respec.controller.provenance"),
 }
 
