@@ -406,10 +406,18 @@ class ThreadGovernor:
         return want
 
 
+def _with_out(settings):
+    """The run's dataset, and the settings with their output folder (--out, else the default one)."""
+    from .bench.runner import default_out_dir
+    from .bench.scenario import load_dataset
+    dataset = load_dataset(settings.dataset)
+    out = settings.out or str(default_out_dir(dataset.name, settings.smoke, settings.editor))
+    return dataset, replace(settings, out=out)
+
+
 def cmd_bench(a) -> int:
     from . import comfy
-    from .bench.runner import default_out_dir, prepare_run, run_benchmark, select_scenarios
-    from .bench.scenario import load_dataset
+    from .bench.runner import prepare_run, run_benchmark, select_scenarios
     bars = not a.quiet and sys.stderr.isatty() and os.environ.get("RESPEC_PROGRESS") != "0"
     if not bars:
         # A redirected stderr gets no bars (they are rewritten in place: kilobytes of \r lines in a
@@ -417,15 +425,12 @@ def cmd_bench(a) -> int:
         os.environ["RESPEC_PROGRESS"] = "0"
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")   # transformers' "Loading weights"
     settings = _settings(a)
-    dataset = load_dataset(settings.dataset)
-    out = Path(settings.out or default_out_dir(dataset.name, settings.smoke, settings.editor))
-    settings = replace(settings, out=str(out))
     if a.server:
         if settings.editor == "sim":
             print("error: the sim editor runs in-process only (it is not a ComfyUI node); drop --server",
                   file=sys.stderr)
             return 2
-        return _run_remote(a, settings)
+        return _run_remote(a, _with_out(settings)[1])
     if a.route:
         print("error: --route chooses the workflow queued with --server; in-process runs use the pack's "
               "diffusers editors. Add --server URL, or drop --route.", file=sys.stderr)
@@ -437,6 +442,8 @@ def cmd_bench(a) -> int:
     print(said, flush=True)
     set_threads(threads)
     governor = ThreadGovernor(threads, _usable_cores(), default) if a.threads is None and threads else None
+    dataset, settings = _with_out(settings)
+    out = Path(settings.out)
     # Every setting is checked before anything is printed about the run or written to its folder
     # (run.json is written as the first row is about to be made).
     plan = prepare_run(settings, check_folder=not a.fresh)
