@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from .errors import InputError, ReSpecError
@@ -246,21 +247,15 @@ def _fresh(out: Path) -> None:
 
 
 def _run_remote(a, settings) -> int:
-    from .bench.remote import run_remote
-    from .bench.runner import default_out_dir
-    from .bench.scenario import load_dataset
-    dataset = load_dataset(settings.dataset)
-    out = Path(settings.out or default_out_dir(dataset.name, settings.smoke, settings.editor))
-    wanted = dict(dataset=dataset.path, servers=a.server, out=str(out), configs=settings.configs,
-                  editor=settings.editor, limit=settings.limit, scenario_ids=settings.scenario_ids,
-                  seed=settings.seed, workflow=a.workflow, smoke=settings.smoke, size=settings.size,
-                  steps=settings.steps, judge=settings.judge, quiet=a.quiet, route=a.route or "native",
-                  timeout=a.prompt_timeout, server_grace=a.server_grace)
-    kwargs = {k: v for k, v in wanted.items() if v is not None}
+    """`bench --server`: the settings' run queued to the servers (settings.out already resolved)."""
+    from .bench.remote import RemoteOptions, run_remote
+    given = {k: v for k, v in (("timeout", a.prompt_timeout), ("server_grace", a.server_grace)) if v is not None}
+    opts = RemoteOptions(route=a.route or "native", workflow=a.workflow, **given)
+    out = Path(settings.out)
     print(f"OCCUR bench on {len(a.server)} ComfyUI server(s): {', '.join(a.server)}; out {out}", flush=True)
     rc = 0
     try:
-        summary = run_remote(**kwargs)
+        summary = run_remote(settings, a.server, opts, quiet=a.quiet)
         if summary.interrupted:
             print(f"Interrupted: the rows finished so far are in {out / 'results.jsonl'}; run the same command to resume.")
             rc = 130
@@ -410,11 +405,19 @@ class ThreadGovernor:
         return want
 
 
+def _with_out(settings):
+    """The run's dataset, and the settings with their output folder (--out, else the default one)."""
+    from .bench.runner import default_out_dir
+    from .bench.scenario import load_dataset
+    dataset = load_dataset(settings.dataset)
+    out = settings.out or str(default_out_dir(dataset.name, settings.smoke, settings.editor))
+    return dataset, replace(settings, out=out)
+
+
 def cmd_bench(a) -> int:
     """`respec bench`: run the OCCUR benchmark (sim, smoke, real weights, ComfyUI servers or Ray) and report."""
     from . import comfy
-    from .bench.runner import default_out_dir, prepare_run, run_benchmark, select_scenarios
-    from .bench.scenario import load_dataset
+    from .bench.runner import prepare_run, run_benchmark, select_scenarios
     bars = not a.quiet and sys.stderr.isatty() and os.environ.get("RESPEC_PROGRESS") != "0"
     if not bars:
         # A redirected stderr gets no bars (they are rewritten in place: kilobytes of \r lines in a
@@ -427,7 +430,7 @@ def cmd_bench(a) -> int:
             print("error: the sim editor runs in-process only (it is not a ComfyUI node); drop --server",
                   file=sys.stderr)
             return 2
-        return _run_remote(a, settings)
+        return _run_remote(a, _with_out(settings)[1])
     if a.route:
         print("error: --route chooses the workflow queued with --server; in-process runs use the pack's "
               "diffusers editors. Add --server URL, or drop --route.", file=sys.stderr)
@@ -439,12 +442,12 @@ def cmd_bench(a) -> int:
     print(said, flush=True)
     set_threads(threads)
     governor = ThreadGovernor(threads, _usable_cores(), default) if a.threads is None and threads else None
-    dataset = load_dataset(settings.dataset)
-    out = Path(settings.out or default_out_dir(dataset.name, settings.smoke, settings.editor))
-    settings.out = str(out)
+    dataset, settings = _with_out(settings)
+    out = Path(settings.out)
     # Every setting is checked before anything is printed about the run or written to its folder
     # (run.json is written as the first row is about to be made).
     plan = prepare_run(settings, check_folder=not a.fresh)
+    settings = plan.settings
     if a.fresh:
         _fresh(out)
     chosen = len(select_scenarios(dataset, settings))

@@ -8,7 +8,8 @@ from PIL import Image
 
 from respec.bench.prefix import SharedPrefix
 from respec.bench.results import ResultsFile
-from respec.bench.runner import BenchSettings, run_benchmark
+from respec.bench.runner import run_benchmark
+from respec.bench.settings import BenchSettings
 from respec.bench.shards import comparable, differences
 
 

@@ -17,7 +17,8 @@ import ray  # the [cluster] extra; scripts/setup.sh installs it for the tests
 
 from respec.bench.ray_runner import RayOptions, run_ray
 from respec.bench.results import ResultsFile
-from respec.bench.runner import BenchSettings, run_benchmark
+from respec.bench.runner import run_benchmark
+from respec.bench.settings import BenchSettings
 from respec.bench.shards import comparable, differences
 
 ROOT = Path(__file__).resolve().parent.parent

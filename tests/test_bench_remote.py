@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import fields
 
 import pytest
 
 from fake_comfyui import FakeComfyUI, free_port
 from respec.bench import remote, workflow
+from respec.bench.settings import BenchSettings
 from respec.errors import InputError
 
 LOADER, WRITER = workflow.SCENARIO_LOADER, workflow.RESULTS_WRITER
@@ -233,6 +235,16 @@ def bench_execute(prompt):
     return {wid: {workflow.ROW_UI_KEY: [json.dumps({**row, "written": True})]}}
 
 
+def run_bench(servers, out, **kw):
+    """run_remote on the sample dataset, quiet, polling every 0.5 s; `kw` names BenchSettings and
+    RemoteOptions fields."""
+    opt_names = {f.name for f in fields(remote.RemoteOptions)}
+    opts = remote.RemoteOptions(**{"poll_interval": 0.5, **{k: v for k, v in kw.items() if k in opt_names}})
+    settings = BenchSettings(dataset="occur_sample", out=str(out),
+                             **{k: v for k, v in kw.items() if k not in opt_names})
+    return remote.run_remote(settings, servers, opts, quiet=True)
+
+
 def read_rows(out):
     from respec.bench.results import ResultsFile
     return ResultsFile(out / "results.jsonl").rows()
@@ -240,8 +252,7 @@ def read_rows(out):
 
 def test_run_remote_writes_one_row_per_scenario_and_config(comfy_nodes, tmp_path):
     with FakeComfyUI(comfy_nodes, bench_execute) as a, FakeComfyUI(comfy_nodes, bench_execute) as b:
-        summary = remote.run_remote("occur_sample", [a.url, b.url], tmp_path, configs=["baseline", "respec"],
-                                    limit=3, poll_interval=0.5, quiet=True)
+        summary = run_bench([a.url, b.url], tmp_path, configs=["baseline", "respec"], limit=3)
         prompts = {**a.prompts, **b.prompts}
     rows = read_rows(tmp_path)
     assert len(rows) == 6 and len({r["key"] for r in rows}) == 6
@@ -259,10 +270,9 @@ def test_run_remote_writes_one_row_per_scenario_and_config(comfy_nodes, tmp_path
 
 def test_run_remote_resumes_without_running_or_writing_anything_twice(comfy_nodes, tmp_path):
     with FakeComfyUI(comfy_nodes, bench_execute) as a:
-        remote.run_remote("occur_sample", [a.url], tmp_path, configs=["respec"], limit=2, poll_interval=0.5, quiet=True)
+        run_bench([a.url], tmp_path, configs=["respec"], limit=2)
         first = len(a.accepted)
-        summary = remote.run_remote("occur_sample", [a.url], tmp_path, configs=["respec"], limit=4,
-                                    poll_interval=0.5, quiet=True)
+        summary = run_bench([a.url], tmp_path, configs=["respec"], limit=4)
         second = len(a.accepted) - first
     rows = read_rows(tmp_path)
     assert (first, second) == (2, 2)
@@ -274,8 +284,7 @@ def test_run_remote_resumes_without_running_or_writing_anything_twice(comfy_node
 def test_run_remote_survives_a_server_dying_mid_run_with_every_row_once(comfy_nodes, tmp_path):
     with FakeComfyUI(comfy_nodes, bench_execute, fail_after=2, step_delay=0.01) as bad, \
             FakeComfyUI(comfy_nodes, bench_execute, step_delay=0.01) as good:
-        remote.run_remote("occur_sample", [bad.url, good.url], tmp_path, configs=["respec"], limit=6,
-                          poll_interval=0.5, quiet=True)
+        run_bench([bad.url, good.url], tmp_path, configs=["respec"], limit=6)
     rows = read_rows(tmp_path)
     assert len(rows) == 6 and len({r["scenario_id"] for r in rows}) == 6
     assert len(bad.accepted) > len(bad.completed)
@@ -285,8 +294,7 @@ def test_run_remote_gives_each_turn_slot_the_runners_seed(comfy_nodes, tmp_path)
     from respec.bench.configs import turn_seed
     from respec.bench.scenario import load_dataset
     with FakeComfyUI(comfy_nodes, bench_execute) as a:
-        remote.run_remote("occur_sample", [a.url], tmp_path, configs=["respec"], limit=1, seed=5,
-                          poll_interval=0.5, quiet=True)
+        run_bench([a.url], tmp_path, configs=["respec"], limit=1, seed=5)
         prompt = next(iter(a.prompts.values()))
     sid = load_dataset("occur_sample")[0].id
     turns = {k: n["inputs"]["turn"] for k, n in prompt.items() if n["class_type"] == "ReSpecScenarioTurn"}
@@ -315,7 +323,7 @@ def test_run_remote_gives_each_turn_slot_the_runners_seed(comfy_nodes, tmp_path)
                                                  ("hrs", False, True, True)])
 def test_run_remote_sets_the_table_2_switches_for_each_config(comfy_nodes, tmp_path, config, pti, hrs, skip):
     with FakeComfyUI(comfy_nodes, bench_execute) as a:
-        remote.run_remote("occur_sample", [a.url], tmp_path, configs=[config], limit=1, poll_interval=0.5, quiet=True)
+        run_bench([a.url], tmp_path, configs=[config], limit=1)
         prompt = next(iter(a.prompts.values()))
 
     def switch(node_class, name):
@@ -339,8 +347,7 @@ def test_run_remote_scenario_failing_everywhere_is_a_final_error_and_an_errors_r
 
     with FakeComfyUI(comfy_nodes, bench_execute, execution_error_for=fail_index_1) as a:
         with pytest.raises(remote.RemoteBenchError, match="out of memory"):
-            remote.run_remote("occur_sample", [a.url], tmp_path, configs=["respec"], limit=3,
-                              poll_interval=0.5, quiet=True)
+            run_bench([a.url], tmp_path, configs=["respec"], limit=3)
     assert len(read_rows(tmp_path)) == 2
     from respec.bench.results import ResultsFile
     errors = ResultsFile(tmp_path / "errors.jsonl").rows()
@@ -349,7 +356,7 @@ def test_run_remote_scenario_failing_everywhere_is_a_final_error_and_an_errors_r
 
 def test_run_remote_refuses_smoke_because_servers_run_real_models(tmp_path):
     with pytest.raises(InputError, match="smoke"):
-        remote.run_remote("occur_sample", ["http://127.0.0.1:9"], tmp_path, smoke=True)
+        run_bench(["http://127.0.0.1:9"], tmp_path, smoke=True)
 
 
 def test_fill_sets_a_switch_through_the_primitive_that_feeds_it():
@@ -362,11 +369,9 @@ def test_fill_sets_a_switch_through_the_primitive_that_feeds_it():
 
 def test_run_remote_defaults_to_the_native_route_and_labels_its_rows(comfy_nodes, tmp_path):
     with FakeComfyUI(comfy_nodes, bench_execute) as a:
-        remote.run_remote("occur_sample", [a.url], tmp_path / "n", configs=["respec", "baseline"], limit=1,
-                          poll_interval=0.5, quiet=True)
+        run_bench([a.url], tmp_path / "n", configs=["respec", "baseline"], limit=1)
         native = list(a.prompts.values())
-        remote.run_remote("occur_sample", [a.url], tmp_path / "d", configs=["respec"], limit=1, route="diffusers",
-                          poll_interval=0.5, quiet=True)
+        run_bench([a.url], tmp_path / "d", configs=["respec"], limit=1, route="diffusers")
         diffusers = [p for pid, p in a.prompts.items() if p not in native]
     for p in native:
         types = {n["class_type"] for n in p.values()}
@@ -375,7 +380,7 @@ def test_run_remote_defaults_to_the_native_route_and_labels_its_rows(comfy_nodes
     assert "ReSpecFlux2Edit" in {n["class_type"] for n in diffusers[0].values()}
     assert [r["editor"] for r in read_rows(tmp_path / "d")] == ["flux2"]
     with pytest.raises(InputError, match="route"):
-        remote.run_remote("occur_sample", [a.url], tmp_path, route="gguf")
+        run_bench([a.url], tmp_path, route="gguf")
 
 
 def test_a_scenario_prompt_sets_the_scenario_the_config_and_each_slots_seed():
@@ -464,8 +469,7 @@ def _scenario_and_config(prompt):
 
 def test_run_remote_queues_scenario_by_scenario(comfy_nodes, tmp_path):
     with FakeComfyUI(comfy_nodes, bench_execute) as a:
-        remote.run_remote("occur_sample", [a.url], tmp_path, configs=["baseline", "respec"], limit=3,
-                          poll_interval=0.5, quiet=True)
+        run_bench([a.url], tmp_path, configs=["baseline", "respec"], limit=3)
         order = [_scenario_and_config(a.prompts[pid]) for pid in a.accepted]
     assert [i for i, _ in order] == [0, 0, 1, 1, 2, 2]
     assert [c for _, c in order] == ["baseline", "respec"] * 3
@@ -473,16 +477,14 @@ def test_run_remote_queues_scenario_by_scenario(comfy_nodes, tmp_path):
 
 def test_run_remote_refuses_to_resume_with_other_settings_or_model_files(comfy_nodes, tmp_path):
     with FakeComfyUI(comfy_nodes, bench_execute) as a:
-        remote.run_remote("occur_sample", [a.url], tmp_path, configs=["respec"], limit=1, poll_interval=0.5,
-                          quiet=True)
+        run_bench([a.url], tmp_path, configs=["respec"], limit=1)
         recorded = json.loads((tmp_path / "run.json").read_text())["identity"]
         assert recorded["model:UNETLoader.unet_name"] and recorded["route"] == "native"
         with pytest.raises(InputError, match="steps: none there, 12 now"):
-            remote.run_remote("occur_sample", [a.url], tmp_path, configs=["respec"], limit=2, steps=12,
-                              poll_interval=0.5, quiet=True)
+            run_bench([a.url], tmp_path, configs=["respec"], limit=2, steps=12)
         with pytest.raises(InputError, match="UNETLoader.unet_name.*other-klein.safetensors"):
-            remote.run_remote("occur_sample", [a.url], tmp_path, configs=["respec"], limit=2, poll_interval=0.5,
-                              quiet=True, config={"UNETLoader.unet_name": "other-klein.safetensors"})
+            run_bench([a.url], tmp_path, configs=["respec"], limit=2,
+                      config={"UNETLoader.unet_name": "other-klein.safetensors"})
         accepted = len(a.accepted)
     assert accepted == 1 and len(read_rows(tmp_path)) == 1        # nothing ran or was written after a refusal
 
@@ -490,7 +492,24 @@ def test_run_remote_refuses_to_resume_with_other_settings_or_model_files(comfy_n
 def test_run_remote_leaves_out_a_server_without_the_workflows_model_files(comfy_nodes, tmp_path):
     lacking = with_model_files(comfy_nodes, skip={"flux2-vae.safetensors"})
     with FakeComfyUI(lacking, bench_execute) as bare, FakeComfyUI(comfy_nodes, bench_execute) as good:
-        summary = remote.run_remote("occur_sample", [bare.url, good.url], tmp_path, configs=["respec"], limit=2,
-                                    poll_interval=0.5, quiet=True, server_grace=0)
+        summary = run_bench([bare.url, good.url], tmp_path, configs=["respec"], limit=2, server_grace=0)
     assert not bare.accepted and summary.per_server[good.url] == 2
     assert "flux2-vae.safetensors" in summary.retired[bare.url]
+
+
+def test_a_remote_run_records_the_runners_values_of_the_settings_it_shares_with_it():
+    settings = BenchSettings(dataset="occur_sample", seed=5, size=512, steps=12, editor="omnigen2")
+    ident = remote.remote_identity(settings, "occur_sample", {}, "native")
+    local = settings.identity("occur_sample")
+    shared = ident.keys() & local.keys()
+    assert shared == {"dataset_name", "seed", "size", "steps"}
+    assert {k: ident[k] for k in shared} == {k: local[k] for k in shared}
+    assert ident["editor"] == "omnigen2-native" and ident["route"] == "native"
+
+
+def test_a_remote_run_refuses_a_folder_the_in_process_runner_filled_with_another_seed(tmp_path):
+    from respec.bench.results import check_run_identity
+    check_run_identity(tmp_path, BenchSettings(seed=0).identity("occur_sample"))   # as runner.RunPlan.start
+    with pytest.raises(InputError, match="seed: 0 there, 5 now"):
+        run_bench(["http://127.0.0.1:9"], tmp_path, configs=["respec"], limit=1, seed=5)
+    assert not (tmp_path / "results.jsonl").exists()

@@ -19,8 +19,9 @@ from respec import comfy
 from respec.bench import runner
 from respec.bench.results import ResultsFile
 from respec.bench.configs import CONFIG_GROUPS, CONFIGS
-from respec.bench.runner import BenchSettings, run_benchmark
+from respec.bench.runner import run_benchmark
 from respec.bench.scenario import load_dataset
+from respec.bench.settings import BenchModels, BenchSettings
 from respec.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,7 +52,7 @@ class Recorder:
 
 
 def _with(models, **kw):
-    return runner.BenchModels(**{**models.__dict__, **kw})
+    return BenchModels(**{**models.__dict__, **kw})
 
 
 class _PlanServer(BaseHTTPRequestHandler):
@@ -352,3 +353,31 @@ def test_the_missing_files_list_starts_with_the_controller_and_fits_comfyui_ther
     assert runner.missing_model_files(BenchSettings(editor="sim", configs=["respec"])) == []
     assert runner.missing_model_files(BenchSettings(smoke=True, configs=["respec"])) == []
     assert runner.missing_model_files(BenchSettings(configs=["respec"], editor_options={"allow_download": True})) == []
+
+
+def test_preparing_a_run_leaves_the_callers_settings_as_they_were(tmp_path):
+    settings = BenchSettings(dataset="occur_sim", editor="sim", configs=["respec", "baseline"], out=str(tmp_path))
+    plan = runner.prepare_run(settings)
+    assert settings.configs == ["respec", "baseline"] and settings.masks == ""
+    assert plan.settings.configs == ["baseline", "respec"] and plan.settings.masks == "oracle"
+
+
+@pytest.mark.parametrize("bad, error", [
+    (dict(editor="flux3"), "unknown editor 'flux3'"),
+    (dict(editor="omnigen2", smoke=True), "no tiny omnigen2"),
+    (dict(editor="flux2", masks="oracle"), "--masks oracle needs --editor sim"),
+    (dict(editor="flux2", configs=["respec", "nope"]), "unknown benchmark config 'nope'"),
+])
+def test_settings_that_cannot_run_are_refused_before_any_model_or_file_is_looked_at(monkeypatch, bad, error):
+    import respec.controller as controller
+    import respec.editors as editors
+    import respec.eval.masks as masks
+    import respec.eval.metric_models as metric_models
+    import respec.sim.bench as sim_bench
+    touched = []
+    for module, name in ((metric_models, "load_scorer"), (masks, "load_masker"), (controller, "load_backend"),
+                         (editors, "load_editor"), (sim_bench, "load_sim_models"), (runner, "check_model_files")):
+        monkeypatch.setattr(module, name, lambda *a, _name=name, **k: touched.append(_name))
+    with pytest.raises(InputError, match=error):
+        runner.load_models(BenchSettings(**bad))
+    assert touched == []

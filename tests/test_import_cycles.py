@@ -7,12 +7,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Cycles other work removes (issue 27): delete a line here when its cycle is gone.
-KNOWN = {
-    ("respec.bench.runner", "respec.sim.bench"),
-}
-
-
 def _cycles():
     spec = importlib.util.spec_from_file_location("import_cycles", ROOT / "scripts" / "dev" / "import_cycles.py")
     mod = importlib.util.module_from_spec(spec)
@@ -21,8 +15,8 @@ def _cycles():
     return {tuple(c) for c in mod.cycles(g)}
 
 
-def test_the_core_has_no_import_cycle_beyond_the_known_ones():
-    assert _cycles() <= KNOWN
+def test_the_core_has_no_import_cycle():
+    assert _cycles() == set()
 
 
 def test_the_evaluation_stage_the_models_and_the_tiny_models_import_in_one_direction():

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from respec.bench.runner import BenchModels, BenchSettings, run_benchmark
+from respec.bench.runner import run_benchmark
+from respec.bench.settings import BenchModels, BenchSettings
 from respec.errors import InputError
 from respec.sim import SimEditor
 

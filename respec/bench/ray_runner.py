@@ -33,6 +33,7 @@ from typing import Any, Callable
 from ..errors import InputError
 from . import runner
 from .scenario import load_dataset
+from .settings import BenchSettings
 
 log = logging.getLogger("respec.bench.ray")
 
@@ -64,7 +65,7 @@ class BenchWorker:
     """One Ray actor: the models of a run, loaded once, and the scenarios given to it."""
 
     def __init__(self, settings: dict, out: str, worker: int):
-        self.settings = runner.BenchSettings(**settings)
+        self.settings = BenchSettings(**settings)
         self.out = Path(out)
         self.worker = worker
         self._write_status(None)
@@ -135,12 +136,12 @@ def _worker_count(ray, opts: RayOptions) -> tuple[int, dict]:
     return n, {"num_cpus": opts.cpus_per_worker}
 
 
-def run_ray(settings: "runner.BenchSettings", opts: RayOptions,
+def run_ray(settings: BenchSettings, opts: RayOptions,
             on_row: Callable[[dict], None] | None = None) -> "runner.RunSummary":
     """Run the benchmark on Ray (see the module docstring); rows go to <out>/results.jsonl."""
     ray = _ray()
     plan = runner.prepare_run(settings)
-    summary = plan.summary
+    settings, summary = plan.settings, plan.summary
     todo = plan.todo
     if not todo:
         return summary

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ..errors import InputError, ReSpecError
+from .settings import BenchSettings
 from .workflow import (RESULTS_WRITER, ROUTES, default_workflow, load_api_workflow, row_editor, rows_from_history,
                        scenario_prompt)
 
@@ -614,12 +615,32 @@ def _print_event(server: str, label: str, kind: str, data: dict) -> None:
         print(f"  [{server}] server left out of the run: {data.get('reason')}", flush=True)
 
 
-def remote_identity(dataset_name: str, reference: dict[str, dict], *, seed: int, size: int | None,
-                    steps: int | None, editor: str, route: str) -> dict:
-    """What decides a remote run's numbers: the settings the in-process runner records too, a
-    digest of the prompt each config queues (on a reference scenario) and the model files the
-    loaders name. One key per config and per loader input, so a resume may add configs."""
-    ident = {"dataset_name": dataset_name, "seed": seed, "size": size, "steps": steps, "editor": editor,
+@dataclass
+class RemoteOptions:
+    """How a remote run queues: the workflow (`route`'s shipped one per config, else `workflow` for
+    every config, with `config`'s widget overrides, see workflow.fill_workflow) and how servers
+    are used (see run_remote and run_jobs)."""
+    route: str = "native"
+    workflow: str | Path | dict | None = None
+    config: dict[str, Any] | None = None
+    timeout: float | None = DEFAULT_PROMPT_TIMEOUT
+    poll_interval: float = 5.0
+    max_attempts: int = 3
+    max_server_failures: int = 2
+    server_grace: float = DEFAULT_SERVER_GRACE
+
+
+# The settings of BenchSettings.IDENTITY that a queued workflow takes from the run (scenario_prompt
+# fills them in); the others are the workflow's own widgets, recorded by its digest.
+WORKFLOW_SETTINGS = ("dataset_name", "seed", "size", "steps")
+
+
+def remote_identity(settings: BenchSettings, dataset_name: str, reference: dict[str, dict], route: str) -> dict:
+    """What decides a remote run's numbers: the settings the in-process runner records too
+    (BenchSettings.identity, those a workflow takes), the rows' editor label and route, a digest of
+    the prompt each config queues (on a reference scenario) and the model files the loaders name.
+    One key per config and per loader input, so a resume may add configs."""
+    ident = {**settings.identity(dataset_name, WORKFLOW_SETTINGS), "editor": row_editor(settings.editor, route),
              "route": route}
     for c, p in reference.items():
         ident[f"workflow:{c}"] = hashlib.sha256(json.dumps(p, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -629,80 +650,71 @@ def remote_identity(dataset_name: str, reference: dict[str, dict], *, seed: int,
     return ident
 
 
-def run_remote(dataset: str | Path, servers: list[str], out: str | Path, *,
-               configs: str | list[str] | None = None, editor: str = "flux2",
-               workflow: str | Path | dict | None = None, config: dict[str, Any] | None = None,
-               seed: int = 0, limit: int | None = None, scenario_ids: list[str] | None = None,
-               size: int | None = None, steps: int | None = None, smoke: bool = False, judge: bool = False,
-               timeout: float | None = DEFAULT_PROMPT_TIMEOUT, poll_interval: float = 5.0, max_attempts: int = 3,
-               max_server_failures: int = 2, server_grace: float = DEFAULT_SERVER_GRACE,
-               on_event: Callable | None = None, quiet: bool = False, route: str = "native") -> RemoteSummary:
-    """Run the OCCUR benchmark by queueing its API workflow to running ComfyUI servers.
+def run_remote(settings: BenchSettings, servers: list[str], opts: RemoteOptions | None = None, *,
+               on_event: Callable | None = None, quiet: bool = False) -> RemoteSummary:
+    """Run the OCCUR benchmark of `settings` (dataset, out, configs, editor, seed, size, steps,
+    limit, scenario ids) by queueing its API workflow to running ComfyUI servers.
 
-    One prompt per scenario x config: the shipped benchmark workflow of `editor` on `route`
+    One prompt per scenario x config: the shipped benchmark workflow of the editor on `opts.route`
     ("native": ComfyUI's own loaders, rows labelled "<editor>-native"; "diffusers": the pack's
-    paper-exact editors) (the baseline graph for the baseline config), or `workflow` for every config. Rows go to
-    `<out>/results.jsonl` (the in-process runner's file and layout) as each prompt finishes;
-    rows already there are skipped, so re-running resumes. Seeds follow the in-process runner
-    (`configs.turn_seed`), so both give the same editor seeds. `config` adds widget overrides
-    (see workflow.fill_workflow). Scenarios that fail everywhere go to `<out>/errors.jsonl` and end the
-    run with a RemoteBenchError once everything else is done; Ctrl-C stops at once, keeping the
-    rows written so far (`summary.interrupted`).
+    paper-exact editors) (the baseline graph for the baseline config), or `opts.workflow` for every
+    config. Rows go to `<out>/results.jsonl` (the in-process runner's file and layout) as each
+    prompt finishes; rows already there are skipped, so re-running resumes. Seeds follow the
+    in-process runner (`configs.turn_seed`), so both give the same editor seeds. `opts.config` adds
+    widget overrides (see workflow.fill_workflow). Scenarios that fail everywhere go to
+    `<out>/errors.jsonl` and end the run with a RemoteBenchError once everything else is done;
+    Ctrl-C stops at once, keeping the rows written so far (`summary.interrupted`).
 
-    A prompt without a result `timeout` seconds after queueing is withdrawn and queued again
-    (elsewhere when possible); a server taken out after failures is re-probed for `server_grace`
-    seconds. The settings that decide the numbers (dataset, seed, size, steps, editor, route, each
-    config's filled workflow and the model files its loaders name) are recorded in <out>/run.json
-    and a resume with other ones is refused; every server must list those model files. Jobs go
-    scenario by scenario, and a scenario's configs run on one server.
+    A prompt without a result `opts.timeout` seconds after queueing is withdrawn and queued again
+    (elsewhere when possible); a server taken out after failures is re-probed for
+    `opts.server_grace` seconds. What decides the numbers (remote_identity) is recorded in
+    <out>/run.json and a resume with other values is refused; every server must list the model
+    files the workflows name. Jobs go scenario by scenario, and a scenario's configs run on one server.
     """
     from ..records import json_safe
-    from .configs import EDITORS, parse_configs
     from .results import ResultsFile, check_run_identity, row_key
-    from .runner import BenchSettings, select_scenarios
+    from .runner import default_out_dir, select_scenarios
     from .scenario import load_dataset
 
-    if smoke:
+    opts = opts or RemoteOptions()
+    if settings.smoke:
         raise InputError("--smoke runs tiny random-weight models in-process; a ComfyUI server runs the "
                          "workflow's real models. Drop --server for a smoke run, or drop --smoke.")
-    if judge:
+    if settings.judge:
         raise InputError("the shipped benchmark workflows have no S_IF judge; run the judge in-process "
                          "(without --server), or pass a workflow of your own with the judge wired in")
-    if editor not in EDITORS:
-        raise InputError(f"unknown editor {editor!r}; use one of {', '.join(EDITORS)}")
-    if route not in ROUTES:
-        raise InputError(f"unknown route {route!r}; use one of {', '.join(ROUTES)}")
-    label = row_editor(editor, route)
-    ds = load_dataset(dataset)
-    names = parse_configs(configs)
-    scenarios = select_scenarios(ds, BenchSettings(scenario_ids=scenario_ids, limit=limit))
-    out_dir = Path(out)
+    settings = settings.checked()
+    if opts.route not in ROUTES:
+        raise InputError(f"unknown route {opts.route!r}; use one of {', '.join(ROUTES)}")
+    label = row_editor(settings.editor, opts.route)
+    ds = load_dataset(settings.dataset)
+    scenarios = select_scenarios(ds, settings)
+    out_dir = Path(settings.out or default_out_dir(ds.name, settings.smoke, settings.editor))
     out_dir.mkdir(parents=True, exist_ok=True)
     results = ResultsFile(out_dir / "results.jsonl")
     errors = ResultsFile(out_dir / "errors.jsonl")
     summary_skipped = []
     done = results.done_keys()
     templates: dict[str, dict] = {}
-    strict = workflow is None or bool(config)
+    strict = opts.workflow is None or bool(opts.config)
 
     def prompt_for(c: str, sid: str) -> dict:
-        source = workflow if workflow is not None else default_workflow(c, editor, route)
-        key_src = "given" if workflow is not None else str(source)
+        source = opts.workflow if opts.workflow is not None else default_workflow(c, settings.editor, opts.route)
+        key_src = "given" if opts.workflow is not None else str(source)
         if key_src not in templates:
             templates[key_src] = load_api_workflow(source)
-        return scenario_prompt(templates[key_src], ds, sid, c, label, seed=seed, size=size, steps=steps,
-                               overrides=config, strict=strict)
+        return scenario_prompt(templates[key_src], ds, sid, c, label, seed=settings.seed, size=settings.size,
+                               steps=settings.steps, overrides=opts.config, strict=strict)
 
     # What each config queues, shown on the dataset's first scenario: recorded, compared on resume.
-    reference = {c: prompt_for(c, next(iter(ds)).id) for c in names}
-    check_run_identity(out_dir, remote_identity(ds.name, reference, seed=seed, size=size, steps=steps,
-                                                editor=label, route=route),
+    reference = {c: prompt_for(c, next(iter(ds)).id) for c in settings.configs}
+    check_run_identity(out_dir, remote_identity(settings, ds.name, reference, opts.route),
                        {"dataset_path": ds.path, "servers": list(servers), "mode": "remote"})
     # Scenario by scenario, so a scenario's configs are queued together (and go to one server).
     jobs, expected = [], {}
     for s in scenarios:
         index = next(i for i, x in enumerate(ds) if x.id == s.id)
-        for c in names:
+        for c in settings.configs:
             key = row_key({"dataset": ds.name, "scenario_id": s.id, "config": c, "editor": label})
             if key in done:
                 summary_skipped.append(key)
@@ -729,9 +741,10 @@ def run_remote(dataset: str | Path, servers: list[str], out: str | Path, *,
               f"{len(summary_skipped)} already in {results.path}", flush=True)
     events = on_event if on_event is not None else (None if quiet else _print_event)
     try:
-        summary = asyncio.run(run_jobs(jobs, servers, write_row, timeout=timeout, poll_interval=poll_interval,
-                                       max_attempts=max_attempts, max_server_failures=max_server_failures,
-                                       on_event=events, check_rows=check_rows, server_grace=server_grace))
+        summary = asyncio.run(run_jobs(jobs, servers, write_row, timeout=opts.timeout,
+                                       poll_interval=opts.poll_interval, max_attempts=opts.max_attempts,
+                                       max_server_failures=opts.max_server_failures, on_event=events,
+                                       check_rows=check_rows, server_grace=opts.server_grace))
     except KeyboardInterrupt:
         # Rows are written as prompts finish; nothing else to save. Running prompts were withdrawn.
         summary = RemoteSummary(interrupted=True)

@@ -39,80 +39,15 @@ from ..controller.provenance_selector import selector_parts
 from ..pixels.guard import GuardStep
 from ..pixels.reveal import RevealStep
 from ..store.files import save_png
-from .configs import CONFIGS, EDITORS, MASKS, BenchConfig, parse_configs, turn_seed
+from .configs import CONFIGS, BenchConfig, turn_seed
 from .results import ResultsFile, check_run_identity, row_key
 from .rows import make_row, summarise_judgements
 from .scenario import Dataset, Scenario, load_dataset
+from .settings import BenchModels, BenchSettings
 from .shards import parse_shard
 
 log = logging.getLogger("respec.bench")
 STAGE_KEYS = ("controller", "select", "rewrite", "editor", "masks", "score", "judge")
-
-
-@dataclass
-class BenchSettings:
-    """Everything that decides a run's numbers (recorded in <out>/run.json)."""
-    dataset: str = "occur_sample"
-    out: str = ""
-    configs: list[str] = field(default_factory=lambda: ["baseline", "respec"])
-    editor: str = "flux2"
-    smoke: bool = False
-    masks: str = ""                  # "detect" | "oracle" ("": oracle with the sim editor, else detect)
-    sim_defects: str = "default"     # none | default | realistic (--editor sim; respec.sim.drift)
-    size: int = 1024                 # longer side of I_0 (multiples of 16); 0 keeps the source size
-    seed: int = 0
-    steps: int | None = None         # None: the editor's paper default (klein 30, OmniGen2 50)
-    guidance: float | None = None
-    limit: int | None = None
-    scenario_ids: list[str] | None = None
-    judge: bool = False
-    judge_max_new_tokens: int | None = None   # None: the judge's default (48 in smoke runs)
-    save_images: bool = True
-    # models (real mode)
-    controller: str = "qwen3-vl"
-    controller_model: str | None = None     # None: the backend's default (Qwen3-VL-8B-Instruct)
-    controller_options: dict = field(default_factory=dict)
-    judge_controller: str | None = None     # None: the controller backend judges
-    judge_model: str | None = None
-    editor_model: str | None = None
-    editor_options: dict = field(default_factory=dict)
-    masker_options: dict = field(default_factory=dict)
-    scorer_options: dict = field(default_factory=dict)
-    # how the work is split and shared (rows do not depend on these)
-    shard: str | None = None         # "i/N": this job's share of the scenarios (respec.bench.shards)
-    share_prefix: bool = True        # configs of a scenario compute their common turns once
-    controller_history: str = "paper"   # the controller sees every image (paper) or a bounded few (plan.meta says)
-
-    # Fields whose change makes old rows incomparable with new ones.
-    IDENTITY = ("dataset_name", "smoke", "size", "seed", "steps", "guidance", "controller", "controller_model",
-                "editor_model", "masker_options", "scorer_options", "masks", "sim_defects")
-
-    def masks_mode(self) -> str:
-        """The masks this run uses (see MASKS)."""
-        mode = self.masks or ("oracle" if self.editor == "sim" else "detect")
-        if mode not in MASKS:
-            raise InputError(f"unknown --masks {mode!r}; use {' or '.join(MASKS)}")
-        if mode == "oracle" and self.editor != "sim":
-            raise InputError("--masks oracle needs --editor sim: only the simulated editor records its layers; "
-                             "real editors' masks come from YOLO-World + SAM (--masks detect)")
-        return mode
-
-    def identity(self, dataset_name: str) -> dict:
-        d = asdict(self)
-        d["dataset_name"] = dataset_name
-        return {k: d[k] for k in self.IDENTITY}
-
-
-@dataclass
-class BenchModels:
-    """The loaded models of a run. `describe` names them in the rows."""
-    editor: Any
-    backend: Any = None
-    masker: Any = None
-    scorer: Any = None
-    judge_backend: Any = None
-    describe: dict = field(default_factory=dict)
-    masks: str = "detect"            # see MASKS
 
 
 @dataclass
@@ -257,8 +192,10 @@ def load_models(settings: BenchSettings) -> BenchModels:
     """The run's models, each asked of its stage with the run's model source: the simulated world
     (--editor sim), the tiny random-weight models (--smoke: source "tiny:<seed>" for every stage)
     or the real ones (files, folders and hub ids from the settings). Smallest first, so that a
-    missing file is reported before minutes go into loading the big ones; before any, every
-    missing file of every stage is listed in one error (check_model_files)."""
+    missing file is reported before minutes go into loading the big ones; before any, the checks
+    that need no file (BenchSettings.checked), then every missing file of every stage listed in
+    one error (check_model_files)."""
+    settings = settings.checked()
     check_model_files(settings)
     if settings.editor == "sim":
         from ..sim.bench import load_sim_models
@@ -269,9 +206,6 @@ def load_models(settings: BenchSettings) -> BenchModels:
     from ..eval.metric_models import load_scorer
 
     tiny = f"{TINY}:{settings.seed}" if settings.smoke else None
-    if tiny and settings.editor != "flux2":
-        raise InputError(f"--smoke runs the tiny FLUX.2 [klein]; there is no tiny {settings.editor} "
-                         f"(use --editor flux2 with --smoke, or run {settings.editor} with real weights)")
     scorer = load_scorer(source=tiny, **settings.scorer_options)
     masker_options = dict(settings.masker_options)
     if tiny:
@@ -289,8 +223,6 @@ def load_models(settings: BenchSettings) -> BenchModels:
         judge = backend
     elif settings.judge:
         judge = load_backend(settings.judge_controller, settings.judge_model)
-    if settings.editor not in EDITORS:
-        raise InputError(f"unknown editor {settings.editor!r}; use one of {', '.join(EDITORS)}")
     editor = load_editor(settings.editor, tiny or settings.editor_model, **settings.editor_options)
     if tiny:
         describe = {"controller": "qwen3-vl (tiny)", "editor_model": "flux2-klein (tiny)",
@@ -520,7 +452,7 @@ class RunPlan:
     summary: RunSummary
     todo: list[tuple[Scenario, list[str], list[str]]]   # scenario, its configs left, their keys
 
-    settings: BenchSettings | None = None
+    settings: BenchSettings          # the checked settings (BenchSettings.checked) the run uses
     started: bool = False
 
     @property
@@ -530,7 +462,7 @@ class RunPlan:
     def start(self) -> None:
         """Record the run's settings in <out>/run.json, once, as the first row is about to be made
         (a run that fails before that leaves the folder as it was)."""
-        if self.started or self.settings is None:
+        if self.started:
             return
         _check_manifest(self.out, self.settings, self.dataset)
         self.started = True
@@ -539,12 +471,10 @@ class RunPlan:
 def prepare_run(settings: BenchSettings, check_folder: bool = True) -> RunPlan:
     """Check the settings and the output folder (refusing other settings' results; with
     check_folder=False only the settings) and list the (scenario, configs) still to run: this job's
-    shard, minus the keys already written. Nothing is written: RunPlan.start() records the run."""
+    shard, minus the keys already written. Nothing is written: RunPlan.start() records the run.
+    The caller's settings are left as they are: the plan holds the checked copy (plan.settings)."""
     dataset = load_dataset(settings.dataset)
-    settings.configs = parse_configs(settings.configs)
-    if settings.editor not in EDITORS:
-        raise InputError(f"unknown editor {settings.editor!r}; use one of {', '.join(EDITORS)}")
-    settings.masks = settings.masks_mode()
+    settings = settings.checked()
     shard = parse_shard(settings.shard)
     out_dir = Path(settings.out or default_out_dir(dataset.name, settings.smoke, settings.editor))
     scenarios = select_scenarios(dataset, settings)
@@ -620,7 +550,7 @@ def run_benchmark(settings: BenchSettings, models: BenchModels | None = None,
     <out>/errors.jsonl with its traceback and the run goes on; Ctrl-C / interruption stops it
     with everything finished so far saved."""
     plan = prepare_run(settings)
-    summary = plan.summary
+    settings, summary = plan.settings, plan.summary
     t0 = time.perf_counter()
     if not plan.todo:
         summary.seconds = time.perf_counter() - t0

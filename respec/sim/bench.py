@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 
+from ..bench.configs import CONFIGS
+from ..bench.settings import BenchModels, BenchSettings
 from ..errors import DownloadNotAllowedError, MissingWeightsError
 
 log = logging.getLogger("respec.sim")
@@ -18,10 +20,8 @@ log = logging.getLogger("respec.sim")
 TINY_SCORER = "lpips+clip (tiny random weights: their files were not found; only the PSNR part is calibrated)"
 
 
-def load_sim_models(settings):
+def load_sim_models(settings: BenchSettings) -> BenchModels:
     """BenchModels for the sim world (see the module docstring)."""
-    from ..bench.configs import CONFIGS
-    from ..bench.runner import BenchModels
     from ..controller import load_backend
     from ..eval.masks import load_masker
     from ..eval.metric_models import load_scorer

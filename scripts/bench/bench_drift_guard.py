@@ -68,6 +68,7 @@ def run_chain(turns: int, out: Path, size: int) -> list[dict]:
     from functools import partial
     from unittest import mock
     from respec.bench import runner
+    from respec.bench.settings import BenchModels, BenchSettings
     from respec.bench.configs import CONFIGS
     from respec.pixels.guard import GuardParams, GuardStep
     from respec.sim.drift import sim_editor, untouched_psnr, untouched_region
@@ -76,8 +77,8 @@ def run_chain(turns: int, out: Path, size: int) -> list[dict]:
     for cname, seam, label in CHAIN_RUNS:
         step = partial(GuardStep, GuardParams(seam=seam)) if seam else GuardStep
         with mock.patch.object(runner, "GuardStep", step):      # the bench's guard, with this seam
-            h = runner.run_turns(sc, CONFIGS[cname], runner.BenchModels(editor=sim_editor("realistic")),
-                                 runner.BenchSettings(dataset="occur_sim", editor="sim", size=size))
+            h = runner.run_turns(sc, CONFIGS[cname], BenchModels(editor=sim_editor("realistic")),
+                                 BenchSettings(dataset="occur_sim", editor="sim", size=size))
         i0 = h.image(0).array
         for t in range(1, len(h.turns)):
             reg = untouched_region(sc, (i0.shape[1], i0.shape[0]), t)

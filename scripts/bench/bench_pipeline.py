@@ -215,7 +215,8 @@ def _count_calls(obj, method: str, counter: dict, name: str) -> None:
 
 def bench_smoke(limit: int | None, out_dir: Path) -> dict:
     """The smoke benchmark (all four configs) with call counters and the forward clock."""
-    from respec.bench.runner import BenchSettings, load_models, run_benchmark
+    from respec.bench.runner import load_models, run_benchmark
+    from respec.bench.settings import BenchSettings
 
     settings = BenchSettings(smoke=True, out=str(out_dir), configs=["baseline", "hrs", "pti", "respec"],
                              size=96, steps=2, limit=limit, save_images=True)

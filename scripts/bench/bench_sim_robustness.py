@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from respec.bench.report import robustness_table  # noqa: E402
-from respec.bench.runner import BenchSettings, run_benchmark  # noqa: E402
+from respec.bench.runner import run_benchmark  # noqa: E402
+from respec.bench.settings import BenchSettings  # noqa: E402
 from respec.sim import SimDefects, SimEditor  # noqa: E402
 from respec.sim.bench import load_sim_models  # noqa: E402
 

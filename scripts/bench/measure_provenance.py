@@ -34,7 +34,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # a script, not part of the pack
 
 from respec.bench.configs import CONFIGS  # noqa: E402
-from respec.bench.runner import BenchModels, BenchSettings, run_turns  # noqa: E402
+from respec.bench.runner import run_turns  # noqa: E402
+from respec.bench.settings import BenchModels, BenchSettings  # noqa: E402
 from respec.bench.scenario import load_dataset  # noqa: E402
 from respec.controller.covering import locate_covering_turn  # noqa: E402
 from respec.errors import MissingWeightsError, DownloadNotAllowedError  # noqa: E402
