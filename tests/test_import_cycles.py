@@ -7,6 +7,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
+
 def _cycles():
     spec = importlib.util.spec_from_file_location("import_cycles", ROOT / "scripts" / "dev" / "import_cycles.py")
     mod = importlib.util.module_from_spec(spec)
