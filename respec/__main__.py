@@ -179,7 +179,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _settings(a):
-    from .bench.runner import BenchSettings
+    from .bench.settings import BenchSettings
     controller_opts: dict = {}
     if a.controller_url:
         controller_opts["base_url"] = a.controller_url
