@@ -212,6 +212,7 @@ def request_interrupt() -> None:
 
 
 def clear_interrupt() -> None:
+    """Forget a cancel request (a new run starts uncancelled)."""
     _interrupt.clear()
 
 
@@ -254,6 +255,7 @@ class Progress:
                 self._tqdm = None
 
     def update(self, n: int = 1) -> None:
+        """Advance by n steps, in ComfyUI's progress bar and in the terminal's."""
         self.n += n
         if self._comfy is not None:
             self._comfy.update(n)
@@ -262,6 +264,7 @@ class Progress:
         check_interrupted()
 
     def close(self) -> None:
+        """Close the terminal bar (ComfyUI's needs no closing)."""
         if self._tqdm is not None:
             self._tqdm.close()
 

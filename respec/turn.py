@@ -138,6 +138,7 @@ class TurnRecord:
 
     @property
     def vlm_calls(self) -> int:
+        """Controller calls this turn made (0 or 1)."""
         return int(self.plan.meta.get("vlm_calls", 0)) if self.plan is not None else 0
 
     @property

@@ -77,6 +77,7 @@ class Attempt:
 
     @property
     def server_fault(self) -> bool:
+        """Whether the attempt failed because of the server (retry elsewhere), not the job."""
         return self.kind in ("unreachable", "server_error", "timeout")
 
 

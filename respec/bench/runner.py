@@ -66,6 +66,7 @@ class RunSummary:
                                                           "vlm_calls_run": 0, "vlm_calls_shared": 0})
 
     def add_work(self, counts: dict[str, int]) -> None:
+        """Add one row's work counts (edits run, controller calls, ...) to the run's totals."""
         for k, v in counts.items():
             self.work[k] = self.work.get(k, 0) + int(v)
 
@@ -457,6 +458,7 @@ class RunPlan:
 
     @property
     def keys(self) -> int:
+        """How many rows this run still has to make."""
         return sum(len(keys) for _, _, keys in self.todo)
 
     def start(self) -> None:

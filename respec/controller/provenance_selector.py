@@ -181,6 +181,8 @@ class ProvenanceSelector:
     name = "provenance"
 
     def select(self, history: History, plan: Plan, *, use_history_reference: bool) -> Selection:
+        """The paper's selection, except on a restoration turn whose covering turn k the change
+        masks found unambiguously (and not with low confidence): I_{k-1}, then I_{t-1}."""
         if not (use_history_reference and plan.is_restoration) or history.next_turn == 1:
             return select_references(history, plan, use_history_reference)
         rec = plan.meta.get("provenance") if isinstance(plan.meta, dict) else None
