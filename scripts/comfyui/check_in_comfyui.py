@@ -601,11 +601,25 @@ async def _open_frontend(page: Page, url: str) -> None:
         log(f"frontend: errors logged by the page before any workflow (not counted): {baseline}")
 
 
+# The toasts on screen (their text), then closed: the frontend reports a workflow that fails its
+# schema in a toast ("Invalid workflow against zod schema"), not in the console.
+TOASTS_JS = """(() => {
+  const texts = Array.from(document.querySelectorAll('.p-toast-message')).map(e => e.innerText.trim());
+  document.querySelectorAll('.p-toast-close-button').forEach(b => b.click());
+  return texts;
+})()"""
+
+
 async def _load_graph(page: Page, name: str, ui: dict) -> dict:
-    """Load a UI graph as drag-and-drop does: its nodes, errors, console lines and graphToPrompt."""
+    """Load a UI graph as drag-and-drop does: its nodes, errors, console lines, the toasts it
+    raised and graphToPrompt."""
+    import asyncio
     page.console.clear()
+    await page.js(TOASTS_JS)
     res = await page.js(LOAD_JS % {"app": APP, "ui": json.dumps(ui), "name": json.dumps(name)})
     res["console"] = list(page.console)
+    await asyncio.sleep(0.7)   # the schema toast comes after loadGraphData returns
+    res["toasts"] = await page.js(TOASTS_JS)
     return res
 
 
@@ -645,6 +659,9 @@ def _ui_file_problems(path: Path, ui: dict, res: dict) -> list[str]:
     overlaps = _overlaps(res["nodes"])
     if overlaps:
         log(f"note  frontend/{path.name}: overlapping nodes as drawn: {overlaps[:8]}")
+    invalid = [t for t in res.get("toasts", []) if "invalid" in t.lower() or "error" in t.lower()]
+    if invalid:
+        file_problems.append(f"the frontend warned while loading: {invalid}")
     if res["errors"] or res["console"]:
         file_problems.append(f"errors while loading: {res['errors'] + res['console']}")
     api_path = API_DIR / f"{path.stem}.api.json"
@@ -660,9 +677,11 @@ def _ui_file_problems(path: Path, ui: dict, res: dict) -> list[str]:
 async def _screenshot(page: Page, shots: Path, path: Path) -> None:
     """A PNG of the loaded workflow, fitted to the view, as shots/<name>.png."""
     import asyncio
-    # The first visit opens the template browser over the canvas: close dialogs.
+    # The first visit opens the template browser over the canvas: close dialogs, and only dialogs
+    # (on frontend 1.58 a bare button[aria-label="Close"] is also the workflow tab's close button,
+    # which closed the graph just loaded and left the default workflow in the picture).
     await page.js("document.querySelectorAll('.p-dialog-close-button, .p-dialog-header-close, "
-                  "button[aria-label=\"Close\"]').forEach(b => b.click())")
+                  "[role=\"dialog\"] button[aria-label=\"Close\"]').forEach(b => b.click())")
     await asyncio.sleep(0.3)
     await page.js(f"{APP}.extensionManager.command.execute('Comfy.Canvas.FitView')")
     await asyncio.sleep(0.8)

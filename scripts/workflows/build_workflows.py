@@ -247,14 +247,16 @@ def conversational_provenance_flux2(specs):
 
 def native_loaders(g: wg.Graph, editor: str):
     """UNETLoader / CLIPLoader / VAELoader with the template file names, each listing its file in
-    properties.models (name, directory, public URL) for ComfyUI's missing-models dialog."""
+    properties.models (name, directory, public URL) for ComfyUI's missing-models dialog. A file
+    with no public download (klein 9B is gated) is not listed: the frontend's workflow schema
+    requires a url there, and 1.35 shows "Invalid workflow against zod schema" for an entry without."""
     out = []
     for kind, cls, widget in (("unet", "UNETLoader", "unet_name"), ("clip", "CLIPLoader", "clip_name"),
                               ("vae", "VAELoader", "vae_name")):
         name, directory, url = NATIVE_FILES[editor][kind]
-        entry = {"name": name, "directory": directory, **({"url": url} if url else {})}
+        props = {"models": [{"name": name, "directory": directory, "url": url}]} if url else {}
         extra = {"type": CLIP_TYPES[editor]} if kind == "clip" else {}
-        out.append(g.node(cls, properties={"models": [entry]}, **{widget: name}, **extra))
+        out.append(g.node(cls, properties=props, **{widget: name}, **extra))
     return out
 
 
