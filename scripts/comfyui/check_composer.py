@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from comfyui_harness import Page, http_json, log, start_chromium, stop
+from comfyui_harness import Page, build_tiny_models, checker, http_json, log, start_chromium, stop, upload_picture
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = "window.comfyAPI.app.app"
@@ -77,17 +77,16 @@ async def _wait_turns(page: Page, url: str, sid: str, want: list[int], timeout: 
 def check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict | None,
                    shots: str | None = None) -> list[str]:
     """Drive the composer as described in the module text; the problems found ([] = all passed).
-    `tiny` = the tiny models of check_in_comfyui.build_tiny_models (built into base/models when
+    `tiny` = the tiny models of comfyui_harness.build_tiny_models (built into base/models when
     None); `shots`: a folder for the screenshots (frontend-chat.png, frontend-chat-branch.png)."""
     shots = docs = Path(shots) if shots else None
-    import check_in_comfyui as cic
     problems: list[str] = []
-    check = cic.checker("frontend/composer", problems)
+    check = checker("frontend/composer", problems)
     if tiny is None:
         t0 = time.monotonic()
-        tiny = cic.build_tiny_models(python, base)
+        tiny = build_tiny_models(python, base)
         log(f"composer: tiny models built in {time.monotonic() - t0:.1f} s")
-    image, why = cic.upload_picture(url)
+    image, why = upload_picture(url)
     if image is None:
         check("upload", False, why)
         return problems

@@ -49,8 +49,8 @@ from pathlib import Path
 
 import check_composer
 import check_native
-from comfyui_harness import (HarnessError, Page, free_port, http_json, log, start_chromium, start_comfyui, stop,
-                             upload_image)
+from comfyui_harness import (HarnessError, Page, build_tiny_models, checker, free_port, http_json, log,
+                             start_chromium, start_comfyui, stop, upload_picture)
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / "workflows"
@@ -145,24 +145,6 @@ def ui_to_api(ui: dict, info: dict) -> dict:
     return api
 
 
-def build_tiny_models(python: str, base: Path) -> dict:
-    """Tiny random-weight Qwen3-VL and FLUX.2 [klein] folders under base/models (with ComfyUI's python)."""
-    code = (
-        "import importlib.util, json, sys\n"
-        f"root = {str(ROOT)!r}\n"
-        "spec = importlib.util.spec_from_file_location('respec_pack_tiny', root + '/__init__.py',"
-        " submodule_search_locations=[root])\n"
-        "m = importlib.util.module_from_spec(spec); sys.modules['respec_pack_tiny'] = m\n"
-        "spec.loader.exec_module(m)\n"
-        "from respec_pack_tiny.respec.tiny.vlm import build_tiny_qwen3vl\n"
-        "from respec_pack_tiny.respec.tiny.klein import save_tiny_klein_diffusers\n"
-        f"vlm = build_tiny_qwen3vl({str(base / 'models' / 'LLM' / 'tiny-qwen3vl')!r})\n"
-        f"klein = save_tiny_klein_diffusers({str(base / 'models' / 'diffusers' / 'tiny-klein')!r})\n"
-        "print(json.dumps({'vlm': str(vlm), 'klein': str(klein)}))\n")
-    out = subprocess.run([python, "-c", code], capture_output=True, text=True, cwd=str(base), timeout=900)
-    if out.returncode != 0:
-        raise SystemExit(f"could not build the tiny models:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def use_tiny_models(wf: dict, tiny: dict) -> dict:
@@ -297,30 +279,8 @@ def _ran(entry: dict, prompt: dict) -> set[str]:
     return set(prompt) - cached
 
 
-def checker(prefix: str, problems: list[str]):
-    """check(label, ok, detail): logs one PASS/FAIL line under `prefix`; a failure joins `problems`."""
-    def check(label: str, ok: bool, detail: str) -> None:
-        log(f"{'PASS' if ok else 'FAIL'}  {prefix}: {label}: {detail}")
-        if not ok:
-            problems.append(f"{label}: {detail}")
-    return check
 
 
-def upload_picture(url: str) -> tuple[str | None, str]:
-    """The artist's picture, sent the way Load Image's upload button sends it: (its name for
-    Load Image, '') or (None, why not)."""
-    from io import BytesIO
-
-    import numpy as np
-    from PIL import Image
-    yy, xx = np.mgrid[0:64, 0:96]
-    pixels = np.stack([xx * 255 // 95, yy * 255 // 63, np.full_like(xx, 128)], -1).astype(np.uint8)
-    buf = BytesIO()
-    Image.fromarray(pixels, "RGB").save(buf, format="PNG")
-    status, uploaded = upload_image(url, "respec-check-conv.png", buf.getvalue())
-    if status != 200 or not isinstance(uploaded, dict) or not uploaded.get("name"):
-        return None, f"/upload/image answered {status}: {str(uploaded)[:300]}"
-    return "/".join(p for p in (uploaded.get("subfolder"), uploaded["name"]) if p), ""
 
 
 def conversation_prompt(wf: dict, image_name: str, session: str, request: str) -> dict:
