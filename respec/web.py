@@ -26,7 +26,6 @@ import json
 import logging
 import re
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from io import BytesIO
 from typing import Any, Callable
@@ -37,6 +36,7 @@ from PIL import Image
 from . import comfy, models
 from .errors import InputError, ReSpecError, StoreError
 from .images import as_mask
+from .lru import LRU
 from .records import json_safe
 
 MIN_SIDE = 16          # smallest image side a client may ask for
@@ -49,7 +49,7 @@ MAX_GC_FILES = 1000    # image files one clean-up request removes at most (it sa
 IMMUTABLE = {"Cache-Control": "private, max-age=31536000, immutable"}  # digest-named content
 NO_CACHE = {"Cache-Control": "no-cache"}
 
-_LOCK = threading.Lock()   # guards the in-memory registries below (stores, masks, scores)
+_LOCK = threading.Lock()   # guards the latest scores below (merged into, overall and per session)
 _GC_LOCK = threading.Lock()   # one clean-up at a time in this process
 _DIGITS = re.compile(r"[0-9]{1,9}")
 _DIGEST = re.compile(r"[0-9a-f]{64}")
@@ -131,35 +131,9 @@ def fit_within(size: tuple[int, int], box: tuple[int, int]) -> tuple[int, int]:
 
 # --------------------------------------------------------------------------- image encoding
 
-class _ByteCache:
-    """A small LRU of encoded images, bounded by total bytes. Keys are content-addressed, so
-    an entry never goes stale."""
-
-    def __init__(self, max_bytes: int = 32 * 2 ** 20):
-        self.max_bytes = max_bytes
-        self._items: "OrderedDict[tuple, bytes]" = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple) -> bytes | None:
-        with self._lock:
-            data = self._items.get(key)
-            if data is not None:
-                self._items.move_to_end(key)
-            return data
-
-    def put(self, key: tuple, data: bytes) -> None:
-        with self._lock:
-            if key in self._items or len(data) > self.max_bytes:
-                return
-            self._items[key] = data
-            self._bytes += len(data)
-            while self._bytes > self.max_bytes:
-                _, old = self._items.popitem(last=False)
-                self._bytes -= len(old)
-
-
-_PNG_CACHE = _ByteCache()
+# Encoded images by (digest, box), bounded by total bytes. Keys are content-addressed, so an
+# entry never goes stale.
+_PNG_CACHE = LRU(max_bytes=32 << 20, size_of=len)
 
 
 def _encode_png(arr: np.ndarray, box: tuple[int, int]) -> bytes:
@@ -196,14 +170,13 @@ def _png(store, digest: str, box: tuple[int, int], what: str) -> bytes:
 
 # --------------------------------------------------------------------------- stores
 
-_KNOWN_ROOTS: "OrderedDict[str, None]" = OrderedDict()   # stores History nodes announced
 MAX_KNOWN_ROOTS = 16
+_KNOWN_ROOTS = LRU(MAX_KNOWN_ROOTS)   # stores History nodes announced
 
 
 def known_store_roots() -> list[str]:
     """Session-store directories that History nodes of this process reported (newest last)."""
-    with _LOCK:
-        return list(_KNOWN_ROOTS)
+    return _KNOWN_ROOTS.keys()
 
 
 def remember_store(root: Any) -> None:
@@ -213,11 +186,7 @@ def remember_store(root: Any) -> None:
         return
     from pathlib import Path
     key = str(Path(root).expanduser().resolve())
-    with _LOCK:
-        _KNOWN_ROOTS[key] = None
-        _KNOWN_ROOTS.move_to_end(key)
-        while len(_KNOWN_ROOTS) > MAX_KNOWN_ROOTS:
-            _KNOWN_ROOTS.popitem(last=False)
+    _KNOWN_ROOTS.put(key, None)
 
 
 def resolve_store(param: Any, open_store: Callable[[str | None], Any]):
@@ -469,8 +438,8 @@ def collect_garbage(store, body: bytes | str | None) -> Response:
 
 # --------------------------------------------------------------------------- scores and region masks
 
-_MASKS: "OrderedDict[str, bytes]" = OrderedDict()
-_SCORES: "OrderedDict[str, dict]" = OrderedDict()
+_MASKS = LRU(MAX_MASKS)   # read with peek: the latest published are kept
+_SCORES = LRU(64)         # per session; read and written under _LOCK with _LATEST_SCORES
 _LATEST_SCORES: dict = {}
 
 
@@ -501,11 +470,7 @@ def publish_region_masks(masks: dict[str, Any]) -> dict[str, dict]:
             continue
         data, (w, h) = _mask_png(mask)
         digest = hashlib.sha256(data).hexdigest()
-        with _LOCK:
-            _MASKS[digest] = data
-            _MASKS.move_to_end(digest)
-            while len(_MASKS) > MAX_MASKS:
-                _MASKS.popitem(last=False)
+        _MASKS.put(digest, data)
         out[str(name)] = {"digest": digest, "url": f"/respec/masks/{digest}", "width": w, "height": h}
     return out
 
@@ -514,8 +479,7 @@ def mask_image(digest: Any) -> Response:
     """GET /respec/masks/{digest}: a published region mask (L PNG, 255 inside)."""
     def run():
         d = parse_digest(digest)
-        with _LOCK:
-            data = _MASKS.get(d)
+        data = _MASKS.peek(d)
         if data is None:
             return error_response(404, "no such region mask (masks are kept in memory for the "
                                        "latest scores only; run the OCCUR Score node again)")
@@ -554,10 +518,7 @@ def remember_event(event: str, data: Any) -> None:
         _LATEST_SCORES.clear()
         _LATEST_SCORES.update(latest)
         if isinstance(sid, str):
-            _SCORES[sid] = merge_scores(_SCORES.get(sid), data)
-            _SCORES.move_to_end(sid)
-            while len(_SCORES) > 64:
-                _SCORES.popitem(last=False)
+            _SCORES.put(sid, merge_scores(_SCORES.peek(sid), data))
 
 
 def latest_scores(session_id: str | None = None) -> dict | None:
@@ -565,7 +526,7 @@ def latest_scores(session_id: str | None = None) -> dict | None:
     with _LOCK:
         if session_id is None:
             return dict(_LATEST_SCORES) or None
-        got = _SCORES.get(session_id)
+        got = _SCORES.peek(session_id)
         return dict(got) if got is not None else None
 
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -22,6 +20,7 @@ from PIL import Image
 from ..errors import InputError
 from ..history import History, StoredImage
 from ..images import as_rgb, downscale_to_budget
+from ..lru import LRU
 
 RESTORATION = "restoration"
 MIDTURN = "midturn"
@@ -145,30 +144,20 @@ def build_parts(history: History, user_instruction: str, max_pixels: int = DEFAU
 
 # Downscaled copies of history images by (content hash, pixel budget): a conversation's earlier
 # images are shrunk once, not on every turn. Bounded by bytes; the PIL images are shared, not copied.
-_DOWNSCALED: "OrderedDict[tuple[str, int], Image.Image]" = OrderedDict()
-_DOWNSCALED_LOCK = threading.Lock()
-_DOWNSCALED_BYTES = [0]
 MAX_DOWNSCALED_BYTES = 256 << 20
+_DOWNSCALED = LRU(max_bytes=MAX_DOWNSCALED_BYTES,
+                  size_of=lambda im: im.size[0] * im.size[1] * len(im.getbands()))
 
 
 def downscaled(img: StoredImage, max_pixels: int) -> Image.Image:
     """`img` as RGB, shrunk (keeping aspect) to at most `max_pixels`; cached by content hash and
     budget. Callers must not change the returned image."""
     key = (img.digest, int(max_pixels))
-    with _DOWNSCALED_LOCK:
-        hit = _DOWNSCALED.get(key)
-        if hit is not None:
-            _DOWNSCALED.move_to_end(key)
-            return hit
+    hit = _DOWNSCALED.get(key)
+    if hit is not None:
+        return hit
     out = downscale_to_budget(as_rgb(img.array), max_pixels)
-    size = out.size[0] * out.size[1] * len(out.getbands())
-    with _DOWNSCALED_LOCK:
-        if key not in _DOWNSCALED:
-            _DOWNSCALED[key] = out
-            _DOWNSCALED_BYTES[0] += size
-        while _DOWNSCALED_BYTES[0] > MAX_DOWNSCALED_BYTES and len(_DOWNSCALED) > 1:
-            _, old = _DOWNSCALED.popitem(last=False)
-            _DOWNSCALED_BYTES[0] -= old.size[0] * old.size[1] * len(old.getbands())
+    _DOWNSCALED.put(key, out)
     return out
 
 

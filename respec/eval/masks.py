@@ -20,7 +20,6 @@ import logging
 import math
 import re
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -30,6 +29,7 @@ import numpy as np
 from .. import comfy, models
 from ..errors import CorruptWeightsError, InputError
 from ..images import content_hash, rgb_array
+from ..lru import LRU
 from ..models import resolve_device
 from ..records import json_safe
 from ..timing import StageTimer
@@ -244,10 +244,9 @@ class Masker:
                          ((yolo.model, "yolo-world"), (sam, "sam"), (clip_model, "clip"))]
         self._tokenizer = SimpleTokenizer()  # OpenAI CLIP's BPE, shipped inside open_clip
         self._predictor = SamPredictor(sam)
-        self._sam_cache: OrderedDict[str, tuple] = OrderedDict()
-        self._sam_cache_size = max(1, int(sam_cache_size))
+        self._sam_cache = LRU(max(1, int(sam_cache_size)))
         self._text_cache: dict[str, Any] = {}
-        self._det_cache: OrderedDict[tuple[str, str], Detection] = OrderedDict()
+        self._det_cache = LRU(512)   # read with peek: the latest 512 detections are kept
         self._lock = threading.RLock()
         self.stats = {"sam_encodes": 0, "sam_prompts": 0, "detections": 0, "text_encodes": 0}
         self.timer = StageTimer()
@@ -282,8 +281,9 @@ class Masker:
         arr = rgb_array(image)
         digest = digest or content_hash(arr)
         key = (digest, query.lower())
-        if key in self._det_cache:
-            return self._det_cache[key]
+        hit = self._det_cache.peek(key)
+        if hit is not None:
+            return hit
         import torch
         from ultralytics.utils import torch_utils
         feats = self.text_features(query)
@@ -324,18 +324,16 @@ class Masker:
             confs = boxes.conf.detach().cpu().numpy()
             i = int(np.argmax(confs))
             det = Detection(query, float(confs[i]), [float(v) for v in boxes.xyxy[i].detach().cpu().numpy()], len(confs))
-        self._det_cache[key] = det
-        while len(self._det_cache) > 512:
-            self._det_cache.popitem(last=False)
+        self._det_cache.put(key, det)
         return det
 
     # -- segmentation -------------------------------------------------------------------
     def _sam_features(self, arr: np.ndarray, digest: str):
         """SAM's image embedding, computed once per image content (LRU over recent images)."""
         import torch
-        if digest in self._sam_cache:
-            self._sam_cache.move_to_end(digest)
-            return self._sam_cache[digest]
+        hit = self._sam_cache.get(digest)
+        if hit is not None:
+            return hit
         comfy.use_models(self._managed[1:2])
         with self.timer.measure("sam_encode"), torch.inference_mode():
             p = self._predictor
@@ -347,9 +345,7 @@ class Masker:
                 feats = self.sam.image_encoder(x)
         self.stats["sam_encodes"] += 1
         entry = (feats, tuple(arr.shape[:2]), input_size)
-        self._sam_cache[digest] = entry
-        while len(self._sam_cache) > self._sam_cache_size:
-            self._sam_cache.popitem(last=False)
+        self._sam_cache.put(digest, entry)
         return entry
 
     def segment(self, image: Any, box: Sequence[float] | None, digest: str | None = None) -> MaskResult:

@@ -34,9 +34,7 @@ missing (in-graph histories, turns of stores written before masks existed).
 """
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
-from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -49,6 +47,7 @@ from .alignment import IDENTITY, Alignment, compose_all, estimate_alignment, sup
 from ..errors import InputError
 from ..history import CHANGE, History, StoredImage, TurnMask
 from ..images import as_rgb, finite_array
+from ..lru import LRU
 
 METHOD = "drift-robust-v2"   # recorded in every mask's info: what computed it (v2: aligned, stability)
 MAD_TO_SIGMA = 1.4826         # MAD of a normal distribution times this = its standard deviation
@@ -586,24 +585,17 @@ def change_for(history: History, image: Any, params: ChangeParams = DEFAULT_PARA
 
 # Masks of in-memory histories are recomputed on demand; a small cache keyed by the two images'
 # digests keeps one graph (or one benchmark turn) from computing the same mask twice.
-_CACHE: "OrderedDict[tuple, TurnMask]" = OrderedDict()
-_CACHE_LOCK = threading.Lock()
-_CACHE_SIZE = 64
+_CACHE = LRU(64)
 
 
 def _cached_change(prev: StoredImage, cur: StoredImage, size: tuple[int, int],
                    params: ChangeParams) -> TurnMask:
     key = (prev.digest, cur.digest, tuple(size), params)
-    with _CACHE_LOCK:
-        hit = _CACHE.get(key)
-        if hit is not None:
-            _CACHE.move_to_end(key)
-            return hit
+    hit = _CACHE.get(key)
+    if hit is not None:
+        return hit
     tm = change_mask(prev, cur, size, params, alignment=alignment_for(prev, cur, size)).turn_mask()
-    with _CACHE_LOCK:
-        _CACHE[key] = tm
-        while len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
+    _CACHE.put(key, tm)
     return tm
 
 
@@ -619,10 +611,7 @@ def remember_change(prev: StoredImage, cur: StoredImage, size: tuple[int, int], 
     """Record a known change record prev -> cur (Reveal Composite computes the edit's C_t once;
     its output differs from the edit only inside C_t and on quiet seam pixels, so History Append
     and run_turn reuse it for the output instead of computing it again)."""
-    with _CACHE_LOCK:
-        _CACHE[(prev.digest, cur.digest, tuple(size), params)] = tm
-        while len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
+    _CACHE.put((prev.digest, cur.digest, tuple(size), params), tm)
 
 
 def full_size_result(res: ChangeResult, size: tuple[int, int]) -> ChangeResult:
@@ -639,8 +628,7 @@ def full_size_result(res: ChangeResult, size: tuple[int, int]) -> ChangeResult:
     return replace(res, mask=m, alignment=full, working_size=(w, h), raw_residual=None)
 
 
-_WORK: "OrderedDict[tuple, np.ndarray]" = OrderedDict()
-_WORK_SIZE = 4
+_WORK = LRU(4)
 
 
 def work_float(img: StoredImage, size: tuple[int, int]) -> np.ndarray:
@@ -650,32 +638,24 @@ def work_float(img: StoredImage, size: tuple[int, int]) -> np.ndarray:
     if img.size == tuple(size):
         return as_float_rgb(img)
     key = (img.digest, tuple(size))
-    with _CACHE_LOCK:
-        hit = _WORK.get(key)
-        if hit is not None:
-            _WORK.move_to_end(key)
-            return hit
+    hit = _WORK.get(key)
+    if hit is not None:
+        return hit
     out = as_float_rgb(img, size)
     out.flags.writeable = False
-    with _CACHE_LOCK:
-        _WORK[key] = out
-        while len(_WORK) > _WORK_SIZE:
-            _WORK.popitem(last=False)
+    _WORK.put(key, out)
     return out
 
 
-_ALIGN: "OrderedDict[tuple, Alignment]" = OrderedDict()
+_ALIGN = LRU(64)
 
 
 def alignment_for(prev: StoredImage, cur: StoredImage, size: tuple[int, int]) -> Alignment:
     """The alignment I_{t-1} (`prev`) -> I_t (`cur`) at the history's `size` (w, h), cached by
     the two images' digests: Reveal Composite and History Append estimate it once per turn."""
-    key = (prev.digest, cur.digest, tuple(size))
-    with _CACHE_LOCK:
-        hit = _ALIGN.get(key)
-        if hit is not None:
-            _ALIGN.move_to_end(key)
-            return hit
+    hit = _ALIGN.get((prev.digest, cur.digest, tuple(size)))
+    if hit is not None:
+        return hit
     work = working_size(size)
     if prev.size == tuple(work) and cur.size == tuple(work):
         al = estimate_alignment(prev.array, cur.array)      # grey straight from uint8: no float RGB copies
@@ -691,10 +671,7 @@ def alignment_for(prev: StoredImage, cur: StoredImage, size: tuple[int, int]) ->
 def remember_alignment(prev: StoredImage, cur: StoredImage, size: tuple[int, int], al: Alignment) -> None:
     """Record a known alignment prev -> cur (e.g. Reveal Composite's output keeps the edit's
     geometry), so the turn's change record reuses it."""
-    with _CACHE_LOCK:
-        _ALIGN[(prev.digest, cur.digest, tuple(size))] = al
-        while len(_ALIGN) > _CACHE_SIZE:
-            _ALIGN.popitem(last=False)
+    _ALIGN.put((prev.digest, cur.digest, tuple(size)), al)
 
 
 # --------------------------------------------------------------------------- per-pixel history

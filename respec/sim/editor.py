@@ -41,7 +41,6 @@ came from) and `oracle_masks(...)` the A.5 trajectory masks that the scorer cons
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -50,6 +49,7 @@ from PIL import Image
 from ..editors.base import Editor, run_record
 from ..errors import InputError
 from ..images import as_array, as_rgb, content_hash
+from ..lru import LRU
 from ..pixels.alignment import IDENTITY, Alignment, warp
 from .world import (BACKGROUND, WorldState, apply_actions, box_mask, layer_map, new_object_mask, occluder_mask,
                     render_turn)
@@ -212,7 +212,7 @@ class SimEditor(Editor):
         super().__init__()
         self.defects = defects or SimDefects()
         self.max_frames = int(max_frames)
-        self._frames: OrderedDict[tuple, Frame] = OrderedDict()
+        self._frames = LRU(self.max_frames)   # read with peek: the latest registered are kept
         self._context: tuple | None = None
 
     def describe(self) -> dict:
@@ -232,15 +232,11 @@ class SimEditor(Editor):
 
     # -- registry -------------------------------------------------------------------------
     def _remember(self, scenario, digest: str, frame: Frame) -> None:
-        key = (_world_key(scenario), digest)
-        self._frames[key] = frame
-        self._frames.move_to_end(key)
-        while len(self._frames) > self.max_frames:
-            self._frames.popitem(last=False)
+        self._frames.put((_world_key(scenario), digest), frame)
 
     def frame(self, scenario, image) -> Frame | None:
         """The frame of an image this editor made for `scenario` (or registered as its I_0)."""
-        return self._frames.get((_world_key(scenario), content_hash(as_array(getattr(image, "array", image)))))
+        return self._frames.peek((_world_key(scenario), content_hash(as_array(getattr(image, "array", image)))))
 
     def register_original(self, scenario, image) -> Frame:
         """Register I_0 of a scenario (done automatically by the first edit of turn 1)."""
@@ -287,7 +283,7 @@ class SimEditor(Editor):
         size = (int(output_size[0]), int(output_size[1]))
         arrays = [self._array(im, size) for im in images]
         digests = [content_hash(np.asarray(as_rgb(as_array(getattr(im, "array", im))))) for im in images]
-        frames = [self._frames.get((_world_key(scenario), d)) for d in digests]
+        frames = [self._frames.peek((_world_key(scenario), d)) for d in digests]
         if t == 1 and all(f is None for f in frames):
             frames[-1] = self.register_original(scenario, images[-1])
         known = [i for i, f in enumerate(frames) if f is not None]
