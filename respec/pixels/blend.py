@@ -80,23 +80,23 @@ def multiband_blend(base: np.ndarray, top: np.ndarray, weight: np.ndarray, level
         return np.clip(base, 0.0, 1.0)
     if (w >= 1).all():
         return np.clip(top, 0.0, 1.0)
-    gb, gt, gw = base, top, w
+    # The pyramids are linear and collapse exactly, so blending base's and top's bands by the
+    # weight's pyramid is base plus the difference's bands weighted alone: one pyramid, not two.
+    gd, gw = top - base, w
     bands: list[np.ndarray] = []
     shapes: list[tuple[int, int]] = []
     for _ in range(levels):
-        if min(gb.shape[:2]) < 2:
+        if min(gd.shape[:2]) < 2:
             break
-        nb, nt = _reduce(gb), _reduce(gt)
-        shp = gb.shape[:2]
-        lb = gb - _expand(nb, shp)
-        lt = gt - _expand(nt, shp)
-        bands.append(lt * gw[..., None] + lb * (1.0 - gw[..., None]))
+        nd = _reduce(gd)
+        shp = gd.shape[:2]
+        bands.append((gd - _expand(nd, shp)) * gw[..., None])
         shapes.append(shp)
-        gb, gt, gw = nb, nt, _reduce(gw)
-    out = gt * gw[..., None] + gb * (1.0 - gw[..., None])
+        gd, gw = nd, _reduce(gw)
+    out = gd * gw[..., None]
     for band, shp in zip(reversed(bands), reversed(shapes)):
         out = band + _expand(out, shp)
-    return np.clip(out, 0.0, 1.0).astype(np.float32)
+    return np.clip(base + out, 0.0, 1.0).astype(np.float32)
 
 
 def push_pull(values: np.ndarray, known: np.ndarray, levels: int) -> np.ndarray:
