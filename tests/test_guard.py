@@ -12,7 +12,7 @@ from synthetic_scenes import background, draw_rect, drift, moved, rect_mask, rer
 from respec.history import CHANGE, History, StoredImage
 from respec.pixels import provenance
 from respec.pixels.alignment import Alignment, warp
-from respec.pixels.guard import GUARD_MASK, GuardStep, global_request, guard_images
+from respec.pixels.guard import GUARD_MASK, GuardParams, GuardStep, global_request, guard_images
 from respec.turn import TurnParts, TurnSwitches, run_turn
 
 SHAPE = (192, 224)
@@ -341,3 +341,50 @@ def test_a_filled_hole_far_from_the_change_keeps_the_editors_pixels():
     assert res.applied and res.weight[inside].min() == 1.0     # the hole is filled: the editor's pixels
     back = warp(edited, Alignment.from_record(res.record["alignment"]).inverse())
     assert psnr(res.image, back, inside) >= 40                  # warped there too, not left empty
+
+
+TINT_BOX = (60, 140, 130, 200)      # right of BOX, touching it
+TINT = np.array([6.0, 3.0, -6.0]) / 255.0   # a faint tint: a few /255, one way over the whole box
+
+
+def test_a_faint_tint_next_to_a_stronger_edit_is_kept(scene):
+    """The change mask finds the red box, not the tint next to it (a few /255, below its threshold
+    and within the drift limit); the tint is coherent (one colour shift over an area), so the guard
+    keeps it with the box instead of restoring I_(t-1) there."""
+    prev = u8(scene)
+    truth = draw_rect(scene, BOX, RED)
+    tint = rect_mask(SHAPE, TINT_BOX) & ~rect_mask(SHAPE, BOX)
+    truth[tint] = np.clip(truth[tint] + TINT, 0, 1)
+    edited = realistic(truth)
+    res = guard_images(prev, edited, request="add a red box and tint the right of it")
+    assert res.applied and res.record.get("coherent_px_joined", 0) > 0
+    back = warp(edited, Alignment.from_record(res.record["alignment"]).inverse())
+    inner = ndimage.binary_erosion(tint, iterations=3)
+    assert psnr(res.image, back, inner) >= 35           # the editor's tinted pixels
+    far = ~ndimage.binary_dilation(rect_mask(SHAPE, BOX) | tint, iterations=10)
+    assert psnr(res.image, prev, far) == 99.0           # elsewhere still exactly the user's
+    old = guard_images(prev, edited, request="add a red box", params=GuardParams(coherent=False))
+    assert psnr(old.image, back, inner) < 35            # without the rule the tint was restored
+
+
+@pytest.mark.parametrize("kind", ["wave", "noise"])
+def test_drift_of_the_tints_amplitude_everywhere_is_still_restored(scene, kind):
+    """The same few /255 over the whole picture, a slow colour wave (coherent, but everywhere: the
+    drift around the change raises the level a tint must pass) or pixel noise (not coherent), is
+    drift: it is restored around the edit."""
+    prev = u8(scene)
+    truth = draw_rect(scene, BOX, RED)
+    h, w = SHAPE
+    if kind == "wave":
+        yy, xx = np.mgrid[0:h, 0:w]
+        truth = truth + np.sin(2 * np.pi * xx / w)[..., None] * np.cos(np.pi * yy / h)[..., None] * TINT
+    else:
+        truth = truth + np.random.default_rng(3).normal(0, 1, truth.shape) * np.abs(TINT).max()
+    edited = realistic(np.clip(truth, 0, 1))
+    res = guard_images(prev, edited, request="add a red box")
+    assert res.applied and not res.record.get("coherent_px_joined")
+    if kind == "wave":
+        assert res.record["coherent_level"] > 255 * np.abs(TINT).max()
+    far = ~ndimage.binary_dilation(rect_mask(SHAPE, BOX), iterations=10)
+    assert psnr(res.image, prev, far) == 99.0
+    assert psnr(edited, prev, far) < 40                 # the editor drifted there

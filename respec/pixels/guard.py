@@ -17,8 +17,10 @@ so a zoom-out or a shift is undone, not accumulated. What it guarantees:
 - **The edit region** K is C_t carried into I_{t-1}'s frame without what the editor's drift
   explains (`drift_explained`: the aligned editor pixel agrees with I_{t-1} blurred, or lies within
   the range I_{t-1} takes around it; `drop_drift`: a change component with nothing else left is
-  drift and goes whole, one with an edit in it keeps the inside of the hull of its edit), joined
-  with what the turn says should change (Reveal Composite's pasted pixels), grown by `margin` px
+  drift and goes whole, one with an edit in it keeps the inside of the hull of its edit; a faint
+  area whose colour shifted one way, in the change or next to it, is an edit, not drift:
+  `coherent_residual`, `coherent_join`), joined with what the turn says should change (Reveal
+  Composite's pasted pixels), grown by `margin` px
   where the editor's pixels still differ beyond drift (a soft shadow the threshold missed), holes
   filled. A user's MASK replaces it all: the user's own mask wins over the change mask.
 - **Outside K nothing is touched** (the default seam, `membrane`): the output there is I_{t-1}'s
@@ -42,12 +44,13 @@ Every result records in `meta.post_edit` what it kept (`edit_fraction`, the alig
 `band_px`, `margin_px`, `edit_region_psnr`: its output against the editor's on the kept pixels)
 or why it stepped aside (`stepped_aside`, `reason`, `why`).
 
-Where it fails (by construction): a change the change mask misses and that lies outside the hull
-of what it found (its colour matches what it covers; a tint of a dark area; a global edit only a
-few per cent strong) is reverted to I_{t-1}; the keyword rule reads a few verb patterns, not
-language ("add a lamp that lights the whole picture" is local to it: the measured coverage and
-colour change decide); a re-render the change record calls stable is kept only where it found a
-change.
+Where it fails (by construction): a change the change mask misses, that lies outside the hull
+of what it found and is not a coherent colour shift over an area of 0.2 % of the picture next to
+it, 3/255 or more and at least 4 times the drift around the change (its colour matches what it
+covers; a tint of a near-black area; a global edit only a few per cent strong) is reverted to
+I_{t-1}; the keyword rule reads a few verb patterns, not language ("add a lamp that lights the
+whole picture" is local to it: the measured coverage and colour change decide); a re-render the
+change record calls stable is kept only where it found a change.
 """
 from __future__ import annotations
 
@@ -88,6 +91,14 @@ class GuardParams:
     drift_residual: float = 10.0 / 255.0  # a change component the previous image, blurred, explains this well is drift
     max_moved_around: float = 0.25   # more of the ring around the edit in moved blocks: a pose change, left alone
     seam: str = "membrane"           # how the edit meets I_(t-1): one of SEAMS (see `compose`)
+    coherent: bool = True            # a faint change coherent in colour, in or next to the edit, is kept (a tint)
+    coherent_level: float = 3.0 / 255.0   # coherent: the residual smoothed over coherent_sigma px at least this
+                                     # (and COHERENT_OVER_DRIFT x the drift around the change, coherent_level()),
+    coherent_ratio: float = 0.7      # ... at least this share of the smoothed residual magnitude, and the
+    coherent_sigma: float = 2.0      # ... pixel's own (3x3) residual as strong and in that direction
+    coherent_open: int = 5           # opened by a square this wide: an area, not the band along an edge
+    coherent_min_share: float = 0.002  # an area next to the change joins from this share of the picture ...
+    coherent_max_share: float = 0.25  # ... up to this one (larger: drift the colour fit missed, not joined)
 
     def pixels(self, shape: tuple[int, int]) -> dict[str, int]:
         """Margin and band widths in pixels for an image of `shape` (H, W)."""
@@ -371,13 +382,41 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
                     explained_all[y0:y1, x0:x1], faint_all[y0:y1, x0:x1] = ex[inner], fa[inner]
                 done.add((y0, y1, x0, x1))
         warp_tiles(_tiles(need, reach) | test)
+        level = 0.0
+        if params.coherent and user is None and test:
+            # A faint area coherent in colour is not drift (a tint) when it stands out of the drift
+            # around the change: the level is COHERENT_OVER_DRIFT x the median smoothed residual on
+            # the tested tiles away from the change (an editor whose colour drift varies over the
+            # picture raises it: there a tint cannot be told from drift and the rule keeps out).
+            level = coherent_level(prev3, E_all, seed, test, info, params)
+            checks["coherent_level"] = round(level * 255.0, 2)
+            for y0, y1, x0, x1 in test if level else ():
+                Y0, Y1 = max(0, y0 - TILE_PAD), min(shape[0], y1 + TILE_PAD)
+                X0, X1 = max(0, x0 - TILE_PAD), min(shape[1], x1 + TILE_PAD)
+                inner = (slice(y0 - Y0, y1 - Y0), slice(x0 - X0, x1 - X0))
+                ex = explained_all[Y0:Y1, X0:X1].copy()
+                co = coherent_residual(_float(prev3[Y0:Y1, X0:X1]), E_all[Y0:Y1, X0:X1], info, level,
+                                       params.coherent_ratio, params.coherent_sigma)
+                ex &= ~ndimage.binary_opening(ex & co, np.ones((params.coherent_open,) * 2, bool))
+                explained_all[y0:y1, x0:x1] = ex[inner]
         src_all = support(inv, shape)
         if user is not None:
             c_all = seed
         else:
             c_all = np.zeros(shape, bool)
-            s0 = _bbox(seed, 1)
-            c_all[s0], dropped = drop_drift(seed[s0], explained_all[s0], max(1.0, 2e-4 * seed.size), faint_all[s0])
+            found = seed
+            if level and seed.any():
+                joined, why_not = coherent_join(prev3, E_all, seed, src_all, info, done, warp_tiles, params, px,
+                                                level)
+                if joined is not None:
+                    checks["coherent_px_joined"] = int(joined.sum())
+                    found = seed | joined
+                    explained_all &= ~joined
+                elif why_not:
+                    checks["coherent_not_joined"] = why_not
+            s0 = _bbox(found, 1)
+            c_all[s0], dropped = drop_drift(found[s0], explained_all[s0], max(1.0, 2e-4 * seed.size), faint_all[s0],
+                                            (found & ~seed)[s0], px["margin"] + params.coherent_open)
             if dropped:
                 checks["drift_px_dropped"] = dropped
             if extra is not None:
@@ -476,6 +515,91 @@ def moved_around(K: np.ndarray, sl: tuple[slice, slice], shape: tuple[int, int],
     return float((bad & ring).sum()) / float(ring.sum())
 
 
+def coherent_residual(P: np.ndarray, E: np.ndarray, info: dict, level: float, ratio: float,
+                      sigma: float) -> np.ndarray:
+    """bool H×W: where the aligned editor image E differs from I_(t-1)'s P (after the turn's colour
+    fit) by a change that may be faint but is coherent: the residual smoothed over `sigma` px is
+    above `level` and at least `ratio` of the smoothed residual magnitude, and the pixel's own
+    residual (3×3 mean) is above `level` and points the same way (a tint shifts the colours of an
+    area one way; a blurred or shifted edge, a re-rendered texture or noise changes sign and cancels
+    out; a strong change's smoothing leaks onto its neighbours, whose own residual is small)."""
+    gain = np.asarray(info.get("gain", (1.0, 1.0, 1.0)), np.float32)
+    bias = np.asarray(info.get("bias", (0.0, 0.0, 0.0)), np.float32)
+    R = E - (P * gain + bias)
+    Rs = ndimage.gaussian_filter(R, (sigma, sigma, 0), mode="nearest")
+    amp = np.sqrt((Rs ** 2).sum(axis=2))
+    mag = ndimage.gaussian_filter(np.sqrt((R ** 2).sum(axis=2)), sigma, mode="nearest")
+    own = ndimage.uniform_filter(R, (3, 3, 1), mode="nearest")     # the pixel's own change, not its neighbours'
+    oamp = np.sqrt((own ** 2).sum(axis=2))
+    along = (own * Rs).sum(axis=2) >= ratio * oamp * amp
+    return (amp > level) & (amp >= ratio * mag) & (oamp > level) & along
+
+
+def coherent_level(prev3: np.ndarray, E_all: np.ndarray, seed: np.ndarray, tiles: set, info: dict,
+                   params: GuardParams) -> float:
+    """The level a coherent change must pass on this turn: `coherent_level`, or COHERENT_OVER_DRIFT
+    times the median smoothed residual (after the colour fit) on `tiles` beyond COHERENT_AWAY px
+    of the change mask `seed`, whichever is larger; 0 (the rule is off) with under 64 such pixels."""
+    away = ~dilate(seed, COHERENT_AWAY)
+    amps = []
+    gain = np.asarray(info.get("gain", (1.0, 1.0, 1.0)), np.float32)
+    bias = np.asarray(info.get("bias", (0.0, 0.0, 0.0)), np.float32)
+    for y0, y1, x0, x1 in tiles:
+        R = E_all[y0:y1, x0:x1] - (_float(prev3[y0:y1, x0:x1]) * gain + bias)
+        a = np.sqrt((ndimage.gaussian_filter(R, (params.coherent_sigma, params.coherent_sigma, 0),
+                                             mode="nearest") ** 2).sum(axis=2))
+        amps.append(a[away[y0:y1, x0:x1]])
+    a = np.concatenate(amps) if amps else np.zeros(0)
+    return max(params.coherent_level, COHERENT_OVER_DRIFT * float(np.median(a))) if a.size >= 64 else 0.0
+
+
+COHERENT_OVER_DRIFT = 4.0     # a coherent change stands out of the drift around the change by this factor
+COHERENT_AWAY = 8
+COHERENT_ROUNDS = 6     # coherent_join grows the tiles it reads this many times at most
+
+
+def coherent_join(prev3: np.ndarray, E_all: np.ndarray, anchor: np.ndarray, src_all: np.ndarray, info: dict,
+                  done: set, warp_tiles: Any, params: GuardParams, px: dict,
+                  level: float) -> tuple[np.ndarray | None, str]:
+    """(mask or None, why not): the coherent areas (coherent_residual, outside the change mask
+    `anchor`, opened by `coherent_open`) within margin + coherent_open px of it and of at least
+    `coherent_min_share` of the picture: a tint whose dark part the change mask missed. The editor's
+    image is warped on more tiles (`warp_tiles`; `done` holds those warped) until the areas end
+    inside them. None with a reason when they do not within COHERENT_ROUNDS rounds or exceed
+    `coherent_max_share` of the picture (drift the colour fit missed, not an edit next to it).
+    `level`: coherent_level's."""
+    shape = anchor.shape
+    near = dilate(anchor, px["margin"] + params.coherent_open)
+    for _ in range(COHERENT_ROUNDS):
+        have = np.zeros(shape, bool)
+        for y0, y1, x0, x1 in done:
+            have[y0:y1, x0:x1] = True
+        sl = _bbox(have, 0)
+        f = np.zeros(shape, bool)
+        f[sl] = coherent_residual(_float(prev3[sl]), E_all[sl], info, level, params.coherent_ratio,
+                                  params.coherent_sigma)
+        f &= have & erode(src_all, 2) & ~anchor
+        f = ndimage.binary_opening(f, np.ones((params.coherent_open,) * 2, bool))
+        labels, n = ndimage.label(f)
+        if not n:
+            return None, ""
+        ids = np.unique(labels[near & f])
+        ids = ids[ids > 0]
+        if len(ids):
+            sizes = np.bincount(labels.ravel())
+            ids = ids[sizes[ids] >= params.coherent_min_share * f.size]
+        if not len(ids):
+            return None, ""
+        comp = np.isin(labels, ids)
+        if comp.sum() > params.coherent_max_share * comp.size:
+            return None, f"a coherent change over {comp.mean():.0%} of the picture: drift, not joined"
+        edge = dilate(comp, 2) & ~have
+        if not edge.any():
+            return comp, ""
+        warp_tiles(_tiles(comp, 8))
+    return None, f"a coherent change reaching beyond {COHERENT_ROUNDS} rounds of tiles: drift, not joined"
+
+
 def _psnr(mse: float) -> float:
     return 100.0 if mse <= 0 else float(10.0 * np.log10(255.0 ** 2 / mse))
 
@@ -512,7 +636,8 @@ def drift_explained(P: np.ndarray, E: np.ndarray, info: dict, limit: float) -> t
 
 
 def drop_drift(c: np.ndarray, explained: np.ndarray, min_px: float,
-               faint: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+               faint: np.ndarray | None = None, joined: np.ndarray | None = None,
+               reach: int = 0) -> tuple[np.ndarray, int]:
     """The change mask without what drift explains (`drift_explained`). The pixels drift does not
     explain are opened (1 px) and their components under `min_px` pixels go (a drifted edge, an
     emblem's re-sampled detail): a change component with none of them left is drift and goes
@@ -521,8 +646,11 @@ def drop_drift(c: np.ndarray, explained: np.ndarray, min_px: float,
     there: a moved object's stripes over its old stripes are still the edit), and the rest goes (a
     drifted edge or emblem that the change mask's closing joined to the edit). Within that hull,
     `faint` pixels outside the change mask join the edit too (a tint fades where the picture is
-    dark, below the change mask's threshold). Returns (mask, pixels dropped: negative when faint
-    pixels joined)."""
+    dark, below the change mask's threshold). Each `joined` component (a coherent area next to the
+    change mask, `coherent_join`) keeps, with the change components within `reach` px of it, the
+    pixels of the convex hull of them all that are changed or faint (a tinted box whose bright part
+    the change mask found and whose dark part only the coherence test did). Returns (mask, pixels
+    dropped: negative when faint pixels joined)."""
     if not c.any():
         return c, 0
     m = ndimage.binary_opening(c & ~explained, np.ones((3, 3), bool))
@@ -541,6 +669,16 @@ def drop_drift(c: np.ndarray, explained: np.ndarray, min_px: float,
             comp = comps[sl] == k
             hull = convex_hull(m[sl] & comp)
             kept[sl] |= hull & (comp | faint[sl]) if faint is not None else comp & hull
+    if joined is not None and joined.any():
+        comps, _ = ndimage.label(c)
+        jl, nj = ndimage.label(joined)
+        for j in range(1, nj + 1):
+            J = jl == j
+            ids = np.unique(comps[dilate(J, reach) & c])
+            group = np.isin(comps, ids[ids > 0]) | J
+            sl = _bbox(group, 0)
+            inside = convex_hull(group[sl]) & (c[sl] | faint[sl]) if faint is not None else group[sl]
+            kept[sl] |= inside
     return kept, int(c.sum() - kept.sum())
 
 
