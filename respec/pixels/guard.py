@@ -515,6 +515,14 @@ def moved_around(K: np.ndarray, sl: tuple[slice, slice], shape: tuple[int, int],
     return float((bad & ring).sum()) / float(ring.sum())
 
 
+def colour_fitted(P: np.ndarray, info: dict) -> np.ndarray:
+    """I_(t-1)'s pixels P (float32) through the turn's colour fit (`info` "gain", "bias"), so that
+    what remains between them and the editor's is change, not the editor's global colour drift."""
+    gain = np.asarray(info.get("gain", (1.0, 1.0, 1.0)), np.float32)
+    bias = np.asarray(info.get("bias", (0.0, 0.0, 0.0)), np.float32)
+    return P * gain + bias
+
+
 def coherent_residual(P: np.ndarray, E: np.ndarray, info: dict, level: float, ratio: float,
                       sigma: float) -> np.ndarray:
     """bool H×W: where the aligned editor image E differs from I_(t-1)'s P (after the turn's colour
@@ -523,9 +531,7 @@ def coherent_residual(P: np.ndarray, E: np.ndarray, info: dict, level: float, ra
     residual (3×3 mean) is above `level` and points the same way (a tint shifts the colours of an
     area one way; a blurred or shifted edge, a re-rendered texture or noise changes sign and cancels
     out; a strong change's smoothing leaks onto its neighbours, whose own residual is small)."""
-    gain = np.asarray(info.get("gain", (1.0, 1.0, 1.0)), np.float32)
-    bias = np.asarray(info.get("bias", (0.0, 0.0, 0.0)), np.float32)
-    R = E - (P * gain + bias)
+    R = E - colour_fitted(P, info)
     Rs = ndimage.gaussian_filter(R, (sigma, sigma, 0), mode="nearest")
     amp = np.sqrt((Rs ** 2).sum(axis=2))
     mag = ndimage.gaussian_filter(np.sqrt((R ** 2).sum(axis=2)), sigma, mode="nearest")
@@ -542,10 +548,8 @@ def coherent_level(prev3: np.ndarray, E_all: np.ndarray, seed: np.ndarray, tiles
     of the change mask `seed`, whichever is larger; 0 (the rule is off) with under 64 such pixels."""
     away = ~dilate(seed, COHERENT_AWAY)
     amps = []
-    gain = np.asarray(info.get("gain", (1.0, 1.0, 1.0)), np.float32)
-    bias = np.asarray(info.get("bias", (0.0, 0.0, 0.0)), np.float32)
     for y0, y1, x0, x1 in tiles:
-        R = E_all[y0:y1, x0:x1] - (_float(prev3[y0:y1, x0:x1]) * gain + bias)
+        R = E_all[y0:y1, x0:x1] - colour_fitted(_float(prev3[y0:y1, x0:x1]), info)
         a = np.sqrt((ndimage.gaussian_filter(R, (params.coherent_sigma, params.coherent_sigma, 0),
                                              mode="nearest") ** 2).sum(axis=2))
         amps.append(a[away[y0:y1, x0:x1]])
@@ -620,9 +624,7 @@ def drift_explained(P: np.ndarray, E: np.ndarray, info: dict, limit: float) -> t
     turn's colour fit, E agrees within `limit` (3×3-mean RMS) with P blurred by one of DRIFT_SIGMAS,
     or lies within `limit`/2 of the range P takes over its 3×3 neighbourhood (what any blur or
     shift of at most a pixel can produce, whatever the edge's contrast)."""
-    gain = np.asarray(info.get("gain", (1.0, 1.0, 1.0)), np.float32)
-    bias = np.asarray(info.get("bias", (0.0, 0.0, 0.0)), np.float32)
-    Pf = P * gain + bias
+    Pf = colour_fitted(P, info)
     best = None
     for s in DRIFT_SIGMAS:
         bl = Pf if s == 0 else ndimage.gaussian_filter(Pf, (s, s, 0), mode="nearest")
