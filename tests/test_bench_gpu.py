@@ -79,6 +79,8 @@ def test_tiny_run_goes_through_every_stage(tiny_run):
     assert {s["status"] for s in stages.values()} == {"ok"}
     # every stage's models are gone before the next stage (on a GPU they would stack up otherwise)
     assert [s["models_alive_after_free"] for s in stages.values()] == [0] * 5
+    # the weights are random, not zeros (timings on zeros can flatter)
+    assert all(p["zero_fraction"] < 0.5 for s in stages.values() for p in s["parts"].values())
 
     c = stages["controller"]
     assert c["new_tokens"] == 8                              # --controller-tokens 8 in --tiny

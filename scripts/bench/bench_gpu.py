@@ -226,7 +226,7 @@ class Run:
         import torch
         self.args, self.t0 = args, time.perf_counter()
         self.device = torch.device("cpu" if args.tiny else "cuda")
-        self.dtype = torch.float32 if args.tiny else torch.bfloat16
+        self.dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[args.dtype or ("fp32" if args.tiny else "bf16")]
         self.gpu = Gpu(self.device)
         self.out = Path(args.out)
         self.out.mkdir(parents=True, exist_ok=True)
@@ -280,8 +280,11 @@ def parts_record(parts: dict, toy: bool = False) -> dict:
     for label, module in parts.items():
         n = real_size.count_params(module)
         published, source = (None, "toy size") if toy else real_size.PUBLISHED.get(label, (None, ""))
+        zeros = sum(int((p == 0).sum()) for p in module.parameters())
         out[label] = {"params_b": round(n / 1e9, 4), "weights_gib": gib(real_size.weight_bytes(module)),
-                      "published_b": published, "source": source}
+                      "published_b": published, "source": source,
+                      # random weights, not zeros (timings on zeros can flatter): zero-initialised biases only
+                      "zero_fraction": round(zeros / max(n, 1), 5)}
     return out
 
 
@@ -746,6 +749,8 @@ def parse_args(argv):
     ap.add_argument("--out", help="folder for bench_gpu.json / bench_gpu.md (e.g. $OUT)")
     ap.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated, in order (default {','.join(STAGES)})")
     ap.add_argument("--tiny", action="store_true", help="toy sizes on the CPU: checks the code paths, not the speed")
+    ap.add_argument("--dtype", choices=("bf16", "fp32"), default=None,
+                    help="weights of every model but SAM (fp32): default bf16 (fp32 with --tiny)")
     ap.add_argument("--budget", type=float, default=390, help="seconds for the whole run (default 390)")
     ap.add_argument("--cap", action="append", default=[], metavar="STAGE=SECONDS", help="a stage's time cap")
     ap.add_argument("--size", type=int, default=None, help="edit size in pixels (default 1024; 64 with --tiny)")
