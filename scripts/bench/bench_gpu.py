@@ -627,11 +627,15 @@ def _f(value, digits: int = 2) -> str:
 
 def _header(results: dict) -> str:
     m = results["meta"]
+    argv, shown = m.get("argv", []), []
+    for k, a in enumerate(argv):   # the output folder is the machine's own business
+        if a != "--out" and (k == 0 or argv[k - 1] != "--out"):
+            shown.append(a)
+    sizes = "toy sizes (--tiny)" if m.get("tiny") else "real sizes (scripts/bench/real_size.py)"
     return (f"Measured on {m.get('device')} ({m.get('gpu_total_gib', '?')} GiB), {m.get('started', '')[:10]}: "
             f"torch {m.get('torch')} (CUDA {m.get('cuda')}), transformers {m.get('transformers')}, "
-            f"diffusers {m.get('diffusers')}; {m.get('dtype')} weights, random (real sizes, "
-            f"scripts/bench/real_size.py), by `python scripts/bench/bench_gpu.py` "
-            f"({' '.join(m.get('argv', []))}).")
+            f"diffusers {m.get('diffusers')}; random {m.get('dtype')} weights at {sizes}, by "
+            f"`python scripts/bench/bench_gpu.py{''.join(' ' + a for a in shown)}`.")
 
 
 def _memory_section(results: dict) -> list[str]:
@@ -660,9 +664,9 @@ def _memory_section(results: dict) -> list[str]:
              "time = the weights the stage needs (the text encoder alone; for klein the transformer + VAE, as the "
              "pack stages them) plus the working memory. Reserved memory (the caching allocator's pool) is in the "
              "JSON.", "", "| part | parameters built (B) | published (B) | source |", "|---|---|---|---|"]
-    for s in st.values():
-        for label, p in (s.get("parts") or {}).items():
-            rows.append(f"| {label} | {_f(p['params_b'], 3)} | {_f(p['published_b'], 3)} | {p['source'] or '–'} |")
+    parts = {label: p for s in st.values() for label, p in (s.get("parts") or {}).items()}   # the VAE once
+    for label, p in parts.items():
+        rows.append(f"| {label} | {_f(p['params_b'], 3)} | {_f(p['published_b'], 3)} | {p['source'] or '–'} |")
     return rows
 
 
