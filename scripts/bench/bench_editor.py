@@ -47,6 +47,7 @@ os.environ.setdefault("RESPEC_PROGRESS", "0")
 
 from real_size import KLEIN, build_klein  # noqa: E402  (scripts/bench/real_size.py: the published configs)
 
+
 def _rss_bytes() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")

@@ -315,7 +315,8 @@ def stage_controller(run: Run, rec: dict, stage_end: float) -> None:
                                       dtype=str(run.dtype).replace("torch.", ""), device=str(run.device),
                                       json_constrained=False, max_new_tokens=n_tokens)
         run.watch(backend.model)
-        rec.update(model=f"Qwen3-VL-8B{TOY if args.tiny else ''}", attn_implementation=_attn(backend.model), build_s=round(run.gpu.now() - t, 2),
+        rec.update(model=f"Qwen3-VL-8B{TOY if args.tiny else ''}", build_s=round(run.gpu.now() - t, 2),
+                   attn_implementation=_attn(backend.model),
                    parts=parts_record({"Qwen3-VL-8B": backend.model}, toy=args.tiny))
         run.log(f"{rec['model']}: built in {rec['build_s']} s, {rec['parts']['Qwen3-VL-8B']['weights_gib']} GiB")
         run.save()
@@ -589,7 +590,7 @@ def run_stage(run: Run, name: str) -> None:
         with time_cap(cap):
             STAGE_FUNCTIONS[name](run, rec, t + cap)
         rec["status"] = "ok"
-    except BaseException as e:   # noqa: BLE001 - one stage's failure (OOM, timeout, missing package) must not end the run
+    except BaseException as e:   # noqa: BLE001 - a stage's failure (OOM, timeout, import) must not end the run
         if isinstance(e, KeyboardInterrupt):
             raise
         rec.update(status="timeout" if isinstance(e, StageTimeout) else "error",
