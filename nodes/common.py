@@ -61,8 +61,12 @@ def images_to_comfy(images) -> "torch.Tensor":
     shapes = {a.shape for a in arrs}
     if len(shapes) != 1:
         raise InputError(f"images in one IMAGE batch must share a size and channel count; got {sorted(shapes)}")
-    # uint8 stacked (a copy: the arrays may be read-only), then one float copy divided in place
-    return torch.from_numpy(np.stack(arrs)).to(torch.float32).div_(255.0)
+    # Divided straight into the float batch: no uint8 stack, one float copy of the pixels (x / 255 in
+    # float32, as the tensor division rounds it).
+    out = np.empty((len(arrs), *arrs[0].shape), np.float32)
+    for i, a in enumerate(arrs):
+        np.divide(a, np.float32(255.0), out=out[i])
+    return torch.from_numpy(out)
 
 
 def masks_from_comfy(mask, what: str = "mask") -> list[np.ndarray]:
@@ -80,12 +84,21 @@ def mask_from_comfy(mask, what: str = "mask") -> np.ndarray:
 
 
 def masks_to_comfy(masks) -> "torch.Tensor":
-    """bool/float H×W arrays -> MASK [B,H,W] float32 0/1."""
+    """bool/float H×W arrays -> MASK [B,H,W] float32 0/1. One writable float32 mask is shared, not
+    copied (a 64 MP weight is 256 MB; ComfyUI's nodes never write into their inputs)."""
     import torch
     arrs = [np.asarray(m, dtype=np.float32) for m in masks]
     if not arrs:
         raise InputError("no masks to output")
+    if len(arrs) == 1 and arrs[0].flags.writeable and arrs[0].flags.c_contiguous:
+        return torch.from_numpy(arrs[0][None])
     return torch.from_numpy(np.stack(arrs))
+
+
+def read_only(arr: np.ndarray) -> np.ndarray:
+    """`arr` (a fresh array this node made) marked read-only, so the core keeps it without a copy."""
+    arr.flags.writeable = False
+    return arr
 
 
 def labels_text(per_turn) -> str:

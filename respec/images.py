@@ -95,7 +95,7 @@ def finite_array(value: Any, what: str) -> np.ndarray:
 
 
 MIN_IMAGE_SIDE = 2        # the smallest picture side the pack works on (gradients, seams, alignment need 2)
-_CHUNK = 1 << 22          # values converted at a time (a 64 MP float batch never gets a float64 copy)
+_CHUNK = 1 << 20          # values converted at a time (a 64 MP float batch never gets a float64 copy)
 
 
 def check_image_size(shape_hw: tuple[int, int], what: str) -> None:
@@ -115,13 +115,16 @@ def _values_to_uint8(arr: np.ndarray, what: str) -> np.ndarray:
         raise InputError(f"{what} must hold float values 0..1 (or uint8), got {arr.dtype}")
     flat = arr.reshape(-1)
     out = np.empty(flat.shape, np.uint8)
+    buf = np.empty(min(flat.size, _CHUNK), np.float64)
     for i in range(0, flat.size, _CHUNK):
         part = flat[i:i + _CHUNK]
         if not np.isfinite(part).all():
-            bad = int(part.size - np.count_nonzero(np.isfinite(part)))
-            raise InputError(f"{what} holds NaN or infinite values ({bad}+ of them); give finite pixel values "
-                             "0..1 (the node before it produced them: check its settings)")
-        out[i:i + _CHUNK] = to_uint8(part)
+            raise InputError(f"{what} holds NaN or infinite values; give finite pixel values 0..1 (the node "
+                             "before it produced them: check its settings)")
+        b = buf[:part.size]
+        np.multiply(part, 255.0, out=b, dtype=np.float64)   # to_uint8's rounding, without its temporaries
+        np.clip(np.round(b, out=b), 0, 255, out=b)
+        out[i:i + part.size] = b
     return out.reshape(arr.shape)
 
 

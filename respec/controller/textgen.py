@@ -34,7 +34,8 @@ from .planner import (SKIPPED_FIRST_TURN, SKIPPED_NON_RESTORATION, checked_reque
                       plan_from_answer)
 from .request import PAPER, check_on_parse_failure
 from .history_images import PAPER as PAPER_HISTORY, check_history_mode, shown_images
-from .prompts import DEFAULT_MAX_PIXELS, MIDTURN, RESTORATION, Templates, history_text, load_templates
+from .prompts import (DEFAULT_MAX_PIXELS, MIDTURN, RESTORATION, Templates, checked_max_pixels, history_text,
+                      load_templates)
 
 CONTROLLER = "TextGenerate"
 
@@ -103,7 +104,7 @@ def controller_call(history: History, user_instruction: str, is_restoration: boo
     user_instruction = checked_request(user_instruction)   # the request rule plan_turn applies
     is_restoration = bool(is_restoration)
     templates = templates or load_templates()
-    max_pixels = int(max_pixels or DEFAULT_MAX_PIXELS)
+    max_pixels = checked_max_pixels(max_pixels)
     history_mode, max_history_images = check_history_mode(history_mode, max_history_images)
     skipped = (SKIPPED_FIRST_TURN if history.next_turn == 1 else
                SKIPPED_NON_RESTORATION if (not is_restoration and skip_non_restoration) else None)

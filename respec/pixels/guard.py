@@ -910,7 +910,7 @@ def guard_pair(p: StoredImage, e: StoredImage, size: tuple[int, int], *, user_ma
     record = {**res_w.record, "working_size": list(work)}
     if not res_w.applied:
         return GuardResult(e.array, np.ones(e.array.shape[:2], np.float32), False, res_w.reason, record)
-    image, weight = _compose_full(p, e, p_w, e_w, res_w, change_w)
+    image, weight = _compose_full(p, e, p_w, e_w, res_w, change_w, params, refine=user_mask is None)
     record["kept_fraction"] = round(float((weight > 0).mean()), 6)
     res = GuardResult(image, weight, True, res_w.reason, record)
     remember_guarded(p, StoredImage.of(image), res, change, size)
@@ -933,14 +933,18 @@ def _three(img: np.ndarray) -> np.ndarray:
 
 
 def _compose_full(p: StoredImage, e: StoredImage, p_w: StoredImage, e_w: StoredImage, res_w: GuardResult,
-                  change_w: TurnMask) -> tuple[np.ndarray, np.ndarray]:
+                  change_w: TurnMask, params: GuardParams, refine: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """The guard's output and weight at I_{t-1}'s full size from its working-size result. With w the
     working weight and g = out_w - P_w - w (E_w - P_w) what the seam added (the membrane's colour
     correction, zero wherever w is), both upsampled (bilinear) on the box around w > 0:
 
         out = P + w (E - P) + g        (E: the editor's full-size pixels, aligned; P: I_{t-1})
 
-    so I_{t-1}'s pixels are kept exactly where w is 0 and the edit keeps its full-size detail."""
+    so I_{t-1}'s pixels are kept exactly where w is 0 and the edit keeps its full-size detail. The
+    working size rounds the region's outline by up to one working pixel, so (`refine`, not with the
+    user's mask) the full-size pixels of that outline (within the reach outside the region, or on its
+    interpolated edge) that the drift test (`drift_explained`) cannot explain are the edit (a sharp
+    corner) and keep the editor's pixel exactly."""
     P_full = p.array
     H, W = P_full.shape[:2]
     out3 = _three(P_full).copy()
@@ -949,10 +953,11 @@ def _compose_full(p: StoredImage, e: StoredImage, p_w: StoredImage, e_w: StoredI
     if ys.size:
         h, w = res_w.weight.shape
         fx, fy = w / float(W), h / float(H)
-        # The full-size box around the weight (a pixel of margin for the interpolation), and the
-        # working-size crop it reads.
-        X0, X1 = max(0, int((xs.min() - 1) / fx)), min(W, int(np.ceil((xs.max() + 2) / fx)))
-        Y0, Y1 = max(0, int((ys.min() - 1) / fy)), min(H, int(np.ceil((ys.max() + 2) / fy)))
+        reach = int(np.ceil(1.0 / min(fx, fy))) + 1      # one working pixel, in full-size pixels
+        # The full-size box around the weight (the reach and a pixel for the interpolation), and
+        # the working-size crop it reads.
+        X0, X1 = max(0, int((xs.min() - 1) / fx) - reach), min(W, int(np.ceil((xs.max() + 2) / fx)) + reach)
+        Y0, Y1 = max(0, int((ys.min() - 1) / fy) - reach), min(H, int(np.ceil((ys.max() + 2) / fy)) + reach)
         wx0, wx1 = max(0, int(X0 * fx) - 1), min(w, int(np.ceil(X1 * fx)) + 1)
         wy0, wy1 = max(0, int(Y0 * fy) - 1), min(h, int(np.ceil(Y1 * fy)) + 1)
         al_w = Alignment.from_record(change_w.info.get("alignment"))
@@ -969,6 +974,11 @@ def _compose_full(p: StoredImage, e: StoredImage, p_w: StoredImage, e_w: StoredI
         al = Alignment(al_w.dx / fx, al_w.dy / fy, al_w.scale)
         E = warp_float(_three(e.array), al.inverse(), box=(Y0, Y1, X0, X1))
         P = _float(out3[Y0:Y1, X0:X1])
+        if refine:   # the outline's zone: within the reach outside the region, and its soft edge
+            zone = dilate(wt > 0, reach) & (wt < 1.0) & support(al.inverse(), (H, W))[Y0:Y1, X0:X1]
+            if zone.any():
+                explained, _ = drift_explained(P, E, change_w.info, params.drift_residual)
+                wt = np.where(zone & ~explained, np.float32(1.0), wt)
         comp = P + wt[..., None] * (E - P) + np.stack([up(g_w[..., k]) for k in range(3)], axis=2)
         sel = wt > 0
         out3[Y0:Y1, X0:X1][sel] = np.clip(np.round(comp[sel] * 255.0), 0, 255).astype(np.uint8)

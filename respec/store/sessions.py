@@ -278,7 +278,14 @@ class SessionStore:
         original image is loaded instead (a different original image is refused)."""
         sid = validate_session_id(session_id)
         meta, meta_text = json_dict(meta, "meta")
-        img = self.files.put(image)
+        img = StoredImage.of(image)
+        if self.exists(sid):     # nothing is written for a session that exists (loaded or refused)
+            with self.db.tx(False) as conn:
+                if not exist_ok:
+                    raise SessionExists(f"session {sid!r} already exists; load it, branch it, or choose another id")
+                self._check_original(conn, sid, img)
+            return self.load(sid)
+        img = self.files.put(img)
         _checkpoint("image_written")
         with self.db.tx(True) as conn:
             row = self._session_row(conn, sid)
@@ -343,7 +350,13 @@ class SessionStore:
         meta, meta_text = json_dict(meta, "meta")
         first_meta = json_dict(original.meta, "turn 0's meta")[1] if original is not None else None
         put_masks = self._checked_masks(masks)
-        first = self.files.put(original.image) if original is not None else None
+        first = None
+        if original is not None:
+            first = StoredImage.of(original.image)
+            if self.exists(sid):    # an existing session must have that original: refused before writing
+                with self.db.tx(False) as conn:
+                    self._check_original(conn, sid, first)
+            first = self.files.put(first)
         img = self.files.put(image)          # complete on disk before any row refers to it
         put_masks = [(name, self.files.put(im), info) for name, im, info in put_masks]
         _checkpoint("image_written")
