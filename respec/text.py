@@ -144,16 +144,31 @@ def read_json(raw: Any, what: str, *, max_bytes: int | None, example: str,
         except UnicodeDecodeError:
             raise InputError(message(f"{what} is not UTF-8 text; send {example}")) from None
     check_text(raw, what, max_bytes)
+    too_deep = InputError(message(f"{what} is nested more than {max_depth} levels deep; send {example}"))
+    if _text_depth(raw, max_depth) > max_depth:   # before parsing: the parser itself recurses
+        raise too_deep
     try:
         value = json.loads(raw)
     except RecursionError:
-        value = None
-        deep = True
+        raise too_deep from None
     except ValueError as e:
         detail = f"{e.msg} at character {e.pos}" if isinstance(e, json.JSONDecodeError) else "not JSON"
         raise InputError(message(f"{what} must be {example} ({detail})")) from None
-    else:
-        deep = json_depth(value, max_depth) > max_depth
-    if deep:
-        raise InputError(message(f"{what} is nested more than {max_depth} levels deep; send {example}"))
     return value
+
+
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')   # the unrolled loop: linear, no backtracking blow-up
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def _text_depth(text: str, limit: int) -> int:
+    """How deeply the brackets of JSON text nest outside its strings (an unclosed bracket counts),
+    given up on past `limit` (limit + 1). Linear in the text's length, and never recursive."""
+    depth = deepest = 0
+    for m in _BRACKET.finditer(_JSON_STRING.sub("", text)):
+        depth += 1 if m.group(0) in "[{" else -1
+        if depth > deepest:
+            deepest = depth
+            if deepest > limit:
+                return limit + 1
+    return deepest

@@ -8,10 +8,14 @@ aiohttp adapter. Handlers validate everything they are given before touching the
 - turn numbers: decimal digits only, at most 9 of them (no sign, no spaces), then range-checked;
 - digests: exactly 64 lowercase hex characters, and only digests that belong to the session;
 - sizes: decimal digits, clamped to MIN_SIDE..MAX_SIDE; images are only ever scaled down;
-- the rewind body: a JSON object of at most MAX_BODY bytes holding an integer `turn` (a JSON
-  number without a fraction; "1", 1.0 and true are refused);
+- the rewind body: a JSON object of at most MAX_BODY bytes, nested at most MAX_BODY_DEPTH deep
+  (respec/text.py's bounded reader), holding an integer `turn` (a JSON number without a fraction;
+  "1", 1.0 and true are refused);
 - the clean-up (gc) body: a JSON object with at most `dry_run` (true or false); the store, the age
   limit and the most files one request removes are the server's (GC_MIN_AGE_S, MAX_GC_FILES).
+
+Every refusal is a 4xx whose message is short and shows no server path (`public`: the store
+folders are taken out of a damaged store's message, which goes whole to the log).
 
 Nothing but the session store's own image files (looked up by digest, never by a path taken from
 the request) and the in-memory region masks published by `publish_region_masks` is ever served.

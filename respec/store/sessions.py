@@ -22,9 +22,9 @@ from .. import paths
 from ..errors import InputError, SessionExists, StoreError
 from ..history import History, StoredImage, Turn, TurnMask, check_masks
 from ..plan import Plan
+from ..text import clip
 from .database import Database
 from .files import ImageFiles
-from ..text import clip
 from .turns import StoredTurns, json_dict, plan_json, storable_text, stored_json
 
 MAX_KEY_LEN = 256
