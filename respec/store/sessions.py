@@ -419,9 +419,9 @@ class SessionStore:
         stored = not pending(history)
         version = history.version if stored else 1
         run = _run_mark(sid, prompt, node_id)
-        if run is not None and (stored or self.exists(sid)):
-            current = self.load(sid)
-            for t in reversed(current.turns[1:]):
+        if run is not None:
+            current = self.load(sid) if stored or self.exists(sid) else None   # a pending session has no turn yet
+            for t in reversed(current.turns[1:] if current is not None else ()):
                 mark = t.meta.get(RUN_META) if isinstance(t.meta, dict) else None
                 if not isinstance(mark, dict) or mark.get("prompt") != run["prompt"]:
                     break
