@@ -66,8 +66,8 @@ from scipy.spatial import ConvexHull, QhullError
 from ..controller.request import check_request
 from ..errors import InputError
 from ..history import History, StoredImage, TurnMask
-from ..plan import Plan
 from ..images import as_array, check_image_size
+from ..plan import Plan
 from .alignment import Alignment, support, warp, warp_float
 from .blend import levels_for, multiband_blend, push_pull
 from .provenance import (DEFAULT_PARAMS, ChangeParams, Stability, change_between, dilate, erode,
