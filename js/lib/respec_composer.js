@@ -83,9 +83,21 @@ export function utf8Length(text) {
   return n;
 }
 
-/** Why a request cannot be sent ("" when it can): empty, or over the server's limit. */
+/**
+ * Why a request cannot be sent ("" when it can): empty, not text UTF-8 can carry (a lone surrogate,
+ * a NUL: the server's text rule, respec/text.py), or over the server's limit.
+ */
 export function requestProblem(text) {
   if (typeof text !== "string" || !text.trim()) return "Type a request first.";
+  let i = 0;
+  for (const ch of text) {
+    const c = ch.codePointAt(0);
+    if (c >= 0xd800 && c <= 0xdfff) {
+      return `The request holds a lone surrogate (U+${c.toString(16).toUpperCase()}) at character ${i}; remove that character.`;
+    }
+    if (c === 0) return `The request holds a NUL character at character ${i}; remove it.`;
+    i += 1;   // code points, as the server counts them
+  }
   const n = utf8Length(text);
   return n > MAX_REQUEST_BYTES ? `The request is ${n} bytes long; at most ${MAX_REQUEST_BYTES} (16 KiB) are accepted.` : "";
 }

@@ -100,6 +100,14 @@ test("empty and over-16-KiB requests are not sent", () => {
   assert.match(requestProblem("é".repeat(8192) + "x"), /16385 bytes/);
 });
 
+test("a request the server's text rule refuses is not sent either", () => {
+  assert.match(requestProblem("add a \ud800 hat"), /lone surrogate \(U\+D800\) at character 6/);
+  assert.match(requestProblem("add \udfff"), /lone surrogate \(U\+DFFF\)/);
+  assert.match(requestProblem("add\u0000 a hat"), /NUL character at character 3/);
+  assert.equal(requestProblem("add a 😀 hat"), "");
+  assert.equal(requestProblem("😀".repeat(4096)), "");
+});
+
 function sent(extra = {}) {
   return reduceComposer(initialComposer(), { type: "send", request: "add a cat", sessionId: "s", turn: 2, ...extra });
 }

@@ -24,6 +24,8 @@ from functools import lru_cache
 
 from ..errors import InputError
 from ..history import History
+from ..text import clip
+from .request import check_request
 
 MODES = ("auto", "restoration", "not restoration")
 
@@ -162,12 +164,18 @@ def decide_restoration(mode: str, history: History, user_instruction: str,
                        ground_truth: bool | None = None) -> tuple[bool, dict]:
     """Resolve the restoration flag: a ground-truth flag wins (benchmark); else the manual
     mode ("restoration" / "not restoration"); else "auto" applies detect_restoration.
-    Returns (flag, metadata for plan.meta)."""
+    Returns (flag, metadata for plan.meta). The history must be a History and the request pass
+    the request rule (respec/controller/request.py), whichever way the flag is decided."""
+    if not isinstance(history, History):
+        raise InputError(f"'history' must come from a History Store or Append node, got {type(history).__name__}")
+    check_request(user_instruction, "the current request P_t")
     if ground_truth is not None:
         return bool(ground_truth), {"restoration_decided_by": "ground_truth"}
+    if mode is not None and not isinstance(mode, str):
+        raise InputError(f"restoration mode must be one of {', '.join(MODES)}, got {clip(mode)}")
     mode = (mode or "auto").strip().lower()
     if mode not in MODES:
-        raise InputError(f"unknown restoration mode {mode!r}; use one of {', '.join(MODES)}")
+        raise InputError(f"unknown restoration mode {clip(mode)}; use one of {', '.join(MODES)}")
     if mode == "restoration":
         return True, {"restoration_decided_by": "manual"}
     if mode == "not restoration":

@@ -69,9 +69,11 @@ from PIL import Image
 from scipy import ndimage
 
 from ..controller.covering import locate_covering_turn
+from ..controller.request import check_request
 from ..errors import InputError
 from ..history import REVEAL_SOURCE, History, StoredImage, TurnMask
-from ..images import as_array, image_id_arg, to_uint8
+from ..plan import Plan
+from ..images import as_array, check_image_size, finite_pixels, image_id_arg, to_uint8
 from .alignment import IDENTITY, Alignment, residual_flow, support, warp, warp_float
 from . import provenance as _provenance
 from .blend import levels_for, multiband_blend
@@ -454,6 +456,7 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
     paste needs is warped at full size). Above WORK_PIXELS the analysis runs at the working
     resolution and only the paste is made at I_t's size. See the module docstring."""
     e_arr = as_array(edited.array if isinstance(edited, StoredImage) else edited)
+    check_image_size(e_arr.shape, "the edited image")
     size = (e_arr.shape[1], e_arr.shape[0])
     work = reveal_working_size(size)
     big = work != size
@@ -760,7 +763,8 @@ def reveal_for(history: History, edited: Any, covering_turn: int,
     prov = provenance_of(history)
     size = history_size(history)
     edited_img = edited if isinstance(edited, StoredImage) else StoredImage.of(
-        to_uint8(edited) if np.asarray(edited).dtype.kind == "f" else edited)
+        to_uint8(finite_pixels(edited, "the edited image")) if np.asarray(edited).dtype.kind == "f" else edited)
+    check_image_size(edited_img.array.shape, "the edited image")
     prev_img = history.current.image
     for j in range(k, t):
         if prov.rerendered(j):
@@ -852,6 +856,11 @@ def reveal_turn(history: History, edited: Any, plan: Any, request: str, is_resto
                 params: RevealParams = DEFAULT_REVEAL) -> tuple[RevealResult | None, dict]:
     """Reveal Composite for one turn (the post-edit step and the node): (the result, or None when
     it did not run, and the record entry saying what happened and why)."""
+    if not isinstance(history, History):
+        raise InputError(f"'history' must come from a History Store or Append node, got {type(history).__name__}")
+    check_request(request or "", "the instruction")
+    if plan is not None and not isinstance(plan, Plan):
+        raise InputError(f"plan must come from a controller node (RESPEC_PLAN), got {type(plan).__name__}")
     if not is_restoration or history.next_turn < 2:
         return None, {"applied": False, "reason": "not a restoration turn"}
     k, found_by = covering_turn_for(history, plan, request)
