@@ -24,11 +24,17 @@ WIDGET_TYPES = {"INT", "FLOAT", "STRING", "BOOLEAN", "COMBO"}
 
 UI_FILES = sorted(WORKFLOWS.glob("*.json"))
 API_FILES = sorted(API_DIR.glob("*.api.json"))
-EXPECTED = ["conversational_flux2", "conversational_omnigen2", "conversational_flux2_diffusers",
-            "benchmark_flux2", "benchmark_omnigen2", "benchmark_baseline_flux2", "benchmark_baseline_omnigen2",
-            "benchmark_native_flux2", "benchmark_native_omnigen2", "benchmark_native_baseline_flux2",
-            "benchmark_native_baseline_omnigen2", "conversational_flux2_klein4b", "benchmark_native_flux2_klein4b",
-            "conversational_textgen_flux2"]
+# The shipped graphs by key (their builder function's name): {"title", "ui", "api"}.
+INDEX = json.loads((API_DIR / "index.json").read_text(encoding="utf-8"))["workflows"]
+
+
+def _build_module():
+    """scripts/workflows/build_workflows.py, imported as a module."""
+    spec = importlib.util.spec_from_file_location("build_workflows_under_test",
+                                                  ROOT / "scripts" / "workflows" / "build_workflows.py")
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    return build
 
 
 def _ids(paths):
@@ -135,8 +141,37 @@ def ui_to_api(ui, specs):
 def test_every_shipped_graph_has_a_ui_file_and_an_api_file():
     ui_names = {p.stem for p in UI_FILES}
     api_names = {p.name[: -len(".api.json")] for p in API_FILES}
-    assert set(EXPECTED) <= ui_names
-    assert ui_names == api_names
+    assert ui_names == api_names == {e["title"] for e in INDEX.values()}
+    for key, e in INDEX.items():
+        assert (e["ui"], e["api"]) == (f"{e['title']}.json", f"{e['title']}.api.json"), key
+
+
+def test_every_builder_has_one_title_and_every_title_a_builder():
+    build = _build_module()
+    assert set(build.TITLES) == set(build.GRAPHS)
+    assert set(INDEX) == set(build.GRAPHS)
+    with pytest.raises(KeyError, match="has no title: add it to TITLES"):
+        build.title_of("conversational_not_there")
+
+
+def test_titles_are_portable_file_names_unique_without_case():
+    build = _build_module()
+    titles = list(build.TITLES.values())
+    for t in titles:
+        assert build.TITLE_RULE.fullmatch(t), f"{t!r}: ASCII letters, digits, spaces and .,-() only"
+    assert len({t.casefold() for t in titles}) == len(titles)
+    # the rule itself refuses what Windows or a URL path would not take as it is
+    for bad in ("ReSpec: chat", "ReSpec chat?", "ReSpec / chat", "ReSpec chat ", "ReSpec #1", "Réspec chat"):
+        assert not build.TITLE_RULE.fullmatch(bad), bad
+
+
+def test_conversations_come_first_in_the_template_browsers_a_to_z_order():
+    """The browser's "Alphabetical" sort compares titles ignoring case: every conversational graph's
+    title sorts before every other's."""
+    order = [key for key, _ in sorted(INDEX.items(), key=lambda kv: kv[1]["title"].casefold())]
+    conversational = [k for k in order if k.startswith("conversational_")]
+    assert conversational and order[:len(conversational)] == conversational
+    assert list(INDEX) == order   # the index (and build_all) list them in that order
 
 
 def test_workflows_folder_holds_only_ui_files_for_the_template_browser():
@@ -147,9 +182,9 @@ def test_workflows_folder_holds_only_ui_files_for_the_template_browser():
 
 
 def test_workflow_files_are_generated_from_the_current_node_inputs(pack):
-    spec = importlib.util.spec_from_file_location("build_workflows_under_test", ROOT / "scripts" / "workflows" / "build_workflows.py")
-    build = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(build)
+    build = _build_module()
+    assert (API_DIR / "index.json").read_text(encoding="utf-8") == build.index_text(), \
+        "workflows/api/index.json is out of date: run python scripts/workflows/build_workflows.py"
     for name, g in build.build_all(build.wg.all_specs(pack)).items():
         ui_text, api_text = build.render(g)
         ui_path, api_path = build.paths(name)
@@ -278,12 +313,12 @@ def test_ui_and_api_files_describe_the_same_graph(path, specs):
 
 # ---------------------------------------------------------------------------- the native route
 
-def _api(name):
-    return json.loads((API_DIR / f"{name}.api.json").read_text(encoding="utf-8"))
+def _api(key):
+    return json.loads((API_DIR / INDEX[key]["api"]).read_text(encoding="utf-8"))
 
 
-def _ui(name):
-    return json.loads((WORKFLOWS / f"{name}.json").read_text(encoding="utf-8"))
+def _ui(key):
+    return json.loads((WORKFLOWS / INDEX[key]["ui"]).read_text(encoding="utf-8"))
 
 
 def _upstream(wf, node_id):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import urllib.request
 from pathlib import Path
@@ -93,6 +94,51 @@ def refresh_core(url: str) -> None:
              "comfyui_version": version, "nodes": nodes, "newer_nodes": newer}
     wg.CORE_TABLE.write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {wg.CORE_TABLE} ({len(nodes)} nodes, ComfyUI {version})")
+
+
+# ------------------------------------------------------------------------------ names
+
+# ComfyUI's template browser shows a workflow's file name as its title, on one line of about
+# 250 px (frontends 1.35-1.58), so every graph's files are named by this table, keyed by the
+# function that builds it (the graph's key: its file name before issue 36, used by the code, the
+# tests and the checker). "ReSpec chat": a conversation, one prompt per turn; "ReSpec eval": the
+# OCCUR benchmark on ComfyUI's own loaders; "ReSpec paper": the benchmark on the paper's own
+# (diffusers) pipelines. Sorted A-Z (the browser's "Alphabetical" order) the conversations come
+# first. A new graph is one builder function and one entry here; tests/test_workflows.py checks
+# the rules (TITLE_RULE, a title for every builder and no other, the order).
+TITLES = {
+    "conversational_flux2": "ReSpec chat - FLUX.2 klein 9B",
+    "conversational_flux2_klein4b": "ReSpec chat - FLUX.2 klein 4B",
+    "conversational_omnigen2": "ReSpec chat - OmniGen2",
+    "conversational_textgen_flux2": "ReSpec chat - klein, TextGenerate",
+    "conversational_provenance_flux2": "ReSpec chat - no VLM, provenance",
+    "conversational_flux2_diffusers": "ReSpec chat - klein 9B diffusers",
+    "benchmark_native_flux2": "ReSpec eval - FLUX.2 klein 9B",
+    "benchmark_native_flux2_klein4b": "ReSpec eval - FLUX.2 klein 4B",
+    "benchmark_native_omnigen2": "ReSpec eval - OmniGen2",
+    "benchmark_native_baseline_flux2": "ReSpec eval - klein 9B baseline",
+    "benchmark_native_baseline_omnigen2": "ReSpec eval - OmniGen2 baseline",
+    "benchmark_flux2": "ReSpec paper - klein 9B",
+    "benchmark_omnigen2": "ReSpec paper - OmniGen2",
+    "benchmark_baseline_flux2": "ReSpec paper - klein 9B baseline",
+    "benchmark_baseline_omnigen2": "ReSpec paper - OmniGen2 baseline",
+}
+# A file name every OS and URL takes as it is (the frontend puts it in a URL path unescaped):
+# ASCII letters, digits, spaces and . , - ( ); no leading or trailing space.
+TITLE_RULE = re.compile(r"[A-Za-z0-9][A-Za-z0-9 .,()-]{0,40}[A-Za-z0-9)]")
+INDEX = "index.json"   # workflows/api/index.json: key -> files, for the core (respec/bench/workflow.py)
+
+
+def title_of(key: str) -> str:
+    """The title (= file name) of the graph built by `key`; a clear error when it has none."""
+    if key not in TITLES:
+        raise KeyError(f"graph {key!r} has no title: add it to TITLES in scripts/workflows/build_workflows.py")
+    return TITLES[key]
+
+
+def graph_order(keys) -> list[str]:
+    """Keys in the order the template browser's A-Z sort shows their titles."""
+    return sorted(keys, key=lambda k: title_of(k).casefold())
 
 
 # ------------------------------------------------------------------------------ the graphs
@@ -192,7 +238,7 @@ DIFFUSERS_NOTE = ("**Paper-exact diffusers route.** This graph runs the pack's o
 @graph
 def conversational_flux2_diffusers(specs):
     g = wg.Graph("conversational_flux2_diffusers", specs,
-                 title="ReSpec conversational editing (FLUX.2 [klein], paper-exact diffusers)",
+                 summary="ReSpec conversational editing (FLUX.2 [klein], paper-exact diffusers)",
                  description="One prompt per turn on a persistent session: history -> controller -> "
                              "references + rewritten request -> the pack's diffusers FLUX.2 [klein] edit -> "
                              "append -> save.")
@@ -221,7 +267,7 @@ each turn's changed pixels and what was pasted ("show changes" on a turn card)."
 @graph
 def conversational_provenance_flux2(specs):
     g = wg.Graph("conversational_provenance_flux2", specs,
-                 title="ReSpec conversational editing without a VLM (pixel provenance, FLUX.2 [klein])",
+                 summary="ReSpec conversational editing without a VLM (pixel provenance, FLUX.2 [klein])",
                  description="One prompt per turn on a persistent session: history -> provenance reference selector "
                              "(no VLM) -> FLUX.2 [klein] edit -> Reveal Composite -> append -> save.")
     image = g.node("LoadImage", image="example.png")
@@ -334,7 +380,7 @@ NATIVE_NOTE = {
 
 def _conversation_native(name: str, editor: str, specs) -> wg.Graph:
     label = LABELS[editor]
-    g = wg.Graph(name, specs, title=f"ReSpec conversational editing ({label}, ComfyUI's own models)",
+    g = wg.Graph(name, specs, summary=f"ReSpec conversational editing ({label}, ComfyUI's own models)",
                  description=f"One prompt per turn on a persistent session: history -> controller -> references + "
                              f"rewritten request -> ComfyUI-native {label} sampling with the references as reference "
                              f"latents -> append -> save.")
@@ -385,7 +431,7 @@ Sampling is off (greedy: a re-queued turn plans the same); nothing forces the an
 @graph
 def conversational_textgen_flux2(specs):
     g = wg.Graph("conversational_textgen_flux2", specs,
-                 title="ReSpec conversational editing, controller on ComfyUI's TextGenerate (FLUX.2 [klein])",
+                 summary="ReSpec conversational editing, controller on ComfyUI's TextGenerate (FLUX.2 [klein])",
                  description="One prompt per turn on a persistent session: history -> Controller Prompt -> "
                              "ComfyUI's Generate Text -> Plan from Text -> references + rewritten request -> "
                              "ComfyUI-native FLUX.2 [klein] sampling -> append -> save.")
@@ -481,7 +527,7 @@ def _benchmark(name: str, editor_name: str, specs: dict, *, respec: bool, native
         title = f"OCCUR benchmark: baseline {label} (no ReSpec; {route})"
         desc = (f"The benchmark loop without ReSpec (paper table 1 baseline): each turn sends the user's "
                 f"instruction and the current image only to {label}.")
-    g = wg.Graph(name, specs, title=title, description=desc)
+    g = wg.Graph(name, specs, summary=title, description=desc)
     loader, store = _scenario_start(g)
     if native:
         steps = g.node("PrimitiveInt", title="Editor steps", value=edit_settings["steps"])
@@ -601,8 +647,13 @@ def benchmark_native_baseline_omnigen2(specs):
 
 
 def build_all(specs: dict | None = None) -> dict[str, wg.Graph]:
+    """Every graph by key, in the template browser's order."""
     specs = specs if specs is not None else wg.all_specs()
-    return {name: fn(specs) for name, fn in GRAPHS.items()}
+    graphs = {}
+    for key in graph_order(GRAPHS):
+        graphs[key] = GRAPHS[key](specs)
+        graphs[key].title = title_of(key)   # what the browser shows, also in extra.respec.title
+    return graphs
 
 
 def render(g: wg.Graph) -> tuple[str, str]:
@@ -611,8 +662,20 @@ def render(g: wg.Graph) -> tuple[str, str]:
             json.dumps(g.to_api(), indent=1, ensure_ascii=False) + "\n")
 
 
-def paths(name: str) -> tuple[Path, Path]:
-    return WORKFLOWS / f"{name}.json", API_DIR / f"{name}.api.json"
+def paths(key: str) -> tuple[Path, Path]:
+    """(UI file, API file) of the graph built by `key`: named by its title."""
+    title = title_of(key)
+    return WORKFLOWS / f"{title}.json", API_DIR / f"{title}.api.json"
+
+
+def index_text() -> str:
+    """workflows/api/index.json: each key's title and files, in the browser's order (the core reads
+    it to find a shipped graph; it imports nothing from scripts/)."""
+    entries = {key: {"title": title_of(key), "ui": paths(key)[0].name, "api": paths(key)[1].name}
+               for key in graph_order(GRAPHS)}
+    return json.dumps({"comment": "Generated by scripts/workflows/build_workflows.py (TITLES): the shipped "
+                                  "graphs by key (their file names before issue 36) and their files.",
+                       "workflows": entries}, indent=1) + "\n"
 
 
 def main(argv=None) -> int:
@@ -626,15 +689,16 @@ def main(argv=None) -> int:
             return 0
     stale = []
     API_DIR.mkdir(parents=True, exist_ok=True)
-    for name, g in build_all().items():
-        ui_text, api_text = render(g)
-        for path, text in zip(paths(name), (ui_text, api_text)):
-            current = path.read_text(encoding="utf-8") if path.exists() else None
-            if current != text:
-                stale.append(path)
-                if not args.check:
-                    path.write_text(text, encoding="utf-8")
-    known = {p for name in GRAPHS for p in paths(name)}
+    files = {API_DIR / INDEX: index_text()}
+    for key, g in build_all().items():
+        files.update(zip(paths(key), render(g)))
+    for path, text in files.items():
+        current = path.read_text(encoding="utf-8") if path.exists() else None
+        if current != text:
+            stale.append(path)
+            if not args.check:
+                path.write_text(text, encoding="utf-8")
+    known = set(files)
     extra = [p for p in list(WORKFLOWS.glob("*.json")) + list(API_DIR.glob("*.json")) if p not in known]
     for p in stale:
         print(("out of date: " if args.check else "wrote: ") + str(p.relative_to(ROOT)))

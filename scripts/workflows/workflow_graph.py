@@ -225,8 +225,12 @@ class Node:
 class Graph:
     """A workflow under construction. `node()` checks every input against the spec."""
 
-    def __init__(self, name: str, specs: dict[str, dict], *, title: str = "", description: str = ""):
+    def __init__(self, name: str, specs: dict[str, dict], *, title: str = "", summary: str = "",
+                 description: str = ""):
+        """`name`: the graph's key (its id derives from it); `title`: what the template browser shows
+        (the file name); `summary`: a one-line heading; `description`: what it does."""
         self.name, self.specs, self.title, self.description = name, specs, title or name, description
+        self.summary = summary
         self.nodes: list[Node] = []
         self.notes: list[tuple[str, str]] = []   # (title, markdown)
         self.groups: list[tuple[str, list[Node]]] = []
@@ -411,5 +415,6 @@ class Graph:
                 "revision": 0, "last_node_id": len(ui_nodes), "last_link_id": len(links),
                 "nodes": ui_nodes, "links": links, "groups": groups, "config": {},
                 "extra": {"ds": {"scale": 0.75, "offset": [0, 460]},
-                          "respec": {"title": self.title, "description": self.description}},
+                          "respec": {"title": self.title, "summary": self.summary,
+                                     "description": self.description}},
                 "version": 0.4}
