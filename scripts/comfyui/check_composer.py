@@ -41,7 +41,7 @@ WATCH_JS = """(() => { window.__respecSeen = []; const root = %(pr)s;
 
 SETUP_JS = """(async () => {
   const app = %(app)s;
-  await app.loadGraphData(%(ui)s, true, true, 'conversational_provenance_flux2.json');
+  await app.loadGraphData(%(ui)s, true, true, %(name)s);
   const g = app.rootGraph ?? app.graph; const set = (type, name, value) => {
     for (const n of g._nodes) if (n.type === type) { const w = n.widgets.find(x => x.name === name);
       if (!w) throw new Error(type + ' has no widget ' + name); w.value = value; } };
@@ -90,7 +90,9 @@ def check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict 
     if image is None:
         check("upload", False, why)
         return problems
-    ui = json.loads((ROOT / "workflows" / "conversational_provenance_flux2.json").read_text(encoding="utf-8"))
+    ui_name = json.loads((ROOT / "workflows" / "api" / "index.json").read_text(encoding="utf-8"))[
+        "workflows"]["conversational_provenance_flux2"]["ui"]
+    ui = json.loads((ROOT / "workflows" / ui_name).read_text(encoding="utf-8"))
 
     async def run() -> None:
         profile = Path(tempfile.mkdtemp(prefix="respec-chat-chrome-"))
@@ -105,7 +107,8 @@ def check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict 
             await asyncio.sleep(2)
             await page.js("document.querySelectorAll('.p-dialog-close-button, .p-dialog-header-close')"
                           ".forEach(b => b.click())")
-            n = await page.js(SETUP_JS % {"app": APP, "ui": json.dumps(ui), "image": json.dumps(image),
+            n = await page.js(SETUP_JS % {"app": APP, "ui": json.dumps(ui), "name": json.dumps(ui_name),
+                                          "image": json.dumps(image),
                                           "session": json.dumps(SESSION),
                                           "model": json.dumps(Path(tiny["klein"]).name)})
             await page.js(f"{APP}.extensionManager.command.execute('Workspace.ToggleSidebarTab.respec-history')")

@@ -189,7 +189,7 @@ def run_benchmark(url: str, name: str, tiny: dict, config: dict, chain: set[str]
     ds = load_dataset("occur_sample")
     index = next(i for i, sc in enumerate(ds) if sc.num_turns == 2)
     sc = ds[index]
-    wf = use_tiny_models(without_scoring(workflow.load_api_workflow(API_DIR / f"{name}.api.json")), tiny)
+    wf = use_tiny_models(without_scoring(workflow.load_api_workflow(workflow.shipped_workflow(name))), tiny)
     prompt = workflow.fill_workflow(wf, dataset="occur_sample", index=index,
                                     turn_seed=lambda t: turn_seed(0, sc.id, t), config=config)
     executed: list[str] = []
@@ -321,7 +321,7 @@ def execute_provenance(url: str, tiny: dict) -> list[str]:
     if image_name is None:
         check("upload", False, why)
         return problems
-    wf = use_tiny_models(workflow.load_api_workflow(API_DIR / "conversational_provenance_flux2.api.json"), tiny)
+    wf = use_tiny_models(workflow.load_api_workflow(workflow.shipped_workflow("conversational_provenance_flux2")), tiny)
     wanted = {"ReSpecProvenanceSelector", "ReSpecRevealComposite"}
     for label, request in (("turn 1", "add a red box on the left"), ("turn 2", "remove the red box")):
         prompt = conversation_prompt(wf, image_name, PROV_SESSION, request)
@@ -471,7 +471,7 @@ def execute_conversation(url: str, tiny: dict) -> list[str]:
     if image_name is None:
         check("upload", False, why)
         return problems
-    wf = use_tiny_models(workflow.load_api_workflow(API_DIR / "conversational_flux2_diffusers.api.json"), tiny)
+    wf = use_tiny_models(workflow.load_api_workflow(workflow.shipped_workflow("conversational_flux2_diffusers")), tiny)
     conv = _Conversation(url, wf, image_name, check)
     request1, request2 = "add a red box on the left", "remove the red box"
     # Each step runs only when the previous one's prompt ran (its checks may still have failed).
@@ -868,10 +868,10 @@ def execute_all(args, url: str, pid: int, tiny: dict, info: dict) -> list[str]:
                    "run_benchmark": run_benchmark, "checker": checker}
         t0 = time.monotonic()
         failures += [f"execute/native-klein: {p}" for p in
-                     check_native.execute_native_klein(url, pid, tiny, helpers, API_DIR)]
+                     check_native.execute_native_klein(url, pid, tiny, helpers)]
         if "TextGenerate" in info:
             failures += [f"execute/textgen: {p}" for p in
-                         check_native.execute_textgen(url, pid, tiny, helpers, API_DIR)]
+                         check_native.execute_textgen(url, pid, tiny, helpers)]
         log(f"native klein checks: {time.monotonic() - t0:.1f} s")
     return failures
 
