@@ -50,7 +50,7 @@ from pathlib import Path
 import check_composer
 import check_native
 from comfyui_harness import (HarnessError, Page, build_tiny_models, checker, free_port, http_json, log,
-                             start_chromium, start_comfyui, stop, upload_picture)
+                             require_check_packages, start_chromium, start_comfyui, stop, upload_picture)
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / "workflows"
@@ -878,6 +878,7 @@ def execute_all(args, url: str, pid: int, tiny: dict, info: dict) -> list[str]:
 
 def run(args) -> int:
     """The whole check (the module docstring's steps 1-7); exit status 0 only when everything passed."""
+    require_check_packages()
     comfy = Path(args.comfyui).resolve()
     if not (comfy / "main.py").is_file():
         raise SystemExit(f"{comfy} is not a ComfyUI checkout (no main.py)")

@@ -14,6 +14,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -36,6 +37,24 @@ ROOT = Path(__file__).resolve().parents[2]   # the pack's folder
 
 def log(msg: str) -> None:
     print(msg, flush=True)
+
+
+# The third-party modules the check scripts import, by the package that provides them
+# (requirements-check.txt lists them; tests/test_check_scripts.py keeps the two in step).
+CHECK_MODULES = {"websockets": "websockets", "numpy": "numpy", "PIL": "pillow", "skimage": "scikit-image",
+                 "aiohttp": "aiohttp"}
+
+
+def require_check_packages(modules=tuple(CHECK_MODULES)) -> None:
+    """Stop with one message naming what to install when a module the checks need is missing
+    from the Python running them (they would otherwise fail midway with ModuleNotFoundError)."""
+    import importlib.util
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        packages = ", ".join(CHECK_MODULES.get(m, m) for m in missing)
+        raise HarnessError(f"this Python ({os.path.basename(sys.executable)}) lacks {packages}, which the "
+                           f"checks need: install them with `python -m pip install -r requirements-check.txt` "
+                           f"(from the pack's folder) into the Python you run the check with")
 
 
 def free_port() -> int:
