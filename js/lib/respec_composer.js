@@ -4,6 +4,8 @@
 // card action does (route, body, whether a prompt is queued). No DOM, no ComfyUI imports, so
 // Node's test runner covers it (js/tests/respec_composer.test.mjs).
 
+import { fallbackWords, planDecided } from "./respec_view.js";
+
 const SESSION_ID = /^[A-Za-z0-9_-]{1,64}$/;
 const APPEND = "ReSpecHistoryAppend";
 const STORE = "ReSpecHistoryStore";
@@ -199,26 +201,40 @@ export function reduceComposer(c, action) {
   }
 }
 
-/** What the pending card says: {title, status, percent (0..100 or null), plan lines, error, cancel}. */
+/** The first non-empty line of an error text, at most `max` characters (the card shows it; the
+ * whole text is its tooltip). */
+export function firstLine(text, max = 200) {
+  const line = String(text ?? "").split(/\r?\n/).map((l) => l.trim()).find((l) => l) ?? "";
+  return line.length > max ? `${line.slice(0, max - 1)}…` : line;
+}
+
+/**
+ * What the pending card says: {title, status, percent (0..100 or null), plan: [{text, title}],
+ * error (the first line), errorDetail (the whole text, for a tooltip), cancel}. The plan lines come
+ * only from a plan that decided something about this turn (planDecided) while it is being made: a
+ * turn that failed or was cancelled never ran, and a turn-1 plan says nothing.
+ */
 export function pendingCard(c) {
   if (!c || c.phase === "idle" || c.phase === "done") return null;
   const pct = c.progress ? Math.round((100 * c.progress.value) / c.progress.max) : null;
   const status = {
     queueing: "sending…",
-    queued: "queued: waiting for the server",
+    queued: c.turn === 1 ? "starting…" : "queued: waiting for the server",
     running: c.progress ? `running · step ${c.progress.value}/${c.progress.max}` : c.node ? `running · node ${c.node}` : "running",
     error: "failed: nothing was added",
-    cancelled: "cancelled",
+    cancelled: "cancelled: nothing was added",
   }[c.phase];
   const p = c.plan;
-  const plan = p ? [
-    `${p.is_restoration ? "restoration" : "not a restoration"}${p.vlm_called === false ? " (no VLM call)" : ""}`,
-    Number.isInteger(p.restoration_source_id) ? `restore from I${p.restoration_source_id}` : null,
-    p.synthesis_instruction && p.synthesis_instruction !== c.request ? `→ ${p.synthesis_instruction}` : null,
-    Array.isArray(p.fallbacks) && p.fallbacks.length ? `fallbacks: ${p.fallbacks.join(", ")}` : null,
+  const line = (text, title = null) => ({ text, title });
+  const plan = isBusy(c) && planDecided(p) ? [
+    line(`${p.is_restoration ? "restoration" : "not a restoration"}${p.vlm_called === true ? "" : " (no VLM call)"}`),
+    Number.isInteger(p.restoration_source_id) ? line(`restore from I${p.restoration_source_id}`) : null,
+    p.synthesis_instruction && p.synthesis_instruction !== c.request ? line(`→ ${p.synthesis_instruction}`) : null,
+    ...fallbackWords(p).map((w) => line(w.text, w.id)),
   ].filter(Boolean) : [];
-  return { title: c.turn === null ? "next turn" : `I${c.turn}`, request: c.request, status, percent: pct,
-    plan, error: c.phase === "error" || c.phase === "cancelled" ? c.error : null, cancel: isBusy(c) };
+  const failed = c.phase === "error" || c.phase === "cancelled";
+  return { title: c.turn === null ? "next turn" : `I${c.turn}`, request: c.request, status, percent: pct, plan,
+    error: failed ? firstLine(c.error) : null, errorDetail: failed ? String(c.error ?? "") : null, cancel: isBusy(c) };
 }
 
 /** The queue entry of the prompt the composer queued: ComfyUI's /queue items ([number, prompt_id,
