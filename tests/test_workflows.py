@@ -471,3 +471,66 @@ def test_the_checkers_ui_to_api_conversion_gives_every_api_file(specs):
     for path in UI_FILES:
         api = {k: {"class_type": v["class_type"], "inputs": v["inputs"]} for k, v in _load(API_DIR / f"{path.stem}.api.json").items()}
         assert checker.ui_to_api(_load(path), specs) == api, path.name
+
+
+# ---------------------------------------------------------------------------- graphs that open readable
+
+TITLE_BAR = 30                 # the frontend draws a node's title above its pos
+READABLE = 0.6                 # the frontend stops drawing node text below 8 / 14 = 0.57 (its LOD default)
+VIEWPORT = (1920, 960)         # a 1920 x 1080 screen's browser window
+ROOM = 300                     # Preview / Save Image grow by about this much when a picture arrives
+
+
+def _boxes(ui):
+    """(id, type, x0, y0, x1, y1) of every node and note as drawn, title bar included."""
+    return [(n["id"], n["type"], n["pos"][0], n["pos"][1] - TITLE_BAR, n["pos"][0] + n["size"][0],
+             n["pos"][1] + (0 if n.get("flags", {}).get("collapsed") else n["size"][1])) for n in ui["nodes"]]
+
+
+def _overlap(a, b):
+    return a[2] < b[4] and b[2] < a[4] and a[3] < b[5] and b[3] < a[5]
+
+
+@pytest.mark.parametrize("path", UI_FILES, ids=_ids(UI_FILES))
+def test_no_two_nodes_overlap_as_drawn(path):
+    boxes = _boxes(_load(path))
+    hits = [(a[0], b[0]) for i, a in enumerate(boxes) for b in boxes[i + 1:] if _overlap(a, b)]
+    assert not hits, f"{path.name}: overlapping nodes {hits[:5]}"
+
+
+@pytest.mark.parametrize("path", UI_FILES, ids=_ids(UI_FILES))
+def test_a_node_that_shows_a_picture_has_room_to_grow_below_it(path):
+    """A Preview / Save Image grows by ~250-300 px when it gets a picture; it must not cover the
+    next node (issue 36: "References given to the editor" covered the edit node's inputs)."""
+    boxes = _boxes(_load(path))
+    for b in boxes:
+        if b[1] not in ("PreviewImage", "SaveImage"):
+            continue
+        room = (b[0], b[1], b[2], b[5], b[4], b[5] + ROOM)
+        covered = [o[0] for o in boxes if o[0] != b[0] and _overlap(room, o)]
+        assert not covered, f"{path.name}: node {b[0]} ({b[1]}) would cover nodes {covered} when it shows a picture"
+
+
+def _fit(x0, y0, x1, y1):
+    """The zoom the frontend's fitView gives these bounds (LGraphCanvas.fitToBounds fills 75 %)."""
+    return min(0.75 * VIEWPORT[0] / max(x1 - x0, 300), 0.75 * VIEWPORT[1] / max(y1 - y0, 300))
+
+
+@pytest.mark.parametrize("key", [k for k in INDEX if k.startswith("conversational_")])
+def test_a_conversational_graph_opened_whole_is_readable(key):
+    """The template browser of frontends >= 1.45 fits every node in the view (it ignores the saved
+    view): a conversation's nodes must then still be drawn with their text."""
+    boxes = _boxes(_ui(key))
+    scale = _fit(min(b[2] for b in boxes), min(b[3] for b in boxes), max(b[4] for b in boxes), max(b[5] for b in boxes))
+    assert scale >= READABLE, f"{key}: opens whole at {scale:.2f}"
+
+
+@pytest.mark.parametrize("path", UI_FILES, ids=_ids(UI_FILES))
+def test_the_saved_view_is_readable_and_shows_where_the_graph_starts(path):
+    ui = _load(path)
+    ds = ui["extra"]["ds"]
+    assert READABLE <= ds["scale"] <= 1.0
+    first = min((n for n in ui["nodes"] if n["type"] in ("LoadImage", "ReSpecScenarioLoader")), key=lambda n: n["id"])
+    sx = (first["pos"][0] + ds["offset"][0]) * ds["scale"]
+    sy = (first["pos"][1] - TITLE_BAR + ds["offset"][1]) * ds["scale"]
+    assert 0 <= sx <= VIEWPORT[0] - 100 and 0 <= sy <= VIEWPORT[1] - 100, (path.name, sx, sy)

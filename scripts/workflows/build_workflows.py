@@ -20,6 +20,7 @@ import re
 import sys
 import urllib.request
 from pathlib import Path
+from types import SimpleNamespace
 
 sys.dont_write_bytecode = True
 HERE = Path(__file__).resolve().parent
@@ -199,19 +200,29 @@ on a turn that uncovers something an earlier edit hid, picks the past image that
 it and rewrites the request (paper §4). Weights: see docs/workflows.md."""
 
 
-def _session_controller(g: wg.Graph, request_default: str):
+# Layout of the conversational graphs (issue 36): columns left to right that follow the turn,
+# compact enough that the whole graph opens readable (the template browser of frontends >= 1.45
+# fits every node in the view: tests/test_workflows.py checks the zoom that gives).
+CHAT_GAP = 30
+README_SIZE = (280, 520)
+MODELS_SIZE = (280, 440)
+
+
+def _session_controller(g: wg.Graph, request_default: str) -> SimpleNamespace:
     """Load Image -> History Store (persistent session) + the user's request + the ReSpec
-    controller chain (Preservation Target -> Reference Selector, Instruction Rewriter)."""
-    image = g.node("LoadImage", image="example.png")
-    store = g.node("ReSpecHistoryStore", mode="new", session_id="my-session", image=image["IMAGE"])
-    request = g.node("PrimitiveStringMultiline", title="Your request", value=request_default)
-    vlm = g.node("ReSpecVLMLoader")
-    plan = g.node("ReSpecPreservationTarget", history=store["history"], instruction=request[0],
-                  vlm=vlm["vlm"])
-    select = g.node("ReSpecReferenceSelector", history=store["history"], plan=plan["plan"])
-    rewrite = g.node("ReSpecInstructionRewriter", plan=plan["plan"])
-    g.node("PreviewImage", title="References given to the editor", images=select["editor_images"])
-    return store, request, plan, select, rewrite
+    controller chain (Preservation Target -> Reference Selector, Instruction Rewriter); the nodes
+    by name."""
+    c = SimpleNamespace()
+    c.image = g.node("LoadImage", image="example.png")
+    c.store = g.node("ReSpecHistoryStore", mode="new", session_id="my-session", image=c.image["IMAGE"])
+    c.request = g.node("PrimitiveStringMultiline", title="Your request", value=request_default)
+    c.vlm = g.node("ReSpecVLMLoader")
+    c.plan = g.node("ReSpecPreservationTarget", history=c.store["history"], instruction=c.request[0],
+                    vlm=c.vlm["vlm"])
+    c.select = g.node("ReSpecReferenceSelector", history=c.store["history"], plan=c.plan["plan"])
+    c.rewrite = g.node("ReSpecInstructionRewriter", plan=c.plan["plan"])
+    c.preview = g.node("PreviewImage", title="References given to the editor", images=c.select["editor_images"])
+    return c
 
 
 def _guard(g, previous, image, request):
@@ -219,19 +230,19 @@ def _guard(g, previous, image, request):
     return g.node("ReSpecDriftGuard", previous=previous, edited=image, enabled=True, instruction=request[0])
 
 
-def _append_and_save(g, store, request, plan, select, rewrite, image, editor_name: str):
-    guard = _guard(g, select["current_image"], image, request)
-    append = g.node("ReSpecHistoryAppend", history=store["history"], image=guard["image"], instruction=request[0],
-                    sent_instruction=rewrite["instruction"], plan=plan["plan"],
-                    meta=json.dumps({"editor": editor_name}), editor_image_ids=select["image_ids"],
-                    guard=guard["guard"])
-    g.node("SaveImage", images=append["current_image"], filename_prefix="respec/turn")
-    return append
+def _append_and_save(g, c: SimpleNamespace, image, editor_name: str) -> None:
+    """Drift Guard -> History Append -> Save Image after the edit (c.guard, c.append, c.save)."""
+    c.guard = _guard(g, c.select["current_image"], image, c.request)
+    c.append = g.node("ReSpecHistoryAppend", history=c.store["history"], image=c.guard["image"],
+                      instruction=c.request[0], sent_instruction=c.rewrite["instruction"], plan=c.plan["plan"],
+                      meta=json.dumps({"editor": editor_name}), editor_image_ids=c.select["image_ids"],
+                      guard=c.guard["guard"])
+    c.save = g.node("SaveImage", images=c.append["current_image"], filename_prefix="respec/turn")
 
 
 DIFFUSERS_NOTE = ("**Paper-exact diffusers route.** This graph runs the pack's own FLUX.2 [klein] / OmniGen2 "
                  "pipelines (diffusers folders or single files, including ComfyUI's fp8 files): the setting of "
-                 "the paper's tables. The native graphs (`{native}`) run the same ReSpec steps on ComfyUI's own "
+                 "the paper's tables. The native graphs (*{native}*) run the same ReSpec steps on ComfyUI's own "
                  "loaders and sampler, which most users' files and cards suit better.")
 
 
@@ -242,13 +253,16 @@ def conversational_flux2_diffusers(specs):
                  description="One prompt per turn on a persistent session: history -> controller -> "
                              "references + rewritten request -> the pack's diffusers FLUX.2 [klein] edit -> "
                              "append -> save.")
-    store, request, plan, select, rewrite = _session_controller(g, FIRST_REQUEST)
+    c = _session_controller(g, FIRST_REQUEST)
     editor = g.node("ReSpecFlux2Loader")
-    edit = g.node("ReSpecFlux2Edit", editor=editor["editor"], editor_images=select["editor_images"],
-                  current_image=select["current_image"], instruction=rewrite["instruction"],
+    edit = g.node("ReSpecFlux2Edit", editor=editor["editor"], editor_images=c.select["editor_images"],
+                  current_image=c.select["current_image"], instruction=c.rewrite["instruction"],
                   seed=42, steps=30, guidance=4.0)
-    _append_and_save(g, store, request, plan, select, rewrite, edit["image"], "flux2-klein")
-    g.note(SESSION_NOTE + "\n\n" + DIFFUSERS_NOTE.format(native="conversational_flux2"))
+    _append_and_save(g, c, edit["image"], "flux2-klein")
+    readme = g.note(SESSION_NOTE + "\n\n" + DIFFUSERS_NOTE.format(native=title_of("conversational_flux2")),
+                    size=README_SIZE)
+    g.columns([[readme, c.image, c.request], [c.store, c.vlm], [c.plan, c.select, c.rewrite, c.preview],
+               [editor, edit], [c.guard, c.append, c.save]], gap_x=CHAT_GAP)
     return g
 
 
@@ -274,7 +288,7 @@ def conversational_provenance_flux2(specs):
     store = g.node("ReSpecHistoryStore", mode="new", session_id="my-provenance-session", image=image["IMAGE"])
     request = g.node("PrimitiveStringMultiline", title="Your request", value=FIRST_REQUEST)
     select = g.node("ReSpecProvenanceSelector", history=store["history"], instruction=request[0])
-    g.node("PreviewImage", title="References given to the editor", images=select["editor_images"])
+    preview = g.node("PreviewImage", title="References given to the editor", images=select["editor_images"])
     editor = g.node("ReSpecFlux2Loader")
     edit = g.node("ReSpecFlux2Edit", editor=editor["editor"], editor_images=select["editor_images"],
                   current_image=select["current_image"], instruction=select["instruction"],
@@ -286,8 +300,11 @@ def conversational_provenance_flux2(specs):
                     sent_instruction=select["instruction"], plan=select["plan"],
                     meta=json.dumps({"editor": "flux2-klein", "selector": "provenance"}),
                     editor_image_ids=select["image_ids"], reveal=reveal["reveal"], guard=guard["guard"])
-    g.node("SaveImage", images=append["current_image"], filename_prefix="respec/turn")
-    g.note(PROVENANCE_NOTE + "\n\n" + DIFFUSERS_NOTE.format(native="conversational_flux2"), title="Read me")
+    save = g.node("SaveImage", images=append["current_image"], filename_prefix="respec/turn")
+    readme = g.note(PROVENANCE_NOTE + "\n\n" + DIFFUSERS_NOTE.format(native=title_of("conversational_flux2")),
+                    title="Read me", size=README_SIZE)
+    g.columns([[readme, image, request], [store, editor], [select, preview], [edit], [reveal, guard],
+               [append, save]], gap_x=CHAT_GAP)
     return g
 
 
@@ -378,18 +395,32 @@ NATIVE_NOTE = {
 }
 
 
+def _native_columns(c: SimpleNamespace, parts: "NativeParts", edit: list) -> list[list]:
+    """The columns of a native conversation from the controller chain on: the loaders and text
+    encoders, the conditioning and sampler inputs, then sampling -> Drift Guard -> History Append,
+    then Save Image."""
+    positive, pos, neg, size, guider, *schedule, latent, noise, sample, decoded, resized = edit
+    loaders = [parts.unet, parts.clip, parts.vae, parts.negative, parts.sampler]
+    loaders += [parts.scheduler] if parts.scheduler else []
+    return [[c.plan, c.select, c.rewrite, c.preview], loaders + [positive, size],
+            [pos, neg, guider, *schedule, latent, noise], [sample, decoded, resized, c.guard, c.append]]
+
+
 def _conversation_native(name: str, editor: str, specs) -> wg.Graph:
     label = LABELS[editor]
     g = wg.Graph(name, specs, summary=f"ReSpec conversational editing ({label}, ComfyUI's own models)",
                  description=f"One prompt per turn on a persistent session: history -> controller -> references + "
                              f"rewritten request -> ComfyUI-native {label} sampling with the references as reference "
                              f"latents -> append -> save.")
-    store, request, plan, select, rewrite = _session_controller(g, FIRST_REQUEST)
+    c = _session_controller(g, FIRST_REQUEST)
     steps = g.node("PrimitiveInt", title="Steps", value=EDITORS[editor][2]["steps"])
     parts = NativeParts(g, editor, steps[0])
-    edit = native_edit(g, parts, select["editor_images"], select["current_image"], rewrite["instruction"], 42)
-    _append_and_save(g, store, request, plan, select, rewrite, edit[-1][0], f"{editor}-native")
-    g.note(SESSION_NOTE + "\n\n" + NATIVE_NOTE[editor], title="Read me")
+    edit = native_edit(g, parts, c.select["editor_images"], c.select["current_image"], c.rewrite["instruction"], 42)
+    _append_and_save(g, c, edit[-1][0], f"{editor}-native")
+    readme = g.note(SESSION_NOTE, title="Read me", size=README_SIZE)
+    models = g.note(NATIVE_NOTE[editor], title="Models", size=MODELS_SIZE)
+    g.columns([[readme, c.image, c.request], [c.store, c.vlm, steps], *_native_columns(c, parts, edit),
+               [c.save, models]], gap_x=CHAT_GAP)
     return g
 
 
@@ -413,9 +444,9 @@ def conversational_flux2_klein4b(specs):
 TEXTGEN_FILE = ("qwen3.5_4b_bf16.safetensors", "text_encoders",
                 HF + "Comfy-Org/Qwen3.5/resolve/main/text_encoders/qwen3.5_4b_bf16.safetensors")
 TEXTGEN_MAX_LENGTH = 768   # new tokens: the JSON plan needs a few hundred (the VLM node's default cap)
-TEXTGEN_NOTE = """\
+TEXTGEN_NOTE = f"""\
 **Controller on ComfyUI's own TextGenerate** (ComfyUI 0.24 or later; **ComfyUI 0.8 has no
-TextGenerate node**: there this graph opens with one missing node, use `conversational_flux2`).
+TextGenerate node**: there this graph opens with one missing node, use *{TITLES["conversational_flux2"]}*).
 *Controller Prompt* builds the paper's restoration or rewrite prompt with the edit history, and the
 history images as one batch; *Generate Text* runs the model under ComfyUI's memory manager;
 *Plan from Text* reads its answer into the plan with the same rules as Preservation Target VLM
@@ -435,27 +466,33 @@ def conversational_textgen_flux2(specs):
                  description="One prompt per turn on a persistent session: history -> Controller Prompt -> "
                              "ComfyUI's Generate Text -> Plan from Text -> references + rewritten request -> "
                              "ComfyUI-native FLUX.2 [klein] sampling -> append -> save.")
-    image = g.node("LoadImage", image="example.png")
-    store = g.node("ReSpecHistoryStore", mode="new", session_id="my-session", image=image["IMAGE"])
-    request = g.node("PrimitiveStringMultiline", title="Your request", value=FIRST_REQUEST)
+    c = SimpleNamespace()
+    c.image = g.node("LoadImage", image="example.png")
+    c.store = g.node("ReSpecHistoryStore", mode="new", session_id="my-session", image=c.image["IMAGE"])
+    c.request = g.node("PrimitiveStringMultiline", title="Your request", value=FIRST_REQUEST)
     name, directory, url = TEXTGEN_FILE
     controller = g.node("CLIPLoader", title="Controller model (TextGenerate)", clip_name=name,
                         type="stable_diffusion", properties={"models": [{"name": name, "directory": directory,
                                                                         "url": url}]})
-    prompt = g.node("ReSpecControllerPrompt", history=store["history"], instruction=request[0])
+    prompt = g.node("ReSpecControllerPrompt", history=c.store["history"], instruction=c.request[0])
     answer = g.node("TextGenerate", clip=controller[0], prompt=prompt["prompt"], image=prompt["images"],
                     max_length=TEXTGEN_MAX_LENGTH, sampling_mode="off", thinking=False, use_default_template=True)
-    plan = g.node("ReSpecPlanFromText", controller_call=prompt["controller_call"], generated_text=answer[0],
-                  on_parse_failure="request")
-    select = g.node("ReSpecReferenceSelector", history=store["history"], plan=plan["plan"])
-    rewrite = g.node("ReSpecInstructionRewriter", plan=plan["plan"])
-    g.node("PreviewImage", title="References given to the editor", images=select["editor_images"])
+    c.plan = g.node("ReSpecPlanFromText", controller_call=prompt["controller_call"], generated_text=answer[0],
+                    on_parse_failure="request")
+    c.select = g.node("ReSpecReferenceSelector", history=c.store["history"], plan=c.plan["plan"])
+    c.rewrite = g.node("ReSpecInstructionRewriter", plan=c.plan["plan"])
+    c.preview = g.node("PreviewImage", title="References given to the editor", images=c.select["editor_images"])
     steps = g.node("PrimitiveInt", title="Steps", value=EDITORS["flux2"][2]["steps"])
     parts = NativeParts(g, "flux2", steps[0])
-    edit = native_edit(g, parts, select["editor_images"], select["current_image"], rewrite["instruction"], 42)
-    _append_and_save(g, store, request, plan, select, rewrite, edit[-1][0], "flux2-native")
-    g.note(TEXTGEN_NOTE + "\n\n" + SESSION_NOTE.split("\n\nThe controller")[0], title="Read me")
-    g.note(NATIVE_NOTE["flux2"], title="Models")
+    edit = native_edit(g, parts, c.select["editor_images"], c.select["current_image"], c.rewrite["instruction"], 42)
+    _append_and_save(g, c, edit[-1][0], "flux2-native")
+    readme = g.note(TEXTGEN_NOTE + "\n\n" + SESSION_NOTE.split("\n\nThe controller")[0], title="Read me",
+                    size=README_SIZE)
+    models = g.note(NATIVE_NOTE["flux2"], title="Models", size=MODELS_SIZE)
+    chain = _native_columns(c, parts, edit)
+    chain[0] = [answer, c.plan, c.select, c.rewrite, c.preview]
+    g.columns([[readme, c.image, c.request], [c.store, controller, prompt, steps], *chain, [c.save, models]],
+              gap_x=CHAT_GAP)
     return g
 
 
@@ -585,6 +622,8 @@ def _benchmark(name: str, editor_name: str, specs: dict, *, respec: bool, native
         # The next slot starts from this slot's result. Its current image is this slot's
         # edit: a slot only runs when every earlier slot ran (turns are consecutive).
         history, current = switch["history"], append["current_image"]
+        if t == 1:
+            first_slot = chain
     _scenario_end(g, loader, history, "respec" if respec else "baseline", row_editor, 500 + 420 * TURN_SLOTS)
     edit_text = f"{label} edit" if not native else f"native {label} sampling (reference latents)"
     chain_text = ("Preservation Target VLM (ReSpec) -> Reference Selector + Instruction Rewriter -> " + edit_text
@@ -593,11 +632,12 @@ def _benchmark(name: str, editor_name: str, specs: dict, *, respec: bool, native
                 "match: both on = `respec`, PTI only = `pti`, HRS only (+ skip on) = `hrs`. The `baseline` "
                 "row comes from the baseline workflow.\n\n" if respec else
                 "**Baseline (table 1).** No controller: this is the `baseline` config of the tables.\n\n")
-    g.note(BENCH_NOTE.format(slots=TURN_SLOTS, chain=chain_text, switches=switches))
+    readme = g.note(BENCH_NOTE.format(slots=TURN_SLOTS, chain=chain_text, switches=switches))
+    g.main(readme, *left, *first_slot)   # the saved view: the read-me, the scenario and the first turn
     if native:
         g.note(NATIVE_NOTE[editor_name] + f" Rows are labelled editor `{row_editor}`.", title="Models")
     else:
-        g.note(DIFFUSERS_NOTE.format(native=name.replace("benchmark_", "benchmark_native_")), title="Route")
+        g.note(DIFFUSERS_NOTE.format(native=title_of(name.replace("benchmark_", "benchmark_native_"))), title="Route")
     return g
 
 
