@@ -395,18 +395,53 @@ def test_the_conversational_template_is_native_and_the_diffusers_graphs_say_they
         assert "Paper-exact diffusers route" in notes, name
 
 
+def _thumbnails_module():
+    spec = importlib.util.spec_from_file_location("render_thumbnails_under_test",
+                                                  ROOT / "scripts" / "workflows" / "render_thumbnails.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_every_ui_workflow_has_its_template_browser_thumbnail():
-    """ComfyUI's template browser shows workflows/<name>.jpg beside workflows/<name>.json
-    (rendered by scripts/comfyui/render_thumbnails.py from the real frontend)."""
+    """ComfyUI's template browser shows workflows/<title>.jpg beside workflows/<title>.json, in a
+    square box (scripts/workflows/render_thumbnails.py draws what the graph does)."""
     from PIL import Image
     ui = sorted((ROOT / "workflows").glob("*.json"))
     assert ui
     for wf in ui:
         thumb = wf.with_suffix(".jpg")
-        assert thumb.is_file(), f"{thumb.name} is missing: run scripts/comfyui/render_thumbnails.py"
+        assert thumb.is_file(), f"{thumb.name} is missing: run scripts/workflows/render_thumbnails.py"
         with Image.open(thumb) as im:
-            assert im.format == "JPEG" and im.width == 640 and im.height >= 200, thumb.name
+            assert im.format == "JPEG" and im.size == (512, 512), thumb.name
     assert not {p.stem for p in (ROOT / "workflows").glob("*.jpg")} - {p.stem for p in ui}
+
+
+def test_every_graph_has_a_thumbnail_kind_and_a_new_key_gets_one_or_a_clear_error():
+    thumbs = _thumbnails_module()
+    kinds = {key: thumbs.kind_of(key) for key in INDEX}
+    assert kinds["conversational_provenance_flux2"] == "reveal" and kinds["conversational_flux2"] == "chat"
+    assert kinds["benchmark_native_baseline_omnigen2"] == "baseline" and kinds["benchmark_flux2"] == "eval"
+    assert thumbs.kind_of("conversational_qwen_image_edit_2511") == "chat"   # a new graph of a known kind
+    with pytest.raises(KeyError, match="add a rule to KIND_RULES"):
+        thumbs.kind_of("inpainting_flux2")
+
+
+@pytest.mark.slow
+def test_the_thumbnails_are_what_the_renderer_draws_now(tmp_path):
+    """Re-running the renderer gives the committed thumbnails (the sim world is seeded), and a
+    baseline's third tile is not ReSpec's."""
+    import numpy as np
+    from PIL import Image
+    thumbs = _thumbnails_module()
+    keys = ["conversational_flux2", "benchmark_native_baseline_flux2"]
+    assert thumbs.main(["--only", *keys, "--out", str(tmp_path)]) == 0
+    new = {k: np.asarray(Image.open(tmp_path / f"{INDEX[k]['title']}.jpg"), np.float32) for k in keys}
+    for k in keys:
+        shipped = np.asarray(Image.open(WORKFLOWS / f"{INDEX[k]['title']}.jpg"), np.float32)
+        assert np.abs(new[k] - shipped).mean() < 1.0, k
+    third = slice(260, 512), slice(0, 250)
+    assert np.abs(new[keys[0]][third] - new[keys[1]][third]).mean() > 10
 
 
 def test_klein_4b_graphs_use_the_4b_template_files_and_settings():
