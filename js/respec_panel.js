@@ -240,7 +240,7 @@ async function sendTurn(request, { newSeed = false } = {}) {
   try {
     await app.queuePrompt(0, 1);
     const { id, done } = await findPromptId(target, request);
-    if (!id) throw new Error("ComfyUI refused the prompt: a node's input is not valid (often a model file that is not installed). ComfyUI's error dialog names the node.");
+    if (!id) throw new Error(C.refusalMessage(graphNow().nodes));
     dispatchComposer({ type: "queued", promptId: id });
     if (done) {
       // It finished before its events could be matched (e.g. everything cached).
@@ -768,8 +768,22 @@ function buildPending(p, height) {
 
 // --------------------------------------------------------------------------- registration
 
+/** The template browser lists this pack's workflows in A-Z order (conversations first): the one
+ * change to a frontend call, and only to this pack's own entry of its answer. */
+function sortOwnTemplates() {
+  const folder = V.packFolder(import.meta.url);
+  const original = typeof api.getWorkflowTemplates === "function" ? api.getWorkflowTemplates.bind(api) : null;
+  if (!folder || !original || original.respecSorted) return;
+  const sorted = async () => V.sortPackTemplates(await original(), folder);
+  sorted.respecSorted = true;
+  api.getWorkflowTemplates = sorted;
+}
+
 app.registerExtension({
   name: "respechistorygroundedconversationalediting.panel", // inside the pack's namespace (its DisplayName)
+  init() {
+    sortOwnTemplates();
+  },
   setup() {
     listen();
     const manager = app.extensionManager;

@@ -125,6 +125,34 @@ export function graphEdits(nodes, target, request, sessionId, newSeed = null) {
   return edits;
 }
 
+/**
+ * Why ComfyUI would refuse the open graph, as far as the frontend can tell: the active nodes' list
+ * widgets (a loader's model file, Load Image's picture) whose value is not one of the choices the
+ * server sent, e.g. a model file that is not installed. [{nodeId, title, widget, value}]
+ */
+export function unavailableChoices(nodes) {
+  const out = [];
+  for (const n of (Array.isArray(nodes) ? nodes : []).filter(active)) {
+    for (const w of Array.isArray(n.widgets) ? n.widgets : []) {
+      const values = w?.options?.values;
+      if (w?.type !== "combo" || !Array.isArray(values) || typeof w.value !== "string" || values.includes(w.value)) continue;
+      out.push({ nodeId: n.id, title: n.title ?? nodeType(n), widget: w.name, value: w.value });
+    }
+  }
+  return out;
+}
+
+/** The error of a prompt ComfyUI refused to queue: its first line names what the frontend can see
+ * is wrong (unavailableChoices), else says where ComfyUI shows the reason. */
+export function refusalMessage(nodes) {
+  const bad = unavailableChoices(nodes);
+  const first = bad.length
+    ? `${bad[0].title}: ${bad[0].widget} "${bad[0].value}" is not installed (not among the files ComfyUI lists)`
+    : "ComfyUI refused the prompt: a node's input is not valid; ComfyUI's error panel names the node";
+  const more = bad.slice(1).map((b) => `${b.title}: ${b.widget} "${b.value}" is not installed`);
+  return [first, ...more, "Nothing was queued and no turn was added."].join("\n");
+}
+
 /** A seed different from `previous` in 0..2^32-1 (`random` in [0, 1)). */
 export function nextSeed(previous, random = Math.random()) {
   const seed = Math.floor(random * 4294967295);

@@ -4,7 +4,8 @@ import assert from "node:assert/strict";
 
 import {
   branchPath, cardAction, cardActions, findQueuedPrompt, findRequestTarget, graphEdits, initialComposer, isBusy,
-  firstLine, keyAction, nextSeed, pendingCard, pickerRows, reduceComposer, requestProblem, utf8Length,
+  firstLine, keyAction, nextSeed, pendingCard, pickerRows, reduceComposer, refusalMessage, requestProblem,
+  unavailableChoices, utf8Length,
 } from "../lib/respec_composer.js";
 
 const W = (name, value) => ({ name, value });
@@ -223,4 +224,21 @@ test("a queued first turn says starting…; a later one that it waits for the se
   assert.equal(pendingCard(reduceComposer(sent({ turn: 1 }), { type: "queued", promptId: "p" })).status, "starting…");
   assert.equal(pendingCard(reduceComposer(sent({ turn: 3 }), { type: "queued", promptId: "p" })).status,
     "queued: waiting for the server");
+});
+
+test("a refused prompt names the model file that is not installed in the error's first line", () => {
+  const combo = (name, value, values) => ({ name, value, type: "combo", options: { values } });
+  const nodes = [
+    { id: 6, type: "ReSpecFlux2Loader", title: "Flux.2 [klein] Loader (ReSpec)", mode: 0,
+      widgets: [combo("model", "no-such-model", ["tiny-klein"]), W("dtype", "fp32")] },
+    { id: 1, type: "LoadImage", mode: 0, widgets: [combo("image", "example.png", ["example.png"])] },
+    { id: 9, type: "UNETLoader", mode: 4, widgets: [combo("unet_name", "gone.safetensors", [])] },   // bypassed
+  ];
+  assert.deepEqual(unavailableChoices(nodes), [{ nodeId: 6, title: "Flux.2 [klein] Loader (ReSpec)", widget: "model",
+    value: "no-such-model" }]);
+  const message = refusalMessage(nodes);
+  assert.equal(firstLine(message),
+    'Flux.2 [klein] Loader (ReSpec): model "no-such-model" is not installed (not among the files ComfyUI lists)');
+  assert.match(message, /no turn was added/);
+  assert.match(firstLine(refusalMessage([])), /ComfyUI refused the prompt/);
 });

@@ -108,8 +108,9 @@ def tile(image: Image.Image, box, side: int, label: str, outline=None, region=No
         r = [round((region[0] - box[0]) * scale), round((region[1] - box[1]) * scale),
              round((region[2] - box[0]) * scale), round((region[3] - box[1]) * scale)]
         d.rectangle(r, outline=outline, width=5)
-    d.rectangle([0, 0, side, 40], fill=(0, 0, 0, 170))
-    d.text((10, 7), label, font=font(24), fill="white")
+    # the label at the bottom: the browser puts its own badge ("Node graph") on the top-left corner
+    d.rectangle([0, side - 40, side, side], fill=(0, 0, 0, 170))
+    d.text((10, side - 33), label, font=font(24), fill="white")
     return crop
 
 
