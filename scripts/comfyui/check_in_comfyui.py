@@ -48,6 +48,7 @@ import time
 from pathlib import Path
 
 import check_composer
+import check_first_hour
 import check_native
 from comfyui_harness import (HarnessError, Page, build_tiny_models, checker, free_port, http_json, log,
                              require_check_packages, start_chromium, start_comfyui, stop, upload_picture)
@@ -910,6 +911,7 @@ def run(args) -> int:
         if args.frontend:
             failures += check_frontend(url, args.chromium, usable_ui,
                                        Path(args.screenshots) if args.screenshots else None)
+            failures += check_first_hour.check_first_hour(url, args.chromium, usable_ui, args.screenshots)
             failures += check_composer.check_composer(url, args.chromium, python, base, tiny, args.screenshots)
         if tiny is not None:
             failures += execute_all(args, url, proc.pid, tiny, info)
