@@ -231,7 +231,8 @@ async function sendTurn(request, { newSeed = false } = {}) {
   }
   const sid = V.activeSessionId(state) ?? V.sessionIdsFromNodes(nodes)[0] ?? null;
   const session = state.session && state.session.session_id === sid ? state.session : null;
-  dispatchComposer({ type: "send", request, sessionId: sid, turn: session ? session.turns.length : 1 });
+  dispatchComposer({ type: "send", request, sessionId: sid, turn: session ? session.turns.length : 1,
+    unavailable: C.unavailableChoices(nodes) });
   const seedNow = nodes.flatMap((n) => n.widgets ?? []).find((w) => w.name === "seed" || w.name === "noise_seed")?.value;
   for (const e of C.graphEdits(nodes, target, request, sid, newSeed ? C.nextSeed(seedNow) : null)) {
     setWidget(graph, e.nodeId, e.widget, e.value);

@@ -153,6 +153,16 @@ export function refusalMessage(nodes) {
   return [first, ...more, "Nothing was queued and no turn was added."].join("\n");
 }
 
+/** Why a prompt that ran to its end added no turn: the files the frontend saw missing when it was
+ * sent (unavailableChoices), else the other reasons. */
+export function notAddedMessage(unavailable = []) {
+  const lines = (Array.isArray(unavailable) ? unavailable : []).map((b) =>
+    `${b.title}: ${b.widget} "${b.value}" is not installed (not among the files ComfyUI lists)`);
+  if (lines.length) return [...lines, "ComfyUI ran only the parts of the graph that do not need it: no turn was added."].join("\n");
+  return "The prompt ended without adding a turn: History Append did not run (nothing new to do: the same request " +
+    "as the last turn, taken from ComfyUI's cache; or its inputs were refused).";
+}
+
 /** A seed different from `previous` in 0..2^32-1 (`random` in [0, 1)). */
 export function nextSeed(previous, random = Math.random()) {
   const seed = Math.floor(random * 4294967295);
@@ -164,7 +174,7 @@ export function nextSeed(previous, random = Math.random()) {
 /** The composer before anything was sent. */
 export function initialComposer() {
   return { phase: "idle", request: "", sessionId: null, turn: null, promptId: null, progress: null,
-    node: null, plan: null, error: null };
+    node: null, plan: null, error: null, unavailable: [] };
 }
 
 const LIVE = new Set(["queueing", "queued", "running"]);
@@ -193,7 +203,8 @@ export function reduceComposer(c, action) {
     case "send":
       if (isBusy(c)) return c;
       return { ...initialComposer(), phase: "queueing", request: action.request, sessionId: action.sessionId ?? null,
-        turn: Number.isInteger(action.turn) ? action.turn : null };
+        turn: Number.isInteger(action.turn) ? action.turn : null,
+        unavailable: Array.isArray(action.unavailable) ? action.unavailable : [] };
     case "queued":
       return c.phase === "queueing" ? { ...c, phase: "queued", promptId: action.promptId ?? null } : c;
     case "refused":
@@ -217,7 +228,11 @@ export function reduceComposer(c, action) {
     case "execution_interrupted":
       return mine(c, d) ? { ...c, phase: "cancelled", error: "Cancelled: the prompt was interrupted; no turn was added." } : c;
     case "execution_success":
-      return mine(c, d) ? { ...c, phase: "done" } : c;
+      // History Append announces the turn (respec.history) before the prompt ends: a prompt that
+      // ends without it added nothing (ComfyUI runs only the outputs whose inputs are valid, and
+      // runs nothing that is cached).
+      if (!mine(c, d) || c.phase === "done") return c;
+      return isBusy(c) ? { ...c, phase: "error", error: notAddedMessage(c.unavailable) } : c;
     case "history":
       // The appended turn arrived (respec.history from History Append): the real card replaces the pending one.
       if (!isBusy(c) || d.session_id !== c.sessionId || !Array.isArray(d.turns) || c.turn === null) return c;

@@ -312,7 +312,7 @@ const JOINS_PREVIOUS = new Set(["provenance_deferred_to_controller"]);
  * an identifier this table lacks is shown with spaces for its underscores. */
 export function fallbackWords(plan) {
   const ids = Array.isArray(plan?.fallbacks) ? plan.fallbacks.filter((f) => typeof f === "string") : [];
-  const k = plan?.meta?.provenance?.turn;
+  const k = plan?.covering_turn ?? plan?.meta?.provenance?.turn;   // a stored summary / a live plan
   const covering = Number.isInteger(k) ? `turn ${k}` : "the turn that covered it";
   const out = [];
   for (const id of ids) {

@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 
 import {
   branchPath, cardAction, cardActions, findQueuedPrompt, findRequestTarget, graphEdits, initialComposer, isBusy,
-  firstLine, keyAction, nextSeed, pendingCard, pickerRows, reduceComposer, refusalMessage, requestProblem,
+  firstLine, keyAction, nextSeed, notAddedMessage, pendingCard, pickerRows, reduceComposer, refusalMessage, requestProblem,
   unavailableChoices, utf8Length,
 } from "../lib/respec_composer.js";
 
@@ -241,4 +241,22 @@ test("a refused prompt names the model file that is not installed in the error's
     'Flux.2 [klein] Loader (ReSpec): model "no-such-model" is not installed (not among the files ComfyUI lists)');
   assert.match(message, /no turn was added/);
   assert.match(firstLine(refusalMessage([])), /ComfyUI refused the prompt/);
+});
+
+test("a prompt that ends without History Append announcing the turn added nothing, and says why", () => {
+  const missing = [{ nodeId: 6, title: "Flux.2 [klein] Loader (ReSpec)", widget: "model", value: "x" }];
+  let c = reduceComposer(sent({ turn: 1, unavailable: missing }), { type: "queued", promptId: "p1" });
+  c = reduceComposer(c, { type: "execution_success", data: { prompt_id: "p1" } });
+  assert.equal(c.phase, "error");
+  assert.equal(pendingCard(c).error, 'Flux.2 [klein] Loader (ReSpec): model "x" is not installed (not among the files ComfyUI lists)');
+  assert.match(pendingCard(c).errorDetail, /no turn was added/);
+  // everything cached (the same request again): said so
+  c = reduceComposer(reduceComposer(sent(), { type: "queued", promptId: "p2" }), { type: "execution_success", data: { prompt_id: "p2" } });
+  assert.match(c.error, /History Append did not run/);
+  // the normal order: the turn's history event, then the end of the prompt
+  c = reduceComposer(reduceComposer(sent(), { type: "queued", promptId: "p3" }), { type: "history",
+    data: { session_id: "s", action: "append", turns: [{}, {}, {}] } });
+  c = reduceComposer(c, { type: "execution_success", data: { prompt_id: "p3" } });
+  assert.equal(c.phase, "done");
+  assert.equal(notAddedMessage(undefined).startsWith("The prompt ended"), true);
 });

@@ -470,7 +470,9 @@ test("fallbacks are said in words, the identifier kept for a tooltip; the contro
     { id: "provenance_low_confidence, provenance_deferred_to_controller",
       text: "low confidence: the editor re-drew the scene since turn 2 — the controller decides" },
     { id: "restoration_region_empty", text: "the plan named no region to restore" }]);
-  // a stored plan summary carries no provenance record: the words still read
+  assert.equal(fallbackWords({ fallbacks: ["provenance_low_confidence"], covering_turn: 1 })[0].text,
+    "low confidence: the editor re-drew the scene since turn 1");              // a stored plan summary
+  // a plan without the covering turn: the words still read
   assert.equal(fallbackWords({ fallbacks: ["provenance_low_confidence"] })[0].text,
     "low confidence: the editor re-drew the scene since the turn that covered it");
   assert.deepEqual(fallbackWords({ fallbacks: ["some_new_rule"] }), [{ id: "some_new_rule", text: "some new rule" }]);
