@@ -93,8 +93,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="--server: how long a server taken out after failures is re-probed (pauses growing from "
                         "5 s to 5 min) before it is given up (default 1800)")
     b.add_argument("--route", default=None, choices=["native", "diffusers"],
-                   help="with --server: native (default) fills benchmark_native_* (ComfyUI's own loaders, rows "
-                        "labelled <editor>-native); diffusers fills the paper-exact benchmark_* graphs")
+                   help="with --server: native (default) fills the 'ReSpec eval' graphs (ComfyUI's own loaders, rows "
+                        "labelled <editor>-native); diffusers fills the paper-exact 'ReSpec paper' graphs")
     b.add_argument("--size", type=int, default=None,
                    help="longer side of I_0 in pixels, rounded to multiples of 16 (default 1024; 96 with --smoke; "
                         "0 keeps the source size)")

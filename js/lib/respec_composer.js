@@ -48,7 +48,7 @@ export function findRequestTarget(nodes, links) {
   const appends = list.filter((n) => nodeType(n) === APPEND);
   if (!appends.length) {
     return { ok: false, message: "This graph has no History Append (ReSpec) node, so there is no conversation to " +
-      "send a request to. Open a conversational workflow (e.g. conversational_provenance_flux2 from the template " +
+      "send a request to. Open a conversational workflow (a \"ReSpec chat\" one from the template " +
       "browser) and type here again." };
   }
   if (appends.length > 1) {
