@@ -28,13 +28,16 @@ API_FILES = sorted(API_DIR.glob("*.api.json"))
 INDEX = json.loads((API_DIR / "index.json").read_text(encoding="utf-8"))["workflows"]
 
 
+def _script(name: str):
+    """scripts/workflows/<name>.py, imported as a module."""
+    spec = importlib.util.spec_from_file_location(f"{name}_under_test", ROOT / "scripts" / "workflows" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _build_module():
-    """scripts/workflows/build_workflows.py, imported as a module."""
-    spec = importlib.util.spec_from_file_location("build_workflows_under_test",
-                                                  ROOT / "scripts" / "workflows" / "build_workflows.py")
-    build = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(build)
-    return build
+    return _script("build_workflows")
 
 
 def _ids(paths):
@@ -396,11 +399,7 @@ def test_the_conversational_template_is_native_and_the_diffusers_graphs_say_they
 
 
 def _thumbnails_module():
-    spec = importlib.util.spec_from_file_location("render_thumbnails_under_test",
-                                                  ROOT / "scripts" / "workflows" / "render_thumbnails.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _script("render_thumbnails")
 
 
 def test_every_ui_workflow_has_its_template_browser_thumbnail():

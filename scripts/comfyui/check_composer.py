@@ -24,12 +24,10 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
-from comfyui_harness import Page, build_tiny_models, checker, http_json, log, start_chromium, stop, upload_picture
+from comfyui_harness import Page, browser_page, build_tiny_models, checker, http_json, log, upload_picture
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = "window.comfyAPI.app.app"
@@ -199,11 +197,8 @@ def check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict 
     ui = json.loads((ROOT / "workflows" / ui_name).read_text(encoding="utf-8"))
 
     async def run() -> None:
-        profile = Path(tempfile.mkdtemp(prefix="respec-chat-chrome-"))
-        proc, port = start_chromium(chromium, profile)
-        page = None
-        try:
-            page = await Page.open(port, timeout=120, viewport=(1400, 1300))
+        async with browser_page(chromium, check, "composer run", shots, "composer-failure.png",
+                                viewport=(1400, 1300)) as page:
             http_json("POST", f"{url}/api/settings/Comfy.TutorialCompleted", True)
             await page.send("Page.navigate", {"url": url})
             await page.wait_for(f"!!({APP}?.graph && document.querySelector('canvas') && "
@@ -303,16 +298,6 @@ def check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict 
             if shots is not None:
                 shots.mkdir(parents=True, exist_ok=True)
                 await page.screenshot(shots / "composer.png")
-        except Exception as e:  # leave evidence
-            check("composer run", False, f"{type(e).__name__}: {e}")
-            if page is not None and shots is not None:
-                shots.mkdir(parents=True, exist_ok=True)
-                await page.screenshot(shots / "composer-failure.png")
-        finally:
-            if page is not None:
-                await page.close()
-            stop(proc, timeout=10)
-            shutil.rmtree(profile, ignore_errors=True)
 
     asyncio.run(run())
     return problems

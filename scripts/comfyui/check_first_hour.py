@@ -19,12 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
-from comfyui_harness import Page, checker, http_json, log, start_chromium, stop
+from comfyui_harness import Page, browser_page, checker, http_json, log
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = "window.comfyAPI.app.app"
@@ -144,11 +142,8 @@ def check_first_hour(url: str, chromium: str, ui_files: list[Path], shots: str |
         shots_dir.mkdir(parents=True, exist_ok=True)
 
     async def run() -> None:
-        profile = Path(tempfile.mkdtemp(prefix="respec-first-hour-chrome-"))
-        proc, port = start_chromium(chromium, profile)
-        page = None
-        try:
-            page = await Page.open(port, timeout=120, viewport=VIEWPORT, max_size=256 * 2 ** 20)
+        async with browser_page(chromium, check, "first-hour run", shots_dir, "first-hour-failure.png",
+                                viewport=VIEWPORT, max_size=256 * 2 ** 20) as page:
             http_json("POST", f"{url}/api/settings/Comfy.TutorialCompleted", True)
             await page.send("Page.navigate", {"url": url})
             await page.wait_for(f"!!({APP}?.graph && document.querySelector('canvas'))", 180, "the ComfyUI page")
@@ -157,15 +152,6 @@ def check_first_hour(url: str, chromium: str, ui_files: list[Path], shots: str |
             await check_template_browser(page, check, shots_dir)
             await check_opened_from_the_browser(page, check, shots_dir)
             await check_opened_readable(page, check, ui_files)
-        except Exception as e:  # leave evidence
-            check("first-hour run", False, f"{type(e).__name__}: {e}")
-            if page is not None and shots_dir is not None:
-                await page.screenshot(shots_dir / "first-hour-failure.png")
-        finally:
-            if page is not None:
-                await page.close()
-            stop(proc, timeout=10)
-            shutil.rmtree(profile, ignore_errors=True)
     log("first hour: the template browser and freshly opened graphs (1920 x 1080)")
     asyncio.run(run())
     return problems

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -275,6 +278,30 @@ class Page:
     async def close(self):
         self.reader.cancel()
         await self.ws.close()
+
+@contextlib.asynccontextmanager
+async def browser_page(chromium: str, check, label: str, shots: Path | None = None, failure_shot: str = "failure.png",
+                       viewport: tuple[int, int] | None = None, max_size: int = 64 * 2 ** 20):
+    """A page of a fresh headless Chromium for one check: an exception inside the block becomes one
+    FAIL line (`label`) and, with `shots`, a screenshot shots/`failure_shot`; Chromium and its
+    profile go away after."""
+    profile = Path(tempfile.mkdtemp(prefix="respec-chrome-"))
+    proc, port = start_chromium(chromium, profile)
+    page = None
+    try:
+        page = await Page.open(port, timeout=120, viewport=viewport, max_size=max_size)
+        yield page
+    except Exception as e:  # leave evidence
+        check(label, False, f"{type(e).__name__}: {e}")
+        if page is not None and shots is not None:
+            shots.mkdir(parents=True, exist_ok=True)
+            await page.screenshot(shots / failure_shot)
+    finally:
+        if page is not None:
+            await page.close()
+        stop(proc, timeout=10)
+        shutil.rmtree(profile, ignore_errors=True)
+
 
 def build_tiny_models(python: str, base: Path) -> dict:
     """Tiny random-weight Qwen3-VL and FLUX.2 [klein] folders under base/models (with ComfyUI's python)."""
