@@ -525,7 +525,7 @@ def stack(nodes, x: int, y: int = 80, gap: int = 40) -> int:
     """Place nodes top to bottom at column x; returns the y below the last one."""
     for n in nodes:
         n.at = (x, y)
-        y += wg.Graph._size(n)[1] + gap
+        y += n.size()[1] + n.room() + gap
     return y
 
 

@@ -229,12 +229,9 @@ class Node:
         self.graph, self.id, self.class_type, self.spec = graph, node_id, class_type, spec
         self.inputs, self.title, self.control = inputs, title, dict(control or {})
         self.at: tuple[int, int] | None = None
-        self.collapsed = False
 
     def size(self) -> list[int]:
         """[width, height] of the node's body as the frontend draws it (see TITLE_H ...)."""
-        if self.collapsed:
-            return [max(120, _text_width(self.shown_title()) - 60), 0]
         entries = ordered_inputs(self.spec)
         sockets = sum(1 for name, _, e in entries if not is_widget(e))
         widgets = sum(1 + len(extra_widget_values(name, e)) for name, _, e in entries if is_widget(e))
@@ -274,7 +271,7 @@ class Note:
     """A markdown note in the UI file (not a node of the prompt)."""
 
     def __init__(self, title: str, text: str, size: tuple[int, int]):
-        self.title, self.text, self.at, self.collapsed = title, text, None, False
+        self.title, self.text, self.at = title, text, None
         self.id: int | None = None   # given when the UI file is written (after the graph's nodes)
         self._size = [int(size[0]), int(size[1])]
 
@@ -433,10 +430,6 @@ class Graph:
             depth[n.id] = 1 + max((depth[p] for p in parents), default=-1)
         return depth
 
-    @staticmethod
-    def _size(n: Node) -> list[int]:
-        return n.size()
-
     def to_ui(self) -> dict:
         depth = self._depths()
         links: list[list] = []
@@ -479,11 +472,8 @@ class Graph:
                 y = column_y.get(col, 80)
                 column_y[col] = y + size[1] + n.room() + 50
                 pos = [60 + 420 * col, y]
-            if n.collapsed:
-                size = [size[0], 60]   # the size it opens to; collapsed it is its title bar
             node = {"id": n.id, "type": n.class_type, "pos": pos, "size": size,
-                    "flags": {"collapsed": True} if n.collapsed else {}, "order": order[n.id], "mode": 0,
-                    "inputs": slots,
+                    "flags": {}, "order": order[n.id], "mode": 0, "inputs": slots,
                     "outputs": [], "properties": {"Node name for S&R": n.class_type, **n.properties},
                     "widgets_values": widgets_values}
             if n.title:
