@@ -29,6 +29,23 @@ PAPER_DEFAULTS = ("paper defaults: controller Qwen/Qwen3-VL-8B-Instruct; FLUX.2 
                   "(yolov8l-worldv2.pt, conf 0.001, accept 0.2) + SAM vit_h; scores PSNR/LPIPS(AlexNet)/CLIP ViT-B/32")
 
 
+def _config_help() -> str:
+    """--config's help, from the configs themselves (so a new config is listed at once)."""
+    from .bench.configs import CONFIG_GROUPS, CONFIGS
+    groups = "; ".join(f"{g} = {', '.join(v)}" for g, v in CONFIG_GROUPS.items())
+    return (f"one or more of {', '.join(CONFIGS)}; a group ({groups}); or a comma list of both "
+            "(default: all, the paper's four). --list-configs says what each runs")
+
+
+def config_list() -> str:
+    """`bench --list-configs`: every config with its label, then the groups."""
+    from .bench.configs import CONFIG_GROUPS, CONFIGS
+    width = max(map(len, CONFIGS))
+    lines = [f"{name:<{width}}  {c.label}" for name, c in CONFIGS.items()]
+    lines += ["", "groups:"] + [f"{g:<{width}}  {', '.join(v)}" for g, v in CONFIG_GROUPS.items()]
+    return "\n".join(lines)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m respec", description="ReSpec / OCCUR-Bench command line.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -43,10 +60,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="tiny random-weight models on the CPU (checks an install; numbers are meaningless)")
     b.add_argument("--out", default=None,
                    help="output folder (default: <output dir>/bench/<dataset>-<editor>[-smoke]); the same folder resumes")
-    b.add_argument("--config", default="all",
-                   help="baseline | hrs | pti | respec | respec-prov | respec-prov+reveal | respec-hybrid | "
-                        "hrs+reveal | pti+reveal | respec+reveal ..., the groups all (the paper's four), prov, "
-                        "reveal, or a comma list (default: all)")
+    b.add_argument("--config", default="all", help=_config_help())
+    b.add_argument("--list-configs", action="store_true",
+                   help="print every config with what it runs (and the groups), then exit")
     b.add_argument("--selector", default=None, choices=["vlm", "provenance", "hybrid"],
                    help="reference selector for the configs with a controller: vlm (the paper), provenance (the "
                         "history's change masks, model-free rewrite, 0 VLM calls), hybrid (provenance picks, the "
@@ -77,8 +93,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="--server: how long a server taken out after failures is re-probed (pauses growing from "
                         "5 s to 5 min) before it is given up (default 1800)")
     b.add_argument("--route", default=None, choices=["native", "diffusers"],
-                   help="with --server: native (default) fills benchmark_native_* (ComfyUI's own loaders, rows "
-                        "labelled <editor>-native); diffusers fills the paper-exact benchmark_* graphs")
+                   help="with --server: native (default) fills the 'ReSpec eval' graphs (ComfyUI's own loaders, rows "
+                        "labelled <editor>-native); diffusers fills the paper-exact 'ReSpec paper' graphs")
     b.add_argument("--size", type=int, default=None,
                    help="longer side of I_0 in pixels, rounded to multiples of 16 (default 1024; 96 with --smoke; "
                         "0 keeps the source size)")
@@ -416,6 +432,9 @@ def _with_out(settings):
 
 def cmd_bench(a) -> int:
     """`respec bench`: run the OCCUR benchmark (sim, smoke, real weights, ComfyUI servers or Ray) and report."""
+    if a.list_configs:
+        print(config_list())
+        return 0
     from . import comfy
     from .bench.runner import prepare_run, run_benchmark, select_scenarios
     bars = not a.quiet and sys.stderr.isatty() and os.environ.get("RESPEC_PROGRESS") != "0"

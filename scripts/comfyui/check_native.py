@@ -194,7 +194,7 @@ def _native_tiny(prompt: dict, steps: int = 1) -> dict:
     return prompt
 
 
-def execute_native_klein(url: str, pid: int, tiny: dict, helpers: dict, api_dir: Path) -> list[str]:
+def execute_native_klein(url: str, pid: int, tiny: dict, helpers: dict) -> list[str]:
     """conversational_flux2 for two turns (a persistent session, the tiny controller) and
     benchmark_native_flux2 on one 2-turn scenario, on ComfyUI's own klein loaders with the files
     install_klein_files linked, 64-96 px images, 1 step. `helpers`: check_in_comfyui's upload_picture,
@@ -208,7 +208,7 @@ def execute_native_klein(url: str, pid: int, tiny: dict, helpers: dict, api_dir:
     if image_name is None:
         check("upload", False, why)
         return problems
-    wf = _native_tiny(helpers["use_tiny_models"](workflow.load_api_workflow(api_dir / "conversational_flux2.api.json"),
+    wf = _native_tiny(helpers["use_tiny_models"](workflow.load_api_workflow(workflow.shipped_workflow("conversational_flux2")),
                                                  tiny))
     rss0 = rss_mb(pid)
     for label, request in (("turn 1", "add a red box on the left"), ("turn 2", "remove the red box")):
@@ -246,7 +246,7 @@ def execute_native_klein(url: str, pid: int, tiny: dict, helpers: dict, api_dir:
 TEXTGEN_SESSION = "check-textgen"
 
 
-def execute_textgen(url: str, pid: int, tiny: dict, helpers: dict, api_dir: Path) -> list[str]:
+def execute_textgen(url: str, pid: int, tiny: dict, helpers: dict) -> list[str]:
     """conversational_textgen_flux2 for two turns on ComfyUI's own TextGenerate, its controller being
     the random real-size Qwen3-4B of install_klein_files loaded as a plain text model (CLIPLoader type
     stable_diffusion: Qwen3 0.6-8B generate in ComfyUI 0.24; this one reads no images) and 4 new
@@ -261,7 +261,7 @@ def execute_textgen(url: str, pid: int, tiny: dict, helpers: dict, api_dir: Path
     if image_name is None:
         check("upload", False, why)
         return problems
-    wf = _native_tiny(workflow.load_api_workflow(api_dir / "conversational_textgen_flux2.api.json"))
+    wf = _native_tiny(workflow.load_api_workflow(workflow.shipped_workflow("conversational_textgen_flux2")))
     for node in wf.values():
         if node["class_type"] == "CLIPLoader" and node["inputs"]["type"] != "flux2":
             node["inputs"].update(clip_name=KLEIN_NAMES["text_encoders"][1], type="stable_diffusion")
