@@ -254,7 +254,47 @@ def _swirled(img: np.ndarray, amp: float, centre, sigma: float) -> np.ndarray:
                                              mode="nearest") for c in range(img.shape[2])], axis=2)
 
 
-def test_a_local_warp_around_the_region_is_refused_as_a_local_warp():
+def test_a_local_warp_of_up_to_1_5_px_around_the_region_is_aligned_locally_and_pasted():
+    # A swirl of 1.5 px around the region (a face warped by the editor): the frame's alignment cannot
+    # undo it; the local field does, and the paste follows the warp.
+    centre = ((OCC[0] + OCC[2]) / 2, (OCC[1] + OCC[3]) / 2)
+
+    def warped(scene, i2):
+        return drift(_swirled(_reinvent(i2, OCC), 1.5, centre, 35.0), noise=0.004, seed=3)
+    h, i3, scene = _history(warped)
+    res = reveal_for(h, i3, covering_turn=1)
+    assert res.applied, res.reason
+    assert res.checks["local_flow_applied"] and res.checks["local_motion_unaligned_px"] > 0.5
+    assert res.checks["local_motion_px"] < 0.25        # measured again on the locally aligned source
+    assert res.checks["local_flow"]["consistent_share"] >= 0.7
+    # inside R the paste's detail follows the warped scene, not the unwarped one
+    from scipy import ndimage
+    inner = rect_mask(SHAPE, (OCC[0] + 4, OCC[1] + 4, OCC[2] - 4, OCC[3] - 4))
+
+    def detail(x):
+        x = np.asarray(x, float)
+        return (x - ndimage.gaussian_filter(x, (2, 2, 0)))[inner]
+    out = detail(res.image)
+    truth = detail(u8(drift(_swirled(scene, 1.5, centre, 35.0), noise=0.0, seed=3)))
+    unwarped = detail(u8(drift(scene, noise=0.0, seed=3)))
+    assert np.abs(out - truth).mean() < 0.6 * np.abs(out - unwarped).mean()
+
+
+@pytest.mark.parametrize("amp", [2.5])
+def test_a_local_warp_beyond_2_px_is_still_refused(amp):
+    centre = ((OCC[0] + OCC[2]) / 2, (OCC[1] + OCC[3]) / 2)
+
+    def warped(scene, i2):
+        return drift(_swirled(_reinvent(i2, OCC), amp, centre, 35.0), noise=0.004, seed=3)
+    h, i3, _ = _history(warped)
+    res = reveal_for(h, i3, covering_turn=1)
+    assert not res.applied and "no local motion field explains it" in res.reason, res.reason
+    assert np.array_equal(res.image, i3)
+
+
+def test_without_the_local_field_a_local_warp_is_refused_as_before(monkeypatch):
+    import respec.pixels.reveal as rv
+    monkeypatch.setattr(rv, "FLOW_TRIGGER_PX", 1e9)      # the field never measured: the old refusal
     centre = ((OCC[0] + OCC[2]) / 2, (OCC[1] + OCC[3]) / 2)
 
     def warped(scene, i2):
@@ -262,8 +302,6 @@ def test_a_local_warp_around_the_region_is_refused_as_a_local_warp():
     h, i3, _ = _history(warped)
     res = reveal_for(h, i3, covering_turn=1)
     assert not res.applied and "local warp" in res.reason, res.reason
-    assert res.checks["local_motion_px"] > 0.5
-    assert np.array_equal(res.image, i3)
 
 
 def test_where_the_geometry_held_the_motion_around_R_is_a_fraction_of_a_pixel():
