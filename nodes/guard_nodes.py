@@ -54,10 +54,13 @@ class ReSpecDriftGuard:
                                 "Optional: this turn's request (a lighting, style or season request makes the "
                                 "guard step aside)."}),
                 "plan": (PLAN, {"tooltip": "Optional: this turn's plan (its instruction goes through the same rule)."}),
+                "reveal": ("RESPEC_REVEAL", {"tooltip": "Optional: Reveal Composite's record of this turn. Its pasted "
+                           "pixels count as the edit, and inside the paste the output is I_(k-1)'s own pixels "
+                           "(not colour-matched to the editor's drift: around them the guard keeps yours)."}),
             },
         }
 
-    def guard(self, previous, edited, enabled, mask=None, instruction="", plan=None):
+    def guard(self, previous, edited, enabled, mask=None, instruction="", plan=None, reveal=None):
         prev = image_from_comfy(previous, "previous")
         cur = image_from_comfy(edited, "edited")
         if not enabled:
@@ -65,7 +68,10 @@ class ReSpecDriftGuard:
             return (edited, masks_to_comfy([np.ones(cur.shape[:2], np.float32)]),
                     "Drift Guard switched off\n" + json.dumps(entry), guard_value(None, entry))
         user = masks_from_comfy(mask)[0] if mask is not None else None
-        res = guard_images(prev, cur, user_mask=user, request=instruction or "", plan=plan)
+        pasted_by = reveal.get("result") if isinstance(reveal, dict) else None
+        pasted = pasted_by.source_weight if getattr(pasted_by, "applied", False) else None
+        res = guard_images(prev, cur, user_mask=user, request=instruction or "", plan=plan, extra_region=pasted,
+                           exact=reveal.get("exact") if pasted is not None else None)
         image = images_to_comfy([res.image]) if res.applied else edited
         return (image, masks_to_comfy([res.weight]), res.line() + "\n" + json.dumps(res.record), guard_value(res))
 

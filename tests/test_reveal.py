@@ -331,3 +331,31 @@ def test_a_restoration_turn_above_the_working_resolution_is_analysed_small_and_p
     inner = rect_mask(SHAPE, (OCC[0] + 4, OCC[1] + 4, OCC[2] - 4, OCC[3] - 4))
     want = _fitted_source(res, h.image(0).array.astype(np.float64))
     assert np.abs(res.image[inner].astype(int) - want[inner]).max() <= 1
+
+
+def test_a_half_done_removal_is_completed_and_what_the_editor_left_is_recorded():
+    # The editor removed the board but left a strip of it (about 14 %): a request to remove it pastes
+    # the board's whole region from I_0; a request to move it pastes only what was revealed.
+    from respec.pixels.reveal import reveal_turn
+    strip = (OCC[0], OCC[1], OCC[0] + 7, OCC[3])
+
+    def half_done(scene, i2):
+        out = _reinvent(i2, OCC)
+        out[strip[0]:strip[2], strip[1]:strip[3]] = i2[strip[0]:strip[2], strip[1]:strip[3]]
+        return drift(out, gain=(1.03, 0.98, 1.01), bias=(-0.01, 0.01, 0), noise=0.008, seed=3)
+    h, i3, scene = _history(half_done)
+    res, entry = reveal_turn(h, i3, None, "Remove the red board", True)
+    assert res.applied and entry["removal_completed"] and entry["covering_turn"] == 1, res.reason
+    assert abs(res.checks["editor_left_fraction"] - 0.14) < 0.05
+    left = rect_mask(SHAPE, strip) & erode_px(rect_mask(SHAPE, OCC), 3)
+    truth = u8(scene).astype(int)
+    assert np.abs(res.image[left].astype(int) - truth[left]).mean() < 0.2 * np.abs(i3[left].astype(int) - truth[left]).mean()
+    moved_res, moved_entry = reveal_turn(h, i3, None, "Move the red board to the left", True)
+    assert moved_res.applied and not moved_entry["removal_completed"]
+    assert "editor_left_fraction" not in moved_res.checks
+    assert np.array_equal(moved_res.image[left], i3[left])
+
+
+def erode_px(mask, r):
+    from respec.pixels.provenance import erode
+    return erode(mask, r)

@@ -853,9 +853,11 @@ def guard_for_append(guard: Any) -> tuple[dict, dict]:
 
 
 def guard_images(previous: Any, edited: Any, *, user_mask: Any = None, extra_region: Any = None,
-                 request: str = "", plan: Any = None, params: GuardParams = DEFAULT_GUARD) -> GuardResult:
+                 request: str = "", plan: Any = None, params: GuardParams = DEFAULT_GUARD,
+                 exact: Any = None) -> GuardResult:
     """The drift guard on two images (the node; any editor): the shared change record is taken
-    from (or put into) provenance's cache, and the output's derived record is remembered there."""
+    from (or put into) provenance's cache, and the output's derived record is remembered there.
+    exact: Reveal Composite's ExactPatch (respec/pixels/reveal.py) when it pasted this turn."""
     p = StoredImage.of(previous)
     e = StoredImage.of(edited)
     if e.size != p.size:
@@ -863,9 +865,20 @@ def guard_images(previous: Any, edited: Any, *, user_mask: Any = None, extra_reg
     change = guard_change(p, e)
     res = drift_guard(p, e, change, user_mask=user_mask, extra_region=extra_region, request=request, plan=plan,
                       params=params)
+    res = with_exact_paste(res, exact)
     if res.applied:
         remember_guarded(p, StoredImage.of(res.image), res, change)
     return res
+
+
+def with_exact_paste(res: GuardResult, exact: Any) -> GuardResult:
+    """The guard's result with Reveal Composite's paste made of I_{k-1}'s own pixels inside the
+    kept region (`exact`: an ExactPatch, or None: unchanged); the record says so (`exact_inside`)."""
+    if exact is None or not res.applied:
+        return res
+    image = exact.apply(res.image, allowed=res.weight > 0)
+    image.flags.writeable = False
+    return GuardResult(image, res.weight, res.applied, res.reason, {**res.record, "exact_inside": exact.record()})
 
 
 class GuardStep:
@@ -890,6 +903,9 @@ class GuardStep:
         pasted = record.masks.get("reveal_source")
         res = drift_guard(prev, img, change, extra_region=pasted.mask if pasted is not None else None,
                           request=record.request, plan=record.plan, params=self.params)
+        if pasted is not None:      # Reveal's paste inside: I_{k-1}'s own pixels, not the colour-fitted ones
+            from .reveal import exact_patch
+            res = with_exact_paste(res, exact_patch(history, pasted, pasted.info))
         if not res.applied:
             return record.image, dict(res.record)
         out = StoredImage.of(res.image)

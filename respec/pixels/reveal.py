@@ -901,6 +901,69 @@ def reveal_for(history: History, edited: Any, covering_turn: int,
     return res
 
 
+@dataclass(frozen=True, eq=False)
+class ExactPatch:
+    """In a guarded chain, what Reveal Composite's paste is made of once the Drift Guard has put
+    the picture back into I_{t-1}'s frame: I_{k-1}'s own pixels, aligned into that frame (no colour
+    fit, no seam correction: around them the guard keeps I_{t-1}'s pixels, which are I_{k-1}'s where
+    nothing changed since), on `box` (y0, y1, x0, x1) of I_{t-1}'s frame; `weight` 1 on the pasted
+    core (R and its plateau), the paste's seam weight around it (the seam band)."""
+
+    box: tuple[int, int, int, int]
+    pixels: np.ndarray
+    weight: np.ndarray
+    source_id: int
+    alignment: Alignment
+
+    def apply(self, image: np.ndarray, allowed: np.ndarray | None = None) -> np.ndarray:
+        """`image` (uint8 H×W×C in I_{t-1}'s frame: the guard's output) with the patch: exactly its
+        pixels where the weight is 1, blended by the weight on the seam band; only where `allowed`
+        (bool H×W: the pixels the guard kept the edit in; None: everywhere). A new array."""
+        out = np.array(image, copy=True)
+        y0, y1, x0, x1 = self.box
+        w = self.weight if allowed is None else np.where(allowed[y0:y1, x0:x1], self.weight, 0.0)
+        view = out[y0:y1, x0:x1, :3].astype(np.float32)
+        mixed = w[..., None] * self.pixels[..., :3].astype(np.float32) + (1.0 - w[..., None]) * view
+        core = w >= 1.0
+        mixed[core] = self.pixels[..., :3][core]
+        out[y0:y1, x0:x1, :3] = np.clip(np.round(mixed), 0, 255).astype(np.uint8)
+        return out
+
+    def record(self) -> dict:
+        """JSON-able: the source, the box, the core's and the seam band's pixel counts, the alignment."""
+        return {"source_id": self.source_id, "box": [int(v) for v in self.box],
+                "core_px": int((self.weight >= 1.0).sum()), "seam_px": int(((self.weight > 0) & (self.weight < 1)).sum()),
+                "alignment": self.alignment.record()}
+
+
+def exact_patch(history: History, weight: Any, info: dict) -> ExactPatch | None:
+    """The ExactPatch of an applied Reveal Composite of the turn about to be appended to `history`:
+    its `reveal_source` weights (I_t's frame; a TurnMask or float H×W) and record `info` (source_id,
+    turn_alignment). None when it pasted nothing or I_t has another size than the history."""
+    w_t = weight.weights if isinstance(weight, TurnMask) else np.asarray(weight, np.float32)
+    size = history_size(history)
+    if not isinstance(info, dict) or info.get("source_id") is None or (w_t.shape[1], w_t.shape[0]) != tuple(size) \
+            or history.current.image.size != tuple(size) or not (w_t > 0).any():
+        return None
+    source_id = int(info["source_id"])
+    src = history.image(source_id).array
+    if src.ndim != 3 or src.shape[2] < 3:
+        return None
+    back = Alignment.from_record(info.get("turn_alignment")).inverse()
+    core = w_t >= 1.0 - 1e-3
+    if not back.is_identity:    # into I_{t-1}'s frame, where the guard's output is
+        w_t, core = warp(w_t, back), warp(core, back, order=0)
+    w = np.where(core, 1.0, np.clip(w_t, 0.0, 1.0)).astype(np.float32)
+    box = _box(w > 1e-3, 0)
+    y0, y1, x0, x1 = box
+    a = provenance_of(history).alignment(source_id, history.next_turn - 1)
+    if a.is_identity:
+        pixels = src[y0:y1, x0:x1, :3].copy()
+    else:
+        pixels = np.clip(np.round(warp_float(src[:, :, :3], a, box=box, order=3) * 255.0), 0, 255).astype(np.uint8)
+    return ExactPatch(box, pixels, w[y0:y1, x0:x1], source_id, a)
+
+
 def reveal_masks(result: RevealResult) -> dict:
     """{REVEAL_SOURCE: mask} to append with the turn when something was pasted, else {}."""
     tm = result.turn_mask()
