@@ -46,7 +46,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..history import History
-from ..pixels.provenance import held_near, provenance_of
+from ..pixels.provenance import NearEvidence, provenance_of
 from .object_turns import GLOBAL_CHANGE, MIN_CHANGE, covering_addition, object_record, object_turns
 
 __all__ = ["CoveringTurn", "locate_covering_turn", "confidence_record", "MIN_CHANGE", "GLOBAL_CHANGE"]
@@ -102,7 +102,7 @@ def confidence_record(history: History, found: CoveringTurn) -> tuple[float, dic
     """(provenance_confidence, its evidence per turn j = k..t-1: {j: [stable_fraction,
     textured_stable_fraction, held, textured, around]}). Each turn contributes the smallest of its
     whole image's stable fraction, its textured blocks' share and (held + 1) / (textured + 2) of
-    the textured blocks around C_k (`held_near`; `around` counts every block there, flat ones
+    the textured blocks around C_k (`held_near`, through one NearEvidence; `around` counts every block there, flat ones
     included: a few textured blocks are little evidence), halved when it was flagged re-rendered;
     what every turn since k kept is the product."""
     if found.turn is None:
@@ -110,9 +110,10 @@ def confidence_record(history: History, found: CoveringTurn) -> tuple[float, dic
     prov = provenance_of(history)
     conf, rec = 1.0, {}
     k = found.turn
+    evidence = NearEvidence(history, prov, k)      # what C_k's surroundings need, made once for every j
     for j in range(k, history.next_turn):
         sf = min(prov.stable_fraction(j), prov.textured_stable_fraction(j))
-        near = held_near(history, prov, k, j)
+        near = evidence.held(j)
         if near is not None:
             held, n, around = near
             sf = min(sf, (held + 1.0) / (n + 2.0))     # the rule of succession: few blocks, little evidence
