@@ -138,3 +138,17 @@ def test_object_turns_are_kept_by_content_and_extended_by_the_new_turns_only():
     again = object_turns(longer)
     assert again.additions[: len(first.additions)] == first.additions
     assert again.turns == 3 and np.isclose(again.additions[-1].share, longer.turns[3].masks[CHANGE].mask.mean())
+
+
+def test_of_two_objects_of_one_kind_the_one_the_request_names_best_is_undone():
+    h = chain(("Add a large wooden crate in the middle", "add", A, RED), ("Add a small crate on the right", "add", B, BLUE))
+    assert locate_covering_turn(h, "Remove the wooden crate").turn == 1       # not the later small crate
+    assert locate_covering_turn(h, "Remove the small crate").turn == 2
+    h = chain(("Add a red ball on the left", "add", A, RED), ("Add a blue ball on the right", "add", B, BLUE))
+    assert locate_covering_turn(h, "Remove the red ball").turn == 1           # colours tell them apart
+    found = locate_covering_turn(h, "Remove the ball")
+    assert found.turn == 2 and found.ambiguous                                 # naming neither: the latest
+    turns = object_turns(chain(("Add a red ball on the left", "add", A, RED),
+                               ("Add a blue ball on the right", "add", B, BLUE),
+                               ("Remove the red ball", "remove", A, None)))
+    assert [(a.turn, a.consumed_by) for a in turns.additions] == [(1, 3), (2, None)]

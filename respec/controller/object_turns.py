@@ -17,15 +17,16 @@ still in the picture. The history knows which that is, from the requests and the
                   books blue": 'stack' is an adding verb, the turn recolours the books).
     consumed      a later turn removed, moved or replaced it: its request has a revealing verb
                   (remove / move / replace ...; a shrink leaves the object in place) and names the
-                  addition's words; of several live additions with the same words the latest is
-                  consumed. A request that names nothing ("remove it", "clear that area")
+                  addition's words; of several live additions it names, the one it names best
+                  (most shared content words, then colour words: "the wooden crate", not "the
+                  small crate"; "the red ball", not "the blue ball"), the latest on a tie. A request that names nothing ("remove it", "clear that area")
                   consumes the latest live addition its own change overlaps. Each clause of a
                   request ("remove the hat and move the lamp ...") is read on its own.
 
 `object_turns(history)` reads the history once per turn (kept incrementally, by content, like
 respec/pixels/provenance_index.py) and `covering_addition(turns, request, change)` applies the rule
-the provenance selector uses (respec/controller/covering.py): the latest live addition the request
-names; naming nothing, the latest live local addition (that the request's own change overlaps,
+the provenance selector uses (respec/controller/covering.py): the live addition the request names
+best, the latest of those; naming nothing, the latest live local addition (that the request's own change overlaps,
 when it is known: Reveal Composite knows it, the planner does not).
 """
 from __future__ import annotations
@@ -38,7 +39,8 @@ import numpy as np
 from ..history import History
 from ..lru import LRU
 from ..pixels.provenance import Provenance, dilate, provenance_of
-from .restoration import added_object_words, replacement_words, request_words, revealing_action
+from .restoration import (added_object_colours, added_object_words, colour_words, replacement_words,
+                          request_words, revealing_action)
 
 MIN_CHANGE = 1e-3      # a change mask smaller than this share of the image is no evidence
 GLOBAL_CHANGE = 0.5    # ... and one this large is a global edit (style), not an added object
@@ -60,6 +62,13 @@ class Addition:
     how: str = "added"
     consumed_by: int | None = None
     consumed_how: str | None = None
+    colours: frozenset = frozenset()     # the colour words of the object ("a red ball": {"red"})
+
+    def match(self, words: set, colours: set) -> tuple[int, int]:
+        """How well a request's content and colour words name this addition: (shared content words,
+        shared colours); the best match is the one named ("remove the wooden crate" names the
+        wooden crate, not the small crate; "the red ball", not the blue one)."""
+        return len(self.words & words), len(self.colours & colours)
 
     @property
     def live(self) -> bool:
@@ -75,6 +84,7 @@ class Addition:
         """JSON-able: {turn, words, share, how, consumed_by, consumed_how}."""
         d = asdict(self)
         d["words"] = sorted(self.words)
+        d["colours"] = sorted(self.colours)
         d["share"] = round(self.share, 6)
         return d
 
@@ -122,38 +132,44 @@ def _step(adds: list[Addition], history: History, prov: Provenance, t: int) -> l
     clauses = _clauses(text)
     consumed_any = False
     add_words: set = set()
+    add_colours: set = set()
     for clause in clauses:
         action = revealing_action(clause)
         if action is not None and action[0] in CONSUMING:
             kind = action[0]
             named_words = request_words(clause) - (replacement_words(clause) if kind == "replace" else set())
             live = [i for i, a in enumerate(out) if a.live and a.words & named_words]
-            if not live and not (named_words & set().union(*(a.words for a in out))) and local:
+            if live:
+                live = [_best(out, live, named_words, colour_words(clause))]
+            elif not (named_words & set().union(*(a.words for a in out))) and local:
                 # names nothing an earlier turn added: the latest live addition this turn's change overlaps
                 live = [i for i, a in enumerate(out) if a.live and a.local and _overlap(prov, a.turn, t, near) > 0]
                 live = live[-1:]
-            by_words: dict = {}
             for i in live:
-                by_words.setdefault(tuple(sorted(out[i].words & named_words)) or ("",), []).append(i)
-            for idx in by_words.values():
-                i = idx[-1]
                 gone = out[i]
                 how = {"remove": "removed", "move": "moved", "replace": "replaced"}[kind]
                 out[i] = replace(gone, consumed_by=t, consumed_how=how)
                 consumed_any = True
                 if kind == "move":
-                    new.append(Addition(t, gone.words, share, "moved"))
+                    new.append(Addition(t, gone.words, share, "moved", colours=gone.colours))
                 elif kind == "replace" and replacement_words(clause):
-                    new.append(Addition(t, frozenset(replacement_words(clause)), share, "replaced"))
+                    new.append(Addition(t, frozenset(replacement_words(clause)), share, "replaced",
+                                        colours=frozenset(colour_words(clause.split(" with ")[-1]))))
         elif action is None:
             add_words |= added_object_words(clause)
+            add_colours |= added_object_colours(clause)
     if add_words and not consumed_any:
         # A request naming a live object whose change lies inside that object modifies it (a recolour
         # read as "stack ... books"): no new addition.
         holder = [a for a in out if a.live and a.local and a.words & add_words]
         if not (holder and local and _overlap(prov, holder[-1].turn, t, near) >= MODIFY_INSIDE):
-            new.append(Addition(t, frozenset(add_words), share, "added"))
+            new.append(Addition(t, frozenset(add_words), share, "added", colours=frozenset(add_colours)))
     return out + new
+
+
+def _best(adds: list[Addition], idx: list[int], words: set, colours: set) -> int:
+    """Of the additions `idx`, the one the words name best (`Addition.match`); the latest on a tie."""
+    return max(idx, key=lambda i: (adds[i].match(words, colours), adds[i].turn))
 
 
 _CACHE = LRU(4096)   # chain key after turn t -> the additions after turn t
@@ -197,16 +213,20 @@ class Covering:
 
 def covering_addition(turns: ObjectTurns, request: str, prov: Provenance | None = None,
                       change: np.ndarray | None = None) -> Covering:
-    """The addition a restoration request P_t undoes (see the module docstring): the latest live
-    addition it names (of those the change masks confirm); a named addition that is no longer in
-    the picture only when none is; naming nothing, the latest live local addition (that `change`,
+    """The addition a restoration request P_t undoes (see the module docstring): of the live
+    additions it names (and the change masks confirm), the one it names best, the latest of those;
+    a named addition that is no longer in the picture only when none is; naming nothing, the latest live local addition (that `change`,
     the request's own C_t in I_{t-1}'s frame when known, overlaps)."""
     named = turns.named_by(request)
     if named:
         live = [a for a, _ in named if a.live]
         confirmed = [a for a in live if a.local]
         pool = confirmed or live or [a for a, _ in named]
-        k = pool[-1]
+        words, colours = request_words(request), colour_words(request)
+        best = max(a.match(words, colours) for a in pool)
+        k = [a for a in pool if a.match(words, colours) == best][-1]
+        confirmed = [a for a in confirmed if a.match(words, colours) == best]
+        live = [a for a in live if a.match(words, colours) == best]
         words = " ".join(sorted(k.words & request_words(request)))
         gone = [a for a, _ in named if not a.live]
         if confirmed:

@@ -135,9 +135,15 @@ def _added_object_words(instruction: str) -> frozenset[str]:
 
 
 def _read_added_object_words(instruction: str) -> set[str]:
+    return _content(_added_object_phrase(instruction))
+
+
+def _added_object_phrase(instruction: str) -> list[str]:
+    """The words of the object an adding request names (between the adding verb and the first place
+    word; for "cover X with Y" the words after "with"); [] when it adds nothing."""
     words = _words(instruction)
     if _has_phrase(words, "cover") >= 0 and "with" in words:
-        return _content(words[words.index("with") + 1:])
+        return words[words.index("with") + 1:]
     for verb in _ADD:
         start = _has_phrase(words, verb)
         if start >= 0:
@@ -146,8 +152,18 @@ def _read_added_object_words(instruction: str) -> set[str]:
                 if w in _PLACE_WORDS and obj:
                     break
                 obj.append(w)
-            return _content(obj)
-    return set()
+            return obj
+    return []
+
+
+def added_object_colours(instruction: str) -> set[str]:
+    """The colour words of the object an adding request names ("add a red ball near the blue box": {"red"})."""
+    return {w for w in _added_object_phrase(instruction or "") if w in _COLOURS}
+
+
+def colour_words(text: str) -> set[str]:
+    """The colour words of a request (which the words rule leaves out of its content words)."""
+    return {w for w in _words(text or "") if w in _COLOURS}
 
 
 def detect_restoration(history: History, user_instruction: str) -> tuple[bool, str]:
