@@ -152,3 +152,10 @@ def test_of_two_objects_of_one_kind_the_one_the_request_names_best_is_undone():
                                ("Add a blue ball on the right", "add", B, BLUE),
                                ("Remove the red ball", "remove", A, None)))
     assert [(a.turn, a.consumed_by) for a in turns.additions] == [(1, 3), (2, None)]
+
+
+def test_what_replaces_an_object_of_the_photo_is_an_addition_a_later_removal_undoes():
+    h = chain(("Replace the beaver with a fox", "add", A, RED), ("Add a hat on the right", "add", B, BLUE))
+    turns = object_turns(h)
+    assert (turns.additions[0].turn, turns.additions[0].how, turns.additions[0].words) == (1, "replaced", frozenset({"fox"}))
+    assert locate_covering_turn(h, "Remove the fox").turn == 1

@@ -11,7 +11,8 @@ still in the picture. The history knows which that is, from the requests and the
                   change mask C_k changed; it is confirmed (`local`) when that share is between
                   MIN_CHANGE and GLOBAL_CHANGE (a local part of the image).
                   A move adds the moved object again at its new place; a replace adds what
-                  replaces (the words after "with", "for", "into").
+                  replaces (the words after "with", "for", "into"), whether or not a turn
+                  added what it replaced (the beaver of the photo replaced by a fox).
                   Not an addition: a request that names an object still in the picture and changes
                   only (MODIFY_INSIDE of C_k) inside that object's region ("make the stack of
                   books blue": 'stack' is an adding verb, the turn recolours the books).
@@ -152,9 +153,11 @@ def _step(adds: list[Addition], history: History, prov: Provenance, t: int) -> l
                 consumed_any = True
                 if kind == "move":
                     new.append(Addition(t, gone.words, share, "moved", colours=gone.colours))
-                elif kind == "replace" and replacement_words(clause):
-                    new.append(Addition(t, frozenset(replacement_words(clause)), share, "replaced",
-                                        colours=frozenset(colour_words(clause.split(" with ")[-1]))))
+            if kind == "replace" and replacement_words(clause):
+                # what replaces is in the picture from now on, whether or not a turn added the old object
+                new.append(Addition(t, frozenset(replacement_words(clause)), share, "replaced",
+                                    colours=frozenset(colour_words(clause.split(" with ")[-1]))))
+                consumed_any = True
         elif action is None:
             add_words |= added_object_words(clause)
             add_colours |= added_object_colours(clause)
