@@ -34,6 +34,12 @@ an editor re-invents. `reveal_composite` does this in four steps:
    against. Before these tests the source is blurred by the sigma that best explains I_t on the
    ring (an editor that blurs on every call), and the absolute checks follow (`absolute_check`),
    then the block-wise residual motion around R (`local_motion`: a local, non-rigid warp).
+   Local alignment (issue 32): when the blocks around R moved by more than FLOW_TRIGGER_PX after
+   the global alignment, the dense local field (respec/pixels/flow.py) is measured on R's quiet
+   neighbourhood (`align_locally`); consistent and within FLOW_MAX_PX, the source is warped by it
+   (composed with the global alignment) before the ring tests, and every check runs on the
+   locally aligned source (the local-motion limit included); otherwise a motion above
+   MAX_LOCAL_MOTION is refused with the field's reason (a re-render, more than 2 px).
 
 Cost (issue 20): the source is warped only on a box around C_k ∩ C_t and on an even grid of
 samples (with their 3×3 neighbours) for the colour fit and the background's noise; C_t and the
@@ -50,6 +56,16 @@ on the pasted pixels' box. scripts/bench/bench_provenance.py --turn measures it.
 The result records which pixels came from where: `source_weight` (1 = I_{k-1}'s pixel, 0 = the
 editor's; in between, the coarsest band's share at the seam), stored with the turn as the
 `reveal_source` mask.
+
+A removal (issue 32): when the request removes what turn k added (`removes_addition`), R also
+holds the part of C_k no later turn changed (`whole`), so the parts of the object the editor left
+are pasted too (`editor_left_fraction`). A move or a replace pastes only what was revealed.
+
+Inside a guarded chain (issue 32): the Drift Guard puts the picture back into I_{t-1}'s frame and
+keeps I_{t-1}'s own pixels around the edit, so the colour fit and the seam correction towards the
+editor's drifted ring would only tint the paste; `exact_patch` gives the guard I_{k-1}'s own
+pixels aligned into that frame for the pasted core, with the seam band's weights
+(respec/pixels/guard.py `with_exact_paste`).
 
 Where it fails (by construction): when R is wrong (an occluder whose colour matches the
 background leaves C_k incomplete, so part of the revealed area is not pasted; a "replace" whose
