@@ -20,8 +20,9 @@ runs, no controller at all: the provenance planner and selector, Reveal Composit
 Guard after the edit.
 
 Columns, at each reported turn t (one run per size and history mode):
-- pack ms: the turn's wall time minus the editor's and the stub's own time (median of the turns
-  t-2..t+2, so one slow turn does not decide it);
+- pack ms: the turn's time (`--clock cpu`, the default: this process's CPU time, so a loaded
+  machine's other work is left out; `--clock wall`: elapsed) minus the editor's and the stub's own
+  time (median of the turns t-2..t+2, so one slow turn does not decide it);
 - images / est. tokens: what the controller was sent at turn t (images; Qwen3-VL's 32x32-pixel
   visual tokens of each image plus ~4 characters a text token, system prompt included);
 - covering ms: locate_covering_turn(H_{t-1}, P_t), the first call of the turn (median of t-2..t+2);
@@ -52,6 +53,7 @@ from respec.pixels.reveal import RevealStep  # noqa: E402
 from respec.turn import TurnParts, run_turn  # noqa: E402
 
 REPORT_AT = (5, 20, 50, 100)
+CLOCK = time.process_time     # --clock cpu (default): this process's CPU time, the machine's other load left out
 NOUNS = ["vase", "lamp", "chair", "clock", "kite", "ball", "book", "cup", "hat", "bell"]
 
 
@@ -90,7 +92,7 @@ class TrivialEditor:
         self.side, self.boxes, self.seconds, self.last_run = side, {}, 0.0, {}
 
     def edit(self, images, instruction, output_size=None, seed=0, steps=None, guidance=None):
-        start = time.perf_counter()
+        start = CLOCK()
         cur = np.array(images[-1])
         words = instruction.split()
         name = next((w.strip(",.") for w in words if w.strip(",.") in self.boxes or w.startswith(tuple(NOUNS))), None)
@@ -103,7 +105,7 @@ class TrivialEditor:
         elif name in self.boxes:
             y, x, b = self.boxes[name]
             cur[y:y + b, x:x + b] = np.asarray(images[0])[y:y + b, x:x + b]
-        self.seconds += time.perf_counter() - start
+        self.seconds += CLOCK() - start
         return cur
 
 
@@ -118,7 +120,7 @@ class RecordingController:
         self.calls, self.seconds = [], 0.0
 
     def chat(self, parts, system=None, max_new_tokens=None, json_schema=None):
-        start = time.perf_counter()
+        start = CLOCK()
         images = [p for p in parts if not isinstance(p, str)]
         text = "\n".join(p for p in parts if isinstance(p, str))
         tokens = (sum(math.ceil(im.size[0] / 32) * math.ceil(im.size[1] / 32) for im in images)
@@ -133,7 +135,7 @@ class RecordingController:
                       "synthesis_instruction": f"{request}, revealing what was there"}
         else:
             answer = {"reasoning": {"action_type": "Add", "notes": ""}, "synthesis_instruction": request}
-        self.seconds += time.perf_counter() - start
+        self.seconds += CLOCK() - start
         return json.dumps(answer)
 
 
@@ -149,14 +151,14 @@ def run(side: int, turns: int, mode: str, removals: str = "recent", kind: str = 
                           selector=ProvenanceSelector())
     per_turn = {}
     for t, (request, restoration, _) in enumerate(conversation(turns, removals), start=1):
-        start = time.perf_counter()
+        start = CLOCK()
         locate_covering_turn(history, request)
-        covering = time.perf_counter() - start
+        covering = CLOCK() - start
         ed0, st0, calls0 = editor.seconds, stub.seconds, len(stub.calls)
-        start = time.perf_counter()
+        start = CLOCK()
         _, history = run_turn(history, request, parts, is_restoration=restoration, seed=t)
-        wall = time.perf_counter() - start
-        pack = wall - (editor.seconds - ed0) - (stub.seconds - st0)
+        spent = CLOCK() - start
+        pack = spent - (editor.seconds - ed0) - (stub.seconds - st0)
         call = stub.calls[-1] if len(stub.calls) > calls0 else {"images": 0, "tokens": 0}
         per_turn[t] = {"pack_ms": pack * 1000, "covering_ms": covering * 1000, **call}
     return per_turn
@@ -182,10 +184,14 @@ def main(argv=None) -> int:
                     help="every fifth turn removes the object added three turns before, or the oldest one still there")
     ap.add_argument("--parts", choices=["hybrid", "provenance"], default="hybrid",
                     help="hybrid planner + controller stub, or the provenance graph's parts (Reveal + Drift Guard)")
+    ap.add_argument("--clock", choices=["cpu", "wall"], default="cpu",
+                    help="cpu: this process's CPU time (default; run with OMP_NUM_THREADS=1), wall: elapsed time")
     args = ap.parse_args(argv)
+    global CLOCK
+    CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     at = [t for t in REPORT_AT if t <= args.turns]
     modes = args.history if args.parts == "hybrid" else ["-"]
-    print(f"parts: {args.parts}; removals: {args.removals}\n")
+    print(f"parts: {args.parts}; removals: {args.removals}; clock: {args.clock}\n")
     print("| size | history | turn | pack ms | images | est. tokens | covering ms | restore ms |")
     print("|---|---|---|---|---|---|---|---|")
     verdicts = []
