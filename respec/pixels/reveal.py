@@ -930,12 +930,16 @@ class ExactPatch:
     weight: np.ndarray
     source_id: int
     alignment: Alignment
+    shape: tuple[int, int]        # (H, W) of I_{t-1}'s frame it was made for
 
     def apply(self, image: np.ndarray, allowed: np.ndarray | None = None) -> np.ndarray:
         """`image` (uint8 H×W×C in I_{t-1}'s frame: the guard's output) with the patch: exactly its
         pixels where the weight is 1, blended by the weight on the seam band; only where `allowed`
-        (bool H×W: the pixels the guard kept the edit in; None: everywhere). A new array."""
+        (bool H×W: the pixels the guard kept the edit in; None: everywhere). A new array (a copy of
+        `image` when it is not of the frame's size: nothing to line up with)."""
         out = np.array(image, copy=True)
+        if out.shape[:2] != tuple(self.shape):
+            return out
         y0, y1, x0, x1 = self.box
         w = self.weight if allowed is None else np.where(allowed[y0:y1, x0:x1], self.weight, 0.0)
         view = out[y0:y1, x0:x1, :3].astype(np.float32)
@@ -977,7 +981,7 @@ def exact_patch(history: History, weight: Any, info: dict) -> ExactPatch | None:
         pixels = src[y0:y1, x0:x1, :3].copy()
     else:
         pixels = np.clip(np.round(warp_float(src[:, :, :3], a, box=box, order=3) * 255.0), 0, 255).astype(np.uint8)
-    return ExactPatch(box, pixels, w[y0:y1, x0:x1], source_id, a)
+    return ExactPatch(box, pixels, w[y0:y1, x0:x1], source_id, a, (w.shape[0], w.shape[1]))
 
 
 def reveal_masks(result: RevealResult) -> dict:
