@@ -107,8 +107,9 @@ class ObjectTurns:
         return [(a, sorted(a.words & words)) for a in self.additions if a.words & words]
 
 
-def _clauses(text: str) -> list[str]:
-    """A request split into clauses ("remove the hat and move the lamp left" -> two)."""
+def request_clauses(text: str) -> list[str]:
+    """A request split into clauses ("remove the hat and move the lamp left" -> two): each is read
+    on its own (here and by Reveal Composite's removal rule)."""
     return [c for c in _CLAUSES.split(text or "") if c.strip()]
 
 
@@ -130,7 +131,7 @@ def _step(adds: list[Addition], history: History, prov: Provenance, t: int) -> l
     near = max(2, round(NEAR_PX_FRAC * min(prov.changes[0].shape)))
     out = list(adds)
     new: list[Addition] = []
-    clauses = _clauses(text)
+    clauses = request_clauses(text)
     consumed_any = False
     add_words: set = set()
     add_colours: set = set()

@@ -85,7 +85,7 @@ from PIL import Image
 from scipy import ndimage
 
 from ..controller.covering import locate_covering_turn
-from ..controller.object_turns import _clauses, object_turns
+from ..controller.object_turns import object_turns, request_clauses
 from ..controller.restoration import request_words, revealing_action
 from ..errors import InputError
 from ..history import REVEAL_SOURCE, History, StoredImage, TurnMask
@@ -1031,7 +1031,7 @@ def removes_addition(history: History, request: str, k: int) -> bool:
     its object, or names nothing at all): then Reveal pastes the object's whole region. A move or
     a replace puts something in its place or nearby: only what was revealed is pasted."""
     added = next((a for a in object_turns(history).additions if a.turn == k), None)
-    for clause in _clauses(request):
+    for clause in request_clauses(request):
         action = revealing_action(clause)
         if action is None or action[0] != "remove":
             continue
