@@ -8,8 +8,9 @@ revealing edit uncovers (figure 12, steps 1-3). The history's change masks
 replaced it):
 
     the covering turn k  = the latest turn whose addition is still in the picture and
-                           (a) is named by the request (restoration.py's words rule) and confirmed
-                               by turn k's change mask (it changed a local part of the image), or
+                           (a) is named by the request (restoration.py's words rule; of several, the
+                               one it names best: shared words, then colours) and confirmed by turn
+                               k's change mask (it changed a local part of the image), or
                            (b) when the request names nothing, from provenance alone: the latest
                                local addition still in the picture (that the request's own change
                                overlaps, when it is known);
