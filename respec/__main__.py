@@ -77,10 +77,11 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--masks", default=None, choices=["oracle", "detect"],
                    help="A.5 masks from the sim editor's recorded layers (oracle, default with --editor sim) or "
                         "from YOLO-World + SAM on the generated images (detect)")
-    b.add_argument("--sim-defects", default="default", choices=["none", "default", "realistic"],
+    b.add_argument("--sim-defects", default="default", choices=["none", "default", "realistic", "subject-warp"],
                    help="--editor sim: the simulated editor's drift: none (perfect), default (the paper's rows), "
                         "realistic (real editors' per-call zoom, sub-pixel shift, re-render texture, gain, blur, "
-                        "noise; respec/sim/drift.py)")
+                        "noise), subject-warp (the default drift plus a local warp of up to 1.5 px per call around "
+                        "the subject; respec/sim/drift.py)")
     b.add_argument("--limit", type=int, default=None, help="only the first N scenarios")
     b.add_argument("--scenario", action="append", default=None, metavar="ID", help="only this scenario (repeatable)")
     b.add_argument("--server", action="append", default=None, metavar="URL",
@@ -177,6 +178,10 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--out", required=True, help="dataset file to write (JSON)")
     g.add_argument("--seed", type=int, default=0, help="seed (the same seed and photos give the same file)")
     g.add_argument("--name", default=None, help="dataset name (default: the file name)")
+    g.add_argument("--kind", default="occur", choices=["occur", "conversation"],
+                   help="occur: table 3's templates x the revelation types (default); conversation: conversations "
+                        "that repeat themselves (an object added, removed and added again; two objects of one kind, "
+                        "one removed; docs/sim.md)")
     g.add_argument("--controller", default=None, choices=["qwen3-vl", "internvl3", "openai"],
                    help="ask this VLM backend for the intermediate turns (default: word lists only)")
     g.add_argument("--controller-model", default=None, help="HF id, folder in models/LLM, or served model name")
@@ -597,7 +602,8 @@ def _images_root(given: str | None, dataset: Path) -> Path | None:
 def cmd_scenarios(a) -> int:
     """`respec scenarios generate`: write a sim scenario file from photos (figures 9-10)."""
     from .bench.scenario import load_dataset
-    from .sim.generate import cell_table, generate_scenarios, photos_in, shipped_photo_refs, write_dataset
+    from .sim.generate import (cell_table, conversation_scenarios, generate_scenarios, photos_in, shipped_photo_refs,
+                               write_dataset)
     out = Path(a.out).expanduser().resolve()
     if out.is_dir() or (os.path.lexists(out) and not out.is_file()):
         raise InputError(f"--out {a.out} is {'a folder' if out.is_dir() else 'not a regular file'}; give the path "
@@ -611,12 +617,18 @@ def cmd_scenarios(a) -> int:
         from .controller import load_backend
         opts = {"base_url": a.controller_url} if a.controller_url else {}
         backend = load_backend(a.controller, a.controller_model, **opts)
-    data = generate_scenarios(refs, a.count, seed=a.seed, backend=backend, name=a.name or out.stem,
-                              base_dir=out.parent)
+    if a.kind == "conversation":
+        if backend is not None:
+            raise InputError("--kind conversation writes its turns from word lists; leave --controller out")
+        data = conversation_scenarios(refs, a.count, seed=a.seed, name=a.name or out.stem, base_dir=out.parent)
+    else:
+        data = generate_scenarios(refs, a.count, seed=a.seed, backend=backend, name=a.name or out.stem,
+                                  base_dir=out.parent)
     write_dataset(data, out)
     ds = load_dataset(out)
     print(f"{out}: {len(ds)} valid scenarios")
-    print(cell_table(data["scenarios"]))
+    if a.kind == "occur":
+        print(cell_table(data["scenarios"]))
     return 0
 
 

@@ -99,3 +99,20 @@ def test_history_append_refuses_a_reveal_value_from_elsewhere(nodes):
     hist, _ = _two_turns(nodes)
     with pytest.raises(Exception, match="Reveal Composite"):
         Append().append(hist, _t(hist.current.image.array), "x", reveal="not a reveal")
+
+
+def test_the_drift_guard_node_given_reveals_record_keeps_the_sources_own_pixels_inside_the_paste(pack, nodes):
+    _, _, Selector, Reveal = nodes
+    Guard = pack.NODE_CLASS_MAPPINGS["ReSpecDriftGuard"]
+    hist, scene = _two_turns(nodes)
+    request = "Remove the suitcase."
+    plan, _, current, _, _, _ = Selector().select(hist, request, "auto", True)
+    image, reveal, _, _ = Reveal().composite(hist, _reinvent(current), request, True, "auto", plan=plan)
+    inside = torch.from_numpy(rect_mask(SHAPE, (SUITCASE[0] + 3, SUITCASE[1] + 3, SUITCASE[2] - 3, SUITCASE[3] - 3)))
+    i0 = torch.from_numpy(u8(scene))
+    with_reveal = Guard().guard(current, image, True, instruction=request, plan=plan, reveal=reveal)
+    assert "exact_inside" in json.loads(with_reveal[2].split("\n", 1)[1])
+    out = torch.round(with_reveal[0][0] * 255).to(torch.uint8)
+    assert torch.equal(out[inside], i0[inside])                    # I_0's bytes: no tint towards the drift
+    without = torch.round(Guard().guard(current, image, True, instruction=request, plan=plan)[0][0] * 255)
+    assert not torch.equal(without.to(torch.uint8)[inside], i0[inside])

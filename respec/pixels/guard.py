@@ -859,12 +859,13 @@ GUARD_WORK_PIXELS = 4_194_304   # a picture above this (4 MP) is guarded at a wo
 
 def guard_images(previous: Any, edited: Any, *, user_mask: Any = None, extra_region: Any = None,
                  request: str = "", plan: Any = None, params: GuardParams = DEFAULT_GUARD,
-                 work_pixels: int = GUARD_WORK_PIXELS) -> GuardResult:
+                 work_pixels: int = GUARD_WORK_PIXELS, exact: Any = None) -> GuardResult:
     """The drift guard on two images (the node; any editor): the shared change record is taken
     from (or put into) provenance's cache, and the output's derived record is remembered there.
     An edit of another size is resized to I_{t-1}'s for the guard. The result's image and weight
     always have the size of the image it returns: I_{t-1}'s when it applied, the editor's own
-    (not resized) when it stepped aside."""
+    (not resized) when it stepped aside. exact: Reveal Composite's ExactPatch
+    (respec/pixels/reveal.py) when it pasted this turn."""
     check_request(request or "", "the instruction")
     if plan is not None and not isinstance(plan, Plan):
         raise InputError(f"plan must come from a controller node (RESPEC_PLAN), got {type(plan).__name__}")
@@ -874,7 +875,7 @@ def guard_images(previous: Any, edited: Any, *, user_mask: Any = None, extra_reg
     check_image_size(e0.array.shape, "the edited image")
     e = e0 if e0.size == p.size else StoredImage.of(np.asarray(e0.rgb().resize(p.size, Image.BILINEAR)))
     res = guard_pair(p, e, p.size, user_mask=user_mask, extra_region=extra_region, request=request, plan=plan,
-                     params=params, work_pixels=work_pixels)
+                     params=params, work_pixels=work_pixels, exact=exact)
     if not res.applied and e is not e0:
         res = replace(res, image=e0.array, weight=np.ones(e0.array.shape[:2], np.float32))
     return res
@@ -882,7 +883,8 @@ def guard_images(previous: Any, edited: Any, *, user_mask: Any = None, extra_reg
 
 def guard_pair(p: StoredImage, e: StoredImage, size: tuple[int, int], *, user_mask: Any = None,
                extra_region: Any = None, request: str = "", plan: Any = None,
-               params: GuardParams = DEFAULT_GUARD, work_pixels: int = GUARD_WORK_PIXELS) -> GuardResult:
+               params: GuardParams = DEFAULT_GUARD, work_pixels: int = GUARD_WORK_PIXELS,
+               exact: Any = None) -> GuardResult:
     """drift_guard on I_{t-1} -> I_t of one size (the node's and run_turn's path), with the turn's
     change record at `size` (the history's) from provenance's cache; when the guard applied, the
     output's derived record is remembered there (remember_guarded).
@@ -897,6 +899,7 @@ def guard_pair(p: StoredImage, e: StoredImage, size: tuple[int, int], *, user_ma
         change = guard_change(p, e, size)
         res = drift_guard(p, e, change, user_mask=user_mask, extra_region=extra_region, request=request,
                           plan=plan, params=params)
+        res = with_exact_paste(res, exact)
         if res.applied:
             remember_guarded(p, StoredImage.of(res.image), res, change, size)
         return res
@@ -912,9 +915,19 @@ def guard_pair(p: StoredImage, e: StoredImage, size: tuple[int, int], *, user_ma
         return GuardResult(e.array, np.ones(e.array.shape[:2], np.float32), False, res_w.reason, record)
     image, weight = _compose_full(p, e, p_w, e_w, res_w, change_w, params, refine=user_mask is None)
     record["kept_fraction"] = round(float((weight > 0).mean()), 6)
-    res = GuardResult(image, weight, True, res_w.reason, record)
+    res = with_exact_paste(GuardResult(image, weight, True, res_w.reason, record), exact)
     remember_guarded(p, StoredImage.of(image), res, change, size)
     return res
+
+
+def with_exact_paste(res: GuardResult, exact: Any) -> GuardResult:
+    """The guard's result with Reveal Composite's paste made of I_{k-1}'s own pixels inside the
+    kept region (`exact`: an ExactPatch, or None: unchanged); the record says so (`exact_inside`)."""
+    if exact is None or not res.applied:
+        return res
+    image = exact.apply(res.image, allowed=res.weight > 0)
+    image.flags.writeable = False
+    return GuardResult(image, res.weight, res.applied, res.reason, {**res.record, "exact_inside": exact.record()})
 
 
 def _full_size_change(change_w: TurnMask, size: tuple[int, int]) -> TurnMask:
@@ -1012,8 +1025,12 @@ class GuardStep:
             return record.image, {"method": METHOD, "applied": False, "stepped_aside": True,
                                   "reason": "the edit or I_(t-1) has another size than the history: not aligned"}
         pasted = record.masks.get("reveal_source")
+        exact = None
+        if pasted is not None:      # Reveal's paste inside: I_{k-1}'s own pixels, not the colour-fitted ones
+            from .reveal import exact_patch
+            exact = exact_patch(history, pasted, pasted.info)
         res = guard_pair(prev, img, _history_size(history), extra_region=pasted.mask if pasted is not None else None,
-                         request=record.request, plan=record.plan, params=self.params)
+                         request=record.request, plan=record.plan, params=self.params, exact=exact)
         if not res.applied:
             return record.image, dict(res.record)
         record.masks[GUARD_MASK] = res.turn_mask()

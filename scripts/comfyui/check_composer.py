@@ -113,7 +113,7 @@ async def check_failed_turn(page: Page, check, model: str, shots: Path | None) -
     card = await page.js(f"""(() => {{ const c = {PR}.querySelector('[data-pending].failed');
       return {{err: c.querySelector('.err')?.innerText ?? '', tip: c.querySelector('.err')?.title ?? '',
                slot: !!c.querySelector('.respec-slot'), plan: c.querySelectorAll('.s').length,
-               text: c.innerText.replace(/\s+/g, ' ')}}; }})()""")
+               text: c.innerText.replace(/\\s+/g, ' ')}}; }})()""")
     check("a failed turn shows its error's first line, not an empty box",
           missing in card["err"] and not card["slot"] and card["plan"] == 0,
           f"{time.monotonic() - t0:.1f} s; card: {card['text'][:160]!r}; picture box {card['slot']}, "

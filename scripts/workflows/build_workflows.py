@@ -225,9 +225,10 @@ def _session_controller(g: wg.Graph, request_default: str) -> SimpleNamespace:
     return c
 
 
-def _guard(g, previous, image, request):
-    """Drift Guard after the editor (on by default: its `enabled` widget says so)."""
-    return g.node("ReSpecDriftGuard", previous=previous, edited=image, enabled=True, instruction=request[0])
+def _guard(g, previous, image, request, **reveal):
+    """Drift Guard after the editor (on by default: its `enabled` widget says so); `reveal`: Reveal
+    Composite's record, when the graph has one."""
+    return g.node("ReSpecDriftGuard", previous=previous, edited=image, enabled=True, instruction=request[0], **reveal)
 
 
 def _append_and_save(g, c: SimpleNamespace, image, editor_name: str) -> None:
@@ -295,7 +296,7 @@ def conversational_provenance_flux2(specs):
                   seed=42, steps=30, guidance=4.0)
     reveal = g.node("ReSpecRevealComposite", history=store["history"], image=edit["image"], instruction=request[0],
                     plan=select["plan"])
-    guard = _guard(g, select["current_image"], reveal["image"], request)
+    guard = _guard(g, select["current_image"], reveal["image"], request, reveal=reveal["reveal"])
     append = g.node("ReSpecHistoryAppend", history=store["history"], image=guard["image"], instruction=request[0],
                     sent_instruction=select["instruction"], plan=select["plan"],
                     meta=json.dumps({"editor": "flux2-klein", "selector": "provenance"}),
