@@ -54,7 +54,6 @@ change record calls stable is kept only where it found a change.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,6 +62,7 @@ from PIL import Image
 from scipy import ndimage
 from scipy.spatial import ConvexHull, QhullError
 
+from ..controller.request_language import BACKGROUND, GLOBAL, request_scope
 from ..errors import InputError
 from ..history import History, StoredImage, TurnMask
 from ..images import as_array
@@ -109,101 +109,11 @@ class GuardParams:
 DEFAULT_GUARD = GuardParams()
 SEAMS = ("membrane", "multiband", "feather")
 
-# The keyword rule. A global word (lighting, night, winter, style, painting, darker, zoom, ...)
-# makes a request global only where it governs the request: when the request is about the whole
-# picture, not when it describes one object the request adds, removes or changes. Each clause of a
-# request (split at commas, semicolons, "and", "then") is read by its leading verb:
-#   - no verb ("night time", "anime style", "in winter"): a global word governs it;
-#   - make / turn / change / give / convert / render / set / apply / ... : global when its target
-#     is the whole picture (it, the image / picture / photo / scene, everything) and a global word
-#     is in the clause, or a whole-picture quality (the lighting, the style, the tone, a filter, the
-#     background, ...);
-#     with another target ("make the sofa darker") the words describe that target;
-#   - add / put / place / insert / ... : global only when what it adds is an atmosphere
-#     ("add fog", "add a vintage filter") or a new setting for the whole picture ("put her in a
-#     library", "+ under a sunny sky"), not an object ("add a painting of a sunset");
-#   - remove / delete / erase / ...: global only when what it removes is a whole-picture quality
-#     ("remove the sepia tone");
-#   - move / resize / rotate / replace / ...: global only on the whole picture ("rotate the image");
-#   - keep / preserve / leave / ...: never (it says what stays);
-#   - any other verb: a global word governs it (stepping aside is the safe side).
-# A global edit the words miss is still caught by what the change record measures (its coverage,
-# the whole picture's colour map).
-GLOBAL_WORDS = re.compile(
-    r"\b(lighting|relight|night(time)?|daytime|day time|sunset|sunrise|dusk|dawn|golden hour|season|winter|"
-    r"summer|autumn|fall foliage|springtime|snowy|style|styled|painting|painterly|watercolou?r|oil paint|"
-    r"cartoon|anime|sketch|comic|sepia|black and white|monochrome|gr[ae]yscale|vintage|film look|"
-    r"colou?r grad(e|ing)|brighter|darker|brightness|contrast|saturation|warmer|cooler|tone|mood|weather|"
-    r"foggy|rainy|zoom|crop|reframe|outpaint|wider shot|whole (image|picture|scene|photo)|entire "
-    r"(image|picture|scene|photo)|everything)\b", re.IGNORECASE)
-WHOLE_TARGET = re.compile(
-    r"^(it|everything|all|the (whole |entire )?(image|picture|photo|photograph|scene|shot|frame|view)|"
-    r"(this|the) (image|picture|photo|scene)|image|picture|photo|scene)\b")
-WHOLE_QUALITY = re.compile(
-    r"^((the|a|an|its|this|some|more|less) )*((overall|whole|entire|global|general) )?(\w+ )?"
-    r"(lighting|light|illumination|style|look|tone|tones|mood|atmosphere|weather|season|time of day|"
-    r"colou?r grad(e|ing)|colou?r palette|palette|filter|contrast|brightness|saturation|exposure|"
-    r"white balance|colou?r cast|grain|vignette|aesthetic|vibe|background|backdrop|setting|surroundings|"
-    r"environment|location)\b")
-ATMOSPHERE = re.compile(
-    r"^((a|an|some|more|the|heavy|light|soft|thick|dense|warm|cold|cool|dramatic|subtle|vintage|"
-    r"cinematic|moody|golden|evening|morning|night|sepia|film|retro|old|black and white) )*"
-    r"(fog|haze|mist|rain|snow|snowfall|sunset|sunrise|dusk|dawn|night|lighting|light leaks?|glow|"
-    r"filter|film look|film grain|grain|vignette|colou?r grad(e|ing)|tint|atmosphere|weather|look|"
-    r"effect|style|bokeh)\b")
-PLACES = ("background", "backdrop", "setting", "surroundings", "environment", "location")
-PART_OF = re.compile(r"^(in|on|at|near|behind|around|above|below|under|left|right|to the (left|right)) (the|this|that|her|his)\b")
-SETTING = re.compile(      # "put her in a library", "+ under a sunny sky": the subject in a new setting
-    r"^((her|him|everyone|everybody|the (whole )?(scene|image|picture|photo)) )?"
-    r"(in|into|inside|under|at|on|onto) (a|an|the)\b")
-CLAUSE_SPLIT = re.compile(r"\s*(?:[,;:.!?]+|\band then\b|\bthen\b|\band\b|\bbut\b|\bwhile\b)\s*")
-LEAD = re.compile(r"^((please|now|also|just|kindly|can you|could you|would you|i want you to|i'd like you to|"
-                  r"let's|lets) )+")
-VERB_CLASSES = {
-    "set": ("make", "turn", "change", "convert", "transform", "render", "set", "give", "apply", "adjust",
-            "recolou?r", "restyle", "relight", "stylize", "stylise", "colou?rize", "colou?rise", "brighten",
-            "darken", "warm", "cool", "tint", "shift the colou?rs?", "grade", "redo", "redraw", "repaint"),
-    "add": ("add", "put", "place", "insert", "draw", "include", "hang", "paint in", "introduce"),
-    "remove": ("remove", "delete", "erase", "take away", "take out", "get rid of", "clear", "drop"),
-    "move": ("move", "shift", "resize", "enlarge", "shrink", "scale", "rotate", "flip", "swap", "replace",
-             "mirror"),
-    "keep": ("keep", "preserve", "maintain", "leave", "retain", "don't change", "do not change"),
-}
-_VERBS = [(cls, re.compile(r"^(" + "|".join(v) + r")\b")) for cls, v in VERB_CLASSES.items()]
-ALWAYS_GLOBAL_VERBS = re.compile(r"^(relight|restyle|stylize|stylise|colou?rize|colou?rise|grade)\b")
-
-
-def _clause_global(clause: str) -> str:
-    """The global words that govern one clause ('' when none; see the comment above)."""
-    c = LEAD.sub("", clause.strip().lower().replace("’", "'"))
-    words = [m.group(0) for m in GLOBAL_WORDS.finditer(c)]
-    verb = next(((cls, m) for cls, rx in _VERBS if (m := rx.match(c))), None)
-    if verb is None:
-        return words[0] if words else ""
-    cls, m = verb
-    rest = c[m.end():].strip()
-    if cls == "keep":
-        return ""
-    if cls == "set":
-        if ALWAYS_GLOBAL_VERBS.match(c) and (not rest or WHOLE_TARGET.match(rest) or WHOLE_QUALITY.match(rest)):
-            return m.group(0)
-        q = WHOLE_QUALITY.match(rest)
-        if q and not (q.group(0).endswith(PLACES) and PART_OF.match(rest[q.end():].strip())):
-            return words[0] if words else q.group(0)
-        if not rest or WHOLE_TARGET.match(rest) or GLOBAL_WORDS.match(rest) or rest.startswith(("into ", "to ", "as ", "in ", "like ", "look ")):
-            return words[0] if words else ""
-        return ""
-    if cls == "add":
-        a = ATMOSPHERE.match(rest)
-        if a:
-            return a.group(0)
-        return " ".join(rest.split()[:5]) if SETTING.match(rest) else ""
-    if cls == "remove":
-        q = WHOLE_QUALITY.match(rest)
-        return q.group(0) if q else ""
-    if cls == "move":
-        return m.group(0) + " " + WHOLE_TARGET.match(rest).group(0) if WHOLE_TARGET.match(rest) else ""
-    return words[0] if words else ""
+# The keyword rule (respec/controller/request_language.py): a request is global when a global word
+# (lighting, night, style, painting, ...) governs one of its clauses, not when it describes an
+# object the request adds, removes or changes; "keep / preserve / don't change / the same ..."
+# clauses preserve. A global edit the words miss is still caught by what the change record
+# measures (its coverage, the whole picture's colour map).
 
 
 @dataclass(frozen=True, eq=False)
@@ -229,20 +139,6 @@ class GuardResult:
         r = self.record
         return (f"Drift Guard kept the edit in {r['edit_fraction']:.1%} of the picture and the previous image "
                 f"elsewhere ({r['alignment_undone']}; band {r['band_px']} px)")
-
-
-def global_request(*texts: str | None) -> str:
-    """The words by which the keyword rule calls a request global ('' when none): the first
-    clause of any of the texts in which a global word governs (see GLOBAL_WORDS' comment)."""
-    for t in texts:
-        if not t:
-            continue
-        protected = re.sub(r"black and white", "black_and_white", t, flags=re.IGNORECASE)
-        for clause in CLAUSE_SPLIT.split(protected):
-            words = _clause_global(clause.replace("black_and_white", "black and white"))
-            if words:
-                return words
-    return ""
 
 
 def _colour_shift(info: dict) -> float:
@@ -319,13 +215,13 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
             user = None     # an empty mask says nothing: the change mask decides
     # 1. A global edit? (the user's mask says the edit is local: it skips these rules)
     if user is None:
-        words = global_request(request, getattr(plan, "synthesis_instruction", None),
-                               getattr(plan, "user_instruction", None)) if params.keywords else ""
+        read = request_scope(request, getattr(plan, "synthesis_instruction", None),
+                             getattr(plan, "user_instruction", None)) if params.keywords else None
         scope = (getattr(plan, "meta", None) or {}).get("edit_scope") if plan is not None else None
         if scope == "global":
             return aside("the plan says this is a global edit", why="global")
-        if words:
-            return aside(f"a global edit by the keyword rule ({words!r})", why="global")
+        if read is not None and read.kind in (GLOBAL, BACKGROUND):
+            return aside(f"a global edit by the keyword rule ({read.words!r})", why="global")
         shift = _colour_shift(info)
         if shift > params.global_colour:
             return aside(f"a global colour or lighting change: the whole picture's colours moved by "
