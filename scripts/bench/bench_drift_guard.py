@@ -4,6 +4,7 @@ and the cost.
     python scripts/bench/bench_drift_guard.py chain --turns 20 --out runs/drift_chain   # figure + table
     python scripts/bench/bench_drift_guard.py cost --size 1024                           # seconds per turn
     python scripts/bench/bench_drift_guard.py real --pairs ../shared/realdata/pairs --out runs/drift_real
+    python scripts/bench/bench_drift_guard.py editors --pairs ../shared/realdata/pairs --out runs/drift_editors
 
 chain: one sim scene (the sim editor with --sim-defects realistic, a SIMULATION) edited for N turns
 (an object added, then moved a little on every turn), without the guard, with it (the default
@@ -15,6 +16,10 @@ untouched_psnr_vs_turn.png.
 
 real: real pictures (scripts/bench/drift_guard_real.py): controlled chains on the Step1X-Edit photos with
 the drift measured on real editors, the Step1X-Edit pairs, and every call of the MC-Edit sequences.
+
+editors: every step of index_more.json (Qwen-Image-Edit, FLUX.2 [klein], LongCat-Image-Edit) through the
+guard as a user's graph runs it, with per step applied or stepped aside (why), the far pixels changed,
+the edit kept and the seconds (scripts/bench/drift_guard_editors.py).
 
 cost: the guard's own CPU seconds (time.process_time) and wall seconds on 1024² edits (a small and
 a large added box, and a small one among drifted fine detail all over the picture; a realistic zoom /
@@ -182,6 +187,9 @@ def main(argv=None) -> int:
     r.add_argument("--pairs", type=Path, required=True, help="the realdata/pairs folder (read only)")
     r.add_argument("--out", type=Path, default=Path("runs/drift_real"))
     r.add_argument("--quick", action="store_true", help="two photos only")
+    e = sub.add_parser("editors", help="the index_more.json steps: Qwen-Image-Edit, klein, LongCat")
+    e.add_argument("--pairs", type=Path, required=True, help="the realdata/pairs folder (read only)")
+    e.add_argument("--out", type=Path, default=Path("runs/drift_editors"))
     k = sub.add_parser("cost")
     k.add_argument("--size", type=int, default=1024)
     k.add_argument("--repeats", type=int, default=3)
@@ -189,6 +197,9 @@ def main(argv=None) -> int:
     if a.cmd == "real":
         import drift_guard_real
         return drift_guard_real.main(a.pairs, a.out, a.quick)
+    if a.cmd == "editors":
+        import drift_guard_editors
+        return drift_guard_editors.main(a.pairs, a.out)
     if a.cmd == "chain":
         rows = run_chain(a.turns, a.out, a.size)
         print("| turn | without the guard (dB) | with the guard (dB) | untouched px differing from I_0 | "
