@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from respec.controller.request_language import (BACKGROUND, GLOBAL, LOCAL, VERBS, clauses, edit_objects,
-                                                global_request, object_phrase, request_scope, verbs_of)
+                                                global_request, object_phrase, places_changed, request_scope,
+                                                verbs_of)
 
 GLOBAL_REQUESTS = [
     "make it night", "change the lighting to golden hour", "Turn the photo into a watercolor painting.",
@@ -122,3 +123,14 @@ def test_the_one_verb_table_gives_each_rule_its_verbs():
     assert clauses("don't move the box")[0].kind == "keep"              # a negated verb says what stays
     with pytest.raises(ValueError, match="unknown verb class"):
         verbs_of("teleport")
+
+
+@pytest.mark.parametrize("request_, places", [
+    ("change 'flux.cpp' to 'edit.cpp'", 1), ("put on sunglasses", 1),
+    ("a beaver wearing the hat from image 2 and the jacket from image 3", 2),
+    ("Add a large suitcase in the top left corner and a teddy bear at the bottom.", 2),
+    ("Move the suitcase to the right.", 2), ("remove the hat and move the lamp to the left", 3),
+    ("make it night", None), ("change the background to a beach", None),
+    ("Modify the image at the annotated location according to the text instruction", None)])
+def test_the_places_a_local_request_changes(request_, places):
+    assert places_changed(request_) == places

@@ -350,6 +350,21 @@ def edit_objects(request: str | None) -> list[str]:
     return out
 
 
+def places_changed(request: str | None) -> int | None:
+    """How many separate places of the picture a local request changes: one per object it adds,
+    removes, replaces or changes, two per object it moves, resizes or rotates (where it was and
+    where it goes). None when that cannot be read (a global or background request, an object the
+    words do not name): then nothing limits the edit region to what the request names."""
+    if request_scope(request).kind != LOCAL:
+        return None
+    objs = edit_objects(request)
+    if not objs:
+        return None
+    moves = sum(1 for cl in clauses(request) if cl.kind in ACTS_ON_AN_OBJECT and cl.kind != "replace"
+                and not cl.preserves)
+    return len(objs) + moves
+
+
 @lru_cache(maxsize=4096)
 def object_phrase(request: str | None) -> str | None:
     """The object phrase a request asks to change (its first), or None for a global or style
