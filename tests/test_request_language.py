@@ -110,7 +110,7 @@ def test_the_object_phrase_a_request_asks_to_change(request_, objects):
 
 
 @pytest.mark.parametrize("request_", ["make it night", "Turn the photo into a watercolor painting.",
-                                      "keep everything as it is", "place it on the table", ""])
+                                      "keep everything as it is", "place it on the table", "make the room cosy", ""])
 def test_a_global_request_or_one_without_an_object_names_none(request_):
     assert object_phrase(request_) is None and edit_objects(request_) == []
 

@@ -99,8 +99,8 @@ GLOBAL_WORDS = re.compile(
     r"foggy|rainy|zoom|crop|reframe|outpaint|wider shot|whole (image|picture|scene|photo)|entire "
     r"(image|picture|scene|photo)|everything)\b", re.IGNORECASE)
 WHOLE_TARGET = re.compile(
-    r"^(it|everything|all|the (whole |entire )?(image|picture|photo|photograph|scene|shot|frame|view)|"
-    r"(this|the) (image|picture|photo|scene)|image|picture|photo|scene)\b")
+    r"^(it|everything|all|the (whole |entire )?(image|picture|photo|photograph|scene|shot|frame|view|room|"
+    r"landscape|scenery|world)|(this|the) (image|picture|photo|scene|room)|image|picture|photo|scene)\b")
 PLACES = ("background", "backdrop", "setting", "surroundings", "environment", "location")
 WHOLE_QUALITY = re.compile(
     r"^((the|a|an|its|this|some|more|less) )*((overall|whole|entire|global|general) )?(\w+ )?"
