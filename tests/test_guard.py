@@ -13,6 +13,7 @@ from respec.history import CHANGE, History, StoredImage
 from respec.pixels import provenance
 from respec.pixels.alignment import Alignment, warp
 from respec.controller.request_language import global_request
+from respec.pixels.grade import into_grade
 from respec.pixels.guard import GUARD_MASK, GuardParams, GuardStep, guard_images
 from respec.turn import TurnParts, TurnSwitches, run_turn
 
@@ -107,11 +108,37 @@ def test_the_users_mask_wins_over_the_change_mask(scene):
     assert guard_images(prev, edited, user_mask=user, request="make it night").applied
 
 
-def test_a_rerender_it_cannot_separate_keeps_the_editors_image(scene):
+def test_a_rerender_on_a_local_request_keeps_the_request_and_restores_the_rest(scene):
     prev = u8(scene)
-    redrawn = u8(rerender_field(draw_rect(scene, BOX, RED), strength=0.3))
+    redrawn = u8(rerender_field(draw_rect(scene, BOX, RED), strength=0.3))     # texture re-drawn everywhere
     res = guard_images(prev, redrawn, request="add a red box")
+    assert res.applied and res.record["route"] == "coarse"
+    box = rect_mask(SHAPE, BOX)
+    far = ~ndimage.binary_dilation(box, iterations=16)
+    assert psnr(res.image, prev, far) == 99.0 and psnr(redrawn, prev, far) < 30
+    inner = ndimage.binary_erosion(box, iterations=4)
+    assert np.abs(res.image[inner].astype(int) - np.array(RED) * 255).max(axis=1).mean() < 60   # the red box is kept
+    # what the request does not name is not kept apart: a global request over a re-render is the editor's
+    res = guard_images(prev, redrawn, request="give it a painterly look")
     assert not res.applied and np.array_equal(res.image, redrawn)
+
+
+def test_a_rerender_whose_structure_moved_keeps_the_editors_image(scene):
+    rng = np.random.default_rng(4)
+    tex = ndimage.gaussian_filter(rng.random(SHAPE + (3,)), (2, 2, 0))
+    base = np.clip(scene + (tex - tex.mean()) / tex.std() * 0.12, 0, 1)          # a textured scene
+    yy, xx = np.mgrid[0:SHAPE[0], 0:SHAPE[1]].astype(np.float64)
+    bend = [ndimage.gaussian_filter(np.random.default_rng(s).normal(0, 1, SHAPE), 10) for s in (1, 2)]
+
+    def redrawn(amp):           # the editor bends the scene by up to `amp` px and adds the box
+        f = [v / np.abs(v).max() * amp for v in bend]
+        ed = draw_rect(base, BOX, RED)
+        return u8(np.stack([ndimage.map_coordinates(ed[..., c], [yy + f[0], xx + f[1]], order=1, mode="nearest")
+                            for c in range(3)], axis=2))
+
+    assert guard_images(u8(base), redrawn(6), request="add a red box").applied      # the structure followed
+    res = guard_images(u8(base), redrawn(15), request="add a red box")              # a new pose, not drift
+    assert not res.applied and res.record["why"] == "moved" and "structure did not hold" in res.reason
 
 
 def test_an_untrusted_alignment_keeps_the_editors_image(scene):
@@ -241,9 +268,11 @@ def test_the_seam_has_no_colour_step(scene):
     plain = _stepped(edited, type(res)(pasted, res.weight, True, "", res.record))
     assert plain > 4.0                                   # the editor's colours meet the previous image's: a step
     assert _stepped(edited, res) < 0.4 * plain
-    # and the edit deep inside keeps the editor's colours exactly (the correction fades out)
+    # and the edit deep inside keeps the editor's colours exactly (the correction fades out), in the
+    # previous image's grade: this editor warmed the whole picture, which on a local request is drift
     deep = ndimage.binary_erosion(inside, iterations=res.record["margin_px"] + res.record["band_px"] + 1)
-    assert deep.sum() > 100 and np.abs(res.image[deep].astype(int) - np.round(back[deep])).max() <= 1
+    ref = into_grade(back / 255.0, res.record["grade"]) * 255.0
+    assert deep.sum() > 100 and np.abs(res.image[deep].astype(int) - np.round(ref[deep])).max() <= 1
 
 
 def test_a_drifted_emblem_far_from_the_edit_is_not_an_edit(scene):

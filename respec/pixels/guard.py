@@ -60,15 +60,17 @@ from typing import Any
 import numpy as np
 from PIL import Image
 from scipy import ndimage
-from scipy.spatial import ConvexHull, QhullError
 
-from ..controller.request_language import BACKGROUND, GLOBAL, request_scope
+from ..controller.request_language import BACKGROUND, GLOBAL, places_changed, request_scope
 from ..errors import InputError
 from ..history import History, StoredImage, TurnMask
 from ..images import as_array
-from .alignment import Alignment, support, warp, warp_float
+from .alignment import IDENTITY, Alignment, support, warp, warp_float
+from .structure import StructureWarp, plain_warp, structure_warp
 from .blend import levels_for, multiband_blend, push_pull
-from .provenance import (DEFAULT_PARAMS, ChangeParams, Stability, change_between, dilate, erode,
+from .edit_region import coarse_change, coarse_size, convex_hull, hulls, main_change, rerendered_components
+from .grade import GRADE_FROM, colour_shift, grade_record, into_grade, invertible
+from .provenance import (DEFAULT_PARAMS, ChangeParams, Stability, change_between, change_of, dilate, erode,
                          remember_alignment, remember_change, unstable_mask)
 
 METHOD = "drift-guard-v2"
@@ -141,16 +143,8 @@ class GuardResult:
                 f"elsewhere ({r['alignment_undone']}; band {r['band_px']} px)")
 
 
-def _colour_shift(info: dict) -> float:
-    """How far the change record's whole-picture colour map moves a grey level (0..1): the largest
-    |gain · v + bias - v| over channels at v = 0.1, 0.5, 0.9."""
-    g = np.asarray(info.get("gain", (1.0, 1.0, 1.0)), np.float64)
-    b = np.asarray(info.get("bias", (0.0, 0.0, 0.0)), np.float64)
-    return float(max(np.abs((g - 1.0) * v + b).max() for v in (0.1, 0.5, 0.9)))
-
-
 def _untrusted(al: Alignment, shape: tuple[int, int], p: GuardParams) -> str:
-    """Why the alignment is not trusted ('' = trusted)."""
+    """Why the alignment is not trusted ('' = trusted; a re-framing: `_reframed`)."""
     if al.method.startswith("identity (no consistent"):
         return "the editor re-rendered the scene: no consistent motion to undo"
     if al.is_identity:
@@ -159,6 +153,13 @@ def _untrusted(al: Alignment, shape: tuple[int, int], p: GuardParams) -> str:
         return f"the alignment leaves {al.residual_px:.2f} px of residual motion (limit {p.max_residual_px})"
     if al.inliers < p.min_inliers:
         return f"only {al.inliers:.0%} of the picture agrees with the alignment (limit {p.min_inliers:.0%})"
+    return ""
+
+
+def _reframed(al: Alignment, shape: tuple[int, int], p: GuardParams) -> str:
+    """Why the alignment is a re-framing, not an editor's drift ('' = it is not)."""
+    if al.is_identity:
+        return ""
     if abs(al.scale - 1.0) > p.max_scale_dev:
         return f"a zoom of {(al.scale - 1.0):+.1%} is a reframing, not an editor's drift"
     if al.max_motion((shape[1], shape[0])) > p.max_motion_frac * min(shape):
@@ -213,7 +214,11 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
         user = _mask_at(user_mask, shape, "the user's mask")
         if not user.any():
             user = None     # an empty mask says nothing: the change mask decides
-    # 1. A global edit? (the user's mask says the edit is local: it skips these rules)
+    # 1. A global edit? The user's mask says the edit is local, and so do the request's words: then
+    # a whole-picture colour shift is the editor's drift, mapped back into the previous grade.
+    local = user is not None
+    places = None       # how many places the request changes (None: not read)
+    shift = colour_shift(info)
     if user is None:
         read = request_scope(request, getattr(plan, "synthesis_instruction", None),
                              getattr(plan, "user_instruction", None)) if params.keywords else None
@@ -222,37 +227,66 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
             return aside("the plan says this is a global edit", why="global")
         if read is not None and read.kind in (GLOBAL, BACKGROUND):
             return aside(f"a global edit by the keyword rule ({read.words!r})", why="global")
-        shift = _colour_shift(info)
-        if shift > params.global_colour:
+        local = read is not None
+        places = places_changed(request or getattr(plan, "user_instruction", None)
+                                or getattr(plan, "synthesis_instruction", None)) if local else None
+        named = places is not None     # the request names what it changes: the rest of the picture is not asked for
+        if shift > params.global_colour and not (named and invertible(info)):
             return aside(f"a global colour or lighting change: the whole picture's colours moved by "
                          f"{shift * 255:.0f}/255 (limit {params.global_colour * 255:.0f})", why="global",
                          colour_shift=round(shift, 4))
-        if base["change_fraction"] > params.global_share:
+        if base["change_fraction"] > params.global_share and not named:
             return aside(f"a global edit: the change covers {base['change_fraction']:.0%} of the picture "
                          f"(limit {params.global_share:.0%})", why="global")
-    # 2. Can the alignment be undone? (a misplaced paste would damage the edit)
+    graded = local and shift > GRADE_FROM and invertible(info)
+    # 2. Can the alignment be undone? (a misplaced paste would damage the edit) A re-framing cannot.
+    reframed = _reframed(al, shape, params)
+    if reframed:
+        return aside(reframed, why="alignment")
     why = _untrusted(al, shape, params)
-    if why:
-        return aside(why, why="alignment")
-    # ... and is the scene outside the change still the previous one?
-    if user is None and info.get("rerendered"):
-        return aside(f"the editor re-rendered the scene beyond the change (stable fraction "
-                     f"{float(info.get('stable_fraction', 0.0)):.2f}): it cannot be separated from the edit",
-                     why="rerender")
+    rerendered = user is None and bool(info.get("rerendered"))
+    prev3 = prev[:, :, :3] if prev.shape[2] >= 3 else np.repeat(prev[:, :, :1], 3, axis=2)
+    cur3 = cur[:, :, :3] if cur.shape[2] >= 3 else np.repeat(cur[:, :, :1], 3, axis=2)
+    inv = al.inverse()
+    sw = None           # the structure warp, when the turn's alignment alone does not do
+    seed = None
+    if why or rerendered or shift > params.global_colour or base["change_fraction"] > params.global_share:
+        if not local:
+            return aside(why, why="alignment") if why else aside(
+                f"the editor re-rendered the scene beyond the change (stable fraction "
+                f"{float(info.get('stable_fraction', 0.0)):.2f}): it cannot be separated from the edit", why="rerender")
+        # On a local request the scene's structure decides: the editor re-drew texture, zoomed or
+        # shifted a little more than one similarity explains, or moved every colour.
+        why = why or ("the editor re-rendered the scene beyond the change" if rerendered
+                      else "the editor moved the whole picture's colours")
+        sw = read_structure(prev3, cur3, al, user)
+        base["structure"] = sw.record()
+        if sw.held < STRUCTURE_HELD:
+            return aside(f"{why}, and the scene's structure did not hold: after a structure warp only {sw.held:.0%} "
+                         f"of its textured blocks agree (limit {STRUCTURE_HELD:.0%}): a new pose or a re-framing",
+                         why="moved", route_why=why)
+        # the change again, with the edit read through the structure warp, in I_(t-1)'s frame
+        again = change_of(_float(prev3), sw.sample(cur3, (0, shape[0], 0, shape[1])), warped=True)
+        if user is None and (again.stability.rerendered or again.fraction > params.global_share
+                             or shift > params.global_colour):
+            # pixel by pixel the re-render and the edit are one: the change of content decides
+            return coarse_route(prev3, cur3, prev, sw, user, base, params, aside, why, places)
+        info = {**info, **again.info(), "alignment": al.record()}
+        seed = again.mask
+        inv = IDENTITY       # the record and the seed are now in I_(t-1)'s frame
+        base.update(route_why=why, change_fraction=round(again.fraction, 6))
+        graded = local and colour_shift(info) > GRADE_FROM and invertible(info)
 
     # 3. The edit region, in I_{t-1}'s frame. The editor's pixels are warped, and drift is told,
     # only on the tiles near the change (TILE px squares); the region itself on the crop around it.
-    inv = al.inverse()
-    prev3 = prev[:, :, :3] if prev.shape[2] >= 3 else np.repeat(prev[:, :, :1], 3, axis=2)
-    cur3 = cur[:, :, :3] if cur.shape[2] >= 3 else np.repeat(cur[:, :, :1], 3, axis=2)
     if user is not None:
         seed = user
-    else:
+    elif seed is None:
         seed = change.mask if al.is_identity else warp(change.mask, inv, order=0)
     extra = None
     if extra_region is not None and user is None:
         extra = _mask_at(extra_region, shape, "extra_region")
-        extra = extra if al.is_identity else warp(extra, inv, order=0)
+        extra = extra if al.is_identity else warp(extra, al.inverse(), order=0)
     out = prev3.copy()
     weight = np.zeros(shape, np.float32)
     checks: dict = {}
@@ -270,7 +304,7 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
             for y0, y1, x0, x1 in sorted(tiles - done):
                 Y0, Y1 = max(0, y0 - TILE_PAD), min(shape[0], y1 + TILE_PAD)
                 X0, X1 = max(0, x0 - TILE_PAD), min(shape[1], x1 + TILE_PAD)
-                E_t = warp_float(cur3, inv, box=(Y0, Y1, X0, X1))
+                E_t = warp_float(cur3, inv, box=(Y0, Y1, X0, X1)) if sw is None else sw.sample(cur3, (Y0, Y1, X0, X1))
                 inner = (slice(y0 - Y0, y1 - Y0), slice(x0 - X0, x1 - X0))
                 E_all[y0:y1, x0:x1] = E_t[inner]
                 if (y0, y1, x0, x1) in test:
@@ -295,7 +329,7 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
                                        params.coherent_ratio, params.coherent_sigma)
                 ex &= ~ndimage.binary_opening(ex & co, np.ones((params.coherent_open,) * 2, bool))
                 explained_all[y0:y1, x0:x1] = ex[inner]
-        src_all = support(inv, shape)
+        src_all = support(inv, shape) if sw is None else sw.support((0, shape[0], 0, shape[1]))
         if user is not None:
             c_all = seed
         else:
@@ -315,6 +349,11 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
                                             (found & ~seed)[s0], px["margin"] + params.coherent_open)
             if dropped:
                 checks["drift_px_dropped"] = dropped
+            if local and c_all.any():
+                beyond = beyond_request(prev3, cur3, E_all, c_all, info, sw or plain_warp(al, shape), places)
+                if beyond.any():
+                    checks["beyond_request_px_dropped"] = int(beyond.sum())
+                    c_all &= ~beyond
             if extra is not None:
                 c_all = c_all | extra
         sl = _bbox(c_all, reach) if c_all.any() else (slice(0, 1), slice(0, 1))
@@ -345,6 +384,10 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
                              f"would break what it is part of", why="moved", moved_around=round(moved, 4),
                              edit_fraction=round(edit_fraction, 6))
         # 4. Compose: I_{t-1} outside, the editor's (aligned) pixels inside, a seam without a step.
+        if graded:
+            E = into_grade(E, info)
+            checks.update(graded=f"the edit mapped into the previous image's colours (a shift of {shift * 255:.0f}/255)",
+                          grade=grade_record(info))
         if K.any():
             comp, w = compose(P, E, K, src, params.seam, px, checks)
             sel = w > 0
@@ -355,18 +398,159 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
             if kept.any():
                 err = (view[kept].astype(np.float64) - E[kept] * 255.0) ** 2
                 checks["edit_region_psnr"] = round(_psnr(float(err.mean())), 2)
+    region_from = "the user's mask" if user is not None else "change mask" + (
+        " + the turn's pasted pixels" if extra_region is not None else "")
+    return _finish(prev, out, weight, {**base, "route": "pixels", "region_from": region_from,
+                                       "edit_fraction": round(edit_fraction, 6), **checks}, al)
+
+
+def _finish(prev: np.ndarray, out: np.ndarray, weight: np.ndarray, rec: dict, al: Alignment,
+            undone: str | None = None) -> GuardResult:
+    """The applied result: `out` (H×W×3) with I_(t-1)'s alpha or grey layout, and its record."""
     if prev.shape[2] == 4:
         out = np.concatenate([out, prev[:, :, 3:]], axis=2)
     elif prev.shape[2] == 1:
         out = np.round(out.mean(axis=2, keepdims=True)).astype(np.uint8)
     out.flags.writeable = False
-    rec = {**base, "applied": True, "stepped_aside": False, "reason": "kept the edit region, restored the rest",
-           "edit_fraction": round(edit_fraction, 6), "kept_fraction": round(float((weight > 0).mean()), 6),
-           "region_from": "the user's mask" if user is not None else "change mask"
-           + (" + the turn's pasted pixels" if extra_region is not None else ""),
-           "alignment_undone": "no motion" if al.is_identity else
-           f"undid dx={al.dx:+.2f}, dy={al.dy:+.2f} px, scale {al.scale:.4f}", **checks}
+    rec = {**rec, "applied": True, "stepped_aside": False, "reason": "kept the edit region, restored the rest",
+           "kept_fraction": round(float((weight > 0).mean()), 6),
+           "alignment_undone": undone or ("no motion" if al.is_identity else
+                                          f"undid dx={al.dx:+.2f}, dy={al.dy:+.2f} px, scale {al.scale:.4f}")}
     return GuardResult(out, weight, True, rec["reason"], rec)
+
+
+NEAR_FRAC = 0.04          # a change within this share of the shorter side of the request's change is part of it
+STRUCTURE_HELD = 0.7      # a re-rendered scene is guarded when this share of its textured structure held
+
+
+def read_structure(prev3: np.ndarray, cur3: np.ndarray, al: Alignment, user: np.ndarray | None) -> StructureWarp:
+    """The structure warp of the turn (respec/pixels/structure.py), not measured where the content
+    changed (the user's mask, or the coarse change of content under the turn's alignment: a sign's
+    new text would move its blocks' correlation peaks)."""
+    shape = prev3.shape[:2]
+    if user is None:
+        first = coarse_change(prev3, *plain_warp(al, shape).sample_coarse(cur3, coarse_size(shape)[0]))
+        user = dilate(first.at(shape, main_change(first)), round(NEAR_FRAC * min(shape) / 2))
+    return structure_warp(prev3, cur3, al, edit=user)
+
+
+def beyond_request(prev3: np.ndarray, cur3: np.ndarray, E_all: np.ndarray, c_all: np.ndarray, info: dict,
+                   warp_: StructureWarp, places: int | None) -> np.ndarray:
+    """The parts of the edit's change mask `c_all` (I_(t-1)'s frame) that the request did not ask
+    for: components that are re-rendered detail away from the request's change
+    (edit_region.rerendered_components: measured at the coarse scale, the pixel-level residual from
+    E_all, the editor's pixels read on the tiles that hold c_all, after the turn's colour fit), and,
+    when the request names how many `places` it changes, the groups of changes beyond the largest
+    `places` ones (a sign's new text, not the cat's re-drawn ear)."""
+    shape = c_all.shape
+    cc = coarse_change(prev3, *warp_.sample_coarse(cur3, coarse_size(shape)[0]))
+    sl = _bbox(c_all, 1)
+    fine = np.zeros(shape, np.float32)
+    R = E_all[sl] - colour_fitted(_float(prev3[sl]), info)
+    fine[sl] = ndimage.uniform_filter(np.sqrt((R ** 2).mean(axis=2)), 3, mode="nearest")
+    near = round(NEAR_FRAC * min(shape))
+    out = rerendered_components(c_all, fine, cc, main_change(cc), near)
+    if places:
+        out |= c_all & ~largest_groups(c_all & ~out, fine, places, near)
+    return out
+
+
+def largest_groups(m: np.ndarray, weight: np.ndarray, n: int, reach: int, share: float = 0.0) -> np.ndarray:
+    """bool mask: the `n` groups of `m`'s components (those within `reach` px of one another) with
+    the largest mass (`weight` summed over their pixels), each beyond the largest with at least
+    `share` of its mass; all of `m` when it has at most n groups and share is 0."""
+    groups, k = ndimage.label(dilate(m, reach) if reach else m)
+    if k <= n and not share:
+        return m.copy()
+    mass = ndimage.sum(np.where(m, weight, 0.0), groups, np.arange(1, k + 1))
+    order = np.argsort(mass)[::-1][:n]
+    keep = [i + 1 for i in order if mass[i] >= share * mass[order[0]]]
+    return m & np.isin(groups, keep)
+
+
+def coarse_route(prev3: np.ndarray, cur3: np.ndarray, prev: np.ndarray, sw: StructureWarp, user: np.ndarray | None,
+                 base: dict, params: GuardParams, aside: Any, why: str, places: int | None) -> GuardResult:
+    """The guard on a local request whose editor re-rendered the scene so that, pixel by pixel, the
+    re-render and the edit are one (`why`: what the turn's record said). The scene's structure held
+    (sw, the structure warp). The edit region is the change of content at the coarse scale
+    (edit_region.main_change, grown over its surroundings that changed less but still clearly: the
+    subject the hat sits on; the largest `places` ones when the request says how many) or the user's
+    mask; the editor's pixels there are mapped into the previous image's grade; the rest is I_(t-1).
+    Steps aside when no change of content stands out or when the picture around the edit moved."""
+    shape = prev3.shape[:2]
+    px = params.pixels(shape)
+    cshape, _ = coarse_size(shape)
+    cc = coarse_change(prev3, *sw.sample_coarse(cur3, cshape))
+    grade = {"gain": list(cc.fit.gain), "bias": list(cc.fit.bias)}
+    extra = {"route": "coarse", "route_why": why}
+    if user is not None:
+        K_all = user.copy()
+    else:
+        main = main_change(cc)
+        near = max(1, round(NEAR_FRAC * min(cshape)))
+        if places:
+            main = largest_groups(main, np.maximum(cc.residual - cc.level, 0.0), places, near, MAIN_SHARE)
+        if not main.any():
+            return aside(f"{why}, and no change of content stands out of the re-render: the edit cannot be told "
+                         "apart", why="rerender", **extra)
+        main = grown(main, cc)
+        moved = ring_changed(cc, main)
+        if moved > params.max_moved_around:
+            return aside(f"the editor moved the picture around the edit ({moved:.0%} of the pixels around it changed "
+                         f"their content): pasting the edit into the previous image would break what it is part of",
+                         why="moved", moved_around=round(moved, 4), **extra)
+        K_all = dilate(cc.at(shape, hulls(main, near)), round(COARSE_MARGIN * min(shape)))
+    edit_fraction = float(K_all.mean())
+    if user is None and edit_fraction > params.global_share:
+        return aside(f"a global edit: the edit region covers {edit_fraction:.0%} of the picture "
+                     f"(limit {params.global_share:.0%})", why="global", edit_fraction=round(edit_fraction, 6), **extra)
+    checks: dict = {}
+    out = prev3.copy()
+    weight = np.zeros(shape, np.float32)
+    sl = _bbox(K_all, px["margin"] + px["band"] + 2 * RIM_PX + 2)
+    box = (sl[0].start, sl[0].stop, sl[1].start, sl[1].stop)
+    src = sw.support(box)
+    K = K_all[sl] & src
+    E = sw.sample(cur3, box)
+    if colour_shift(grade) > GRADE_FROM and invertible(grade):
+        E = into_grade(E, grade)
+        checks.update(graded=f"the edit mapped into the previous image's colours (a shift of "
+                             f"{colour_shift(grade) * 255:.0f}/255)", grade=grade_record(grade))
+    if K.any():
+        comp, w = compose(_float(prev3[sl]), E, K, src, params.seam, px, checks)
+        view = out[sl]
+        sel = w > 0
+        view[sel] = np.clip(np.round(comp[sel] * 255.0), 0, 255).astype(np.uint8)
+        weight[sl] = w
+    al = sw.alignment
+    undone = (f"undid dx={al.dx:+.2f}, dy={al.dy:+.2f} px, scale {al.scale:.4f} and a structure field of up to "
+              f"{sw.field_px:.1f} px")
+    region_from = "the user's mask" if user is not None else "the change of content (coarse)"
+    return _finish(prev, out, weight, {**base, **extra, "region_from": region_from,
+                                       "edit_fraction": round(edit_fraction, 6), **checks}, al, undone)
+
+
+MAIN_SHARE = 0.35         # in a re-render, a second change of content counts as one of the request's from this share of the first's mass
+COARSE_MARGIN = 0.03      # ... and the edit region reaches this share of the shorter side beyond it (the subject's re-drawn rim)
+GROW_LEVEL = 0.5          # the change of content grows over its surroundings whose residual is above this share of the level
+
+
+def grown(main: np.ndarray, cc) -> np.ndarray:
+    """`main` grown (hysteresis) over the connected coarse pixels whose residual is above GROW_LEVEL
+    of the change level and twice the median: the rest of the subject the edit changed less
+    (the beaver under its new hat, re-drawn in a new pose), not the re-rendered background."""
+    low = (cc.residual > max(GROW_LEVEL * cc.level, 2.0 * float(np.median(cc.residual[cc.valid])))) & cc.valid
+    low = ndimage.binary_opening(low, np.ones((3, 3), bool)) | main
+    labels, _ = ndimage.label(low)
+    ids = np.unique(labels[main])
+    return np.isin(labels, ids[ids > 0])
+
+
+def ring_changed(cc, main: np.ndarray) -> float:
+    """The share of a ring around the main change (coarse: from 2 to 6 coarse px out) whose content
+    changed: high when the editor changed the pose of what the edit is part of."""
+    ring = dilate(main, 6) & ~dilate(main, 2) & cc.valid
+    return float(cc.changed()[ring].mean()) if ring.any() else 0.0
 
 
 TILE = 64           # the editor's pixels are warped and drift is told on the tiles near the change ...
@@ -580,27 +764,6 @@ def drop_drift(c: np.ndarray, explained: np.ndarray, min_px: float,
     return kept, int(c.sum() - kept.sum())
 
 
-def convex_hull(mask: np.ndarray) -> np.ndarray:
-    """bool mask of the pixels whose centres lie within half a pixel of the convex hull of
-    `mask`'s pixels (the mask itself when it has no 2-D hull)."""
-    edge = mask & ~erode(mask, 1)
-    ys, xs = np.nonzero(edge)
-    if len(ys) < 3:
-        return mask
-    try:
-        hull = ConvexHull(np.column_stack([xs, ys]).astype(np.float64))
-    except QhullError:          # all on one line
-        return mask
-    y0, x0 = ys.min(), xs.min()
-    yy, xx = np.mgrid[y0:ys.max() + 1, x0:xs.max() + 1]
-    inside = np.ones(yy.shape, bool)
-    for a, b, off in hull.equations:
-        inside &= a * xx + b * yy + off <= 0.5
-    out = np.zeros_like(mask)
-    out[y0:ys.max() + 1, x0:xs.max() + 1] = inside
-    return out | mask
-
-
 def compose(P: np.ndarray, E: np.ndarray, K: np.ndarray, src: np.ndarray, seam: str, px: dict,
             checks: dict) -> tuple[np.ndarray, np.ndarray]:
     """The editor's pixels E over I_{t-1}'s P on the crop, the edit region K: (image, weight of E).
@@ -711,8 +874,11 @@ def remember_guarded(previous: StoredImage, guarded: StoredImage, res: GuardResu
     and run_turn's append then find it through provenance.remember_change.)"""
     size = tuple(size or previous.size)
     al = Alignment.from_record(change.info.get("alignment"))
-    m = change.mask if al.is_identity else warp(change.mask, al.inverse(), order=0)
-    m = m & (res.weight >= 0.5)
+    if res.record.get("route") == "coarse":     # the change record could not separate the edit: the kept region is it
+        m = res.weight >= 0.5
+    else:
+        m = change.mask if al.is_identity else warp(change.mask, al.inverse(), order=0)
+        m = m & (res.weight >= 0.5)
     ident = Alignment(method="identity (drift guard: in I_(t-1)'s frame)", size=size)
     grid = _stable_grid(change.info)
     info = {k: v for k, v in change.info.items() if k not in ("unstable_grid",)}

@@ -17,8 +17,8 @@ jacket on the beaver; the fox where the beaver was; the necklace and the bag; th
   comparison);
 - edit kept: of the editor's clear change inside the box, the share where the guard's output
   still differs from the input by more than 20/255. The editor's output is put into the input's
-  frame by the index's own measured transform and the input through a colour fit made outside the
-  box; a pixel is a clear change when one image's pixel lies more than 40/255 (largest channel)
+  frame by the turn's alignment refined by the structure warp (`editor_in_input_frame`) and the
+  input through a colour fit made outside the box; a pixel is a clear change when one image's pixel lies more than 40/255 (largest channel)
   outside the range the other takes within 2 px of it (so a 1-2 px misfit of a sharp edge is no
   change, and a thin line removed or added is);
 - guarded well: the guard applied, edit kept >= 90 %, far changed <= 2 %.
@@ -38,8 +38,11 @@ from PIL import Image
 from scipy import ndimage
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from respec.pixels.guard import guard_images  # noqa: E402
+from respec.history import StoredImage  # noqa: E402
+from respec.pixels.alignment import Alignment  # noqa: E402
+from respec.pixels.guard import guard_change, guard_images  # noqa: E402
 from respec.pixels.provenance import fit_colour  # noqa: E402
+from respec.pixels.structure import structure_warp  # noqa: E402
 
 FAR_GROW_PX = 8
 FAR_DELTA = 8.0 / 255.0
@@ -60,7 +63,7 @@ BOXES: dict[str, tuple[float, float, float, float]] = {
     "mflux_person_sunglasses_klein9b": (0.36, 0.27, 0.64, 0.53),  # the glasses
     "mflux_person_glasses_klein9b": (0.36, 0.27, 0.64, 0.53),
     "swift_beaver_hatjacket_klein4b": (0.16, 0.25, 0.66, 0.72),   # the beaver with the hat and the jacket
-    "swift_beaver_hatjacket_klein9b": (0.16, 0.20, 0.56, 0.68),
+    "swift_beaver_hatjacket_klein9b": (0.12, 0.18, 0.58, 0.70),
     "swift_kvchain_t1t2": (0.52, 0.40, 0.90, 0.74),               # the fox where the beaver was
     "swift_kv_fox_photo": (0.58, 0.42, 0.90, 0.66),
     "causal_ex1_qie2511": (0.16, 0.28, 0.64, 0.86),               # the necklace and the bag (with its strap)
@@ -84,9 +87,11 @@ ENGLISH = {   # the index gives these in Chinese (with a translation) or as a vi
 
 
 def request_of(step: dict) -> str:
-    """The request a user would have typed for this step (see the module docstring)."""
+    """The request a user would have typed for this step (see the module docstring): the index's
+    description of what was drawn on a visual-instruction input, in brackets, is not part of it."""
     sid = step["id"]
-    return ENGLISH.get(sid) or UNKNOWN_PROMPT.get(sid) or step["instruction"]
+    text = ENGLISH.get(sid) or UNKNOWN_PROMPT.get(sid) or step["instruction"]
+    return text.split(" (red ")[0].split(" (the input ")[0]
 
 
 def kind_of(sid: str) -> str:
@@ -98,14 +103,17 @@ def load(p: Path) -> np.ndarray:
     return np.asarray(Image.open(p).convert("RGB"))
 
 
-def editor_in_input_frame(a: np.ndarray, b: np.ndarray, step: dict) -> np.ndarray:
-    """The editor's output b sampled on the input a's pixel grid by the index's measured transform
-    (x_b = scale · x_a + d, in b's pixels), float 0..1."""
-    s, dx, dy = float(step.get("scale", 1.0)), float(step.get("dx", 0.0)), float(step.get("dy", 0.0))
-    yy, xx = np.mgrid[0:a.shape[0], 0:a.shape[1]].astype(np.float32)
-    coords = [yy * s + dy, xx * s + dx]
-    bf = b.astype(np.float32) / 255.0
-    return np.stack([ndimage.map_coordinates(bf[..., c], coords, order=1, mode="nearest") for c in range(3)], axis=2)
+def editor_in_input_frame(a: np.ndarray, b: np.ndarray, box: np.ndarray) -> np.ndarray:
+    """The editor's output b (resized to a's size) on the input a's pixel grid, float 0..1: the
+    turn's alignment (the change record's) refined by the structure warp (respec/pixels/structure.py),
+    which does not measure inside the box. The index's own transform (one similarity, by SIFT /
+    ECC) leaves 2-5 px on the Qwen-Image-Edit steps that zoom by a different amount on each axis,
+    which would count every shifted edge as the editor's change."""
+    if b.shape[:2] != a.shape[:2]:
+        b = np.asarray(Image.fromarray(b).resize((a.shape[1], a.shape[0]), Image.BILINEAR))
+    change = guard_change(StoredImage.of(a), StoredImage.of(b))
+    sw = structure_warp(a, b, Alignment.from_record(change.info.get("alignment")), edit=box)
+    return sw.sample(b, (0, a.shape[0], 0, a.shape[1]))
 
 
 def box_mask(shape: tuple[int, int], box: tuple[float, float, float, float]) -> np.ndarray:
@@ -123,12 +131,12 @@ def outside_range(x: np.ndarray, y: np.ndarray, reach: int = 2) -> np.ndarray:
     return np.maximum(lo - x, x - hi).max(axis=2) > CLEAR_DELTA
 
 
-def measure(a: np.ndarray, b: np.ndarray, out: np.ndarray, step: dict, box) -> dict:
+def measure(a: np.ndarray, b: np.ndarray, out: np.ndarray, box) -> dict:
     """far changed (guard, editor), edit kept (see the module docstring)."""
     P = a.astype(np.float32) / 255.0
     G = out[..., :3].astype(np.float32) / 255.0
-    E = editor_in_input_frame(a, b, step)
     inside = box_mask(P.shape[:2], box)
+    E = editor_in_input_frame(a, b, inside)
     far = ~ndimage.binary_dilation(inside, iterations=FAR_GROW_PX)
     far_guard = float((np.abs(G - P).max(axis=2) > FAR_DELTA)[far].mean())
     far_editor = float((np.abs(E - P).max(axis=2) > FAR_DELTA)[far].mean())
@@ -155,7 +163,7 @@ def run(pairs: Path) -> list[dict]:
                "why": res.record.get("why", ""), "reason": res.reason, "guard_cpu_s": round(secs, 3),
                "edit_fraction": res.record.get("edit_fraction")}
         if sid in BOXES:
-            row.update(measure(a, b, np.asarray(res.image), step, BOXES[sid]))
+            row.update(measure(a, b, np.asarray(res.image), BOXES[sid]))
             row["guarded_well"] = bool(res.applied and row["edit_kept"] is not None and row["edit_kept"] >= 0.9
                                        and row["far_changed"] <= 0.02)
         rows.append(row)
