@@ -122,12 +122,15 @@ def main_change(cc: CoarseChange) -> np.ndarray:
 
 def rerendered_components(c: np.ndarray, fine: np.ndarray, cc: CoarseChange, main: np.ndarray,
                           near_px: int) -> np.ndarray:
-    """bool mask (full size, like `c`): the components of the change mask `c` that look like
-    re-rendered detail away from the request's change: farther than `near_px` from the `main`
-    coarse change (the convex hull of each of its groups, at full size), with a median coarse
-    residual below the change level and below REDRAWN_RATIO of their median pixel-level residual
-    `fine` (H×W). A tint keeps its coarse residual (a blur does not remove a colour shift), so it is
-    never one of them; a component that reaches the request's change is part of it."""
+    """bool mask (full size, like `c`): the parts of the change mask `c` that look like re-rendered
+    detail away from the request's change. Near the request's change (within `near_px` of the convex
+    hull of each group of the `main` coarse change, at full size) nothing is dropped, nor anything
+    inside the convex hull of a component's part that is near it (a box moved over its own stripes
+    changes at its edges; the rest of its outline lies between them). Each other connected piece (a
+    whole component away from the change, or the part of one that hangs off it: an arm re-drawn
+    below a new bag) is re-drawn detail when its median coarse residual is below the change level
+    and below REDRAWN_RATIO of its median pixel-level residual `fine` (H×W). A tint keeps its coarse
+    residual (a blur does not remove a colour shift), so it is never one."""
     labels, n = ndimage.label(c)
     out = np.zeros(c.shape, bool)
     if not n:
@@ -137,12 +140,15 @@ def rerendered_components(c: np.ndarray, fine: np.ndarray, cc: CoarseChange, mai
     coarse_full = np.asarray(Image.fromarray(cc.residual).resize((c.shape[1], c.shape[0]), Image.BILINEAR))
     for k, sl in enumerate(ndimage.find_objects(labels), start=1):
         comp = labels[sl] == k
-        if near[sl][comp].any():
-            continue
-        co = float(np.median(coarse_full[sl][comp]))
-        fi = float(np.median(fine[sl][comp]))
-        if co < cc.level and co < REDRAWN_RATIO * fi:
-            out[sl] |= comp
+        core = comp & near[sl]
+        rest = comp & ~convex_hull(core) if core.any() else comp
+        pieces, m = ndimage.label(rest)
+        for j, psl in enumerate(ndimage.find_objects(pieces), start=1):
+            piece = pieces[psl] == j
+            co = float(np.median(coarse_full[sl][psl][piece]))
+            fi = float(np.median(fine[sl][psl][piece]))
+            if co < cc.level and co < REDRAWN_RATIO * fi:
+                out[sl][psl] |= piece
     return out
 
 

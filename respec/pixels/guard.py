@@ -531,7 +531,7 @@ def coarse_route(prev3: np.ndarray, cur3: np.ndarray, prev: np.ndarray, sw: Stru
 
 
 MAIN_SHARE = 0.35         # in a re-render, a second change of content counts as one of the request's from this share of the first's mass
-COARSE_MARGIN = 0.03      # ... and the edit region reaches this share of the shorter side beyond it (the subject's re-drawn rim)
+COARSE_MARGIN = 0.04      # ... and the edit region reaches this share of the shorter side beyond it (the subject's re-drawn rim)
 GROW_LEVEL = 0.5          # the change of content grows over its surroundings whose residual is above this share of the level
 
 
