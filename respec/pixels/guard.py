@@ -68,7 +68,7 @@ from ..images import as_array
 from .alignment import IDENTITY, Alignment, support, warp, warp_float
 from .structure import StructureWarp, plain_warp, structure_warp
 from .blend import levels_for, multiband_blend, push_pull
-from .edit_region import coarse_change, coarse_size, convex_hull, hulls, main_change, rerendered_components
+from .edit_region import CoarseChange, coarse_change, coarse_size, convex_hull, hulls, main_change, rerendered_components
 from .grade import GRADE_FROM, colour_shift, grade_record, into_grade, invertible
 from .provenance import (DEFAULT_PARAMS, ChangeParams, Stability, change_between, change_of, dilate, erode,
                          remember_alignment, remember_change, unstable_mask)
@@ -267,9 +267,11 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
                          why="moved", route_why=why)
         # the change again, with the edit read through the structure warp, in I_(t-1)'s frame
         again = change_of(_float(prev3), sw.sample(cur3, (0, shape[0], 0, shape[1])), warped=True)
-        if user is None and (again.stability.rerendered or again.fraction > params.global_share
+        if user is None and (again.fraction < MIN_CHANGE or again.fraction > params.global_share
                              or shift > params.global_colour):
-            # pixel by pixel the re-render and the edit are one: the change of content decides
+            # pixel by pixel the re-render and the edit are one (the change mask's threshold rose above
+            # the edit, or it covers most of the picture, or the colours moved too far for it): the
+            # change of content decides
             return coarse_route(prev3, cur3, prev, sw, user, base, params, aside, why, places)
         info = {**info, **again.info(), "alignment": al.record()}
         seed = again.mask
@@ -330,6 +332,7 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
                 ex &= ~ndimage.binary_opening(ex & co, np.ones((params.coherent_open,) * 2, bool))
                 explained_all[y0:y1, x0:x1] = ex[inner]
         src_all = support(inv, shape) if sw is None else sw.support((0, shape[0], 0, shape[1]))
+        cc = None       # the change of content at the coarse scale, when a rule reads it
         if user is not None:
             c_all = seed
         else:
@@ -350,7 +353,8 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
             if dropped:
                 checks["drift_px_dropped"] = dropped
             if local and c_all.any():
-                beyond = beyond_request(prev3, cur3, E_all, c_all, info, sw or plain_warp(al, shape), places)
+                cc = coarse_change(prev3, *(sw or plain_warp(al, shape)).sample_coarse(cur3, coarse_size(shape)[0]))
+                beyond = beyond_request(prev3, E_all, c_all, info, cc, places)
                 if beyond.any():
                     checks["beyond_request_px_dropped"] = int(beyond.sum())
                     c_all &= ~beyond
@@ -377,7 +381,15 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
             return aside(f"a global edit: the edit region covers {edit_fraction:.0%} of the picture "
                          f"(limit {params.global_share:.0%})", why="global", edit_fraction=round(edit_fraction, 6))
         if user is None and K.any():
-            moved = moved_around(K, sl, shape, info, inv)
+            # the pose test: on the stability blocks of the turn's record; after a structure warp (a
+            # re-rendered scene, whose every block the record calls unstable) on the change of content
+            if sw is None:
+                moved = moved_around(K, sl, shape, info, inv)
+            else:
+                cc = cc or coarse_change(prev3, *sw.sample_coarse(cur3, coarse_size(shape)[0]))
+                k_all = np.zeros(shape, bool)
+                k_all[sl] = K
+                moved = ring_changed(cc, np.asarray(Image.fromarray(k_all).resize(cc.residual.shape[::-1], Image.BOX)))
             if moved > params.max_moved_around:
                 return aside(f"the editor moved the picture around the edit ({moved:.0%} of the pixels around it "
                              f"changed their structure: a pose change): pasting the edit into the previous image "
@@ -419,6 +431,7 @@ def _finish(prev: np.ndarray, out: np.ndarray, weight: np.ndarray, rec: dict, al
     return GuardResult(out, weight, True, rec["reason"], rec)
 
 
+MIN_CHANGE = 0.002        # a change mask this small after a re-render found the re-render's noise, not the edit
 NEAR_FRAC = 0.04          # a change within this share of the shorter side of the request's change is part of it
 STRUCTURE_HELD = 0.7      # a re-rendered scene is guarded when this share of its textured structure held
 
@@ -434,16 +447,16 @@ def read_structure(prev3: np.ndarray, cur3: np.ndarray, al: Alignment, user: np.
     return structure_warp(prev3, cur3, al, edit=user)
 
 
-def beyond_request(prev3: np.ndarray, cur3: np.ndarray, E_all: np.ndarray, c_all: np.ndarray, info: dict,
-                   warp_: StructureWarp, places: int | None) -> np.ndarray:
+def beyond_request(prev3: np.ndarray, E_all: np.ndarray, c_all: np.ndarray, info: dict, cc: CoarseChange,
+                   places: int | None) -> np.ndarray:
     """The parts of the edit's change mask `c_all` (I_(t-1)'s frame) that the request did not ask
     for: components that are re-rendered detail away from the request's change
-    (edit_region.rerendered_components: measured at the coarse scale, the pixel-level residual from
-    E_all, the editor's pixels read on the tiles that hold c_all, after the turn's colour fit), and,
+    (edit_region.rerendered_components: `cc` the change of content at the coarse scale, the
+    pixel-level residual from E_all, the editor's pixels read on the tiles that hold c_all, after the
+    turn's colour fit), and,
     when the request names how many `places` it changes, the groups of changes beyond the largest
     `places` ones (a sign's new text, not the cat's re-drawn ear)."""
     shape = c_all.shape
-    cc = coarse_change(prev3, *warp_.sample_coarse(cur3, coarse_size(shape)[0]))
     sl = _bbox(c_all, 1)
     fine = np.zeros(shape, np.float32)
     R = E_all[sl] - colour_fitted(_float(prev3[sl]), info)
@@ -451,7 +464,7 @@ def beyond_request(prev3: np.ndarray, cur3: np.ndarray, E_all: np.ndarray, c_all
     near = round(NEAR_FRAC * min(shape))
     out = rerendered_components(c_all, fine, cc, main_change(cc), near)
     if places:
-        out |= c_all & ~largest_groups(c_all & ~out, fine, places, near)
+        out |= c_all & ~largest_groups(c_all & ~out, fine, places, near // 2)
     return out
 
 
