@@ -112,7 +112,7 @@ def test_a_rerender_on_a_local_request_keeps_the_request_and_restores_the_rest(s
     prev = u8(scene)
     redrawn = u8(rerender_field(draw_rect(scene, BOX, RED), strength=0.3))     # texture re-drawn everywhere
     res = guard_images(prev, redrawn, request="add a red box")
-    assert res.applied and res.record["route"] == "coarse"
+    assert res.applied and "structure" in res.record          # read through the structure warp
     box = rect_mask(SHAPE, BOX)
     far = ~ndimage.binary_dilation(box, iterations=24)     # the region: the coarse change, 4 % of the side beyond
     assert psnr(res.image, prev, far) == 99.0 and psnr(redrawn, prev, far) < 30
