@@ -398,3 +398,21 @@ def test_drift_of_the_tints_amplitude_everywhere_is_still_restored(scene, kind):
     far = ~ndimage.binary_dilation(rect_mask(SHAPE, BOX), iterations=10)
     assert psnr(res.image, prev, far) == 99.0
     assert psnr(edited, prev, far) < 40                 # the editor drifted there
+
+
+def test_the_seam_lives_in_the_edits_outermost_band():
+    """Without drift, an added object with a faint glow beyond it (below the drift limit, so outside
+    the edit region): the membrane reads the glow on the rim, and corrects at most the region's
+    outermost band; inside it the output is the editor's pixels exactly."""
+    scene = background(5, SHAPE)
+    obj = draw_rect(scene, BOX, RED)
+    glow = ndimage.binary_dilation(rect_mask(SHAPE, BOX), iterations=12) & ~rect_mask(SHAPE, BOX)
+    edited = u8(np.clip(obj + 6.0 / 255.0 * glow[..., None], 0, 1))      # a 6/255 halo, not drift
+    res = guard_images(u8(scene), edited, request="add a red box")
+    assert res.applied
+    K = res.weight >= 1.0
+    inner = ndimage.binary_erosion(K, iterations=res.record["band_px"] + 1)
+    assert inner.sum() > 0.5 * K.sum()
+    assert np.array_equal(res.image[inner], edited[inner])       # the interior: the editor's pixels
+    outside = res.weight == 0
+    assert np.array_equal(res.image[outside], u8(scene)[outside])

@@ -784,9 +784,10 @@ def compose(P: np.ndarray, E: np.ndarray, K: np.ndarray, src: np.ndarray, seam: 
     membrane (the default): E exactly inside K and P exactly outside (no pixel outside the region
       is touched); the colour step at the region's edge is removed by a smooth correction field:
       the difference P - E read on the RIM_PX pixels just outside K (the editor's drift right
-      there), carried into K by push-pull (blend.push_pull, close to gradient-domain cloning's
-      membrane) and faded to nothing `margin`+`band` px inside, so the edit deep inside keeps the
-      editor's colours exactly. Bounded to ±SEAM_CLIP.
+      there; a rim pixel that differs by more than SEAM_CLIP is content, a shadow's tail, not drift,
+      and is not read), carried into K by push-pull (blend.push_pull, close to gradient-domain
+      cloning's membrane) and faded to nothing `band` px inside: only K's outermost band is
+      corrected, the edit's interior is the editor's pixels exactly. Bounded to ±SEAM_CLIP.
     multiband: blend.multiband_blend of E into P with the weight of `feather` (Burt & Adelson:
       low frequencies over ~2^levels px, fine detail over a pixel or two), P exactly beyond the
       band. Measured, not the default: on the real-photo chains its seam and the edit's fidelity
@@ -794,10 +795,10 @@ def compose(P: np.ndarray, E: np.ndarray, K: np.ndarray, src: np.ndarray, seam: 
       drifted ones, and over a long chain these add up (docs/drift-guard.md).
     feather: the first version: the weight falls linearly over `band` px outside K and E is
       colour-matched there by a normalised convolution of P - E (drift-guard-v1)."""
-    taper_px = px["margin"] + px["band"]
     if seam == "membrane":
+        taper_px = px["band"]
         w = K.astype(np.float32)
-        rim = dilate(K, RIM_PX) & ~K & src
+        rim = dilate(K, RIM_PX) & ~K & src & (np.abs(P - E).max(axis=2) <= SEAM_CLIP)
         if rim.sum() < 8:
             return np.where(K[..., None], E, P), w
         inside = ndimage.distance_transform_edt(K)
