@@ -130,6 +130,7 @@ def test_the_one_verb_table_gives_each_rule_its_verbs():
     ("a beaver wearing the hat from image 2 and the jacket from image 3", 2),
     ("Add a large suitcase in the top left corner and a teddy bear at the bottom.", 2),
     ("Move the suitcase to the right.", 2), ("remove the hat and move the lamp to the left", 3),
+    ("Make the gift box about half as big, keeping it in the same corner of its spot.", 2),
     ("make it night", None), ("change the background to a beach", None),
     ("Modify the image at the annotated location according to the text instruction", None)])
 def test_the_places_a_local_request_changes(request_, places):

@@ -121,6 +121,8 @@ SETTING = re.compile(      # "put her in a library", "+ under a sunny sky": the 
     r"^((her|him|them|everyone|everybody|the (whole )?(scene|image|picture|photo)) )?"
     r"(in|into|inside|under|at|on|onto) (a|an|the)\b")
 PRESERVED = re.compile(r"\b(same|unchanged|as it is|as they are|as before|intact|untouched|original)\b")
+RESIZED = re.compile(r"\b(smaller|bigger|larger|tinier|half as (big|large|tall|wide)|twice as (big|large|tall|wide)|"
+                     r"the size|shorter|taller|wider|narrower)\b")     # "make the box half as big": a resize
 QUOTED = re.compile(r"(?<![\w])(['\"“”‘’])(.+?)\1(?![\w])")     # quoted text (a sign's words) is not split
 CLAUSE_SPLIT = re.compile(r"\s*([,;:.!?]+|\band then\b|\bthen\b|\band\b|\bbut\b|\bwhile\b)\s*")
 NEGATED = re.compile(r"^(don't|do not|dont|never|avoid|no need to) \w+")
@@ -352,16 +354,16 @@ def edit_objects(request: str | None) -> list[str]:
 
 def places_changed(request: str | None) -> int | None:
     """How many separate places of the picture a local request changes: one per object it adds,
-    removes, replaces or changes, two per object it moves, resizes or rotates (where it was and
-    where it goes). None when that cannot be read (a global or background request, an object the
+    removes, replaces or changes, two per object it moves, resizes ("make the box half as big") or
+    rotates (where it was and where it goes). None when that cannot be read (a global or background request, an object the
     words do not name): then nothing limits the edit region to what the request names."""
     if request_scope(request).kind != LOCAL:
         return None
     objs = edit_objects(request)
     if not objs:
         return None
-    moves = sum(1 for cl in clauses(request) if cl.kind in ACTS_ON_AN_OBJECT and cl.kind != "replace"
-                and not cl.preserves)
+    moves = sum(1 for cl in clauses(request) if not cl.preserves and (
+        (cl.kind in ACTS_ON_AN_OBJECT and cl.kind != "replace") or (cl.kind in ("set", "give") and RESIZED.search(cl.rest))))
     return len(objs) + moves
 
 
