@@ -455,7 +455,7 @@ def beyond_request(prev3: np.ndarray, E_all: np.ndarray, c_all: np.ndarray, info
     pixel-level residual from E_all, the editor's pixels read on the tiles that hold c_all, after the
     turn's colour fit), and,
     when the request names how many `places` it changes, the groups of changes beyond the largest
-    `places` ones (a sign's new text, not the cat's re-drawn ear)."""
+    `places` ones that look re-drawn (`redrawn_like`: a sign's new text, not the cat's re-drawn ear)."""
     shape = c_all.shape
     sl = _bbox(c_all, 1)
     fine = np.zeros(shape, np.float32)
@@ -464,7 +464,28 @@ def beyond_request(prev3: np.ndarray, E_all: np.ndarray, c_all: np.ndarray, info
     near = round(NEAR_FRAC * min(shape))
     out = rerendered_components(c_all, fine, cc, main_change(cc), near)
     if places:
-        out |= c_all & ~largest_groups(c_all & ~out, fine, places, near // 2)
+        extra = c_all & ~out & ~largest_groups(c_all & ~out, fine, places, near // 2)
+        out |= redrawn_like(extra, fine, cc)
+    return out
+
+
+PLACES_RATIO = 0.6        # a change beyond the places a request names is restored when its coarse residual is below
+                          # this share of its pixel-level one (re-drawn texture); a tint or a colour keeps it
+
+
+def redrawn_like(m: np.ndarray, fine: np.ndarray, cc: CoarseChange) -> np.ndarray:
+    """The components of `m` whose median coarse content change is below PLACES_RATIO of their median
+    pixel-level residual `fine`: texture re-drawn (fur, an ear), not a tint, a recolour or a
+    revealed background, which a blur does not make smaller."""
+    out = np.zeros(m.shape, bool)
+    if not m.any():
+        return out
+    coarse_full = np.asarray(Image.fromarray(cc.residual).resize((m.shape[1], m.shape[0]), Image.BILINEAR))
+    labels, _ = ndimage.label(m)
+    for k, sl in enumerate(ndimage.find_objects(labels), start=1):
+        comp = labels[sl] == k
+        if float(np.median(coarse_full[sl][comp])) < PLACES_RATIO * float(np.median(fine[sl][comp])):
+            out[sl] |= comp
     return out
 
 
