@@ -39,7 +39,9 @@ CHANGE_LEVEL = 16.0 / 255.0     # a coarse residual above this ...
 OVER_MEDIAN = 4.0               # ... and this many times the median residual is a change of content
 MIN_AREA = 0.001                # an area of content change smaller than this share of the picture is noise
 REDRAWN_RATIO = 0.35            # a component whose coarse residual is below this share of its own
-                                # pixel-level residual (and below the change level) is re-drawn detail
+                                # pixel-level residual (and below the change level) is re-drawn detail ...
+MIN_PIECE = 0.002               # ... when it covers at least this share of the picture (an eye, an arm; a
+                                # sliver along a resized object's edge is left to the pixel-level tests)
 
 
 @dataclass(frozen=True, eq=False)
@@ -125,26 +127,30 @@ def rerendered_components(c: np.ndarray, fine: np.ndarray, cc: CoarseChange, mai
     """bool mask (full size, like `c`): the parts of the change mask `c` that look like re-rendered
     detail away from the request's change. Near the request's change (within `near_px` of the convex
     hull of each group of the `main` coarse change, at full size) nothing is dropped, nor anything
-    inside the convex hull of a component's part that is near it (a box moved over its own stripes
-    changes at its edges; the rest of its outline lies between them). Each other connected piece (a
-    whole component away from the change, or the part of one that hangs off it: an arm re-drawn
-    below a new bag) is re-drawn detail when its median coarse residual is below the change level
-    and below REDRAWN_RATIO of its median pixel-level residual `fine` (H×W). A tint keeps its coarse
+    within `near_px` of the convex hull of a component's part that is near it (a box moved over its
+    own stripes changes at its edges, the rest of its outline lies between them; a sliver of a
+    resized object's old place lies next to it). Each other connected piece (a whole component away
+    from the change, or the far part of one that reaches it: a cat's re-drawn ear, joined to a new
+    sign by re-drawn fur) is re-drawn detail when its median coarse residual is below the change level
+    and below REDRAWN_RATIO of its median pixel-level residual `fine` (H×W), and it covers MIN_PIECE
+    of the picture or more. A tint keeps its coarse
     residual (a blur does not remove a colour shift), so it is never one."""
     labels, n = ndimage.label(c)
     out = np.zeros(c.shape, bool)
-    if not n:
-        return out
+    if not n or not main.any():     # the request's change does not show at the coarse scale (a faint tint):
+        return out                  # nothing to be far from
     reach = max(1, round(near_px * cc.factor))
-    near = dilate(cc.at(c.shape, hulls(main, reach)), near_px) if main.any() else np.zeros(c.shape, bool)
+    near = dilate(cc.at(c.shape, hulls(main, reach)), near_px)
     coarse_full = np.asarray(Image.fromarray(cc.residual).resize((c.shape[1], c.shape[0]), Image.BILINEAR))
     for k, sl in enumerate(ndimage.find_objects(labels), start=1):
         comp = labels[sl] == k
         core = comp & near[sl]
-        rest = comp & ~convex_hull(core) if core.any() else comp
+        rest = comp & ~dilate(convex_hull(core), near_px) if core.any() else comp
         pieces, m = ndimage.label(rest)
         for j, psl in enumerate(ndimage.find_objects(pieces), start=1):
             piece = pieces[psl] == j
+            if piece.sum() < MIN_PIECE * c.size:
+                continue
             co = float(np.median(coarse_full[sl][psl][piece]))
             fi = float(np.median(fine[sl][psl][piece]))
             if co < cc.level and co < REDRAWN_RATIO * fi:

@@ -450,7 +450,7 @@ def read_structure(prev3: np.ndarray, cur3: np.ndarray, al: Alignment, user: np.
 def beyond_request(prev3: np.ndarray, E_all: np.ndarray, c_all: np.ndarray, info: dict, cc: CoarseChange,
                    places: int | None) -> np.ndarray:
     """The parts of the edit's change mask `c_all` (I_(t-1)'s frame) that the request did not ask
-    for: components that are re-rendered detail away from the request's change
+    for: the pieces that are re-rendered detail away from the request's change
     (edit_region.rerendered_components: `cc` the change of content at the coarse scale, the
     pixel-level residual from E_all, the editor's pixels read on the tiles that hold c_all, after the
     turn's colour fit), and,
@@ -464,8 +464,8 @@ def beyond_request(prev3: np.ndarray, E_all: np.ndarray, c_all: np.ndarray, info
     near = round(NEAR_FRAC * min(shape))
     out = rerendered_components(c_all, fine, cc, main_change(cc), near)
     if places:
-        extra = c_all & ~out & ~largest_groups(c_all & ~out, fine, places, near // 2)
-        out |= redrawn_like(extra, fine, cc)
+        kept = largest_groups(c_all & ~out, fine, places, near // 2)
+        out |= redrawn_like(c_all & ~out & ~dilate(kept, near), fine, cc)      # away from what the request changed
     return out
 
 
