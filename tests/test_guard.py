@@ -416,3 +416,22 @@ def test_the_seam_lives_in_the_edits_outermost_band():
     assert np.array_equal(res.image[inner], edited[inner])       # the interior: the editor's pixels
     outside = res.weight == 0
     assert np.array_equal(res.image[outside], u8(scene)[outside])
+
+
+@pytest.mark.parametrize("gain", [1.01, 1.02, 1.03, 1.04, 1.05])
+def test_a_global_gain_on_a_flat_photo_is_not_a_change(gain):
+    """Sky and water (a flat, low-texture photo), a boat added, the whole picture 1-5 % brighter: the
+    colour fit tries the gain model as well as the offset one, so the water stays in the fit and the
+    change mask is the boat (IoU >= 0.95), not the water."""
+    from synthetic_scenes import iou, sky_and_water
+    scene = sky_and_water((256, 384), horizon=0.85)
+    box = (168, 110, 228, 280)                                   # the boat, on the horizon
+    edited = ndimage.gaussian_filter(draw_rect(scene, box, (0.35, 0.2, 0.1)), (0.6, 0.6, 0))
+    edited = u8(drift(edited, gain=(gain,) * 3, bias=(0, 0, 0), noise=0.004, seed=3))
+    prev = u8(scene)
+    change = provenance.change_between(StoredImage.of(prev), StoredImage.of(edited), (384, 256))
+    truth = rect_mask((256, 384), box)
+    assert iou(change.mask, truth) >= 0.95
+    res = guard_images(prev, edited, request="add a brown boat on the horizon")
+    assert res.applied and iou(res.weight >= 0.5, truth) >= 0.9
+    assert np.array_equal(res.image[res.weight == 0], prev[res.weight == 0])
