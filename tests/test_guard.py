@@ -435,3 +435,31 @@ def test_a_global_gain_on_a_flat_photo_is_not_a_change(gain):
     res = guard_images(prev, edited, request="add a brown boat on the horizon")
     assert res.applied and iou(res.weight >= 0.5, truth) >= 0.9
     assert np.array_equal(res.image[res.weight == 0], prev[res.weight == 0])
+
+
+def _subject_on(bg: np.ndarray) -> np.ndarray:
+    """A striped subject (an ellipse) in front of the background `bg`."""
+    yy, xx = np.mgrid[0:SHAPE[0], 0:SHAPE[1]]
+    inside = ((yy - 100) / 60.0) ** 2 + ((xx - 112) / 45.0) ** 2 <= 1.0
+    stripes = (((yy + xx) // 5) % 2).astype(float)[..., None] * np.array([0.6, 0.3, 0.2]) + 0.25
+    return np.where(inside[..., None], stripes, bg), inside
+
+
+def test_a_new_background_keeps_the_subject_exactly(scene):
+    prev_f, subject = _subject_on(scene)
+    beach, _ = _subject_on(background(11, SHAPE) * 0.5 + np.array([0.45, 0.40, 0.2]))   # sand and sea
+    edited = realistic(beach)
+    prev = u8(prev_f)
+    for request_ in ("change the background to a sunny beach scene", "put her on a beach"):
+        res = guard_images(prev, edited, request=request_)
+        assert res.applied and res.record["route"] == "background", res.reason
+        core = ndimage.binary_erosion(subject, iterations=4)
+        assert np.array_equal(res.image[core], prev[core])          # the subject: the user's own pixels
+        back = warp(edited, Alignment.from_record(res.record["alignment"]).inverse())
+        bg = ~ndimage.binary_dilation(subject, iterations=res.record["band_px"] + 3)
+        bg &= ndimage.binary_erosion(np.ones(SHAPE, bool), iterations=6)      # (not the zoom's new border)
+        assert psnr(res.image, back, bg) >= 40                      # the new background: the editor's
+    # the editor re-drew the subject too: nothing to keep apart, the editor's image is kept
+    redrawn = u8(rerender_field(beach, strength=0.35, corr_px=3.0))
+    res = guard_images(prev, redrawn, request="change the background to a sunny beach scene")
+    assert not res.applied and np.array_equal(res.image, redrawn)

@@ -187,3 +187,35 @@ def hulls(m: np.ndarray, reach: int) -> np.ndarray:
     for k, sl in enumerate(ndimage.find_objects(groups), start=1):
         out[sl] |= convex_hull(m[sl] & (groups[sl] == k))
     return out
+
+
+SUBJECT_LEVEL = 12.0 / 255.0    # a new background: where the edit stays within this of the previous image (blurred,
+                                # after a colour fit on those pixels) is the subject the request kept
+MIN_SUBJECT = 0.03              # ... which covers at least this share of the picture
+
+
+def kept_subject(P: np.ndarray, E: np.ndarray, valid: np.ndarray | None = None) -> tuple[np.ndarray, ColourFit]:
+    """On a request for a new background: (bool mask of the subject the editor kept, the colour fit
+    of the edit to the previous image on it). P, E: the previous image and the edit in its frame
+    (float H×W×3, 0..1). The background changed nearly everywhere, so a fit on the whole picture
+    would fit the new background: the subject is first where the two agree without a fit (both
+    blurred by COARSE_SIGMA px, within SUBJECT_LEVEL, or half the picture's median difference when
+    the editor moved every colour), the fit is made there, and the subject is where they agree after
+    it: opened, its components of at least MIN_SUBJECT of the picture, holes filled."""
+    ok = np.ones(P.shape[:2], bool) if valid is None else valid
+    Pb = ndimage.gaussian_filter(P, (COARSE_SIGMA, COARSE_SIGMA, 0), mode="nearest")
+    Eb = ndimage.gaussian_filter(E, (COARSE_SIGMA, COARSE_SIGMA, 0), mode="nearest")
+    r0 = np.sqrt(((Eb - Pb) ** 2).mean(axis=2))
+    first = (r0 < max(SUBJECT_LEVEL, 0.5 * float(np.median(r0[ok])))) & ok
+    if first.sum() < 64:
+        return np.zeros(P.shape[:2], bool), ColourFit((1.0, 1.0, 1.0), (0.0, 0.0, 0.0))
+    fit = fit_colour(Pb, Eb, use=first)
+    r = np.sqrt(((Eb - fit.apply(Pb)) ** 2).mean(axis=2))
+    m = ndimage.binary_opening((r < SUBJECT_LEVEL) & ok, np.ones((5, 5), bool))
+    labels, n = ndimage.label(m)
+    if not n:
+        return m, fit
+    sizes = np.bincount(labels.ravel())
+    big = sizes >= MIN_SUBJECT * m.size
+    big[0] = False
+    return ndimage.binary_fill_holes(big[labels]), fit

@@ -68,7 +68,8 @@ from ..images import as_array
 from .alignment import IDENTITY, Alignment, support, warp, warp_float
 from .structure import StructureWarp, plain_warp, structure_warp
 from .blend import levels_for, multiband_blend, push_pull
-from .edit_region import CoarseChange, coarse_change, coarse_size, convex_hull, hulls, main_change, rerendered_components
+from .edit_region import (CoarseChange, coarse_change, coarse_size, convex_hull, hulls, kept_subject, main_change,
+                          rerendered_components)
 from .grade import GRADE_FROM, colour_shift, grade_record, into_grade, invertible
 from .provenance import (DEFAULT_PARAMS, ChangeParams, Stability, change_between, change_of, dilate, erode,
                          remember_alignment, remember_change, unstable_mask)
@@ -225,8 +226,10 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
         scope = (getattr(plan, "meta", None) or {}).get("edit_scope") if plan is not None else None
         if scope == "global":
             return aside("the plan says this is a global edit", why="global")
-        if read is not None and read.kind in (GLOBAL, BACKGROUND):
+        if read is not None and read.kind == GLOBAL:
             return aside(f"a global edit by the keyword rule ({read.words!r})", why="global")
+        if read is not None and read.kind == BACKGROUND:
+            return background_route(prev, cur, al, base, params, aside, read.words)
         local = read is not None
         places = places_changed(request or getattr(plan, "user_instruction", None)
                                 or getattr(plan, "synthesis_instruction", None)) if local else None
@@ -434,6 +437,43 @@ def _finish(prev: np.ndarray, out: np.ndarray, weight: np.ndarray, rec: dict, al
 MIN_CHANGE = 0.002        # a change mask this small after a re-render found the re-render's noise, not the edit
 NEAR_FRAC = 0.04          # a change within this share of the shorter side of the request's change is part of it
 STRUCTURE_HELD = 0.7      # a re-rendered scene is guarded when this share of its textured structure held
+
+
+def background_route(prev: np.ndarray, cur: np.ndarray, al: Alignment, base: dict, params: GuardParams,
+                     aside: Any, words: str) -> GuardResult:
+    """The guard on a request for a new background (`words`: what the keyword rule read): the edit
+    region is everything but the subject the editor kept (edit_region.kept_subject, in I_(t-1)'s
+    frame after the turn's alignment); the subject comes back as I_(t-1)'s own pixels, its edge
+    blended into the new background by the seam (which corrects the background's band next to it).
+    Steps aside when the alignment is a re-framing or not trusted, or when no subject held (the
+    editor re-drew it too)."""
+    shape = prev.shape[:2]
+    px = params.pixels(shape)
+    extra = {"route": "background", "background_request": words}
+    reframed = _reframed(al, shape, params)
+    if reframed:
+        return aside(reframed, why="alignment", **extra)
+    if al.residual_px > params.max_residual_px or al.method.startswith("identity (no consistent"):
+        return aside(f"a new background, but the subject's alignment is not trusted "
+                     f"({al.residual_px:.2f} px of residual motion)", why="alignment", **extra)
+    prev3 = prev[:, :, :3] if prev.shape[2] >= 3 else np.repeat(prev[:, :, :1], 3, axis=2)
+    cur3 = cur[:, :, :3] if cur.shape[2] >= 3 else np.repeat(cur[:, :, :1], 3, axis=2)
+    inv = al.inverse()
+    P = _float(prev3)
+    E = warp_float(cur3, inv)
+    src = support(inv, shape)
+    subject, fit = kept_subject(P, E, src)
+    if not subject.any():
+        return aside("a new background, but no subject held: the editor re-drew what the request kept "
+                     "(nothing of it agrees with the previous image)", why="rerender", **extra)
+    K = ~subject & src
+    checks: dict = {"subject_fraction": round(float(subject.mean()), 6)}
+    comp, w = compose(P, E, K, src, params.seam, px, checks)
+    out = prev3.copy()
+    sel = w > 0
+    out[sel] = np.clip(np.round(comp[sel] * 255.0), 0, 255).astype(np.uint8)
+    return _finish(prev, out, w, {**base, **extra, "region_from": "everything but the subject the editor kept",
+                                  "edit_fraction": round(float(K.mean()), 6), **checks}, al)
 
 
 def read_structure(prev3: np.ndarray, cur3: np.ndarray, al: Alignment, user: np.ndarray | None) -> StructureWarp:
@@ -909,7 +949,7 @@ def remember_guarded(previous: StoredImage, guarded: StoredImage, res: GuardResu
     and run_turn's append then find it through provenance.remember_change.)"""
     size = tuple(size or previous.size)
     al = Alignment.from_record(change.info.get("alignment"))
-    if res.record.get("route") == "coarse":     # the change record could not separate the edit: the kept region is it
+    if res.record.get("route") in ("coarse", "background"):    # the change record could not separate the edit: the kept region is it
         m = res.weight >= 0.5
     else:
         m = change.mask if al.is_identity else warp(change.mask, al.inverse(), order=0)
