@@ -65,7 +65,8 @@ WINDOW_SIGMA = 2.5         # px: the Lucas-Kanade window
 SMOOTH_SIGMA = 4.0         # px: the field's smoothing (a normalised convolution weighted by evidence)
 ITERATIONS = (2, 3)        # Gauss-Newton steps at the finest level, at every coarser one
 TIKHONOV = 1e-6            # added to the structure tensor's diagonal: flat pixels stay at no motion
-MIN_EIG = 2e-5             # a window whose smaller eigenvalue is below this has no texture to measure
+MIN_EIG = 5e-6             # a window whose smaller eigenvalue is below this has no texture to measure (about twice
+                           # what 8-bit rounding and an editor's noise of 0.004 give a flat window)
 FB_TOLERANCE_PX = 0.3      # forward-backward: |d_f(p) + d_b(p + d_f(p))| within this ...
 FB_TOLERANCE_REL = 0.1     # ... plus this share of |d_f(p)|
 MIN_EVIDENCE = 64          # fewer evidence pixels than this: nothing measured
