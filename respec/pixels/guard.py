@@ -66,7 +66,7 @@ from ..errors import InputError
 from ..history import History, StoredImage, TurnMask
 from ..images import as_array
 from .alignment import IDENTITY, Alignment, support, warp, warp_float
-from .structure import StructureWarp, plain_warp, structure_warp
+from .structure import StructureWarp, plain_warp, structure_warp, with_local_flow
 from .blend import levels_for, multiband_blend, push_pull
 from .edit_region import (CoarseChange, coarse_change, coarse_size, convex_hull, hulls, kept_subject, main_change,
                           rerendered_components)
@@ -477,14 +477,15 @@ def background_route(prev: np.ndarray, cur: np.ndarray, al: Alignment, base: dic
 
 
 def read_structure(prev3: np.ndarray, cur3: np.ndarray, al: Alignment, user: np.ndarray | None) -> StructureWarp:
-    """The structure warp of the turn (respec/pixels/structure.py), not measured where the content
-    changed (the user's mask, or the coarse change of content under the turn's alignment: a sign's
-    new text would move its blocks' correlation peaks)."""
+    """The structure warp of the turn (respec/pixels/structure.py) refined by the dense local motion
+    field (respec/pixels/flow.py, up to 2 px at its working size), neither measured where the
+    content changed (the user's mask, or the coarse change of content under the turn's alignment: a
+    sign's new text would move its blocks' correlation peaks)."""
     shape = prev3.shape[:2]
     if user is None:
         first = coarse_change(prev3, *plain_warp(al, shape).sample_coarse(cur3, coarse_size(shape)[0]))
         user = dilate(first.at(shape, main_change(first)), round(NEAR_FRAC * min(shape) / 2))
-    return structure_warp(prev3, cur3, al, edit=user)
+    return with_local_flow(structure_warp(prev3, cur3, al, edit=user), prev3, cur3, user)
 
 
 def beyond_request(prev3: np.ndarray, E_all: np.ndarray, c_all: np.ndarray, info: dict, cc: CoarseChange,

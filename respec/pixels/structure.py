@@ -27,7 +27,7 @@ scene held.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import warnings
 
@@ -36,6 +36,7 @@ from PIL import Image
 from scipy import ndimage
 
 from .alignment import Alignment, block_motion, grey, resize_grey, warp
+from .flow import estimate_flow
 
 WORK_SIDE = 512
 EDGE_SIGMA = 1.5
@@ -46,6 +47,7 @@ MAX_FIELD = 0.03                  # the field is capped at this share of the sho
 HELD_BLOCK = 32                   # the structure check's blocks (working px) ...
 HELD_SIGMA = 2.0                  # ... compare the grey blurred by this ...
 HELD_NCC = 0.6                    # ... and hold from this correlation
+FLOW_SIDE = 512                   # the local motion field is measured with the longer side at most this
 TEXTURE_STD = 0.02                # a block flatter than this in both images is not judged
 
 
@@ -64,6 +66,9 @@ class StructureWarp:
     shape: tuple[int, int]
     held: float
     field_px: float
+    flow_dx: np.ndarray | None = None     # the local motion field on top (full size, previous frame), when measured
+    flow_dy: np.ndarray | None = None
+    flow: dict | None = None              # its record (respec/pixels/flow.py), or why it was not used
 
     @property
     def moved(self) -> float:
@@ -81,6 +86,10 @@ class StructureWarp:
         """(rows, cols) in the edit's full-size frame of previous-frame positions (yy, xx)."""
         h, w = self.shape
         cy, cx = (h - 1) / 2.0, (w - 1) / 2.0
+        if self.flow_dx is not None:        # p + d(p): the local motion, in the previous frame
+            at = [np.clip(yy, 0, h - 1), np.clip(xx, 0, w - 1)]
+            yy = yy + ndimage.map_coordinates(self.flow_dy, at, order=1, mode="nearest")
+            xx = xx + ndimage.map_coordinates(self.flow_dx, at, order=1, mode="nearest")
         a = self.alignment
         f = self.factor
         gy, gx = (yy + 0.5) * f - 0.5, (xx + 0.5) * f - 0.5
@@ -126,7 +135,10 @@ class StructureWarp:
 
     def record(self) -> dict:
         """JSON-able summary for the guard's record."""
-        return {"held": round(self.held, 4), "field_px": round(self.field_px, 2)}
+        out = {"held": round(self.held, 4), "field_px": round(self.field_px, 2)}
+        if self.flow is not None:
+            out["local_flow"] = self.flow
+        return out
 
 
 def _edges(g: np.ndarray) -> np.ndarray:
@@ -247,3 +259,32 @@ def structure_warp(previous: np.ndarray, edited: np.ndarray, alignment: Alignmen
     # a displacement v (working px, previous frame) is s·v/f px in the full-size edit
     k = np.float32(alignment.scale / f)
     return StructureWarp(alignment, fx * k, fy * k, f, (h, w), held, float(np.hypot(fx, fy).max()) / f)
+
+
+def with_local_flow(sw: StructureWarp, previous: np.ndarray, edited: np.ndarray,
+                    edit: np.ndarray | None = None) -> StructureWarp:
+    """`sw` refined by the dense local motion field of respec/pixels/flow.py (pyramid Lucas-Kanade,
+    forward-backward checked, up to its MAX_FLOW_PX at a working size of FLOW_SIDE): what the
+    structure warp's 32-64 px blocks leave, a face warped by a pixel or two. Measured outside `edit`
+    (bool, previous frame); used only when the flow module calls it usable (else `flow` records
+    why, and the warp is unchanged)."""
+    h, w = sw.shape
+    f = min(1.0, FLOW_SIDE / float(max(h, w)))
+    shape = (max(16, round(h * f)), max(16, round(w * f)))
+    small = np.asarray(Image.fromarray(np.ascontiguousarray(np.asarray(previous)[..., :3])).resize(
+        (shape[1], shape[0]), Image.BOX), np.float32) / 255.0
+    e_small, ok = sw.sample_coarse(edited, shape)
+    valid = ok
+    if edit is not None:
+        valid = ok & ~(np.asarray(Image.fromarray(np.asarray(edit, np.uint8) * 255).resize(
+            (shape[1], shape[0]), Image.BILINEAR)) > 0)
+    flow = estimate_flow(e_small, small, valid=valid)
+    usable, why = flow.usable()
+    if not usable:
+        return replace(sw, flow={"used": False, "why": why})
+    full = flow.scaled(h / float(shape[0]), (h, w))
+    dx = np.zeros((h, w), np.float32)
+    dy = np.zeros((h, w), np.float32)
+    y0, y1, x0, x1 = full.box
+    dx[y0:y1, x0:x1], dy[y0:y1, x0:x1] = full.dx, full.dy
+    return replace(sw, flow_dx=dx, flow_dy=dy, flow={"used": True, **flow.record()})
