@@ -233,12 +233,11 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
         local = read is not None
         places = places_changed(request or getattr(plan, "user_instruction", None)
                                 or getattr(plan, "synthesis_instruction", None)) if local else None
-        named = places is not None     # the request names what it changes: the rest of the picture is not asked for
-        if shift > params.global_colour and not (named and invertible(info)):
+        if shift > params.global_colour and not (places is not None and invertible(info)):
             return aside(f"a global colour or lighting change: the whole picture's colours moved by "
                          f"{shift * 255:.0f}/255 (limit {params.global_colour * 255:.0f})", why="global",
                          colour_shift=round(shift, 4))
-        if base["change_fraction"] > params.global_share and not named:
+        if base["change_fraction"] > params.global_share and places is None:
             return aside(f"a global edit: the change covers {base['change_fraction']:.0%} of the picture "
                          f"(limit {params.global_share:.0%})", why="global")
     graded = local and shift > GRADE_FROM and invertible(info)
@@ -253,8 +252,13 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
     inv = al.inverse()
     sw = None           # the structure warp, when the turn's alignment alone does not do
     seed = None
+    named = local and (user is not None or places is not None)
     if why or rerendered or shift > params.global_colour or base["change_fraction"] > params.global_share:
-        if not local:
+        # A re-render is separated from the edit only when the request names what it changes (or the
+        # user's mask does): "let her cry" names nothing, and its re-drawn eyes and tears would look
+        # like re-drawn detail. Residual motion alone (an aspect change, a zoom one similarity does not
+        # follow) is aligned for any local request.
+        if not local or (not named and not why):
             return aside(why, why="alignment") if why else aside(
                 f"the editor re-rendered the scene beyond the change (stable fraction "
                 f"{float(info.get('stable_fraction', 0.0)):.2f}): it cannot be separated from the edit", why="rerender")
@@ -274,7 +278,10 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
                              or shift > params.global_colour):
             # pixel by pixel the re-render and the edit are one (the change mask's threshold rose above
             # the edit, or it covers most of the picture, or the colours moved too far for it): the
-            # change of content decides
+            # change of content decides, when the request names what it changes
+            if not named:
+                return aside(f"{why}: after a structure warp the edit still cannot be told from the re-render, and "
+                             "the request names nothing to keep apart", why="rerender", route_why=why)
             return coarse_route(prev3, cur3, prev, sw, user, base, params, aside, why, places)
         info = {**info, **again.info(), "alignment": al.record()}
         seed = again.mask
@@ -357,7 +364,7 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
                 checks["drift_px_dropped"] = dropped
             if local and c_all.any():
                 cc = coarse_change(prev3, *(sw or plain_warp(al, shape)).sample_coarse(cur3, coarse_size(shape)[0]))
-                beyond = beyond_request(prev3, E_all, c_all, info, cc, places)
+                beyond = beyond_request(prev3, E_all, c_all, info, cc, places, named)
                 if beyond.any():
                     checks["beyond_request_px_dropped"] = int(beyond.sum())
                     c_all &= ~beyond
@@ -434,6 +441,7 @@ def _finish(prev: np.ndarray, out: np.ndarray, weight: np.ndarray, rec: dict, al
     return GuardResult(out, weight, True, rec["reason"], rec)
 
 
+UNNAMED_NEAR = 4          # a request that names nothing: re-drawn detail is judged this many times farther out
 MIN_CHANGE = 0.002        # a change mask this small after a re-render found the re-render's noise, not the edit
 NEAR_FRAC = 0.04          # a change within this share of the shorter side of the request's change is part of it
 STRUCTURE_HELD = 0.7      # a re-rendered scene is guarded when this share of its textured structure held
@@ -489,21 +497,25 @@ def read_structure(prev3: np.ndarray, cur3: np.ndarray, al: Alignment, user: np.
 
 
 def beyond_request(prev3: np.ndarray, E_all: np.ndarray, c_all: np.ndarray, info: dict, cc: CoarseChange,
-                   places: int | None) -> np.ndarray:
+                   places: int | None, named: bool) -> np.ndarray:
     """The parts of the edit's change mask `c_all` (I_(t-1)'s frame) that the request did not ask
     for: the pieces that are re-rendered detail away from the request's change
     (edit_region.rerendered_components: `cc` the change of content at the coarse scale, the
     pixel-level residual from E_all, the editor's pixels read on the tiles that hold c_all, after the
     turn's colour fit), and,
     when the request names how many `places` it changes, the groups of changes beyond the largest
-    `places` ones that look re-drawn (`redrawn_like`: a sign's new text, not the cat's re-drawn ear)."""
+    `places` ones that look re-drawn (`redrawn_like`: a sign's new text, not the cat's re-drawn ear).
+    `named`: whether the request (or the user's mask) names what it changes; when it does not, only
+    re-drawn detail UNNAMED_NEAR times farther away is judged."""
     shape = c_all.shape
     sl = _bbox(c_all, 1)
     fine = np.zeros(shape, np.float32)
     R = E_all[sl] - colour_fitted(_float(prev3[sl]), info)
     fine[sl] = ndimage.uniform_filter(np.sqrt((R ** 2).mean(axis=2)), 3, mode="nearest")
     near = round(NEAR_FRAC * min(shape))
-    out = rerendered_components(c_all, fine, cc, main_change(cc), near)
+    # a request that names nothing may have asked for the re-drawn detail (an expression): only
+    # what lies far from its change is judged
+    out = rerendered_components(c_all, fine, cc, main_change(cc), near if named else UNNAMED_NEAR * near)
     if places:
         kept = largest_groups(c_all & ~out, fine, places, near // 2)
         out |= redrawn_like(c_all & ~out & ~dilate(kept, near), fine, cc)      # away from what the request changed

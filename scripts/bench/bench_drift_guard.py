@@ -22,9 +22,11 @@ guard as a user's graph runs it, with per step applied or stepped aside (why), t
 the edit kept and the seconds (scripts/bench/drift_guard_editors.py).
 
 cost: the guard's own CPU seconds (time.process_time) and wall seconds on 1024² edits (a small and
-a large added box, and a small one among drifted fine detail all over the picture; a realistic zoom /
-shift / blur / gain), the turn's change record (which History Append computes anyway) computed
-first and shared, against the 30 s of an edit. Not a test: the figure depends on the machine.
+a large added box, a small one among drifted fine detail all over the picture, a small one in a
+scene the editor re-rendered (the structure warp and the local flow run), and a new background;
+a realistic zoom / shift / blur / gain), the turn's change record (which History Append computes
+anyway) computed first and shared, against the 30 s of an edit. Not a test: the figure depends on
+the machine.
 """
 from __future__ import annotations
 
@@ -148,13 +150,24 @@ def run_cost(size: int, repeats: int) -> list[dict]:
         yy, xx = np.mgrid[:n, :n]
         chk = (((yy // 3) + (xx // 3)) % 2).astype(float)[..., None]
         fine[y:y + n, x:x + n] = chk * np.array([0.95, 0.85, 0.3]) + (1 - chk) * 0.05
-    cases = {"small box (4 %)": (scene, (size // 3, size // 3, size // 2, size // 2)),
-             "large box (25 %)": (scene, (size // 4, size // 4, 3 * size // 4, 3 * size // 4)),
-             "small box, drifted detail all over": (fine, (size // 3, size // 3, size // 2, size // 2))}
+    from synthetic_scenes import rerender_field
+    small = (size // 3, size // 3, size // 2, size // 2)
+    cases = {"small box (4 %)": (scene, small, "add a red box", None),
+             "large box (25 %)": (scene, (size // 4, size // 4, 3 * size // 4, 3 * size // 4), "add a red box", None),
+             "small box, drifted detail all over": (fine, small, "add a red box", None),
+             "small box, the scene re-rendered (structure warp, local flow)": (scene, small, "add a red box", "rerender"),
+             "a new background (the subject kept)": (scene, small, "change the background to a beach", "background")}
     out = []
-    for name, (img, box) in cases.items():
+    for name, (img, box, request, kind) in cases.items():
         prev = StoredImage.of(u8(img))
-        edit = ndimage.gaussian_filter(moved(draw_rect(img, box, (0.9, 0.1, 0.1)), 1.3, -0.7, 0.99), (0.6, 0.6, 0))
+        if kind == "background":        # everything but the box (the subject) re-drawn
+            target = draw_rect(np.clip(background(7, (size, size)) * 0.6 + 0.3, 0, 1), box, (0.9, 0.1, 0.1))
+            prev = StoredImage.of(u8(draw_rect(img, box, (0.9, 0.1, 0.1))))
+        else:
+            target = draw_rect(img, box, (0.9, 0.1, 0.1))
+            if kind == "rerender":
+                target = rerender_field(target, strength=0.3)
+        edit = ndimage.gaussian_filter(moved(target, 1.3, -0.7, 0.99), (0.6, 0.6, 0))
         cur = StoredImage.of(u8(drift(edit, gain=(1.02, 0.99, 1.01), bias=(0, 0, 0), noise=0.004)))
         c0, w0 = time.process_time(), time.perf_counter()
         change = guard_change(prev, cur)
@@ -162,7 +175,7 @@ def run_cost(size: int, repeats: int) -> list[dict]:
         cpu, wall = [], []
         for _ in range(repeats):
             c0, w0 = time.process_time(), time.perf_counter()
-            res = drift_guard(prev, cur, change, request="add a red box")
+            res = drift_guard(prev, cur, change, request=request)
             remember_guarded(prev, StoredImage.of(res.image), res, change)
             cpu.append(time.process_time() - c0)
             wall.append(time.perf_counter() - w0)
@@ -172,7 +185,8 @@ def run_cost(size: int, repeats: int) -> list[dict]:
                     "share_of_30s_edit (cpu)": f"{100 * c / 30:.2f} %",
                     "change_record_cpu_s": round(c_change, 3),
                     "change_record_wall_s": round(w_change, 3), "applied": res.applied,
-                    "edit_fraction": res.record.get("edit_fraction"), "load_1min": round(os.getloadavg()[0], 2)})
+                    "edit_fraction": res.record.get("edit_fraction"), "route": res.record.get("route"),
+                    "load_1min": round(os.getloadavg()[0], 2)})
     return out
 
 
@@ -216,11 +230,11 @@ def main(argv=None) -> int:
         sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
         rows = run_cost(a.size, a.repeats)
         print("| case | guard CPU s, min (median) | guard wall s, min | CPU share of a 30 s edit | change record CPU s (shared) | "
-              "edit fraction | load (1 min) |")
-        print("|---|---|---|---|---|---|---|")
+              "edit fraction | route | load (1 min) |")
+        print("|---|---|---|---|---|---|---|---|")
         for r in rows:
             print(f"| {r['case']} | {r['guard_cpu_s']} ({r['guard_cpu_s_median']}) | {r['guard_wall_s']} | {r['share_of_30s_edit (cpu)']} | "
-                  f"{r['change_record_cpu_s']} | {r['edit_fraction']} | {r['load_1min']} |")
+                  f"{r['change_record_cpu_s']} | {r['edit_fraction']} | {r['route']} | {r['load_1min']} |")
     return 0
 
 

@@ -17,7 +17,7 @@ jacket on the beaver; the fox where the beaver was; the necklace and the bag; th
   comparison);
 - edit kept: of the editor's clear change inside the box, the share where the guard's output
   still differs from the input by more than 20/255. The editor's output is put into the input's
-  frame by the turn's alignment refined by the structure warp (`editor_in_input_frame`) and the
+  frame by the turn's alignment refined on the scene's structure (`editor_in_input_frame`) and the
   input through a colour fit made outside the box; a pixel is a clear change when one image's pixel lies more than 40/255 (largest channel)
   outside the range the other takes within 2 px of it (so a 1-2 px misfit of a sharp edge is no
   change, and a thin line removed or added is);
@@ -40,9 +40,8 @@ from scipy import ndimage
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from respec.history import StoredImage  # noqa: E402
 from respec.pixels.alignment import Alignment  # noqa: E402
-from respec.pixels.guard import guard_change, guard_images  # noqa: E402
+from respec.pixels.guard import guard_change, guard_images, read_structure  # noqa: E402
 from respec.pixels.provenance import fit_colour  # noqa: E402
-from respec.pixels.structure import structure_warp  # noqa: E402
 
 FAR_GROW_PX = 8
 FAR_DELTA = 8.0 / 255.0
@@ -104,16 +103,17 @@ def load(p: Path) -> np.ndarray:
     return np.asarray(Image.open(p).convert("RGB"))
 
 
-def editor_in_input_frame(a: np.ndarray, b: np.ndarray, box: np.ndarray) -> np.ndarray:
+def editor_in_input_frame(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """The editor's output b (resized to a's size) on the input a's pixel grid, float 0..1: the
-    turn's alignment (the change record's) refined by the structure warp (respec/pixels/structure.py),
-    which does not measure inside the box. The index's own transform (one similarity, by SIFT /
-    ECC) leaves 2-5 px on the Qwen-Image-Edit steps that zoom by a different amount on each axis,
-    which would count every shifted edge as the editor's change."""
+    turn's alignment (the change record's) refined on the scene's structure and by the local motion
+    field (`read_structure`: respec/pixels/structure.py and flow.py, not measured where the content
+    changed). The index's own transform (one similarity, by SIFT / ECC) leaves 2-5 px on the
+    Qwen-Image-Edit steps that zoom by a different amount on each axis, which would count every
+    shifted edge as the editor's change."""
     if b.shape[:2] != a.shape[:2]:
         b = np.asarray(Image.fromarray(b).resize((a.shape[1], a.shape[0]), Image.BILINEAR))
     change = guard_change(StoredImage.of(a), StoredImage.of(b))
-    sw = structure_warp(a, b, Alignment.from_record(change.info.get("alignment")), edit=box)
+    sw = read_structure(a, b, Alignment.from_record(change.info.get("alignment")), None)
     return sw.sample(b, (0, a.shape[0], 0, a.shape[1]))
 
 
@@ -137,7 +137,7 @@ def measure(a: np.ndarray, b: np.ndarray, out: np.ndarray, box) -> dict:
     P = a.astype(np.float32) / 255.0
     G = out[..., :3].astype(np.float32) / 255.0
     inside = box_mask(P.shape[:2], box)
-    E = editor_in_input_frame(a, b, inside)
+    E = editor_in_input_frame(a, b)
     far = ~ndimage.binary_dilation(inside, iterations=FAR_GROW_PX)
     far_guard = float((np.abs(G - P).max(axis=2) > FAR_DELTA)[far].mean())
     far_editor = float((np.abs(E - P).max(axis=2) > FAR_DELTA)[far].mean())
