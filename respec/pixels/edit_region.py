@@ -60,31 +60,41 @@ class CoarseChange:
         """bool h×w: where the residual passes the level."""
         return (self.residual > self.level) & self.valid
 
+    def median_at(self, piece: np.ndarray, origin: tuple[int, int]) -> float:
+        """The median coarse residual under a full-size bool mask `piece` whose top-left pixel is
+        `origin` (y, x) of the full picture (each pixel reads its coarse pixel: nearest)."""
+        ys, xs = np.nonzero(piece)
+        cy = np.clip(((ys + origin[0] + 0.5) * self.factor).astype(int), 0, self.residual.shape[0] - 1)
+        cx = np.clip(((xs + origin[1] + 0.5) * self.factor).astype(int), 0, self.residual.shape[1] - 1)
+        return float(np.median(self.residual[cy, cx]))
+
     def at(self, shape: tuple[int, int], mask: np.ndarray | None = None) -> np.ndarray:
         """A coarse bool mask (default: `changed()`) at full size `shape` (nearest)."""
         m = self.changed() if mask is None else mask
         return np.asarray(Image.fromarray(m.astype(np.uint8) * 255).resize((shape[1], shape[0]), Image.NEAREST)) >= 128
 
 
-def coarse_size(shape: tuple[int, int]) -> tuple[tuple[int, int], float]:
-    """((h, w) of the coarse grid, coarse / full factor) for a picture of `shape` (h, w)."""
+def coarse_size(shape: tuple[int, int], side: int = COARSE_SIDE) -> tuple[tuple[int, int], float]:
+    """((h, w) of the coarse grid, coarse / full factor) for a picture of `shape` (h, w), its longer
+    side at most `side`."""
     h, w = shape
-    f = min(1.0, COARSE_SIDE / float(max(h, w)))
+    f = min(1.0, side / float(max(h, w)))
     return (max(8, round(h * f)), max(8, round(w * f))), f
 
 
 def coarse_change(previous: np.ndarray, edit_coarse: np.ndarray, valid: np.ndarray | None = None) -> CoarseChange:
     """The coarse content change (see the module docstring). previous: uint8 H×W×3 (full size);
-    edit_coarse: the edit already read on the previous image's coarse grid (`coarse_size`), float
+    edit_coarse: the edit already read on a coarse grid of the previous image (`coarse_size`), float
     h×w×3 in 0..1; valid: where it had a source (default: everywhere)."""
-    (ch, cw), f = coarse_size(previous.shape[:2])
+    ch, cw = edit_coarse.shape[:2]
+    f = ch / float(previous.shape[0])
     P = np.asarray(Image.fromarray(np.ascontiguousarray(previous[..., :3])).resize((cw, ch), Image.BOX),
                    np.float32) / 255.0
     E = np.asarray(edit_coarse, np.float32)
     ok = np.ones((ch, cw), bool) if valid is None else np.asarray(valid, bool)
     Pb = ndimage.gaussian_filter(P, (COARSE_SIGMA, COARSE_SIGMA, 0), mode="nearest")
     Eb = ndimage.gaussian_filter(E, (COARSE_SIGMA, COARSE_SIGMA, 0), mode="nearest")
-    fit = fit_colour(Pb, Eb, use=ok, sampled=True)
+    fit = fit_colour(Pb[::2, ::2], Eb[::2, ::2], use=ok[::2, ::2], sampled=True)   # a quarter of the grid is plenty
     Pf = fit.apply(Pb)
     # both ways: a detail re-drawn a little off is near in either image; a thin thing removed is
     # near nothing in the edit (one way the previous image shifted would explain it away)
@@ -140,10 +150,11 @@ def rerendered_components(c: np.ndarray, fine: np.ndarray, cc: CoarseChange, mai
     if not n or not main.any():     # the request's change does not show at the coarse scale (a faint tint):
         return out                  # nothing to be far from
     reach = max(1, round(near_px * cc.factor))
-    near = dilate(cc.at(c.shape, hulls(main, reach)), near_px)
-    coarse_full = np.asarray(Image.fromarray(cc.residual).resize((c.shape[1], c.shape[0]), Image.BILINEAR))
+    near = cc.at(c.shape, dilate(hulls(main, reach), reach))       # dilated on the coarse grid: cheap
     for k, sl in enumerate(ndimage.find_objects(labels), start=1):
         comp = labels[sl] == k
+        if comp.sum() < MIN_PIECE * c.size:
+            continue
         core = comp & near[sl]
         rest = comp & ~dilate(convex_hull(core), near_px) if core.any() else comp
         pieces, m = ndimage.label(rest)
@@ -151,7 +162,7 @@ def rerendered_components(c: np.ndarray, fine: np.ndarray, cc: CoarseChange, mai
             piece = pieces[psl] == j
             if piece.sum() < MIN_PIECE * c.size:
                 continue
-            co = float(np.median(coarse_full[sl][psl][piece]))
+            co = cc.median_at(piece, (sl[0].start + psl[0].start, sl[1].start + psl[1].start))
             fi = float(np.median(fine[sl][psl][piece]))
             if co < cc.level and co < REDRAWN_RATIO * fi:
                 out[sl][psl] |= piece
@@ -191,7 +202,7 @@ def hulls(m: np.ndarray, reach: int) -> np.ndarray:
 
 SUBJECT_LEVEL = 12.0 / 255.0    # a new background: where the edit stays within this of the previous image (blurred,
                                 # after a colour fit on those pixels) is the subject the request kept
-MIN_SUBJECT = 0.03              # ... which covers at least this share of the picture
+MIN_SUBJECT = 0.01              # ... which covers at least this share of the picture
 
 
 def kept_subject(P: np.ndarray, E: np.ndarray, valid: np.ndarray | None = None) -> tuple[np.ndarray, ColourFit]:

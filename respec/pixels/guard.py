@@ -71,8 +71,8 @@ from .blend import levels_for, multiband_blend, push_pull
 from .edit_region import (CoarseChange, coarse_change, coarse_size, convex_hull, hulls, kept_subject, main_change,
                           rerendered_components)
 from .grade import GRADE_FROM, colour_shift, grade_record, into_grade, invertible
-from .provenance import (DEFAULT_PARAMS, ChangeParams, Stability, change_between, change_of, dilate, erode,
-                         remember_alignment, remember_change, unstable_mask)
+from .provenance import (DEFAULT_PARAMS, ChangeParams, Stability, change_between, change_of, dilate,
+                         erode, remember_alignment, remember_change, unstable_mask)
 
 METHOD = "drift-guard-v2"
 GUARD_MASK = "guard_edit"          # the kept-edit weights stored with the turn (1 = the editor's pixel)
@@ -272,8 +272,13 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
             return aside(f"{why}, and the scene's structure did not hold: after a structure warp only {sw.held:.0%} "
                          f"of its textured blocks agree (limit {STRUCTURE_HELD:.0%}): a new pose or a re-framing",
                          why="moved", route_why=why)
-        # the change again, with the edit read through the structure warp, in I_(t-1)'s frame
-        again = change_of(_float(prev3), sw.sample(cur3, (0, shape[0], 0, shape[1])), warped=True)
+        # the change again, with the edit read through the structure warp, in I_(t-1)'s frame, at a
+        # working size (the tiles below read the edit at full size where they need it)
+        wshape, _ = coarse_size(shape, AGAIN_SIDE)
+        E_w, _ = sw.sample_coarse(cur3, wshape)
+        P_w = np.asarray(Image.fromarray(np.ascontiguousarray(prev3)).resize(wshape[::-1], Image.BOX),
+                         np.float32) / 255.0
+        again = change_of(P_w, E_w, warped=True)
         if user is None and (again.fraction < MIN_CHANGE or again.fraction > params.global_share
                              or shift > params.global_colour):
             # pixel by pixel the re-render and the edit are one (the change mask's threshold rose above
@@ -284,7 +289,8 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
                              "the request names nothing to keep apart", why="rerender", route_why=why)
             return coarse_route(prev3, cur3, prev, sw, user, base, params, aside, why, places)
         info = {**info, **again.info(), "alignment": al.record()}
-        seed = again.mask
+        seed = again.mask if again.mask.shape == shape else np.asarray(
+            Image.fromarray(again.mask).resize((shape[1], shape[0]), Image.NEAREST), bool)
         inv = IDENTITY       # the record and the seed are now in I_(t-1)'s frame
         base.update(route_why=why, change_fraction=round(again.fraction, 6))
         graded = local and colour_shift(info) > GRADE_FROM and invertible(info)
@@ -362,7 +368,7 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
                                             (found & ~seed)[s0], px["margin"] + params.coherent_open)
             if dropped:
                 checks["drift_px_dropped"] = dropped
-            if local and c_all.any():
+            if local and c_all.any() and spread_out(c_all, round(NEAR_FRAC * min(shape))):
                 cc = coarse_change(prev3, *(sw or plain_warp(al, shape)).sample_coarse(cur3, coarse_size(shape)[0]))
                 beyond = beyond_request(prev3, E_all, c_all, info, cc, places, named)
                 if beyond.any():
@@ -451,7 +457,8 @@ def background_route(prev: np.ndarray, cur: np.ndarray, al: Alignment, base: dic
                      aside: Any, words: str) -> GuardResult:
     """The guard on a request for a new background (`words`: what the keyword rule read): the edit
     region is everything but the subject the editor kept (edit_region.kept_subject, in I_(t-1)'s
-    frame after the turn's alignment); the subject comes back as I_(t-1)'s own pixels, its edge
+    frame after the turn's alignment or none, whichever holds more of it); the subject comes back as
+    I_(t-1)'s own pixels, its edge
     blended into the new background by the seam (which corrects the background's band next to it).
     Steps aside when the alignment is a re-framing or not trusted, or when no subject held (the
     editor re-drew it too)."""
@@ -466,6 +473,13 @@ def background_route(prev: np.ndarray, cur: np.ndarray, al: Alignment, base: dic
                      f"({al.residual_px:.2f} px of residual motion)", why="alignment", **extra)
     prev3 = prev[:, :, :3] if prev.shape[2] >= 3 else np.repeat(prev[:, :, :1], 3, axis=2)
     cur3 = cur[:, :, :3] if cur.shape[2] >= 3 else np.repeat(cur[:, :, :1], 3, axis=2)
+    # The turn's alignment was measured on the whole picture, most of which is the new background:
+    # it and no motion are tried on the coarse grid, and the one under which more of a subject held wins.
+    cshape, _ = coarse_size(shape)
+    small = np.asarray(Image.fromarray(np.ascontiguousarray(prev3)).resize(cshape[::-1], Image.BOX), np.float32) / 255.0
+    tried = [(float(kept_subject(small, *plain_warp(a, shape).sample_coarse(cur3, cshape))[0].mean()), i, a)
+             for i, a in enumerate((al, IDENTITY))]
+    al = max(tried)[2]
     inv = al.inverse()
     P = _float(prev3)
     E = warp_float(cur3, inv)
@@ -476,11 +490,17 @@ def background_route(prev: np.ndarray, cur: np.ndarray, al: Alignment, base: dic
                      "(nothing of it agrees with the previous image)", why="rerender", **extra)
     K = ~subject & src
     checks: dict = {"subject_fraction": round(float(subject.mean()), 6)}
-    comp, w = compose(P, E, K, src, params.seam, px, checks)
-    out = prev3.copy()
-    sel = w > 0
-    out[sel] = np.clip(np.round(comp[sel] * 255.0), 0, 255).astype(np.uint8)
-    return _finish(prev, out, w, {**base, **extra, "region_from": "everything but the subject the editor kept",
+    # the new background is the editor's pixels; the seam lies in its band next to the subject, so
+    # only the crop around the subject is composed
+    out = np.where(K[..., None], np.clip(np.round(E * 255.0), 0, 255), prev3).astype(np.uint8)
+    w = K.astype(np.float32)
+    sl = _bbox(subject, px["margin"] + px["band"] + 2 * RIM_PX + 2)
+    comp, w[sl] = compose(P[sl], E[sl], K[sl], src[sl], params.seam, px, checks)
+    view = out[sl]
+    sel = w[sl] > 0
+    view[sel] = np.clip(np.round(comp[sel] * 255.0), 0, 255).astype(np.uint8)
+    return _finish(prev, out, w, {**base, **extra, "alignment": al.record(),
+                                  "region_from": "everything but the subject the editor kept",
                                   "edit_fraction": round(float(K.mean()), 6), **checks}, al)
 
 
@@ -491,9 +511,29 @@ def read_structure(prev3: np.ndarray, cur3: np.ndarray, al: Alignment, user: np.
     sign's new text would move its blocks' correlation peaks)."""
     shape = prev3.shape[:2]
     if user is None:
-        first = coarse_change(prev3, *plain_warp(al, shape).sample_coarse(cur3, coarse_size(shape)[0]))
+        first = coarse_change(prev3, *plain_warp(al, shape).sample_coarse(cur3, coarse_size(shape, FIRST_SIDE)[0]))
         user = dilate(first.at(shape, main_change(first)), round(NEAR_FRAC * min(shape) / 2))
     return with_local_flow(structure_warp(prev3, cur3, al, edit=user), prev3, cur3, user)
+
+
+FIRST_SIDE = 128          # where the content changed, for the structure warp not to measure there, is read this coarse
+AGAIN_SIDE = 512          # after a structure warp the change is measured again with the longer side at most this
+
+
+def spread_out(c: np.ndarray, near: int) -> bool:
+    """Whether the change mask `c` reaches beyond its largest component's bounding box grown by `near`
+    px (only then can part of it lie away from the request's change: a compact change is left as it is,
+    at no cost)."""
+    labels, n = ndimage.label(c)
+    if n <= 1:
+        return False
+    sizes = np.bincount(labels.ravel())
+    sizes[0] = 0
+    sl = ndimage.find_objects((labels == int(np.argmax(sizes))).astype(np.int32))[0]
+    h, w = c.shape
+    inner = np.zeros_like(c)
+    inner[max(0, sl[0].start - near):min(h, sl[0].stop + near), max(0, sl[1].start - near):min(w, sl[1].stop + near)] = True
+    return bool((c & ~inner).any())
 
 
 def beyond_request(prev3: np.ndarray, E_all: np.ndarray, c_all: np.ndarray, info: dict, cc: CoarseChange,
@@ -516,9 +556,11 @@ def beyond_request(prev3: np.ndarray, E_all: np.ndarray, c_all: np.ndarray, info
     # a request that names nothing may have asked for the re-drawn detail (an expression): only
     # what lies far from its change is judged
     out = rerendered_components(c_all, fine, cc, main_change(cc), near if named else UNNAMED_NEAR * near)
-    if places:
-        kept = largest_groups(c_all & ~out, fine, places, near // 2)
-        out |= redrawn_like(c_all & ~out & ~dilate(kept, near), fine, cc)      # away from what the request changed
+    if places:          # on the crop that holds the change (the dilations cost what the crop costs)
+        box = _bbox(c_all, near + 1)
+        c = c_all[box] & ~out[box]
+        kept = largest_groups(c, fine[box], places, near // 2)
+        out[box] |= redrawn_like(c & ~dilate(kept, near), fine[box], cc, (box[0].start, box[1].start))
     return out
 
 
@@ -526,18 +568,19 @@ PLACES_RATIO = 0.6        # a change beyond the places a request names is restor
                           # this share of its pixel-level one (re-drawn texture); a tint or a colour keeps it
 
 
-def redrawn_like(m: np.ndarray, fine: np.ndarray, cc: CoarseChange) -> np.ndarray:
+def redrawn_like(m: np.ndarray, fine: np.ndarray, cc: CoarseChange, origin: tuple[int, int] = (0, 0)) -> np.ndarray:
     """The components of `m` whose median coarse content change is below PLACES_RATIO of their median
     pixel-level residual `fine`: texture re-drawn (fur, an ear), not a tint, a recolour or a
-    revealed background, which a blur does not make smaller."""
+    revealed background, which a blur does not make smaller. `origin`: where `m`'s crop lies in the
+    picture (y, x)."""
     out = np.zeros(m.shape, bool)
     if not m.any():
         return out
-    coarse_full = np.asarray(Image.fromarray(cc.residual).resize((m.shape[1], m.shape[0]), Image.BILINEAR))
     labels, _ = ndimage.label(m)
     for k, sl in enumerate(ndimage.find_objects(labels), start=1):
         comp = labels[sl] == k
-        if float(np.median(coarse_full[sl][comp])) < PLACES_RATIO * float(np.median(fine[sl][comp])):
+        if cc.median_at(comp, (origin[0] + sl[0].start, origin[1] + sl[1].start)) < \
+                PLACES_RATIO * float(np.median(fine[sl][comp])):
             out[sl] |= comp
     return out
 

@@ -28,6 +28,7 @@ scene held.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import warnings
 
@@ -38,7 +39,7 @@ from scipy import ndimage
 from .alignment import Alignment, block_motion, grey, resize_grey, warp
 from .flow import estimate_flow
 
-WORK_SIDE = 512
+WORK_SIDE = 384
 EDGE_SIGMA = 1.5
 PASSES = ((64, 32), (32, 16))     # (block, stride) at the working size
 MIN_PEAK = 0.15                   # a phase-correlation peak below this is no measurement
@@ -47,7 +48,8 @@ MAX_FIELD = 0.03                  # the field is capped at this share of the sho
 HELD_BLOCK = 32                   # the structure check's blocks (working px) ...
 HELD_SIGMA = 2.0                  # ... compare the grey blurred by this ...
 HELD_NCC = 0.6                    # ... and hold from this correlation
-FLOW_SIDE = 512                   # the local motion field is measured with the longer side at most this
+FLOW_SIDE = 512                   # the local motion field is measured with the longer side at most this ...
+FLOW_PAD = 0.1                    # ... around the edit grown by this share of the side (where its pixels are pasted)
 TEXTURE_STD = 0.02                # a block flatter than this in both images is not judged
 
 
@@ -70,6 +72,13 @@ class StructureWarp:
     flow_dy: np.ndarray | None = None
     flow: dict | None = None              # its record (respec/pixels/flow.py), or why it was not used
 
+    @cached_property
+    def _field_full(self) -> tuple[np.ndarray, np.ndarray]:
+        """(dy, dx) of the smooth field at every full-size pixel (a bilinear resize, read once)."""
+        h, w = self.shape
+        return tuple(np.asarray(Image.fromarray(np.asarray(v, np.float32)).resize((w, h), Image.BILINEAR))
+                     for v in (self.dy, self.dx))
+
     @property
     def moved(self) -> float:
         """The share of the textured blocks whose structure did not hold."""
@@ -79,8 +88,16 @@ class StructureWarp:
         """(rows, cols) in the edit's full-size frame of the previous frame's pixels in `box`
         (y0, y1, x0, x1)."""
         y0, y1, x0, x1 = box
+        h, w = self.shape
         yy, xx = np.mgrid[y0:y1, x0:x1].astype(np.float32)
-        return self.coords_of(yy, xx)
+        # on the pixel grid the smooth field is an image resize and the local motion a crop (the
+        # field at p rather than p + d(p): it changes by far less than a pixel over d's 1-2 px)
+        fy, fx = (v[y0:y1, x0:x1] for v in self._field_full)
+        if self.flow_dx is not None:
+            yy, xx = yy + self.flow_dy[y0:y1, x0:x1], xx + self.flow_dx[y0:y1, x0:x1]
+        a = self.alignment
+        cy, cx = (h - 1) / 2.0, (w - 1) / 2.0
+        return a.scale * (yy - cy) + cy + a.dy + fy, a.scale * (xx - cx) + cx + a.dx + fx
 
     def coords_of(self, yy: np.ndarray, xx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(rows, cols) in the edit's full-size frame of previous-frame positions (yy, xx)."""
@@ -100,15 +117,21 @@ class StructureWarp:
     def sample(self, image: np.ndarray, box: tuple[int, int, int, int]) -> np.ndarray:
         """The edit `image` (uint8 or float H×W×C, the edit's frame) on the previous frame's pixels
         of `box`: float32, 0..1 for uint8."""
+        return self.sample_with_support(image, box)[0]
+
+    def sample_with_support(self, image: np.ndarray, box: tuple[int, int, int, int]) -> tuple[np.ndarray, np.ndarray]:
+        """(`sample`, `support`) of one reading of the coordinates."""
         img = np.asarray(image)
         rows, cols = self.coords(box)
+        h, w = self.shape
+        ok = (rows >= -0.5) & (rows <= h - 0.5) & (cols >= -0.5) & (cols <= w - 0.5)
         scale = 1.0 / 255.0 if img.dtype == np.uint8 else 1.0
         chans = img.shape[2] if img.ndim == 3 else 1
         src = img.reshape(img.shape[0], img.shape[1], chans)
         out = np.stack([ndimage.map_coordinates(src[..., c].astype(np.float32), [rows, cols], order=1,
                                                 mode="nearest") for c in range(chans)], axis=2)
         out *= np.float32(scale)
-        return out if img.ndim == 3 else out[..., 0]
+        return (out if img.ndim == 3 else out[..., 0]), ok
 
     def sample_coarse(self, image: np.ndarray, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
         """The edit `image` (uint8 H×W×3, the edit's frame, full size) read on a coarse grid of the
@@ -265,9 +288,10 @@ def with_local_flow(sw: StructureWarp, previous: np.ndarray, edited: np.ndarray,
                     edit: np.ndarray | None = None) -> StructureWarp:
     """`sw` refined by the dense local motion field of respec/pixels/flow.py (pyramid Lucas-Kanade,
     forward-backward checked, up to its MAX_FLOW_PX at a working size of FLOW_SIDE): what the
-    structure warp's 32-64 px blocks leave, a face warped by a pixel or two. Measured outside `edit`
-    (bool, previous frame); used only when the flow module calls it usable (else `flow` records
-    why, and the warp is unchanged)."""
+    structure warp's 32-64 px blocks leave, a face warped by a pixel or two. Measured around `edit`
+    (bool, previous frame; grown by FLOW_PAD of the side), outside it; used only when the flow
+    module calls it usable (else `flow` records why, and the warp is unchanged). Beyond its box the
+    field is zero."""
     h, w = sw.shape
     f = min(1.0, FLOW_SIDE / float(max(h, w)))
     shape = (max(16, round(h * f)), max(16, round(w * f)))
@@ -278,7 +302,14 @@ def with_local_flow(sw: StructureWarp, previous: np.ndarray, edited: np.ndarray,
     if edit is not None:
         valid = ok & ~(np.asarray(Image.fromarray(np.asarray(edit, np.uint8) * 255).resize(
             (shape[1], shape[0]), Image.BILINEAR)) > 0)
-    flow = estimate_flow(e_small, small, valid=valid)
+    box = None
+    if edit is not None and np.asarray(edit).any():      # the field is needed where the edit is pasted
+        ys, xs = np.nonzero(np.asarray(Image.fromarray(np.asarray(edit, np.uint8) * 255).resize(
+            (shape[1], shape[0]), Image.NEAREST)) > 0)
+        pad = round(FLOW_PAD * max(shape))
+        box = (max(0, ys.min() - pad), min(shape[0], ys.max() + 1 + pad),
+               max(0, xs.min() - pad), min(shape[1], xs.max() + 1 + pad))
+    flow = estimate_flow(e_small, small, valid=valid, box=box)
     usable, why = flow.usable()
     if not usable:
         return replace(sw, flow={"used": False, "why": why})

@@ -161,7 +161,9 @@ def run_cost(size: int, repeats: int) -> list[dict]:
     for name, (img, box, request, kind) in cases.items():
         prev = StoredImage.of(u8(img))
         if kind == "background":        # everything but the box (the subject) re-drawn
-            target = draw_rect(np.clip(background(7, (size, size)) * 0.6 + 0.3, 0, 1), box, (0.9, 0.1, 0.1))
+            yy = np.linspace(0.0, 1.0, size)[:, None, None]
+            beach = np.where(yy < 0.5, [0.45, 0.65, 0.95], [0.85, 0.75, 0.5]) + 0.05 * (scene - 0.5)   # sky over sand
+            target = draw_rect(np.clip(beach, 0, 1), box, (0.9, 0.1, 0.1))
             prev = StoredImage.of(u8(draw_rect(img, box, (0.9, 0.1, 0.1))))
         else:
             target = draw_rect(img, box, (0.9, 0.1, 0.1))
