@@ -40,7 +40,8 @@ from scipy import ndimage
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from respec.history import StoredImage  # noqa: E402
 from respec.pixels.alignment import Alignment  # noqa: E402
-from respec.pixels.guard import guard_change, guard_images, read_structure  # noqa: E402
+from respec.pixels.guard import DEFAULT_GUARD, guard_change, guard_images, read_structure  # noqa: E402
+from respec.pixels.structure import plain_warp  # noqa: E402
 from respec.pixels.provenance import fit_colour  # noqa: E402
 
 FAR_GROW_PX = 8
@@ -105,16 +106,19 @@ def load(p: Path) -> np.ndarray:
 
 def editor_in_input_frame(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """The editor's output b (resized to a's size) on the input a's pixel grid, float 0..1: the
-    turn's alignment (the change record's) refined on the scene's structure and by the local motion
-    field (`read_structure`: respec/pixels/structure.py and flow.py, not measured where the content
-    changed). The index's own transform (one similarity, by SIFT / ECC) leaves 2-5 px on the
+    turn's alignment (the change record's) where it explains the motion (residual and inliers within
+    the guard's limits), else that alignment refined on the scene's structure and by the local
+    motion field (`read_structure`: respec/pixels/structure.py and flow.py, not measured where the
+    content changed). The index's own transform (one similarity, by SIFT / ECC) leaves 2-5 px on the
     Qwen-Image-Edit steps that zoom by a different amount on each axis, which would count every
     shifted edge as the editor's change."""
     if b.shape[:2] != a.shape[:2]:
         b = np.asarray(Image.fromarray(b).resize((a.shape[1], a.shape[0]), Image.BILINEAR))
     change = guard_change(StoredImage.of(a), StoredImage.of(b))
-    sw = read_structure(a, b, Alignment.from_record(change.info.get("alignment")), None)
-    return sw.sample(b, (0, a.shape[0], 0, a.shape[1]))
+    al = Alignment.from_record(change.info.get("alignment"))
+    if al.residual_px <= DEFAULT_GUARD.max_residual_px and al.inliers >= DEFAULT_GUARD.min_inliers:
+        return plain_warp(al, a.shape[:2]).sample(b, (0, a.shape[0], 0, a.shape[1]))
+    return read_structure(a, b, al, None).sample(b, (0, a.shape[0], 0, a.shape[1]))
 
 
 def box_mask(shape: tuple[int, int], box: tuple[float, float, float, float]) -> np.ndarray:
