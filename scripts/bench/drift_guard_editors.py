@@ -185,7 +185,7 @@ def table(rows: list[dict]) -> str:
         what = "applied" if r["applied"] else f"stepped aside ({r['why']}: {r['reason']})"
         if "far_changed" in r:
             far = f"{100 * r['far_changed_editor']:.1f} % → {100 * r['far_changed']:.1f} %"
-            kept = "–" if r["edit_kept"] is None else f"{100 * r['edit_kept']:.0f} %"
+            kept = "–" if r["edit_kept"] is None else f"{100 * r['edit_kept']:.1f} %"
             well = "yes" if r["guarded_well"] else "no"
         else:
             far, kept, well = "–", "–", f"({r['kind']})"
