@@ -25,18 +25,27 @@ so a zoom-out or a shift is undone, not accumulated. What it guarantees:
   filled. A user's MASK replaces it all: the user's own mask wins over the change mask.
 - **Outside K nothing is touched** (the default seam, `membrane`): the output there is I_{t-1}'s
   own pixels, so a long conversation does not accumulate anything around its edits. Inside K the
-  editor's pixels, with the colour step at K's edge taken away by a smooth correction field (the
-  difference of the two images just outside K, carried inside by push-pull and faded out over
-  `margin` + `band` px). The `multiband` seam (blend.multiband_blend over `band` px outside K) and
+  editor's pixels, with the colour step at K's edge taken away by a smooth correction field in
+  K's outermost `band` px only (the difference of the two images just outside K, carried inside
+  by push-pull): the edit's interior is the editor's pixels. The `multiband` seam (blend.multiband_blend over `band` px outside K) and
   the first version's linear `feather` are there to be measured against (docs/drift-guard.md).
+- **The request decides what is drift** (respec/controller/request_language.py, read clause by
+  clause). On a local request a whole-picture colour shift is drift: the edit is mapped into the
+  previous image's grade (respec/pixels/grade.py). A re-render, or a zoom one similarity does not
+  follow, is read through the structure warp and the local motion field
+  (respec/pixels/structure.py, flow.py); when the request names what it changes, re-drawn detail
+  away from its change is restored (`beyond_request`, respec/pixels/edit_region.py), and where
+  pixel by pixel the re-render and the edit are one, the edit region is the change of content at
+  a coarse scale (`coarse_route`). A new background keeps the subject the editor kept
+  (`background_route`).
 - **It never removes an edit.** It steps aside (the editor's image is kept, and the record says
-  why) on a global edit (the plan says so; the keyword rule, which reads the word that governs the
-  request, not any word in it; the colour map of the whole picture far from identity; the change
-  or the edit region over half the picture), on an alignment it does not trust (residual motion,
-  few inliers, a zoom or shift larger than an editor's drift), on a re-render it cannot separate
-  (the change record's stability says the scene outside the change moved or was redrawn), and when
-  the picture right around the edit moved (a pose change: the edit pasted into the previous image
-  would break what it is part of).
+  why) on a global edit (the plan says so; the keyword rule, which reads the verb that governs each
+  clause, not any word in it; on a request that names nothing, the colour map of the whole
+  picture far from identity or the change over half the picture; any edit region over half the
+  picture), on a re-framing (a zoom or shift larger than an editor's drift), on a re-render it
+  cannot separate (the request names nothing, or no change of content stands out), and when the
+  scene's structure moved or the picture right around the edit moved (a pose change: the edit
+  pasted into the previous image would break what it is part of).
 - **Only the tiles near the change are looked at** (the editor's image is warped and drift is told
   on 64-px tiles within reach of the change mask; the region on the crop around it).
 
@@ -50,7 +59,9 @@ it, 3/255 or more and at least 4 times the drift around the change (its colour m
 covers; a tint of a near-black area; a global edit only a few per cent strong) is reverted to
 I_{t-1}; the keyword rule reads a few verb patterns, not language ("add a lamp that lights the
 whole picture" is local to it: the measured coverage and colour change decide); a re-render the
-change record calls stable is kept only where it found a change.
+change record calls stable is kept only where it found a change; re-drawn detail is told from the
+request's change by scale, not meaning (a sign re-drawn with its new text, an expression). The
+measured steps are in docs/drift-guard.md.
 """
 from __future__ import annotations
 
