@@ -32,8 +32,11 @@ class ReSpecDriftGuard:
                    "the pixels the edit changed (grown by a small margin, holes filled; your MASK instead when you "
                    "connect one), and returns the editor's pixels there and the previous image's own pixels "
                    "everywhere else, with a colour-matched seam. So colours, detail and framing do not drift over a "
-                   "conversation. It steps aside and keeps the edit as it is on a global edit (lighting, style, "
-                   "season), a re-render it cannot separate, or an alignment it does not trust; the report says why.")
+                   "conversation. On a local request a re-render, a zoom or a whole-picture colour shift is drift: the "
+                   "edit is read on the scene's structure and put back in the picture's own colours, and re-drawn "
+                   "detail far from what the request names is restored. A new background keeps the subject. It steps "
+                   "aside and keeps the edit as it is on a global edit (lighting, style, season), when the scene's "
+                   "structure moved (a new pose, a re-framing), or on an alignment it does not trust; the report says why.")
 
     @classmethod
     def INPUT_TYPES(cls):
@@ -51,8 +54,9 @@ class ReSpecDriftGuard:
                                   "previous image's frame). It wins over the change mask: only these pixels keep "
                                   "the editor's, and the global-edit rules are skipped."}),
                 "instruction": ("STRING", {"forceInput": True, "default": "", "tooltip":
-                                "Optional: this turn's request (a lighting, style or season request makes the "
-                                "guard step aside)."}),
+                                "Optional: this turn's request, read clause by clause: a lighting, style or season "
+                                "request makes the guard step aside; 'keep the same ...' clauses do not; a new "
+                                "background keeps the subject; the objects it names bound the edit region."}),
                 "plan": (PLAN, {"tooltip": "Optional: this turn's plan (its instruction goes through the same rule)."}),
                 "reveal": ("RESPEC_REVEAL", {"tooltip": "Optional: Reveal Composite's record of this turn. Its pasted "
                            "pixels count as the edit, and inside the paste the output is I_(k-1)'s own pixels "

@@ -74,3 +74,19 @@ def rerender_field(img: np.ndarray, strength: float = 0.25, corr_px: float = 6.0
     tex = ndimage.gaussian_filter(rng.normal(0, 1, (h, w, img.shape[2])), (corr_px / 3, corr_px / 3, 0))
     tex = tex / (np.abs(tex).max() + 1e-9) * strength
     return np.clip(out + tex, 0, 1)
+
+
+def sky_and_water(shape=(256, 384), horizon: float = 0.85, seed: int = 0) -> np.ndarray:
+    """A flat, low-texture photo: a nearly uniform bright sky over a dark strip of water with gentle
+    waves (float H×W×3 in 0..1). On such a picture an affine colour fit seen on the sky alone cannot
+    tell a gain from an offset."""
+    h, w = shape
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float64)
+    img = np.stack([0.70 + 0.02 * yy / h, 0.78 + 0.015 * yy / h, 0.92 - 0.01 * yy / h], 2)
+    img += ndimage.gaussian_filter(rng.normal(0, 0.004, (h, w, 3)), (3, 3, 0))
+    hz = int(horizon * h)
+    d = yy[hz:] - hz
+    waves = 0.01 * np.sin(xx[hz:] / 9.0 + 0.7 * np.sin(d / 5.0))
+    img[hz:] = np.stack([0.16 + 0.06 * d / h, 0.26 + 0.05 * d / h, 0.40 + 0.04 * d / h], 2) + waves[..., None]
+    return np.clip(img, 0, 1)

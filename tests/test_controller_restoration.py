@@ -110,3 +110,12 @@ def test_auto_mode_records_its_reason():
 def test_unknown_mode_is_refused():
     with pytest.raises(InputError, match="restoration mode"):
         decide_restoration("maybe", history("add a box"), "remove the box")
+
+
+def test_a_preservation_clause_is_not_read_as_a_revealing_verb():
+    h = history("add a box in front of the chest")
+    assert detect_restoration(h, "move the box to the left")[0] is True
+    flag, reason = detect_restoration(h, "don't move the box, make the sky purple")
+    assert flag is False and "no revealing verb" in reason
+    # a name in a clause that says what stays is not what the request acts on
+    assert detect_restoration(h, "remove the cat but keep the box")[0] is False

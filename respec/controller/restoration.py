@@ -13,9 +13,10 @@ session does not, so "auto" mode applies a rule to the words of the requests:
 (the words between its adding verb and the first place phrase such as "in front of",
 "on", "over"; for "cover X with Y" the words after "with") appears in the current request
 (plural "s"/"es" ignored; size and colour adjectives ignored). "Change/turn X into <a colour
-or material>" is an attribute edit, not a revelation. The rule reads only the user's own
-requests (never ground truth); the manual override ("restoration" / "not restoration")
-settles any case it gets wrong.
+or material>" is an attribute edit, not a revelation. The verbs are those of the one verb table
+(respec/controller/request_language.py), and preservation clauses ("keep the box", "don't move
+the lamp") are not read. The rule reads only the user's own requests (never ground truth); the
+manual override ("restoration" / "not restoration") settles any case it gets wrong.
 """
 from __future__ import annotations
 
@@ -26,16 +27,15 @@ from ..errors import InputError
 from ..history import History
 from ..text import clip
 from .request import check_request
+from .request_language import clauses, verbs_of
 
 MODES = ("auto", "restoration", "not restoration")
 
-_REMOVE = ["remove", "delete", "erase", "take away", "take out", "take off", "get rid of", "eliminate",
-           "clear away", "wipe out", "cut out", "pull out", "lift off"]
-_MOVE = ["move", "shift", "relocate", "slide", "drag", "reposition", "push"]
-_SHRINK = ["shrink", "resize", "scale down", "downsize", "reduce the size", "make smaller", "minimize"]
-_REPLACE = ["replace", "swap", "exchange", "substitute"]
-_ADD = ["add", "put", "place", "insert", "draw", "paint", "include", "attach", "hang", "overlay", "stick",
-        "drape", "position", "introduce", "give", "wear", "hold", "cover", "stack", "lay", "set"]
+# The verbs come from the one verb table (request_language.VERBS), in its order: the first that
+# occurs in a request is the one read.
+_REVEALING_KINDS = ("remove", "move", "shrink", "replace")
+_REVEALING = tuple(verbs_of(c) for c in _REVEALING_KINDS)
+_ADD = verbs_of("add", "give")
 _SMALLER = r"(smaller|tinier|narrower|shorter|thinner|lower|half the size|less tall|less wide)"
 # Where an added object's description ends and its placement begins.
 _PLACE_WORDS = {"on", "onto", "in", "into", "over", "above", "below", "under", "underneath", "at", "near",
@@ -83,18 +83,26 @@ def _has_phrase(words: list[str], phrase: str) -> int:
     return -1
 
 
+def _changing_part(request: str) -> str:
+    """The request without its preservation clauses ("remove the hat, don't move the box": only
+    the first clause asks for a change)."""
+    return " ".join(cl.text for cl in clauses(request) if not cl.preserves)
+
+
 def revealing_verb(request: str) -> str | None:
-    """The revealing action in a request ("remove", "move", "shrink", "replace", ...), or None."""
+    """The revealing action in a request ("remove", "move", "shrink", "replace", ...), or None;
+    preservation clauses ("don't move the box") are not read."""
     found = revealing_action(request)
     return found[1] if found else None
 
 
 def revealing_action(request: str) -> tuple[str, str] | None:
     """(kind, verb) of the revealing action in a request: kind "remove", "move", "shrink" or
-    "replace" ("change X into Y" replaces), verb the words that said it; None without one."""
-    words = _words(request)
+    "replace" ("change X into Y" replaces), verb the words that said it; None without one.
+    Preservation clauses ("don't move the box") are not read."""
+    words = _words(_changing_part(request))
     text = " ".join(words)
-    for kind, group in (("remove", _REMOVE), ("move", _MOVE), ("shrink", _SHRINK), ("replace", _REPLACE)):
+    for kind, group in zip(_REVEALING_KINDS, _REVEALING):
         for verb in group:
             if _has_phrase(words, verb) >= 0:
                 return kind, verb
@@ -191,7 +199,7 @@ def detect_restoration(history: History, user_instruction: str) -> tuple[bool, s
 def turns_named(history: History, user_instruction: str) -> list[tuple[int, list[str]]]:
     """The earlier turns k whose added object the request names: [(k, shared content words)],
     oldest first (the words rule of the module docstring, without the revealing verb)."""
-    requested = _content(_words(user_instruction or ""))
+    requested = _content(_words(_changing_part(user_instruction or "")))
     out = []
     for k, earlier in enumerate(history.instructions, start=1):
         shared = sorted(added_object_words(earlier) & requested)

@@ -25,18 +25,27 @@ so a zoom-out or a shift is undone, not accumulated. What it guarantees:
   filled. A user's MASK replaces it all: the user's own mask wins over the change mask.
 - **Outside K nothing is touched** (the default seam, `membrane`): the output there is I_{t-1}'s
   own pixels, so a long conversation does not accumulate anything around its edits. Inside K the
-  editor's pixels, with the colour step at K's edge taken away by a smooth correction field (the
-  difference of the two images just outside K, carried inside by push-pull and faded out over
-  `margin` + `band` px). The `multiband` seam (blend.multiband_blend over `band` px outside K) and
+  editor's pixels, with the colour step at K's edge taken away by a smooth correction field in
+  K's outermost `band` px only (the difference of the two images just outside K, carried inside
+  by push-pull): the edit's interior is the editor's pixels. The `multiband` seam (blend.multiband_blend over `band` px outside K) and
   the first version's linear `feather` are there to be measured against (docs/drift-guard.md).
+- **The request decides what is drift** (respec/controller/request_language.py, read clause by
+  clause). On a local request a whole-picture colour shift is drift: the edit is mapped into the
+  previous image's grade (respec/pixels/grade.py). A re-render, or a zoom one similarity does not
+  follow, is read through the structure warp and the local motion field
+  (respec/pixels/structure.py, flow.py); when the request names what it changes, re-drawn detail
+  away from its change is restored (`beyond_request`, respec/pixels/edit_region.py), and where
+  pixel by pixel the re-render and the edit are one, the edit region is the change of content at
+  a coarse scale (`coarse_route`). A new background keeps the subject the editor kept
+  (`background_route`).
 - **It never removes an edit.** It steps aside (the editor's image is kept, and the record says
-  why) on a global edit (the plan says so; the keyword rule, which reads the word that governs the
-  request, not any word in it; the colour map of the whole picture far from identity; the change
-  or the edit region over half the picture), on an alignment it does not trust (residual motion,
-  few inliers, a zoom or shift larger than an editor's drift), on a re-render it cannot separate
-  (the change record's stability says the scene outside the change moved or was redrawn), and when
-  the picture right around the edit moved (a pose change: the edit pasted into the previous image
-  would break what it is part of).
+  why) on a global edit (the plan says so; the keyword rule, which reads the verb that governs each
+  clause, not any word in it; on a request that names nothing, the colour map of the whole
+  picture far from identity or the change over half the picture; any edit region over half the
+  picture), on a re-framing (a zoom or shift larger than an editor's drift), on a re-render it
+  cannot separate (the request names nothing, or no change of content stands out), and when the
+  scene's structure moved or the picture right around the edit moved (a pose change: the edit
+  pasted into the previous image would break what it is part of).
 - **Only the tiles near the change are looked at** (the editor's image is warped and drift is told
   on 64-px tiles within reach of the change mask; the region on the crop around it).
 
@@ -50,28 +59,33 @@ it, 3/255 or more and at least 4 times the drift around the change (its colour m
 covers; a tint of a near-black area; a global edit only a few per cent strong) is reverted to
 I_{t-1}; the keyword rule reads a few verb patterns, not language ("add a lamp that lights the
 whole picture" is local to it: the measured coverage and colour change decide); a re-render the
-change record calls stable is kept only where it found a change.
+change record calls stable is kept only where it found a change; re-drawn detail is told from the
+request's change by scale, not meaning (a sign re-drawn with its new text, an expression). The
+measured steps are in docs/drift-guard.md.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 from PIL import Image
 from scipy import ndimage
-from scipy.spatial import ConvexHull, QhullError
 
 from ..controller.request import check_request
+from ..controller.request_language import BACKGROUND, GLOBAL, places_changed, request_scope
 from ..errors import InputError
 from ..history import History, StoredImage, TurnMask
 from ..images import as_array, check_image_size
 from ..plan import Plan
-from .alignment import Alignment, support, warp, warp_float
+from .alignment import IDENTITY, Alignment, support, warp, warp_float
+from .structure import StructureWarp, plain_warp, structure_warp, with_local_flow
 from .blend import levels_for, multiband_blend, push_pull
-from .provenance import (DEFAULT_PARAMS, ChangeParams, Stability, change_between, dilate, erode,
-                         remember_alignment, remember_change, unstable_mask, working_size)
+from .edit_region import (CoarseChange, coarse_change, coarse_size, convex_hull, hulls, kept_subject, main_change,
+                          rerendered_components)
+from .grade import GRADE_FROM, colour_shift, grade_record, into_grade, invertible
+from .provenance import (DEFAULT_PARAMS, ChangeParams, Stability, change_between, change_of, dilate,
+                         erode, remember_alignment, remember_change, unstable_mask, working_size)
 
 METHOD = "drift-guard-v2"
 GUARD_MASK = "guard_edit"          # the kept-edit weights stored with the turn (1 = the editor's pixel)
@@ -111,101 +125,11 @@ class GuardParams:
 DEFAULT_GUARD = GuardParams()
 SEAMS = ("membrane", "multiband", "feather")
 
-# The keyword rule. A global word (lighting, night, winter, style, painting, darker, zoom, ...)
-# makes a request global only where it governs the request: when the request is about the whole
-# picture, not when it describes one object the request adds, removes or changes. Each clause of a
-# request (split at commas, semicolons, "and", "then") is read by its leading verb:
-#   - no verb ("night time", "anime style", "in winter"): a global word governs it;
-#   - make / turn / change / give / convert / render / set / apply / ... : global when its target
-#     is the whole picture (it, the image / picture / photo / scene, everything) and a global word
-#     is in the clause, or a whole-picture quality (the lighting, the style, the tone, a filter, the
-#     background, ...);
-#     with another target ("make the sofa darker") the words describe that target;
-#   - add / put / place / insert / ... : global only when what it adds is an atmosphere
-#     ("add fog", "add a vintage filter") or a new setting for the whole picture ("put her in a
-#     library", "+ under a sunny sky"), not an object ("add a painting of a sunset");
-#   - remove / delete / erase / ...: global only when what it removes is a whole-picture quality
-#     ("remove the sepia tone");
-#   - move / resize / rotate / replace / ...: global only on the whole picture ("rotate the image");
-#   - keep / preserve / leave / ...: never (it says what stays);
-#   - any other verb: a global word governs it (stepping aside is the safe side).
-# A global edit the words miss is still caught by what the change record measures (its coverage,
-# the whole picture's colour map).
-GLOBAL_WORDS = re.compile(
-    r"\b(lighting|relight|night(time)?|daytime|day time|sunset|sunrise|dusk|dawn|golden hour|season|winter|"
-    r"summer|autumn|fall foliage|springtime|snowy|style|styled|painting|painterly|watercolou?r|oil paint|"
-    r"cartoon|anime|sketch|comic|sepia|black and white|monochrome|gr[ae]yscale|vintage|film look|"
-    r"colou?r grad(e|ing)|brighter|darker|brightness|contrast|saturation|warmer|cooler|tone|mood|weather|"
-    r"foggy|rainy|zoom|crop|reframe|outpaint|wider shot|whole (image|picture|scene|photo)|entire "
-    r"(image|picture|scene|photo)|everything)\b", re.IGNORECASE)
-WHOLE_TARGET = re.compile(
-    r"^(it|everything|all|the (whole |entire )?(image|picture|photo|photograph|scene|shot|frame|view)|"
-    r"(this|the) (image|picture|photo|scene)|image|picture|photo|scene)\b")
-WHOLE_QUALITY = re.compile(
-    r"^((the|a|an|its|this|some|more|less) )*((overall|whole|entire|global|general) )?(\w+ )?"
-    r"(lighting|light|illumination|style|look|tone|tones|mood|atmosphere|weather|season|time of day|"
-    r"colou?r grad(e|ing)|colou?r palette|palette|filter|contrast|brightness|saturation|exposure|"
-    r"white balance|colou?r cast|grain|vignette|aesthetic|vibe|background|backdrop|setting|surroundings|"
-    r"environment|location)\b")
-ATMOSPHERE = re.compile(
-    r"^((a|an|some|more|the|heavy|light|soft|thick|dense|warm|cold|cool|dramatic|subtle|vintage|"
-    r"cinematic|moody|golden|evening|morning|night|sepia|film|retro|old|black and white) )*"
-    r"(fog|haze|mist|rain|snow|snowfall|sunset|sunrise|dusk|dawn|night|lighting|light leaks?|glow|"
-    r"filter|film look|film grain|grain|vignette|colou?r grad(e|ing)|tint|atmosphere|weather|look|"
-    r"effect|style|bokeh)\b")
-PLACES = ("background", "backdrop", "setting", "surroundings", "environment", "location")
-PART_OF = re.compile(r"^(in|on|at|near|behind|around|above|below|under|left|right|to the (left|right)) (the|this|that|her|his)\b")
-SETTING = re.compile(      # "put her in a library", "+ under a sunny sky": the subject in a new setting
-    r"^((her|him|everyone|everybody|the (whole )?(scene|image|picture|photo)) )?"
-    r"(in|into|inside|under|at|on|onto) (a|an|the)\b")
-CLAUSE_SPLIT = re.compile(r"\s*(?:[,;:.!?]+|\band then\b|\bthen\b|\band\b|\bbut\b|\bwhile\b)\s*")
-LEAD = re.compile(r"^((please|now|also|just|kindly|can you|could you|would you|i want you to|i'd like you to|"
-                  r"let's|lets) )+")
-VERB_CLASSES = {
-    "set": ("make", "turn", "change", "convert", "transform", "render", "set", "give", "apply", "adjust",
-            "recolou?r", "restyle", "relight", "stylize", "stylise", "colou?rize", "colou?rise", "brighten",
-            "darken", "warm", "cool", "tint", "shift the colou?rs?", "grade", "redo", "redraw", "repaint"),
-    "add": ("add", "put", "place", "insert", "draw", "include", "hang", "paint in", "introduce"),
-    "remove": ("remove", "delete", "erase", "take away", "take out", "get rid of", "clear", "drop"),
-    "move": ("move", "shift", "resize", "enlarge", "shrink", "scale", "rotate", "flip", "swap", "replace",
-             "mirror"),
-    "keep": ("keep", "preserve", "maintain", "leave", "retain", "don't change", "do not change"),
-}
-_VERBS = [(cls, re.compile(r"^(" + "|".join(v) + r")\b")) for cls, v in VERB_CLASSES.items()]
-ALWAYS_GLOBAL_VERBS = re.compile(r"^(relight|restyle|stylize|stylise|colou?rize|colou?rise|grade)\b")
-
-
-def _clause_global(clause: str) -> str:
-    """The global words that govern one clause ('' when none; see the comment above)."""
-    c = LEAD.sub("", clause.strip().lower().replace("’", "'"))
-    words = [m.group(0) for m in GLOBAL_WORDS.finditer(c)]
-    verb = next(((cls, m) for cls, rx in _VERBS if (m := rx.match(c))), None)
-    if verb is None:
-        return words[0] if words else ""
-    cls, m = verb
-    rest = c[m.end():].strip()
-    if cls == "keep":
-        return ""
-    if cls == "set":
-        if ALWAYS_GLOBAL_VERBS.match(c) and (not rest or WHOLE_TARGET.match(rest) or WHOLE_QUALITY.match(rest)):
-            return m.group(0)
-        q = WHOLE_QUALITY.match(rest)
-        if q and not (q.group(0).endswith(PLACES) and PART_OF.match(rest[q.end():].strip())):
-            return words[0] if words else q.group(0)
-        if not rest or WHOLE_TARGET.match(rest) or GLOBAL_WORDS.match(rest) or rest.startswith(("into ", "to ", "as ", "in ", "like ", "look ")):
-            return words[0] if words else ""
-        return ""
-    if cls == "add":
-        a = ATMOSPHERE.match(rest)
-        if a:
-            return a.group(0)
-        return " ".join(rest.split()[:5]) if SETTING.match(rest) else ""
-    if cls == "remove":
-        q = WHOLE_QUALITY.match(rest)
-        return q.group(0) if q else ""
-    if cls == "move":
-        return m.group(0) + " " + WHOLE_TARGET.match(rest).group(0) if WHOLE_TARGET.match(rest) else ""
-    return words[0] if words else ""
+# The keyword rule (respec/controller/request_language.py): a request is global when a global word
+# (lighting, night, style, painting, ...) governs one of its clauses, not when it describes an
+# object the request adds, removes or changes; "keep / preserve / don't change / the same ..."
+# clauses preserve. A global edit the words miss is still caught by what the change record
+# measures (its coverage, the whole picture's colour map).
 
 
 @dataclass(frozen=True, eq=False)
@@ -233,30 +157,8 @@ class GuardResult:
                 f"elsewhere ({r['alignment_undone']}; band {r['band_px']} px)")
 
 
-def global_request(*texts: str | None) -> str:
-    """The words by which the keyword rule calls a request global ('' when none): the first
-    clause of any of the texts in which a global word governs (see GLOBAL_WORDS' comment)."""
-    for t in texts:
-        if not t:
-            continue
-        protected = re.sub(r"black and white", "black_and_white", t, flags=re.IGNORECASE)
-        for clause in CLAUSE_SPLIT.split(protected):
-            words = _clause_global(clause.replace("black_and_white", "black and white"))
-            if words:
-                return words
-    return ""
-
-
-def _colour_shift(info: dict) -> float:
-    """How far the change record's whole-picture colour map moves a grey level (0..1): the largest
-    |gain · v + bias - v| over channels at v = 0.1, 0.5, 0.9."""
-    g = np.asarray(info.get("gain", (1.0, 1.0, 1.0)), np.float64)
-    b = np.asarray(info.get("bias", (0.0, 0.0, 0.0)), np.float64)
-    return float(max(np.abs((g - 1.0) * v + b).max() for v in (0.1, 0.5, 0.9)))
-
-
 def _untrusted(al: Alignment, shape: tuple[int, int], p: GuardParams) -> str:
-    """Why the alignment is not trusted ('' = trusted)."""
+    """Why the alignment is not trusted ('' = trusted; a re-framing: `_reframed`)."""
     if al.method.startswith("identity (no consistent"):
         return "the editor re-rendered the scene: no consistent motion to undo"
     if al.is_identity:
@@ -265,6 +167,13 @@ def _untrusted(al: Alignment, shape: tuple[int, int], p: GuardParams) -> str:
         return f"the alignment leaves {al.residual_px:.2f} px of residual motion (limit {p.max_residual_px})"
     if al.inliers < p.min_inliers:
         return f"only {al.inliers:.0%} of the picture agrees with the alignment (limit {p.min_inliers:.0%})"
+    return ""
+
+
+def _reframed(al: Alignment, shape: tuple[int, int], p: GuardParams) -> str:
+    """Why the alignment is a re-framing, not an editor's drift ('' = it is not)."""
+    if al.is_identity:
+        return ""
     if abs(al.scale - 1.0) > p.max_scale_dev:
         return f"a zoom of {(al.scale - 1.0):+.1%} is a reframing, not an editor's drift"
     if al.max_motion((shape[1], shape[0])) > p.max_motion_frac * min(shape):
@@ -319,46 +228,96 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
         user = _mask_at(user_mask, shape, "the user's mask")
         if not user.any():
             user = None     # an empty mask says nothing: the change mask decides
-    # 1. A global edit? (the user's mask says the edit is local: it skips these rules)
+    # 1. A global edit? The user's mask says the edit is local, and so do the request's words: then
+    # a whole-picture colour shift is the editor's drift, mapped back into the previous grade.
+    local = user is not None
+    places = None       # how many places the request changes (None: not read)
+    shift = colour_shift(info)
     if user is None:
-        words = global_request(request, getattr(plan, "synthesis_instruction", None),
-                               getattr(plan, "user_instruction", None)) if params.keywords else ""
+        read = request_scope(request, getattr(plan, "synthesis_instruction", None),
+                             getattr(plan, "user_instruction", None)) if params.keywords else None
         scope = (getattr(plan, "meta", None) or {}).get("edit_scope") if plan is not None else None
         if scope == "global":
             return aside("the plan says this is a global edit", why="global")
-        if words:
-            return aside(f"a global edit by the keyword rule ({words!r})", why="global")
-        shift = _colour_shift(info)
-        if shift > params.global_colour:
+        if read is not None and read.kind == GLOBAL:
+            return aside(f"a global edit by the keyword rule ({read.words!r})", why="global")
+        if read is not None and read.kind == BACKGROUND:
+            return background_route(prev, cur, al, base, params, aside, read.words)
+        local = read is not None
+        places = places_changed(request or getattr(plan, "user_instruction", None)
+                                or getattr(plan, "synthesis_instruction", None)) if local else None
+        if shift > params.global_colour and not (places is not None and invertible(info)):
             return aside(f"a global colour or lighting change: the whole picture's colours moved by "
                          f"{shift * 255:.0f}/255 (limit {params.global_colour * 255:.0f})", why="global",
                          colour_shift=round(shift, 4))
-        if base["change_fraction"] > params.global_share:
+        if base["change_fraction"] > params.global_share and places is None:
             return aside(f"a global edit: the change covers {base['change_fraction']:.0%} of the picture "
                          f"(limit {params.global_share:.0%})", why="global")
-    # 2. Can the alignment be undone? (a misplaced paste would damage the edit)
+    graded = local and shift > GRADE_FROM and invertible(info)
+    # 2. Can the alignment be undone? (a misplaced paste would damage the edit) A re-framing cannot.
+    reframed = _reframed(al, shape, params)
+    if reframed:
+        return aside(reframed, why="alignment")
     why = _untrusted(al, shape, params)
-    if why:
-        return aside(why, why="alignment")
-    # ... and is the scene outside the change still the previous one?
-    if user is None and info.get("rerendered"):
-        return aside(f"the editor re-rendered the scene beyond the change (stable fraction "
-                     f"{float(info.get('stable_fraction', 0.0)):.2f}): it cannot be separated from the edit",
-                     why="rerender")
+    rerendered = user is None and bool(info.get("rerendered"))
+    prev3 = prev[:, :, :3] if prev.shape[2] >= 3 else np.repeat(prev[:, :, :1], 3, axis=2)
+    cur3 = cur[:, :, :3] if cur.shape[2] >= 3 else np.repeat(cur[:, :, :1], 3, axis=2)
+    inv = al.inverse()
+    sw = None           # the structure warp, when the turn's alignment alone does not do
+    seed = None
+    named = local and (user is not None or places is not None)
+    if why or rerendered or shift > params.global_colour or base["change_fraction"] > params.global_share:
+        # A re-render is separated from the edit only when the request names what it changes (or the
+        # user's mask does): "let her cry" names nothing, and its re-drawn eyes and tears would look
+        # like re-drawn detail. Residual motion alone (an aspect change, a zoom one similarity does not
+        # follow) is aligned for any local request.
+        if not local or (not named and not why):
+            return aside(why, why="alignment") if why else aside(
+                f"the editor re-rendered the scene beyond the change (stable fraction "
+                f"{float(info.get('stable_fraction', 0.0)):.2f}): it cannot be separated from the edit", why="rerender")
+        # On a local request the scene's structure decides: the editor re-drew texture, zoomed or
+        # shifted a little more than one similarity explains, or moved every colour.
+        why = why or ("the editor re-rendered the scene beyond the change" if rerendered
+                      else "the editor moved the whole picture's colours")
+        sw = read_structure(prev3, cur3, al, user)
+        base["structure"] = sw.record()
+        if sw.held < STRUCTURE_HELD:
+            return aside(f"{why}, and the scene's structure did not hold: after a structure warp only {sw.held:.0%} "
+                         f"of its textured blocks agree (limit {STRUCTURE_HELD:.0%}): a new pose or a re-framing",
+                         why="moved", route_why=why)
+        # the change again, with the edit read through the structure warp, in I_(t-1)'s frame, at a
+        # working size (the tiles below read the edit at full size where they need it)
+        wshape, _ = coarse_size(shape, AGAIN_SIDE)
+        E_w, _ = sw.sample_coarse(cur3, wshape)
+        P_w = np.asarray(Image.fromarray(np.ascontiguousarray(prev3)).resize(wshape[::-1], Image.BOX),
+                         np.float32) / 255.0
+        again = change_of(P_w, E_w, warped=True)
+        if user is None and (again.fraction < MIN_CHANGE or again.fraction > params.global_share
+                             or shift > params.global_colour):
+            # pixel by pixel the re-render and the edit are one (the change mask's threshold rose above
+            # the edit, or it covers most of the picture, or the colours moved too far for it): the
+            # change of content decides, when the request names what it changes
+            if not named:
+                return aside(f"{why}: after a structure warp the edit still cannot be told from the re-render, and "
+                             "the request names nothing to keep apart", why="rerender", route_why=why)
+            return coarse_route(prev3, cur3, prev, sw, user, base, params, aside, why, places)
+        info = {**info, **again.info(), "alignment": al.record()}
+        seed = again.mask if again.mask.shape == shape else np.asarray(
+            Image.fromarray(again.mask).resize((shape[1], shape[0]), Image.NEAREST), bool)
+        inv = IDENTITY       # the record and the seed are now in I_(t-1)'s frame
+        base.update(route_why=why, change_fraction=round(again.fraction, 6))
+        graded = local and colour_shift(info) > GRADE_FROM and invertible(info)
 
     # 3. The edit region, in I_{t-1}'s frame. The editor's pixels are warped, and drift is told,
     # only on the tiles near the change (TILE px squares); the region itself on the crop around it.
-    inv = al.inverse()
-    prev3 = prev[:, :, :3] if prev.shape[2] >= 3 else np.repeat(prev[:, :, :1], 3, axis=2)
-    cur3 = cur[:, :, :3] if cur.shape[2] >= 3 else np.repeat(cur[:, :, :1], 3, axis=2)
     if user is not None:
         seed = user
-    else:
+    elif seed is None:
         seed = change.mask if al.is_identity else warp(change.mask, inv, order=0)
     extra = None
     if extra_region is not None and user is None:
         extra = _mask_at(extra_region, shape, "extra_region")
-        extra = extra if al.is_identity else warp(extra, inv, order=0)
+        extra = extra if al.is_identity else warp(extra, al.inverse(), order=0)
     out = prev3.copy()
     weight = np.zeros(shape, np.float32)
     checks: dict = {}
@@ -376,7 +335,7 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
             for y0, y1, x0, x1 in sorted(tiles - done):
                 Y0, Y1 = max(0, y0 - TILE_PAD), min(shape[0], y1 + TILE_PAD)
                 X0, X1 = max(0, x0 - TILE_PAD), min(shape[1], x1 + TILE_PAD)
-                E_t = warp_float(cur3, inv, box=(Y0, Y1, X0, X1))
+                E_t = warp_float(cur3, inv, box=(Y0, Y1, X0, X1)) if sw is None else sw.sample(cur3, (Y0, Y1, X0, X1))
                 inner = (slice(y0 - Y0, y1 - Y0), slice(x0 - X0, x1 - X0))
                 E_all[y0:y1, x0:x1] = E_t[inner]
                 if (y0, y1, x0, x1) in test:
@@ -401,7 +360,8 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
                                        params.coherent_ratio, params.coherent_sigma)
                 ex &= ~ndimage.binary_opening(ex & co, np.ones((params.coherent_open,) * 2, bool))
                 explained_all[y0:y1, x0:x1] = ex[inner]
-        src_all = support(inv, shape)
+        src_all = support(inv, shape) if sw is None else sw.support((0, shape[0], 0, shape[1]))
+        cc = None       # the change of content at the coarse scale, when a rule reads it
         if user is not None:
             c_all = seed
         else:
@@ -421,6 +381,12 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
                                             (found & ~seed)[s0], px["margin"] + params.coherent_open)
             if dropped:
                 checks["drift_px_dropped"] = dropped
+            if local and c_all.any() and spread_out(c_all, round(NEAR_FRAC * min(shape))):
+                cc = coarse_change(prev3, *(sw or plain_warp(al, shape)).sample_coarse(cur3, coarse_size(shape)[0]))
+                beyond = beyond_request(prev3, E_all, c_all, info, cc, places, named)
+                if beyond.any():
+                    checks["beyond_request_px_dropped"] = int(beyond.sum())
+                    c_all &= ~beyond
             if extra is not None:
                 c_all = c_all | extra
         sl = _bbox(c_all, reach) if c_all.any() else (slice(0, 1), slice(0, 1))
@@ -444,13 +410,25 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
             return aside(f"a global edit: the edit region covers {edit_fraction:.0%} of the picture "
                          f"(limit {params.global_share:.0%})", why="global", edit_fraction=round(edit_fraction, 6))
         if user is None and K.any():
-            moved = moved_around(K, sl, shape, info, inv)
+            # the pose test: on the stability blocks of the turn's record; after a structure warp (a
+            # re-rendered scene, whose every block the record calls unstable) on the change of content
+            if sw is None:
+                moved = moved_around(K, sl, shape, info, inv)
+            else:
+                cc = cc or coarse_change(prev3, *sw.sample_coarse(cur3, coarse_size(shape)[0]))
+                k_all = np.zeros(shape, bool)
+                k_all[sl] = K
+                moved = ring_changed(cc, np.asarray(Image.fromarray(k_all).resize(cc.residual.shape[::-1], Image.BOX)))
             if moved > params.max_moved_around:
                 return aside(f"the editor moved the picture around the edit ({moved:.0%} of the pixels around it "
                              f"changed their structure: a pose change): pasting the edit into the previous image "
                              f"would break what it is part of", why="moved", moved_around=round(moved, 4),
                              edit_fraction=round(edit_fraction, 6))
         # 4. Compose: I_{t-1} outside, the editor's (aligned) pixels inside, a seam without a step.
+        if graded:
+            E = into_grade(E, info)
+            checks.update(graded=f"the edit mapped into the previous image's colours (a shift of {shift * 255:.0f}/255)",
+                          grade=grade_record(info))
         if K.any():
             comp, w = compose(P, E, K, src, params.seam, px, checks)
             sel = w > 0
@@ -461,18 +439,261 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
             if kept.any():
                 err = (view[kept].astype(np.float64) - E[kept] * 255.0) ** 2
                 checks["edit_region_psnr"] = round(_psnr(float(err.mean())), 2)
+    region_from = "the user's mask" if user is not None else "change mask" + (
+        " + the turn's pasted pixels" if extra_region is not None else "")
+    return _finish(prev, out, weight, {**base, "route": "pixels", "region_from": region_from,
+                                       "edit_fraction": round(edit_fraction, 6), **checks}, al)
+
+
+def _finish(prev: np.ndarray, out: np.ndarray, weight: np.ndarray, rec: dict, al: Alignment,
+            undone: str | None = None) -> GuardResult:
+    """The applied result: `out` (H×W×3) with I_(t-1)'s alpha or grey layout, and its record."""
     if prev.shape[2] == 4:
         out = np.concatenate([out, prev[:, :, 3:]], axis=2)
     elif prev.shape[2] == 1:
         out = np.round(out.mean(axis=2, keepdims=True)).astype(np.uint8)
     out.flags.writeable = False
-    rec = {**base, "applied": True, "stepped_aside": False, "reason": "kept the edit region, restored the rest",
-           "edit_fraction": round(edit_fraction, 6), "kept_fraction": round(float((weight > 0).mean()), 6),
-           "region_from": "the user's mask" if user is not None else "change mask"
-           + (" + the turn's pasted pixels" if extra_region is not None else ""),
-           "alignment_undone": "no motion" if al.is_identity else
-           f"undid dx={al.dx:+.2f}, dy={al.dy:+.2f} px, scale {al.scale:.4f}", **checks}
+    rec = {**rec, "applied": True, "stepped_aside": False, "reason": "kept the edit region, restored the rest",
+           "kept_fraction": round(float((weight > 0).mean()), 6),
+           "alignment_undone": undone or ("no motion" if al.is_identity else
+                                          f"undid dx={al.dx:+.2f}, dy={al.dy:+.2f} px, scale {al.scale:.4f}")}
     return GuardResult(out, weight, True, rec["reason"], rec)
+
+
+UNNAMED_NEAR = 4          # a request that names nothing: re-drawn detail is judged this many times farther out
+MIN_CHANGE = 0.002        # a change mask this small after a re-render found the re-render's noise, not the edit
+NEAR_FRAC = 0.04          # a change within this share of the shorter side of the request's change is part of it
+STRUCTURE_HELD = 0.7      # a re-rendered scene is guarded when this share of its textured structure held
+
+
+def background_route(prev: np.ndarray, cur: np.ndarray, al: Alignment, base: dict, params: GuardParams,
+                     aside: Any, words: str) -> GuardResult:
+    """The guard on a request for a new background (`words`: what the keyword rule read): the edit
+    region is everything but the subject the editor kept (edit_region.kept_subject, in I_(t-1)'s
+    frame after the turn's alignment or none, whichever holds more of it); the subject comes back as
+    I_(t-1)'s own pixels, its edge
+    blended into the new background by the seam (which corrects the background's band next to it).
+    Steps aside when the alignment is a re-framing or not trusted, or when no subject held (the
+    editor re-drew it too)."""
+    shape = prev.shape[:2]
+    px = params.pixels(shape)
+    extra = {"route": "background", "background_request": words}
+    reframed = _reframed(al, shape, params)
+    if reframed:
+        return aside(reframed, why="alignment", **extra)
+    if al.residual_px > params.max_residual_px or al.method.startswith("identity (no consistent"):
+        return aside(f"a new background, but the subject's alignment is not trusted "
+                     f"({al.residual_px:.2f} px of residual motion)", why="alignment", **extra)
+    prev3 = prev[:, :, :3] if prev.shape[2] >= 3 else np.repeat(prev[:, :, :1], 3, axis=2)
+    cur3 = cur[:, :, :3] if cur.shape[2] >= 3 else np.repeat(cur[:, :, :1], 3, axis=2)
+    # The turn's alignment was measured on the whole picture, most of which is the new background:
+    # it and no motion are tried on the coarse grid, and the one under which more of a subject held wins.
+    cshape, _ = coarse_size(shape)
+    small = np.asarray(Image.fromarray(np.ascontiguousarray(prev3)).resize(cshape[::-1], Image.BOX), np.float32) / 255.0
+    tried = [(float(kept_subject(small, *plain_warp(a, shape).sample_coarse(cur3, cshape))[0].mean()), i, a)
+             for i, a in enumerate((al, IDENTITY))]
+    al = max(tried)[2]
+    inv = al.inverse()
+    P = _float(prev3)
+    E = warp_float(cur3, inv)
+    src = support(inv, shape)
+    subject, fit = kept_subject(P, E, src)
+    if not subject.any():
+        return aside("a new background, but no subject held: the editor re-drew what the request kept "
+                     "(nothing of it agrees with the previous image)", why="rerender", **extra)
+    K = ~subject & src
+    checks: dict = {"subject_fraction": round(float(subject.mean()), 6)}
+    # the new background is the editor's pixels; the seam lies in its band next to the subject, so
+    # only the crop around the subject is composed
+    out = np.where(K[..., None], np.clip(np.round(E * 255.0), 0, 255), prev3).astype(np.uint8)
+    w = K.astype(np.float32)
+    sl = _bbox(subject, px["margin"] + px["band"] + 2 * RIM_PX + 2)
+    comp, w[sl] = compose(P[sl], E[sl], K[sl], src[sl], params.seam, px, checks)
+    view = out[sl]
+    sel = w[sl] > 0
+    view[sel] = np.clip(np.round(comp[sel] * 255.0), 0, 255).astype(np.uint8)
+    return _finish(prev, out, w, {**base, **extra, "alignment": al.record(),
+                                  "region_from": "everything but the subject the editor kept",
+                                  "edit_fraction": round(float(K.mean()), 6), **checks}, al)
+
+
+def read_structure(prev3: np.ndarray, cur3: np.ndarray, al: Alignment, user: np.ndarray | None) -> StructureWarp:
+    """The structure warp of the turn (respec/pixels/structure.py) refined by the dense local motion
+    field (respec/pixels/flow.py, up to 2 px at its working size), neither measured where the
+    content changed (the user's mask, or the coarse change of content under the turn's alignment: a
+    sign's new text would move its blocks' correlation peaks)."""
+    shape = prev3.shape[:2]
+    if user is None:
+        first = coarse_change(prev3, *plain_warp(al, shape).sample_coarse(cur3, coarse_size(shape, FIRST_SIDE)[0]))
+        user = dilate(first.at(shape, main_change(first)), round(NEAR_FRAC * min(shape) / 2))
+    return with_local_flow(structure_warp(prev3, cur3, al, edit=user), prev3, cur3, user)
+
+
+FIRST_SIDE = 128          # where the content changed, for the structure warp not to measure there, is read this coarse
+AGAIN_SIDE = 512          # after a structure warp the change is measured again with the longer side at most this
+
+
+def spread_out(c: np.ndarray, near: int) -> bool:
+    """Whether the change mask `c` reaches beyond its largest component's bounding box grown by `near`
+    px (only then can part of it lie away from the request's change: a compact change is left as it is,
+    at no cost)."""
+    labels, n = ndimage.label(c)
+    if n <= 1:
+        return False
+    sizes = np.bincount(labels.ravel())
+    sizes[0] = 0
+    sl = ndimage.find_objects((labels == int(np.argmax(sizes))).astype(np.int32))[0]
+    h, w = c.shape
+    inner = np.zeros_like(c)
+    inner[max(0, sl[0].start - near):min(h, sl[0].stop + near), max(0, sl[1].start - near):min(w, sl[1].stop + near)] = True
+    return bool((c & ~inner).any())
+
+
+def beyond_request(prev3: np.ndarray, E_all: np.ndarray, c_all: np.ndarray, info: dict, cc: CoarseChange,
+                   places: int | None, named: bool) -> np.ndarray:
+    """The parts of the edit's change mask `c_all` (I_(t-1)'s frame) that the request did not ask
+    for: the pieces that are re-rendered detail away from the request's change
+    (edit_region.rerendered_components: `cc` the change of content at the coarse scale, the
+    pixel-level residual from E_all, the editor's pixels read on the tiles that hold c_all, after the
+    turn's colour fit), and,
+    when the request names how many `places` it changes, the groups of changes beyond the largest
+    `places` ones that look re-drawn (`redrawn_like`: a sign's new text, not the cat's re-drawn ear).
+    `named`: whether the request (or the user's mask) names what it changes; when it does not, only
+    re-drawn detail UNNAMED_NEAR times farther away is judged."""
+    shape = c_all.shape
+    sl = _bbox(c_all, 1)
+    fine = np.zeros(shape, np.float32)
+    R = E_all[sl] - colour_fitted(_float(prev3[sl]), info)
+    fine[sl] = ndimage.uniform_filter(np.sqrt((R ** 2).mean(axis=2)), 3, mode="nearest")
+    near = round(NEAR_FRAC * min(shape))
+    # a request that names nothing may have asked for the re-drawn detail (an expression): only
+    # what lies far from its change is judged
+    out = rerendered_components(c_all, fine, cc, main_change(cc), near if named else UNNAMED_NEAR * near)
+    if places:          # on the crop that holds the change (the dilations cost what the crop costs)
+        box = _bbox(c_all, near + 1)
+        c = c_all[box] & ~out[box]
+        kept = largest_groups(c, fine[box], places, near // 2)
+        out[box] |= redrawn_like(c & ~dilate(kept, near), fine[box], cc, (box[0].start, box[1].start))
+    return out
+
+
+PLACES_RATIO = 0.6        # a change beyond the places a request names is restored when its coarse residual is below
+                          # this share of its pixel-level one (re-drawn texture); a tint or a colour keeps it
+
+
+def redrawn_like(m: np.ndarray, fine: np.ndarray, cc: CoarseChange, origin: tuple[int, int] = (0, 0)) -> np.ndarray:
+    """The components of `m` whose median coarse content change is below PLACES_RATIO of their median
+    pixel-level residual `fine`: texture re-drawn (fur, an ear), not a tint, a recolour or a
+    revealed background, which a blur does not make smaller. `origin`: where `m`'s crop lies in the
+    picture (y, x)."""
+    out = np.zeros(m.shape, bool)
+    if not m.any():
+        return out
+    labels, _ = ndimage.label(m)
+    for k, sl in enumerate(ndimage.find_objects(labels), start=1):
+        comp = labels[sl] == k
+        if cc.median_at(comp, (origin[0] + sl[0].start, origin[1] + sl[1].start)) < \
+                PLACES_RATIO * float(np.median(fine[sl][comp])):
+            out[sl] |= comp
+    return out
+
+
+def largest_groups(m: np.ndarray, weight: np.ndarray, n: int, reach: int, share: float = 0.0) -> np.ndarray:
+    """bool mask: the `n` groups of `m`'s components (those within `reach` px of one another) with
+    the largest mass (`weight` summed over their pixels), each beyond the largest with at least
+    `share` of its mass; all of `m` when it has at most n groups and share is 0."""
+    groups, k = ndimage.label(dilate(m, reach) if reach else m)
+    if k <= n and not share:
+        return m.copy()
+    mass = ndimage.sum(np.where(m, weight, 0.0), groups, np.arange(1, k + 1))
+    order = np.argsort(mass)[::-1][:n]
+    keep = [i + 1 for i in order if mass[i] >= share * mass[order[0]]]
+    return m & np.isin(groups, keep)
+
+
+def coarse_route(prev3: np.ndarray, cur3: np.ndarray, prev: np.ndarray, sw: StructureWarp, user: np.ndarray | None,
+                 base: dict, params: GuardParams, aside: Any, why: str, places: int | None) -> GuardResult:
+    """The guard on a local request whose editor re-rendered the scene so that, pixel by pixel, the
+    re-render and the edit are one (`why`: what the turn's record said). The scene's structure held
+    (sw, the structure warp). The edit region is the change of content at the coarse scale
+    (edit_region.main_change, grown over its surroundings that changed less but still clearly: the
+    subject the hat sits on; the largest `places` ones when the request says how many) or the user's
+    mask; the editor's pixels there are mapped into the previous image's grade; the rest is I_(t-1).
+    Steps aside when no change of content stands out or when the picture around the edit moved."""
+    shape = prev3.shape[:2]
+    px = params.pixels(shape)
+    cshape, _ = coarse_size(shape)
+    cc = coarse_change(prev3, *sw.sample_coarse(cur3, cshape))
+    grade = {"gain": list(cc.fit.gain), "bias": list(cc.fit.bias)}
+    extra = {"route": "coarse", "route_why": why}
+    if user is not None:
+        K_all = user.copy()
+    else:
+        main = main_change(cc)
+        near = max(1, round(NEAR_FRAC * min(cshape)))
+        if places:
+            main = largest_groups(main, np.maximum(cc.residual - cc.level, 0.0), places, near, MAIN_SHARE)
+        if not main.any():
+            return aside(f"{why}, and no change of content stands out of the re-render: the edit cannot be told "
+                         "apart", why="rerender", **extra)
+        main = grown(main, cc)
+        moved = ring_changed(cc, main)
+        if moved > params.max_moved_around:
+            return aside(f"the editor moved the picture around the edit ({moved:.0%} of the pixels around it changed "
+                         f"their content): pasting the edit into the previous image would break what it is part of",
+                         why="moved", moved_around=round(moved, 4), **extra)
+        K_all = dilate(cc.at(shape, hulls(main, near)), round(COARSE_MARGIN * min(shape)))
+    edit_fraction = float(K_all.mean())
+    if user is None and edit_fraction > params.global_share:
+        return aside(f"a global edit: the edit region covers {edit_fraction:.0%} of the picture "
+                     f"(limit {params.global_share:.0%})", why="global", edit_fraction=round(edit_fraction, 6), **extra)
+    checks: dict = {}
+    out = prev3.copy()
+    weight = np.zeros(shape, np.float32)
+    sl = _bbox(K_all, px["margin"] + px["band"] + 2 * RIM_PX + 2)
+    box = (sl[0].start, sl[0].stop, sl[1].start, sl[1].stop)
+    src = sw.support(box)
+    K = K_all[sl] & src
+    E = sw.sample(cur3, box)
+    if colour_shift(grade) > GRADE_FROM and invertible(grade):
+        E = into_grade(E, grade)
+        checks.update(graded=f"the edit mapped into the previous image's colours (a shift of "
+                             f"{colour_shift(grade) * 255:.0f}/255)", grade=grade_record(grade))
+    if K.any():
+        comp, w = compose(_float(prev3[sl]), E, K, src, params.seam, px, checks)
+        view = out[sl]
+        sel = w > 0
+        view[sel] = np.clip(np.round(comp[sel] * 255.0), 0, 255).astype(np.uint8)
+        weight[sl] = w
+    al = sw.alignment
+    undone = (f"undid dx={al.dx:+.2f}, dy={al.dy:+.2f} px, scale {al.scale:.4f} and a structure field of up to "
+              f"{sw.field_px:.1f} px")
+    region_from = "the user's mask" if user is not None else "the change of content (coarse)"
+    return _finish(prev, out, weight, {**base, **extra, "region_from": region_from,
+                                       "edit_fraction": round(edit_fraction, 6), **checks}, al, undone)
+
+
+MAIN_SHARE = 0.35         # in a re-render, a second change of content counts as one of the request's from this share of the first's mass
+COARSE_MARGIN = 0.04      # ... and the edit region reaches this share of the shorter side beyond it (the subject's re-drawn rim)
+GROW_LEVEL = 0.5          # the change of content grows over its surroundings whose residual is above this share of the level
+
+
+def grown(main: np.ndarray, cc) -> np.ndarray:
+    """`main` grown (hysteresis) over the connected coarse pixels whose residual is above GROW_LEVEL
+    of the change level and twice the median: the rest of the subject the edit changed less
+    (the beaver under its new hat, re-drawn in a new pose), not the re-rendered background."""
+    low = (cc.residual > max(GROW_LEVEL * cc.level, 2.0 * float(np.median(cc.residual[cc.valid])))) & cc.valid
+    low = ndimage.binary_opening(low, np.ones((3, 3), bool)) | main
+    labels, _ = ndimage.label(low)
+    ids = np.unique(labels[main])
+    return np.isin(labels, ids[ids > 0])
+
+
+def ring_changed(cc, main: np.ndarray) -> float:
+    """The share of a ring around the main change (coarse: from 2 to 6 coarse px out) whose content
+    changed: high when the editor changed the pose of what the edit is part of."""
+    ring = dilate(main, 6) & ~dilate(main, 2) & cc.valid
+    return float(cc.changed()[ring].mean()) if ring.any() else 0.0
 
 
 TILE = 64           # the editor's pixels are warped and drift is told on the tiles near the change ...
@@ -686,27 +907,6 @@ def drop_drift(c: np.ndarray, explained: np.ndarray, min_px: float,
     return kept, int(c.sum() - kept.sum())
 
 
-def convex_hull(mask: np.ndarray) -> np.ndarray:
-    """bool mask of the pixels whose centres lie within half a pixel of the convex hull of
-    `mask`'s pixels (the mask itself when it has no 2-D hull)."""
-    edge = mask & ~erode(mask, 1)
-    ys, xs = np.nonzero(edge)
-    if len(ys) < 3:
-        return mask
-    try:
-        hull = ConvexHull(np.column_stack([xs, ys]).astype(np.float64))
-    except QhullError:          # all on one line
-        return mask
-    y0, x0 = ys.min(), xs.min()
-    yy, xx = np.mgrid[y0:ys.max() + 1, x0:xs.max() + 1]
-    inside = np.ones(yy.shape, bool)
-    for a, b, off in hull.equations:
-        inside &= a * xx + b * yy + off <= 0.5
-    out = np.zeros_like(mask)
-    out[y0:ys.max() + 1, x0:xs.max() + 1] = inside
-    return out | mask
-
-
 def compose(P: np.ndarray, E: np.ndarray, K: np.ndarray, src: np.ndarray, seam: str, px: dict,
             checks: dict) -> tuple[np.ndarray, np.ndarray]:
     """The editor's pixels E over I_{t-1}'s P on the crop, the edit region K: (image, weight of E).
@@ -714,9 +914,10 @@ def compose(P: np.ndarray, E: np.ndarray, K: np.ndarray, src: np.ndarray, seam: 
     membrane (the default): E exactly inside K and P exactly outside (no pixel outside the region
       is touched); the colour step at the region's edge is removed by a smooth correction field:
       the difference P - E read on the RIM_PX pixels just outside K (the editor's drift right
-      there), carried into K by push-pull (blend.push_pull, close to gradient-domain cloning's
-      membrane) and faded to nothing `margin`+`band` px inside, so the edit deep inside keeps the
-      editor's colours exactly. Bounded to ±SEAM_CLIP.
+      there; a rim pixel that differs by more than SEAM_CLIP is content, a shadow's tail, not drift,
+      and is not read), carried into K by push-pull (blend.push_pull, close to gradient-domain
+      cloning's membrane) and faded to nothing `band` px inside: only K's outermost band is
+      corrected, the edit's interior is the editor's pixels exactly. Bounded to ±SEAM_CLIP.
     multiband: blend.multiband_blend of E into P with the weight of `feather` (Burt & Adelson:
       low frequencies over ~2^levels px, fine detail over a pixel or two), P exactly beyond the
       band. Measured, not the default: on the real-photo chains its seam and the edit's fidelity
@@ -724,10 +925,10 @@ def compose(P: np.ndarray, E: np.ndarray, K: np.ndarray, src: np.ndarray, seam: 
       drifted ones, and over a long chain these add up (docs/drift-guard.md).
     feather: the first version: the weight falls linearly over `band` px outside K and E is
       colour-matched there by a normalised convolution of P - E (drift-guard-v1)."""
-    taper_px = px["margin"] + px["band"]
     if seam == "membrane":
+        taper_px = px["band"]
         w = K.astype(np.float32)
-        rim = dilate(K, RIM_PX) & ~K & src
+        rim = dilate(K, RIM_PX) & ~K & src & (np.abs(P - E).max(axis=2) <= SEAM_CLIP)
         if rim.sum() < 8:
             return np.where(K[..., None], E, P), w
         inside = ndimage.distance_transform_edt(K)
@@ -817,8 +1018,11 @@ def remember_guarded(previous: StoredImage, guarded: StoredImage, res: GuardResu
     and run_turn's append then find it through provenance.remember_change.)"""
     size = tuple(size or previous.size)
     al = Alignment.from_record(change.info.get("alignment"))
-    m = change.mask if al.is_identity else warp(change.mask, al.inverse(), order=0)
-    m = m & (res.weight >= 0.5)
+    if res.record.get("route") in ("coarse", "background"):    # the change record could not separate the edit: the kept region is it
+        m = res.weight >= 0.5
+    else:
+        m = change.mask if al.is_identity else warp(change.mask, al.inverse(), order=0)
+        m = m & (res.weight >= 0.5)
     ident = Alignment(method="identity (drift guard: in I_(t-1)'s frame)", size=size)
     grid = _stable_grid(change.info)
     info = {k: v for k, v in change.info.items() if k not in ("unstable_grid",)}

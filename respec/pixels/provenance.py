@@ -176,9 +176,13 @@ def fit_colour(src: np.ndarray, dst: np.ndarray, use: np.ndarray | None = None,
     if keep.sum() < 16:
         return IDENTITY_FIT
     allowed = keep.copy()
-    # Start from a per-channel offset (the median difference): unlike a least-squares fit on every
-    # pixel, it is not dragged by a saturated edit, so the first inlier set is already the background.
-    gain, bias = np.ones(3), np.median(d[keep] - s[keep], axis=0)
+    # Start from a per-channel offset (the median difference) or a per-channel gain (the median
+    # ratio), whichever leaves more pixels within the inlier band: unlike a least-squares fit on
+    # every pixel, neither is dragged by a saturated edit, so the first inlier set is already the
+    # background. A global gain seen as an offset would leave a flat photo's dark part (water under
+    # a bright sky) out of the inliers, and the fit on the sky alone could not tell a gain from an
+    # offset.
+    gain, bias = _start(s[keep], d[keep])
     for r in range(max(1, rounds) + 1):
         if r:
             _affine(s[keep], d[keep], gain, bias)
@@ -192,6 +196,20 @@ def fit_colour(src: np.ndarray, dst: np.ndarray, use: np.ndarray | None = None,
     med, sig = robust_scale(res[keep])
     return ColourFit(tuple(float(g) for g in gain), tuple(float(b) for b in bias), med, sig,
                      float(keep.sum() / max(1, allowed.sum())))
+
+
+def _start(s: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The first colour map (gain, bias) of `fit_colour`: a per-channel offset or a per-channel
+    gain, the one with more samples within INLIER_K robust sigmas of its median residual."""
+    best, best_n = None, -1
+    ratio = np.median(d / np.maximum(s, 1.0 / 255.0), axis=0)
+    for gain, bias in ((np.ones(3), np.median(d - s, axis=0)), (ratio, np.zeros(3))):
+        res = np.sqrt(((s * gain + bias - d) ** 2).mean(axis=1))
+        med, sig = robust_scale(res)
+        n = int((res <= med + INLIER_K * max(sig, 1e-4)).sum())
+        if n > best_n:
+            best, best_n = (gain.astype(np.float64), bias.astype(np.float64)), n
+    return best
 
 
 def _affine(s: np.ndarray, d: np.ndarray, gain: np.ndarray, bias: np.ndarray) -> None:

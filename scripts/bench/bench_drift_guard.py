@@ -4,6 +4,7 @@ and the cost.
     python scripts/bench/bench_drift_guard.py chain --turns 20 --out runs/drift_chain   # figure + table
     python scripts/bench/bench_drift_guard.py cost --size 1024                           # seconds per turn
     python scripts/bench/bench_drift_guard.py real --pairs ../shared/realdata/pairs --out runs/drift_real
+    python scripts/bench/bench_drift_guard.py editors --pairs ../shared/realdata/pairs --out runs/drift_editors
 
 chain: one sim scene (the sim editor with --sim-defects realistic, a SIMULATION) edited for N turns
 (an object added, then moved a little on every turn), without the guard, with it (the default
@@ -16,10 +17,16 @@ untouched_psnr_vs_turn.png.
 real: real pictures (scripts/bench/drift_guard_real.py): controlled chains on the Step1X-Edit photos with
 the drift measured on real editors, the Step1X-Edit pairs, and every call of the MC-Edit sequences.
 
+editors: every step of index_more.json (Qwen-Image-Edit, FLUX.2 [klein], LongCat-Image-Edit) through the
+guard as a user's graph runs it, with per step applied or stepped aside (why), the far pixels changed,
+the edit kept and the seconds (scripts/bench/drift_guard_editors.py).
+
 cost: the guard's own CPU seconds (time.process_time) and wall seconds on 1024² edits (a small and
-a large added box, and a small one among drifted fine detail all over the picture; a realistic zoom /
-shift / blur / gain), the turn's change record (which History Append computes anyway) computed
-first and shared, against the 30 s of an edit. Not a test: the figure depends on the machine.
+a large added box, a small one among drifted fine detail all over the picture, a small one in a
+scene the editor re-rendered (the structure warp and the local flow run), and a new background;
+a realistic zoom / shift / blur / gain), the turn's change record (which History Append computes
+anyway) computed first and shared, against the 30 s of an edit. Not a test: the figure depends on
+the machine.
 """
 from __future__ import annotations
 
@@ -143,13 +150,26 @@ def run_cost(size: int, repeats: int) -> list[dict]:
         yy, xx = np.mgrid[:n, :n]
         chk = (((yy // 3) + (xx // 3)) % 2).astype(float)[..., None]
         fine[y:y + n, x:x + n] = chk * np.array([0.95, 0.85, 0.3]) + (1 - chk) * 0.05
-    cases = {"small box (4 %)": (scene, (size // 3, size // 3, size // 2, size // 2)),
-             "large box (25 %)": (scene, (size // 4, size // 4, 3 * size // 4, 3 * size // 4)),
-             "small box, drifted detail all over": (fine, (size // 3, size // 3, size // 2, size // 2))}
+    from synthetic_scenes import rerender_field
+    small = (size // 3, size // 3, size // 2, size // 2)
+    cases = {"small box (4 %)": (scene, small, "add a red box", None),
+             "large box (25 %)": (scene, (size // 4, size // 4, 3 * size // 4, 3 * size // 4), "add a red box", None),
+             "small box, drifted detail all over": (fine, small, "add a red box", None),
+             "small box, the scene re-rendered (structure warp, local flow)": (scene, small, "add a red box", "rerender"),
+             "a new background (the subject kept)": (scene, small, "change the background to a beach", "background")}
     out = []
-    for name, (img, box) in cases.items():
+    for name, (img, box, request, kind) in cases.items():
         prev = StoredImage.of(u8(img))
-        edit = ndimage.gaussian_filter(moved(draw_rect(img, box, (0.9, 0.1, 0.1)), 1.3, -0.7, 0.99), (0.6, 0.6, 0))
+        if kind == "background":        # everything but the box (the subject) re-drawn
+            yy = np.linspace(0.0, 1.0, size)[:, None, None]
+            beach = np.where(yy < 0.5, [0.45, 0.65, 0.95], [0.85, 0.75, 0.5]) + 0.05 * (scene - 0.5)   # sky over sand
+            target = draw_rect(np.clip(beach, 0, 1), box, (0.9, 0.1, 0.1))
+            prev = StoredImage.of(u8(draw_rect(img, box, (0.9, 0.1, 0.1))))
+        else:
+            target = draw_rect(img, box, (0.9, 0.1, 0.1))
+            if kind == "rerender":
+                target = rerender_field(target, strength=0.3)
+        edit = ndimage.gaussian_filter(moved(target, 1.3, -0.7, 0.99), (0.6, 0.6, 0))
         cur = StoredImage.of(u8(drift(edit, gain=(1.02, 0.99, 1.01), bias=(0, 0, 0), noise=0.004)))
         c0, w0 = time.process_time(), time.perf_counter()
         change = guard_change(prev, cur)
@@ -157,7 +177,7 @@ def run_cost(size: int, repeats: int) -> list[dict]:
         cpu, wall = [], []
         for _ in range(repeats):
             c0, w0 = time.process_time(), time.perf_counter()
-            res = drift_guard(prev, cur, change, request="add a red box")
+            res = drift_guard(prev, cur, change, request=request)
             remember_guarded(prev, StoredImage.of(res.image), res, change)
             cpu.append(time.process_time() - c0)
             wall.append(time.perf_counter() - w0)
@@ -167,7 +187,8 @@ def run_cost(size: int, repeats: int) -> list[dict]:
                     "share_of_30s_edit (cpu)": f"{100 * c / 30:.2f} %",
                     "change_record_cpu_s": round(c_change, 3),
                     "change_record_wall_s": round(w_change, 3), "applied": res.applied,
-                    "edit_fraction": res.record.get("edit_fraction"), "load_1min": round(os.getloadavg()[0], 2)})
+                    "edit_fraction": res.record.get("edit_fraction"), "route": res.record.get("route"),
+                    "load_1min": round(os.getloadavg()[0], 2)})
     return out
 
 
@@ -182,6 +203,9 @@ def main(argv=None) -> int:
     r.add_argument("--pairs", type=Path, required=True, help="the realdata/pairs folder (read only)")
     r.add_argument("--out", type=Path, default=Path("runs/drift_real"))
     r.add_argument("--quick", action="store_true", help="two photos only")
+    e = sub.add_parser("editors", help="the index_more.json steps: Qwen-Image-Edit, klein, LongCat")
+    e.add_argument("--pairs", type=Path, required=True, help="the realdata/pairs folder (read only)")
+    e.add_argument("--out", type=Path, default=Path("runs/drift_editors"))
     k = sub.add_parser("cost")
     k.add_argument("--size", type=int, default=1024)
     k.add_argument("--repeats", type=int, default=3)
@@ -189,6 +213,9 @@ def main(argv=None) -> int:
     if a.cmd == "real":
         import drift_guard_real
         return drift_guard_real.main(a.pairs, a.out, a.quick)
+    if a.cmd == "editors":
+        import drift_guard_editors
+        return drift_guard_editors.main(a.pairs, a.out)
     if a.cmd == "chain":
         rows = run_chain(a.turns, a.out, a.size)
         print("| turn | without the guard (dB) | with the guard (dB) | untouched px differing from I_0 | "
@@ -205,11 +232,11 @@ def main(argv=None) -> int:
         sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
         rows = run_cost(a.size, a.repeats)
         print("| case | guard CPU s, min (median) | guard wall s, min | CPU share of a 30 s edit | change record CPU s (shared) | "
-              "edit fraction | load (1 min) |")
-        print("|---|---|---|---|---|---|---|")
+              "edit fraction | route | load (1 min) |")
+        print("|---|---|---|---|---|---|---|---|")
         for r in rows:
             print(f"| {r['case']} | {r['guard_cpu_s']} ({r['guard_cpu_s_median']}) | {r['guard_wall_s']} | {r['share_of_30s_edit (cpu)']} | "
-                  f"{r['change_record_cpu_s']} | {r['edit_fraction']} | {r['load_1min']} |")
+                  f"{r['change_record_cpu_s']} | {r['edit_fraction']} | {r['route']} | {r['load_1min']} |")
     return 0
 
 

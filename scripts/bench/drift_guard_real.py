@@ -198,6 +198,7 @@ def run_photo_chain(photo: np.ndarray, residual, seam: str = "membrane", with_gu
             del world.objects[name]
             edited = reinvent(cur, frame, world, region)
         touched |= region
+        drawn = edited                             # the stand-in's own drawing, before its drift
         edited, step = drift_call(edited, seed * 100 + t, residual)
         e_frame = frame.compose(step)
         rec = {"turn": t, "request": text}
@@ -222,6 +223,11 @@ def run_photo_chain(photo: np.ndarray, residual, seam: str = "membrane", with_gu
         reg_o = erode(reg_o, GT_MARGIN_PX) & support(to_out, reg_o.shape)
         ed_o = edited if to_out.is_identity else warp(edited.astype(np.float64), to_out)
         rec["edit_region_psnr"] = psnr(out, ed_o, reg_o)
+        # ... and against the edit as the stand-in drew it, without its call's drift (the guard maps
+        # a whole-picture colour shift out of the edit on a local request: the drawing is the truth)
+        to_drawn = frame.inverse().compose(o_frame)
+        dr_o = drawn if to_drawn.is_identity else warp(drawn.astype(np.float64), to_drawn)
+        rec["edit_region_psnr_truth"] = psnr(out, dr_o, reg_o)
         untouched = ~ndimage.binary_dilation(touched, iterations=GT_MARGIN_PX)
         rec["untouched_psnr"] = psnr(out, photo, untouched)
         rec["untouched_share"] = round(float(untouched.mean()), 4)
@@ -384,18 +390,23 @@ def main(pairs: Path, out: Path, quick: bool = False) -> int:
         for a, b in zip(runs[False]["turns"], runs[True]["turns"]):
             row = {"photo": it["id"], "turn": a["turn"], "request": a["request"],
                    "untouched_without": a["untouched_psnr"], "untouched_with": b["untouched_psnr"],
-                   "edit_region_psnr": b["edit_region_psnr"], "guard": "kept" if b["applied"] else "stepped aside: " + b["reason"],
+                   "edit_region_psnr": b["edit_region_psnr"], "edit_truth_without": a["edit_region_psnr_truth"],
+                   "edit_truth_with": b["edit_region_psnr_truth"],
+                   "guard": "kept" if b["applied"] else "stepped aside: " + b["reason"],
                    "edit_fraction": b.get("edit_fraction"), "guard_cpu_s": b.get("guard_cpu_s"),
                    "change_record_cpu_s": b.get("change_record_cpu_s"), "seam_grad_err": b.get("seam_grad_err")}
             chain_rows.append(row)
             per_turn.setdefault(a["turn"], []).append(row)
         sys.stdout.flush()
-    print("| turn | request | untouched PSNR without the guard (median dB) | with the guard | edit region PSNR, guard vs editor (min dB) | guard kept | guard CPU s (median) |")
-    print("|---|---|---|---|---|---|---|")
+    print("| turn | request | untouched PSNR without the guard (median dB) | with the guard | edit region PSNR, guard vs editor (min dB) | "
+          "edit region vs the stand-in's drawing, editor → guard (min dB) | guard kept | guard CPU s (median) |")
+    print("|---|---|---|---|---|---|---|---|")
     for t, rows in per_turn.items():
         print(f"| {t} | {rows[0]['request']} | {_fmt(_median([r['untouched_without'] for r in rows]), 2)} | "
               f"{_fmt(_median([r['untouched_with'] for r in rows]), 2)} | "
               f"{_fmt(min(r['edit_region_psnr'] for r in rows if r['edit_region_psnr'] is not None))} | "
+              f"{_fmt(min(r['edit_truth_without'] for r in rows if r['edit_truth_without'] is not None))} → "
+              f"{_fmt(min(r['edit_truth_with'] for r in rows if r['edit_truth_with'] is not None))} | "
               f"{sum(r['guard'] == 'kept' for r in rows)}/{len(rows)} | {_fmt(_median([r['guard_cpu_s'] for r in rows]), 3)} |")
     print("\n| photo | untouched PSNR after turn 1 / 6 without (dB) | with the guard | edit region PSNR min (dB) | stepped aside |")
     print("|---|---|---|---|---|")
