@@ -123,6 +123,21 @@ def test_a_rerender_on_a_local_request_keeps_the_request_and_restores_the_rest(s
     assert not res.applied and np.array_equal(res.image, redrawn)
 
 
+def test_above_the_working_size_a_structure_warp_steps_aside_rather_than_misplace_the_edit(scene):
+    """The full-size composition follows the turn's similarity only: an edit read through a structure
+    warp at the working size is not carried to full size (it would land in the wrong place)."""
+    prev = u8(scene)
+    redrawn = u8(rerender_field(draw_rect(scene, BOX, RED), strength=0.3))
+    full = guard_images(prev, redrawn, request="add a red box")
+    assert full.applied and "structure" in full.record
+    small = guard_images(prev, redrawn, request="add a red box", work_pixels=96 * 112)
+    assert not small.applied and "structure warp" in small.reason and small.record["stepped_aside"]
+    assert np.array_equal(small.image, redrawn) and small.weight.shape == SHAPE
+    # a plain drift at the same working size is still guarded at full size
+    assert guard_images(prev, realistic(draw_rect(scene, BOX, RED)), request="add a red box",
+                        work_pixels=96 * 112).applied
+
+
 def test_a_rerender_whose_structure_moved_keeps_the_editors_image(scene):
     rng = np.random.default_rng(4)
     tex = ndimage.gaussian_filter(rng.random(SHAPE + (3,)), (2, 2, 0))

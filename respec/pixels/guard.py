@@ -1117,6 +1117,13 @@ def guard_pair(p: StoredImage, e: StoredImage, size: tuple[int, int], *, user_ma
     record = {**res_w.record, "working_size": list(work)}
     if not res_w.applied:
         return GuardResult(e.array, np.ones(e.array.shape[:2], np.float32), False, res_w.reason, record)
+    if "structure" in res_w.record:
+        # _compose_full carries the edit to full size with the turn's similarity alone; a structure
+        # warp (a re-render, a zoom one similarity does not follow) would put it in the wrong place.
+        reason = (f"the picture is above {work_pixels / 1e6:.0f} MP and the edit needed a structure warp (a re-render "
+                  f"or zoom), which the guard applies only at up to that size: the editor's image is kept")
+        record.update(applied=False, stepped_aside=True, reason=reason)
+        return GuardResult(e.array, np.ones(e.array.shape[:2], np.float32), False, reason, record)
     image, weight = _compose_full(p, e, p_w, e_w, res_w, change_w, params, refine=user_mask is None)
     record["kept_fraction"] = round(float((weight > 0).mean()), 6)
     res = with_exact_paste(GuardResult(image, weight, True, res_w.reason, record), exact)
