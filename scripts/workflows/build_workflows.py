@@ -40,10 +40,13 @@ CORE_NODES = [
     "ReferenceLatent", "ImageScaleToTotalPixels", "ImageScale", "GetImageSize", "ImageFromBatch", "ImageBatch",
     "PrimitiveInt", "PrimitiveFloat", "PrimitiveString", "PrimitiveStringMultiline", "PrimitiveBoolean",
     "TextGenerate",
+    # Qwen-Image-Edit 2511 (the nodes of ComfyUI's own 2511 template) and SAM3
+    "TextEncodeQwenImageEditPlus", "ModelSamplingAuraFlow", "CFGNorm", "FluxKontextMultiReferenceLatentMethod",
+    "KSampler", "LoraLoaderModelOnly", "CheckpointLoaderSimple", "MaskPreview", "SAM3_Detect",
 ]
 # Core nodes newer than ComfyUI 0.8.0, with the version they were read from: a refresh from an
 # older server keeps their entries.
-NEWER_CORE_NODES = {"TextGenerate": "0.24.0"}
+NEWER_CORE_NODES = {"TextGenerate": "0.24.0", "SAM3_Detect": "0.24.0"}
 _KEEP = ("input", "input_order", "output", "output_is_list", "output_name", "name", "display_name",
          "category", "output_node", "python_module")
 
@@ -55,44 +58,67 @@ def _strip(entry):
     return entry
 
 
-def refresh_core(url: str) -> None:
-    """Rewrite scripts/workflows/comfy_core_nodes.json from a running ComfyUI's /object_info."""
-    nodes, version = {}, None
-    old = json.loads(wg.CORE_TABLE.read_text(encoding="utf-8")) if wg.CORE_TABLE.exists() else {"nodes": {}}
-    newer = dict(old.get("newer_nodes") or NEWER_CORE_NODES)
+def _server_version(url: str) -> str | None:
     try:
         with urllib.request.urlopen(f"{url.rstrip('/')}/system_stats", timeout=30) as r:
-            version = json.load(r).get("system", {}).get("comfyui_version")
+            return json.load(r).get("system", {}).get("comfyui_version")
     except Exception:
-        pass
+        return None
+
+
+def _table_entry(info: dict, name: str) -> dict:
+    """/object_info's entry of one node as the table keeps it (tooltips dropped, loader file lists
+    emptied: they depend on the machine, so a value must then be given explicitly)."""
+    info = {k: info[k] for k in _KEEP if k in info}
+    info["input"] = {sec: {n: _strip(e) for n, e in ents.items()} for sec, ents in info["input"].items()}
+    for sec, ents in info["input"].items():
+        for n, e in ents.items():
+            if name.endswith(("Loader", "LoaderSimple", "LoaderModelOnly")) and isinstance(e, list) \
+                    and isinstance(e[0], list) and n.endswith("_name"):
+                ents[n] = [[]] + e[1:]
+    return info
+
+
+def refresh_core(url: str) -> None:
+    """Rewrite scripts/workflows/comfy_core_nodes.json from a running ComfyUI's /object_info.
+
+    The table's base is the oldest supported ComfyUI (its `comfyui_version`, 0.8.0): a server of that
+    version re-reads every node it has; the nodes it lacks (NEWER_CORE_NODES) keep their entries. A
+    server of any other version fills only the nodes the table lacks or lists under newer_nodes (and
+    records its version there), so the base entries stay what the oldest ComfyUI says: a newer
+    ComfyUI may add optional widgets to a node (CFGNorm's pre_cfg in 0.24), which a graph written
+    for it would send to 0.8 too."""
+    old = json.loads(wg.CORE_TABLE.read_text(encoding="utf-8")) if wg.CORE_TABLE.exists() else {"nodes": {}}
+    newer = {**NEWER_CORE_NODES, **(old.get("newer_nodes") or {})}
+    version = _server_version(url)
+    base = old.get("comfyui_version") or version
+    from_base = version == base
+    nodes = {}
     for name in CORE_NODES:
+        if not from_base and name in old["nodes"] and name not in newer:
+            nodes[name] = old["nodes"][name]   # a base entry: only the base version rewrites it
+            continue
         with urllib.request.urlopen(f"{url.rstrip('/')}/object_info/{name}", timeout=60) as r:
             info = json.load(r).get(name)
-        if info is None and name in newer and name in old["nodes"]:
-            nodes[name] = old["nodes"][name]   # a newer node than this server has: keep its entry
+        if info is None and name in newer:
+            if name in old["nodes"]:
+                nodes[name] = old["nodes"][name]   # a newer node than this server has: keep its entry
+            else:
+                print(f"{url} (ComfyUI {version}) has no {name}: read it from a ComfyUI >= {newer[name]}")
             continue
         if info is None:
-            raise SystemExit(f"{url} has no node {name}: use a ComfyUI >= 0.8 "
-                             f"(>= {newer[name]} for {name})" if name in newer else
-                             f"{url} has no node {name}: use a ComfyUI >= 0.8")
+            raise SystemExit(f"{url} has no node {name}: use a ComfyUI >= 0.8")
         if name in newer and version:
             newer[name] = version
-        info = {k: info[k] for k in _KEEP if k in info}
-        info["input"] = {sec: {n: _strip(e) for n, e in ents.items()} for sec, ents in info["input"].items()}
-        # File lists depend on the machine: keep them empty (a value must then be given explicitly).
-        for sec, ents in info["input"].items():
-            for n, e in ents.items():
-                if name.endswith("Loader") and isinstance(e, list) and isinstance(e[0], list) and \
-                        n.endswith("_name"):
-                    ents[n] = [[]] + e[1:]
-        nodes[name] = info
+        nodes[name] = _table_entry(info, name)
     table = {"comment": "ComfyUI core node specs, from GET /object_info/<name> of a real ComfyUI "
                         "(tooltips dropped, loader file lists emptied). Regenerate with "
-                        "`python scripts/workflows/build_workflows.py --refresh-core URL`. Nodes under newer_nodes are "
-                        "read from that newer ComfyUI (0.8.0 lacks them).",
-             "comfyui_version": version, "nodes": nodes, "newer_nodes": newer}
+                        "`python scripts/workflows/build_workflows.py --refresh-core URL`, from ComfyUI "
+                        f"{base} first (the base), then from the newest ComfyUI for the nodes under "
+                        f"newer_nodes ({base} lacks them).",
+             "comfyui_version": base, "nodes": nodes, "newer_nodes": newer}
     wg.CORE_TABLE.write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
-    print(f"wrote {wg.CORE_TABLE} ({len(nodes)} nodes, ComfyUI {version})")
+    print(f"wrote {wg.CORE_TABLE} ({len(nodes)} nodes; base ComfyUI {base}, this server {version})")
 
 
 # ------------------------------------------------------------------------------ the graphs
