@@ -40,7 +40,8 @@ def test_a_global_word_in_passing_does_not_make_a_request_global(request_):
 @pytest.mark.parametrize("request_", [
     "replace the beaver with a fox, keep the same forest river setting and golden hour lighting",
     "replace the beaver with a fox, keep the same watercolor painting style and forest river setting",
-    "don't change the lighting, add a hat", "add a hat without changing the lighting",
+    "don't change the lighting, add a hat", "Do not alter the lighting; add a hat", "never relight it, add a hat",
+    "add a hat without changing the lighting",
     "add a hat, with the same lighting", "preserve the mood and add a small cup"])
 def test_a_preservation_clause_is_not_a_global_edit(request_):
     assert request_scope(request_).kind == LOCAL
@@ -118,5 +119,6 @@ def test_the_one_verb_table_gives_each_rule_its_verbs():
     adding = verbs_of("add", "give")
     assert adding[0] == "add" and {"give", "set", "wear", "cover"} <= set(adding)
     assert len({v for v, _ in VERBS}) == len(VERBS)           # every phrase has one class
+    assert clauses("don't move the box")[0].kind == "keep"              # a negated verb says what stays
     with pytest.raises(ValueError, match="unknown verb class"):
         verbs_of("teleport")

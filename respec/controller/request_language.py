@@ -24,8 +24,8 @@ table that starts the clause):
   the background ("remove the background") is a new background.
 - move / resize / rotate / replace / ... : global only on the whole picture ("rotate the image");
   "replace the background with ..." is a new background.
-- keep / preserve / don't change / without changing / ... : a preservation clause: never a
-  change. A verbless clause that follows one continues its list ("keep the same setting and
+- keep / preserve / without changing / ... , and any verb negated (don't / do not / never ...): a
+  preservation clause: never a change. A verbless clause that follows one continues its list ("keep the same setting and
   golden hour lighting"), and a verbless clause that says "the same ...", "unchanged", "as it
   is" preserves too.
 - no verb ("night time", "anime style"): global when a global word is in it.
@@ -70,10 +70,8 @@ VERBS: tuple[tuple[str, str], ...] = (
                            "stylise", "colorize", "colourize", "colorise", "colourise", "brighten", "darken",
                            "warm", "cool", "tint", "shift the colors", "shift the colours", "shift the color",
                            "shift the colour", "grade", "redo", "redraw", "repaint")),
-    *((v, "keep") for v in ("keep", "preserve", "maintain", "leave", "retain", "don't change", "do not change",
-                            "don't alter", "do not alter", "don't touch", "do not touch", "don't modify",
-                            "do not modify", "without changing", "without altering", "without touching",
-                            "without modifying")),
+    *((v, "keep") for v in ("keep", "preserve", "maintain", "leave", "retain", "without changing",
+                            "without altering", "without touching", "without modifying", "without moving")),
 )
 CLASSES = ("add", "give", "remove", "move", "shrink", "enlarge", "rotate", "replace", "set", "keep")
 ACTS_ON_AN_OBJECT = ("move", "shrink", "enlarge", "rotate", "replace")
@@ -125,6 +123,7 @@ SETTING = re.compile(      # "put her in a library", "+ under a sunny sky": the 
 PRESERVED = re.compile(r"\b(same|unchanged|as it is|as they are|as before|intact|untouched|original)\b")
 QUOTED = re.compile(r"(?<![\w])(['\"“”‘’])(.+?)\1(?![\w])")     # quoted text (a sign's words) is not split
 CLAUSE_SPLIT = re.compile(r"\s*([,;:.!?]+|\band then\b|\bthen\b|\band\b|\bbut\b|\bwhile\b)\s*")
+NEGATED = re.compile(r"^(don't|do not|dont|never|avoid|no need to) \w+")
 LEAD = re.compile(r"^((please|now|also|just|kindly|simply|finally|first|next|can you|could you|would you|"
                   r"i want you to|i'd like you to|let's|lets) )+")
 _VERB_AT_START = re.compile(
@@ -171,6 +170,9 @@ def read_clause(text: str, after_and: bool = False) -> Clause:
     """One clause read by the verb it starts with (see the module docstring); a clause that does
     not start with a verb of the table has none ('')."""
     c = LEAD.sub("", _normalise(text))
+    neg = NEGATED.match(c)
+    if neg:         # "don't change the lighting", "do not move the box": says what stays
+        return Clause(c, neg.group(0), "keep", c[neg.end():].strip(), after_and)
     m = _VERB_AT_START.match(c)
     if m is None:
         return Clause(c, "", "", c, after_and)
