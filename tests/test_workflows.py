@@ -28,7 +28,11 @@ EXPECTED = ["conversational_flux2", "conversational_omnigen2", "conversational_f
             "benchmark_flux2", "benchmark_omnigen2", "benchmark_baseline_flux2", "benchmark_baseline_omnigen2",
             "benchmark_native_flux2", "benchmark_native_omnigen2", "benchmark_native_baseline_flux2",
             "benchmark_native_baseline_omnigen2", "conversational_flux2_klein4b", "benchmark_native_flux2_klein4b",
-            "conversational_textgen_flux2"]
+            "conversational_textgen_flux2", "conversational_qwen_image_edit_2511",
+            "benchmark_native_qwen_image_edit_2511", "occluder_mask_sam3"]
+# Nodes a shipped graph may hold bypassed (UI mode 4): options a user switches on with Ctrl+B.
+BYPASSED_OPTIONS = {"ReSpecEditRegionFromText", "CheckpointLoaderSimple", "CLIPTextEncode", "ImageBatch", "SAM3_Detect",
+                    "ReSpecEditRegionMask", "LoraLoaderModelOnly"}
 
 
 def _ids(paths):
@@ -108,11 +112,26 @@ def _backend_nodes(ui):
     return [n for n in ui["nodes"] if n["type"] not in UI_ONLY]
 
 
+def _through_bypass(link, nodes, links):
+    """Follow a link through bypassed nodes as graphToPrompt does: the bypassed node's input at the
+    output's slot, else its first input, of the output's type; None when it has none connected."""
+    while link is not None and nodes[link[1]]["mode"] == 4:
+        src = nodes[link[1]]
+        want = src["outputs"][link[2]]["type"]
+        candidates = [i for i in [link[2], *range(len(src["inputs"]))] if i < len(src["inputs"])]
+        hit = next((src["inputs"][i] for i in candidates if src["inputs"][i]["type"] == want), None)
+        link = links.get(hit["link"]) if hit is not None else None
+    return link
+
+
 def ui_to_api(ui, specs):
-    """What the frontend sends to /prompt for a UI workflow (no virtual nodes, no bypass here)."""
+    """What the frontend sends to /prompt for a UI workflow (no virtual nodes; bypassed nodes left out)."""
     links = {l[0]: l for l in ui["links"]}
+    nodes = {n["id"]: n for n in ui["nodes"]}
     api = {}
     for node in _backend_nodes(ui):
+        if node["mode"] == 4:
+            continue
         spec = specs[node["type"]]
         values = list(node["widgets_values"])
         by_slot = {s["name"]: s for s in node["inputs"]}
@@ -124,8 +143,11 @@ def ui_to_api(ui, specs):
                 inputs[name] = value
             slot = by_slot.get(name)
             if slot is not None and slot.get("link") is not None:
-                l = links[slot["link"]]
-                inputs[name] = [str(l[1]), l[2]]
+                l = _through_bypass(links[slot["link"]], nodes, links)
+                if l is None:
+                    inputs.pop(name, None)
+                else:
+                    inputs[name] = [str(l[1]), l[2]]
         api[str(node["id"])] = {"class_type": node["type"], "inputs": inputs}
     return api
 
@@ -174,7 +196,9 @@ def test_ui_file_has_the_fields_the_frontend_reads(path):
         for key in ("id", "type", "pos", "size", "flags", "order", "mode", "properties", "inputs",
                     "outputs", "widgets_values"):
             assert key in n, f"node {n.get('id')} lacks {key}"
-        assert n["mode"] == 0, f"node {n['id']} is muted or bypassed"
+        # Bypassed (4) only the options a user switches on: the edit region group, the Lightning LoRA.
+        assert n["mode"] == 0 or (n["mode"] == 4 and n["type"] in BYPASSED_OPTIONS), \
+            f"node {n['id']} ({n['type']}) is muted or bypassed"
     for l in ui["links"]:
         assert len(l) == 6 and isinstance(l[5], str)
 
@@ -432,7 +456,7 @@ def test_the_checkers_ui_to_api_conversion_gives_every_api_file(specs):
         spec.loader.exec_module(checker)
     finally:
         sys.path.remove(str(ROOT / "scripts" / "comfyui"))
-    assert checker.NEWER_CORE_NODES == {"TextGenerate": "0.24.0"}
+    assert checker.NEWER_CORE_NODES == {"TextGenerate": "0.24.0", "SAM3_Detect": "0.24.0"}
     for path in UI_FILES:
         api = {k: {"class_type": v["class_type"], "inputs": v["inputs"]} for k, v in _load(API_DIR / f"{path.stem}.api.json").items()}
         assert checker.ui_to_api(_load(path), specs) == api, path.name

@@ -107,9 +107,29 @@ def model_placeholders(base: Path, workflows: list[dict], object_info_spec: dict
     return made
 
 
+BYPASS = 4   # LiteGraph's mode of a bypassed node
+
+
+def resolve_bypass(link: list | None, nodes: dict, links: dict) -> list | None:
+    """The link an input really gets once bypassed nodes are taken out, by the frontend's rule: a
+    bypassed node passes on its input at the output's slot index when that input has the output's
+    type, else its first input of that type (followed through further bypassed nodes); None when
+    there is no such input or it is not connected (the input is then left out of the prompt)."""
+    while link is not None and nodes[link[1]].get("mode", 0) == BYPASS:
+        src = nodes[link[1]]
+        want = src["outputs"][link[2]]["type"]
+        slots = src.get("inputs") or []
+        order = ([link[2]] if link[2] < len(slots) else []) + list(range(len(slots)))
+        match = next((i for i in order if slots[i]["type"] == want), None)
+        link = links.get(slots[match]["link"]) if match is not None else None
+    return link
+
+
 def ui_to_api(ui: dict, info: dict) -> dict:
-    """The frontend's UI -> API conversion (widgets by position; seed/upload extras skipped)."""
+    """The frontend's UI -> API conversion (widgets by position; seed/upload extras skipped; bypassed
+    nodes left out and links through them resolved, `resolve_bypass`)."""
     links = {l[0]: l for l in ui["links"]}
+    nodes = {n["id"]: n for n in ui["nodes"]}
     api = {}
     for node in ui["nodes"]:
         if node["type"] in UI_ONLY or node.get("mode", 0) != 0:
@@ -138,9 +158,11 @@ def ui_to_api(ui: dict, info: dict) -> dict:
                     if opts.get("image_upload"):
                         values.pop(0)
                 slot = slots.get(name)
-                if slot and slot.get("link") is not None:
-                    l = links[slot["link"]]
+                l = resolve_bypass(links[slot["link"]], nodes, links) if slot and slot.get("link") is not None else None
+                if l is not None:
                     inputs[name] = [str(l[1]), l[2]]
+                elif slot and slot.get("link") is not None:
+                    inputs.pop(name, None)   # a link into a bypassed option: the input is not sent
         api[str(node["id"])] = {"class_type": node["type"], "inputs": inputs}
     return api
 

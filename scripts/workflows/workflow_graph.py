@@ -12,6 +12,10 @@ link), outputs, widgets_values (widget inputs in INPUT_TYPES order, a "control a
 value after seed widgets and an "image" value after an upload widget); links as
 [id, from, from_slot, to, to_slot, "TYPE"]. API format (what POST /prompt takes):
 {id: {"class_type", "inputs", "_meta": {"title"}}}.
+
+A node can be written bypassed (UI mode 4, an option the user switches on with Ctrl+B): it is in
+the UI file only, and the API file is what the frontend's graphToPrompt makes of it (see
+`resolve_bypass`).
 """
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ WIDGET_TYPES = ("INT", "FLOAT", "STRING", "BOOLEAN", "COMBO")
 # A V3 node's combo whose options add inputs (TextGenerate's sampling_mode). Only options that
 # add none are used here: then it is a plain combo of the option keys, in both formats.
 DYNAMIC_COMBO = "COMFY_DYNAMICCOMBO_V3"
+BYPASS = 4   # LiteGraph's mode of a bypassed node (0 = always)
 # Frontend-only nodes: they live in UI files and never reach /prompt.
 UI_ONLY_NODES = {
     "Note": {"widgets": ["text"]},
@@ -188,6 +193,23 @@ def types_match(out_type: str, in_type: str) -> bool:
 
 # ------------------------------------------------------------------------------ the graph
 
+def resolve_bypass(out: "Out") -> "Out | None":
+    """The output a link from `out` carries once bypassed nodes are taken out, by the frontend's rule
+    (graphToPrompt): a bypassed node passes on the input at the output's own slot index when that
+    input has the output's type, else its first input of that type; that input's link is followed
+    (through further bypassed nodes). None when no input has the type or it is not connected: the
+    consumer's input is then left out of the prompt."""
+    while out is not None and out.node.mode == BYPASS:
+        slots = out.node.ui_slots()
+        order = ([out.slot] if out.slot < len(slots) else []) + list(range(len(slots)))
+        match = next((i for i in order if slots[i][1] == out.type), None)
+        if match is None:
+            return None
+        value = slots[match][2]
+        out = value if isinstance(value, Out) else None
+    return out
+
+
 class Out:
     """Output `slot` of `node`."""
 
@@ -204,6 +226,19 @@ class Node:
                  inputs: dict, title: str | None, control: dict | None = None):
         self.graph, self.id, self.class_type, self.spec = graph, node_id, class_type, spec
         self.inputs, self.title, self.control = inputs, title, dict(control or {})
+        self.mode = 0
+
+    def ui_slots(self) -> list[tuple[str, str, Any]]:
+        """(name, type, value) of the node's input slots in the UI file's order: every socket input,
+        then the widget inputs fed by a link."""
+        sockets, widgets = [], []
+        for name, _, entry in ordered_inputs(self.spec):
+            value = self.inputs.get(name)
+            if not is_widget(entry):
+                sockets.append((name, input_type(entry), value))
+            elif isinstance(value, Out):
+                widgets.append((name, input_type(entry), value))
+        return sockets + widgets
 
     def out(self, which: int | str = 0) -> Out:
         """An output by index or by its RETURN_NAME / type name."""
@@ -233,8 +268,10 @@ class Graph:
 
     # -- building ---------------------------------------------------------------------
     def node(self, class_type: str, title: str | None = None, control: dict | None = None,
-             at: tuple[int, int] | None = None, properties: dict | None = None, **inputs) -> Node:
+             at: tuple[int, int] | None = None, properties: dict | None = None, bypassed: bool = False,
+             **inputs) -> Node:
         """Add a node; `inputs` are literals for widgets or outputs (Out / Node) for sockets.
+        `bypassed` writes it bypassed (UI mode 4): an option the user switches on; not in the API file.
         `control` sets a seed-like widget's "control after generate" mode (default "fixed");
         `at` places the node in the UI (default: a column per graph depth); `properties` are
         added to the UI node's properties (e.g. "models" for the frontend's missing-models dialog)."""
@@ -274,6 +311,7 @@ class Graph:
         node = Node(self, len(self.nodes) + 1, class_type, spec, filled, title, control)
         node.at = at
         node.properties = dict(properties or {})
+        node.mode = BYPASS if bypassed else 0
         self.nodes.append(node)
         return node
 
@@ -308,11 +346,21 @@ class Graph:
 
     # -- API format -------------------------------------------------------------------
     def to_api(self) -> dict:
+        """The API prompt, as the frontend's graphToPrompt makes it: bypassed nodes left out, links
+        through them resolved (`resolve_bypass`), an input whose link resolves to nothing dropped."""
         api = {}
         for n in self.nodes:
+            if n.mode == BYPASS:
+                continue
             inputs = {}
             for name, value in n.inputs.items():
-                inputs[name] = [str(value.node.id), value.slot] if isinstance(value, Out) else value
+                if isinstance(value, Out):
+                    value = resolve_bypass(value)
+                    if value is None:
+                        continue
+                    inputs[name] = [str(value.node.id), value.slot]
+                else:
+                    inputs[name] = value
             api[str(n.id)] = {"inputs": inputs, "class_type": n.class_type,
                               "_meta": {"title": n.title or n.spec.get("display_name") or n.class_type}}
         return api
@@ -379,7 +427,7 @@ class Graph:
                 column_y[col] = y + size[1] + 50
                 pos = [60 + 420 * col, y]
             node = {"id": n.id, "type": n.class_type, "pos": pos, "size": size,
-                    "flags": {}, "order": order[n.id], "mode": 0, "inputs": slots,
+                    "flags": {}, "order": order[n.id], "mode": n.mode, "inputs": slots,
                     "outputs": [], "properties": {"Node name for S&R": n.class_type, **n.properties},
                     "widgets_values": widgets_values}
             if n.title:
