@@ -62,7 +62,7 @@ class ReSpecSam3OccluderMask:
         return {"required": {
             "image": ("IMAGE", {"tooltip": "The image(s) given to SAM3_Detect."}),
             "masks": ("MASK", {"tooltip": "SAM3_Detect's masks (individual_masks on)."}),
-            "bboxes": (BOUNDING_BOX, {"tooltip": "SAM3_Detect's bboxes (their scores decide)."}),
+            "bboxes": (BOUNDING_BOX, {"forceInput": True, "tooltip": "SAM3_Detect's bboxes (their scores decide)."}),
             "label": ("STRING", {"forceInput": True, "tooltip": "The label, from 'SAM3 Query (ReSpec)'."}),
             "accept_threshold": ("FLOAT", {"default": ACCEPT_CONF, "min": 0.0, "max": 1.0, "step": 0.01, "tooltip":
                                  "A query is accepted at this score or above (B.1: 0.2)."}),

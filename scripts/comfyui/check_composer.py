@@ -24,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from check_vue_nodes import NODE_FACTS_JS, node_problems, set_vue_nodes
 from comfyui_harness import Page, build_tiny_models, checker, http_json, log, start_chromium, stop, upload_picture
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,13 +76,28 @@ async def _wait_turns(page: Page, url: str, sid: str, want: list[int], timeout: 
 
 
 def check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict | None,
-                   shots: str | None = None) -> list[str]:
+                   shots: str | None = None, vue_nodes: bool = False) -> list[str]:
     """Drive the composer as described in the module text; the problems found ([] = all passed).
     `tiny` = the tiny models of comfyui_harness.build_tiny_models (built into base/models when
-    None); `shots`: a folder for the screenshots (frontend-chat.png, frontend-chat-branch.png)."""
-    shots = docs = Path(shots) if shots else None
+    None); `shots`: a folder for the screenshots (frontend-chat.png, frontend-chat-branch.png).
+    `vue_nodes`: the same with Nodes 2.0 on (its own session; after the first turn the graph's
+    nodes must be drawn as elements and its Save Image node must show the turn's picture)."""
+    if vue_nodes:
+        set_vue_nodes(url, True)
+        try:
+            return _check_composer(url, chromium, python, base, tiny, shots, f"{SESSION}-vue",
+                                   "frontend/nodes-2.0/composer", vue=True)
+        finally:
+            set_vue_nodes(url, False)
+    return _check_composer(url, chromium, python, base, tiny, shots, SESSION, "frontend/composer")
+
+
+def _check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict | None, shots: str | None,
+                    session: str, label: str, vue: bool = False) -> list[str]:
+    shots = Path(shots) if shots else None
+    docs = None if vue else shots   # the docs' classic screenshots come from the classic run
     problems: list[str] = []
-    check = checker("frontend/composer", problems)
+    check = checker(label, problems)
     if tiny is None:
         t0 = time.monotonic()
         tiny = build_tiny_models(python, base)
@@ -106,7 +122,7 @@ def check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict 
             await page.js("document.querySelectorAll('.p-dialog-close-button, .p-dialog-header-close')"
                           ".forEach(b => b.click())")
             n = await page.js(SETUP_JS % {"app": APP, "ui": json.dumps(ui), "image": json.dumps(image),
-                                          "session": json.dumps(SESSION),
+                                          "session": json.dumps(session),
                                           "model": json.dumps(Path(tiny["klein"]).name)})
             await page.js(f"{APP}.extensionManager.command.execute('Workspace.ToggleSidebarTab.respec-history')")
             await page.wait_for(f"!!{PR}?.querySelector('textarea')", 30, "the composer")
@@ -128,7 +144,7 @@ def check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict 
                         await page.screenshot(docs / "frontend-chat-running.png")
                     except TimeoutError:
                         log("composer: no step progress caught for the running screenshot")
-                turns, body = await _wait_turns(page, url, SESSION, list(range(k + 1)), 600)
+                turns, body = await _wait_turns(page, url, session, list(range(k + 1)), 600)
                 await page.wait_for(f"!{PR}.querySelector('[data-pending]') && "
                                     f"{PR}.querySelectorAll('.respec-card').length === {k + 1}", 30,
                                     f"turn card {k}")
@@ -140,6 +156,15 @@ def check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict 
                       f"{time.monotonic() - t0:.1f} s; session turns {turns}; turn {k} {last.get('instruction')!r}; "
                       f"pending card showed {len(seen)} states, {len(steps)} with step progress "
                       f"(e.g. {steps[-1][:90] if steps else seen[:2]!r})")
+                if k == 1 and vue:
+                    await asyncio.sleep(1.0)
+                    facts = await page.js(NODE_FACTS_JS % {"app": APP})
+                    saved = [f for f in facts if f["type"] in ("SaveImage", "PreviewImage")]
+                    shown = [f for f in saved if f["images"] and all(f["images"])]
+                    found = node_problems(facts)
+                    check("the executed graph in Nodes 2.0", not found and len(shown) == len(saved),
+                          f"{len(facts)} nodes drawn; {len(shown)} of {len(saved)} Save / Preview Image nodes show "
+                          f"their picture; {found[:3] or 'no problem'}")
             if docs is not None:
                 docs.mkdir(parents=True, exist_ok=True)
                 await page.js(f"{PR}.querySelector('textarea').value = 'bring the red box back'")
@@ -153,24 +178,27 @@ def check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict 
                       ".find(d => d.innerText.includes('Rewind session'))")
             await page.wait_for(f"!!{dialog}", 15, "the confirmation")
             await page.js(f"[...{dialog}.querySelectorAll('button')].find(b => b.innerText.includes('Confirm')).click()")
-            turns, body = await _wait_turns(page, url, SESSION, [0, 1], 30)
+            turns, body = await _wait_turns(page, url, session, [0, 1], 30)
             await page.wait_for(f"{PR}.querySelectorAll('.respec-card').length === 2", 20, "2 cards after undo")
             check("Undo to here on turn 1", turns == [0, 1], f"{time.monotonic() - t0:.1f} s; session turns {turns}")
             # 3. Branch from here on turn 1.
             t0 = time.monotonic()
             await page.js(f"{PR}.querySelectorAll('.respec-card')[1].querySelector('.respec-branch').click()")
-            branch = f"{SESSION}-b1"
+            branch = f"{session}-b1"
             bturns, bbody = await _wait_turns(page, url, branch, [0, 1], 30)
             shown = await page.wait_for(f"{PR}.querySelector('select').value === {json.dumps(branch)} && "
                                         f"{PR}.querySelectorAll('.respec-card').length === 2", 20, "the branch shown")
-            turns, _ = _session(url, SESSION)
+            turns, _ = _session(url, session)
             check("Branch from here on turn 1", bturns == [0, 1] and turns == [0, 1] and bool(shown)
                   and bbody.get("turns", [{}])[1].get("image") == body["turns"][1].get("image"),
                   f"{time.monotonic() - t0:.1f} s; branch {branch} turns {bturns}, source turns {turns}, panel shows it")
             # 4. Regenerate the branch's latest turn: same request, new seed.
             t0 = time.monotonic()
             old = bbody["turns"][1]
-            await page.js(f"{PR}.querySelectorAll('.respec-card')[1].querySelector('.respec-regenerate').click()")
+            # The panel re-renders the branch's cards once more after showing it: click the new button.
+            regenerate = f"{PR}.querySelectorAll('.respec-card')[1]?.querySelector('.respec-regenerate')"
+            await page.wait_for(f"!!{regenerate} && !{regenerate}.disabled", 20, "the branch's Regenerate button")
+            await page.js(f"{regenerate}.click()")
             deadline = time.monotonic() + 600
             while time.monotonic() < deadline:
                 bturns, bbody = _session(url, branch)
@@ -179,7 +207,7 @@ def check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict 
                 await asyncio.sleep(0.5)
             await page.wait_for(f"!{PR}.querySelector('[data-pending]')", 30, "the regenerated card")
             new = bbody["turns"][1] if bturns == [0, 1] else {}
-            turns, _ = _session(url, SESSION)
+            turns, _ = _session(url, session)
             check("Regenerate the latest turn of the branch", bturns == [0, 1] and turns == [0, 1]
                   and new.get("instruction") == old.get("instruction") and new.get("image") != old.get("image"),
                   f"{time.monotonic() - t0:.1f} s; branch turns {bturns}, turn 1 {new.get('instruction')!r}, image "
@@ -190,7 +218,7 @@ def check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict 
             check("no ReSpec error logged by the page", not errors, f"{errors[:3]}")
             if shots is not None:
                 shots.mkdir(parents=True, exist_ok=True)
-                await page.screenshot(shots / "composer.png")
+                await page.screenshot(shots / ("composer-nodes2.png" if vue else "composer.png"))
         except Exception as e:  # leave evidence
             check("composer run", False, f"{type(e).__name__}: {e}")
             if page is not None and shots is not None:

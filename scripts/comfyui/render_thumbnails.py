@@ -117,7 +117,8 @@ def main(argv=None) -> int:
     # Newer frontends flag a loader whose file is missing and a Load Image without its picture:
     # empty files of the names the graphs select, and ComfyUI's example picture.
     from check_in_comfyui import model_placeholders
-    model_placeholders(base, [json.loads(p.read_text()) for p in (ROOT / "workflows" / "api").glob("*.api.json")])
+    model_placeholders(base, [json.loads(p.read_text()) for p in (ROOT / "workflows" / "api").glob("*.api.json")],
+                       ui_files=sorted((ROOT / "workflows").glob("*.json")))
     (base / "input").mkdir(exist_ok=True)
     if (Path(a.comfyui) / "input" / "example.png").is_file():
         shutil.copy(Path(a.comfyui) / "input" / "example.png", base / "input" / "example.png")
