@@ -74,8 +74,10 @@ class ReSpecSam3OccluderMask:
         results = [accept_detections(label, m, b, (f.shape[1], f.shape[0]), accept_threshold)
                    for f, (m, b) in zip(frames, split_per_image(stack, bboxes, len(frames)))]
         shape = results[0].mask.shape
-        return (masks_to_comfy([resize_mask(r.mask, shape) for r in results]),
-                json.dumps(json_safe([r.record for r in results]), indent=1))
+        record = json.dumps(json_safe([r.record for r in results]), indent=1)
+        # The record also goes to the prompt's /history entry (API users read it there).
+        return {"ui": {"respec_masks": [record]},
+                "result": (masks_to_comfy([resize_mask(r.mask, shape) for r in results]), record)}
 
 
 NODE_CLASS_MAPPINGS = {

@@ -96,7 +96,9 @@ def test_the_node_masks_each_image_of_a_batch_and_records_why(pack):
                                        _mask(0, 0, 1, 1), _mask(0, 0, 2, 2), _mask(0, 0, 3, 3)]))
     boxes = [[_box(0, 0, 5, 5, 0.1), _box(1, 1, 3, 3, 0.1), _box(2, 2, 7, 7, 0.7)],
              [_box(0, 0, 1, 1, 0.0), _box(0, 0, 2, 2, 0.0), _box(0, 0, 3, 3, 0.1)]]
-    out, record = node.mask(images, masks, boxes, label, 0.2)
+    res = node.mask(images, masks, boxes, label, 0.2)
+    out, record = res["result"]
     rec = json.loads(record)
+    assert json.loads(res["ui"]["respec_masks"][0]) == rec     # in the prompt's /history too
     assert out.shape == (2, H, W) and out[0].sum() == 49 and out[1].sum() == 0
     assert rec[0]["accepted_prompt"] == "box" and rec[1]["status"] == "no_detection"

@@ -797,6 +797,8 @@ def make_base_directory(args, comfy: Path, python: str, api_wfs: dict) -> tuple[
             check_native.install_klein_files(python, comfy, Path(args.native_klein), base / "models")
         if args.native_qwen:
             check_native.install_qwen_files(python, comfy, Path(args.native_qwen), base / "models")
+        if args.native_sam3:
+            check_native.install_sam3_file(python, comfy, Path(args.native_sam3), base / "models")
     log(f"temporary base directory {base}; placeholder model files: {made or 'none'}")
     return base, tiny
 
@@ -922,7 +924,7 @@ def check_nodes_2(args, url: str, python: str, base: Path, tiny: dict | None, ui
 
 def execute_all(args, url: str, pid: int, tiny: dict, info: dict) -> list[str]:
     """--execute: the benchmark, conversational and provenance graphs with tiny models, then the
-    opt-in native OmniGen2 / Qwen-Image-Edit / klein / TextGenerate routes. Returns the failures."""
+    opt-in native OmniGen2 / SAM3 / Qwen-Image-Edit / klein / TextGenerate routes. Returns the failures."""
     failures: list[str] = []
     problems, prompt, row = execute_benchmark(url, tiny)
     failures += [f"execute: {p}" for p in problems]
@@ -936,7 +938,12 @@ def execute_all(args, url: str, pid: int, tiny: dict, info: dict) -> list[str]:
                      check_native.execute_native_omnigen2(url, pid, tiny, run_benchmark)]
     helpers = {"upload_picture": upload_picture, "conversation_prompt": conversation_prompt,
                "queue_and_wait": queue_and_wait, "use_tiny_models": use_tiny_models,
-               "run_benchmark": run_benchmark, "checker": checker}
+               "run_benchmark": run_benchmark, "checker": checker, "ui_to_api": ui_to_api}
+    if args.native_sam3 and "SAM3_Detect" in info:
+        t0 = time.monotonic()
+        failures += [f"execute/sam3: {p}" for p in
+                     check_native.execute_sam3(url, pid, tiny, helpers, API_DIR, WORKFLOWS, info)]
+        log(f"SAM3 checks: {time.monotonic() - t0:.1f} s")
     if args.native_qwen:
         t0 = time.monotonic()
         failures += [f"execute/native-qwen: {p}" for p in
@@ -1036,6 +1043,10 @@ def main(argv=None) -> int:
                          "and benchmark_native_qwen_image_edit_2511 (one scenario) on ComfyUI's own Qwen-Image loaders "
                          "with the smallest random files it accepts, written once into DIR/models by "
                          "scripts/comfyui/make_qwen_image_files.py (~8.7 GB, minutes) and reused; 1 step. Opt-in, not CI")
+    ap.add_argument("--native-sam3", default=None, metavar="DIR",
+                    help="with --execute, on ComfyUI 0.24+: also run occluder_mask_sam3 and the provenance graph's "
+                         "edit-region option on ComfyUI's own SAM3 with a random real-size checkpoint, written once "
+                         "into DIR/models by scripts/comfyui/make_sam3_file.py (~1.7 GB) and reused. Opt-in, not CI")
     ap.add_argument("--comfyui-arg", action="append", metavar="ARG",
                     help="one more command-line argument for ComfyUI (repeatable), e.g. --comfyui-arg=--bf16-text-enc: "
                          "ComfyUI computes a text encoder in fp16 on a CPU by default, and fp16 matrix products are "

@@ -324,3 +324,86 @@ def execute_textgen(url: str, pid: int, tiny: dict, helpers: dict, api_dir: Path
           f"fallbacks {plans[2].get('fallbacks') if len(plans) > 2 else None}, "
           f"sent {(turns[2].get('sent_instruction') if len(turns or []) > 2 else None)!r}")
     return problems
+
+
+# ------------------------------------------------------------------------------ SAM3 (ComfyUI 0.24+)
+
+SAM3_FILES = {"checkpoints": "sam3-check.safetensors"}   # as scripts/comfyui/make_sam3_file.py writes it
+SAM3_NAMES = {"checkpoints": ("sam3.1_multiplex_fp16.safetensors",)}
+EDIT_REGION_SESSION = "check-edit-region"
+
+
+def install_sam3_file(python: str, comfy: Path, cache: Path, models: Path) -> None:
+    """Link the random SAM3 checkpoint of `cache` (written there once by make_sam3_file.py) into `models`
+    under the name the SAM3 graphs select."""
+    _install_files(python, comfy, cache, models, SAM3_FILES, SAM3_NAMES, "make_sam3_file.py",
+                   "a random real-size SAM3 checkpoint (~1.7 GB)", "SAM3 file (random weights, real sizes, bf16)")
+
+
+def execute_sam3(url: str, pid: int, tiny: dict, helpers: dict, api_dir: Path, ui_dir: Path, info: dict) -> list[str]:
+    """occluder_mask_sam3 on the uploaded picture (SAM3_Detect without refinement passes: each pass runs
+    SAM3's 1008 px backbone again, minutes on a CPU), its record read from /history; then
+    conversational_provenance_flux2 with its edit-region option switched on (the bypassed group made
+    active, converted as the frontend converts it) for two turns on the tiny klein: Edit Region from
+    Text, SAM3_Detect and Edit Region Mask must run and the Drift Guard must take their mask.
+    `helpers`: check_in_comfyui's upload_picture, conversation_prompt, queue_and_wait, use_tiny_models,
+    checker, ui_to_api. Returns the problems."""
+    import copy
+    import sys
+    sys.path.insert(0, str(HERE.parents[1]))
+    from respec.bench import workflow
+    problems: list[str] = []
+    check = helpers["checker"]("execute/sam3", problems)
+    image_name, why = helpers["upload_picture"](url)
+    if image_name is None:
+        check("upload", False, why)
+        return problems
+    wf = workflow.load_api_workflow(api_dir / "occluder_mask_sam3.api.json")
+    for node in wf.values():
+        if node["class_type"] == "LoadImage":
+            node["inputs"]["image"] = image_name
+        elif node["class_type"] == "SAM3_Detect":
+            node["inputs"]["refine_iterations"] = 0
+    t0 = time.monotonic()
+    entry, why = helpers["queue_and_wait"](url, wf, timeout=3600)
+    if why:
+        check("occluder_mask_sam3", False, why)
+        return problems
+    records = [json.loads(r) for out in (entry.get("outputs") or {}).values() for r in out.get("respec_masks") or []]
+    attempts = [a.get("query") for a in (records[0][0].get("attempts") if records else [])]
+    check("occluder_mask_sam3: SAM3_Detect -> the B.1 acceptance", bool(records) and attempts == [
+              "bouquet of flowers", "flowers", "flower"],
+          f"{time.monotonic() - t0:.1f} s; record: status {records[0][0].get('status') if records else None}, "
+          f"queries {attempts}, scores {[a.get('best_confidence') for a in records[0][0].get('attempts', [])] if records else None}; "
+          f"server RSS {rss_mb(pid):.0f} MiB")
+    ui = json.loads((ui_dir / "conversational_provenance_flux2.json").read_text(encoding="utf-8"))
+    ui = copy.deepcopy(ui)
+    for node in ui["nodes"]:
+        if node.get("mode") == 4:
+            node["mode"] = 0                 # the user switches the option on (Ctrl+B on the group)
+    prompt_wf = helpers["use_tiny_models"](helpers["ui_to_api"](ui, info), tiny)
+    for node in prompt_wf.values():
+        if node["class_type"] == "SAM3_Detect":
+            node["inputs"].update(refine_iterations=0, threshold=0.0)   # random weights: keep its best object
+    wanted = {"ReSpecEditRegionFromText", "SAM3_Detect", "ReSpecEditRegionMask", "ReSpecDriftGuard"}
+    for label, request in (("turn 1", "add a red box on the left"), ("turn 2", "remove the red box")):
+        prompt = helpers["conversation_prompt"](prompt_wf, image_name, EDIT_REGION_SESSION, request)
+        t0 = time.monotonic()
+        entry, why = helpers["queue_and_wait"](url, prompt, timeout=3600)
+        if why:
+            check(f"edit region option {label}", False, why)
+            return problems
+        cached = {str(n) for kind, d in (entry.get("status") or {}).get("messages") or []
+                  if kind == "execution_cached" for n in d.get("nodes") or []}
+        ran = {prompt[n]["class_type"] for n in set(prompt) - cached}
+        log(f"      edit region option {label}: {time.monotonic() - t0:.1f} s")
+        check(f"edit region option {label}: its nodes ran", wanted <= ran, f"ran {sorted(ran & wanted)}")
+    status, body = http_json("GET", f"{url}/respec/sessions/{EDIT_REGION_SESSION}")
+    turns = body.get("turns") if isinstance(body, dict) else []
+    guards = [next((e for e in (t.get("meta") or {}).get("post_edit") or [] if e.get("step") == "drift_guard"), {})
+              for t in turns[1:]]
+    check("edit region option: two turns, the guard's record says where its region came from",
+          [t.get("index") for t in turns] == [0, 1, 2] and all(guards),
+          f"turns {[t.get('index') for t in turns]}; guard per turn: "
+          f"{[(g.get('applied'), g.get('region_from') or g.get('reason')) for g in guards]}")
+    return problems

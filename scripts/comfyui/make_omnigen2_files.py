@@ -21,18 +21,18 @@ import time
 from pathlib import Path
 
 
-def _random_entries(module, seed: int) -> list[tuple[str, object, tuple, object]]:
-    """(key, dtype, shape, make) for random tensors of `module`'s state dict (meta shapes): linear
-    weights in scaled fp8 with a weight_scale and a comfy_quant entry, norm weights 1, biases 0, other
-    tensors N(0, 0.02) in bf16. `make()` builds one tensor; called in order, the values depend only
-    on `seed`."""
+def _random_entries(module, seed: int, fp8: bool = True, prefix: str = "") -> list[tuple[str, object, tuple, object]]:
+    """(key, dtype, shape, make) for random tensors of `module`'s state dict (meta shapes), keys under
+    `prefix`: linear weights in scaled fp8 with a weight_scale and a comfy_quant entry (bf16 N(0, 0.02)
+    when not `fp8`), norm weights 1, biases 0, other tensors N(0, 0.02) in bf16. `make()` builds one
+    tensor; called in order, the values depend only on `seed`."""
     import torch
     gen = torch.Generator().manual_seed(seed)
     linear = {name for name, m in module.named_modules() if isinstance(m, torch.nn.Linear)}
     quant = list(json.dumps({"format": "float8_e4m3fn"}).encode())
     out, scales = [], {}
 
-    def fp8(layer, shape):
+    def fp8_weight(layer, shape):
         def make():
             w = torch.randn(shape, generator=gen, dtype=torch.float32).mul_(0.02)
             scales[layer] = w.abs().max() / torch.finfo(torch.float8_e4m3fn).max
@@ -42,8 +42,9 @@ def _random_entries(module, seed: int) -> list[tuple[str, object, tuple, object]
     for key, t in module.state_dict().items():
         layer, _, leaf = key.rpartition(".")
         shape = tuple(t.shape)
-        if leaf == "weight" and layer in linear:
-            out.append((key, torch.float8_e4m3fn, shape, fp8(layer, shape)))
+        key, layer = prefix + key, prefix + layer
+        if fp8 and leaf == "weight" and layer[len(prefix):] in linear:
+            out.append((key, torch.float8_e4m3fn, shape, fp8_weight(layer, shape)))
             out.append((layer + ".weight_scale", torch.float32, (), lambda layer=layer: scales[layer].reshape(())))
             out.append((layer + ".comfy_quant", torch.uint8, (len(quant),),
                         lambda: torch.tensor(quant, dtype=torch.uint8)))
