@@ -240,3 +240,45 @@ def test_refreshing_the_core_table_from_a_newer_comfyui_keeps_the_base_entries(t
         assert "threshold" in out["nodes"]["SAM3_Detect"]["input"]["required"]     # ... and keeps what it lacks
     finally:
         server.shutdown()
+
+
+# ------------------------------------------------------------------------------ the slots, the configs
+
+def test_the_editor_images_go_in_as_image1_to_3_in_the_plans_order_and_a_fourth_is_refused(pack):
+    import torch
+    from respec.editors.image_slots import image_slots
+    from respec.errors import InputError
+    assert image_slots(["source", "anchor"]) == ["source", "anchor", None]
+    with pytest.raises(InputError, match="3 at most"):
+        image_slots([1, 2, 3, 4])
+    with pytest.raises(InputError, match="editor_images"):
+        image_slots([])
+    node = pack.NODE_CLASS_MAPPINGS["ReSpecEditorImageSlots"]()
+    batch = torch.stack([torch.full((8, 8, 3), v) for v in (0.1, 0.9)])
+    one, two, three = node.slots(batch)
+    assert one.shape == (1, 8, 8, 3) and float(one.mean()) == pytest.approx(0.1)
+    assert float(two.mean()) == pytest.approx(0.9) and three is None
+
+
+def test_a_config_sets_reveal_and_the_guard_where_the_graph_has_them():
+    from respec.bench import workflow
+    from respec.errors import InputError
+    qwen = workflow.load_api_workflow(API_DIR / "benchmark_native_qwen_image_edit_2511.api.json")
+
+    def switch(wf, title):
+        return next(n for n in wf.values() if n.get("_meta", {}).get("title") == title)["inputs"]["value"]
+
+    on = workflow.fill_workflow(qwen, dataset="occur_sample", index=0,
+                                config=workflow.config_switches("respec+reveal+guard", "qwen-image-edit-2511-native"))
+    assert switch(on, "Reveal Composite") is True and switch(on, "Drift Guard") is True
+    off = workflow.fill_workflow(qwen, dataset="occur_sample", index=0,
+                                 config=workflow.config_switches("respec", "qwen-image-edit-2511-native"))
+    assert switch(off, "Reveal Composite") is False and switch(off, "Drift Guard") is False
+    assert _of(off, "ReSpecResultsWriter")[0]["inputs"]["config"] == "respec"
+    # A graph without a Drift Guard cannot run a guard config: the key names what is missing.
+    flux = workflow.load_api_workflow(API_DIR / "benchmark_native_flux2.api.json")
+    with pytest.raises(InputError, match="ReSpecDriftGuard.enabled"):
+        workflow.fill_workflow(flux, dataset="occur_sample", index=0,
+                               config=workflow.config_switches("respec+guard", "flux2-native"))
+    with pytest.raises(InputError, match="provenance"):
+        workflow.config_switches("respec-prov", "flux2-native")
