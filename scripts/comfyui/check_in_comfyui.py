@@ -678,8 +678,13 @@ def _ui_file_problems(path: Path, ui: dict, res: dict, info: dict | None = None)
     invalid = [t for t in res.get("toasts", []) if "invalid" in t.lower() or "error" in t.lower()]
     if invalid:
         file_problems.append(f"the frontend warned while loading: {invalid}")
-    if res["errors"] or res["console"]:
-        file_problems.append(f"errors while loading: {res['errors'] + res['console']}")
+    console = res["console"]
+    if option:
+        # With a node missing, older frontends look the graph's node types up in ComfyUI's online
+        # registry; offline (and under the page's CSP) each lookup logs an error.
+        console = [c for c in console if "api.comfy.org/comfy-nodes/" not in c]
+    if res["errors"] or console:
+        file_problems.append(f"errors while loading: {res['errors'] + console}")
     api_path = API_DIR / f"{path.stem}.api.json"
     if res["prompt"] is None:
         file_problems.append("graphToPrompt gave nothing")
