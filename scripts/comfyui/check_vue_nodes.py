@@ -42,11 +42,9 @@ NODE_FACTS_JS = """(() => {
   });
 })()"""
 
-ALL_PACK_NODES_JS = """(async () => {
-  const app = %(app)s;
-  await app.loadGraphData({last_node_id: 0, last_link_id: 0, nodes: [], links: [], groups: [], config: {},
-                           extra: {}, version: 0.4}, true, true, 'respec-all-nodes.json');
-  const g = app.rootGraph ?? app.graph;
+ALL_PACK_NODES_JS = """(() => {
+  const g = %(app)s.rootGraph ?? %(app)s.graph;
+  g.clear();
   const types = Object.keys(window.LiteGraph.registered_node_types).filter(t => t.startsWith('ReSpec'));
   let x = 0, y = 0;
   for (const t of types) {
@@ -54,6 +52,7 @@ ALL_PACK_NODES_JS = """(async () => {
     n.pos = [x, y]; g.add(n);
     x += 420; if (x > 4000) { x = 0; y += 700; }
   }
+  g.setDirtyCanvas?.(true, true);
   return types.length;
 })()"""
 
@@ -95,6 +94,9 @@ def check_vue_nodes(url: str, chromium: str, ui_files: list[Path], helpers: dict
             page = await Page.open(port, timeout=120, max_size=256 * 2 ** 20)
             await helpers["open_frontend"](page, url)
             on = await page.js(f"{APP}.extensionManager.setting.get({json.dumps(VUE_SETTING)})")
+            # The page's own start-up (the default graph's missing-model check) may log after it is up.
+            await asyncio.sleep(3.0)
+            page.console.clear()
             if on is not True:
                 return [f"frontend/nodes-2.0: the setting {VUE_SETTING} is {on!r} after switching it on: this "
                         "frontend has no Nodes 2.0"]
@@ -116,9 +118,12 @@ def check_vue_nodes(url: str, chromium: str, ui_files: list[Path], helpers: dict
                 if shots is not None:
                     await helpers["screenshot"](page, shots, Path(f"nodes2-{path.stem}.png"))
             page.console.clear()
-            n = await page.js(ALL_PACK_NODES_JS % {"app": APP})
-            await asyncio.sleep(1.5)
-            facts = await page.js(NODE_FACTS_JS % {"app": APP})
+            try:
+                n = await page.js(ALL_PACK_NODES_JS % {"app": APP})
+                await asyncio.sleep(1.5)
+                facts = await page.js(NODE_FACTS_JS % {"app": APP})
+            except RuntimeError as e:
+                return problems + [f"frontend/nodes-2.0/all pack nodes: the page failed: {e}"]
             found = node_problems(facts) + [f"{f['id']} {f['type']}: no title" for f in facts if not f["title"]]
             found += [f"errors while adding them: {page.console}"] if page.console else []
             if found:
