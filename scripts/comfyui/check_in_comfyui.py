@@ -682,7 +682,7 @@ def _ui_file_problems(path: Path, ui: dict, res: dict, info: dict | None = None)
     if option:
         # With a node missing, older frontends look the graph's node types up in ComfyUI's online
         # registry; offline (and under the page's CSP) each lookup logs an error.
-        console = [c for c in console if "api.comfy.org/comfy-nodes/" not in c]
+        console = [c for c in console if "https://api.comfy.org/" not in c]
     if res["errors"] or console:
         file_problems.append(f"errors while loading: {res['errors'] + console}")
     api_path = API_DIR / f"{path.stem}.api.json"
