@@ -231,7 +231,8 @@ async function sendTurn(request, { newSeed = false } = {}) {
   }
   const sid = V.activeSessionId(state) ?? V.sessionIdsFromNodes(nodes)[0] ?? null;
   const session = state.session && state.session.session_id === sid ? state.session : null;
-  dispatchComposer({ type: "send", request, sessionId: sid, turn: session ? session.turns.length : 1 });
+  dispatchComposer({ type: "send", request, sessionId: sid, turn: session ? session.turns.length : 1,
+    unavailable: C.unavailableChoices(nodes) });
   const seedNow = nodes.flatMap((n) => n.widgets ?? []).find((w) => w.name === "seed" || w.name === "noise_seed")?.value;
   for (const e of C.graphEdits(nodes, target, request, sid, newSeed ? C.nextSeed(seedNow) : null)) {
     setWidget(graph, e.nodeId, e.widget, e.value);
@@ -240,7 +241,7 @@ async function sendTurn(request, { newSeed = false } = {}) {
   try {
     await app.queuePrompt(0, 1);
     const { id, done } = await findPromptId(target, request);
-    if (!id) throw new Error("ComfyUI did not queue the prompt (see the error dialog: a node's input was refused)");
+    if (!id) throw new Error(C.refusalMessage(graphNow().nodes));
     dispatchComposer({ type: "queued", promptId: id });
     if (done) {
       // It finished before its events could be matched (e.g. everything cached).
@@ -347,7 +348,9 @@ const STYLE = `
 .respec-msg{padding:8px;border:1px dashed var(--border-color,#555);border-radius:4px;opacity:.85}
 .respec-msg.error{border-color:#c0392b;color:#e74c3c}
 .respec-latest canvas{display:block;width:100%;border-radius:4px;background:rgba(0,0,0,.25)}
-.respec-plan{font-size:12px;line-height:1.4}
+.respec-plan{font-size:12px;line-height:1.4;overflow-wrap:anywhere}
+.respec-showing{font-size:11px;opacity:.8;overflow-wrap:anywhere}
+.respec-changes{font-size:12px;padding:4px 6px;border-left:3px solid #f1c40f;background:rgba(241,196,15,.08)}
 .respec-legend label{display:inline-flex;align-items:center;gap:4px;font-size:12px;margin-right:10px}
 .respec-swatch{display:inline-block;width:10px;height:10px;border-radius:2px}
 .respec-scores table{border-collapse:collapse;width:100%;font-size:12px}
@@ -370,7 +373,8 @@ const STYLE = `
 .respec-card button{font-size:11px;padding:1px 4px;margin-top:2px}
 .respec-card.pending{border:2px dashed #f1c40f}
 .respec-card.pending.failed{border-color:#c0392b}
-.respec-card .err{font-size:11px;color:#e74c3c;overflow-wrap:anywhere}
+.respec-card .err{font-size:12px;font-weight:600;color:#e74c3c;overflow-wrap:anywhere}
+.respec-slot{display:flex;align-items:center;justify-content:center;opacity:.6;background:rgba(0,0,0,.15);border-radius:3px}
 .respec-card .st{font-size:11px;opacity:.85}
 .respec-bar{height:4px;border-radius:2px;background:rgba(127,127,127,.3);overflow:hidden}
 .respec-bar>div{height:100%;background:#f1c40f;transition:width .2s}
@@ -417,6 +421,8 @@ function mount(el) {
     canvas: h("canvas", { width: "300", height: "200" }),
     plan: h("div", { class: "respec-plan" }),
     legend: h("div", { class: "respec-legend" }),
+    changes: h("div", { class: "respec-changes", hidden: "" }),
+    showing: h("div", { class: "respec-showing" }),
     scores: h("div", { class: "respec-scores" }),
     grid: h("div", { class: "respec-grid" }),
     turnsTitle: h("h3", {}, "Turns"),
@@ -436,13 +442,14 @@ function mount(el) {
   parts.send.addEventListener("click", () => submit(parts));
   parts.cancel.addEventListener("click", cancelTurn);
   parts.select.addEventListener("change", () => dispatch({ type: "session/pinned", sessionId: parts.select.value || null }));
-  parts.latest.append(parts.latestTitle, parts.canvas, parts.legend, parts.plan);
+  parts.latest.append(parts.latestTitle, parts.canvas, parts.legend, parts.changes, parts.plan);
   const root = h(
     "div",
     { class: "respec-panel" },
     h("div", { class: "respec-row" }, h("strong", {}, "ReSpec"), parts.status),
     h("div", { class: "respec-row" }, parts.select, h("button", { title: "Reload sessions", onclick: () => loadSessions(true) }, "↻"),
       h("button", { title: "Unload every ReSpec model (VLM, editors, masks, metrics) and free its memory", onclick: unloadModels }, "Unload models")),
+    parts.showing,
     parts.msg,
     parts.latest,
     h("div", {}, h("h3", {}, "OCCUR scores"), parts.scores),
@@ -484,33 +491,22 @@ function unmount() {
 }
 
 function renderSelect(view, active) {
+  // The drop-down's text is short (it may still be cut in a narrow sidebar): the line under it says
+  // in full which session is shown, and the drop-down's tooltip names the chosen entry.
   const sel = view.parts.select;
-  const opts = [["", state.pinned ? "Follow the graph" : `Follow the graph${active ? ` (${active})` : ""}`]];
+  const opts = [["", "Follow the graph"]];
   for (const s of state.sessions) opts.push([s.session_id, `${s.session_id} · ${Math.max(0, (s.turns ?? 1) - 1)} edits`]);
   if (state.pinned && !state.sessions.some((s) => s.session_id === state.pinned)) opts.push([state.pinned, state.pinned]);
   const key = JSON.stringify(opts);
   if (sel.dataset.key !== key) {
-    sel.replaceChildren(...opts.map(([v, label]) => h("option", { value: v }, label)));
+    sel.replaceChildren(...opts.map(([v, label]) => h("option", { value: v, title: label }, label)));
     sel.dataset.key = key;
   }
   sel.value = state.pinned ?? "";
-}
-
-function message(active, session) {
-  if (state.error) return ["error", state.error];
-  if (!active) {
-    if (state.inGraph) return ["", "The last run built its history inside the graph (no session id), so nothing was stored: there are no turns to show or undo."];
-    if (!state.sessionsLoaded) return ["", "Loading sessions…"];
-    return ["", state.sessions.length
-      ? "No ReSpec History node with a session id in this graph. Pick a session above to look at it."
-      : "No ReSpec session yet. Add a ReSpec History Store node, give it a session id and queue the prompt: its turns appear here as they are made."];
-  }
-  if (!session) {
-    return ["", V.sessionExists(state, active) ? `Loading session "${active}"…`
-      : `Session "${active}" does not exist yet; it is created when its first turn is made (type a request below).`];
-  }
-  if (session.turns.length <= 1) return ["", `Session "${active}" holds only its original image; edits appear here as turns.`];
-  return null;
+  const chosen = opts.find(([v]) => v === sel.value)?.[1] ?? "";
+  sel.title = sel.value ? chosen : `${chosen}${active ? `: showing ${active}` : ""}`;
+  view.parts.showing.textContent = V.showingLine(state, active);
+  view.parts.showing.hidden = !active;
 }
 
 function render(view) {
@@ -520,7 +516,7 @@ function render(view) {
   parts.status.textContent = state.running ? (state.activity ? `running · ${state.activity}` : "running") : "";
   parts.status.className = `respec-status${state.running ? " running" : ""}`;
   renderSelect(view, active);
-  const msg = message(active, session);
+  const msg = V.panelMessage(state, active, session, C.isBusy(composer) && composer.sessionId === active);
   parts.msg.hidden = !msg;
   if (msg) {
     parts.msg.className = `respec-msg${msg[0] ? ` ${msg[0]}` : ""}`;
@@ -577,31 +573,19 @@ function renderScores(view) {
 function renderPlan(view, session) {
   const plan = V.currentPlan(state);
   const el = view.parts.plan;
-  if (!plan) {
-    el.textContent = "No controller plan in this session yet.";
+  const lines = V.planLines(plan, V.editorReferences(state));
+  if (!lines.length) {
+    el.textContent = plan ? "No plan to show: the latest turn made no controller call (turn 1 has no history to read)."
+      : "No controller plan in this session yet.";
     return;
   }
-  const { restorationSource, identityAnchor } = V.highlights(plan);
-  const lines = [
-    `Plan for turn ${plan.turn ?? plan.applied_turn ?? "?"}: ${plan.is_restoration ? "restoration" : "not a restoration"}`,
-    plan.preservation_target ? `Preserve: ${plan.preservation_target}` : null,
-    restorationSource !== null ? `Restoration source: I${restorationSource}` : null,
-    identityAnchor !== null ? `Identity anchor: I${identityAnchor}` : null,
-    plan.restoration_region ? `Restoration region: ${plan.restoration_region}` : null,
-    plan.fallbacks?.length ? `Fallbacks: ${plan.fallbacks.join(", ")}` : null,
-  ].filter(Boolean);
-  const refs = V.editorReferences(state);
-  if (refs) {
-    lines.push(`Editor given: ${refs.ids.length ? refs.ids.map((i) => `I${i}`).join(", ") : "the current image only"}` +
-      (refs.fallbacks.length ? ` (fallbacks: ${refs.fallbacks.join(", ")})` : ""));
-  }
-  el.replaceChildren(...lines.map((l) => h("div", {}, l)));
+  el.replaceChildren(...lines.map((l) => h("div", l.title ? { title: l.title } : {}, l.text)));
 }
 
-function renderLegend(view, overlays) {
+function renderLegend(view, overlays, fractions = {}) {
   const names = { R_restore: "R_restore (to restore)", R_preserve: "R_preserve (to keep)" };
-  for (const o of overlays) if (o.label) names[o.name] = o.label;
-  const key = overlays.map((o) => o.name).join(",");
+  for (const o of overlays) if (o.label) names[o.name] = V.maskLegend(o.name, fractions[o.name]);
+  const key = overlays.map((o) => `${o.name}:${names[o.name]}`).join(",");
   if (view.parts.legend.dataset.key === key) return;
   view.parts.legend.dataset.key = key;
   view.parts.legend.replaceChildren(...overlays.map((o) => {
@@ -630,7 +614,7 @@ async function renderLatest(view, session, card) {
   const overlays = [...(card.latest ? V.overlayList(state.scores) : []),
     ...V.turnOverlays(session.session_id, card, state.stores[session.session_id])];
   view.parts.latestTitle.textContent = card.latest ? "Latest image" : `Turn ${card.index} (${card.label})`;
-  renderLegend(view, overlays);
+  renderLegend(view, overlays, card.maskFractions);
   const canvas = view.parts.canvas;
   const boxW = Math.max(120, view.parts.latest.clientWidth || 280);
   const boxH = Math.round(boxW * 0.75);
@@ -638,6 +622,7 @@ async function renderLatest(view, session, card) {
   const key = [session.session_id, card.image, boxW, ...shown.map((o) => o.url)].join("|");
   if (view.drawn === key) return;
   view.drawn = key;
+  view.parts.changes.hidden = true;
   const dpr = window.devicePixelRatio || 1;
   const path = V.imagePath(session.session_id, card.image, V.requestSide(boxW, dpr), V.requestSide(boxH, dpr),
     state.stores[session.session_id]);
@@ -654,6 +639,8 @@ async function renderLatest(view, session, card) {
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     ctx.drawImage(img, 0, 0, rect.width, rect.height);
     const target = { x: 0, y: 0, width: rect.width, height: rect.height };
+    const found = {}; // a turn mask: true = pixels set, false = empty, null = not loaded
+    for (const o of shown) if (o.name in V.TURN_OVERLAYS) found[o.name] = null;
     for (const entry of masks) {
       if (!entry) continue;
       const { o, m } = entry;
@@ -665,10 +652,23 @@ async function renderLatest(view, session, card) {
       const octx = off.getContext("2d", { willReadFrequently: true });
       octx.drawImage(m, 0, 0);
       const data = octx.getImageData(0, 0, off.width, off.height);
+      const bounds = V.maskBounds(data.data, off.width, off.height);
+      if (o.name in V.TURN_OVERLAYS) found[o.name] = bounds !== null;
       data.data.set(V.tintMask(data.data, o.color, 0.45));
       octx.putImageData(data, 0, 0);
       ctx.drawImage(off, t.x, t.y, t.width, t.height);
+      // A box around a turn's changes, at least a few pixels a side: a change too small to see
+      // tinted at this size is still found.
+      const box = o.name in V.TURN_OVERLAYS ? V.outlineRect(bounds, off.width, off.height, t) : null;
+      if (box) {
+        ctx.strokeStyle = `rgb(${o.color.join(",")})`;
+        ctx.lineWidth = 2;
+        ctx.strokeRect(box.x + 1, box.y + 1, Math.max(1, box.width - 2), Math.max(1, box.height - 2));
+      }
     }
+    const note = Object.keys(found).length ? V.changesNote(found) : null;
+    view.parts.changes.textContent = note ?? "";
+    view.parts.changes.hidden = !note;
   } catch (e) {
     view.drawn = "";
     dispatch({ type: "error", message: e.message });
@@ -744,25 +744,47 @@ function buildCard(view, sid, c, side, height) {
 }
 
 function buildPending(p, height) {
-  const bar = h("div", { class: "respec-bar" }, h("div", { style: `width:${p.percent ?? 0}%` }));
-  const card = h("div", { class: `respec-card pending${p.error ? " failed" : ""}`, "data-pending": "" },
-    h("div", { style: `height:${Math.round(height / 2)}px;display:flex;align-items:center;justify-content:center;opacity:.6` },
-      p.error ? "✕" : "…"),
-    h("div", { class: "t" }, `${p.title} (${p.error ? "not made" : "being made"})`),
+  // A failed or cancelled turn was never made: no picture box, its error's first line at the top
+  // (the whole error in the tooltip). A live turn keeps the place of its picture.
+  const card = h("div", { class: `respec-card pending${p.error ? " failed" : ""}`, "data-pending": "" });
+  if (p.error) {
+    card.append(
+      h("div", { class: "t" }, `✕ ${p.title} not made`),
+      h("div", { class: "err", title: p.errorDetail ?? p.error }, p.error),
+      h("div", { class: "st" }, p.status),
+      h("div", { class: "u" }, `“${p.request}”`),
+      h("button", { onclick: () => dispatchComposer({ type: "dismiss" }) }, "Dismiss"));
+    return card;
+  }
+  card.append(
+    h("div", { class: "respec-slot", style: `height:${Math.round(height / 2)}px` }, "…"),
+    h("div", { class: "t" }, `${p.title} (being made)`),
     h("div", { class: "u" }, `“${p.request}”`),
     h("div", { class: "st" }, p.status),
-    p.error ? null : bar,
-    ...p.plan.map((l) => h("div", { class: "s" }, l)),
-    p.error ? h("div", { class: "err" }, p.error) : null);
-  if (p.cancel) card.append(h("button", { class: "respec-cancel", onclick: cancelTurn }, "Cancel"));
-  else card.append(h("button", { onclick: () => dispatchComposer({ type: "dismiss" }) }, "Dismiss"));
+    h("div", { class: "respec-bar" }, h("div", { style: `width:${p.percent ?? 0}%` })),
+    ...p.plan.map((l) => h("div", l.title ? { class: "s", title: l.title } : { class: "s" }, l.text)),
+    h("button", { class: "respec-cancel", onclick: cancelTurn }, "Cancel"));
   return card;
 }
 
 // --------------------------------------------------------------------------- registration
 
+/** The template browser lists this pack's workflows in A-Z order (conversations first): the one
+ * change to a frontend call, and only to this pack's own entry of its answer. */
+function sortOwnTemplates() {
+  const folder = V.packFolder(import.meta.url);
+  const original = typeof api.getWorkflowTemplates === "function" ? api.getWorkflowTemplates.bind(api) : null;
+  if (!folder || !original || original.respecSorted) return;
+  const sorted = async () => V.sortPackTemplates(await original(), folder);
+  sorted.respecSorted = true;
+  api.getWorkflowTemplates = sorted;
+}
+
 app.registerExtension({
   name: "respechistorygroundedconversationalediting.panel", // inside the pack's namespace (its DisplayName)
+  init() {
+    sortOwnTemplates();
+  },
   setup() {
     listen();
     const manager = app.extensionManager;

@@ -14,7 +14,7 @@ import re
 import numpy as np
 
 from ..respec.errors import InputError
-from ..respec.images import as_array, to_uint8
+from ..respec.images import as_array, images_from_array, masks_from_array
 
 if TYPE_CHECKING:   # for the string annotations only; torch is imported where it is used
     import torch
@@ -32,21 +32,20 @@ SCORER = "RESPEC_SCORER"    # loaded LPIPS + CLIP
 MASK_RECORDS = "RESPEC_MASKS"  # masks of every turn of a trajectory (for the score)
 
 
-def images_from_comfy(image) -> list[np.ndarray]:
-    """IMAGE [B,H,W,C] float -> list of uint8 H×W×C arrays (C = 1, 3 or 4)."""
-    arr = image.detach().cpu().numpy() if hasattr(image, "detach") else np.asarray(image)
-    if arr.ndim == 3:
-        arr = arr[None]
-    if arr.ndim != 4 or arr.shape[-1] not in (1, 3, 4):
-        raise InputError(f"expected an IMAGE tensor [B,H,W,C] with C in 1, 3, 4; got shape {tuple(arr.shape)}")
-    if arr.shape[0] == 0:
-        raise InputError("the IMAGE batch is empty")
-    return [to_uint8(a) for a in arr]
+def _numpy(value):
+    """A tensor's values as numpy (no copy for a CPU tensor), anything else as numpy reads it."""
+    return value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
+
+
+def images_from_comfy(image, what: str = "image") -> list[np.ndarray]:
+    """IMAGE [B,H,W,C] float -> list of uint8 H×W×C arrays (C = 1, 3 or 4), checked once for every
+    node (respec.images.images_from_array: layout, size, finite values; errors name `what`)."""
+    return images_from_array(_numpy(image), what)
 
 
 def image_from_comfy(image, what: str = "image") -> np.ndarray:
     """IMAGE with exactly one picture -> uint8 array; a batch of several is refused clearly."""
-    frames = images_from_comfy(image)
+    frames = images_from_comfy(image, what)
     if len(frames) != 1:
         raise InputError(f"{what}: expected one image, got a batch of {len(frames)}; "
                          "pick one with ComfyUI's 'ImageFromBatch' node")
@@ -62,26 +61,44 @@ def images_to_comfy(images) -> "torch.Tensor":
     shapes = {a.shape for a in arrs}
     if len(shapes) != 1:
         raise InputError(f"images in one IMAGE batch must share a size and channel count; got {sorted(shapes)}")
-    return torch.from_numpy(np.stack(arrs).astype(np.float32) / 255.0)
+    # Divided straight into the float batch: no uint8 stack, one float copy of the pixels (x / 255 in
+    # float32, as the tensor division rounds it).
+    out = np.empty((len(arrs), *arrs[0].shape), np.float32)
+    for i, a in enumerate(arrs):
+        np.divide(a, np.float32(255.0), out=out[i])
+    return torch.from_numpy(out)
 
 
-def masks_from_comfy(mask) -> list[np.ndarray]:
-    """MASK [B,H,W] or [H,W] -> list of bool H×W arrays (> 0.5)."""
-    arr = mask.detach().cpu().numpy() if hasattr(mask, "detach") else np.asarray(mask)
-    if arr.ndim == 2:
-        arr = arr[None]
-    if arr.ndim != 3:
-        raise InputError(f"expected a MASK [B,H,W]; got shape {tuple(arr.shape)}")
-    return [a > 0.5 for a in arr]
+def masks_from_comfy(mask, what: str = "mask") -> list[np.ndarray]:
+    """MASK [B,H,W] (or [H,W], [H,W,1], [B,H,W,1]) -> list of bool H×W arrays (> 0.5), checked once
+    for every node (respec.images.masks_from_array; errors name `what`)."""
+    return masks_from_array(_numpy(mask), what)
+
+
+def mask_from_comfy(mask, what: str = "mask") -> np.ndarray:
+    """A MASK holding exactly one mask -> bool H×W; a batch of several is refused clearly."""
+    masks = masks_from_comfy(mask, what)
+    if len(masks) != 1:
+        raise InputError(f"{what}: expected one mask, got a batch of {len(masks)}; pick one with a batch node")
+    return masks[0]
 
 
 def masks_to_comfy(masks) -> "torch.Tensor":
-    """bool/float H×W arrays -> MASK [B,H,W] float32 0/1."""
+    """bool/float H×W arrays -> MASK [B,H,W] float32 0/1. One writable float32 mask is shared, not
+    copied (a 64 MP weight is 256 MB; ComfyUI's nodes never write into their inputs)."""
     import torch
     arrs = [np.asarray(m, dtype=np.float32) for m in masks]
     if not arrs:
         raise InputError("no masks to output")
+    if len(arrs) == 1 and arrs[0].flags.writeable and arrs[0].flags.c_contiguous:
+        return torch.from_numpy(arrs[0][None])
     return torch.from_numpy(np.stack(arrs))
+
+
+def read_only(arr: np.ndarray) -> np.ndarray:
+    """`arr` (a fresh array this node made) marked read-only, so the core keeps it without a copy."""
+    arr.flags.writeable = False
+    return arr
 
 
 def labels_text(per_turn) -> str:

@@ -7,7 +7,7 @@ import json
 import numpy as np
 
 from ..respec.pixels.guard import guard_images, guard_value
-from .common import PLAN, image_from_comfy, images_to_comfy, masks_from_comfy, masks_to_comfy
+from .common import PLAN, image_from_comfy, images_to_comfy, mask_from_comfy, masks_to_comfy, read_only
 
 CATEGORY = "ReSpec/provenance"
 GUARD = "RESPEC_GUARD"   # what the guard did (for History Append to keep with the turn)
@@ -54,20 +54,36 @@ class ReSpecDriftGuard:
                                 "Optional: this turn's request (a lighting, style or season request makes the "
                                 "guard step aside)."}),
                 "plan": (PLAN, {"tooltip": "Optional: this turn's plan (its instruction goes through the same rule)."}),
+                "reveal": ("RESPEC_REVEAL", {"tooltip": "Optional: Reveal Composite's record of this turn. Its pasted "
+                           "pixels count as the edit, and inside the paste the output is I_(k-1)'s own pixels "
+                           "(not colour-matched to the editor's drift: around them the guard keeps yours)."}),
             },
         }
 
-    def guard(self, previous, edited, enabled, mask=None, instruction="", plan=None):
-        prev = image_from_comfy(previous, "previous")
-        cur = image_from_comfy(edited, "edited")
+    def guard(self, previous, edited, enabled, mask=None, instruction="", plan=None, reveal=None):
         if not enabled:
+            cur = image_from_comfy(edited, "edited")
+            image_from_comfy(previous, "previous")
             entry = {"applied": False, "reason": "switched off"}
             return (edited, masks_to_comfy([np.ones(cur.shape[:2], np.float32)]),
                     "Drift Guard switched off\n" + json.dumps(entry), guard_value(None, entry))
-        user = masks_from_comfy(mask)[0] if mask is not None else None
-        res = guard_images(prev, cur, user_mask=user, request=instruction or "", plan=plan)
+        res = _guarded(previous, edited, mask, instruction, plan, reveal)
+        # The weight has the size of the image returned (the editor's own when it stepped aside).
         image = images_to_comfy([res.image]) if res.applied else edited
         return (image, masks_to_comfy([res.weight]), res.line() + "\n" + json.dumps(res.record), guard_value(res))
+
+
+def _guarded(previous, edited, mask, instruction, plan, reveal):
+    """The core's guard on the node's inputs, converted once (read-only: kept without a copy); the
+    converted pictures are let go when it returns, before the output is made (64 MP: 384 MB).
+    reveal: Reveal Composite's value; when it pasted, its paste is the earlier image's own pixels."""
+    user = mask_from_comfy(mask, "mask") if mask is not None else None
+    pasted_by = reveal.get("result") if isinstance(reveal, dict) else None
+    pasted = pasted_by.source_weight if getattr(pasted_by, "applied", False) else None
+    return guard_images(read_only(image_from_comfy(previous, "previous")),
+                        read_only(image_from_comfy(edited, "edited")),
+                        user_mask=user, request=instruction or "", plan=plan, extra_region=pasted,
+                        exact=reveal.get("exact") if pasted is not None else None)
 
 
 NODE_CLASS_MAPPINGS = {"ReSpecDriftGuard": ReSpecDriftGuard}

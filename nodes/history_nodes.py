@@ -14,10 +14,13 @@ from ..respec.pixels.guard import guard_for_append
 from ..respec.history import History
 from ..respec.pixels.reveal import reveal_for_append
 from ..respec.store import open_store, workflow_store_root
+from ..respec.store.turns import MAX_META_BYTES
+from ..respec.text import clip, read_json
 from ..respec.turn import keep_turn
 from .common import HISTORY, PLAN, image_from_comfy, images_to_comfy
 
 CATEGORY = "ReSpec/history"
+MAX_IDS_BYTES = 4096   # editor_image_ids as JSON text (the Reference Selector's are a few bytes)
 MODES = ["new", "load", "rewind", "branch", "in-graph"]
 
 
@@ -39,12 +42,6 @@ class Blocked:
 
     def __init__(self, message):
         self.message = message
-
-
-def pending_session(history: History) -> bool:
-    """True for a History Store 'new' history whose session is not in the store yet: it is created
-    by the first History Append, so a prompt that fails before it leaves no session behind."""
-    return history.session_id is not None and history.version == 0 and history.store_root is not None
 
 
 def _info(hist: History, mode: str) -> str:
@@ -210,17 +207,15 @@ class ReSpecHistoryAppend:
         if guard is not None:   # after Reveal, as run_turn's post-edit steps run
             guard_masks, guard_entry = guard_for_append(guard)
             masks.update(guard_masks)
-            meta_d["post_edit"] = [*meta_d.get("post_edit", []), guard_entry]
+            earlier = meta_d.get("post_edit", [])
+            if not isinstance(earlier, list):
+                raise InputError("meta's 'post_edit' must be a list (the post-edit steps' records); rename that key")
+            meta_d["post_edit"] = [*earlier, guard_entry]
         append = None   # an in-graph history: History.append, in memory only
         if history.session_id is not None:
-            store = open_store(history.store_root)
-            if pending_session(history):
-                # History Store left the session to be created here, together with its first turn. The
-                # pending history stands for the session as created (version 1, turn 0 only), so running
-                # this Append again finds its turn, and another client's turn meanwhile is refused.
-                created = store.create(history.session_id, history.turns[0].image.array, exist_ok=True)
-                history = replace(created.with_turns(created.turns[:1]), version=1)
-            append = partial(store.append_once, history, prompt=prompt, node_id=unique_id)
+            # A session History Store left to be created here ('new') is created by append_once in
+            # the transaction of this first turn, after every check of the turn passed.
+            append = partial(open_store(history.store_root).append_once, history, prompt=prompt, node_id=unique_id)
         new = keep_turn(history, arr, instruction, sent_instruction=sent, plan=plan, editor_image_ids=ids,
                         meta=meta_d, masks=masks, append=append)
         web.send_history(new, "append", unique_id)
@@ -228,23 +223,18 @@ class ReSpecHistoryAppend:
 
     @staticmethod
     def _ids(text: str) -> list[int]:
-        try:
-            ids = json.loads(text)
-        except ValueError:
-            ids = None
+        ids = read_json(text, "editor_image_ids", max_bytes=MAX_IDS_BYTES,
+                        example="a JSON list of image ids like [0, 2]")
         if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
-            raise InputError(f"editor_image_ids must be a JSON list of image ids like [0, 2] (the Reference "
-                             f"Selector's image_ids output), got {text[:80]!r}")
+            raise InputError(f"editor_image_ids must be a JSON list of image ids like [0, 2] (connect the Reference "
+                             f"Selector's image_ids output), got {clip(text)}")
         return ids
 
     @staticmethod
     def _meta(meta: str) -> dict:
         if not (meta or "").strip():
             return {}
-        try:
-            value = json.loads(meta)
-        except ValueError as e:
-            raise InputError(f"meta must be a JSON object like {{\"seed\": 1}}: {e}") from e
+        value = read_json(meta, "meta", max_bytes=MAX_META_BYTES, example='a JSON object like {"seed": 1}')
         if not isinstance(value, dict):
             raise InputError(f"meta must be a JSON object like {{\"seed\": 1}}, got {type(value).__name__}")
         return value

@@ -9,7 +9,7 @@ import numpy as np
 from ..respec import comfy
 from ..respec.controller import decide_restoration
 from ..respec.controller.provenance_selector import provenance_selection
-from ..respec.pixels.reveal import reveal_turn
+from ..respec.pixels.reveal import exact_patch, reveal_turn
 from .common import HISTORY, PLAN, image_from_comfy, images_to_comfy, masks_to_comfy
 from .controller_nodes import (GROUND_TRUTH_INPUT, HISTORY_INPUT, REQUEST_INPUT, RESTORATION_MODE_INPUT, plan_json,
                                selection_outputs)
@@ -78,7 +78,8 @@ class ReSpecRevealComposite:
     RETURN_TYPES = ("IMAGE", REVEAL, "MASK", "STRING")
     RETURN_NAMES = ("image", "reveal", "source_mask", "report")
     OUTPUT_TOOLTIPS = ("I_t with I_{k-1}'s pixels in the revealed region (or I_t unchanged when it refused).",
-                       "What was pasted from where: connect it to History Append to keep it with the turn.",
+                       "What was pasted from where: connect it to History Append to keep it with the turn, and to "
+                       "the Drift Guard (its paste then keeps I_{k-1}'s own pixels inside).",
                        "Weight of the pasted historical pixels per pixel (1 = I_{k-1}, 0 = the editor's).",
                        "JSON: applied or not and why, the covering turn, the geometry check's numbers.")
     DESCRIPTION = ("After the editor: finds the pixels turn k covered that the edit revealed (they changed and "
@@ -117,8 +118,8 @@ class ReSpecRevealComposite:
         res, entry = reveal_turn(history, edited, plan, instruction, flag)
         if res is None or not res.applied:
             return (image, entry, masks_to_comfy([empty]), json.dumps(entry))
-        return (images_to_comfy([res.image]), {**entry, "result": res}, masks_to_comfy([res.source_weight]),
-                json.dumps(entry))
+        value = {**entry, "result": res, "exact": exact_patch(history, res.source_weight, res.record())}
+        return (images_to_comfy([res.image]), value, masks_to_comfy([res.source_weight]), json.dumps(entry))
 
 
 NODE_CLASS_MAPPINGS = {

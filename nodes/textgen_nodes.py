@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..respec import comfy
 from ..respec.controller import decide_restoration, load_templates
-from ..respec.controller.textgen import controller_call, images_batch, plan_from_text
+from ..respec.controller.textgen import ControllerCall, controller_call, images_batch, plan_from_text
 from ..respec.errors import InputError
 from .common import PLAN
 from .controller_nodes import (BUILTIN, GROUND_TRUTH_INPUT, HISTORY_INPUT, ON_PARSE_FAILURE_INPUT, REQUEST_INPUT,
@@ -108,7 +108,8 @@ class ReSpecPlanFromText:
 
     def check_lazy_status(self, controller_call, generated_text=None, on_parse_failure="request", unique_id=None):
         """Ask ComfyUI for TextGenerate's answer only when this turn calls the controller."""
-        if generated_text is None and controller_call is not None and controller_call.needed:
+        # Anything but a Controller Prompt's call asks for nothing: plan() then refuses it clearly.
+        if generated_text is None and isinstance(controller_call, ControllerCall) and controller_call.needed:
             return ["generated_text"]
         return []
 

@@ -29,6 +29,23 @@ PAPER_DEFAULTS = ("paper defaults: controller Qwen/Qwen3-VL-8B-Instruct; FLUX.2 
                   "(yolov8l-worldv2.pt, conf 0.001, accept 0.2) + SAM vit_h; scores PSNR/LPIPS(AlexNet)/CLIP ViT-B/32")
 
 
+def _config_help() -> str:
+    """--config's help, from the configs themselves (so a new config is listed at once)."""
+    from .bench.configs import CONFIG_GROUPS, CONFIGS
+    groups = "; ".join(f"{g} = {', '.join(v)}" for g, v in CONFIG_GROUPS.items())
+    return (f"one or more of {', '.join(CONFIGS)}; a group ({groups}); or a comma list of both "
+            "(default: all, the paper's four). --list-configs says what each runs")
+
+
+def config_list() -> str:
+    """`bench --list-configs`: every config with its label, then the groups."""
+    from .bench.configs import CONFIG_GROUPS, CONFIGS
+    width = max(map(len, CONFIGS))
+    lines = [f"{name:<{width}}  {c.label}" for name, c in CONFIGS.items()]
+    lines += ["", "groups:"] + [f"{g:<{width}}  {', '.join(v)}" for g, v in CONFIG_GROUPS.items()]
+    return "\n".join(lines)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m respec", description="ReSpec / OCCUR-Bench command line.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -43,10 +60,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="tiny random-weight models on the CPU (checks an install; numbers are meaningless)")
     b.add_argument("--out", default=None,
                    help="output folder (default: <output dir>/bench/<dataset>-<editor>[-smoke]); the same folder resumes")
-    b.add_argument("--config", default="all",
-                   help="baseline | hrs | pti | respec | respec-prov | respec-prov+reveal | respec-hybrid | "
-                        "hrs+reveal | pti+reveal | respec+reveal ..., the groups all (the paper's four), prov, "
-                        "reveal, or a comma list (default: all)")
+    b.add_argument("--config", default="all", help=_config_help())
+    b.add_argument("--list-configs", action="store_true",
+                   help="print every config with what it runs (and the groups), then exit")
     b.add_argument("--selector", default=None, choices=["vlm", "provenance", "hybrid"],
                    help="reference selector for the configs with a controller: vlm (the paper), provenance (the "
                         "history's change masks, model-free rewrite, 0 VLM calls), hybrid (provenance picks, the "
@@ -61,10 +77,11 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--masks", default=None, choices=["oracle", "detect"],
                    help="A.5 masks from the sim editor's recorded layers (oracle, default with --editor sim) or "
                         "from YOLO-World + SAM on the generated images (detect)")
-    b.add_argument("--sim-defects", default="default", choices=["none", "default", "realistic"],
+    b.add_argument("--sim-defects", default="default", choices=["none", "default", "realistic", "subject-warp"],
                    help="--editor sim: the simulated editor's drift: none (perfect), default (the paper's rows), "
                         "realistic (real editors' per-call zoom, sub-pixel shift, re-render texture, gain, blur, "
-                        "noise; respec/sim/drift.py)")
+                        "noise), subject-warp (the default drift plus a local warp of up to 1.5 px per call around "
+                        "the subject; respec/sim/drift.py)")
     b.add_argument("--limit", type=int, default=None, help="only the first N scenarios")
     b.add_argument("--scenario", action="append", default=None, metavar="ID", help="only this scenario (repeatable)")
     b.add_argument("--server", action="append", default=None, metavar="URL",
@@ -77,8 +94,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="--server: how long a server taken out after failures is re-probed (pauses growing from "
                         "5 s to 5 min) before it is given up (default 1800)")
     b.add_argument("--route", default=None, choices=["native", "diffusers"],
-                   help="with --server: native (default) fills benchmark_native_* (ComfyUI's own loaders, rows "
-                        "labelled <editor>-native); diffusers fills the paper-exact benchmark_* graphs")
+                   help="with --server: native (default) fills the 'ReSpec eval' graphs (ComfyUI's own loaders, rows "
+                        "labelled <editor>-native); diffusers fills the paper-exact 'ReSpec paper' graphs")
     b.add_argument("--size", type=int, default=None,
                    help="longer side of I_0 in pixels, rounded to multiples of 16 (default 1024; 96 with --smoke; "
                         "0 keeps the source size)")
@@ -161,6 +178,10 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--out", required=True, help="dataset file to write (JSON)")
     g.add_argument("--seed", type=int, default=0, help="seed (the same seed and photos give the same file)")
     g.add_argument("--name", default=None, help="dataset name (default: the file name)")
+    g.add_argument("--kind", default="occur", choices=["occur", "conversation"],
+                   help="occur: table 3's templates x the revelation types (default); conversation: conversations "
+                        "that repeat themselves (an object added, removed and added again; two objects of one kind, "
+                        "one removed; docs/sim.md)")
     g.add_argument("--controller", default=None, choices=["qwen3-vl", "internvl3", "openai"],
                    help="ask this VLM backend for the intermediate turns (default: word lists only)")
     g.add_argument("--controller-model", default=None, help="HF id, folder in models/LLM, or served model name")
@@ -416,6 +437,9 @@ def _with_out(settings):
 
 def cmd_bench(a) -> int:
     """`respec bench`: run the OCCUR benchmark (sim, smoke, real weights, ComfyUI servers or Ray) and report."""
+    if a.list_configs:
+        print(config_list())
+        return 0
     from . import comfy
     from .bench.runner import prepare_run, run_benchmark, select_scenarios
     bars = not a.quiet and sys.stderr.isatty() and os.environ.get("RESPEC_PROGRESS") != "0"
@@ -578,7 +602,8 @@ def _images_root(given: str | None, dataset: Path) -> Path | None:
 def cmd_scenarios(a) -> int:
     """`respec scenarios generate`: write a sim scenario file from photos (figures 9-10)."""
     from .bench.scenario import load_dataset
-    from .sim.generate import cell_table, generate_scenarios, photos_in, shipped_photo_refs, write_dataset
+    from .sim.generate import (cell_table, conversation_scenarios, generate_scenarios, photos_in, shipped_photo_refs,
+                               write_dataset)
     out = Path(a.out).expanduser().resolve()
     if out.is_dir() or (os.path.lexists(out) and not out.is_file()):
         raise InputError(f"--out {a.out} is {'a folder' if out.is_dir() else 'not a regular file'}; give the path "
@@ -592,12 +617,18 @@ def cmd_scenarios(a) -> int:
         from .controller import load_backend
         opts = {"base_url": a.controller_url} if a.controller_url else {}
         backend = load_backend(a.controller, a.controller_model, **opts)
-    data = generate_scenarios(refs, a.count, seed=a.seed, backend=backend, name=a.name or out.stem,
-                              base_dir=out.parent)
+    if a.kind == "conversation":
+        if backend is not None:
+            raise InputError("--kind conversation writes its turns from word lists; leave --controller out")
+        data = conversation_scenarios(refs, a.count, seed=a.seed, name=a.name or out.stem, base_dir=out.parent)
+    else:
+        data = generate_scenarios(refs, a.count, seed=a.seed, backend=backend, name=a.name or out.stem,
+                                  base_dir=out.parent)
     write_dataset(data, out)
     ds = load_dataset(out)
     print(f"{out}: {len(ds)} valid scenarios")
-    print(cell_table(data["scenarios"]))
+    if a.kind == "occur":
+        print(cell_table(data["scenarios"]))
     return 0
 
 

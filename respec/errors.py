@@ -30,6 +30,10 @@ class StoreError(ReSpecError):
     """The session store is unreadable, foreign, corrupt, or the session asked for does not exist."""
 
 
+class SessionExists(StoreError, InputError):
+    """A new session's id is taken in its store (the caller chooses another id)."""
+
+
 class ControllerError(ReSpecError):
     """The VLM controller backend failed (not a parse problem: those use the paper's fallbacks)."""
 

@@ -15,6 +15,7 @@ from PIL import Image
 
 from .errors import InputError
 from .history import History
+from .text import clip
 
 FITS = ("pad", "stretch", "crop")
 
@@ -44,9 +45,12 @@ def _rgb(arr: np.ndarray) -> np.ndarray:
 
 
 def fit_frame(arr: np.ndarray, size: tuple[int, int], fit: str = "pad") -> np.ndarray:
-    """An RGB uint8 frame of exactly `size` (width, height) from `arr` (see the module text)."""
+    """An RGB uint8 frame of exactly `size` (width, height) from `arr` (see the module text). The
+    work is sized by the output: 'crop' resamples only the part of `arr` that covers the frame
+    (PIL's resize box), 'pad' scales into a picture no larger than the frame, so a 1-pixel-wide
+    turn in a batch of wide frames costs what the frame costs, not what scaling it up would."""
     if fit not in FITS:
-        raise InputError(f"fit must be one of {list(FITS)}, got {fit!r}")
+        raise InputError(f"fit must be one of {list(FITS)}, got {clip(fit)}")
     arr = _rgb(arr)
     w, h = size
     ih, iw = arr.shape[:2]
@@ -55,12 +59,14 @@ def fit_frame(arr: np.ndarray, size: tuple[int, int], fit: str = "pad") -> np.nd
     im = Image.fromarray(arr, "RGB")
     if fit == "stretch":
         return np.asarray(im.resize((w, h), Image.BICUBIC))
-    scale = (min if fit == "pad" else max)(w / iw, h / ih)
-    sw, sh = max(1, round(iw * scale)), max(1, round(ih * scale))
-    im = im.resize((sw, sh), Image.BICUBIC)
     if fit == "crop":
-        left, top = (sw - w) // 2, (sh - h) // 2
-        return np.asarray(im.crop((left, top, left + w, top + h)))
+        scale = max(w / iw, h / ih)
+        cw, ch = w / scale, h / scale          # the part of the input the frame shows (<= its size)
+        left, top = (iw - cw) / 2.0, (ih - ch) / 2.0
+        return np.asarray(im.resize((w, h), Image.BICUBIC, box=(left, top, left + cw, top + ch)))
+    scale = min(w / iw, h / ih)
+    sw, sh = max(1, min(w, round(iw * scale))), max(1, min(h, round(ih * scale)))
+    im = im.resize((sw, sh), Image.BICUBIC)
     canvas = Image.new("RGB", (w, h))
     canvas.paste(im, ((w - sw) // 2, (h - sh) // 2))
     return np.asarray(canvas)

@@ -94,6 +94,94 @@ def finite_array(value: Any, what: str) -> np.ndarray:
     return arr
 
 
+MIN_IMAGE_SIDE = 2        # the smallest picture side the pack works on (gradients, seams, alignment need 2)
+_CHUNK = 1 << 20          # values converted at a time (a 64 MP float batch never gets a float64 copy)
+
+
+def check_image_size(shape_hw: tuple[int, int], what: str) -> None:
+    """InputError naming `what` unless an image of (H, W) `shape_hw` is at least MIN_IMAGE_SIDE on both sides."""
+    h, w = int(shape_hw[0]), int(shape_hw[1])
+    if h < MIN_IMAGE_SIDE or w < MIN_IMAGE_SIDE:
+        raise InputError(f"{what} is {w}×{h} pixels; ReSpec needs at least {MIN_IMAGE_SIDE}×{MIN_IMAGE_SIDE}: "
+                         "give a real picture (resize it first)")
+
+
+def _values_to_uint8(arr: np.ndarray, what: str) -> np.ndarray:
+    """Float 0..1 values (any shape) -> uint8 as `to_uint8` rounds them, refusing NaN or infinite
+    values; converted a few million values at a time, so the only full-size copy is the uint8 result."""
+    if arr.dtype == np.uint8:
+        return arr
+    if arr.dtype.kind != "f":
+        raise InputError(f"{what} must hold float values 0..1 (or uint8), got {arr.dtype}")
+    flat = arr.reshape(-1)
+    out = np.empty(flat.shape, np.uint8)
+    buf = np.empty(min(flat.size, _CHUNK), np.float64)
+    for i in range(0, flat.size, _CHUNK):
+        part = flat[i:i + _CHUNK]
+        if not np.isfinite(part).all():
+            raise InputError(f"{what} holds NaN or infinite values; give finite pixel values 0..1 (the node "
+                             "before it produced them: check its settings)")
+        b = buf[:part.size]
+        np.multiply(part, 255.0, out=b, dtype=np.float64)   # to_uint8's rounding, without its temporaries
+        np.clip(np.round(b, out=b), 0, 255, out=b)
+        out[i:i + part.size] = b
+    return out.reshape(arr.shape)
+
+
+def images_from_array(value: Any, what: str = "image") -> list[np.ndarray]:
+    """The one check of an IMAGE input: an array (or anything numpy reads) [B,H,W,C] or [H,W,C] of
+    float 0..1 (ComfyUI's IMAGE) or uint8, C in 1, 3, 4 -> a non-empty list of uint8 H×W×C arrays,
+    each at least MIN_IMAGE_SIDE on both sides, no NaN or infinite value. InputError naming
+    `what` and saying what to do otherwise."""
+    arr = np.asarray(value)
+    if arr.ndim == 3:
+        arr = arr[None]
+    if arr.ndim != 4 or arr.shape[-1] not in _MODES:
+        raise InputError(f"{what}: expected an IMAGE [batch, height, width, channels] with 1, 3 or 4 channels, got "
+                         f"shape {tuple(arr.shape)}; connect an IMAGE output (a MASK needs MaskToImage)")
+    if arr.shape[0] == 0:
+        raise InputError(f"{what}: the IMAGE batch is empty; connect a node that outputs at least one image")
+    check_image_size(arr.shape[1:3], what)
+    return list(_values_to_uint8(arr, what))
+
+
+def masks_from_array(value: Any, what: str = "mask") -> list[np.ndarray]:
+    """The one check of a MASK input: [H,W], [B,H,W], [H,W,1] or [B,H,W,1] (ComfyUI's MASK is
+    [B,H,W] float 0..1) -> a non-empty list of bool H×W masks (> 0.5; uint8 > 127), each at least
+    MIN_IMAGE_SIDE on both sides, no NaN. (A trailing axis of 1 is a channel: a mask 1 px wide is
+    refused anyway.) InputError naming `what` and saying what to do otherwise."""
+    arr = np.asarray(value)
+    if arr.ndim in (3, 4) and arr.shape[-1] == 1:
+        arr = arr[..., 0]
+    if arr.ndim == 2:
+        arr = arr[None]
+    if arr.ndim != 3:
+        raise InputError(f"{what}: expected a MASK [batch, height, width], got shape {tuple(arr.shape)}; "
+                         "connect a MASK output (an IMAGE needs ImageToMask)")
+    if arr.shape[0] == 0:
+        raise InputError(f"{what}: the MASK batch is empty; connect a node that outputs at least one mask")
+    check_image_size(arr.shape[1:], what)
+    if arr.dtype == bool:
+        return list(arr)
+    if arr.dtype == np.uint8:
+        return list(arr > 127)
+    if arr.dtype.kind != "f":
+        raise InputError(f"{what} must hold float values 0..1 (or bool / uint8), got {arr.dtype}")
+    if not np.isfinite(arr).all():
+        raise InputError(f"{what} holds NaN or infinite values; give finite mask values 0..1")
+    return list(arr > 0.5)
+
+
+def finite_pixels(img: Any, what: str) -> np.ndarray:
+    """The core's check of an image argument (uint8 H×W×C, or float 0..1): at least MIN_IMAGE_SIDE
+    on both sides, no NaN or infinite value. Returns it as an array."""
+    arr = finite_array(getattr(img, "array", img) if not isinstance(img, Image.Image) else np.asarray(img), what)
+    if arr.ndim < 2:
+        raise InputError(f"{what}: expected an H×W or H×W×C image, got shape {arr.shape}")
+    check_image_size(arr.shape[:2], what)
+    return arr
+
+
 def image_id_arg(value: Any, what: str) -> int:
     """An image id argument (0 = I_0): an int, or text of one; anything else is an InputError naming `what`."""
     if isinstance(value, bool):

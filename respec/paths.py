@@ -25,6 +25,7 @@ from pathlib import Path
 
 from . import comfy
 from .errors import InputError
+from .text import check_text, clip
 
 
 def templates_dir() -> Path:
@@ -48,23 +49,36 @@ def results_dir() -> Path:
     return comfy.output_dir()
 
 
+MAX_PATH_BYTES = 4096   # a path a workflow names (the usual PATH_MAX)
+
+
+def folder_name(root: Path) -> str:
+    """How a message names a registered folder: its last two parts ('.../respec/sessions'), never
+    the server's absolute path (a message reaches whoever queued the prompt)."""
+    parts = Path(root).parts
+    return ".../" + "/".join(parts[-2:]) if len(parts) > 2 else str(root)
+
+
 def confine(value: str, root: Path, what: str) -> Path:
     """`value` (relative to `root`, or absolute) resolved; InputError unless it stays inside `root`.
 
-    `what` names the input in the message (e.g. "the History Store's store_dir").
+    `what` names the input in the message (e.g. "the History Store's store_dir"). The value must
+    pass the pack's text rule (respec/text.py) and be at most MAX_PATH_BYTES; the message echoes
+    only its start and names the folder by its last parts.
     """
-    text = (value or "").strip()
+    text = check_text(value or "", what, MAX_PATH_BYTES, shorten="give a shorter name").strip()
     if not text:
-        raise InputError(f"{what} is empty")
-    if "\x00" in text:
-        raise InputError(f"{what} contains a NUL character")
+        raise InputError(f"{what} is empty; give a name inside {folder_name(root)}")
     base = root.expanduser().resolve()
     p = Path(text).expanduser()
-    resolved = (p if p.is_absolute() else base / p).resolve()
+    try:
+        resolved = (p if p.is_absolute() else base / p).resolve()
+    except (OSError, RuntimeError, ValueError) as e:   # a symlink loop, a name too long for the system
+        raise InputError(f"{what} {clip(text)} cannot be resolved ({type(e).__name__}); give another name") from None
     if resolved != base and base not in resolved.parents:
         raise InputError(
-            f"{what} {text!r} is outside {base}: a workflow may only name files in that folder "
-            f"(give a name relative to it). To use another file, copy it into {base}.")
+            f"{what} {clip(text)} is outside {folder_name(base)}: a workflow may only name files in that "
+            f"folder (give a name relative to it); to use another file, copy it into that folder.")
     return resolved
 
 

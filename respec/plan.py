@@ -47,7 +47,9 @@ class Plan:
                 "image_ids": list(self.image_ids),
                 "synthesis_instruction": self.synthesis_instruction,
                 "fallbacks": list(self.fallbacks), "vlm_called": self.vlm_called,
-                "controller": self.controller}
+                "controller": self.controller,
+                # the turn the provenance selector found covering the target (what its fallbacks speak of)
+                "covering_turn": (self.meta.get("provenance") or {}).get("turn")}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Plan":

@@ -8,10 +8,14 @@ aiohttp adapter. Handlers validate everything they are given before touching the
 - turn numbers: decimal digits only, at most 9 of them (no sign, no spaces), then range-checked;
 - digests: exactly 64 lowercase hex characters, and only digests that belong to the session;
 - sizes: decimal digits, clamped to MIN_SIDE..MAX_SIDE; images are only ever scaled down;
-- the rewind body: a JSON object of at most MAX_BODY bytes holding an integer `turn` (a JSON
-  number without a fraction; "1", 1.0 and true are refused);
+- the rewind body: a JSON object of at most MAX_BODY bytes, nested at most MAX_BODY_DEPTH deep
+  (respec/text.py's bounded reader), holding an integer `turn` (a JSON number without a fraction;
+  "1", 1.0 and true are refused);
 - the clean-up (gc) body: a JSON object with at most `dry_run` (true or false); the store, the age
   limit and the most files one request removes are the server's (GC_MIN_AGE_S, MAX_GC_FILES).
+
+Every refusal is a 4xx whose message is short and shows no server path (`public`: the store
+folders are taken out of a damaged store's message, which goes whole to the log).
 
 Nothing but the session store's own image files (looked up by digest, never by a path taken from
 the request) and the in-memory region masks published by `publish_region_masks` is ever served.
@@ -33,16 +37,18 @@ from typing import Any, Callable
 import numpy as np
 from PIL import Image
 
-from . import comfy, models
+from . import comfy, models, paths
 from .errors import InputError, ReSpecError, StoreError
 from .images import as_mask
 from .lru import LRU
 from .records import json_safe
+from .text import message, read_json
 
 MIN_SIDE = 16          # smallest image side a client may ask for
 MAX_SIDE = 512         # largest: thumbnails and overlays never need more, and it bounds the work
 DEFAULT_SIDE = 512
 MAX_BODY = 1024        # bytes accepted in a POST body (the rewind body is ~12 bytes)
+MAX_BODY_DEPTH = 4     # nesting levels of a POST body (every body is one flat object)
 MAX_MASKS = 32         # region masks kept in memory for the panel (oldest dropped first)
 GC_MIN_AGE_S = 3600.0  # a clean-up spares image files changed within the hour (appends in flight)
 MAX_GC_FILES = 1000    # image files one clean-up request removes at most (it says when more remain)
@@ -209,13 +215,7 @@ def resolve_store(param: Any, open_store: Callable[[str | None], Any]):
 def with_store(open_store: Callable[[str | None], Any], store_param: Any,
                handler: Callable[..., Response], *args: Any) -> Response:
     """Resolve the request's store (400 when it is not allowed), then run handler(store, *args)."""
-    try:
-        store = resolve_store(store_param, open_store)
-    except InputError as e:
-        return error_response(400, str(e))
-    except ReSpecError as e:
-        return error_response(500, str(e))
-    return handler(store, *args)
+    return _guard(lambda: handler(resolve_store(store_param, open_store), *args))
 
 
 # --------------------------------------------------------------------------- handlers
@@ -236,17 +236,33 @@ class NotFound(ReSpecError):
     """The session, turn or image asked for does not exist (HTTP 404)."""
 
 
-def _guard(fn: Callable[[], Response]) -> Response:
+def public(error: Exception, store: Any = None) -> str:
+    """An error's message as a client may see it: short, and without the folders of the session
+    stores (a message about a damaged or busy store file names it for the server's owner, who
+    finds it in the log)."""
+    text = str(error)
+    roots = {str(getattr(store, "root", "") or ""), *known_store_roots()}
+    try:
+        roots.add(str(paths.sessions_dir().expanduser().resolve()))
+    except (OSError, ValueError):
+        pass
+    for root in sorted(filter(None, roots), key=len, reverse=True):
+        text = text.replace(root, "<session store>")
+    return message(text)
+
+
+def _guard(fn: Callable[[], Response], store: Any = None) -> Response:
     """Map errors to HTTP statuses: bad input 400, unknown session/turn/image 404, a damaged
-    store 500 (its message says what to do)."""
+    store 500 (its message says what to do; the store's folder is not shown)."""
     try:
         return fn()
     except InputError as e:
-        return error_response(400, str(e))
+        return error_response(400, public(e, store))
     except NotFound as e:
-        return error_response(404, str(e))
-    except ReSpecError as e:
-        return error_response(500, str(e))
+        return error_response(404, public(e, store))
+    except ReSpecError as e:   # a damaged or busy store: the whole message (its folder too) goes to the log
+        logging.getLogger(__name__).error("ReSpec route: %s", e)
+        return error_response(500, public(e, store))
     except Exception as e:  # a bug or a library error: still JSON, without internals (logged here)
         logging.getLogger(__name__).exception("ReSpec route failed")
         return error_response(500, f"the request failed inside ReSpec ({type(e).__name__}); see the server log")
@@ -315,7 +331,7 @@ def get_session(store, session_id: Any) -> Response:
         body = hist.summary()
         body["scores"] = latest_scores(hist.session_id)
         return json_response(body)
-    return _guard(run)
+    return _guard(run, store)
 
 
 def turn_image(store, session_id: Any, turn: Any, width: Any = None, height: Any = None) -> Response:
@@ -329,7 +345,7 @@ def turn_image(store, session_id: Any, turn: Any, width: Any = None, height: Any
         digest = hist.turns[k].image.digest
         # Turn k's content changes after a rewind and a new append: not cacheable.
         return Response(200, "image/png", _png(store, digest, box, f"turn {k}'s image"), dict(NO_CACHE))
-    return _guard(run)
+    return _guard(run, store)
 
 
 def session_image(store, session_id: Any, digest: Any, width: Any = None, height: Any = None) -> Response:
@@ -339,7 +355,7 @@ def session_image(store, session_id: Any, digest: Any, width: Any = None, height
         box = (parse_side(width), parse_side(height))
         hist = _load(store, session_id)
         return Response(200, "image/png", _png(store, d, box, _image_of(hist, d)), dict(IMMUTABLE))
-    return _guard(run)
+    return _guard(run, store)
 
 
 def rewind(store, session_id: Any, body: bytes | str | None, notify: bool = True) -> Response:
@@ -347,7 +363,7 @@ def rewind(store, session_id: Any, body: bytes | str | None, notify: bool = True
     node's rewind). Sends `respec.history` so every open panel follows."""
     def run():
         sid = parse_session_id(session_id)
-        data = _json_body(body, '{"turn": 2}')
+        data = _json_body(body, 'a JSON object like {"turn": 2}')
         if "turn" not in data:
             raise InputError('the body must be a JSON object like {"turn": 2}')
         if not isinstance(data["turn"], int) or isinstance(data["turn"], bool):
@@ -358,32 +374,18 @@ def rewind(store, session_id: Any, body: bytes | str | None, notify: bool = True
         if notify:
             send_history(hist, "rewind")
         return json_response(hist.summary())
-    return _guard(run)
+    return _guard(run, store)
 
 
 def _json_body(body: bytes | str | None, example: str) -> dict:
-    """A POST body: a JSON object of at most MAX_BODY bytes (InputError otherwise)."""
-    raw = body.encode("utf-8") if isinstance(body, str) else (body or b"")
-    if len(raw) > MAX_BODY:
-        raise InputError(f"request body too large ({len(raw)} bytes; at most {MAX_BODY})")
-    try:
-        data = json.loads(raw.decode("utf-8")) if raw else None
-    except (UnicodeDecodeError, ValueError) as e:
-        raise InputError(f"the body must be JSON like {example}: {e}") from e
+    """A POST body: a JSON object of at most MAX_BODY bytes nested at most MAX_BODY_DEPTH deep
+    (respec.text.read_json, the pack's one bounded reader); InputError otherwise."""
+    raw = body if body else b""
+    data = read_json(raw, "the request body", max_bytes=MAX_BODY, example=example, max_depth=MAX_BODY_DEPTH) \
+        if raw else None
     if not isinstance(data, dict):
-        raise InputError(f"the body must be a JSON object like {example}")
+        raise InputError(f"the body must be {example}")
     return data
-
-
-def branch_id(store, session_id: str, turn: int) -> str:
-    """A free session id for a branch of `session_id` at `turn`: "<id>-b<turn>", then "-2", "-3", …
-    (cut so it stays a valid id of at most 64 characters)."""
-    base = f"{session_id[:50]}-b{turn}"
-    for n in range(1, 1000):
-        cand = base if n == 1 else f"{base}-{n}"
-        if not store.exists(cand):
-            return cand
-    raise InputError(f"no free branch id left for {session_id!r}; pass new_session_id")
 
 
 def branch(store, session_id: Any, body: bytes | str | None, notify: bool = True) -> Response:
@@ -392,7 +394,7 @@ def branch(store, session_id: Any, body: bytes | str | None, notify: bool = True
     changed). Answers like GET /respec/sessions/{new id} and sends `respec.history`."""
     def run():
         sid = parse_session_id(session_id)
-        data = _json_body(body, '{"turn": 2}')
+        data = _json_body(body, 'a JSON object like {"turn": 2}')
         if "turn" not in data or not isinstance(data["turn"], int) or isinstance(data["turn"], bool):
             raise InputError(f'"turn" must be a whole number like {{"turn": 2}}, got {json.dumps(data.get("turn"))[:40]}')
         k = parse_turn(data["turn"])
@@ -400,14 +402,13 @@ def branch(store, session_id: Any, body: bytes | str | None, notify: bool = True
         if k >= len(hist.turns):
             raise InputError(f"cannot branch session {sid!r} at turn {k}: it has turns 0..{len(hist.turns) - 1}")
         new_id = data.get("new_session_id")
-        new_id = branch_id(store, sid, k) if new_id in (None, "") else parse_session_id(new_id)
-        if store.exists(new_id):
-            raise InputError(f"session {new_id!r} already exists; choose another id for the branch")
-        new = store.branch(sid, new_id, k)
+        # No id: the store picks the first free "<id>-b<k>[-n]" in the transaction that makes the
+        # branch (branches made at the same time each get their own); a taken id is a 400.
+        new = store.branch(sid, None if new_id in (None, "") else parse_session_id(new_id), k)
         if notify:
             send_history(new, "branch")
         return json_response(new.summary())
-    return _guard(run)
+    return _guard(run, store)
 
 
 def collect_garbage(store, body: bytes | str | None) -> Response:
@@ -418,7 +419,7 @@ def collect_garbage(store, body: bytes | str | None) -> Response:
     it stopped there: call again). Answers {"store", "dry_run", "removed", "bytes", "files" (their names),
     "more", "min_age_s"}; a folder without a store file has nothing to remove (none is created)."""
     def run():
-        data = _json_body(body, '{"dry_run": true}')
+        data = _json_body(body, 'a JSON object like {"dry_run": true}')
         if set(data) - {"dry_run"} or not isinstance(data.get("dry_run", False), bool):
             raise InputError('the body must be {} or {"dry_run": true} (nothing else is read)')
         dry = data.get("dry_run", False)
@@ -433,7 +434,7 @@ def collect_garbage(store, body: bytes | str | None) -> Response:
         return json_response({"store": str(store.root), "dry_run": dry, "removed": n,
                               "bytes": sum(size for _, size in files), "files": [name for name, _ in files],
                               "more": n >= MAX_GC_FILES, "min_age_s": GC_MIN_AGE_S})
-    return _guard(run)
+    return _guard(run, store)
 
 
 # --------------------------------------------------------------------------- scores and region masks

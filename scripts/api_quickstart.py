@@ -5,7 +5,7 @@
     python scripts/api_quickstart.py --server http://127.0.0.1:8188 --session demo --rewind 0
 
 A turn: 1 upload the photo (POST /upload/image), 2 fill in the shipped API workflow
-(workflows/api/conversational_flux2.api.json: its Load Image, History Store and request nodes),
+(workflows/api/ReSpec chat - FLUX.2 klein 9B.api.json: its Load Image, History Store and request nodes),
 3 queue it (POST /prompt), 4 wait for it (poll GET /history/<prompt_id>; the /ws websocket
 announces the same), 5 download the edited image (GET /view). Queue the same workflow again with
 the next request and the same session for turn 2. `--rewind K` keeps turns 0..K of the session
@@ -22,7 +22,10 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-WORKFLOW = Path(__file__).resolve().parent.parent / "workflows" / "api" / "conversational_flux2.api.json"
+API_DIR = Path(__file__).resolve().parent.parent / "workflows" / "api"
+# The shipped files are named by their titles; index.json maps each graph's key to its file.
+WORKFLOW = API_DIR / json.loads((API_DIR / "index.json").read_text(encoding="utf-8"))["workflows"][
+    "conversational_flux2"]["api"]
 
 
 def call(server: str, path: str, body: bytes | None = None, headers: dict | None = None) -> bytes:

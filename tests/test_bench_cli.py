@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -225,3 +226,23 @@ def test_the_docs_name_the_report_folder_the_main_job_writes():
     assert named in (ROOT / "docs" / "sim.md").read_text()
     # A hand-typed test count goes stale with the next test; install.md states none.
     assert not re.search(r"\b\d{3,} tests\b", (ROOT / "docs" / "install.md").read_text())
+
+
+# ------------------------------------------------------------------ naming every config (issue 36)
+
+def test_bench_help_names_every_config_and_group_and_list_configs_says_what_each_runs(capsys):
+    """`bench --help` once stopped at "respec+reveal ..." and never named the Drift Guard configs."""
+    from respec.__main__ import _parser, main
+    from respec.bench.configs import CONFIG_GROUPS, CONFIGS
+    bench = _parser()._subparsers._group_actions[0].choices["bench"]
+    text = bench._option_string_actions["--config"].help
+    words = set(re.findall(r"[A-Za-z0-9+-]+", text))
+    assert set(CONFIGS) | set(CONFIG_GROUPS) <= words
+    assert "..." not in text and "…" not in text and "--list-configs" in text
+    assert "--list-configs" in bench.format_help()
+    assert main(["bench", "--list-configs"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    for name, config in CONFIGS.items():
+        assert any(line.split()[0] == name and line.endswith(config.label) for line in listed if line), name
+    groups = {line.split(None, 1)[0]: line.split(None, 1)[1] for line in listed if len(line.split(None, 1)) == 2}
+    assert groups["guard"] == "baseline+guard, respec+guard"

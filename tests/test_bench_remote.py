@@ -193,6 +193,21 @@ def test_ui_format_workflow_is_refused_for_the_api():
         workflow.load_api_workflow({"nodes": [], "links": [], "version": 0.4})
 
 
+def test_a_shipped_workflow_is_found_by_its_key_and_an_old_file_name_says_its_new_one(tmp_path):
+    """Issue 36 named the files by their titles: a key (the old name) still loads the graph, and the
+    old path is refused with the new file's name."""
+    by_key = workflow.load_api_workflow("benchmark_native_flux2")
+    path = workflow.shipped_workflow("benchmark_native_flux2")
+    assert path.name == "ReSpec eval - FLUX.2 klein 9B.api.json" and by_key == json.loads(path.read_text())
+    assert workflow.default_workflow("baseline", "omnigen2", route="diffusers").name == \
+        "ReSpec paper - OmniGen2 baseline.api.json"
+    with pytest.raises(InputError, match=r'benchmark_native_flux2\.api\.json was renamed to "ReSpec eval - '
+                                         r'FLUX\.2 klein 9B\.api\.json"'):
+        workflow.load_api_workflow(tmp_path / "benchmark_native_flux2.api.json")
+    with pytest.raises(InputError, match="no shipped workflow 'benchmark_sim'"):
+        workflow.shipped_workflow("benchmark_sim")
+
+
 # ------------------------------------------------------------------------------ run_remote: the shipped workflows
 
 ROOT = workflow.WORKFLOW_DIR.parent.parent

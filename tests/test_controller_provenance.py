@@ -63,10 +63,10 @@ def test_a_request_naming_nothing_uses_provenance_alone():
     assert (found.turn, found.evidence, found.ambiguous) == (2, "provenance", False)
 
 
-def test_two_candidate_turns_are_ambiguous_and_the_earliest_is_used():
+def test_two_candidate_turns_are_ambiguous_and_the_latest_addition_still_there_is_used():
     h = _history((ADD_SUITCASE, SUITCASE), (ADD_LAMP, LAMP))
     found = locate_covering_turn(h, "Clear that area.")
-    assert found.candidates == (1, 2) and found.ambiguous and found.turn == 1
+    assert found.candidates == (1, 2) and found.ambiguous and found.turn == 2
 
 
 def test_a_named_turn_without_a_change_is_ambiguous():
@@ -112,7 +112,7 @@ def test_ambiguous_evidence_is_deferred_to_a_connected_controller():
 def test_ambiguous_evidence_without_a_controller_says_so_in_the_plan():
     h = _history((ADD_SUITCASE, SUITCASE), (ADD_LAMP, LAMP))
     plan = provenance_plan(h, "Clear that area.", True)
-    assert plan.restoration_source_id == 0 and PROVENANCE_AMBIGUOUS in plan.fallbacks
+    assert plan.restoration_source_id == 1 and PROVENANCE_AMBIGUOUS in plan.fallbacks
 
 
 def test_no_covering_turn_falls_back_to_the_original_as_the_paper_does():

@@ -442,6 +442,19 @@ def test_the_pending_session_is_created_once_by_a_rerun_append(pack, nodes):
         Append().append(hist, _image(2), "another request on the stale pending history")
 
 
+def test_a_requeued_first_turn_of_a_new_session_is_kept_once(pack, nodes):
+    """The session and its first turn are made in one transaction, with the queued prompt's mark:
+    the same prompt queued again (History Store 'new' now loads the session) adds nothing."""
+    Store, Append = nodes
+    prompt = {"1": {"class_type": "ReSpecHistoryStore", "inputs": {"mode": "new", "session_id": "s"}},
+              "2": {"class_type": "ReSpecHistoryAppend", "inputs": {"instruction": "add a hat"}}}
+    for _ in range(2):
+        hist, current, *_ = _run(Store, "new", image=_image(0))
+        new, _ = Append().append(hist, _edit(current, "add a hat"), "add a hat", prompt=prompt, unique_id="2")
+        assert len(new) == 2
+    assert _store(pack).load("s").instructions == ["add a hat"]
+
+
 @pytest.mark.parametrize("field", ["instruction", "sent_instruction"])
 def test_an_instruction_over_16_kib_is_refused_and_nothing_is_stored(pack, nodes, field):
     Store, Append = nodes

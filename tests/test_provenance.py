@@ -197,3 +197,71 @@ def test_a_turn_mask_must_be_named_and_typed():
         h.append(u8(background(1)), "x", masks={"Bad Name": TurnMask.from_mask(np.zeros((2, 2), bool))})
     with pytest.raises(InputError, match="TurnMask"):
         h.append(u8(background(1)), "x", masks={CHANGE: np.zeros((2, 2), bool)})
+
+
+# ----------------------------------------------------------------------------- held_near, kept by content
+
+def _held_near_directly(history, prov, k, j):
+    """held_near's definition computed on whole images each time (the reference it must equal)."""
+    from scipy import ndimage
+    from respec.pixels.provenance import (NEAR_BLOCKS, STABILITY_BLOCK, STABILITY_SIDE, TEXTURE_STD, Stability,
+                                          as_float_rgb, grey_of)
+    from respec.images import as_rgb
+    grid = Stability.grid_from_info(prov.records[j])
+    w, h = prov.size
+    f = min(1.0, STABILITY_SIDE / float(max(h, w)))
+    small = (max(STABILITY_BLOCK, round(w * f)), max(STABILITY_BLOCK, round(h * f)))
+    B = STABILITY_BLOCK
+    nby, nbx = grid.shape
+
+    def at_small(x):
+        return np.asarray(Image.fromarray(np.asarray(x, np.float32)).resize(small, Image.BOX), np.float32)
+
+    def tiles(x):
+        return x[:nby * B, :nbx * B].reshape(nby, B, nbx, B).transpose(0, 2, 1, 3).reshape(nby, nbx, -1)
+
+    c_k, c_j = prov.in_frame(prov.changes[k], k, j), prov.changes[j]
+    ck, cj = tiles(at_small(c_k)).mean(-1), tiles(at_small(c_j)).mean(-1)
+    near = ndimage.binary_dilation(ck > 0, iterations=NEAR_BLOCKS) & (ck <= 0.5) & (cj <= 0.5)
+    if not near.any():
+        return 0, 0, 0
+    keep = tiles((at_small(dilate(c_k | c_j, 2)) < 0.01).astype(np.float64))
+    n_keep = keep.sum(-1)
+
+    def block_std(img):
+        g = ndimage.gaussian_filter(grey_of(as_float_rgb(as_rgb(img.array).resize(small, Image.BOX))), 1.0)
+        t = tiles(g).astype(np.float64)
+        m = (t * keep).sum(-1) / np.maximum(n_keep, 1.0)
+        return np.sqrt(((t - m[..., None]) ** 2 * keep).sum(-1) / np.maximum(n_keep, 1.0))
+
+    textured = (block_std(history.turns[j].image) >= TEXTURE_STD) | (block_std(history.turns[j - 1].image) >= TEXTURE_STD)
+    n = near & textured & (n_keep >= 0.25 * B * B)
+    return int((n & ~grid).sum()), int(n.sum()), int(near.sum())
+
+
+@pytest.mark.parametrize("shape", [(96, 128), (530, 700)])
+def test_held_near_kept_by_content_gives_the_same_figures_as_whole_images(shape):
+    # 530x700 is analysed at a stability size 2.6 times smaller: the per-block crops must line up
+    from respec.pixels import provenance as pv
+    scene = background(5, shape)
+    h = History.start(u8(scene))
+    H, W = shape
+    boxes = [(H // 4, W // 5, H // 2, W // 2), (H // 2, W // 2, 3 * H // 4, 4 * W // 5), (H // 8, W // 2, H // 3, 3 * W // 4)]
+    img = scene
+    for i, box in enumerate(boxes):
+        img = drift(draw_rect(img, box, (0.8 - 0.3 * i, 0.2, 0.3 + 0.2 * i)), gain=(1, 1, 1), bias=(0, 0, 0),
+                    noise=0.01, seed=40 + i)
+        h = h.append(u8(img), f"add box {i}", masks={CHANGE: change_for(h, u8(img))})
+    prov = provenance_of(h)
+    pairs = [(k, j) for k in range(1, 4) for j in range(k, 4)]
+    assert any(_held_near_directly(h, prov, k, j)[1] for k, j in pairs)
+    for k, j in pairs:
+        assert pv.held_near(h, prov, k, j) == _held_near_directly(h, prov, k, j), (k, j)
+    for k in range(1, 4):        # one NearEvidence for every later turn, as confidence_record asks
+        evidence = pv.NearEvidence(h, prov, k)
+        assert [evidence.held(j) for j in range(k, 4)] == [_held_near_directly(h, prov, k, j) for j in range(k, 4)]
+    # asked again (the next restoration turn), nothing per image or per turn is computed again
+    before = (len(pv._SMALL), len(pv._GREY))
+    for k, j in pairs:
+        pv.held_near(h, prov, k, j)
+    assert (len(pv._SMALL), len(pv._GREY)) == before

@@ -99,3 +99,42 @@ def test_history_append_refuses_a_reveal_value_from_elsewhere(nodes):
     hist, _ = _two_turns(nodes)
     with pytest.raises(Exception, match="Reveal Composite"):
         Append().append(hist, _t(hist.current.image.array), "x", reveal="not a reveal")
+
+
+def test_the_drift_guard_node_given_reveals_record_keeps_the_sources_own_pixels_inside_the_paste(pack, nodes):
+    _, _, Selector, Reveal = nodes
+    Guard = pack.NODE_CLASS_MAPPINGS["ReSpecDriftGuard"]
+    hist, scene = _two_turns(nodes)
+    request = "Remove the suitcase."
+    plan, _, current, _, _, _ = Selector().select(hist, request, "auto", True)
+    image, reveal, _, _ = Reveal().composite(hist, _reinvent(current), request, True, "auto", plan=plan)
+    inside = torch.from_numpy(rect_mask(SHAPE, (SUITCASE[0] + 3, SUITCASE[1] + 3, SUITCASE[2] - 3, SUITCASE[3] - 3)))
+    i0 = torch.from_numpy(u8(scene))
+    with_reveal = Guard().guard(current, image, True, instruction=request, plan=plan, reveal=reveal)
+    assert "exact_inside" in json.loads(with_reveal[2].split("\n", 1)[1])
+    out = torch.round(with_reveal[0][0] * 255).to(torch.uint8)
+    assert torch.equal(out[inside], i0[inside])                    # I_0's bytes: no tint towards the drift
+    without = torch.round(Guard().guard(current, image, True, instruction=request, plan=plan)[0][0] * 255)
+    assert not torch.equal(without.to(torch.uint8)[inside], i0[inside])
+
+
+def test_the_drift_guard_given_an_edit_region_and_reveals_record_keeps_both(pack, nodes):
+    """The conversations feed the guard both (issue 35's edit-region option, switched on, and issue
+    32's record): inside the region the paste is I_0's own bytes, outside it I_{t-1}'s pixels."""
+    _, _, Selector, Reveal = nodes
+    Guard = pack.NODE_CLASS_MAPPINGS["ReSpecDriftGuard"]
+    hist, scene = _two_turns(nodes)
+    request = "Remove the suitcase."
+    plan, _, current, _, _, _ = Selector().select(hist, request, "auto", True)
+    image, reveal, _, _ = Reveal().composite(hist, _reinvent(current), request, True, "auto", plan=plan)
+    y0, x0, y1, x1 = SUITCASE
+    region = torch.from_numpy(rect_mask(SHAPE, (y0 - 4, x0 - 4, y1 + 4, x1 + 4)).astype(np.float32))[None]
+    out, weight, report, _ = Guard().guard(current, image, True, mask=region, instruction=request, plan=plan,
+                                           reveal=reveal)
+    record = json.loads(report.split("\n", 1)[1])
+    assert record["region_from"] == "the user's mask" and "exact_inside" in record
+    out = torch.round(out[0] * 255).to(torch.uint8)
+    inside = torch.from_numpy(rect_mask(SHAPE, (y0 + 3, x0 + 3, y1 - 3, x1 - 3)))
+    assert torch.equal(out[inside], torch.from_numpy(u8(scene))[inside])       # the paste: I_0's bytes
+    far = ~torch.from_numpy(rect_mask(SHAPE, (y0 - 12, x0 - 12, y1 + 12, x1 + 12)))
+    assert torch.equal(out[far], torch.round(current[0] * 255).to(torch.uint8)[far])   # elsewhere: I_(t-1)'s

@@ -254,7 +254,47 @@ def _swirled(img: np.ndarray, amp: float, centre, sigma: float) -> np.ndarray:
                                              mode="nearest") for c in range(img.shape[2])], axis=2)
 
 
-def test_a_local_warp_around_the_region_is_refused_as_a_local_warp():
+def test_a_local_warp_of_up_to_1_5_px_around_the_region_is_aligned_locally_and_pasted():
+    # A swirl of 1.5 px around the region (a face warped by the editor): the frame's alignment cannot
+    # undo it; the local field does, and the paste follows the warp.
+    centre = ((OCC[0] + OCC[2]) / 2, (OCC[1] + OCC[3]) / 2)
+
+    def warped(scene, i2):
+        return drift(_swirled(_reinvent(i2, OCC), 1.5, centre, 35.0), noise=0.004, seed=3)
+    h, i3, scene = _history(warped)
+    res = reveal_for(h, i3, covering_turn=1)
+    assert res.applied, res.reason
+    assert res.checks["local_flow_applied"] and res.checks["local_motion_unaligned_px"] > 0.5
+    assert res.checks["local_motion_px"] < 0.25        # measured again on the locally aligned source
+    assert res.checks["local_flow"]["consistent_share"] >= 0.7
+    # inside R the paste's detail follows the warped scene, not the unwarped one
+    from scipy import ndimage
+    inner = rect_mask(SHAPE, (OCC[0] + 4, OCC[1] + 4, OCC[2] - 4, OCC[3] - 4))
+
+    def detail(x):
+        x = np.asarray(x, float)
+        return (x - ndimage.gaussian_filter(x, (2, 2, 0)))[inner]
+    out = detail(res.image)
+    truth = detail(u8(drift(_swirled(scene, 1.5, centre, 35.0), noise=0.0, seed=3)))
+    unwarped = detail(u8(drift(scene, noise=0.0, seed=3)))
+    assert np.abs(out - truth).mean() < 0.6 * np.abs(out - unwarped).mean()
+
+
+@pytest.mark.parametrize("amp", [2.5])
+def test_a_local_warp_beyond_2_px_is_still_refused(amp):
+    centre = ((OCC[0] + OCC[2]) / 2, (OCC[1] + OCC[3]) / 2)
+
+    def warped(scene, i2):
+        return drift(_swirled(_reinvent(i2, OCC), amp, centre, 35.0), noise=0.004, seed=3)
+    h, i3, _ = _history(warped)
+    res = reveal_for(h, i3, covering_turn=1)
+    assert not res.applied and "no local motion field explains it" in res.reason, res.reason
+    assert np.array_equal(res.image, i3)
+
+
+def test_without_the_local_field_a_local_warp_is_refused_as_before(monkeypatch):
+    import respec.pixels.reveal as rv
+    monkeypatch.setattr(rv, "FLOW_TRIGGER_PX", 1e9)      # the field never measured: the old refusal
     centre = ((OCC[0] + OCC[2]) / 2, (OCC[1] + OCC[3]) / 2)
 
     def warped(scene, i2):
@@ -262,8 +302,6 @@ def test_a_local_warp_around_the_region_is_refused_as_a_local_warp():
     h, i3, _ = _history(warped)
     res = reveal_for(h, i3, covering_turn=1)
     assert not res.applied and "local warp" in res.reason, res.reason
-    assert res.checks["local_motion_px"] > 0.5
-    assert np.array_equal(res.image, i3)
 
 
 def test_where_the_geometry_held_the_motion_around_R_is_a_fraction_of_a_pixel():
@@ -293,3 +331,31 @@ def test_a_restoration_turn_above_the_working_resolution_is_analysed_small_and_p
     inner = rect_mask(SHAPE, (OCC[0] + 4, OCC[1] + 4, OCC[2] - 4, OCC[3] - 4))
     want = _fitted_source(res, h.image(0).array.astype(np.float64))
     assert np.abs(res.image[inner].astype(int) - want[inner]).max() <= 1
+
+
+def test_a_half_done_removal_is_completed_and_what_the_editor_left_is_recorded():
+    # The editor removed the board but left a strip of it (about 14 %): a request to remove it pastes
+    # the board's whole region from I_0; a request to move it pastes only what was revealed.
+    from respec.pixels.reveal import reveal_turn
+    strip = (OCC[0], OCC[1], OCC[0] + 7, OCC[3])
+
+    def half_done(scene, i2):
+        out = _reinvent(i2, OCC)
+        out[strip[0]:strip[2], strip[1]:strip[3]] = i2[strip[0]:strip[2], strip[1]:strip[3]]
+        return drift(out, gain=(1.03, 0.98, 1.01), bias=(-0.01, 0.01, 0), noise=0.008, seed=3)
+    h, i3, scene = _history(half_done)
+    res, entry = reveal_turn(h, i3, None, "Remove the red board", True)
+    assert res.applied and entry["removal_completed"] and entry["covering_turn"] == 1, res.reason
+    assert abs(res.checks["editor_left_fraction"] - 0.14) < 0.05
+    left = rect_mask(SHAPE, strip) & erode_px(rect_mask(SHAPE, OCC), 3)
+    truth = u8(scene).astype(int)
+    assert np.abs(res.image[left].astype(int) - truth[left]).mean() < 0.2 * np.abs(i3[left].astype(int) - truth[left]).mean()
+    moved_res, moved_entry = reveal_turn(h, i3, None, "Move the red board to the left", True)
+    assert moved_res.applied and not moved_entry["removal_completed"]
+    assert "editor_left_fraction" not in moved_res.checks
+    assert np.array_equal(moved_res.image[left], i3[left])
+
+
+def erode_px(mask, r):
+    from respec.pixels.provenance import erode
+    return erode(mask, r)

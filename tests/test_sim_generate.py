@@ -238,3 +238,34 @@ def test_a_sample_reference_names_only_a_shipped_photo(ref):
     raw = {"format": "occur-scenarios", "scenarios": [_raw(image=ref)]}
     with pytest.raises(ScenarioError, match="shipped photo"):
         validate_dataset(raw)
+
+
+def test_the_shipped_conversation_set_is_the_generators_output_and_repeats_itself(tmp_path):
+    from respec.__main__ import main
+    out = tmp_path / "occur_conversation.json"
+    assert main(["scenarios", "generate", "--kind", "conversation", "--count", "12", "--seed", "0",
+                 "--name", "occur_conversation", "--out", str(out)]) == 0
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert data == json.loads((ROOT / "respec/bench/samples/occur_conversation.json").read_text(encoding="utf-8"))
+    ds = load_dataset("occur_conversation")
+    readd = [s for s in ds if s.id.endswith("_readd")]
+    two = [s for s in ds if s.id.endswith("_two_objects")]
+    assert len(readd) == len(two) == 6
+    for s in readd:     # added off the occludee, removed, added again over it, removed: I_ref is I_2
+        assert [t.stage for t in s.turns] == list("MMOR") and s.reference_turn == 2
+        assert [a.do for t in s.turns for a in t.actions] == ["add", "remove", "add", "remove"]
+    for s in two:       # two objects of one kind, the request names the occluder by its material
+        assert s.turns[-1].instruction.startswith("Remove the wooden")
+
+
+def test_an_intermediate_turn_removes_only_an_object_an_intermediate_turn_added():
+    from respec.bench.geometry import parse_actions, validate_geometry
+    box, occ = (0.1, 0.1, 0.4, 0.4), (0.6, 0.6, 0.9, 0.9)
+    acts = [parse_actions([{"do": "add", "label": "kite", "box": list(box)}], "a", []),
+            parse_actions([{"do": "remove", "label": "kite"}], "a", []),
+            parse_actions([{"do": "add", "label": "crate", "box": [0.55, 0.55, 0.95, 0.95]}], "a", []),
+            parse_actions([{"do": "remove", "label": "crate"}], "a", [])]
+    assert validate_geometry(occ, "MMOR", acts, [("kite",), (), (), ()], ("crate",), "remove") == []
+    bad = [acts[2], parse_actions([{"do": "remove", "label": "crate"}], "a", []), acts[3]]
+    problems = validate_geometry(occ, "OMR", bad, [(), (), ()], ("crate",), "remove")
+    assert any("an occluder" in m for _, m in problems)

@@ -99,7 +99,7 @@ def test_the_occluder_hides_the_occludee_and_the_true_reference_is_the_image_bef
     assert truth[2].reference_turn == 1 == true_reference_turn(s, h.image(0).size)
 
 
-@pytest.mark.parametrize("dataset", ["occur_sim", "occur_sample"])
+@pytest.mark.parametrize("dataset", ["occur_sim", "occur_sample", "occur_conversation"])
 def test_every_shipped_reference_is_the_worlds_true_reference(dataset):
     ds = load_dataset(dataset)
     assert all(s.has_geometry for s in ds)
@@ -267,3 +267,27 @@ def test_an_image_in_the_previous_frame_is_registered_with_that_frame():
     assert not moving.register_derived(s, guarded, out).alignment.is_identity   # the edit's frame by default
     with pytest.raises(InputError, match="frame"):
         moving.register_derived(s, guarded, out, frame_of=np.zeros_like(guarded))
+
+
+def test_the_subject_warp_moves_the_picture_around_the_subject_and_not_far_from_it():
+    from respec.pixels.flow import estimate_flow
+    s = load_dataset("occur_conversation").scenarios[0]
+    still = run(s, SimEditor(SimDefects.none()), seed=5)
+    warped = run(s, SimEditor(replace_defects(SimDefects.none(), subject_warp_px=1.5)), seed=5)
+    a, b = still.image(1).array, warped.image(1).array
+    h, w = a.shape[:2]
+    flow = estimate_flow(a, b)
+    x0, y0, x1, y1 = s.occludee_box
+    cy, cx = int((y0 + y1) / 2 * h), int((x0 + x1) / 2 * w)
+    yy, xx = np.mgrid[0:h, 0:w]
+    r = np.hypot(yy - cy, xx - cx)
+    length = flow.length()
+    near, far = length[(r < min(h, w) / 8) & flow.evidence], length[(r > 0.75 * min(h, w)) & flow.evidence]
+    assert 0.3 < np.percentile(near, 90) <= 1.6 and (far.size == 0 or np.median(far) < 0.1)
+    with pytest.raises(InputError, match="subject_warp_px"):
+        SimDefects(subject_warp_px=-1.0)
+
+
+def replace_defects(d, **changes):
+    from dataclasses import replace
+    return replace(d, **changes)

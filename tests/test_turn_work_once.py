@@ -60,7 +60,8 @@ def test_a_reveal_that_leaves_the_image_costs_one_change_mask(monkeypatch):
     counted = lambda *a, **k: calls.append(1) or real(*a, **k)   # noqa: E731
     monkeypatch.setattr(provenance, "change_of", counted)
     monkeypatch.setattr(reveal_mod, "change_of", counted)
-    record, new = run_turn(h, "remove the red crate",
+    # (a move: a removal the editor did not make would be completed by Reveal, issue 32)
+    record, new = run_turn(h, "move the red crate to the left",
                            TurnParts(editor=Editor(paint=False), planner=ProvenancePlanner(),
                                      selector=ProvenanceSelector(), post_edit=[RevealStep()]),
                            is_restoration=True, seed=2)

@@ -24,15 +24,23 @@ WIDGET_TYPES = {"INT", "FLOAT", "STRING", "BOOLEAN", "COMBO"}
 
 UI_FILES = sorted(WORKFLOWS.glob("*.json"))
 API_FILES = sorted(API_DIR.glob("*.api.json"))
-EXPECTED = ["conversational_flux2", "conversational_omnigen2", "conversational_flux2_diffusers",
-            "benchmark_flux2", "benchmark_omnigen2", "benchmark_baseline_flux2", "benchmark_baseline_omnigen2",
-            "benchmark_native_flux2", "benchmark_native_omnigen2", "benchmark_native_baseline_flux2",
-            "benchmark_native_baseline_omnigen2", "conversational_flux2_klein4b", "benchmark_native_flux2_klein4b",
-            "conversational_textgen_flux2", "conversational_qwen_image_edit_2511",
-            "benchmark_native_qwen_image_edit_2511", "occluder_mask_sam3"]
+# The shipped graphs by key (their builder function's name): {"title", "ui", "api"}.
+INDEX = json.loads((API_DIR / "index.json").read_text(encoding="utf-8"))["workflows"]
 # Nodes a shipped graph may hold bypassed (UI mode 4): options a user switches on with Ctrl+B.
 BYPASSED_OPTIONS = {"ReSpecEditRegionFromText", "CheckpointLoaderSimple", "CLIPTextEncode", "ImageBatch", "SAM3_Detect",
                     "ReSpecEditRegionMask", "LoraLoaderModelOnly"}
+
+
+def _script(name: str):
+    """scripts/workflows/<name>.py, imported as a module."""
+    spec = importlib.util.spec_from_file_location(f"{name}_under_test", ROOT / "scripts" / "workflows" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _build_module():
+    return _script("build_workflows")
 
 
 def _ids(paths):
@@ -157,8 +165,37 @@ def ui_to_api(ui, specs):
 def test_every_shipped_graph_has_a_ui_file_and_an_api_file():
     ui_names = {p.stem for p in UI_FILES}
     api_names = {p.name[: -len(".api.json")] for p in API_FILES}
-    assert set(EXPECTED) <= ui_names
-    assert ui_names == api_names
+    assert ui_names == api_names == {e["title"] for e in INDEX.values()}
+    for key, e in INDEX.items():
+        assert (e["ui"], e["api"]) == (f"{e['title']}.json", f"{e['title']}.api.json"), key
+
+
+def test_every_builder_has_one_title_and_every_title_a_builder():
+    build = _build_module()
+    assert set(build.TITLES) == set(build.GRAPHS)
+    assert set(INDEX) == set(build.GRAPHS)
+    with pytest.raises(KeyError, match="has no title: add it to TITLES"):
+        build.title_of("conversational_not_there")
+
+
+def test_titles_are_portable_file_names_unique_without_case():
+    build = _build_module()
+    titles = list(build.TITLES.values())
+    for t in titles:
+        assert build.TITLE_RULE.fullmatch(t), f"{t!r}: ASCII letters, digits, spaces and .,-() only"
+    assert len({t.casefold() for t in titles}) == len(titles)
+    # the rule itself refuses what Windows or a URL path would not take as it is
+    for bad in ("ReSpec: chat", "ReSpec chat?", "ReSpec / chat", "ReSpec chat ", "ReSpec #1", "Réspec chat"):
+        assert not build.TITLE_RULE.fullmatch(bad), bad
+
+
+def test_conversations_come_first_in_the_template_browsers_a_to_z_order():
+    """The browser's "Alphabetical" sort compares titles ignoring case: every conversational graph's
+    title sorts before every other's."""
+    order = [key for key, _ in sorted(INDEX.items(), key=lambda kv: kv[1]["title"].casefold())]
+    conversational = [k for k in order if k.startswith("conversational_")]
+    assert conversational and order[:len(conversational)] == conversational
+    assert list(INDEX) == order   # the index (and build_all) list them in that order
 
 
 def test_workflows_folder_holds_only_ui_files_for_the_template_browser():
@@ -169,9 +206,9 @@ def test_workflows_folder_holds_only_ui_files_for_the_template_browser():
 
 
 def test_workflow_files_are_generated_from_the_current_node_inputs(pack):
-    spec = importlib.util.spec_from_file_location("build_workflows_under_test", ROOT / "scripts" / "workflows" / "build_workflows.py")
-    build = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(build)
+    build = _build_module()
+    assert (API_DIR / "index.json").read_text(encoding="utf-8") == build.index_text(), \
+        "workflows/api/index.json is out of date: run python scripts/workflows/build_workflows.py"
     for name, g in build.build_all(build.wg.all_specs(pack)).items():
         ui_text, api_text = build.render(g)
         ui_path, api_path = build.paths(name)
@@ -302,12 +339,12 @@ def test_ui_and_api_files_describe_the_same_graph(path, specs):
 
 # ---------------------------------------------------------------------------- the native route
 
-def _api(name):
-    return json.loads((API_DIR / f"{name}.api.json").read_text(encoding="utf-8"))
+def _api(key):
+    return json.loads((API_DIR / INDEX[key]["api"]).read_text(encoding="utf-8"))
 
 
-def _ui(name):
-    return json.loads((WORKFLOWS / f"{name}.json").read_text(encoding="utf-8"))
+def _ui(key):
+    return json.loads((WORKFLOWS / INDEX[key]["ui"]).read_text(encoding="utf-8"))
 
 
 def _upstream(wf, node_id):
@@ -384,18 +421,49 @@ def test_the_conversational_template_is_native_and_the_diffusers_graphs_say_they
         assert "Paper-exact diffusers route" in notes, name
 
 
+def _thumbnails_module():
+    return _script("render_thumbnails")
+
+
 def test_every_ui_workflow_has_its_template_browser_thumbnail():
-    """ComfyUI's template browser shows workflows/<name>.jpg beside workflows/<name>.json
-    (rendered by scripts/comfyui/render_thumbnails.py from the real frontend)."""
+    """ComfyUI's template browser shows workflows/<title>.jpg beside workflows/<title>.json, in a
+    square box (scripts/workflows/render_thumbnails.py draws what the graph does)."""
     from PIL import Image
     ui = sorted((ROOT / "workflows").glob("*.json"))
     assert ui
     for wf in ui:
         thumb = wf.with_suffix(".jpg")
-        assert thumb.is_file(), f"{thumb.name} is missing: run scripts/comfyui/render_thumbnails.py"
+        assert thumb.is_file(), f"{thumb.name} is missing: run scripts/workflows/render_thumbnails.py"
         with Image.open(thumb) as im:
-            assert im.format == "JPEG" and im.width == 640 and im.height >= 200, thumb.name
+            assert im.format == "JPEG" and im.size == (512, 512), thumb.name
     assert not {p.stem for p in (ROOT / "workflows").glob("*.jpg")} - {p.stem for p in ui}
+
+
+def test_every_graph_has_a_thumbnail_kind_and_a_new_key_gets_one_or_a_clear_error():
+    thumbs = _thumbnails_module()
+    kinds = {key: thumbs.kind_of(key) for key in INDEX}
+    assert kinds["conversational_provenance_flux2"] == "reveal" and kinds["conversational_flux2"] == "chat"
+    assert kinds["benchmark_native_baseline_omnigen2"] == "baseline" and kinds["benchmark_flux2"] == "eval"
+    assert thumbs.kind_of("conversational_qwen_image_edit_2511") == "chat"   # a new graph of a known kind
+    with pytest.raises(KeyError, match="add a rule to KIND_RULES"):
+        thumbs.kind_of("inpainting_flux2")
+
+
+@pytest.mark.slow
+def test_the_thumbnails_are_what_the_renderer_draws_now(tmp_path):
+    """Re-running the renderer gives the committed thumbnails (the sim world is seeded), and a
+    baseline's third tile is not ReSpec's."""
+    import numpy as np
+    from PIL import Image
+    thumbs = _thumbnails_module()
+    keys = ["conversational_flux2", "benchmark_native_baseline_flux2"]
+    assert thumbs.main(["--only", *keys, "--out", str(tmp_path)]) == 0
+    new = {k: np.asarray(Image.open(tmp_path / f"{INDEX[k]['title']}.jpg"), np.float32) for k in keys}
+    for k in keys:
+        shipped = np.asarray(Image.open(WORKFLOWS / f"{INDEX[k]['title']}.jpg"), np.float32)
+        assert np.abs(new[k] - shipped).mean() < 1.0, k
+    third = slice(260, 512), slice(0, 250)
+    assert np.abs(new[keys[0]][third] - new[keys[1]][third]).mean() > 10
 
 
 def test_klein_4b_graphs_use_the_4b_template_files_and_settings():
@@ -460,3 +528,66 @@ def test_the_checkers_ui_to_api_conversion_gives_every_api_file(specs):
     for path in UI_FILES:
         api = {k: {"class_type": v["class_type"], "inputs": v["inputs"]} for k, v in _load(API_DIR / f"{path.stem}.api.json").items()}
         assert checker.ui_to_api(_load(path), specs) == api, path.name
+
+
+# ---------------------------------------------------------------------------- graphs that open readable
+
+TITLE_BAR = 30                 # the frontend draws a node's title above its pos
+READABLE = 0.6                 # the frontend stops drawing node text below 8 / 14 = 0.57 (its LOD default)
+VIEWPORT = (1920, 960)         # a 1920 x 1080 screen's browser window
+ROOM = 300                     # Preview / Save Image grow by about this much when a picture arrives
+
+
+def _boxes(ui):
+    """(id, type, x0, y0, x1, y1) of every node and note as drawn, title bar included."""
+    return [(n["id"], n["type"], n["pos"][0], n["pos"][1] - TITLE_BAR, n["pos"][0] + n["size"][0],
+             n["pos"][1] + (0 if n.get("flags", {}).get("collapsed") else n["size"][1])) for n in ui["nodes"]]
+
+
+def _overlap(a, b):
+    return a[2] < b[4] and b[2] < a[4] and a[3] < b[5] and b[3] < a[5]
+
+
+@pytest.mark.parametrize("path", UI_FILES, ids=_ids(UI_FILES))
+def test_no_two_nodes_overlap_as_drawn(path):
+    boxes = _boxes(_load(path))
+    hits = [(a[0], b[0]) for i, a in enumerate(boxes) for b in boxes[i + 1:] if _overlap(a, b)]
+    assert not hits, f"{path.name}: overlapping nodes {hits[:5]}"
+
+
+@pytest.mark.parametrize("path", UI_FILES, ids=_ids(UI_FILES))
+def test_a_node_that_shows_a_picture_has_room_to_grow_below_it(path):
+    """A Preview / Save Image (or Mask Preview) grows by ~250-300 px when it gets a picture; it must not
+    cover the next node (issue 36: "References given to the editor" covered the edit node's inputs)."""
+    boxes = _boxes(_load(path))
+    for b in boxes:
+        if b[1] not in ("PreviewImage", "SaveImage", "MaskPreview"):
+            continue
+        room = (b[0], b[1], b[2], b[5], b[4], b[5] + ROOM)
+        covered = [o[0] for o in boxes if o[0] != b[0] and _overlap(room, o)]
+        assert not covered, f"{path.name}: node {b[0]} ({b[1]}) would cover nodes {covered} when it shows a picture"
+
+
+def _fit(x0, y0, x1, y1):
+    """The zoom the frontend's fitView gives these bounds (LGraphCanvas.fitToBounds fills 75 %)."""
+    return min(0.75 * VIEWPORT[0] / max(x1 - x0, 300), 0.75 * VIEWPORT[1] / max(y1 - y0, 300))
+
+
+@pytest.mark.parametrize("key", [k for k in INDEX if k.startswith("conversational_")])
+def test_a_conversational_graph_opened_whole_is_readable(key):
+    """The template browser of frontends >= 1.45 fits every node in the view (it ignores the saved
+    view): a conversation's nodes must then still be drawn with their text."""
+    boxes = _boxes(_ui(key))
+    scale = _fit(min(b[2] for b in boxes), min(b[3] for b in boxes), max(b[4] for b in boxes), max(b[5] for b in boxes))
+    assert scale >= READABLE, f"{key}: opens whole at {scale:.2f}"
+
+
+@pytest.mark.parametrize("path", UI_FILES, ids=_ids(UI_FILES))
+def test_the_saved_view_is_readable_and_shows_where_the_graph_starts(path):
+    ui = _load(path)
+    ds = ui["extra"]["ds"]
+    assert READABLE <= ds["scale"] <= 1.0
+    first = min((n for n in ui["nodes"] if n["type"] in ("LoadImage", "ReSpecScenarioLoader")), key=lambda n: n["id"])
+    sx = (first["pos"][0] + ds["offset"][0]) * ds["scale"]
+    sy = (first["pos"][1] - TITLE_BAR + ds["offset"][1]) * ds["scale"]
+    assert 0 <= sx <= VIEWPORT[0] - 100 and 0 <= sy <= VIEWPORT[1] - 100, (path.name, sx, sy)

@@ -38,12 +38,16 @@ def wg():
     return _script("workflow_graph")
 
 
-def _api(name):
-    return json.loads((API_DIR / f"{name}.api.json").read_text(encoding="utf-8"))
+# The shipped graphs by key (the builder's name): their files are named by their titles (issue 36).
+INDEX = json.loads((API_DIR / "index.json").read_text(encoding="utf-8"))["workflows"]
 
 
-def _ui(name):
-    return json.loads((WORKFLOWS / f"{name}.json").read_text(encoding="utf-8"))
+def _api(key):
+    return json.loads((API_DIR / INDEX[key]["api"]).read_text(encoding="utf-8"))
+
+
+def _ui(key):
+    return json.loads((WORKFLOWS / INDEX[key]["ui"]).read_text(encoding="utf-8"))
 
 
 def _of(wf, cls):
@@ -93,6 +97,7 @@ def test_qwen_conversation_keeps_reveal_and_the_guard_on_and_the_edit_region_as_
     reveal, guard, append = (_of(wf, c)[0] for c in ("ReSpecRevealComposite", "ReSpecDriftGuard", "ReSpecHistoryAppend"))
     assert reveal["inputs"]["enabled"] is True and guard["inputs"]["enabled"] is True
     assert wf[guard["inputs"]["edited"][0]]["class_type"] == "ReSpecRevealComposite"
+    assert wf[guard["inputs"]["reveal"][0]]["class_type"] == "ReSpecRevealComposite"   # its paste is I_(k-1)'s own
     assert "mask" not in guard["inputs"]          # the option is off: nothing reaches the guard's MASK
     assert wf[append["inputs"]["guard"][0]]["class_type"] == "ReSpecDriftGuard" and "reveal" in append["inputs"]
     assert json.loads(append["inputs"]["meta"])["editor"] == "qwen-image-edit-2511-native"
@@ -109,7 +114,26 @@ def test_the_provenance_graph_has_the_same_edit_region_option():
     ui = _ui("conversational_provenance_flux2")
     assert {n["type"] for n in ui["nodes"] if n["mode"] == 4} >= {"ReSpecEditRegionFromText", "SAM3_Detect",
                                                                     "ReSpecEditRegionMask"}
-    assert "mask" not in _of(_api("conversational_provenance_flux2"), "ReSpecDriftGuard")[0]["inputs"]
+    guard = _of(_api("conversational_provenance_flux2"), "ReSpecDriftGuard")[0]["inputs"]
+    assert "mask" not in guard and "reveal" in guard      # the option off; Reveal's record in (issue 32)
+    ui_guard = next(n for n in ui["nodes"] if n["type"] == "ReSpecDriftGuard")
+    linked = {s["name"] for s in ui_guard["inputs"] if s["link"] is not None}
+    assert {"mask", "reveal"} <= linked                   # switched on, the guard gets both
+
+
+@pytest.mark.parametrize("key", ["conversational_qwen_image_edit_2511", "conversational_provenance_flux2"])
+def test_the_option_is_one_titled_group_of_collapsed_bypassed_nodes(key):
+    """Switched off, the option takes little room (the conversation must open whole and readable):
+    its nodes are collapsed; the group around them (and only them, and its note) says how to switch it on."""
+    ui = _ui(key)
+    option = [n for n in ui["nodes"] if n["mode"] == 4 and n["type"] != "LoraLoaderModelOnly"]
+    assert len(option) == 6 and all(n["flags"].get("collapsed") for n in option)
+    (group,) = [g for g in ui["groups"] if "Ctrl+B" in g["title"]]
+    x, y, w, h = group["bounding"]
+    inside = {n["id"] for n in ui["nodes"] if x <= n["pos"][0] and n["pos"][0] + n["size"][0] <= x + w
+              and y <= n["pos"][1] - 30 and n["pos"][1] <= y + h}
+    assert {n["id"] for n in option} <= inside
+    assert all(n["type"] == "MarkdownNote" for n in ui["nodes"] if n["id"] in inside - {n["id"] for n in option})
 
 
 def test_qwen_benchmark_runs_reveal_and_the_guard_in_each_slot_and_labels_its_rows():
@@ -188,6 +212,8 @@ def test_nodes_2_flags_an_undrawn_node_missing_widgets_and_a_picture_that_did_no
     assert "widget elements" in vue.node_problems([dict(ok, drawn=1)])[0]
     assert "widget elements" in vue.node_problems([dict(ok, drawn=4)])[0]
     assert "did not load" in vue.node_problems([dict(ok, images=[True, False])])[0]
+    assert vue.node_problems([dict(ok, drawn=0, collapsed=True)]) == []           # a collapsed node: its title bar
+    assert "widget elements" in vue.node_problems([dict(ok, drawn=4, collapsed=True)])[0]
 
 
 class _FakeComfyUI(http.server.BaseHTTPRequestHandler):
@@ -263,7 +289,7 @@ def test_the_editor_images_go_in_as_image1_to_3_in_the_plans_order_and_a_fourth_
 def test_a_config_sets_reveal_and_the_guard_where_the_graph_has_them():
     from respec.bench import workflow
     from respec.errors import InputError
-    qwen = workflow.load_api_workflow(API_DIR / "benchmark_native_qwen_image_edit_2511.api.json")
+    qwen = workflow.load_api_workflow("benchmark_native_qwen_image_edit_2511")
 
     def switch(wf, title):
         return next(n for n in wf.values() if n.get("_meta", {}).get("title") == title)["inputs"]["value"]
@@ -276,7 +302,7 @@ def test_a_config_sets_reveal_and_the_guard_where_the_graph_has_them():
     assert switch(off, "Reveal Composite") is False and switch(off, "Drift Guard") is False
     assert _of(off, "ReSpecResultsWriter")[0]["inputs"]["config"] == "respec"
     # A graph without a Drift Guard cannot run a guard config: the key names what is missing.
-    flux = workflow.load_api_workflow(API_DIR / "benchmark_native_flux2.api.json")
+    flux = workflow.load_api_workflow("benchmark_native_flux2")
     with pytest.raises(InputError, match="ReSpecDriftGuard.enabled"):
         workflow.fill_workflow(flux, dataset="occur_sample", index=0,
                                config=workflow.config_switches("respec+guard", "flux2-native"))

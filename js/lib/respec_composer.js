@@ -4,6 +4,8 @@
 // card action does (route, body, whether a prompt is queued). No DOM, no ComfyUI imports, so
 // Node's test runner covers it (js/tests/respec_composer.test.mjs).
 
+import { fallbackWords, planDecided } from "./respec_view.js";
+
 const SESSION_ID = /^[A-Za-z0-9_-]{1,64}$/;
 const APPEND = "ReSpecHistoryAppend";
 const STORE = "ReSpecHistoryStore";
@@ -46,7 +48,7 @@ export function findRequestTarget(nodes, links) {
   const appends = list.filter((n) => nodeType(n) === APPEND);
   if (!appends.length) {
     return { ok: false, message: "This graph has no History Append (ReSpec) node, so there is no conversation to " +
-      "send a request to. Open a conversational workflow (e.g. conversational_provenance_flux2 from the template " +
+      "send a request to. Open a conversational workflow (a \"ReSpec chat\" one from the template " +
       "browser) and type here again." };
   }
   if (appends.length > 1) {
@@ -83,9 +85,21 @@ export function utf8Length(text) {
   return n;
 }
 
-/** Why a request cannot be sent ("" when it can): empty, or over the server's limit. */
+/**
+ * Why a request cannot be sent ("" when it can): empty, not text UTF-8 can carry (a lone surrogate,
+ * a NUL: the server's text rule, respec/text.py), or over the server's limit.
+ */
 export function requestProblem(text) {
   if (typeof text !== "string" || !text.trim()) return "Type a request first.";
+  let i = 0;
+  for (const ch of text) {
+    const c = ch.codePointAt(0);
+    if (c >= 0xd800 && c <= 0xdfff) {
+      return `The request holds a lone surrogate (U+${c.toString(16).toUpperCase()}) at character ${i}; remove that character.`;
+    }
+    if (c === 0) return `The request holds a NUL character at character ${i}; remove it.`;
+    i += 1;   // code points, as the server counts them
+  }
   const n = utf8Length(text);
   return n > MAX_REQUEST_BYTES ? `The request is ${n} bytes long; at most ${MAX_REQUEST_BYTES} (16 KiB) are accepted.` : "";
 }
@@ -123,6 +137,44 @@ export function graphEdits(nodes, target, request, sessionId, newSeed = null) {
   return edits;
 }
 
+/**
+ * Why ComfyUI would refuse the open graph, as far as the frontend can tell: the active nodes' list
+ * widgets (a loader's model file, Load Image's picture) whose value is not one of the choices the
+ * server sent, e.g. a model file that is not installed. [{nodeId, title, widget, value}]
+ */
+export function unavailableChoices(nodes) {
+  const out = [];
+  for (const n of (Array.isArray(nodes) ? nodes : []).filter(active)) {
+    for (const w of Array.isArray(n.widgets) ? n.widgets : []) {
+      const values = w?.options?.values;
+      if (w?.type !== "combo" || !Array.isArray(values) || typeof w.value !== "string" || values.includes(w.value)) continue;
+      out.push({ nodeId: n.id, title: n.title ?? nodeType(n), widget: w.name, value: w.value });
+    }
+  }
+  return out;
+}
+
+/** The error of a prompt ComfyUI refused to queue: its first line names what the frontend can see
+ * is wrong (unavailableChoices), else says where ComfyUI shows the reason. */
+export function refusalMessage(nodes) {
+  const bad = unavailableChoices(nodes);
+  const first = bad.length
+    ? `${bad[0].title}: ${bad[0].widget} "${bad[0].value}" is not installed (not among the files ComfyUI lists)`
+    : "ComfyUI refused the prompt: a node's input is not valid; ComfyUI's error panel names the node";
+  const more = bad.slice(1).map((b) => `${b.title}: ${b.widget} "${b.value}" is not installed`);
+  return [first, ...more, "Nothing was queued and no turn was added."].join("\n");
+}
+
+/** Why a prompt that ran to its end added no turn: the files the frontend saw missing when it was
+ * sent (unavailableChoices), else the other reasons. */
+export function notAddedMessage(unavailable = []) {
+  const lines = (Array.isArray(unavailable) ? unavailable : []).map((b) =>
+    `${b.title}: ${b.widget} "${b.value}" is not installed (not among the files ComfyUI lists)`);
+  if (lines.length) return [...lines, "ComfyUI ran only the parts of the graph that do not need it: no turn was added."].join("\n");
+  return "The prompt ended without adding a turn: History Append did not run (nothing new to do: the same request " +
+    "as the last turn, taken from ComfyUI's cache; or its inputs were refused).";
+}
+
 /** A seed different from `previous` in 0..2^32-1 (`random` in [0, 1)). */
 export function nextSeed(previous, random = Math.random()) {
   const seed = Math.floor(random * 4294967295);
@@ -134,7 +186,7 @@ export function nextSeed(previous, random = Math.random()) {
 /** The composer before anything was sent. */
 export function initialComposer() {
   return { phase: "idle", request: "", sessionId: null, turn: null, promptId: null, progress: null,
-    node: null, plan: null, error: null };
+    node: null, plan: null, error: null, unavailable: [] };
 }
 
 const LIVE = new Set(["queueing", "queued", "running"]);
@@ -163,7 +215,8 @@ export function reduceComposer(c, action) {
     case "send":
       if (isBusy(c)) return c;
       return { ...initialComposer(), phase: "queueing", request: action.request, sessionId: action.sessionId ?? null,
-        turn: Number.isInteger(action.turn) ? action.turn : null };
+        turn: Number.isInteger(action.turn) ? action.turn : null,
+        unavailable: Array.isArray(action.unavailable) ? action.unavailable : [] };
     case "queued":
       return c.phase === "queueing" ? { ...c, phase: "queued", promptId: action.promptId ?? null } : c;
     case "refused":
@@ -187,7 +240,11 @@ export function reduceComposer(c, action) {
     case "execution_interrupted":
       return mine(c, d) ? { ...c, phase: "cancelled", error: "Cancelled: the prompt was interrupted; no turn was added." } : c;
     case "execution_success":
-      return mine(c, d) ? { ...c, phase: "done" } : c;
+      // History Append announces the turn (respec.history) before the prompt ends: a prompt that
+      // ends without it added nothing (ComfyUI runs only the outputs whose inputs are valid, and
+      // runs nothing that is cached).
+      if (!mine(c, d) || c.phase === "done") return c;
+      return isBusy(c) ? { ...c, phase: "error", error: notAddedMessage(c.unavailable) } : c;
     case "history":
       // The appended turn arrived (respec.history from History Append): the real card replaces the pending one.
       if (!isBusy(c) || d.session_id !== c.sessionId || !Array.isArray(d.turns) || c.turn === null) return c;
@@ -199,26 +256,40 @@ export function reduceComposer(c, action) {
   }
 }
 
-/** What the pending card says: {title, status, percent (0..100 or null), plan lines, error, cancel}. */
+/** The first non-empty line of an error text, at most `max` characters (the card shows it; the
+ * whole text is its tooltip). */
+export function firstLine(text, max = 200) {
+  const line = String(text ?? "").split(/\r?\n/).map((l) => l.trim()).find((l) => l) ?? "";
+  return line.length > max ? `${line.slice(0, max - 1)}…` : line;
+}
+
+/**
+ * What the pending card says: {title, status, percent (0..100 or null), plan: [{text, title}],
+ * error (the first line), errorDetail (the whole text, for a tooltip), cancel}. The plan lines come
+ * only from a plan that decided something about this turn (planDecided) while it is being made: a
+ * turn that failed or was cancelled never ran, and a turn-1 plan says nothing.
+ */
 export function pendingCard(c) {
   if (!c || c.phase === "idle" || c.phase === "done") return null;
   const pct = c.progress ? Math.round((100 * c.progress.value) / c.progress.max) : null;
   const status = {
     queueing: "sending…",
-    queued: "queued: waiting for the server",
+    queued: c.turn === 1 ? "starting…" : "queued: waiting for the server",
     running: c.progress ? `running · step ${c.progress.value}/${c.progress.max}` : c.node ? `running · node ${c.node}` : "running",
     error: "failed: nothing was added",
-    cancelled: "cancelled",
+    cancelled: "cancelled: nothing was added",
   }[c.phase];
   const p = c.plan;
-  const plan = p ? [
-    `${p.is_restoration ? "restoration" : "not a restoration"}${p.vlm_called === false ? " (no VLM call)" : ""}`,
-    Number.isInteger(p.restoration_source_id) ? `restore from I${p.restoration_source_id}` : null,
-    p.synthesis_instruction && p.synthesis_instruction !== c.request ? `→ ${p.synthesis_instruction}` : null,
-    Array.isArray(p.fallbacks) && p.fallbacks.length ? `fallbacks: ${p.fallbacks.join(", ")}` : null,
+  const line = (text, title = null) => ({ text, title });
+  const plan = isBusy(c) && planDecided(p) ? [
+    line(`${p.is_restoration ? "restoration" : "not a restoration"}${p.vlm_called === true ? "" : " (no VLM call)"}`),
+    Number.isInteger(p.restoration_source_id) ? line(`restore from I${p.restoration_source_id}`) : null,
+    p.synthesis_instruction && p.synthesis_instruction !== c.request ? line(`→ ${p.synthesis_instruction}`) : null,
+    ...fallbackWords(p).map((w) => line(w.text, w.id)),
   ].filter(Boolean) : [];
-  return { title: c.turn === null ? "next turn" : `I${c.turn}`, request: c.request, status, percent: pct,
-    plan, error: c.phase === "error" || c.phase === "cancelled" ? c.error : null, cancel: isBusy(c) };
+  const failed = c.phase === "error" || c.phase === "cancelled";
+  return { title: c.turn === null ? "next turn" : `I${c.turn}`, request: c.request, status, percent: pct, plan,
+    error: failed ? firstLine(c.error) : null, errorDetail: failed ? String(c.error ?? "") : null, cancel: isBusy(c) };
 }
 
 /** The queue entry of the prompt the composer queued: ComfyUI's /queue items ([number, prompt_id,

@@ -72,6 +72,7 @@ export function normalizeSession(data) {
       height: numberOr(t.height, null),
       plan: t.plan && typeof t.plan === "object" ? t.plan : null,
       masks: turnMasks(t.masks),
+      maskFractions: turnMaskFractions(t.masks),
     }))
     .sort((a, b) => a.index - b.index);
   const latest = data.latest_plan && typeof data.latest_plan === "object" ? data.latest_plan : null;
@@ -86,6 +87,18 @@ export function turnMasks(masks) {
     const m = masks[name];
     const digest = typeof m === "string" ? m : m?.image;
     if (isDigest(digest)) out[name] = digest;
+  }
+  return out;
+}
+
+/** The share of the image each stored mask marks ({name: 0..1}; its record's info.fraction), for
+ * the known names; a mask without the number is left out (the panel then cannot say it is empty). */
+export function turnMaskFractions(masks) {
+  const out = {};
+  if (!masks || typeof masks !== "object") return out;
+  for (const name of Object.keys(TURN_OVERLAYS)) {
+    const f = masks[name]?.info?.fraction;
+    if (typeof f === "number" && Number.isFinite(f) && f >= 0) out[name] = f;
   }
   return out;
 }
@@ -265,6 +278,168 @@ export function editorReferences(state) {
   return session && refs && refs.turn === session.turns.length ? refs : null;
 }
 
+/** True when a plan records a decision about its turn: the controller was called, or the turn is a
+ * restoration (the provenance selector decides without a VLM). A turn-1 plan or a skipped turn's
+ * plan ("not a restoration", no call) says nothing about the turn, so the panel does not show it. */
+export function planDecided(plan) {
+  return !!plan && typeof plan === "object" && (plan.vlm_called === true || plan.is_restoration === true);
+}
+
+// The fallbacks a plan records (respec/controller: parsing.py, request.py, selection.py,
+// provenance_selector.py), in words; tests/test_panel_words.py checks every identifier has one.
+// {k}: the covering turn from the plan's provenance record, when the plan carries it.
+export const FALLBACK_WORDS = {
+  json_parse_failed: "the controller's answer held no JSON plan",
+  parse_failure_used_request: "your own request went to the editor",
+  result_not_a_dict: "the controller's JSON was not a plan: your request went to the editor",
+  synthesis_instruction_missing: "the plan had no rewritten request: yours went to the editor",
+  identity_anchor_id_missing: "the plan named no identity image: the latest one is used",
+  restoration_source_id_missing: "the plan named no source image: the original (I0) is used",
+  restoration_region_empty: "the plan named no region to restore",
+  image_ids_missing: "the plan listed no images: its source and the latest image are used",
+  image_ids_entry_unreadable: "an image id the controller gave could not be read and was dropped",
+  image_id_not_in_history_dropped: "an image id outside the history was dropped",
+  no_valid_image_id_latest_image: "no usable image id: the editor got the latest image only",
+  provenance_ambiguous: "ambiguous: more than one earlier turn could have hidden it",
+  provenance_low_confidence: "low confidence: the editor re-drew the scene since {k}",
+  provenance_no_covering_turn: "no earlier turn changed that part: the original (I0) is used",
+  provenance_deferred_to_controller: "the controller decides",
+};
+const JOINS_PREVIOUS = new Set(["provenance_deferred_to_controller"]);
+
+/** A plan's fallbacks in words: [{id, text}] (the identifier stays for a tooltip). "the controller
+ * decides" joins the reason before it ("low confidence: ... since turn 2 — the controller decides");
+ * an identifier this table lacks is shown with spaces for its underscores. */
+export function fallbackWords(plan) {
+  const ids = Array.isArray(plan?.fallbacks) ? plan.fallbacks.filter((f) => typeof f === "string") : [];
+  const k = plan?.covering_turn ?? plan?.meta?.provenance?.turn;   // a stored summary / a live plan
+  const covering = Number.isInteger(k) ? `turn ${k}` : "the turn that covered it";
+  const out = [];
+  for (const id of ids) {
+    const text = (FALLBACK_WORDS[id] ?? id.replace(/_/g, " ")).replace("{k}", covering);
+    if (JOINS_PREVIOUS.has(id) && out.length) {
+      const prev = out[out.length - 1];
+      out[out.length - 1] = { id: `${prev.id}, ${id}`, text: `${prev.text} — ${text}` };
+    } else {
+      out.push({ id, text });
+    }
+  }
+  return out;
+}
+
+/** The plan summary under the latest image: [{text, title}] lines (title: a tooltip, or null).
+ * `refs`: the images the editor was given for the plan's turn (editorReferences), or null. */
+export function planLines(plan, refs = null) {
+  if (!planDecided(plan)) return [];
+  const { restorationSource, identityAnchor } = highlights(plan);
+  const words = fallbackWords(plan);
+  const how = plan.vlm_called === true ? "" : plan.controller === "provenance" ? " (provenance, no VLM call)" : " (no VLM call)";
+  const line = (text, title = null) => ({ text, title });
+  const lines = [
+    line(`Plan for turn ${plan.turn ?? plan.applied_turn ?? "?"}: ${plan.is_restoration ? "restoration" : "not a restoration"}${how}`),
+    plan.preservation_target ? line(`Preserve: ${plan.preservation_target}`) : null,
+    restorationSource !== null ? line(`Restoration source: I${restorationSource}`) : null,
+    identityAnchor !== null ? line(`Identity anchor: I${identityAnchor}`) : null,
+    plan.restoration_region ? line(`Restoration region: ${plan.restoration_region}`) : null,
+    ...words.map((w, i) => line(`${i === 0 ? "Fallback: " : "Also: "}${w.text}`, w.id)),
+  ].filter(Boolean);
+  if (refs) {
+    const given = refs.ids.length ? refs.ids.map((i) => `I${i}`).join(", ") : "the current image only";
+    const fw = fallbackWords({ fallbacks: refs.fallbacks });
+    lines.push(line(`Editor given: ${given}${fw.length ? ` (${fw.map((w) => w.text).join("; ")})` : ""}`,
+      fw.length ? fw.map((w) => w.id).join(", ") : null));
+  }
+  return lines;
+}
+
+/**
+ * What the panel says above the images, or null: [kind ("" or "error"), text]. `starting`: the
+ * composer's turn for the active session is queued or running (a first turn creates the session).
+ */
+export function panelMessage(state, active, session, starting = false) {
+  if (state.error) return ["error", state.error];
+  if (!active) {
+    if (state.inGraph) return ["", "The last run built its history inside the graph (no session id), so nothing was stored: there are no turns to show or undo."];
+    if (!state.sessionsLoaded) return ["", "Loading sessions…"];
+    return ["", state.sessions.length
+      ? "No ReSpec History node with a session id in this graph. Pick a session above to look at it."
+      : "No ReSpec session yet. Add a ReSpec History Store node, give it a session id and queue the prompt: its turns appear here as they are made."];
+  }
+  if (!session) {
+    if (sessionExists(state, active)) return ["", `Loading session "${active}"…`];
+    return ["", starting
+      ? `Session "${active}" starting…: its first turn is being made (the session is saved with it).`
+      : `Session "${active}" does not exist yet; it is created when its first turn is made (type a request below).`];
+  }
+  if (session.turns.length <= 1) return ["", `Session "${active}" holds only its original image; edits appear here as turns.`];
+  return null;
+}
+
+/** Which session the panel shows and why, in full (the drop-down's own text is short and may be
+ * cut): "" when none. */
+export function showingLine(state, active) {
+  if (!active) return "";
+  return state.pinned ? `Showing "${active}" (picked; "Follow the graph" goes back)` : `Showing "${active}" (the graph's session)`;
+}
+
+/** The smallest box around a mask's set pixels (red > 127 in RGBA rows of `width`):
+ * {x0, y0, x1, y1} in mask pixels (x1, y1 exclusive), or null for an empty mask. */
+export function maskBounds(rgba, width, height) {
+  let x0 = width;
+  let y0 = height;
+  let x1 = -1;
+  let y1 = -1;
+  for (let y = 0; y < height; y++) {
+    for (let x = 0; x < width; x++) {
+      if (rgba[(y * width + x) * 4] > 127) {
+        if (x < x0) x0 = x;
+        if (x > x1) x1 = x;
+        if (y < y0) y0 = y;
+        if (y > y1) y1 = y;
+      }
+    }
+  }
+  return x1 < 0 ? null : { x0, y0, x1: x1 + 1, y1: y1 + 1 };
+}
+
+/** A mask's bounds drawn over the displayed image `target` ({x, y, width, height}): a rectangle in
+ * CSS pixels, at least `minSide` px a side (so a change of a few pixels is still seen), kept inside. */
+export function outlineRect(bounds, maskW, maskH, target, minSide = 10) {
+  if (!bounds || !(maskW > 0) || !(maskH > 0)) return null;
+  const sx = target.width / maskW;
+  const sy = target.height / maskH;
+  let w = Math.max(minSide, (bounds.x1 - bounds.x0) * sx);
+  let h = Math.max(minSide, (bounds.y1 - bounds.y0) * sy);
+  w = Math.min(w, target.width);
+  h = Math.min(h, target.height);
+  const cx = target.x + ((bounds.x0 + bounds.x1) / 2) * sx;
+  const cy = target.y + ((bounds.y0 + bounds.y1) / 2) * sy;
+  const x = Math.min(Math.max(target.x, cx - w / 2), target.x + target.width - w);
+  const y = Math.min(Math.max(target.y, cy - h / 2), target.y + target.height - h);
+  return { x, y, width: w, height: h };
+}
+
+/** What "show changes" says about a turn's masks, or null when there is something to draw.
+ * `found`: {name: true (pixels set) | false (empty) | null (could not be loaded)} for the turn's
+ * masks (TURN_OVERLAYS). */
+export function changesNote(found) {
+  const names = Object.keys(found ?? {});
+  if (!names.length) return "No change recorded for this turn (it has no change mask).";
+  if (names.some((n) => found[n] === true)) return null;
+  if (names.some((n) => found[n] === null)) return "This turn's change mask could not be loaded.";
+  return "No change recorded for this turn: its change mask is empty (the edit left every pixel as it was).";
+}
+
+/** The legend text of a turn mask: its label with the share of the image, e.g.
+ * "changed by this turn (4.7 % of the image)". */
+export function maskLegend(name, fraction) {
+  const label = TURN_OVERLAYS[name]?.label ?? name;
+  if (typeof fraction !== "number" || !Number.isFinite(fraction)) return label;
+  const pct = fraction * 100;
+  const shown = pct === 0 ? "0" : pct < 0.1 ? "< 0.1" : pct.toFixed(pct < 10 ? 1 : 0);
+  return `${label} (${shown} % of the image)`;
+}
+
 /** Image ids the plan names: {restorationSource, identityAnchor} (null when absent). */
 export function highlights(plan) {
   const id = (v) => (Number.isInteger(v) && v >= 0 ? v : null);
@@ -296,6 +471,7 @@ export function turnCards(state) {
       rewritten: t.index > 0 && t.sent_instruction !== "" && t.sent_instruction !== t.instruction,
       roles,
       masks: t.masks ?? {},
+      maskFractions: t.maskFractions ?? {},
       canRewind: i < last,
       latest: i === last,
     };
@@ -532,4 +708,23 @@ export function unloadMessage(body) {
   const left = [...(body?.still_referenced ?? []), ...Object.keys(body?.cached ?? {})];
   const unloaded = `Unloaded ${n} ReSpec model${n === 1 ? "" : "s"} from ComfyUI's memory manager`;
   return left.length ? `${unloaded}; still held by a running graph: ${left.join(", ")}.` : `${unloaded}; the pack holds no model now.`;
+}
+
+// --------------------------------------------------------------------------- the template browser
+
+/** The /workflow_templates answer ({pack folder: [workflow names]}) with the pack's own list in the
+ * browser's A-Z order (its "Alphabetical" compare), so its conversations ("ReSpec chat - ...") come
+ * first: ComfyUI lists a pack's files in directory order, which on Linux is no order at all. */
+export function sortPackTemplates(templates, folder) {
+  const list = templates?.[folder];
+  if (!Array.isArray(list)) return templates;
+  const sorted = [...list].sort((a, b) => String(a).localeCompare(String(b), undefined, { numeric: true, sensitivity: "base" }));
+  return { ...templates, [folder]: sorted };
+}
+
+/** The pack's folder under custom_nodes/, from the URL ComfyUI serves an extension file at
+ * (/extensions/<folder>/...); null when the URL has no such part. */
+export function packFolder(url) {
+  const m = /\/extensions\/([^/]+)\//.exec(String(url ?? ""));
+  return m ? decodeURIComponent(m[1]) : null;
 }

@@ -4,7 +4,8 @@ import assert from "node:assert/strict";
 
 import {
   branchPath, cardAction, cardActions, findQueuedPrompt, findRequestTarget, graphEdits, initialComposer, isBusy,
-  keyAction, nextSeed, pendingCard, pickerRows, reduceComposer, requestProblem, utf8Length,
+  firstLine, keyAction, nextSeed, notAddedMessage, pendingCard, pickerRows, reduceComposer, refusalMessage, requestProblem,
+  unavailableChoices, utf8Length,
 } from "../lib/respec_composer.js";
 
 const W = (name, value) => ({ name, value });
@@ -100,6 +101,14 @@ test("empty and over-16-KiB requests are not sent", () => {
   assert.match(requestProblem("é".repeat(8192) + "x"), /16385 bytes/);
 });
 
+test("a request the server's text rule refuses is not sent either", () => {
+  assert.match(requestProblem("add a \ud800 hat"), /lone surrogate \(U\+D800\) at character 6/);
+  assert.match(requestProblem("add \udfff"), /lone surrogate \(U\+DFFF\)/);
+  assert.match(requestProblem("add\u0000 a hat"), /NUL character at character 3/);
+  assert.equal(requestProblem("add a 😀 hat"), "");
+  assert.equal(requestProblem("😀".repeat(4096)), "");
+});
+
 function sent(extra = {}) {
   return reduceComposer(initialComposer(), { type: "send", request: "add a cat", sessionId: "s", turn: 2, ...extra });
 }
@@ -120,7 +129,7 @@ test("pending turn: queued, then running with step progress and the plan, then d
   assert.equal(c.plan, null);                                                    // a plan for another turn
   c = reduceComposer(c, { type: "plan", data: { plan: { turn: 2, is_restoration: true, restoration_source_id: 0,
     synthesis_instruction: "add a cat, keep the dog", vlm_called: false } } });
-  assert.deepEqual(pendingCard(c).plan, ["restoration (no VLM call)", "restore from I0", "→ add a cat, keep the dog"]);
+  assert.deepEqual(pendingCard(c).plan.map((l) => l.text), ["restoration (no VLM call)", "restore from I0", "→ add a cat, keep the dog"]);
   assert.equal(isBusy(c), true);
   assert.equal(pendingCard(c).cancel, true);
   c = reduceComposer(c, { type: "history", data: { session_id: "s", action: "append", turns: [{}, {}, {}] } });
@@ -135,6 +144,7 @@ test("an error shows on the card and the composer can be used again", () => {
   assert.equal(c.phase, "error");
   assert.equal(pendingCard(c).error, "ReSpecFlux2Loader: no model file named x");
   assert.equal(pendingCard(c).status, "failed: nothing was added");
+  assert.deepEqual(pendingCard(c).plan, []);
   assert.equal(isBusy(c), false);
   assert.equal(reduceComposer(c, { type: "dismiss" }).phase, "idle");
   // /prompt refusing the graph (validation errors) is an error too.
@@ -184,4 +194,77 @@ test("branch path and picker rows (first image, turn count)", () => {
   assert.equal(rows[0].label, "s · 2 turns");
   assert.equal(rows[0].thumb, "/respec/sessions/s/turns/0/image?w=40&h=40&store=%2Fu%2Fst");
   assert.equal(rows[1].label, "s-b1 · 1 turn (branch of s)");
+});
+
+// --------------------------------------------------------------------------- plain words (issue 36)
+
+test("a failed turn shows its error's first line (the whole text for a tooltip) and no plan line", () => {
+  let c = reduceComposer(sent({ turn: 1 }), { type: "queued", promptId: "p1" });
+  c = reduceComposer(c, { type: "plan", data: { plan: { turn: 1, is_restoration: true, vlm_called: true,
+    restoration_source_id: 0 } } });
+  assert.equal(pendingCard(c).plan.length, 2);                                   // shown while it runs
+  const message = "\n  ReSpecFlux2Loader: no model file named klein.safetensors in models/diffusers\nTraceback (most recent call last):\n  File x";
+  c = reduceComposer(c, { type: "execution_error", data: { prompt_id: "p1", exception_message: message } });
+  const card = pendingCard(c);
+  assert.equal(card.error, "ReSpecFlux2Loader: no model file named klein.safetensors in models/diffusers");
+  assert.match(card.errorDetail, /Traceback/);
+  assert.deepEqual(card.plan, []);                                               // the turn never ran
+  assert.equal(firstLine("x".repeat(300)).length, 200);
+  assert.equal(firstLine("x".repeat(300)).endsWith("…"), true);
+  const refused = pendingCard(reduceComposer(sent(), { type: "refused", message: "" }));
+  assert.equal(refused.error, "");
+});
+
+test("a plan that decided nothing (turn 1, a skipped turn) is not shown on a pending card", () => {
+  let c = reduceComposer(sent({ turn: 1 }), { type: "queued", promptId: "p1" });
+  c = reduceComposer(c, { type: "plan", data: { plan: { turn: 1, is_restoration: false, vlm_called: false,
+    synthesis_instruction: "add a cat" } } });
+  assert.ok(c.plan);                                                             // kept, but says nothing
+  assert.deepEqual(pendingCard(c).plan, []);
+  c = reduceComposer(c, { type: "plan", data: { plan: { turn: 1, is_restoration: false, vlm_called: true,
+    fallbacks: ["json_parse_failed", "parse_failure_used_request"] } } });
+  assert.deepEqual(pendingCard(c).plan.map((l) => [l.text, l.title]), [["not a restoration", null],
+    ["the controller's answer held no JSON plan", "json_parse_failed"],
+    ["your own request went to the editor", "parse_failure_used_request"]]);
+});
+
+test("a queued first turn says starting…; a later one that it waits for the server", () => {
+  assert.equal(pendingCard(reduceComposer(sent({ turn: 1 }), { type: "queued", promptId: "p" })).status, "starting…");
+  assert.equal(pendingCard(reduceComposer(sent({ turn: 3 }), { type: "queued", promptId: "p" })).status,
+    "queued: waiting for the server");
+});
+
+test("a refused prompt names the model file that is not installed in the error's first line", () => {
+  const combo = (name, value, values) => ({ name, value, type: "combo", options: { values } });
+  const nodes = [
+    { id: 6, type: "ReSpecFlux2Loader", title: "Flux.2 [klein] Loader (ReSpec)", mode: 0,
+      widgets: [combo("model", "no-such-model", ["tiny-klein"]), W("dtype", "fp32")] },
+    { id: 1, type: "LoadImage", mode: 0, widgets: [combo("image", "example.png", ["example.png"])] },
+    { id: 9, type: "UNETLoader", mode: 4, widgets: [combo("unet_name", "gone.safetensors", [])] },   // bypassed
+  ];
+  assert.deepEqual(unavailableChoices(nodes), [{ nodeId: 6, title: "Flux.2 [klein] Loader (ReSpec)", widget: "model",
+    value: "no-such-model" }]);
+  const message = refusalMessage(nodes);
+  assert.equal(firstLine(message),
+    'Flux.2 [klein] Loader (ReSpec): model "no-such-model" is not installed (not among the files ComfyUI lists)');
+  assert.match(message, /no turn was added/);
+  assert.match(firstLine(refusalMessage([])), /ComfyUI refused the prompt/);
+});
+
+test("a prompt that ends without History Append announcing the turn added nothing, and says why", () => {
+  const missing = [{ nodeId: 6, title: "Flux.2 [klein] Loader (ReSpec)", widget: "model", value: "x" }];
+  let c = reduceComposer(sent({ turn: 1, unavailable: missing }), { type: "queued", promptId: "p1" });
+  c = reduceComposer(c, { type: "execution_success", data: { prompt_id: "p1" } });
+  assert.equal(c.phase, "error");
+  assert.equal(pendingCard(c).error, 'Flux.2 [klein] Loader (ReSpec): model "x" is not installed (not among the files ComfyUI lists)');
+  assert.match(pendingCard(c).errorDetail, /no turn was added/);
+  // everything cached (the same request again): said so
+  c = reduceComposer(reduceComposer(sent(), { type: "queued", promptId: "p2" }), { type: "execution_success", data: { prompt_id: "p2" } });
+  assert.match(c.error, /History Append did not run/);
+  // the normal order: the turn's history event, then the end of the prompt
+  c = reduceComposer(reduceComposer(sent(), { type: "queued", promptId: "p3" }), { type: "history",
+    data: { session_id: "s", action: "append", turns: [{}, {}, {}] } });
+  c = reduceComposer(c, { type: "execution_success", data: { prompt_id: "p3" } });
+  assert.equal(c.phase, "done");
+  assert.equal(notAddedMessage(undefined).startsWith("The prompt ended"), true);
 });

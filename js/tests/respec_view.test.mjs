@@ -7,6 +7,18 @@ import assert from "node:assert/strict";
 import {
   activeSessionId,
   byteSize,
+  changesNote,
+  fallbackWords,
+  maskBounds,
+  maskLegend,
+  normalizeSession,
+  outlineRect,
+  packFolder,
+  panelMessage,
+  planDecided,
+  planLines,
+  showingLine,
+  sortPackTemplates,
   currentPlan,
   editorReferences,
   fitContain,
@@ -447,4 +459,96 @@ test("the unload message says how many models went and names any still held", ()
   assert.equal(unloadMessage({ unloaded: 3, still_referenced: [], cached: {} }),
     "Unloaded 3 ReSpec models from ComfyUI's memory manager; the pack holds no model now.");
   assert.match(unloadMessage({ unloaded: 1, still_referenced: ["sam"], cached: { flux2: 1 } }), /still held by a running graph: sam, flux2\.$/);
+});
+
+// --------------------------------------------------------------------------- plain words (issue 36)
+
+test("fallbacks are said in words, the identifier kept for a tooltip; the controller's deferral joins its reason", () => {
+  const plan = { fallbacks: ["provenance_low_confidence", "provenance_deferred_to_controller", "restoration_region_empty"],
+    meta: { provenance: { turn: 2 } } };
+  assert.deepEqual(fallbackWords(plan), [
+    { id: "provenance_low_confidence, provenance_deferred_to_controller",
+      text: "low confidence: the editor re-drew the scene since turn 2 — the controller decides" },
+    { id: "restoration_region_empty", text: "the plan named no region to restore" }]);
+  assert.equal(fallbackWords({ fallbacks: ["provenance_low_confidence"], covering_turn: 1 })[0].text,
+    "low confidence: the editor re-drew the scene since turn 1");              // a stored plan summary
+  // a plan without the covering turn: the words still read
+  assert.equal(fallbackWords({ fallbacks: ["provenance_low_confidence"] })[0].text,
+    "low confidence: the editor re-drew the scene since the turn that covered it");
+  assert.deepEqual(fallbackWords({ fallbacks: ["some_new_rule"] }), [{ id: "some_new_rule", text: "some new rule" }]);
+  assert.deepEqual(fallbackWords(null), []);
+});
+
+test("the plan summary appears only for a plan that decided something, with its fallbacks in words", () => {
+  assert.equal(planDecided({ turn: 1, is_restoration: false, vlm_called: false }), false);
+  assert.deepEqual(planLines({ turn: 1, is_restoration: false, vlm_called: false }), []);
+  assert.deepEqual(planLines(null), []);
+  const lines = planLines({ turn: 3, is_restoration: true, vlm_called: false, controller: "provenance",
+    restoration_source_id: 0, identity_anchor_id: 2, fallbacks: ["provenance_no_covering_turn"] },
+  { ids: [0, 2], fallbacks: ["image_id_not_in_history_dropped"] });
+  assert.deepEqual(lines.map((l) => l.text), ["Plan for turn 3: restoration (provenance, no VLM call)",
+    "Restoration source: I0", "Identity anchor: I2",
+    "Fallback: no earlier turn changed that part: the original (I0) is used",
+    "Editor given: I0, I2 (an image id outside the history was dropped)"]);
+  assert.deepEqual(lines.map((l) => l.title), [null, null, null, "provenance_no_covering_turn",
+    "image_id_not_in_history_dropped"]);
+  assert.ok(!lines.some((l) => /[a-z]+_[a-z]+_[a-z]+/.test(l.text)), "no raw identifier in the text");
+});
+
+test("while its first turn is queued the session is said to be starting, not to not exist", () => {
+  const state = { ...initialState(), sessionsLoaded: true };
+  assert.match(panelMessage(state, "my-session", null, true)[1], /"my-session" starting…/);
+  assert.match(panelMessage(state, "my-session", null, false)[1], /does not exist yet/);
+  assert.match(panelMessage({ ...state, eventSession: "my-session" }, "my-session", null, true)[1], /Loading session/);
+  assert.deepEqual(panelMessage({ ...state, error: "boom" }, "x", null, true), ["error", "boom"]);
+});
+
+test("the session shown is said in full under the drop-down", () => {
+  const state = initialState();
+  assert.equal(showingLine(state, "my-provenance-session"), 'Showing "my-provenance-session" (the graph\'s session)');
+  assert.match(showingLine({ ...state, pinned: "b" }, "b"), /picked/);
+  assert.equal(showingLine(state, null), "");
+});
+
+test("show changes: an empty or tiny change is said or boxed, never silently invisible", () => {
+  const w = 8;
+  const h = 6;
+  const rgba = new Uint8ClampedArray(w * h * 4);
+  assert.equal(maskBounds(rgba, w, h), null);
+  rgba[(2 * w + 5) * 4] = 255;                                                   // one pixel at (5, 2)
+  assert.deepEqual(maskBounds(rgba, w, h), { x0: 5, y0: 2, x1: 6, y1: 3 });
+  // one mask pixel on a 320x240 display is 40 px here; on a 1024 mask it would be < 1 px: at least 10 px a side
+  const box = outlineRect({ x0: 500, y0: 300, x1: 501, y1: 301 }, 1024, 768, { x: 0, y: 0, width: 320, height: 240 });
+  assert.ok(box.width >= 10 && box.height >= 10 && box.x >= 0 && box.x + box.width <= 320);
+  assert.ok(Math.abs(box.x + box.width / 2 - 500.5 * 320 / 1024) < 0.01);
+  const edge = outlineRect({ x0: 0, y0: 0, x1: 1, y1: 1 }, 1024, 768, { x: 0, y: 0, width: 320, height: 240 });
+  assert.deepEqual([edge.x, edge.y], [0, 0]);                                    // kept inside the image
+  assert.equal(changesNote({ change: true, reveal_source: false }), null);
+  assert.match(changesNote({ change: false }), /No change recorded for this turn/);
+  assert.match(changesNote({ change: null }), /could not be loaded/);
+  assert.match(changesNote({}), /no change mask/);
+});
+
+test("a turn mask's legend says how much of the image it marks (from its stored record)", () => {
+  const session = normalizeSession({ session_id: "s", version: 1, turns: [{ index: 0 }, { index: 1,
+    masks: { change: { image: "a".repeat(64), info: { fraction: 0.047 } }, reveal_source: { image: "b".repeat(64) } } }] });
+  assert.deepEqual(session.turns[1].maskFractions, { change: 0.047 });
+  assert.equal(maskLegend("change", 0.047), "changed by this turn (4.7 % of the image)");
+  assert.equal(maskLegend("change", 0), "changed by this turn (0 % of the image)");
+  assert.equal(maskLegend("change", 0.0004), "changed by this turn (< 0.1 % of the image)");
+  assert.equal(maskLegend("reveal_source", undefined), "pasted from history (Reveal Composite)");
+});
+
+test("the template browser gets the pack's own list in A-Z order, conversations first; others untouched", () => {
+  const answer = { "ReSpec-ComfyUI": ["ReSpec paper - klein 9B", "ReSpec eval - OmniGen2", "ReSpec chat - OmniGen2",
+    "ReSpec chat - FLUX.2 klein 9B", "ReSpec eval - FLUX.2 klein 4B"], other: ["b", "a"] };
+  const out = sortPackTemplates(answer, "ReSpec-ComfyUI");
+  assert.deepEqual(out["ReSpec-ComfyUI"], ["ReSpec chat - FLUX.2 klein 9B", "ReSpec chat - OmniGen2",
+    "ReSpec eval - FLUX.2 klein 4B", "ReSpec eval - OmniGen2", "ReSpec paper - klein 9B"]);
+  assert.deepEqual(out.other, ["b", "a"]);
+  assert.deepEqual(answer["ReSpec-ComfyUI"][0], "ReSpec paper - klein 9B");          // the answer itself unchanged
+  assert.equal(sortPackTemplates(answer, "missing"), answer);
+  assert.equal(packFolder("http://127.0.0.1:8188/extensions/ReSpec-ComfyUI/respec_panel.js"), "ReSpec-ComfyUI");
+  assert.equal(packFolder("http://h/extensions/My%20Pack/respec_panel.js"), "My Pack");
+  assert.equal(packFolder("http://h/scripts/app.js"), null);
 });

@@ -47,6 +47,9 @@ CONFIGS: dict[str, BenchConfig] = {
                                  label="ReSpec, hybrid (provenance picks, the VLM writes)"),
     "respec-hybrid+reveal": BenchConfig("respec-hybrid+reveal", RESPEC, selector="hybrid", reveal=True,
                                         label="ReSpec, hybrid + Reveal Composite"),
+    "respec-prov+reveal+guard": BenchConfig("respec-prov+reveal+guard", RESPEC, selector="provenance", reveal=True,
+                                            guard=True, label="ReSpec, provenance selector + Reveal Composite + "
+                                                              "Drift Guard (the conversational_provenance graph)"),
     "hrs+reveal": BenchConfig("hrs+reveal", HRS, reveal=True, label="+ HRS + Reveal Composite"),
     "pti+reveal": BenchConfig("pti+reveal", PTI, reveal=True, label="+ PTI + Reveal Composite"),
     "respec+reveal": BenchConfig("respec+reveal", RESPEC, reveal=True, label="+ PTI + HRS (ReSpec) + Reveal Composite"),

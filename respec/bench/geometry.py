@@ -11,7 +11,9 @@ meaning at any --size. Geometry is all or nothing: with `occludee_box` every tur
 
 Actions (`do`):
     add      label, box          place an object (O turn: each occluder; M turn: each new object)
-    remove   label               take an occluder away                       (R turn)
+    remove   label               take an occluder away                       (R turn), or an object an
+                                 earlier intermediate turn added (M turn: a conversation that adds,
+                                 removes and adds again; the label may then be added again)
     move     label, box          the occluder to another box of the same size (R turn)
     resize   label, box          the occluder shrunk to a box inside its own (R turn)
     replace  label, by, box      the occluder swapped for a new object `by` at `box` (R turn)
@@ -168,7 +170,7 @@ def validate_geometry(occludee_box: Box, stages: str, turn_actions: list[tuple[A
         f = f"turns[{t - 1}].actions"
         after_occ = occ_turn is not None and t >= occ_turn
         added = [a.label for a in actions if a.do == "add"] + [a.by for a in actions if a.do == "replace"]
-        allowed_do = {"O": {"add"}, "M": {"add", "recolor"}, "S": {"style"},
+        allowed_do = {"O": {"add"}, "M": {"add", "recolor", "remove"}, "S": {"style"},
                       "R": set(REVEAL_ACTIONS)}.get(stage, set())
         for a in actions:
             if a.do not in allowed_do:
@@ -191,6 +193,12 @@ def validate_geometry(occludee_box: Box, stages: str, turn_actions: list[tuple[A
                     problems.append((f, f"the new object {a.label!r} overlaps the occludee box; intermediate "
                                         f"edits leave the occludee alone"))
                 placed[a.label] = a.box
+            elif a.do == "remove" and stage == "M":
+                if a.label not in placed or a.label in occluders:
+                    problems.append((f, f"an intermediate turn removes only an object an earlier intermediate turn "
+                                        f"added; {a.label!r} is {'an occluder' if a.label in occluders else 'not in the picture'}"))
+                else:
+                    del placed[a.label]
             elif a.do == "recolor":
                 if a.label:
                     if a.label not in placed:

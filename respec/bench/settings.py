@@ -20,7 +20,7 @@ class BenchSettings:
     editor: str = "flux2"
     smoke: bool = False
     masks: str = ""                  # "detect" | "oracle" ("": oracle with the sim editor, else detect)
-    sim_defects: str = "default"     # none | default | realistic (--editor sim; respec.sim.drift)
+    sim_defects: str = "default"     # none | default | realistic | subject-warp (--editor sim; respec.sim.drift)
     size: int = 1024                 # longer side of I_0 (multiples of 16); 0 keeps the source size
     seed: int = 0
     steps: int | None = None         # None: the editor's paper default (klein 30, OmniGen2 50)

@@ -30,18 +30,48 @@ SEED_INPUTS = ("seed", "noise_seed")
 ROW_UI_KEY = "respec_results"
 
 WORKFLOW_DIR = Path(__file__).resolve().parents[2] / "workflows" / "api"
+# key -> {"title", "ui", "api"}: the shipped graphs, written by scripts/workflows/build_workflows.py.
+# The files are named by their titles (what ComfyUI's template browser shows); a key is the name the
+# graph's files had before (e.g. "benchmark_native_flux2"), so code and old commands keep one name.
+WORKFLOW_INDEX = WORKFLOW_DIR / "index.json"
+
+
+def shipped_workflows() -> dict[str, dict]:
+    """The shipped graphs by key: {"title", "ui", "api"} (file names inside workflows/ and workflows/api/)."""
+    return json.loads(WORKFLOW_INDEX.read_text(encoding="utf-8"))["workflows"]
+
+
+def shipped_workflow(key: str) -> Path:
+    """The API file of the shipped graph `key` (e.g. "benchmark_native_flux2")."""
+    index = shipped_workflows()
+    if key not in index:
+        raise InputError(f"no shipped workflow {key!r}; the shipped ones are: {', '.join(sorted(index))}")
+    return WORKFLOW_DIR / index[key]["api"]
+
+
+def _missing_workflow(path: Path) -> InputError:
+    """The error for a workflow path that is not a file; names the new file of a renamed one."""
+    key = path.name.removesuffix(".api.json").removesuffix(".json")
+    renamed = shipped_workflows().get(key)
+    if renamed:
+        return InputError(f"workflow file {path.name} was renamed to \"{renamed['api']}\" (in the pack's "
+                          f"workflows/api/ folder); or pass its key, {key}, as the workflow")
+    return InputError(f"workflow file {path} does not exist; use one of the *.api.json files in the pack's "
+                      f"workflows/api/ folder, or a key of workflows/api/index.json")
 
 
 def load_api_workflow(workflow: str | Path | dict) -> dict:
-    """An API-format workflow ({id: {"class_type", "inputs"}}) from a path or a dict (copied)."""
+    """An API-format workflow ({id: {"class_type", "inputs"}}) from a path, a shipped graph's key
+    (e.g. "benchmark_native_flux2") or a dict (copied)."""
     if isinstance(workflow, dict):
         wf = copy.deepcopy(workflow)
         where = "the workflow given"
     else:
         path = Path(workflow)
+        if not path.is_file() and isinstance(workflow, str) and workflow in shipped_workflows():
+            path = shipped_workflow(workflow)
         if not path.is_file():
-            raise InputError(f"workflow file {path} does not exist; use one of the *.api.json files "
-                             f"in the pack's workflows/ folder")
+            raise _missing_workflow(path)
         try:
             wf = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as e:
@@ -49,7 +79,7 @@ def load_api_workflow(workflow: str | Path | dict) -> dict:
         where = str(path)
     if "nodes" in wf and "links" in wf:
         raise InputError(f"{where} is a UI-format workflow; /prompt needs the API format "
-                         f"(the matching <name>.api.json file, or ComfyUI's 'Export (API)')")
+                         f"(the matching workflows/api/<title>.api.json file, or ComfyUI's 'Export (API)')")
     if not wf or not all(isinstance(v, dict) and "class_type" in v and "inputs" in v for v in wf.values()):
         raise InputError(f"{where} is not an API-format workflow: expected "
                          '{"<node id>": {"class_type": ..., "inputs": {...}}, ...}')
@@ -128,7 +158,7 @@ def fill_workflow(workflow: dict, *, dataset: str, index: int, seed: int | None 
     loaders = [n for n in wf.values() if n["class_type"] == SCENARIO_LOADER]
     if not loaders:
         raise InputError(f"the workflow has no {SCENARIO_LOADER} node: use a benchmark workflow "
-                         f"(workflows/api/benchmark_*.api.json)")
+                         f"(workflows/api/ReSpec eval - *.api.json or ReSpec paper - *.api.json)")
     for node in loaders:
         node["inputs"][DATASET_INPUT] = str(dataset)
         node["inputs"][INDEX_INPUT] = int(index)
@@ -187,8 +217,7 @@ def default_workflow(config: str, editor: str, route: str = "native") -> Path:
     if route not in ROUTES:
         raise InputError(f"unknown route {route!r}; use one of {', '.join(ROUTES)}")
     prefix = "benchmark_native_" if route == "native" else "benchmark_"
-    name = f"{prefix}baseline_{editor}" if config == "baseline" else f"{prefix}{editor}"
-    return WORKFLOW_DIR / f"{name}.api.json"
+    return shipped_workflow(f"{prefix}baseline_{editor}" if config == "baseline" else f"{prefix}{editor}")
 
 
 def row_editor(editor: str, route: str = "native") -> str:

@@ -3,18 +3,27 @@ provenance with no VLM (beyond the paper).
 
 The paper's controller re-reads the history to guess which past image still shows the content a
 revealing edit uncovers (figure 12, steps 1-3). The history's change masks
-(respec/pixels/provenance.py) answer it directly:
+(respec/pixels/provenance.py) and requests answer it directly, through its object turns
+(respec/controller/object_turns.py: what each turn added, and which later turn removed, moved or
+replaced it):
 
-    the covering turn k  = the earliest earlier turn that added what the request acts on,
-                           (a) named by the request (respec/controller/restoration.py's words rule:
-                               the request names the object turn k added) and confirmed by turn
-                               k's change mask (it changed a part of the image), or
-                           (b) when the request names nothing, from provenance alone: the earlier
-                               turns that added something and changed a part of the image;
+    the covering turn k  = the latest turn whose addition is still in the picture and
+                           (a) is named by the request (restoration.py's words rule; of several, the
+                               one it names best: shared words, then colours) and confirmed by turn
+                               k's change mask (it changed a local part of the image), or
+                           (b) when the request names nothing, from provenance alone: the latest
+                               local addition still in the picture (that the request's own change
+                               overlaps, when it is known);
     restoration_source   = k - 1, the latest image before the covering turn (the paper's I_ref).
 
-"Earliest" is the paper's own rule ("select the earliest turn that added content into the
-uncovered region"): I_{k-1} then precedes every later addition too.
+"Latest", not the paper's "earliest" (its figure 12 asks the VLM for "the earliest turn that added
+content into the uncovered region"): a conversation that adds, removes and adds again the same
+object (glasses on a face at turns 1 and 3, removed at turns 2 and 4) must undo turn 3 at turn 4,
+whose image before (I_2) shows the face as it was before the second pair; I_0 shows it before the
+first, and turn 3's glasses, of another shape, hid something else. The paper's VLM route keeps its
+own rule (its prompt); the provenance and hybrid planners use this one. The record says which turn
+was undone and why (`reason`, `objects`: the additions the request names, and which turns undid
+them).
 
 Confidence. The change masks are evidence only where the editor kept the scene: every turn's
 change record has a stable_fraction and a rerendered flag (respec/pixels/provenance.py, not
@@ -34,13 +43,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 from ..errors import InputError
 from ..history import History
-from ..pixels.provenance import held_near, provenance_of
-from .restoration import added_object_words, turns_named
+from ..pixels.provenance import NearEvidence, provenance_of
+from .object_turns import GLOBAL_CHANGE, MIN_CHANGE, covering_addition, object_record, object_turns
 
-MIN_CHANGE = 1e-3     # a change mask smaller than this share of the image is no evidence
-GLOBAL_CHANGE = 0.5   # ... and one this large is a global edit (style), not an added object
+__all__ = ["CoveringTurn", "locate_covering_turn", "confidence_record", "MIN_CHANGE", "GLOBAL_CHANGE"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +63,7 @@ class CoveringTurn:
     ambiguous: bool
     reason: str
     changed: dict                    # {k: share of the image turn k changed} for the candidates
+    objects: tuple = ()              # the additions the request names (object_turns records), oldest first
 
     @property
     def source_id(self) -> int | None:
@@ -64,49 +75,35 @@ class CoveringTurn:
         d = asdict(self)
         d["candidates"] = list(self.candidates)
         d["changed"] = {str(k): round(v, 6) for k, v in self.changed.items()}
+        d["objects"] = list(self.objects)
         d["source_id"] = self.source_id
         return d
 
 
-def locate_covering_turn(history: History, request: str) -> CoveringTurn:
-    """The covering turn k for the restoration request P_t (see the module docstring)."""
+def locate_covering_turn(history: History, request: str, change: np.ndarray | None = None) -> CoveringTurn:
+    """The covering turn k for the restoration request P_t (see the module docstring). change:
+    this turn's own change mask C_t in I_{t-1}'s frame when it is known (after the edit), for a
+    request that names nothing."""
     if not isinstance(history, History):
         raise InputError(f"locate_covering_turn needs a History, got {type(history).__name__}")
     t = history.next_turn
     if t < 2:
         return CoveringTurn(None, (), "none", False, "turn 1: no earlier edit", {})
     prov = provenance_of(history)
-    share = {k: prov.share(k) for k in range(1, t)}
-    local = [k for k in range(1, t) if MIN_CHANGE <= share[k] < GLOBAL_CHANGE]
-    named = [k for k, _ in turns_named(history, request)]
-    confirmed = [k for k in named if k in local]
-    if confirmed:
-        k = confirmed[0]
-        why = f"the request names what turn {k} added ({share[k]:.1%} of the image changed)"
-        if len(confirmed) > 1:
-            why += f"; turns {confirmed} all qualify, the earliest is used"
-        return CoveringTurn(k, tuple(confirmed), "request+provenance", len(confirmed) > 1, why,
-                            {c: share[c] for c in confirmed})
-    if named:
-        k = named[0]
-        return CoveringTurn(k, tuple(named), "request", True,
-                            f"the request names what turn {k} added, but its change mask does not confirm it "
-                            f"({share[k]:.2%} of the image changed)", {c: share[c] for c in named})
-    adders = [k for k in local if added_object_words(history.turns[k].instruction)] or local
-    if not adders:
-        return CoveringTurn(None, (), "none", False, "no earlier turn changed a part of the image", {})
-    k = adders[0]
-    why = (f"the request names nothing; turn {k} is the only earlier turn that added something locally"
-           if len(adders) == 1 else
-           f"the request names nothing; turns {adders} added something locally, the earliest is used")
-    return CoveringTurn(k, tuple(adders), "provenance", len(adders) > 1, why, {c: share[c] for c in adders})
+    turns = object_turns(history, prov)
+    found = covering_addition(turns, request, prov, change)
+    objects = tuple(object_record(turns, request))
+    if found.addition is None:
+        return CoveringTurn(None, (), "none", False, found.reason, {}, objects)
+    return CoveringTurn(found.addition.turn, tuple(a.turn for a in found.candidates), found.evidence, found.ambiguous,
+                        found.reason, {a.turn: a.share for a in found.candidates}, objects)
 
 
 def confidence_record(history: History, found: CoveringTurn) -> tuple[float, dict]:
     """(provenance_confidence, its evidence per turn j = k..t-1: {j: [stable_fraction,
     textured_stable_fraction, held, textured, around]}). Each turn contributes the smallest of its
     whole image's stable fraction, its textured blocks' share and (held + 1) / (textured + 2) of
-    the textured blocks around C_k (`held_near`; `around` counts every block there, flat ones
+    the textured blocks around C_k (`held_near`, through one NearEvidence; `around` counts every block there, flat ones
     included: a few textured blocks are little evidence), halved when it was flagged re-rendered;
     what every turn since k kept is the product."""
     if found.turn is None:
@@ -114,9 +111,10 @@ def confidence_record(history: History, found: CoveringTurn) -> tuple[float, dic
     prov = provenance_of(history)
     conf, rec = 1.0, {}
     k = found.turn
+    evidence = NearEvidence(history, prov, k)      # what C_k's surroundings need, made once for every j
     for j in range(k, history.next_turn):
         sf = min(prov.stable_fraction(j), prov.textured_stable_fraction(j))
-        near = held_near(history, prov, k, j)
+        near = evidence.held(j)
         if near is not None:
             held, n, around = near
             sf = min(sf, (held + 1.0) / (n + 2.0))     # the rule of succession: few blocks, little evidence

@@ -23,6 +23,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..text import MAX_REQUEST_BYTES, cut_bytes, safe_text
+
 # How the JSON object was found (plan.meta["parse"]).
 FOUND_FENCED = "fenced_json_block"
 FOUND_FIRST_OBJECT = "first_json_object"
@@ -41,7 +43,9 @@ IMAGE_IDS_ENTRY_UNREADABLE = "image_ids_entry_unreadable"        # a non-integer
 
 # What a plan keeps from the model (a normal answer under the token cap is a few kB).
 MAX_RAW_CHARS = 65_536           # plan.raw_text, kept for audit
-MAX_INSTRUCTION_CHARS = 8_192    # synthesis_instruction (editors' text encoders read far less)
+MAX_INSTRUCTION_CHARS = 8_192    # synthesis_instruction (editors' text encoders read far less) ...
+MAX_INSTRUCTION_BYTES = MAX_REQUEST_BYTES   # ... and at most this many UTF-8 bytes, the request's own limit,
+                                            # so History Append keeps any instruction a plan sends
 MAX_FIELD_CHARS = 2_048          # restoration_region, preservation target
 MAX_REASONING_CHARS = 16_384     # reasoning, as JSON text
 MAX_REASONING_DEPTH = 8          # deeper reasoning objects are kept as (capped) JSON text
@@ -68,6 +72,16 @@ def encodable(text: str) -> str:
         return text
     except UnicodeEncodeError:
         return _SURROGATE.sub("\ufffd", text)
+
+
+def _instruction_text(text: str, truncated: list[str]) -> str:
+    """A synthesis instruction from the model's text, as the store and History Append take it: lone
+    surrogates and NULs replaced, at most MAX_INSTRUCTION_CHARS characters and MAX_INSTRUCTION_BYTES bytes."""
+    text = _cap(safe_text(text), MAX_INSTRUCTION_CHARS, "synthesis_instruction", truncated)
+    cut = cut_bytes(text, MAX_INSTRUCTION_BYTES, TRUNCATED)
+    if cut != text and "synthesis_instruction" not in truncated:
+        truncated.append("synthesis_instruction")
+    return cut
 
 
 def _cap(text: str, limit: int, name: str, truncated: list[str]) -> str:
@@ -230,7 +244,7 @@ def _instruction(obj: dict, user_instruction: str, fallbacks: list[str], truncat
     if text is None:
         fallbacks.append(SYNTHESIS_INSTRUCTION_MISSING)
         return user_instruction
-    return _cap(encodable(text), MAX_INSTRUCTION_CHARS, "synthesis_instruction", truncated)
+    return _instruction_text(text, truncated)
 
 
 def _raw_as_instruction(raw: str, user_instruction: str, fallbacks: list[str], truncated: list[str]) -> str:
@@ -240,7 +254,7 @@ def _raw_as_instruction(raw: str, user_instruction: str, fallbacks: list[str], t
     if text is None:
         fallbacks.append(SYNTHESIS_INSTRUCTION_MISSING)
         return user_instruction
-    return _cap(encodable(text), MAX_INSTRUCTION_CHARS, "synthesis_instruction", truncated)
+    return _instruction_text(text, truncated)
 
 
 def preservation_target(reasoning: Any, restoration_region: str | None) -> tuple[str | None, str | None]:

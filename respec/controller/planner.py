@@ -32,7 +32,8 @@ def count_vlm_calls(history: History) -> int:
     return sum(int(t.plan.meta.get("vlm_calls", 0)) for t in history.turns if t.plan is not None)
 
 
-def _checked_request(text: Any) -> str:
+def checked_request(text: Any) -> str:
+    """The request P_t stripped, when it is not empty and passes check_request; InputError otherwise."""
     if not isinstance(text, str) or not text.strip():
         raise InputError("the current request P_t is empty; type the edit you want for this turn")
     return check_request(text, "the current request P_t").strip()
@@ -43,7 +44,7 @@ def pass_through_plan(history: History, user_instruction: str, is_restoration: b
     """The plan of a turn that makes no controller call, P_t sent as it is: turn 1 (nothing to
     preserve yet), else a non-restoration turn whose call is skipped (skip_non_restoration).
     plan.meta["skipped"] says which."""
-    user_instruction = _checked_request(user_instruction)
+    user_instruction = checked_request(user_instruction)
     reason = SKIPPED_FIRST_TURN if history.next_turn == 1 else SKIPPED_NON_RESTORATION
     return Plan(turn=history.next_turn, user_instruction=user_instruction,
                 synthesis_instruction=user_instruction, is_restoration=bool(is_restoration),
@@ -71,7 +72,7 @@ def plan_turn(history: History, user_instruction: str, backend: Any, is_restorat
     plan.meta["vlm_calls"] is 1 when this turn called the controller, else 0."""
     if not isinstance(history, History):
         raise InputError(f"plan_turn needs a History, got {type(history).__name__}")
-    user_instruction = _checked_request(user_instruction)
+    user_instruction = checked_request(user_instruction)
     check_on_parse_failure(on_parse_failure)
     history_mode, max_history_images = check_history_mode(history_mode, max_history_images)
     is_restoration = bool(is_restoration)

@@ -14,13 +14,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 from PIL import Image
 
 from ..errors import InputError
 from ..history import History, StoredImage
 from ..images import as_rgb, downscale_to_budget
 from ..lru import LRU
+from ..text import clip
 
 RESTORATION = "restoration"
 MIDTURN = "midturn"
@@ -28,6 +31,7 @@ MIDTURN = "midturn"
 # Default pixel budget per history image: 512x512 gives Qwen3-VL 256 visual tokens an image,
 # so a 5-turn history stays well inside its context and memory on a 24 GB card.
 DEFAULT_MAX_PIXELS = 512 * 512
+MAX_PIXELS = 4096 * 4096        # the most pixels per history image a controller is sent (the nodes' widget limit)
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 
@@ -126,6 +130,17 @@ def history_text(history: History, user_instruction: str, shown: Sequence[int] |
                  f"the current image the editor will edit.")
     lines.append(f"[Current Request] (turn {t}): {user_instruction}")
     return "\n".join(lines)
+
+
+def checked_max_pixels(value: Any) -> int:
+    """The pixel budget per history image: None or 0 -> DEFAULT_MAX_PIXELS, else a whole number
+    1..MAX_PIXELS (InputError otherwise)."""
+    if value is None or (isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value == 0):
+        return DEFAULT_MAX_PIXELS
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= MAX_PIXELS:
+        raise InputError(f"max_pixels must be a whole number of pixels from 1 to {MAX_PIXELS:,} "
+                         f"(262144 = 512x512), got {clip(value)}")
+    return int(value)
 
 
 def build_parts(history: History, user_instruction: str, max_pixels: int = DEFAULT_MAX_PIXELS,

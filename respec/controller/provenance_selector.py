@@ -17,7 +17,7 @@ provenance planner with a backend), otherwise to the paper's C.3 rule (I_0 as th
 When the evidence is ambiguous (several candidate turns, or a named turn without a usable change
 mask) the plan says so (fallback PROVENANCE_AMBIGUOUS, meta["provenance"]) and, if a controller
 is connected, the decision is deferred to it (one VLM call, the paper's plan). Without one the
-earliest candidate is used.
+latest candidate is used (the latest addition still in the picture: respec/controller/covering.py).
 
 Three parts for respec.turn.run_turn:
 

@@ -15,9 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InputError
+from ..text import MAX_REQUEST_BYTES, check_text
 from . import parsing
-
-MAX_REQUEST_BYTES = 16 * 1024   # UTF-8 bytes of one request; an editor's text encoder reads far less
 
 PAPER = "paper"
 REQUEST = "request"
@@ -26,15 +25,10 @@ PARSE_FAILURE_REQUEST = "parse_failure_used_request"   # fallback name: P_t sent
 
 
 def check_request(text: Any, what: str = "the request") -> str:
-    """`text` when it is a string of at most MAX_REQUEST_BYTES UTF-8 bytes, else InputError saying
-    how long it is and what to do."""
-    if not isinstance(text, str):
-        raise InputError(f"{what} must be text, got {type(text).__name__}")
-    size = len(text.encode("utf-8", errors="replace"))
-    if size > MAX_REQUEST_BYTES:
-        raise InputError(f"{what} is {size:,} bytes long; at most {MAX_REQUEST_BYTES:,} bytes (16 KiB) are "
-                         "accepted. Shorten it: editors read only the first few hundred words.")
-    return text
+    """`text` when it passes the pack's text rule (respec/text.py: no lone surrogate, no NUL) and
+    is at most MAX_REQUEST_BYTES UTF-8 bytes, else InputError saying what is wrong and what to do."""
+    return check_text(text, what, MAX_REQUEST_BYTES,
+                      shorten="shorten it to 16 KiB: editors read only the first few hundred words")
 
 
 def check_on_parse_failure(value: Any) -> str:

@@ -24,6 +24,8 @@ from functools import lru_cache
 
 from ..errors import InputError
 from ..history import History
+from ..text import clip
+from .request import check_request
 
 MODES = ("auto", "restoration", "not restoration")
 
@@ -83,20 +85,44 @@ def _has_phrase(words: list[str], phrase: str) -> int:
 
 def revealing_verb(request: str) -> str | None:
     """The revealing action in a request ("remove", "move", "shrink", "replace", ...), or None."""
+    found = revealing_action(request)
+    return found[1] if found else None
+
+
+def revealing_action(request: str) -> tuple[str, str] | None:
+    """(kind, verb) of the revealing action in a request: kind "remove", "move", "shrink" or
+    "replace" ("change X into Y" replaces), verb the words that said it; None without one."""
     words = _words(request)
     text = " ".join(words)
-    for group in (_REMOVE, _MOVE, _SHRINK, _REPLACE):
+    for kind, group in (("remove", _REMOVE), ("move", _MOVE), ("shrink", _SHRINK), ("replace", _REPLACE)):
         for verb in group:
             if _has_phrase(words, verb) >= 0:
-                return verb
+                return kind, verb
     if re.search(r"\bmake\b.*\b" + _SMALLER + r"\b", text):
-        return "make ... smaller"
+        return "shrink", "make ... smaller"
     m = re.search(r"\b(change|turn|transform|convert)\b(.*?)\b(to|into)\b(.*)$", text)
     if m:
         target = [w for w in m.group(4).split() if w not in _STOP]
         if target and not all(w in _ATTRIBUTE for w in target):
-            return f"{m.group(1)} ... {m.group(3)}"
+            return "replace", f"{m.group(1)} ... {m.group(3)}"
     return None
+
+
+def request_words(text: str) -> set[str]:
+    """The content words of a request (stemmed; stop, place and colour words left out): what the
+    words rule compares with an earlier addition's object."""
+    return _content(_words(text or ""))
+
+
+def replacement_words(request: str) -> set[str]:
+    """The content words of what a replacing request puts in the old object's place ("replace the
+    box with a small lamp", "swap the box for a lamp", "turn the box into a lamp": {"lamp"});
+    empty when it names none."""
+    words = _words(request or "")
+    for key in ("with", "by", "for", "into", "to"):
+        if key in words[1:]:
+            return _content(words[words.index(key) + 1:])
+    return set()
 
 
 def added_object_words(instruction: str) -> set[str]:
@@ -111,9 +137,15 @@ def _added_object_words(instruction: str) -> frozenset[str]:
 
 
 def _read_added_object_words(instruction: str) -> set[str]:
+    return _content(_added_object_phrase(instruction))
+
+
+def _added_object_phrase(instruction: str) -> list[str]:
+    """The words of the object an adding request names (between the adding verb and the first place
+    word; for "cover X with Y" the words after "with"); [] when it adds nothing."""
     words = _words(instruction)
     if _has_phrase(words, "cover") >= 0 and "with" in words:
-        return _content(words[words.index("with") + 1:])
+        return words[words.index("with") + 1:]
     for verb in _ADD:
         start = _has_phrase(words, verb)
         if start >= 0:
@@ -122,8 +154,18 @@ def _read_added_object_words(instruction: str) -> set[str]:
                 if w in _PLACE_WORDS and obj:
                     break
                 obj.append(w)
-            return _content(obj)
-    return set()
+            return obj
+    return []
+
+
+def added_object_colours(instruction: str) -> set[str]:
+    """The colour words of the object an adding request names ("add a red ball near the blue box": {"red"})."""
+    return {w for w in _added_object_phrase(instruction or "") if w in _COLOURS}
+
+
+def colour_words(text: str) -> set[str]:
+    """The colour words of a request (which the words rule leaves out of its content words)."""
+    return {w for w in _words(text or "") if w in _COLOURS}
 
 
 def detect_restoration(history: History, user_instruction: str) -> tuple[bool, str]:
@@ -162,12 +204,18 @@ def decide_restoration(mode: str, history: History, user_instruction: str,
                        ground_truth: bool | None = None) -> tuple[bool, dict]:
     """Resolve the restoration flag: a ground-truth flag wins (benchmark); else the manual
     mode ("restoration" / "not restoration"); else "auto" applies detect_restoration.
-    Returns (flag, metadata for plan.meta)."""
+    Returns (flag, metadata for plan.meta). The history must be a History and the request pass
+    the request rule (respec/controller/request.py), whichever way the flag is decided."""
+    if not isinstance(history, History):
+        raise InputError(f"'history' must come from a History Store or Append node, got {type(history).__name__}")
+    check_request(user_instruction, "the current request P_t")
     if ground_truth is not None:
         return bool(ground_truth), {"restoration_decided_by": "ground_truth"}
+    if mode is not None and not isinstance(mode, str):
+        raise InputError(f"restoration mode must be one of {', '.join(MODES)}, got {clip(mode)}")
     mode = (mode or "auto").strip().lower()
     if mode not in MODES:
-        raise InputError(f"unknown restoration mode {mode!r}; use one of {', '.join(MODES)}")
+        raise InputError(f"unknown restoration mode {clip(mode)}; use one of {', '.join(MODES)}")
     if mode == "restoration":
         return True, {"restoration_decided_by": "manual"}
     if mode == "not restoration":

@@ -30,10 +30,12 @@ from ..errors import InputError
 from ..history import History
 from ..images import as_array, as_rgb, downscale_to_budget, resize
 from ..plan import Plan
-from .planner import SKIPPED_FIRST_TURN, SKIPPED_NON_RESTORATION, pass_through_plan, plan_from_answer
+from .planner import (SKIPPED_FIRST_TURN, SKIPPED_NON_RESTORATION, checked_request, pass_through_plan,
+                      plan_from_answer)
 from .request import PAPER, check_on_parse_failure
 from .history_images import PAPER as PAPER_HISTORY, check_history_mode, shown_images
-from .prompts import DEFAULT_MAX_PIXELS, MIDTURN, RESTORATION, Templates, history_text, load_templates
+from .prompts import (DEFAULT_MAX_PIXELS, MIDTURN, RESTORATION, Templates, checked_max_pixels, history_text,
+                      load_templates)
 
 CONTROLLER = "TextGenerate"
 
@@ -99,12 +101,10 @@ def controller_call(history: History, user_instruction: str, is_restoration: boo
     "paper", every one, the default; "bounded", at most max_history_images, with their true ids)."""
     if not isinstance(history, History):
         raise InputError(f"Controller Prompt needs a History, got {type(history).__name__}")
-    if not isinstance(user_instruction, str) or not user_instruction.strip():
-        raise InputError("the current request P_t is empty; type the edit you want for this turn")
-    user_instruction = user_instruction.strip()
+    user_instruction = checked_request(user_instruction)   # the request rule plan_turn applies
     is_restoration = bool(is_restoration)
     templates = templates or load_templates()
-    max_pixels = int(max_pixels or DEFAULT_MAX_PIXELS)
+    max_pixels = checked_max_pixels(max_pixels)
     history_mode, max_history_images = check_history_mode(history_mode, max_history_images)
     skipped = (SKIPPED_FIRST_TURN if history.next_turn == 1 else
                SKIPPED_NON_RESTORATION if (not is_restoration and skip_non_restoration) else None)

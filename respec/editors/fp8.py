@@ -26,7 +26,8 @@ _NF4_MARKERS = ("absmax", "quant_map", "quant_state", "nested_absmax", "bitsandb
 
 NATIVE_ROUTE = ("Use ComfyUI's own loaders for it (UNETLoader / CLIPLoader / VAELoader; GGUF through the "
                 "ComfyUI-GGUF nodes) with the pack's 'Reference Latents (ReSpec)' node: the native workflows "
-                "(workflows/benchmark_native_*.json) do this. Or choose the bf16 / fp16 / fp8 file here.")
+                "(the 'ReSpec chat' and 'ReSpec eval' files in workflows/) do this. Or choose the bf16 / fp16 / fp8 "
+                "file here.")
 
 
 class UnsupportedQuantisationError(CorruptWeightsError):

@@ -4,12 +4,15 @@ In the order a turn uses them (the numbered steps of respec/turn.py's run_turn):
 
     Steps 2-3, plan and select (the provenance selector, respec/controller/covering.py):
       provenance        pixel provenance: which turns changed which pixels; `provenance_of(history)`
-                        reads every turn's change mask C_t
+                        reads every turn's change mask C_t (what each turn added, and which later
+                        turn took it away: respec/controller/object_turns.py)
       provenance_index  what those masks say, kept incrementally per history (shares, block grids,
                         the last turn that changed each pixel), so a long conversation costs O(H·W)
     Step 6, post-edit steps on the editor's image:
       reveal            Reveal Composite: I_{k-1}'s own pixels back where the edit revealed them
+                        (a removed object's whole region; inside a guarded chain exactly)
       guard             Drift Guard: I_{t-1}'s pixels outside the edit region, in I_{t-1}'s frame
+      flow              the dense local motion field after the global alignment both of them warp by
       blend             the multi-band blend and push-pull membrane both of them paste with
     Step 7, append (History Append too):
       alignment         translation + uniform scale from I_{t-1} to I_t, sub-pixel, kept with the turn

@@ -46,6 +46,7 @@ from PIL import Image
 from scipy import ndimage
 
 from ..errors import InputError
+from ..images import finite_pixels
 
 METHOD = "blockphase+gn-v1"
 COARSE_SIDE = 256        # block motion is measured with the longer side at most this
@@ -542,8 +543,9 @@ def estimate_alignment(prev: Any, cur: Any, ignore: np.ndarray | None = None,
                        snap_px: float = SNAP_PX) -> Alignment:
     """The alignment of `cur` (I_t) relative to `prev` (I_{t-1}): arrays of one size (H×W×C
     uint8 or float 0..1, or grey H×W). `ignore`: optional bool H×W of pixels to leave out (known
-    changes). See the module docstring for the method; the result is in pixels of that size."""
-    g0, g1 = grey(prev), grey(cur)
+    changes). See the module docstring for the method; the result is in pixels of that size.
+    Images smaller than 2×2 or holding NaN are refused (InputError)."""
+    g0, g1 = grey(finite_pixels(prev, "I_(t-1)")), grey(finite_pixels(cur, "I_t"))
     if g0.shape != g1.shape:
         raise InputError(f"alignment needs images of one size, got {g0.shape} and {g1.shape}; "
                          "resize I_t to the history's size first")

@@ -55,7 +55,7 @@ change record calls stable is kept only where it found a change.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -63,13 +63,15 @@ from PIL import Image
 from scipy import ndimage
 from scipy.spatial import ConvexHull, QhullError
 
+from ..controller.request import check_request
 from ..errors import InputError
 from ..history import History, StoredImage, TurnMask
-from ..images import as_array
+from ..images import as_array, check_image_size
+from ..plan import Plan
 from .alignment import Alignment, support, warp, warp_float
 from .blend import levels_for, multiband_blend, push_pull
 from .provenance import (DEFAULT_PARAMS, ChangeParams, Stability, change_between, dilate, erode,
-                         remember_alignment, remember_change, unstable_mask)
+                         remember_alignment, remember_change, unstable_mask, working_size)
 
 METHOD = "drift-guard-v2"
 GUARD_MASK = "guard_edit"          # the kept-edit weights stored with the turn (1 = the editor's pixel)
@@ -852,20 +854,156 @@ def guard_for_append(guard: Any) -> tuple[dict, dict]:
     return masks, {k: v for k, v in guard.items() if k != "result"}
 
 
+GUARD_WORK_PIXELS = 4_194_304   # a picture above this (4 MP) is guarded at a working resolution (see guard_pair)
+
+
 def guard_images(previous: Any, edited: Any, *, user_mask: Any = None, extra_region: Any = None,
-                 request: str = "", plan: Any = None, params: GuardParams = DEFAULT_GUARD) -> GuardResult:
+                 request: str = "", plan: Any = None, params: GuardParams = DEFAULT_GUARD,
+                 work_pixels: int = GUARD_WORK_PIXELS, exact: Any = None) -> GuardResult:
     """The drift guard on two images (the node; any editor): the shared change record is taken
-    from (or put into) provenance's cache, and the output's derived record is remembered there."""
+    from (or put into) provenance's cache, and the output's derived record is remembered there.
+    An edit of another size is resized to I_{t-1}'s for the guard. The result's image and weight
+    always have the size of the image it returns: I_{t-1}'s when it applied, the editor's own
+    (not resized) when it stepped aside. exact: Reveal Composite's ExactPatch
+    (respec/pixels/reveal.py) when it pasted this turn."""
+    check_request(request or "", "the instruction")
+    if plan is not None and not isinstance(plan, Plan):
+        raise InputError(f"plan must come from a controller node (RESPEC_PLAN), got {type(plan).__name__}")
     p = StoredImage.of(previous)
-    e = StoredImage.of(edited)
-    if e.size != p.size:
-        e = StoredImage.of(np.asarray(e.rgb().resize(p.size, Image.BILINEAR)))
-    change = guard_change(p, e)
-    res = drift_guard(p, e, change, user_mask=user_mask, extra_region=extra_region, request=request, plan=plan,
-                      params=params)
-    if res.applied:
-        remember_guarded(p, StoredImage.of(res.image), res, change)
+    e0 = StoredImage.of(edited)
+    check_image_size(p.array.shape, "the previous image")
+    check_image_size(e0.array.shape, "the edited image")
+    e = e0 if e0.size == p.size else StoredImage.of(np.asarray(e0.rgb().resize(p.size, Image.BILINEAR)))
+    res = guard_pair(p, e, p.size, user_mask=user_mask, extra_region=extra_region, request=request, plan=plan,
+                     params=params, work_pixels=work_pixels, exact=exact)
+    if not res.applied and e is not e0:
+        res = replace(res, image=e0.array, weight=np.ones(e0.array.shape[:2], np.float32))
     return res
+
+
+def guard_pair(p: StoredImage, e: StoredImage, size: tuple[int, int], *, user_mask: Any = None,
+               extra_region: Any = None, request: str = "", plan: Any = None,
+               params: GuardParams = DEFAULT_GUARD, work_pixels: int = GUARD_WORK_PIXELS,
+               exact: Any = None) -> GuardResult:
+    """drift_guard on I_{t-1} -> I_t of one size (the node's and run_turn's path), with the turn's
+    change record at `size` (the history's) from provenance's cache; when the guard applied, the
+    output's derived record is remembered there (remember_guarded).
+
+    Above `work_pixels` the guard runs on both pictures scaled to the working size (the size the
+    change record is analysed at: provenance.working_size) and its output is made at full size by
+    `_compose_full`: I_{t-1}'s own pixels wherever the working-size weight is 0, else the editor's
+    full-size pixels (aligned) with the working-size seam correction upsampled. Its cost is that of
+    a 4 MP guard plus a resize and one pass over the edit's box (8000²: docs/drift-guard.md)."""
+    work = working_size(p.size, work_pixels)
+    if work == p.size:
+        change = guard_change(p, e, size)
+        res = drift_guard(p, e, change, user_mask=user_mask, extra_region=extra_region, request=request,
+                          plan=plan, params=params)
+        res = with_exact_paste(res, exact)
+        if res.applied:
+            remember_guarded(p, StoredImage.of(res.image), res, change, size)
+        return res
+    p_w, e_w = (StoredImage(np.asarray(im.rgb().resize(work, Image.BILINEAR))) for im in (p, e))
+    change_w = guard_change(p_w, e_w, work)
+    res_w = drift_guard(p_w, e_w, change_w, user_mask=user_mask, extra_region=extra_region, request=request,
+                        plan=plan, params=params)
+    change = _full_size_change(change_w, p.size)
+    remember_change(p, e, tuple(size), change)     # History Append's record of the edit, when it steps aside
+    remember_alignment(p, e, tuple(size), Alignment.from_record(change.info.get("alignment")))
+    record = {**res_w.record, "working_size": list(work)}
+    if not res_w.applied:
+        return GuardResult(e.array, np.ones(e.array.shape[:2], np.float32), False, res_w.reason, record)
+    image, weight = _compose_full(p, e, p_w, e_w, res_w, change_w, params, refine=user_mask is None)
+    record["kept_fraction"] = round(float((weight > 0).mean()), 6)
+    res = with_exact_paste(GuardResult(image, weight, True, res_w.reason, record), exact)
+    remember_guarded(p, StoredImage.of(image), res, change, size)
+    return res
+
+
+def with_exact_paste(res: GuardResult, exact: Any) -> GuardResult:
+    """The guard's result with Reveal Composite's paste made of I_{k-1}'s own pixels inside the
+    kept region (`exact`: an ExactPatch, or None: unchanged); the record says so (`exact_inside`)."""
+    if exact is None or not res.applied:
+        return res
+    image = exact.apply(res.image, allowed=res.weight > 0)
+    image.flags.writeable = False
+    return GuardResult(image, res.weight, res.applied, res.reason, {**res.record, "exact_inside": exact.record()})
+
+
+def _full_size_change(change_w: TurnMask, size: tuple[int, int]) -> TurnMask:
+    """A change record made at a working size as change_between gives it at `size`: the mask
+    upsampled (nearest), the alignment in full-size pixels, the working size recorded."""
+    w, h = change_w.image.size
+    f = w / float(size[0])
+    al = Alignment.from_record(change_w.info.get("alignment"))
+    full = Alignment(al.dx / f, al.dy / f, al.scale, al.residual_px / f, al.method, al.inliers, tuple(size))
+    mask = np.asarray(Image.fromarray(change_w.mask).resize(tuple(size), Image.NEAREST), bool)
+    return TurnMask.from_mask(mask, {**change_w.info, "alignment": full.record(), "working_size": [w, h]})
+
+
+def _three(img: np.ndarray) -> np.ndarray:
+    return img[:, :, :3] if img.shape[2] >= 3 else np.repeat(img[:, :, :1], 3, axis=2)
+
+
+def _compose_full(p: StoredImage, e: StoredImage, p_w: StoredImage, e_w: StoredImage, res_w: GuardResult,
+                  change_w: TurnMask, params: GuardParams, refine: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """The guard's output and weight at I_{t-1}'s full size from its working-size result. With w the
+    working weight and g = out_w - P_w - w (E_w - P_w) what the seam added (the membrane's colour
+    correction, zero wherever w is), both upsampled (bilinear) on the box around w > 0:
+
+        out = P + w (E - P) + g        (E: the editor's full-size pixels, aligned; P: I_{t-1})
+
+    so I_{t-1}'s pixels are kept exactly where w is 0 and the edit keeps its full-size detail. The
+    working size rounds the region's outline by up to one working pixel, so (`refine`, not with the
+    user's mask) the full-size pixels of that outline (within the reach outside the region, or on its
+    interpolated edge) that the drift test (`drift_explained`) cannot explain are the edit (a sharp
+    corner) and keep the editor's pixel exactly."""
+    P_full = p.array
+    H, W = P_full.shape[:2]
+    out3 = _three(P_full).copy()
+    weight = np.zeros((H, W), np.float32)
+    ys, xs = np.nonzero(res_w.weight > 0)
+    if ys.size:
+        h, w = res_w.weight.shape
+        fx, fy = w / float(W), h / float(H)
+        reach = int(np.ceil(1.0 / min(fx, fy))) + 1      # one working pixel, in full-size pixels
+        # The full-size box around the weight (the reach and a pixel for the interpolation), and
+        # the working-size crop it reads.
+        X0, X1 = max(0, int((xs.min() - 1) / fx) - reach), min(W, int(np.ceil((xs.max() + 2) / fx)) + reach)
+        Y0, Y1 = max(0, int((ys.min() - 1) / fy) - reach), min(H, int(np.ceil((ys.max() + 2) / fy)) + reach)
+        wx0, wx1 = max(0, int(X0 * fx) - 1), min(w, int(np.ceil(X1 * fx)) + 1)
+        wy0, wy1 = max(0, int(Y0 * fy) - 1), min(h, int(np.ceil(Y1 * fy)) + 1)
+        al_w = Alignment.from_record(change_w.info.get("alignment"))
+        P_w = _float(_three(p_w.array)[wy0:wy1, wx0:wx1])
+        E_w = warp_float(_three(e_w.array), al_w.inverse(), box=(wy0, wy1, wx0, wx1))
+        w_w = res_w.weight[wy0:wy1, wx0:wx1]
+        g_w = _float(_three(res_w.image)[wy0:wy1, wx0:wx1]) - P_w - w_w[..., None] * (E_w - P_w)
+        box = (X0 * fx - wx0, Y0 * fy - wy0, X1 * fx - wx0, Y1 * fy - wy0)
+
+        def up(a: np.ndarray) -> np.ndarray:
+            return np.asarray(Image.fromarray(np.ascontiguousarray(a, np.float32), "F").resize(
+                (X1 - X0, Y1 - Y0), Image.BILINEAR, box=box))
+        wt = np.clip(up(w_w), 0.0, 1.0)
+        al = Alignment(al_w.dx / fx, al_w.dy / fy, al_w.scale)
+        E = warp_float(_three(e.array), al.inverse(), box=(Y0, Y1, X0, X1))
+        P = _float(out3[Y0:Y1, X0:X1])
+        if refine:   # the outline's zone: within the reach outside the region, and its soft edge
+            zone = dilate(wt > 0, reach) & (wt < 1.0) & support(al.inverse(), (H, W))[Y0:Y1, X0:X1]
+            if zone.any():
+                explained, _ = drift_explained(P, E, change_w.info, params.drift_residual)
+                wt = np.where(zone & ~explained, np.float32(1.0), wt)
+        comp = P + wt[..., None] * (E - P) + np.stack([up(g_w[..., k]) for k in range(3)], axis=2)
+        sel = wt > 0
+        out3[Y0:Y1, X0:X1][sel] = np.clip(np.round(comp[sel] * 255.0), 0, 255).astype(np.uint8)
+        weight[Y0:Y1, X0:X1] = wt
+    if P_full.shape[2] == 4:
+        out = np.concatenate([out3, P_full[:, :, 3:]], axis=2)
+    elif P_full.shape[2] == 1:
+        out = np.round(out3.mean(axis=2, keepdims=True)).astype(np.uint8)
+    else:
+        out = out3
+    out.flags.writeable = False
+    return out, weight
 
 
 class GuardStep:
@@ -886,14 +1024,15 @@ class GuardStep:
         if img.size != size or size != _history_size(history):
             return record.image, {"method": METHOD, "applied": False, "stepped_aside": True,
                                   "reason": "the edit or I_(t-1) has another size than the history: not aligned"}
-        change = guard_change(prev, img, _history_size(history))
         pasted = record.masks.get("reveal_source")
-        res = drift_guard(prev, img, change, extra_region=pasted.mask if pasted is not None else None,
-                          request=record.request, plan=record.plan, params=self.params)
+        exact = None
+        if pasted is not None:      # Reveal's paste inside: I_{k-1}'s own pixels, not the colour-fitted ones
+            from .reveal import exact_patch
+            exact = exact_patch(history, pasted, pasted.info)
+        res = guard_pair(prev, img, _history_size(history), extra_region=pasted.mask if pasted is not None else None,
+                         request=record.request, plan=record.plan, params=self.params, exact=exact)
         if not res.applied:
             return record.image, dict(res.record)
-        out = StoredImage.of(res.image)
-        remember_guarded(prev, out, res, change, _history_size(history))
         record.masks[GUARD_MASK] = res.turn_mask()
         return Image.fromarray(res.image), dict(res.record)
 

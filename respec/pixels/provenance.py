@@ -526,43 +526,218 @@ def held_near(history: History, prov: "Provenance", k: int, j: int) -> tuple[int
     (blurred, as `stability` measures it) reaches TEXTURE_STD in I_{j-1} or I_j. A flat block
     holds whatever the editor did to a subject next to it (a figure redrawn on a white backdrop
     inside its own change mask): it is no evidence, so it is not counted. None when turn j's
-    record has no block grid (stored before it existed)."""
-    grid = Stability.grid_from_info(prov.records[j]) if j < len(prov.records) else None
-    if grid is None:
-        return None
-    w, h = prov.size
-    f = min(1.0, STABILITY_SIDE / float(max(h, w)))
-    small = (max(STABILITY_BLOCK, round(w * f)), max(STABILITY_BLOCK, round(h * f)))
+    record has no block grid (stored before it existed). (`NearEvidence(history, prov, k).held(j)`:
+    a restoration turn asks it of every j = k..t-1 with one NearEvidence.)"""
+    return NearEvidence(history, prov, k).held(j)
+
+
+class NearEvidence:
+    """`held_near` for one covering turn k and every later turn j, with what does not depend on j
+    computed once (issue 32: a restoration turn asks it of every turn since k). What belongs to one
+    image or one turn is kept by content across turns (each image's blurred grey at the stability
+    size and its block stds, each turn's change mask per block); what belongs to C_k (its blocks,
+    the blocks around it, which of their pixels C_k leaves out) is made once here; a turn j whose
+    change does not reach the blocks around C_k costs a few block lookups. The figures are the
+    same as computing everything each time (tests/test_provenance.py)."""
+
+    def __init__(self, history: History, prov: "Provenance", k: int):
+        self.history, self.prov, self.k = history, prov, k
+        w, h = prov.size
+        f = min(1.0, STABILITY_SIDE / float(max(h, w)))
+        self.small = (max(STABILITY_BLOCK, round(w * f)), max(STABILITY_BLOCK, round(h * f)))
+        self.shape = (h, w)
+        self._blocks = None           # the grid shape the C_k parts below were made for
+        self._alignment = (k, IDENTITY)
+
+    def _for_grid(self, blocks: tuple[int, int]) -> None:
+        """C_k's parts in its own frame for a block grid of this shape: its share per block, the
+        bounding box (blocks) of the blocks that can be near it, and which pixels there C_k leaves."""
+        if self._blocks == blocks:
+            return
+        B = STABILITY_BLOCK
+        self._blocks = blocks
+        self.c_k = self.prov.changes[self.k]
+        self.ck = _change_blocks(self.history, self.prov, self.k, self.small, blocks)
+        near = ndimage.binary_dilation(self.ck > 0, iterations=NEAR_BLOCKS) & (self.ck <= 0.5)
+        self.near_k = near
+        if not near.any():
+            return
+        ys, xs = np.nonzero(near)
+        self.bb = (int(ys.min()), int(ys.max()) + 1, int(xs.min()), int(xs.max()) + 1)
+        by0, by1, bx0, bx1 = self.bb
+        self.sbox = (by0 * B, by1 * B, bx0 * B, bx1 * B)
+        self.foot = _footprint(self.sbox, self.small, self.shape, 3)[0]
+        self.keep_k = _keep_on_blocks(self.c_k, self.sbox, self.small, self.shape)
+
+    def _a_kj(self, j: int) -> Alignment:
+        """prov.alignment(k, j), composed one turn further from the last j asked (the loop over
+        j = k..t-1 composes each turn's alignment once)."""
+        last, a = self._alignment
+        if j < last:
+            last, a = self.k, IDENTITY
+        for i in range(last + 1, j + 1):
+            a = a.compose(self.prov.alignment(i - 1, i))
+        self._alignment = (j, a)
+        return a
+
+    def held(self, j: int) -> tuple[int, int, int] | None:
+        """held_near(history, prov, k, j)."""
+        prov, history = self.prov, self.history
+        grid = Stability.grid_from_info(prov.records[j]) if j < len(prov.records) else None
+        if grid is None:
+            return None
+        B = STABILITY_BLOCK
+        nby, nbx = grid.shape
+        if nby * B > self.small[1] or nbx * B > self.small[0]:
+            return None
+        if not self._a_kj(j).is_identity:     # C_k moved in I_j's frame: every part for this j
+            return self._held_moved(j, grid)
+        self._for_grid(grid.shape)
+        cj = _change_blocks(history, prov, j, self.small, grid.shape)
+        near = self.near_k & (cj <= 0.5)
+        if not near.any():
+            return 0, 0, 0
+        by0, by1, bx0, bx1 = self.bb
+        sub = (slice(by0, by1), slice(bx0, bx1))
+        # the block's texture where it is evidence: on its pixels outside both changes (an object's
+        # own edge inside a block at the mask's border is no evidence about the surroundings)
+        Y0, Y1, X0, X1 = self.foot
+        c_j = prov.changes[j]
+        keep = (self.keep_k if not c_j[Y0:Y1, X0:X1].any()
+                else _keep_on_blocks(self.c_k | c_j, self.sbox, self.small, self.shape))
+        return _count_held(history, j, near[sub], grid[sub], keep, self.bb, self.small, grid.shape,
+                           int(near.sum()))
+
+    def _held_moved(self, j: int, grid: np.ndarray) -> tuple[int, int, int]:
+        prov, history = self.prov, self.history
+        c_k, c_j = prov.in_frame(prov.changes[self.k], self.k, j), prov.changes[j]
+        ck = _tiles(_at_small(c_k, self.small), grid.shape).mean(-1)
+        cj = _change_blocks(history, prov, j, self.small, grid.shape)
+        near = ndimage.binary_dilation(ck > 0, iterations=NEAR_BLOCKS) & (ck <= 0.5) & (cj <= 0.5)
+        if not near.any():
+            return 0, 0, 0
+        B = STABILITY_BLOCK
+        ys, xs = np.nonzero(near)
+        bb = (int(ys.min()), int(ys.max()) + 1, int(xs.min()), int(xs.max()) + 1)
+        keep = _keep_on_blocks(c_k | c_j, (bb[0] * B, bb[1] * B, bb[2] * B, bb[3] * B), self.small, self.shape)
+        sub = (slice(bb[0], bb[1]), slice(bb[2], bb[3]))
+        return _count_held(history, j, near[sub], grid[sub], keep, bb, self.small, grid.shape, int(near.sum()))
+
+
+def _count_held(history: History, j: int, near: np.ndarray, grid: np.ndarray, keep: np.ndarray,
+                bb: tuple[int, int, int, int], small: tuple[int, int], blocks: tuple[int, int],
+                around: int) -> tuple[int, int, int]:
+    """(held, textured, around) on the blocks `bb` (by0, by1, bx0, bx1): `near` and `grid` there,
+    `keep` the pixels each block's texture is measured on (at the stability size)."""
     B = STABILITY_BLOCK
-    nby, nbx = grid.shape
-    if nby * B > small[1] or nbx * B > small[0]:
-        return None
-
-    def at_small(x: np.ndarray) -> np.ndarray:
-        return np.asarray(Image.fromarray(np.asarray(x, np.float32)).resize(small, Image.BOX), np.float32)
-
-    def tiles(x: np.ndarray) -> np.ndarray:
-        return x[:nby * B, :nbx * B].reshape(nby, B, nbx, B).transpose(0, 2, 1, 3).reshape(nby, nbx, -1)
-
-    c_k, c_j = prov.in_frame(prov.changes[k], k, j), prov.changes[j]
-    ck, cj = tiles(at_small(c_k)).mean(-1), tiles(at_small(c_j)).mean(-1)
-    near = ndimage.binary_dilation(ck > 0, iterations=NEAR_BLOCKS) & (ck <= 0.5) & (cj <= 0.5)
-    if not near.any():
-        return 0, 0, 0
-    # the block's texture where it is evidence: on its pixels outside both changes (an object's
-    # own edge inside a block at the mask's border is no evidence about the surroundings)
-    keep = tiles((at_small(dilate(c_k | c_j, 2)) < 0.01).astype(np.float64))
-    n_keep = keep.sum(-1)
+    by0, by1, bx0, bx1 = bb
+    kt = _tiles(keep, (by1 - by0, bx1 - bx0))
+    n_keep = kt.sum(-1)
+    partial = (n_keep < B * B) & (n_keep > 0) & near
 
     def block_std(img: StoredImage) -> np.ndarray:
-        g = ndimage.gaussian_filter(grey_of(as_float_rgb(as_rgb(img.array).resize(small, Image.BOX))), 1.0)
-        t = tiles(g).astype(np.float64)
-        m = (t * keep).sum(-1) / np.maximum(n_keep, 1.0)
-        return np.sqrt(((t - m[..., None]) ** 2 * keep).sum(-1) / np.maximum(n_keep, 1.0))
+        std = _block_std_all(img, small, blocks)[by0:by1, bx0:bx1].copy()   # blocks kept whole: the image's own
+        if partial.any():
+            ys, xs = np.nonzero(partial)
+            py0, py1, px0, px1 = int(ys.min()), int(ys.max()) + 1, int(xs.min()), int(xs.max()) + 1
+            g = _small_grey(img, small)[(by0 + py0) * B:(by0 + py1) * B, (bx0 + px0) * B:(bx0 + px1) * B]
+            t = _tiles(g, (py1 - py0, px1 - px0)).astype(np.float64)
+            kk, nk = kt[py0:py1, px0:px1], n_keep[py0:py1, px0:px1]
+            m = (t * kk).sum(-1) / np.maximum(nk, 1.0)
+            part = np.sqrt(((t - m[..., None]) ** 2 * kk).sum(-1) / np.maximum(nk, 1.0))
+            view = std[py0:py1, px0:px1]
+            sel = partial[py0:py1, px0:px1]
+            view[sel] = part[sel]
+        std[n_keep == 0] = 0.0
+        return std
 
     textured = (block_std(history.turns[j].image) >= TEXTURE_STD) | (block_std(history.turns[j - 1].image) >= TEXTURE_STD)
     n = near & textured & (n_keep >= 0.25 * B * B)
-    return int((n & ~grid).sum()), int(n.sum()), int(near.sum())
+    return int((n & ~grid).sum()), int(n.sum()), around
+
+
+def _tiles(x: np.ndarray, blocks: tuple[int, int]) -> np.ndarray:
+    """nby×nbx×B² tiles of the stability blocks of an H×W plane (its top-left nby·B × nbx·B)."""
+    B = STABILITY_BLOCK
+    nby, nbx = blocks
+    return x[:nby * B, :nbx * B].reshape(nby, B, nbx, B).transpose(0, 2, 1, 3).reshape(nby, nbx, -1)
+
+
+def _at_small(x: np.ndarray, small: tuple[int, int], box: tuple[float, float, float, float] | None = None,
+              out: tuple[int, int] | None = None) -> np.ndarray:
+    """x (H×W) averaged (BOX) down to `small` (w, h); with `box` (x0, y0, x1, y1 of x) and `out`
+    (w, h): only that part, as the crop of the whole resize would give it."""
+    im = Image.fromarray(np.asarray(x, np.float32))
+    if box is None:
+        return np.asarray(im.resize(small, Image.BOX), np.float32)
+    return np.asarray(im.resize(out, Image.BOX, box=box), np.float32)
+
+
+def _footprint(sbox: tuple[int, int, int, int], small: tuple[int, int], shape: tuple[int, int],
+               pad: int) -> tuple[tuple[int, int, int, int], tuple[float, float, float, float]]:
+    """The full-size crop (Y0, Y1, X0, X1) under the stability-size box `sbox` grown by `pad` full
+    pixels, and the box's own (x0, y0, x1, y1) within that crop (PIL's resize box)."""
+    h, w = shape
+    fy, fx = h / float(small[1]), w / float(small[0])
+    y0, y1, x0, x1 = sbox
+    Y0, Y1 = max(0, int(np.floor(y0 * fy)) - pad), min(h, int(np.ceil(y1 * fy)) + pad)
+    X0, X1 = max(0, int(np.floor(x0 * fx)) - pad), min(w, int(np.ceil(x1 * fx)) + pad)
+    return (Y0, Y1, X0, X1), (x0 * fx - X0, y0 * fy - Y0, x1 * fx - X0, y1 * fy - Y0)
+
+
+def _keep_on_blocks(changed: np.ndarray, sbox: tuple[int, int, int, int], small: tuple[int, int],
+                    shape: tuple[int, int]) -> np.ndarray:
+    """float64 on the stability-size box `sbox` (y0, y1, x0, x1): 1 where a pixel lies 2 px or more
+    (at full size) from `changed`, as at_small(dilate(changed, 2)) < 0.01 would give it there; the
+    dilation and the resize are made on the box's footprint at full size only."""
+    (Y0, Y1, X0, X1), box = _footprint(sbox, small, shape, 3)
+    d = dilate(changed[Y0:Y1, X0:X1], 2).astype(np.float32)
+    y0, y1, x0, x1 = sbox
+    return (_at_small(d, small, box=box, out=(x1 - x0, y1 - y0)) < 0.01).astype(np.float64)
+
+
+_SMALL = LRU(max_items=65_536)    # per image and per turn, by content: a few KB each
+# Each image's blurred grey at the stability size (float32, at most 512 px a side: 1 MB at 512²), for the
+# blocks a change cuts through; 256 MB keep a conversation of 256 images (more: the oldest are made again).
+_GREY = LRU(max_bytes=256 << 20, size_of=lambda a: a.nbytes)
+
+
+def _small_grey(img: StoredImage, small: tuple[int, int]) -> np.ndarray:
+    """An image's grey, BOX-resized to `small` and blurred (1 px), as `stability` measures texture;
+    once per image."""
+    key = (img.digest, tuple(small))
+    hit = _GREY.get(key)
+    if hit is None:
+        hit = ndimage.gaussian_filter(grey_of(as_float_rgb(as_rgb(img.array).resize(small, Image.BOX))), 1.0)
+        hit.flags.writeable = False
+        _GREY.put(key, hit)
+    return hit
+
+
+def _block_std_all(img: StoredImage, small: tuple[int, int], blocks: tuple[int, int]) -> np.ndarray:
+    """Each stability block's grey std (`_small_grey`) over all its pixels; once per image."""
+    key = ("std", img.digest, tuple(small), tuple(blocks))
+    hit = _SMALL.get(key)
+    if hit is None:
+        t = _tiles(_small_grey(img, small), blocks).astype(np.float64)
+        hit = np.sqrt(((t - t.mean(-1)[..., None]) ** 2).mean(-1))
+        hit.flags.writeable = False
+        _SMALL.put(key, hit)
+    return hit
+
+
+def _change_blocks(history: History, prov: "Provenance", t: int, small: tuple[int, int],
+                   blocks: tuple[int, int]) -> np.ndarray:
+    """The share of each stability block C_t (its own frame) covers, at the stability size; once per turn."""
+    stored = history.turns[t].masks.get(CHANGE)
+    key = ("change", stored.image.digest if stored is not None else
+           (history.turns[t - 1].image.digest, history.turns[t].image.digest), tuple(small), tuple(blocks))
+    hit = _SMALL.get(key)
+    if hit is None:
+        hit = _tiles(_at_small(prov.changes[t], small), blocks).mean(-1)
+        hit.flags.writeable = False
+        _SMALL.put(key, hit)
+    return hit
 
 
 def grey_of(x: np.ndarray) -> np.ndarray:

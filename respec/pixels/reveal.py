@@ -34,6 +34,12 @@ an editor re-invents. `reveal_composite` does this in four steps:
    against. Before these tests the source is blurred by the sigma that best explains I_t on the
    ring (an editor that blurs on every call), and the absolute checks follow (`absolute_check`),
    then the block-wise residual motion around R (`local_motion`: a local, non-rigid warp).
+   Local alignment (issue 32): when the blocks around R moved by more than FLOW_TRIGGER_PX after
+   the global alignment, the dense local field (respec/pixels/flow.py) is measured on R's quiet
+   neighbourhood (`align_locally`); consistent and within FLOW_MAX_PX, the source is warped by it
+   (composed with the global alignment) before the ring tests, and every check runs on the
+   locally aligned source (the local-motion limit included); otherwise a motion above
+   MAX_LOCAL_MOTION is refused with the field's reason (a re-render, more than 2 px).
 
 Cost (issue 20): the source is warped only on a box around C_k ∩ C_t and on an even grid of
 samples (with their 3×3 neighbours) for the colour fit and the background's noise; C_t and the
@@ -50,6 +56,16 @@ on the pasted pixels' box. scripts/bench/bench_provenance.py --turn measures it.
 The result records which pixels came from where: `source_weight` (1 = I_{k-1}'s pixel, 0 = the
 editor's; in between, the coarsest band's share at the seam), stored with the turn as the
 `reveal_source` mask.
+
+A removal (issue 32): when the request removes what turn k added (`removes_addition`), R also
+holds the part of C_k no later turn changed (`whole`), so the parts of the object the editor left
+are pasted too (`editor_left_fraction`). A move or a replace pastes only what was revealed.
+
+Inside a guarded chain (issue 32): the Drift Guard puts the picture back into I_{t-1}'s frame and
+keeps I_{t-1}'s own pixels around the edit, so the colour fit and the seam correction towards the
+editor's drifted ring would only tint the paste; `exact_patch` gives the guard I_{k-1}'s own
+pixels aligned into that frame for the pasted core, with the seam band's weights
+(respec/pixels/guard.py `with_exact_paste`).
 
 Where it fails (by construction): when R is wrong (an occluder whose colour matches the
 background leaves C_k incomplete, so part of the revealed area is not pasted; a "replace" whose
@@ -69,12 +85,17 @@ from PIL import Image
 from scipy import ndimage
 
 from ..controller.covering import locate_covering_turn
+from ..controller.object_turns import object_turns, request_clauses
+from ..controller.request import check_request
+from ..controller.restoration import request_words, revealing_action
 from ..errors import InputError
 from ..history import REVEAL_SOURCE, History, StoredImage, TurnMask
-from ..images import as_array, image_id_arg, to_uint8
+from ..plan import Plan
+from ..images import as_array, check_image_size, finite_pixels, image_id_arg, to_uint8
 from .alignment import IDENTITY, Alignment, residual_flow, support, warp, warp_float
 from . import provenance as _provenance
 from .blend import levels_for, multiband_blend
+from .flow import LocalFlow, estimate_flow, warp_by_flow
 from .provenance import (DEFAULT_PARAMS, FIT_SAMPLES, ChangeResult, _grid, alignment_for, as_float_rgb,
                          change_of, clean_mask, dilate, fit_colour, full_size_result, grey_of, history_size, provenance_of,
                          remember_alignment, remember_change, residual, robust_scale, smooth, work_float,
@@ -89,6 +110,8 @@ MIN_RING_NCC = 0.5      # a textured ring must correlate at least this with the 
 MAX_RING_RESIDUAL = 0.045  # the ring's median residual (0..1) after the colour fit (a re-render field of the real
                            # removals leaves 0.06-0.07 after three calls; JPEG, blur, gain, zoom, shift <= 0.036)
 MAX_LOCAL_MOTION = 0.5      # px: the median residual motion of the blocks around R after alignment (local_motion)
+FLOW_TRIGGER_PX = 0.25      # px: above this block motion around R, the dense local field (flow.py) is measured ...
+FLOW_MAX_PX = 2.0           # ... and the source warped by it when it is consistent and within this many px
 MOTION_BLOCK_FRAC = 1 / 32  # local_motion's blocks: this share of the shorter side ...
 MOTION_BLOCK_MIN = 8        # ... at least this many pixels
 MOTION_REACH = 2            # ... within this many blocks of R
@@ -349,17 +372,16 @@ def absolute_check(src: np.ndarray, cur: np.ndarray, fit, ring: np.ndarray, chec
     return ""
 
 
-def local_motion(src: np.ndarray, cur: np.ndarray, fit, region: np.ndarray, quiet: np.ndarray,
-                 checks: dict) -> str:
+def block_motion_px(src: np.ndarray, cur: np.ndarray, fit, region: np.ndarray, quiet: np.ndarray,
+                    checks: dict) -> float | None:
     """The block-wise residual motion around R after alignment (a non-rigid warp moves R and its
     surroundings while the frame as a whole holds): blocks of ~1/32 of the shorter side (at least
     8 px) within two blocks of R and mostly on its quiet pixels, each with one Lucas-Kanade step
-    (respec.pixels.alignment.residual_flow) of I_t against the colour-fitted (and blur-matched) source.
-    Refuses when the median displacement length exceeds MAX_LOCAL_MOTION. (Blocks on R itself
-    are not used: there I_t is the editor's re-invention, whose softness biases the step by up
-    to a pixel where the geometry held. The median length, not the median vector: a non-rigid
-    field's directions vary around R and cancel.) Returns the reason to refuse ('' = ok); the
-    figures go into `checks`."""
+    (respec.pixels.alignment.residual_flow) of I_t against the colour-fitted (and blur-matched)
+    source; the median displacement length (None: fewer than MIN_MOTION_BLOCKS textured blocks).
+    (Blocks on R itself are not used: there I_t is the editor's re-invention, whose softness biases
+    the step by up to a pixel where the geometry held. The median length, not the median vector: a
+    non-rigid field's directions vary around R and cancel.) The figures go into `checks`."""
     shape = region.shape
     blk = max(MOTION_BLOCK_MIN, round(min(shape) * MOTION_BLOCK_FRAC))
     near = _dilate_near(region, MOTION_REACH * blk)
@@ -369,19 +391,57 @@ def local_motion(src: np.ndarray, cur: np.ndarray, fit, region: np.ndarray, quie
     ux, uy, tex = residual_flow(gs, gc, blk)
     nby, nbx = gs.shape[0] // blk, gs.shape[1] // blk
     if not (nby and nbx):
-        return ""
+        return None
     on = (quiet & ~region)[y0:y0 + nby * blk, x0:x0 + nbx * blk].astype(np.float32)
     use = tex & (on.reshape(nby, blk, nbx, blk).mean(axis=(1, 3)).ravel() >= 0.5)
     checks["local_motion_blocks"] = int(use.sum())
     if use.sum() < MIN_MOTION_BLOCKS:
-        return ""
-    lengths = np.hypot(ux[use], uy[use])
-    motion = float(np.median(lengths))
+        return None
+    motion = float(np.median(np.hypot(ux[use], uy[use])))
     checks["local_motion_px"] = round(motion, 3)
-    if motion > MAX_LOCAL_MOTION:
+    return motion
+
+
+def local_motion(src: np.ndarray, cur: np.ndarray, fit, region: np.ndarray, quiet: np.ndarray,
+                 checks: dict) -> str:
+    """`block_motion_px` as a check: the reason to refuse when the median exceeds MAX_LOCAL_MOTION
+    ('' = ok). Run on the source after the local field (`align_locally`) warped it, it says whether
+    the scene still moved."""
+    motion = block_motion_px(src, cur, fit, region, quiet, checks)
+    if motion is not None and motion > MAX_LOCAL_MOTION:
         return (f"the scene moved by {motion:.1f} px around the revealed region after alignment (median of "
-                f"{len(lengths)} blocks; limit {MAX_LOCAL_MOTION} px): a local warp")
+                f"{checks['local_motion_blocks']} blocks; limit {MAX_LOCAL_MOTION} px): a local warp")
     return ""
+
+
+def align_locally(src: np.ndarray, cur: np.ndarray, fit, region: np.ndarray, quiet: np.ndarray,
+                  box: tuple[int, int, int, int], checks: dict) -> tuple[LocalFlow | None, str]:
+    """The local motion around R after the global alignment, when the blocks around R moved by
+    more than FLOW_TRIGGER_PX: the dense field (respec/pixels/flow.py) of I_t against the
+    colour-fitted source on `box` (R's neighbourhood, where the source was warped), measured on the
+    quiet pixels outside R and carried across R. (the field, '') when it is consistent and within
+    FLOW_MAX_PX; (None, '') when the blocks did not move; (None, the reason to refuse) when no such
+    field explains a motion beyond MAX_LOCAL_MOTION (a re-render, more than FLOW_MAX_PX, too little
+    texture; below it the unaligned checks decide, as they did before the field existed)."""
+    motion = block_motion_px(src, cur, fit, region, quiet, checks)
+    if motion is None or motion <= FLOW_TRIGGER_PX:
+        return None, ""
+    checks["local_motion_unaligned_px"] = round(motion, 3)
+    y0, y1, x0, x1 = box
+    valid = np.zeros(region.shape, bool)
+    valid[y0:y1, x0:x1] = (quiet & ~region)[y0:y1, x0:x1]
+    ref = np.zeros_like(cur)
+    ref[y0:y1, x0:x1] = fit.apply(src[y0:y1, x0:x1])
+    flow = estimate_flow(ref, cur, valid=valid, box=box, max_px=FLOW_MAX_PX)
+    checks["local_flow"] = flow.record()
+    ok, why = flow.usable(FLOW_MAX_PX)
+    if not ok:
+        if motion <= MAX_LOCAL_MOTION:     # within what the unaligned checks accept: they decide, as before
+            checks["local_flow_not_used"] = why
+            return None, ""
+        return None, (f"the scene moved by {motion:.1f} px around the revealed region after alignment (median of "
+                      f"{checks['local_motion_blocks']} blocks) and no local motion field explains it: {why}")
+    return flow, ""
 
 
 def _gauss_small(x: np.ndarray, sig: float) -> tuple[np.ndarray, int]:
@@ -441,7 +501,8 @@ def seam_match(pasted: np.ndarray, cur: np.ndarray, region: np.ndarray, quiet: n
 
 def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stable: Any = None,
                      source_id: int | None = None, params: RevealParams = DEFAULT_REVEAL,
-                     change: ChangeResult | None = None, source_alignment: Alignment | None = None) -> RevealResult:
+                     change: ChangeResult | None = None, source_alignment: Alignment | None = None,
+                     whole: Any = None) -> RevealResult:
     """Paste I_{k-1}'s pixels (`source`) into the region of I_t (`edited`) that turn k covered
     (`covered` = C_k) and that the edit revealed, colour-matched to I_t and feathered at the seam,
     if the geometry held around it; otherwise return I_t unchanged and say why.
@@ -451,9 +512,12 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
     another size are resized (nearest) to I_t's size, images bilinearly. change: this edit's
     change record C_t (I_{t-1} -> I_t, at the analysis size) when the caller already has it.
     source_alignment: the source is in I_{k-1}'s frame and is warped with this (only the crop the
-    paste needs is warped at full size). Above WORK_PIXELS the analysis runs at the working
-    resolution and only the paste is made at I_t's size. See the module docstring."""
+    paste needs is warped at full size). whole: on a request to remove the object turn k added,
+    the part of C_k no later turn changed (I_t's frame): pasted whole, the pixels the editor left
+    of the object too (`editor_left_fraction` in the checks). Above WORK_PIXELS the analysis runs
+    at the working resolution and only the paste is made at I_t's size. See the module docstring."""
     e_arr = as_array(edited.array if isinstance(edited, StoredImage) else edited)
+    check_image_size(e_arr.shape, "the edited image")
     size = (e_arr.shape[1], e_arr.shape[0])
     work = reveal_working_size(size)
     big = work != size
@@ -497,20 +561,27 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
     if stab_rec is not None:
         checks["turn_stability"] = stab_rec
 
-    # 2. revealed region (computed on the bounding box of C_k ∩ C_t: nothing else can be revealed)
+    # 2. revealed region (computed on the bounding box of C_k ∩ C_t: nothing else can be revealed;
+    # on a removal, also the removed object's whole region)
     o, c = DEFAULT_PARAMS.radii(shape)
     cand = cov & changed_now
     checks["covered_fraction"] = round(float(cov.mean()), 6)
     region = np.zeros(shape, bool)
-    if cand.any():
+    full = None
+    if whole is not None:
+        full = clean_mask(_bool_at(whole, work, "whole (the removed object's region)") & cov, o, c,
+                          DEFAULT_PARAMS.min_area)
+    anchor = cand | full if full is not None else cand
+    if anchor.any():
         # Everything below happens within this box around C_k ∩ C_t (R, its ring, the shift
         # search, the seam): the source is warped on it once.
         pad = max(2 * (o + c) + params.compare_size + 2, px["ring"] + px["max_shift"] + 3,
                   4 * max(2, 2 * px["feather"]) + 2,
                   MOTION_REACH * max(MOTION_BLOCK_MIN, round(min(shape) * MOTION_BLOCK_FRAC)) + 2)
-        B = _box(cand, pad)
+        B = _box(anchor, pad)
         src = np.zeros(shape + (3,), np.float32)   # the warped source, filled on B only
         src[B[0]:B[1], B[2]:B[3]] = warp_float(src_arr, a_src_w, box=B)
+    if cand.any():
         by = _box(cand, 2 * (o + c) + params.compare_size + 2)
         sl = (slice(by[0], by[1]), slice(by[2], by[3]))
         # "Agrees better with I_{k-1}" compares local mean colours (compare_size² windows): a
@@ -522,6 +593,12 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
         region[sl] = _fill_small_holes(clean_mask(cand[sl] & (d_src < params.agree_ratio * d_occ), o, c,
                                                   DEFAULT_PARAMS.min_area * cand.size / float(cand[sl].size)),
                                        cand[sl], params.hole_frac)
+    if full is not None:
+        # A removal: the object's whole region comes back, the parts the editor left of it too.
+        left = full & ~region
+        checks["editor_left_fraction"] = round(float(left.sum()) / max(1, int(full.sum())), 4)
+        checks["editor_left_px"] = int(left.sum())
+        region = region | full
     if not region.any():
         return _refuse(e_arr, "nothing revealed: where turn k covered the scene, I_t still shows "
                               "what I_{t-1} showed (or agrees better with it than with I_{k-1})",
@@ -550,6 +627,19 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
     if sig_b > 0:
         sharp = src[B[0]:B[1], B[2]:B[3]].copy()
         src[B[0]:B[1], B[2]:B[3]] = ndimage.gaussian_filter(sharp, (sig_b, sig_b, 0), mode="nearest")
+    # Local alignment: a residual warp around R after the global one (a face warped by a pixel) is
+    # measured as a dense field and the source is warped by it (from I_{k-1} itself: one resampling);
+    # a motion no consistent field within FLOW_MAX_PX explains is refused. Every check below then
+    # runs on the locally aligned source (none of them is loosened).
+    flow, why = align_locally(src, cur, fit_src, region, quiet, B, checks)
+    if why:
+        return _refuse(e_arr, why, source_id, _full(region, size), checks)
+    if flow is not None:
+        moved = warp_by_flow(src_arr, flow, a_src_w, box=B)
+        sharp = moved if sig_b > 0 else None
+        src[B[0]:B[1], B[2]:B[3]] = (ndimage.gaussian_filter(moved, (sig_b, sig_b, 0), mode="nearest")
+                                     if sig_b > 0 else moved)
+    checks["local_flow_applied"] = flow is not None
     # The residual (3×3 mean) is needed on R's neighbourhood (the ring) and on an even sample of
     # the background only.
     nb = _box(near, 2)
@@ -609,13 +699,17 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
     if big:
         f = size[0] / float(work[0])
         region_f, weight_f, out, levels = _paste_full(e_arr, source, a_src, region, core, keep_t, fit_src, seam, size,
-                                                      sig_b * f if blurred else 0.0, params)
+                                                      sig_b * f if blurred else 0.0, params,
+                                                      flow.scaled(f, (size[1], size[0])) if flow is not None else None)
     else:
         P = _box(core, blend_reach(levels))
         if blurred:     # (the blend's box reaches beyond B, where the source was warped for the checks)
-            top = ndimage.gaussian_filter(warp_float(src_arr, a_src_w, box=P), (sig_b, sig_b, 0), mode="nearest")
+            top = (warp_by_flow(src_arr, flow, a_src_w, box=P) if flow is not None
+                   else warp_float(src_arr, a_src_w, box=P))
+            top = ndimage.gaussian_filter(top, (sig_b, sig_b, 0), mode="nearest")
         else:
-            top = warp_float(src_arr, a_src_w, box=P, order=3)
+            top = (warp_by_flow(src_arr, flow, a_src_w, box=P, order=3) if flow is not None
+                   else warp_float(src_arr, a_src_w, box=P, order=3))
         top = fit_src.apply(top)
         if seam is not None:
             _add_box(top, seam, P)
@@ -704,11 +798,12 @@ def _up_box(x: np.ndarray, full: tuple[int, int], box: tuple[int, int, int, int]
 
 def _paste_full(e_arr: np.ndarray, source: Any, a_src: Alignment, region: np.ndarray, core: np.ndarray,
                 keep_t: np.ndarray, fit, seam, size: tuple[int, int], blur_px: float,
-                params: RevealParams) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+                params: RevealParams, flow: LocalFlow | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """The paste at I_t's full size from an analysis at the working size: R, the core and the
     pixels to keep (nearest) and the seam correction (bilinear) upsampled on the pasted box only,
     and only that box of the source read, warped (Keys cubic), blurred by `blur_px` when the
-    analysis chose a soft paste, and blended at full resolution (levels for the full size).
+    analysis chose a soft paste, and blended at full resolution (levels for the full size); `flow`:
+    the local field at full size when the analysis aligned locally.
     (R, weight, output image, levels), the first two at I_t's size."""
     w, h = size
     levels = levels_for(params.pixels((h, w))["blend"], (h, w))
@@ -724,7 +819,8 @@ def _paste_full(e_arr: np.ndarray, source: Any, a_src: Alignment, region: np.nda
     src_arr = as_array(source.array if isinstance(source, StoredImage) else source)
     if (src_arr.shape[1], src_arr.shape[0]) != tuple(size):
         src_arr = np.asarray(as_float_rgb(src_arr, size))
-    top = warp_float(src_arr[:, :, :3] if src_arr.ndim == 3 else src_arr, a_src, box=box, order=3)
+    rgb = src_arr[:, :, :3] if src_arr.ndim == 3 else src_arr
+    top = warp_by_flow(rgb, flow, a_src, box=box, order=3) if flow is not None else warp_float(rgb, a_src, box=box, order=3)
     if top.ndim == 2:
         top = np.repeat(top[:, :, None], 3, axis=2)
     if blur_px > 0:
@@ -746,11 +842,13 @@ def _paste_full(e_arr: np.ndarray, source: Any, a_src: Alignment, region: np.nda
 
 
 def reveal_for(history: History, edited: Any, covering_turn: int,
-               params: RevealParams = DEFAULT_REVEAL) -> RevealResult:
+               params: RevealParams = DEFAULT_REVEAL, complete: bool = False) -> RevealResult:
     """Reveal Composite for the turn about to be appended to `history`: turn `covering_turn` = k
     covered the content, I_{k-1} is the source, the history's provenance gives C_k and the pixels
-    no turn since k-1 changed. The turn's alignment and its change record C_t are computed once
-    here and cached, so History Append / run_turn reuse them for the output."""
+    no turn since k-1 changed. complete: the request removes what turn k added, so the part of
+    C_k no later turn changed is pasted whole (`reveal_composite`'s `whole`), the parts the editor
+    left too. The turn's alignment and its change record C_t are computed once here and cached,
+    so History Append / run_turn reuse them for the output."""
     if not isinstance(history, History):
         raise InputError(f"reveal_for needs a History, got {type(history).__name__}")
     t = history.next_turn
@@ -760,7 +858,8 @@ def reveal_for(history: History, edited: Any, covering_turn: int,
     prov = provenance_of(history)
     size = history_size(history)
     edited_img = edited if isinstance(edited, StoredImage) else StoredImage.of(
-        to_uint8(edited) if np.asarray(edited).dtype.kind == "f" else edited)
+        to_uint8(finite_pixels(edited, "the edited image")) if np.asarray(edited).dtype.kind == "f" else edited)
+    check_image_size(edited_img.array.shape, "the edited image")
     prev_img = history.current.image
     for j in range(k, t):
         if prov.rerendered(j):
@@ -774,9 +873,11 @@ def reveal_for(history: History, edited: Any, covering_turn: int,
     w, h = size
     covered = prov.in_frame(prov.changes[k], k, t - 1)
     stable = prov.unchanged_since(k - 1)
+    whole = covered & prov.unchanged_since(k) if complete else None
     if not al_t.is_identity:
         covered = warp(covered, al_t, order=0)
         stable = warp(stable, al_t, order=0) & support(al_t, (h, w))
+        whole = warp(whole, al_t, order=0) & support(al_t, (h, w)) if whole is not None else None
     change = None
     if same:
         # C_t once: I_{t-1} warped into I_t's frame at the analysis size, kept for the append.
@@ -795,7 +896,7 @@ def reveal_for(history: History, edited: Any, covering_turn: int,
     else:
         prev = as_float_rgb(prev_img, size)
     res = reveal_composite(history.image(k - 1), prev, edited_img, covered, stable=stable,
-                           source_id=k - 1, params=params, change=change, source_alignment=a_src)
+                           source_id=k - 1, params=params, change=change, source_alignment=a_src, whole=whole)
     c_now = res.checks.get("turn_stability")
     extra = {"alignment": a_src.record(), "turn_alignment": al_t.record()}
     # Re-renders accumulate: each turn k..t kept a share of the scene; what all of them kept is
@@ -818,6 +919,73 @@ def reveal_for(history: History, edited: Any, covering_turn: int,
         remember_alignment(prev_img, out_img, size, al_t)
         remember_change(prev_img, out_img, size, change_tm)
     return res
+
+
+@dataclass(frozen=True, eq=False)
+class ExactPatch:
+    """In a guarded chain, what Reveal Composite's paste is made of once the Drift Guard has put
+    the picture back into I_{t-1}'s frame: I_{k-1}'s own pixels, aligned into that frame (no colour
+    fit, no seam correction: around them the guard keeps I_{t-1}'s pixels, which are I_{k-1}'s where
+    nothing changed since), on `box` (y0, y1, x0, x1) of I_{t-1}'s frame; `weight` 1 on the pasted
+    core (R and its plateau), the paste's seam weight around it (the seam band)."""
+
+    box: tuple[int, int, int, int]
+    pixels: np.ndarray
+    weight: np.ndarray
+    source_id: int
+    alignment: Alignment
+    shape: tuple[int, int]        # (H, W) of I_{t-1}'s frame it was made for
+
+    def apply(self, image: np.ndarray, allowed: np.ndarray | None = None) -> np.ndarray:
+        """`image` (uint8 H×W×C in I_{t-1}'s frame: the guard's output) with the patch: exactly its
+        pixels where the weight is 1, blended by the weight on the seam band; only where `allowed`
+        (bool H×W: the pixels the guard kept the edit in; None: everywhere). A new array (a copy of
+        `image` when it is not of the frame's size: nothing to line up with)."""
+        out = np.array(image, copy=True)
+        if out.shape[:2] != tuple(self.shape):
+            return out
+        y0, y1, x0, x1 = self.box
+        w = self.weight if allowed is None else np.where(allowed[y0:y1, x0:x1], self.weight, 0.0)
+        view = out[y0:y1, x0:x1, :3].astype(np.float32)
+        mixed = w[..., None] * self.pixels[..., :3].astype(np.float32) + (1.0 - w[..., None]) * view
+        core = w >= 1.0
+        mixed[core] = self.pixels[..., :3][core]
+        out[y0:y1, x0:x1, :3] = np.clip(np.round(mixed), 0, 255).astype(np.uint8)
+        return out
+
+    def record(self) -> dict:
+        """JSON-able: the source, the box, the core's and the seam band's pixel counts, the alignment."""
+        return {"source_id": self.source_id, "box": [int(v) for v in self.box],
+                "core_px": int((self.weight >= 1.0).sum()), "seam_px": int(((self.weight > 0) & (self.weight < 1)).sum()),
+                "alignment": self.alignment.record()}
+
+
+def exact_patch(history: History, weight: Any, info: dict) -> ExactPatch | None:
+    """The ExactPatch of an applied Reveal Composite of the turn about to be appended to `history`:
+    its `reveal_source` weights (I_t's frame; a TurnMask or float H×W) and record `info` (source_id,
+    turn_alignment). None when it pasted nothing or I_t has another size than the history."""
+    w_t = weight.weights if isinstance(weight, TurnMask) else np.asarray(weight, np.float32)
+    size = history_size(history)
+    if not isinstance(info, dict) or info.get("source_id") is None or (w_t.shape[1], w_t.shape[0]) != tuple(size) \
+            or history.current.image.size != tuple(size) or not (w_t > 0).any():
+        return None
+    source_id = int(info["source_id"])
+    src = history.image(source_id).array
+    if src.ndim != 3 or src.shape[2] < 3:
+        return None
+    back = Alignment.from_record(info.get("turn_alignment")).inverse()
+    core = w_t >= 1.0 - 1e-3
+    if not back.is_identity:    # into I_{t-1}'s frame, where the guard's output is
+        w_t, core = warp(w_t, back), warp(core, back, order=0)
+    w = np.where(core, 1.0, np.clip(w_t, 0.0, 1.0)).astype(np.float32)
+    box = _box(w > 1e-3, 0)
+    y0, y1, x0, x1 = box
+    a = provenance_of(history).alignment(source_id, history.next_turn - 1)
+    if a.is_identity:
+        pixels = src[y0:y1, x0:x1, :3].copy()
+    else:
+        pixels = np.clip(np.round(warp_float(src[:, :, :3], a, box=box, order=3) * 255.0), 0, 255).astype(np.uint8)
+    return ExactPatch(box, pixels, w[y0:y1, x0:x1], source_id, a, (w.shape[0], w.shape[1]))
 
 
 def reveal_masks(result: RevealResult) -> dict:
@@ -852,13 +1020,45 @@ def reveal_turn(history: History, edited: Any, plan: Any, request: str, is_resto
                 params: RevealParams = DEFAULT_REVEAL) -> tuple[RevealResult | None, dict]:
     """Reveal Composite for one turn (the post-edit step and the node): (the result, or None when
     it did not run, and the record entry saying what happened and why)."""
+    if not isinstance(history, History):
+        raise InputError(f"'history' must come from a History Store or Append node, got {type(history).__name__}")
+    check_request(request or "", "the instruction")
+    if plan is not None and not isinstance(plan, Plan):
+        raise InputError(f"plan must come from a controller node (RESPEC_PLAN), got {type(plan).__name__}")
     if not is_restoration or history.next_turn < 2:
         return None, {"applied": False, "reason": "not a restoration turn"}
-    k, found_by = covering_turn_for(history, plan, request)
+    k, found_by = covering_turn_for(history, plan, request, edited)
     if k is None:
         return None, {"applied": False, "reason": f"no covering turn found ({found_by})"}
-    res = reveal_for(history, edited, k, params)
-    return res, {**res.record(), "covering_turn": k, "covering_turn_from": found_by}
+    complete = removes_addition(history, request, k)
+    res = reveal_for(history, edited, k, params, complete=complete)
+    return res, {**res.record(), "covering_turn": k, "covering_turn_from": found_by, "removal_completed": complete}
+
+
+def removes_addition(history: History, request: str, k: int) -> bool:
+    """Whether the request removes what turn k added (a clause with a removing verb that names
+    its object, or names nothing at all): then Reveal pastes the object's whole region. A move or
+    a replace puts something in its place or nearby: only what was revealed is pasted."""
+    added = next((a for a in object_turns(history).additions if a.turn == k), None)
+    for clause in request_clauses(request):
+        action = revealing_action(clause)
+        if action is None or action[0] != "remove":
+            continue
+        named = request_words(clause) - {w for w in request_words(action[1])}
+        if added is None or not named or named & added.words:
+            return True
+    return False
+
+
+def _change_in_previous_frame(history: History, edited: Any) -> np.ndarray | None:
+    """This edit's change mask C_t carried into I_{t-1}'s frame (None when I_t has another size)."""
+    img = edited if isinstance(edited, StoredImage) else StoredImage.of(
+        to_uint8(edited) if np.asarray(edited).dtype.kind == "f" else edited)
+    if img.size != history_size(history) or history.current.image.size != img.size:
+        return None
+    tm = _provenance.change_for(history, img)
+    al = Alignment.from_record(tm.info.get("alignment"))
+    return tm.mask if al.is_identity else warp(tm.mask, al.inverse(), order=0)
 
 
 def reveal_for_append(reveal: Any) -> tuple[dict, dict]:
@@ -872,13 +1072,17 @@ def reveal_for_append(reveal: Any) -> tuple[dict, dict]:
     return masks, {"post_edit": [{"step": RevealStep.name, **entry}]}
 
 
-def covering_turn_for(history: History, plan: Any, request: str) -> tuple[int | None, str]:
+def covering_turn_for(history: History, plan: Any, request: str, edited: Any = None) -> tuple[int | None, str]:
     """(k, where it came from): the plan's provenance record when a provenance or hybrid planner
-    made one, else provenance located now (the plan's restoration_source_id + 1 breaks a tie)."""
+    made one, else provenance located now: for a request that names nothing, among the additions
+    this edit's own change (`edited` against I_{t-1}) overlaps; the plan's restoration_source_id + 1
+    breaks a tie."""
     rec = getattr(plan, "meta", {}).get("provenance") if plan is not None else None
     if isinstance(rec, dict) and rec.get("turn") is not None and not rec.get("ambiguous"):
         return int(rec["turn"]), "plan (provenance)"
     found = locate_covering_turn(history, request)
+    if found.ambiguous and found.evidence == "provenance" and edited is not None:
+        found = locate_covering_turn(history, request, change=_change_in_previous_frame(history, edited))
     src = getattr(plan, "restoration_source_id", None) if plan is not None else None
     if found.ambiguous and src is not None and (src + 1) in found.candidates:
         return src + 1, "provenance candidates, the plan's restoration source chose"

@@ -9,6 +9,9 @@ the Drift Guard's measurement, docs/drift-guard.md). A SIMULATION, never a model
                per call a zoom-out of 0.5-1.5 %, a sub-pixel shift of up to ±1.5 px, a re-render
                texture field (spatially correlated, ±3/255), a colour gain of ±2 %, a 0.6 px blur
                and noise, all drawn from the edit's seed
+    subject-warp  the default drift plus a local warp of up to 1.5 px per call around the subject
+               (the occludee box's centre; SimDefects.subject_warp_px): what FLUX.1 Kontext did to a
+               face in the real conversations of issue 32
 
 `realistic` is a preset of SimDefects' real-editor fields (SimDefects.realistic()): the sim
 editor moves the frame per call (its ground truth follows the frame) and re-renders the texture
@@ -28,7 +31,7 @@ from ..errors import InputError
 from .editor import SimDefects, SimEditor
 from .world import BACKGROUND, WorldState, apply_actions, box_mask, layer_map
 
-SIM_DEFECTS = ("none", "default", "realistic")
+SIM_DEFECTS = ("none", "default", "realistic", "subject-warp")
 GT_MARGIN_PX = 2
 
 
@@ -40,6 +43,8 @@ def sim_editor(defects: str = "default") -> SimEditor:
         return SimEditor(SimDefects.none())
     if defects == "realistic":
         return SimEditor(SimDefects.realistic())
+    if defects == "subject-warp":
+        return SimEditor(SimDefects(subject_warp_px=1.5))
     raise InputError(f"unknown --sim-defects {defects!r}; use one of {', '.join(SIM_DEFECTS)}")
 
 

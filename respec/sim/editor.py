@@ -85,6 +85,10 @@ class SimDefects:
     zoom_jitter_pct   the call's zoom-out drawn from zoom_pct ± this, % (from the edit's seed)
     shift_random      each call's shift drawn per axis from ±shift_px (from the edit's seed)
                       instead of the fixed dx = shift_px, dy = shift_px / 2
+    subject_warp_px   a local warp around the subject per call (a face warped by an editor by
+                      0.6-1 px): a smooth displacement whose largest value, drawn from the edit's
+                      seed in [0.4, 1] x this many px, fades as a Gaussian of a quarter of the
+                      shorter side around the centre of the scenario's occludee box
     """
 
     colour_shift: float = 0.01
@@ -101,6 +105,7 @@ class SimDefects:
     pose_px: float = 0.0
     zoom_jitter_pct: float = 0.0
     shift_random: bool = False
+    subject_warp_px: float = 0.0
 
     def __post_init__(self):
         if not 0.0 <= self.colour_shift < 0.5:
@@ -115,7 +120,7 @@ class SimDefects:
             raise InputError(f"zoom_pct must be in [0, 20), got {self.zoom_pct}")
         if not 0.0 <= self.zoom_jitter_pct <= self.zoom_pct:
             raise InputError(f"zoom_jitter_pct must be in [0, zoom_pct={self.zoom_pct}], got {self.zoom_jitter_pct}")
-        for name in ("local_warp_px", "rerender", "rerender_shading", "pose_px"):
+        for name in ("local_warp_px", "rerender", "rerender_shading", "pose_px", "subject_warp_px"):
             if getattr(self, name) < 0:
                 raise InputError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.rerender_corr_px <= 0:
@@ -129,7 +134,8 @@ class SimDefects:
     @property
     def real_defects(self) -> bool:
         """Whether any of the real-editor defects is on."""
-        return self.geometric or any((self.local_warp_px, self.rerender, self.rerender_shading, self.pose_px))
+        return self.geometric or any((self.local_warp_px, self.rerender, self.rerender_shading, self.pose_px,
+                                      self.subject_warp_px))
 
     @classmethod
     def none(cls) -> "SimDefects":
@@ -305,7 +311,7 @@ class SimEditor(Editor):
             self._fill_revealed(out, revealed, lmap_new, filled, arrays, frames, size)
         alignment = base.alignment
         if self.defects.real_defects:
-            out, alignment = self._real_defects(out, lmap_new, base.alignment, seed)
+            out, alignment = self._real_defects(out, lmap_new, base.alignment, seed, scenario.occludee_box)
         out = self._drift(out, seed)
         result = Image.fromarray(out)
         frame = Frame(t, new_state, size, filled if revealed.any() else None, alignment)
@@ -349,7 +355,7 @@ class SimEditor(Editor):
         filled[todo] = REINVENTED
 
     def _real_defects(self, out: np.ndarray, lmap: np.ndarray, base_alignment: Alignment,
-                      seed: int) -> tuple[np.ndarray, Alignment]:
+                      seed: int, subject=None) -> tuple[np.ndarray, Alignment]:
         """The real-editor defects on a world-frame float image: pose change, re-render field,
         local warp, then the frame's zoom / shift. (image in the new frame, world -> new frame)."""
         from scipy import ndimage
@@ -382,6 +388,16 @@ class SimEditor(Editor):
             out = out + tex.astype(np.float32)
         if d.local_warp_px > 0:
             out = displace(out, field(side / 4.0, d.local_warp_px), field(side / 4.0, d.local_warp_px))
+        if d.subject_warp_px > 0 and subject is not None:
+            # a smooth warp around the subject (the occludee box's centre), fading with a quarter of the side
+            wrng = np.random.default_rng([int(seed), 22])     # its own stream: the other draws stay as they were
+            cx, cy = (subject[0] + subject[2]) / 2 * w, (subject[1] + subject[3]) / 2 * h
+            env = np.exp(-((xx - cx) ** 2 + (yy - cy) ** 2) / (2 * (side / 4.0) ** 2))
+            fy, fx = (ndimage.gaussian_filter(wrng.normal(0, 1, (h, w)), side / 8.0, mode="wrap") * env
+                      for _ in range(2))
+            peak = float(np.hypot(fx, fy).max()) or 1.0
+            amp = d.subject_warp_px * float(wrng.uniform(0.4, 1.0))
+            out = displace(out, fy / peak * amp, fx / peak * amp)
         alignment = base_alignment
         if d.geometric:
             alignment = base_alignment.compose(d.step(seed))

@@ -19,12 +19,13 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import paths
-from ..errors import InputError, StoreError
+from ..errors import InputError, SessionExists, StoreError
 from ..history import History, StoredImage, Turn, TurnMask, check_masks
 from ..plan import Plan
+from ..text import clip
 from .database import Database
 from .files import ImageFiles
-from .turns import StoredTurns, json_dict, plan_json, storable_text
+from .turns import StoredTurns, json_dict, plan_json, storable_text, stored_json
 
 MAX_KEY_LEN = 256
 RUN_META = "_respec_run"   # turn meta key: which queued prompt and node appended the turn
@@ -49,9 +50,8 @@ def turn_number(k: Any) -> int:
 def validate_session_id(s: Any) -> str:
     """Return `s` if it is a safe session id ([A-Za-z0-9_-], 1 to 64 characters); InputError otherwise."""
     if not isinstance(s, str) or not _SESSION_ID.fullmatch(s):
-        shown = repr(s) if not isinstance(s, str) or len(s) <= 80 else repr(s[:80] + "...")
         raise InputError(
-            f"session id {shown} is not allowed: use 1 to 64 characters, each a letter A-Z or a-z, "
+            f"session id {clip(s, 60)} is not allowed: use 1 to 64 characters, each a letter A-Z or a-z, "
             "a digit 0-9, '_' or '-' (no spaces, dots, slashes or other path characters), "
             "e.g. 'portrait-2' or 'kitchen_edit'")
     return s
@@ -63,13 +63,27 @@ def _root_path(root: str | os.PathLike) -> Path:
     if isinstance(text, bytes):
         text = os.fsdecode(text)
     if "\x00" in text:
-        raise InputError(f"the session store folder {text!r} contains a NUL character; give a folder path without it")
+        raise InputError(f"the session store folder {clip(text)} contains a NUL character; give a folder path without it")
     try:
         os.fsencode(text)
     except UnicodeEncodeError:
-        raise InputError(f"the session store folder {text!r} holds characters this system cannot use in a path; "
+        raise InputError(f"the session store folder {clip(text)} holds characters this system cannot use in a path; "
                          f"give another folder") from None
     return Path(text).expanduser().resolve()
+
+
+def branch_ids(session_id: str, turn: int, count: int = 999) -> list[str]:
+    """The ids a branch of `session_id` at `turn` takes, in order of preference: "<id>-b<turn>",
+    then "-2", "-3", ... (the id cut so that each stays a valid id of at most 64 characters)."""
+    tail = f"-b{turn}"
+    base = session_id[: 64 - len(tail) - len(f"-{count}")] + tail
+    return [base] + [f"{base}-{n}" for n in range(2, count + 1)]
+
+
+def pending(history: History) -> bool:
+    """True for a session history that is not in its store yet (History Store's 'new' mode leaves
+    the session to its first History Append, so a prompt that fails before it leaves nothing)."""
+    return history.session_id is not None and history.version == 0 and len(history) == 1
 
 
 def default_root() -> Path:
@@ -127,18 +141,20 @@ class SessionStore:
             raise self._missing(sid)
         return row
 
-    def _missing(self, sid: str) -> StoreError:
-        return StoreError(f"there is no session {sid!r} in the store {self.root}; start it with "
+    @staticmethod
+    def _missing(sid: str) -> StoreError:
+        # No server path in a message: it may reach an HTTP client (respec/web.py).
+        return StoreError(f"there is no session {sid!r} in this store; start it with "
                           "mode 'new' (or check the id and the store directory)")
 
     def _turn(self, row, masks: dict | None = None) -> Turn:
         idx, instruction, sent, plan_text, meta_text, digest, h, w, c = row
         try:
-            plan = Plan.from_dict(json.loads(plan_text)) if plan_text else None
-            meta = json.loads(meta_text)
+            plan = Plan.from_dict(stored_json(plan_text, "the plan")) if plan_text else None
+            meta = stored_json(meta_text, "the meta")
         except (ValueError, TypeError) as e:
-            raise StoreError(f"turn {idx} in {self.db_path} has an unreadable plan or meta ({e}); "
-                             "the store was written by another version or edited by hand") from e
+            raise StoreError(f"turn {idx} has an unreadable plan or meta ({str(e)[:120]}); the store was "
+                             "written by another version or edited by hand: rewind the session before it") from e
         return Turn(idx, self.files.lazy(digest, (h, w, c)), instruction, sent, plan, meta, masks or {})
 
     def _masks(self, conn, sid: str, first: int, stop: int | None = None) -> dict[int, dict]:
@@ -149,20 +165,22 @@ class SessionStore:
                 "SELECT idx, name, image, height, width, info FROM turn_masks "
                 "WHERE session_id = ? AND idx >= ? AND idx < ?", (sid, first, 2 ** 62 if stop is None else stop)):
             try:
-                info_d = json.loads(info)
+                info_d = stored_json(info, "the mask's info")
             except ValueError as e:
-                raise StoreError(f"mask {name!r} of turn {idx} in {self.db_path} has unreadable info "
-                                 f"({e}); the store was edited by hand") from e
+                raise StoreError(f"mask {name!r} of turn {idx} has unreadable info ({str(e)[:120]}); the store "
+                                 "was edited by hand: rewind the session before it") from e
             out.setdefault(idx, {})[name] = TurnMask(self.files.lazy(digest, (h, w, 1)), info_d)
         return out
 
-    def _put_masks(self, masks: dict | None) -> list[tuple[str, Any, str]]:
-        """Write the masks' PNGs (before the transaction that refers to them); (name, image, info JSON)."""
+    @staticmethod
+    def _checked_masks(masks: dict | None) -> list[tuple[str, Any, str]]:
+        """The masks checked, nothing written yet: (name, image, info JSON) (the caller writes the
+        PNGs with files.put before the transaction that refers to them)."""
         out = []
         for name, m in check_masks(masks).items():
             storable_text(name, "a mask name")
             _, info_text = json_dict(m.info, f"mask {name!r} info")
-            out.append((name, self.files.put(m.image), info_text))
+            out.append((name, m.image, info_text))
         return out
 
     @staticmethod
@@ -216,8 +234,8 @@ class SessionStore:
 
     def _check_rows(self, sid: str, rows: list, first: int, stop: int) -> None:
         if len(rows) != stop - first or any(r[0] != first + i for i, r in enumerate(rows)):
-            raise StoreError(f"session {sid!r} in {self.db_path} is inconsistent (expected turns "
-                             f"{first}..{stop - 1}, found {len(rows)} rows); it was edited by hand")
+            raise StoreError(f"session {sid!r} is inconsistent (expected turns {first}..{stop - 1}, found "
+                             f"{len(rows)} rows); it was edited by hand: branch or rewind it")
 
     def _read_turns(self, sid: str, lineage: str, stop: int) -> tuple[Turn, ...]:
         """Turns 0..stop-1 of a session, provided it still has the lineage they were loaded under."""
@@ -260,26 +278,23 @@ class SessionStore:
         original image is loaded instead (a different original image is refused)."""
         sid = validate_session_id(session_id)
         meta, meta_text = json_dict(meta, "meta")
-        img = self.files.put(image)
+        img = StoredImage.of(image)
+        if self.exists(sid):     # nothing is written for a session that exists (loaded or refused)
+            with self.db.tx(False) as conn:
+                if not exist_ok:
+                    raise SessionExists(f"session {sid!r} already exists; load it, branch it, or choose another id")
+                self._check_original(conn, sid, img)
+            return self.load(sid)
+        img = self.files.put(img)
         _checkpoint("image_written")
-        now = time.time()
-        lineage = uuid.uuid4().hex
         with self.db.tx(True) as conn:
             row = self._session_row(conn, sid)
             if row is not None:
                 if not exist_ok:
-                    raise StoreError(f"session {sid!r} already exists in {self.root}; load it, "
-                                     "branch it, or choose another id")
-                first = conn.execute("SELECT image FROM turns WHERE session_id = ? AND idx = 0",
-                                     (sid,)).fetchone()
-                if first is None or first[0] != img.digest:
-                    raise StoreError(f"session {sid!r} already exists with a different original image; "
-                                     "choose another session id or load the existing one")
+                    raise SessionExists(f"session {sid!r} already exists; load it, branch it, or choose another id")
+                self._check_original(conn, sid, img)
             else:
-                conn.execute("INSERT INTO sessions VALUES (?, ?, 1, 1, ?, ?, NULL, NULL)", (sid, lineage, now, now))
-                h, w, c = img.shape
-                conn.execute("INSERT INTO turns VALUES (?, 0, '', '', NULL, ?, ?, ?, ?, ?, NULL, ?)",
-                             (sid, meta_text, img.digest, h, w, c, now))
+                lineage = self._insert_session(conn, sid, img, meta_text)[0]
                 _checkpoint("before_commit")
         if row is not None:
             return self.load(sid)
@@ -287,15 +302,38 @@ class SessionStore:
         self._remember(sid, lineage, hist)
         return hist
 
+    @staticmethod
+    def _insert_session(conn, sid: str, first: StoredImage, meta_text: str) -> tuple:
+        """Insert a new session whose turn 0 is `first` (inside the caller's transaction); its row
+        as _session_row gives it."""
+        now = time.time()
+        lineage = uuid.uuid4().hex
+        conn.execute("INSERT INTO sessions VALUES (?, ?, 1, 1, ?, ?, NULL, NULL)", (sid, lineage, now, now))
+        h, w, c = first.shape
+        conn.execute("INSERT INTO turns VALUES (?, 0, '', '', NULL, ?, ?, ?, ?, ?, NULL, ?)",
+                     (sid, meta_text, first.digest, h, w, c, now))
+        return (lineage, 1, 1, now, now, None, None)
+
+    @staticmethod
+    def _check_original(conn, sid: str, first: StoredImage) -> None:
+        got = conn.execute("SELECT image FROM turns WHERE session_id = ? AND idx = 0", (sid,)).fetchone()
+        if got is None or got[0] != first.digest:
+            raise SessionExists(f"session {sid!r} already exists with a different original image; "
+                                "choose another session id or load the existing one")
+
     def append(self, session_id: str, image: Any, instruction: str, sent_instruction: str | None = None,
                plan: Plan | None = None, meta: dict | None = None, idempotency_key: str | None = None,
-               expected_version: int | None = None, masks: dict | None = None) -> History:
+               expected_version: int | None = None, masks: dict | None = None,
+               original: Turn | None = None) -> History:
         """Add turn t (index assigned atomically) and return the session's new History.
 
         `masks`: the turn's per-pixel records by name (TurnMask), stored beside it.
         `idempotency_key`: if a live turn of this session already carries it, nothing is added and
         the current History is returned (re-running the same append is harmless).
         `expected_version`: refuse (StoreError) if the session changed since that version.
+        `original`: turn 0 (its image and meta) of a session that may not exist yet: it is then
+        created in the same transaction as this turn, after every check of this turn passed (a
+        refused first turn leaves no session behind); an existing session must have that original.
         """
         sid = validate_session_id(session_id)
         if not isinstance(instruction, str):
@@ -310,12 +348,25 @@ class SessionStore:
             raise InputError(f"idempotency_key must be a non-empty string of at most {MAX_KEY_LEN} characters")
         plan, plan_text = plan_json(plan)
         meta, meta_text = json_dict(meta, "meta")
+        first_meta = json_dict(original.meta, "turn 0's meta")[1] if original is not None else None
+        put_masks = self._checked_masks(masks)
+        first = None
+        if original is not None:
+            first = StoredImage.of(original.image)
+            if self.exists(sid):    # an existing session must have that original: refused before writing
+                with self.db.tx(False) as conn:
+                    self._check_original(conn, sid, first)
+            first = self.files.put(first)
         img = self.files.put(image)          # complete on disk before any row refers to it
-        put_masks = self._put_masks(masks)
+        put_masks = [(name, self.files.put(im), info) for name, im, info in put_masks]
         _checkpoint("image_written")
         duplicate = False
         with self.db.tx(True) as conn:
-            row = self._existing(conn, sid)
+            row = self._session_row(conn, sid) if first is not None else self._existing(conn, sid)
+            if row is None:
+                row = self._insert_session(conn, sid, first, first_meta)
+            elif first is not None:
+                self._check_original(conn, sid, first)
             lineage, version, n = row[0], row[1], row[2]
             if idempotency_key is not None and conn.execute(
                     "SELECT 1 FROM turns WHERE session_id = ? AND idem_key = ?",
@@ -356,15 +407,21 @@ class SessionStore:
         queued prompt (`prompt`, its API graph) and appending node (`node_id`) kept in the turn's
         meta: a second queue of that prompt finds its own turn and gets the history as that node
         left it. Refuses (StoreError) when another client appended since `history` was loaded.
+
+        A history of version 0 (History Store's 'new' before its session exists: `pending`) stands
+        for the session as created (version 1, turn 0 only): the session is created with this turn,
+        in its transaction (SessionStore.append's `original`).
         """
         sid = validate_session_id(history.session_id)
         meta = dict(meta or {})
         if RUN_META in meta:
-            raise InputError(f"meta key {RUN_META!r} is reserved")
+            raise InputError(f"meta key {RUN_META!r} is reserved; use another name")
+        stored = not pending(history)
+        version = history.version if stored else 1
         run = _run_mark(sid, prompt, node_id)
         if run is not None:
-            current = self.load(sid)
-            for t in reversed(current.turns[1:]):
+            current = self.load(sid) if stored or self.exists(sid) else None   # a pending session has no turn yet
+            for t in reversed(current.turns[1:] if current is not None else ()):
                 mark = t.meta.get(RUN_META) if isinstance(t.meta, dict) else None
                 if not isinstance(mark, dict) or mark.get("prompt") != run["prompt"]:
                     break
@@ -373,11 +430,11 @@ class SessionStore:
             meta[RUN_META] = run
         image = StoredImage.of(image)
         key = hashlib.sha256(json.dumps(
-            {"session": sid, "version": history.version, "turns": len(history), "instruction": instruction,
+            {"session": sid, "version": version, "turns": len(history), "instruction": instruction,
              "sent": sent_instruction, "image": image.digest, "plan": plan.to_dict() if plan is not None else None},
             sort_keys=True, default=str).encode()).hexdigest()
         return self.append(sid, image, instruction, sent_instruction, plan, meta, idempotency_key=key,
-                           expected_version=history.version, masks=masks)
+                           expected_version=version, masks=masks, original=None if stored else history.turns[0])
 
     def rewind(self, session_id: str, k: int) -> History:
         """Undo the turns after k (keep 0..k; the later rows are deleted, the version still grows).
@@ -407,35 +464,43 @@ class SessionStore:
         self._remember(sid, new_lineage, hist)
         return hist
 
-    def branch(self, session_id: str, new_id: str, at_turn: int | None = None,
+    def branch(self, session_id: str, new_id: str | None, at_turn: int | None = None,
                exist_ok: bool = False) -> History:
         """A new session `new_id` holding turns 0..at_turn (default: all) of `session_id`.
         Image files are shared, not copied. With exist_ok, a `new_id` that is already the branch of
         `session_id` at `at_turn` (any turn when None) is loaded instead: queueing the same branch
-        again gives the branch made last time. Any other existing `new_id` is refused."""
+        again gives the branch made last time. Any other existing `new_id` is refused (SessionExists).
+        new_id None: the first free id of "<id>-b<turn>", "<id>-b<turn>-2", ... (`branch_ids`),
+        chosen inside the transaction that creates the branch, so branches made at the same time
+        (several clients, several processes) each get their own id."""
         sid = validate_session_id(session_id)
-        nid = validate_session_id(new_id)
+        nid = None if new_id is None else validate_session_id(new_id)
         if nid == sid:
-            raise InputError("a branch needs a new session id different from the source's")
+            raise InputError("a branch needs a new session id different from the source's; choose another one")
         if at_turn is not None:
             at_turn = turn_number(at_turn)
         now = time.time()
         with self.db.tx(True) as conn:
-            existing = self._session_row(conn, nid)
+            existing = self._session_row(conn, nid) if nid is not None else None
             if existing is not None:
                 parent, parent_turn = existing[5], existing[6]
                 if not exist_ok:
-                    raise StoreError(f"session {nid!r} already exists in {self.root}; choose another id "
-                                     "for the branch")
+                    raise SessionExists(f"session {nid!r} already exists; choose another id for the branch")
                 if parent != sid or (at_turn is not None and parent_turn != at_turn):
-                    raise StoreError(f"session {nid!r} already exists and is not the branch of {sid!r} at "
-                                     f"turn {'latest' if at_turn is None else at_turn}; choose another new id")
+                    raise SessionExists(f"session {nid!r} already exists and is not the branch of {sid!r} at "
+                                        f"turn {'latest' if at_turn is None else at_turn}; choose another new id")
             else:
                 row = self._existing(conn, sid)
                 n = row[2]
                 at = n - 1 if at_turn is None else at_turn
                 if not 0 <= at < n:
                     raise InputError(f"cannot branch session {sid!r} at turn {at}: it has turns 0..{n - 1}")
+                if nid is None:
+                    taken = {r[0] for r in conn.execute("SELECT id FROM sessions WHERE id GLOB ?",
+                                                        (branch_ids(sid, at)[0] + "*",))}
+                    nid = next((c for c in branch_ids(sid, at) if c not in taken), None)
+                    if nid is None:
+                        raise InputError(f"no free branch id left for {sid!r} at turn {at}; choose one (new_session_id)")
                 conn.execute("INSERT INTO sessions VALUES (?, ?, 1, ?, ?, ?, ?, ?)",
                              (nid, uuid.uuid4().hex, at + 1, now, now, sid, at))
                 conn.execute(f"INSERT INTO turns SELECT ?, {_TURN_COLS}, NULL, ? FROM turns "
@@ -494,7 +559,7 @@ def workflow_store_root(store_dir: str) -> Path | None:
     root = paths.confine(store_dir, default_root(), "the session store folder (store_dir)")
     images = default_root().resolve() / "images"
     if root == images or images in root.parents:
-        raise InputError(f"store_dir {store_dir!r} is inside the default store's image folder; choose another name")
+        raise InputError(f"store_dir {clip(store_dir)} is inside the default store's image folder; choose another name")
     return root
 
 

@@ -5,40 +5,49 @@ first use).
 from __future__ import annotations
 
 import json
-import re
 import threading
 from collections.abc import Sequence
 from typing import Any
 
 from ..errors import InputError
 from ..plan import Plan
+from ..text import check_json, check_text, message, read_json
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+MAX_META_BYTES = 256 * 1024   # a turn's meta as JSON text (the pack's own records are a few kB)
 
 
 def storable_text(text: str, what: str) -> str:
-    """`text` if SQLite can store it as UTF-8; a lone surrogate (which a JSON string such as
-    "\\ud800" can carry, but no UTF-8 text can) is refused with an InputError naming `what`, the
-    same for requests, instructions, plans and meta keys or values."""
-    m = _SURROGATE.search(text)
-    if m:
-        raise InputError(f"{what} holds a lone surrogate (U+{ord(m.group(0)):04X}) at character {m.start()}, "
-                         f"which is not valid Unicode text and cannot be stored; remove that character (it "
-                         f"usually comes from text cut in the middle of an emoji)")
-    return text
+    """`text` if it passes the pack's text rule (respec/text.py: SQLite stores UTF-8, and a lone
+    surrogate, which a JSON string such as "\\ud800" can carry, has none; no NUL); InputError naming
+    `what` otherwise, the same for requests, instructions, plans and meta keys or values."""
+    return check_text(text, what)
 
 
 def json_dict(value: Any, what: str) -> tuple[dict, str]:
-    """(normalised dict, JSON text): what a reload would give, so cached and loaded agree."""
+    """(normalised dict, JSON text): what a reload would give, so cached and loaded agree. The value
+    must be a dict nested at most MAX_JSON_DEPTH deep (so every reader can serve it) whose JSON text
+    is at most MAX_META_BYTES and passes the text rule."""
     if value is None:
         value = {}
     if not isinstance(value, dict):
         raise InputError(f"{what} must be a JSON object (dict), got {type(value).__name__}")
+    check_json(value, what)
     try:
         text = json.dumps(value, ensure_ascii=False, sort_keys=True)
     except (TypeError, ValueError) as e:
-        raise InputError(f"{what} must be JSON-serialisable: {e}") from e
-    return json.loads(text), storable_text(text, f"{what} (a key or a value)")
+        raise InputError(message(f"{what} must be JSON-serialisable: {e}")) from e
+    check_text(text, f"{what} (a key or a value)")
+    check_text(text, f"{what} as JSON", MAX_META_BYTES, shorten="keep large data in files and store their names")
+    return json.loads(text), text
+
+
+def stored_json(text: str, what: str) -> Any:
+    """A JSON value the store wrote (a turn's meta, a mask's info), read back with the same bounds
+    it was written under: ValueError (which the store reports as a damaged row) otherwise."""
+    try:
+        return read_json(text, what, max_bytes=None, example="JSON")
+    except InputError as e:
+        raise ValueError(str(e)) from None
 
 
 def plan_json(plan: Plan | None) -> tuple[Plan | None, str | None]:
@@ -47,6 +56,7 @@ def plan_json(plan: Plan | None) -> tuple[Plan | None, str | None]:
         return None, None
     if not isinstance(plan, Plan):
         raise InputError(f"plan must be a respec Plan (RESPEC_PLAN), got {type(plan).__name__}")
+    check_json([plan.reasoning, plan.meta], "the plan's reasoning or meta")
     try:
         text = json.dumps(plan.to_dict(), ensure_ascii=False, sort_keys=True)
     except (TypeError, ValueError) as e:

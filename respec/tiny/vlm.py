@@ -47,7 +47,7 @@ def build_internvl_tokenizer():
     return tok
 
 
-def _rope(params: dict) -> dict:
+def rope_settings(params: dict) -> dict:
     """RoPE settings under the name this transformers reads: `rope_parameters` (5.x) or
     `rope_scaling` + `rope_theta` (4.5x)."""
     import transformers
@@ -88,8 +88,8 @@ def build_tiny_qwen3vl(path: str | Path, seed: int = 0) -> Path:
         text_config=dict(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                          num_attention_heads=2, num_key_value_heads=1, head_dim=16,
                          max_position_embeddings=4096,
-                         **_rope({"rope_type": "default", "rope_theta": 5e6,
-                                  "mrope_section": [4, 2, 2], "mrope_interleaved": True}),
+                         **rope_settings({"rope_type": "default", "rope_theta": 5e6,
+                                          "mrope_section": [4, 2, 2], "mrope_interleaved": True}),
                          eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id),
         vision_config=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, patch_size=16,
                            spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=32,

@@ -42,26 +42,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # a script, not part of the pack
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("RESPEC_PROGRESS", "0")
 
-# Real-size klein architectures (diffusers Flux2Transformer2DModel / transformers Qwen3Config).
-# 9B: 9,078,581,248 transformer parameters, matching the published 9.08 B.
-KLEIN_ARCH = {
-    "9B": {"transformer": dict(num_layers=8, num_single_layers=24, attention_head_dim=128, num_attention_heads=32,
-                               joint_attention_dim=12288, guidance_embeds=False),
-           "text": dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36, num_attention_heads=32,
-                        num_key_value_heads=8, head_dim=128, tie_word_embeddings=False)},
-    "4B": {"transformer": dict(num_layers=5, num_single_layers=20, attention_head_dim=128, num_attention_heads=24,
-                               joint_attention_dim=7680, guidance_embeds=False),
-           "text": dict(hidden_size=2560, intermediate_size=9728, num_hidden_layers=36, num_attention_heads=32,
-                        num_key_value_heads=8, head_dim=128, tie_word_embeddings=True)},
-    # a few-MB model of the same code path, to check --gpu plumbing on any device (--device cpu)
-    "toy": {"transformer": dict(in_channels=16, num_layers=1, num_single_layers=1, attention_head_dim=16, num_attention_heads=2,
-                                joint_attention_dim=96, axes_dims_rope=(4, 4, 4, 4), guidance_embeds=False),
-            "text": dict(hidden_size=32, intermediate_size=64, num_hidden_layers=3, num_attention_heads=2,
-                         num_key_value_heads=1, head_dim=16, tie_word_embeddings=False),
-            "vae": dict(block_out_channels=(16, 16, 16, 16), layers_per_block=1, norm_num_groups=8, latent_channels=4)},
-}
+from real_size import KLEIN, build_klein  # noqa: E402  (scripts/bench/real_size.py: the published configs)
 
 
 def _rss_bytes() -> int:
@@ -87,34 +71,6 @@ class RssPeak:
         self._stop.set()
         self._thread.join()
         self.peak = max(self.peak, _rss_bytes())
-
-
-def build_real_size_pipeline(variant: str, device: str = "cuda"):
-    """klein base `variant` with random bf16 weights, built on `device` (no download, no disk)."""
-    import torch
-    from diffusers import AutoencoderKLFlux2, FlowMatchEulerDiscreteScheduler, Flux2KleinPipeline, Flux2Transformer2DModel
-    from transformers import Qwen3Config, Qwen3ForCausalLM
-
-    from respec.tiny.tokenizer import build_tokenizer
-
-    arch = KLEIN_ARCH[variant]
-    tokenizer = build_tokenizer()  # byte-level ids are valid ids of the real 151,936-token vocabulary
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.bfloat16)
-    try:
-        with torch.device(device):
-            torch.manual_seed(0)
-            transformer = Flux2Transformer2DModel(**arch["transformer"]).eval()
-            vocab = 151936 if variant != "toy" else len(tokenizer)
-            text_encoder = Qwen3ForCausalLM(Qwen3Config(vocab_size=vocab, max_position_embeddings=40960,
-                                                        rope_parameters={"rope_type": "default", "rope_theta": 1e6},
-                                                        **arch["text"])).eval()
-            vae = AutoencoderKLFlux2(**arch.get("vae", {})).eval()
-    finally:
-        torch.set_default_dtype(previous)
-    scheduler = FlowMatchEulerDiscreteScheduler(shift=3.0, use_dynamic_shifting=True)
-    return Flux2KleinPipeline(scheduler=scheduler, vae=vae, text_encoder=text_encoder, tokenizer=tokenizer,
-                              transformer=transformer, is_distilled=False)
 
 
 def run(editor, refs: int, size: int, steps: int, repeats: int, cuda: bool) -> dict:
@@ -146,7 +102,7 @@ def run(editor, refs: int, size: int, steps: int, repeats: int, cuda: bool) -> d
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gpu", action="store_true", help="real-size klein with random bf16 weights on CUDA")
-    ap.add_argument("--variant", choices=sorted(KLEIN_ARCH), default="9B",
+    ap.add_argument("--variant", choices=sorted(KLEIN), default="9B",
                     help="architecture for --gpu (toy: a few-MB stand-in to check the --gpu code path)")
     ap.add_argument("--device", default="cuda", help="device for --gpu (cpu only makes sense with --variant toy)")
     ap.add_argument("--size", type=int, default=None, help="image side (default 64 CPU / 1024 GPU)")
@@ -166,7 +122,7 @@ def main(argv=None) -> int:
             return 2
         size, steps = args.size or 1024, args.steps or 30
         t0 = time.perf_counter()
-        pipe = build_real_size_pipeline(args.variant, args.device)
+        pipe = build_klein(args.variant, args.device, torch.bfloat16)
         label = (f"klein base {args.variant}, random bf16 weights, "
                  f"{torch.cuda.get_device_name() if cuda else args.device}")
         build = time.perf_counter() - t0

@@ -1,6 +1,6 @@
 """Change masks, the provenance selector and Reveal Composite on real editor outputs.
 
-    python scripts/bench/bench_real_pairs.py --pairs ../shared/realdata/pairs [--quick] [--parts single,mcedit,chains]
+    python scripts/bench/bench_real_pairs.py --pairs ../shared/realdata/pairs [--quick] [--parts single,mcedit,chains,repeat]
         [--paste-blur-px 0.5]
 
 Reads the folder it is given (never copies from it): OmniEraser removals (mask IoU against their
@@ -12,7 +12,9 @@ remover would do if the scene had not moved; Reveal must refuse because the scen
 controlled drift chains on the real photos (zoom-outs, shifts incl. sub-pixel, the OmniEraser
 residual field, JPEG, gain, blur; an occluder added at turn 1, removed at the last turn by an
 editor that re-invents the region; gain in dB in the true revealed region against doing
-nothing). Prints one markdown table per part.
+nothing) and conversations that repeat themselves (`repeat`, issue 32: real add outputs replayed
+through the conversational turn, with built removals; see `repeat_chains`). Prints one markdown
+table per part.
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from PIL import Image, ImageFilter
 from scipy import ndimage
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from respec.controller.provenance_selector import provenance_plan  # noqa: E402
 from respec.history import CHANGE, History  # noqa: E402
 from respec.pixels.alignment import Alignment, warp  # noqa: E402
@@ -181,8 +184,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer chain levels")
     ap.add_argument("--paste-blur-px", type=float, default=None,
                     help="RevealParams.paste_blur_px for the chains (default: the pack's; 0.5: paste at I_t's softness)")
-    ap.add_argument("--parts", default="single,mcedit,chains",
-                    help="which tables, comma-separated: single, mcedit, chains (default: all three)")
+    ap.add_argument("--parts", default="single,mcedit,chains,repeat",
+                    help="which tables, comma-separated: single, mcedit, chains, repeat (default: all four)")
     args = ap.parse_args()
     pairs = args.pairs
     index = json.loads((pairs / "index.json").read_text())
@@ -194,6 +197,9 @@ def main() -> None:
         mc_edit(pairs, index)
     if "chains" in parts:
         chains(pairs, index, args)
+    if "repeat" in parts:
+        from bench_real_chains import repeat_chains
+        repeat_chains(pairs, index)
 
 
 def single_pairs(pairs: Path, index: dict) -> None:

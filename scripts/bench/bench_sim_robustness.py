@@ -6,6 +6,7 @@ default drift. Prints respec.bench.report.robustness_table (reveal applied / ref
 without and with the reveal, bad pastes).
 
     python scripts/bench/bench_sim_robustness.py [--limit 12] [--out runs/robustness] [--levels quick|all]
+        [--only "local warp 1 px" ...]
 
 Each level is its own run folder under --out (resumable: finished rows are kept). The re-render
 levels come from the real removals measured in docs/provenance.md (OmniEraser's residual outside
@@ -38,6 +39,7 @@ LEVELS = {
     "shift 3 px/call": {"shift_px": 3.0},
     "shift 8 px/call": {"shift_px": 8.0},
     "local warp 1 px": {"local_warp_px": 1.0},
+    "subject warp 1.5 px": {"subject_warp_px": 1.5},
     "re-render (gecko-like)": {"rerender": 0.013, "rerender_corr_px": 1.0, "rerender_shading": 0.017},
     "re-render (boat-like)": {"rerender": 0.021, "rerender_corr_px": 1.0, "rerender_shading": 0.059},
     "pose change 2 px": {"pose_px": 2.0},
@@ -55,10 +57,11 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, default=12, help="scenarios of occur_sim per level")
     ap.add_argument("--out", default="runs/robustness")
     ap.add_argument("--levels", choices=["quick", "all"], default="all")
+    ap.add_argument("--only", nargs="+", default=None, help="run only these levels (their labels)")
     args = ap.parse_args(argv)
     runs = {}
     for label, knobs in LEVELS.items():
-        if args.levels == "quick" and label not in QUICK:
+        if (args.levels == "quick" and label not in QUICK) or (args.only and label not in args.only):
             continue
         out = Path(args.out) / slug(label)
         settings = BenchSettings(dataset="occur_sim", out=str(out), configs=["respec-prov", "respec-prov+reveal"],

@@ -4,10 +4,14 @@
 check_composer(url, chromium, python, base, tiny, shots) loads conversational_provenance_flux2 in the
 page (tiny random-weight FLUX.2 [klein], 2 steps, the artist's picture uploaded through
 /upload/image), opens the ReSpec sidebar tab and, like an artist:
+0. sends a request while the editor's model file is not installed: the failed card's first line
+   names the file, with no empty picture box and no plan line (check_failed_turn);
 1. types three requests into the composer and presses Enter after each: each turn must show a
    pending card with step progress (ComfyUI's progress events for the composer's prompt) and then
    appear as a turn card; the session read back through GET /respec/sessions/<id> must have turns
-   0..k after request k;
+   0..k after request k; the first says "starting…" and shows no plan line; then the panel's text
+   holds no fallback identifier and cuts no label, and every "show changes" shows the change's
+   outline or says no change was recorded (check_plain_words, check_show_changes);
 2. presses *Undo to here* on turn 1 and confirms: the session has turns 0..1;
 3. presses *Branch from here* on turn 1: a new session <id>-b1 with turns 0..1, which the panel
    shows;
@@ -19,30 +23,49 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
-import tempfile
+import re
 import time
 from pathlib import Path
 
 from check_vue_nodes import NODE_FACTS_JS, node_problems, set_vue_nodes
-from comfyui_harness import Page, build_tiny_models, checker, http_json, log, start_chromium, stop, upload_picture
+from comfyui_harness import Page, browser_page, build_tiny_models, checker, http_json, log, upload_picture
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = "window.comfyAPI.app.app"
 SESSION = "check-chat"
 REQUESTS = ("add a red box on the left", "make the sky purple", "remove the red box")
 PR = "(document.querySelector('[data-respec-panel]')?.shadowRoot)"
+DIALOG_CLOSE = ("document.querySelectorAll('.p-dialog-close-button, .p-dialog-header-close, "
+                "[role=\"dialog\"] button[aria-label=\"Close\"]').forEach(b => b.click())")
 
-# Records what the composer's pending card says, as it changes (a step progress shows for a moment).
-WATCH_JS = """(() => { window.__respecSeen = []; const root = %(pr)s;
-  const obs = new MutationObserver(() => { const p = root.querySelector('[data-pending]');
-    if (p) { const t = p.innerText.replace(/\\s+/g, ' '); const s = window.__respecSeen;
-      if (s[s.length - 1] !== t) s.push(t); } });
-  obs.observe(root, {subtree: true, childList: true, characterData: true}); return true; })()"""
+# Records what the composer's pending card and the panel's message say, as they change (a step
+# progress shows for a moment).
+WATCH_JS = """(() => { window.__respecSeen = []; window.__respecMsgs = []; const root = %(pr)s;
+  const note = (list, el) => { if (!el || el.hidden) return; const t = el.innerText.replace(/\\s+/g, ' ');
+    if (list[list.length - 1] !== t) list.push(t); };
+  const obs = new MutationObserver(() => { note(window.__respecSeen, root.querySelector('[data-pending]'));
+    note(window.__respecMsgs, root.querySelector('.respec-msg')); });
+  obs.observe(root, {subtree: true, childList: true, characterData: true, attributes: true}); return true; })()"""
+TYPE_JS = """(() => { const t = %(pr)s.querySelector('textarea'); t.focus(); t.value = %(text)s;
+  t.dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter', bubbles: true, composed: true})); return true; })()"""
+SET_WIDGET_JS = """(() => { const g = %(app)s.rootGraph ?? %(app)s.graph; const n = g._nodes.find(n => n.type === %(type)s);
+  const w = n.widgets.find(w => w.name === %(name)s); const old = w.value; w.value = %(value)s; return old; })()"""
+# A fallback identifier left in the panel's text (three or more snake_case words); tooltips may keep them.
+RAW_IDENTIFIER = re.compile(r"\b[a-z]+(?:_[a-z]+){2,}\b")
+# Text boxes of the panel wider than their box (cut) - the session drop-down's own text excepted: it
+# has a tooltip and the line under it says the session in full.
+CUT_JS = """(() => [...%(pr)s.querySelectorAll('div, span, button, label, h3, summary')].filter(e =>
+  e.offsetParent !== null && e.children.length === 0 && e.scrollWidth > e.clientWidth + 1 &&
+  getComputedStyle(e).overflowX !== 'auto').map(e => e.className + ': ' + e.textContent.trim().slice(0, 60)))()"""
+# The yellow of the change overlay's outline (rgb 241, 196, 15) on the large canvas: pixels of it.
+CHANGE_PIXELS_JS = """(() => { const c = %(pr)s.querySelector('.respec-latest canvas');
+  const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data; let n = 0;
+  for (let i = 0; i < d.length; i += 4) if (Math.abs(d[i] - 241) < 24 && Math.abs(d[i + 1] - 196) < 24 && d[i + 2] < 70) n++;
+  return n; })()"""
 
 SETUP_JS = """(async () => {
   const app = %(app)s;
-  await app.loadGraphData(%(ui)s, true, true, 'conversational_provenance_flux2.json');
+  await app.loadGraphData(%(ui)s, true, true, %(name)s);
   const g = app.rootGraph ?? app.graph; const set = (type, name, value) => {
     for (const n of g._nodes) if (n.type === type) { const w = n.widgets.find(x => x.name === name);
       if (!w) throw new Error(type + ' has no widget ' + name); w.value = value; } };
@@ -73,6 +96,85 @@ async def _wait_turns(page: Page, url: str, sid: str, want: list[int], timeout: 
         await asyncio.sleep(0.5)
         turns, body = _session(url, sid)
     return turns, body
+
+
+async def _send(page: Page, text: str) -> None:
+    await page.js(TYPE_JS % {"pr": PR, "text": json.dumps(text)})
+
+
+async def check_failed_turn(page: Page, check, model: str, shots: Path | None) -> None:
+    """A request sent while the editor's model file is not installed: the pending card turns into a
+    failed card whose first line names the file, with no empty picture box and no plan line."""
+    t0 = time.monotonic()
+    missing = "no-such-klein-model"
+    await page.js(SET_WIDGET_JS % {"app": APP, "type": json.dumps("ReSpecFlux2Loader"), "name": json.dumps("model"),
+                                   "value": json.dumps(missing)})
+    await _send(page, REQUESTS[0])
+    await page.wait_for(f"!!{PR}.querySelector('[data-pending].failed')", 60, "the failed card")
+    card = await page.js(f"""(() => {{ const c = {PR}.querySelector('[data-pending].failed');
+      return {{err: c.querySelector('.err')?.innerText ?? '', tip: c.querySelector('.err')?.title ?? '',
+               slot: !!c.querySelector('.respec-slot'), plan: c.querySelectorAll('.s').length,
+               text: c.innerText.replace(/\\s+/g, ' ')}}; }})()""")
+    check("a failed turn shows its error's first line, not an empty box",
+          missing in card["err"] and not card["slot"] and card["plan"] == 0,
+          f"{time.monotonic() - t0:.1f} s; card: {card['text'][:160]!r}; picture box {card['slot']}, "
+          f"plan lines {card['plan']}")
+    if shots is not None:
+        await page.screenshot(shots / "frontend-failed-turn.png")
+    await page.js(SET_WIDGET_JS % {"app": APP, "type": json.dumps("ReSpecFlux2Loader"), "name": json.dumps("model"),
+                                   "value": json.dumps(model)})
+    await page.js(DIALOG_CLOSE)
+    await page.js(f"[...{PR}.querySelectorAll('[data-pending] button')].find(b => b.innerText.includes('Dismiss'))?.click()")
+    await page.wait_for(f"!{PR}.querySelector('[data-pending]')", 10, "the dismissed card")
+
+
+def first_turn_words(seen: list[str], msgs: list[str]) -> tuple[bool, str]:
+    """While the first turn of a new session was being made: the panel said it was starting, never
+    that the session does not exist, and showed no plan line (turn 1 makes no plan worth showing)."""
+    starting = any("starting…" in m for m in msgs + seen)
+    missing = [m for m in msgs if "does not exist yet" in m]
+    planned = [s for s in seen if "not a restoration" in s]
+    return (starting and not missing and not planned,
+            f"messages {msgs[:3]!r}; pending card {seen[:2]!r}"
+            + (f"; said 'does not exist' {len(missing)}x" if missing else "")
+            + (f"; showed a plan line {planned[:1]!r}" if planned else ""))
+
+
+async def check_plain_words(page: Page, check, session: str) -> None:
+    """No fallback identifier in the panel's text, no label cut, the session shown said in full."""
+    text = await page.js(f"{PR}.querySelector('.respec-panel').innerText")
+    raw = sorted(set(RAW_IDENTIFIER.findall(text)))
+    showing = await page.js(f"{PR}.querySelector('.respec-showing')?.innerText ?? ''")
+    title = await page.js(f"{PR}.querySelector('select').title")
+    cut = await page.js(CUT_JS % {"pr": PR})
+    check("the panel speaks in words and cuts no label", not raw and not cut and session in showing and bool(title),
+          f"identifiers in the text: {raw or 'none'}; cut: {cut or 'none'}; under the drop-down: {showing!r}; "
+          f"its tooltip {title!r}")
+
+
+async def check_show_changes(page: Page, check) -> None:
+    """Every "show changes" shows a visible overlay (the outline of the change) or says that no
+    change was recorded for the turn."""
+    results = []
+    n = await page.js(f"{PR}.querySelectorAll('.respec-card').length")
+    for i in range(n):
+        has = await page.js(f"[...{PR}.querySelectorAll('.respec-card')[{i}].querySelectorAll('button')]"
+                            ".some(b => b.innerText.includes('show changes'))")
+        if not has:
+            continue
+        await page.js(f"[...{PR}.querySelectorAll('.respec-card')[{i}].querySelectorAll('button')]"
+                      ".find(b => b.innerText.includes('show changes')).click()")
+        await asyncio.sleep(1.5)
+        note = await page.js(f"(() => {{ const e = {PR}.querySelector('.respec-changes'); "
+                             "return e && !e.hidden ? e.innerText : ''; })()")
+        pixels = await page.js(CHANGE_PIXELS_JS % {"pr": PR})
+        results.append((i, pixels, note))
+        await page.js(f"[...{PR}.querySelectorAll('.respec-card')[{i}].querySelectorAll('button')]"
+                      ".find(b => b.innerText.includes('changes shown'))?.click()")
+        await asyncio.sleep(0.5)
+    check("show changes shows the change or says none was recorded",
+          bool(results) and all(px > 0 or "No change recorded" in note for _, px, note in results),
+          "; ".join(f"I{i}: {px} outline px" + (f", says {note[:50]!r}" if note else "") for i, px, note in results))
 
 
 def check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict | None,
@@ -106,14 +208,13 @@ def _check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict
     if image is None:
         check("upload", False, why)
         return problems
-    ui = json.loads((ROOT / "workflows" / "conversational_provenance_flux2.json").read_text(encoding="utf-8"))
+    ui_name = json.loads((ROOT / "workflows" / "api" / "index.json").read_text(encoding="utf-8"))[
+        "workflows"]["conversational_provenance_flux2"]["ui"]
+    ui = json.loads((ROOT / "workflows" / ui_name).read_text(encoding="utf-8"))
 
     async def run() -> None:
-        profile = Path(tempfile.mkdtemp(prefix="respec-chat-chrome-"))
-        proc, port = start_chromium(chromium, profile)
-        page = None
-        try:
-            page = await Page.open(port, timeout=120, viewport=(1400, 1300))
+        async with browser_page(chromium, check, "composer run", shots, "composer-failure.png",
+                                viewport=(1400, 1300)) as page:
             http_json("POST", f"{url}/api/settings/Comfy.TutorialCompleted", True)
             await page.send("Page.navigate", {"url": url})
             await page.wait_for(f"!!({APP}?.graph && document.querySelector('canvas') && "
@@ -121,21 +222,22 @@ def _check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict
             await asyncio.sleep(2)
             await page.js("document.querySelectorAll('.p-dialog-close-button, .p-dialog-header-close')"
                           ".forEach(b => b.click())")
-            n = await page.js(SETUP_JS % {"app": APP, "ui": json.dumps(ui), "image": json.dumps(image),
+            n = await page.js(SETUP_JS % {"app": APP, "ui": json.dumps(ui), "name": json.dumps(ui_name),
+                                          "image": json.dumps(image),
                                           "session": json.dumps(session),
                                           "model": json.dumps(Path(tiny["klein"]).name)})
             await page.js(f"{APP}.extensionManager.command.execute('Workspace.ToggleSidebarTab.respec-history')")
             await page.wait_for(f"!!{PR}?.querySelector('textarea')", 30, "the composer")
-            await page.js(WATCH_JS % {"pr": PR})
             log(f"composer: graph loaded ({n} nodes), panel open")
             page.console.clear()
+            # 0. A request while the model file is missing fails in words.
+            await check_failed_turn(page, check, Path(tiny["klein"]).name, docs)
+            await page.js(WATCH_JS % {"pr": PR})
 
             # 1. Three requests typed into the composer.
             for k, request in enumerate(REQUESTS, start=1):
                 t0 = time.monotonic()
-                await page.js(f"(() => {{ const t = {PR}.querySelector('textarea'); t.focus(); "
-                              f"t.value = {json.dumps(request)}; t.dispatchEvent(new KeyboardEvent('keydown', "
-                              "{key: 'Enter', bubbles: true, composed: true})); return true; })()")
+                await _send(page, request)
                 if k == len(REQUESTS) and docs is not None:
                     # The pending card while the editor steps (the tiny editor takes ~1 s a step on a CPU).
                     try:
@@ -149,6 +251,9 @@ def _check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict
                                     f"{PR}.querySelectorAll('.respec-card').length === {k + 1}", 30,
                                     f"turn card {k}")
                 seen = await page.js("window.__respecSeen.splice(0)")
+                msgs = await page.js("window.__respecMsgs.splice(0)")
+                if k == 1:
+                    check("a new session's first turn says starting…, shows no plan", *first_turn_words(seen, msgs))
                 steps = [s for s in seen if "step " in s]
                 last = (body.get("turns") or [{}])[-1] if turns else {}
                 check(f"request {k} typed into the composer", turns == list(range(k + 1))
@@ -165,6 +270,8 @@ def _check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict
                     check("the executed graph in Nodes 2.0", not found and len(shown) == len(saved),
                           f"{len(facts)} nodes drawn; {len(shown)} of {len(saved)} Save / Preview Image nodes show "
                           f"their picture; {found[:3] or 'no problem'}")
+            await check_plain_words(page, check, session)
+            await check_show_changes(page, check)
             if docs is not None:
                 docs.mkdir(parents=True, exist_ok=True)
                 await page.js(f"{PR}.querySelector('textarea').value = 'bring the red box back'")
@@ -219,16 +326,6 @@ def _check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict
             if shots is not None:
                 shots.mkdir(parents=True, exist_ok=True)
                 await page.screenshot(shots / ("composer-nodes2.png" if vue else "composer.png"))
-        except Exception as e:  # leave evidence
-            check("composer run", False, f"{type(e).__name__}: {e}")
-            if page is not None and shots is not None:
-                shots.mkdir(parents=True, exist_ok=True)
-                await page.screenshot(shots / "composer-failure.png")
-        finally:
-            if page is not None:
-                await page.close()
-            stop(proc, timeout=10)
-            shutil.rmtree(profile, ignore_errors=True)
 
     asyncio.run(run())
     return problems

@@ -47,7 +47,8 @@ import threading
 import time
 from pathlib import Path
 
-from comfyui_harness import Page, free_port, http_json, is_error, log, start_chromium, start_comfyui, stop
+from comfyui_harness import (HarnessError, Page, free_port, http_json, is_error, log, require_check_packages,
+                             start_chromium, start_comfyui, stop)
 
 ROOT = Path(__file__).resolve().parents[2]
 PACK_DIR_NAME = "ReSpec-ComfyUI"
@@ -386,6 +387,10 @@ def main(argv=None) -> int:
     ap.add_argument("--baseline", action="store_true", help="also load the page with all custom nodes disabled")
     ap.add_argument("--keep", action="store_true", help="keep the temporary base directory")
     args = ap.parse_args(argv)
+    try:
+        require_check_packages()
+    except HarnessError as e:
+        raise SystemExit(str(e))
 
     out = Path(args.out or tempfile.mkdtemp(prefix="respec-frontend-check-")).resolve()
     out.mkdir(parents=True, exist_ok=True)

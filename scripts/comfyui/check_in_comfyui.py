@@ -50,10 +50,11 @@ import time
 from pathlib import Path
 
 import check_composer
+import check_first_hour
 import check_native
 import check_vue_nodes
 from comfyui_harness import (HarnessError, Page, build_tiny_models, checker, free_port, http_json, log,
-                             start_chromium, start_comfyui, stop, upload_picture)
+                             require_check_packages, start_chromium, start_comfyui, stop, upload_picture)
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / "workflows"
@@ -240,7 +241,7 @@ def run_benchmark(url: str, name: str, tiny: dict, config: dict, chain: set[str]
     ds = load_dataset("occur_sample")
     index = next(i for i, sc in enumerate(ds) if sc.num_turns == 2)
     sc = ds[index]
-    wf = use_tiny_models(without_scoring(workflow.load_api_workflow(API_DIR / f"{name}.api.json")), tiny)
+    wf = use_tiny_models(without_scoring(workflow.load_api_workflow(workflow.shipped_workflow(name))), tiny)
     prompt = workflow.fill_workflow(wf, dataset="occur_sample", index=index,
                                     turn_seed=lambda t: turn_seed(0, sc.id, t), config=config)
     executed: list[str] = []
@@ -372,7 +373,7 @@ def execute_provenance(url: str, tiny: dict) -> list[str]:
     if image_name is None:
         check("upload", False, why)
         return problems
-    wf = use_tiny_models(workflow.load_api_workflow(API_DIR / "conversational_provenance_flux2.api.json"), tiny)
+    wf = use_tiny_models(workflow.load_api_workflow(workflow.shipped_workflow("conversational_provenance_flux2")), tiny)
     wanted = {"ReSpecProvenanceSelector", "ReSpecRevealComposite"}
     for label, request in (("turn 1", "add a red box on the left"), ("turn 2", "remove the red box")):
         prompt = conversation_prompt(wf, image_name, PROV_SESSION, request)
@@ -522,7 +523,7 @@ def execute_conversation(url: str, tiny: dict) -> list[str]:
     if image_name is None:
         check("upload", False, why)
         return problems
-    wf = use_tiny_models(workflow.load_api_workflow(API_DIR / "conversational_flux2_diffusers.api.json"), tiny)
+    wf = use_tiny_models(workflow.load_api_workflow(workflow.shipped_workflow("conversational_flux2_diffusers")), tiny)
     conv = _Conversation(url, wf, image_name, check)
     request1, request2 = "add a red box on the left", "remove the red box"
     # Each step runs only when the previous one's prompt ran (its checks may still have failed).
@@ -956,26 +957,27 @@ def execute_all(args, url: str, pid: int, tiny: dict, info: dict) -> list[str]:
     if args.native_sam3 and "SAM3_Detect" in info:
         t0 = time.monotonic()
         failures += [f"execute/sam3: {p}" for p in
-                     check_native.execute_sam3(url, pid, tiny, helpers, API_DIR, WORKFLOWS, info)]
+                     check_native.execute_sam3(url, pid, tiny, helpers, info)]
         log(f"SAM3 checks: {time.monotonic() - t0:.1f} s")
     if args.native_qwen:
         t0 = time.monotonic()
         failures += [f"execute/native-qwen: {p}" for p in
-                     check_native.execute_native_qwen(url, pid, tiny, helpers, API_DIR)]
+                     check_native.execute_native_qwen(url, pid, tiny, helpers)]
         log(f"native Qwen-Image-Edit checks: {time.monotonic() - t0:.1f} s")
     if args.native_klein:
         t0 = time.monotonic()
         failures += [f"execute/native-klein: {p}" for p in
-                     check_native.execute_native_klein(url, pid, tiny, helpers, API_DIR)]
+                     check_native.execute_native_klein(url, pid, tiny, helpers)]
         if "TextGenerate" in info:
             failures += [f"execute/textgen: {p}" for p in
-                         check_native.execute_textgen(url, pid, tiny, helpers, API_DIR)]
+                         check_native.execute_textgen(url, pid, tiny, helpers)]
         log(f"native klein checks: {time.monotonic() - t0:.1f} s")
     return failures
 
 
 def run(args) -> int:
     """The whole check (the module docstring's steps 1-7); exit status 0 only when everything passed."""
+    require_check_packages()
     comfy = Path(args.comfyui).resolve()
     if not (comfy / "main.py").is_file():
         raise SystemExit(f"{comfy} is not a ComfyUI checkout (no main.py)")
@@ -1007,6 +1009,7 @@ def run(args) -> int:
         if args.frontend:
             failures += check_frontend(url, args.chromium, usable_ui,
                                        Path(args.screenshots) if args.screenshots else None, info)
+            failures += check_first_hour.check_first_hour(url, args.chromium, usable_ui, args.screenshots)
             failures += check_composer.check_composer(url, args.chromium, python, base, tiny, args.screenshots)
             if args.vue_nodes:
                 failures += check_nodes_2(args, url, python, base, tiny, usable_ui, info)

@@ -189,16 +189,16 @@ def _native_tiny(prompt: dict, steps: int = 1) -> dict:
     return prompt
 
 
-def execute_native_klein(url: str, pid: int, tiny: dict, helpers: dict, api_dir: Path) -> list[str]:
+def execute_native_klein(url: str, pid: int, tiny: dict, helpers: dict) -> list[str]:
     """conversational_flux2 for two turns (a persistent session, the tiny controller) and
     benchmark_native_flux2 on one 2-turn scenario, on ComfyUI's own klein loaders with the files
     install_klein_files linked, 64-96 px images, 1 step. `helpers`: check_in_comfyui's upload_picture,
     conversation_prompt, queue_and_wait, use_tiny_models, run_benchmark, checker. Returns the problems."""
-    return _execute_native(url, pid, tiny, helpers, api_dir, "execute/native-klein", "conversational_flux2",
+    return _execute_native(url, pid, tiny, helpers, "execute/native-klein", "conversational_flux2",
                            "benchmark_native_flux2", KLEIN_SESSION, "flux2-native", {"CFGGuider", "SamplerCustomAdvanced"})
 
 
-def _execute_native(url: str, pid: int, tiny: dict, helpers: dict, api_dir: Path, label: str, conversation: str,
+def _execute_native(url: str, pid: int, tiny: dict, helpers: dict, label: str, conversation: str,
                     benchmark: str, session: str, row_editor: str, sampler: set[str], turn_check=None) -> list[str]:
     """The `conversation` graph for two turns on `session` (the tiny controller) and the `benchmark`
     graph on one 2-turn scenario (its row labelled `row_editor`; the slots' controller, selector, `sampler`
@@ -213,7 +213,7 @@ def _execute_native(url: str, pid: int, tiny: dict, helpers: dict, api_dir: Path
     if image_name is None:
         check("upload", False, why)
         return problems
-    wf = _native_tiny(helpers["use_tiny_models"](workflow.load_api_workflow(api_dir / f"{conversation}.api.json"), tiny))
+    wf = _native_tiny(helpers["use_tiny_models"](workflow.load_api_workflow(workflow.shipped_workflow(conversation)), tiny))
     rss0 = rss_mb(pid)
     for turn_label, request in (("turn 1", "add a red box on the left"), ("turn 2", "remove the red box")):
         prompt = helpers["conversation_prompt"](wf, image_name, session, request)
@@ -272,11 +272,11 @@ def _qwen_turn_check(check, turns: list[dict]) -> None:
           all("reveal_composite" in s and "drift_guard" in s for s in steps), f"post_edit steps per turn {steps}")
 
 
-def execute_native_qwen(url: str, pid: int, tiny: dict, helpers: dict, api_dir: Path) -> list[str]:
+def execute_native_qwen(url: str, pid: int, tiny: dict, helpers: dict) -> list[str]:
     """conversational_qwen_image_edit_2511 for two turns and benchmark_native_qwen_image_edit_2511 on one
     2-turn scenario, on ComfyUI's own Qwen-Image loaders with the files install_qwen_files linked
     (64-96 px images; TextEncodeQwenImageEditPlus reads each image at 384 x 384 whatever its size), 1 step."""
-    return _execute_native(url, pid, tiny, helpers, api_dir, "execute/native-qwen", "conversational_qwen_image_edit_2511",
+    return _execute_native(url, pid, tiny, helpers, "execute/native-qwen", "conversational_qwen_image_edit_2511",
                            "benchmark_native_qwen_image_edit_2511", QWEN_SESSION, "qwen-image-edit-2511-native",
                            {"KSampler", "ReSpecDriftGuard"}, _qwen_turn_check)
 
@@ -284,7 +284,7 @@ def execute_native_qwen(url: str, pid: int, tiny: dict, helpers: dict, api_dir: 
 TEXTGEN_SESSION = "check-textgen"
 
 
-def execute_textgen(url: str, pid: int, tiny: dict, helpers: dict, api_dir: Path) -> list[str]:
+def execute_textgen(url: str, pid: int, tiny: dict, helpers: dict) -> list[str]:
     """conversational_textgen_flux2 for two turns on ComfyUI's own TextGenerate, its controller being
     the random real-size Qwen3-4B of install_klein_files loaded as a plain text model (CLIPLoader type
     stable_diffusion: Qwen3 0.6-8B generate in ComfyUI 0.24; this one reads no images) and 4 new
@@ -299,7 +299,7 @@ def execute_textgen(url: str, pid: int, tiny: dict, helpers: dict, api_dir: Path
     if image_name is None:
         check("upload", False, why)
         return problems
-    wf = _native_tiny(workflow.load_api_workflow(api_dir / "conversational_textgen_flux2.api.json"))
+    wf = _native_tiny(workflow.load_api_workflow(workflow.shipped_workflow("conversational_textgen_flux2")))
     for node in wf.values():
         if node["class_type"] == "CLIPLoader" and node["inputs"]["type"] != "flux2":
             node["inputs"].update(clip_name=KLEIN_NAMES["text_encoders"][1], type="stable_diffusion")
@@ -340,7 +340,7 @@ def install_sam3_file(python: str, comfy: Path, cache: Path, models: Path) -> No
                    "a random real-size SAM3 checkpoint (~1.7 GB)", "SAM3 file (random weights, real sizes, bf16)")
 
 
-def execute_sam3(url: str, pid: int, tiny: dict, helpers: dict, api_dir: Path, ui_dir: Path, info: dict) -> list[str]:
+def execute_sam3(url: str, pid: int, tiny: dict, helpers: dict, info: dict) -> list[str]:
     """occluder_mask_sam3 on the uploaded picture (SAM3_Detect without refinement passes: each pass runs
     SAM3's 1008 px backbone again, minutes on a CPU), its record read from /history; then
     conversational_provenance_flux2 with its edit-region option switched on (the bypassed group made
@@ -348,7 +348,6 @@ def execute_sam3(url: str, pid: int, tiny: dict, helpers: dict, api_dir: Path, u
     Text, SAM3_Detect and Edit Region Mask must run and the Drift Guard must take their mask.
     `helpers`: check_in_comfyui's upload_picture, conversation_prompt, queue_and_wait, use_tiny_models,
     checker, ui_to_api. Returns the problems."""
-    import copy
     import sys
     sys.path.insert(0, str(HERE.parents[1]))
     from respec.bench import workflow
@@ -358,7 +357,7 @@ def execute_sam3(url: str, pid: int, tiny: dict, helpers: dict, api_dir: Path, u
     if image_name is None:
         check("upload", False, why)
         return problems
-    wf = workflow.load_api_workflow(api_dir / "occluder_mask_sam3.api.json")
+    wf = workflow.load_api_workflow(workflow.shipped_workflow("occluder_mask_sam3"))
     for node in wf.values():
         if node["class_type"] == "LoadImage":
             node["inputs"]["image"] = image_name
@@ -376,8 +375,8 @@ def execute_sam3(url: str, pid: int, tiny: dict, helpers: dict, api_dir: Path, u
           f"{time.monotonic() - t0:.1f} s; record: status {records[0][0].get('status') if records else None}, "
           f"queries {attempts}, scores {[a.get('best_confidence') for a in records[0][0].get('attempts', [])] if records else None}; "
           f"server RSS {rss_mb(pid):.0f} MiB")
-    ui = json.loads((ui_dir / "conversational_provenance_flux2.json").read_text(encoding="utf-8"))
-    ui = copy.deepcopy(ui)
+    ui_file = HERE.parents[1] / "workflows" / workflow.shipped_workflows()["conversational_provenance_flux2"]["ui"]
+    ui = json.loads(ui_file.read_text(encoding="utf-8"))
     for node in ui["nodes"]:
         if node.get("mode") == 4:
             node["mode"] = 0                 # the user switches the option on (Ctrl+B on the group)

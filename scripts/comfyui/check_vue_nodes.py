@@ -6,8 +6,8 @@ With the setting on, every node is a DOM element (`[data-node-id]`) whose widget
 their own (`[data-testid="node-widget"]`), not canvas drawings. check_vue_nodes(...):
 1. loads every UI workflow as drag-and-drop does: every node must be drawn as an element, with as
    many widget elements as it has widgets a user sees (not hidden, not canvas-only; advanced ones
-   may be folded away), Load Image's picture must load, nothing may be logged or toasted, and
-   graphToPrompt must still equal the shipped API file;
+   may be folded away; a collapsed node may show none), Load Image's picture must load, nothing may
+   be logged or toasted, and graphToPrompt must still equal the shipped API file;
 2. puts one node of every type the pack registers on an empty graph: each must be drawn with its
    widgets and its title;
 3. (check_composer with vue_nodes=True, called by the checker) drives the ReSpec sidebar's composer
@@ -34,7 +34,7 @@ NODE_FACTS_JS = """(() => {
   return g._nodes.map(n => {
     const el = document.querySelector(`[data-node-id="${n.id}"]`);
     const ws = (n.widgets || []).filter(w => !w.hidden && !w.options?.canvasOnly);
-    return {id: n.id, type: n.type, element: !!el,
+    return {id: n.id, type: n.type, element: !!el, collapsed: !!n.flags?.collapsed,
       seen: ws.filter(w => !w.options?.advanced).map(w => w.name), advanced: ws.filter(w => w.options?.advanced).length,
       drawn: el ? el.querySelectorAll('[data-testid="node-widget"]').length : 0,
       title: el?.querySelector('[data-testid="node-title"]')?.innerText?.trim() ?? null,
@@ -59,14 +59,16 @@ ALL_PACK_NODES_JS = """(() => {
 
 def node_problems(facts: list[dict]) -> list[str]:
     """What is wrong with a graph as Nodes 2.0 drew it (NODE_FACTS_JS): a node with no element, fewer
-    widget elements than the widgets a user sees or more than all of them, a picture that did not load."""
+    widget elements than the widgets a user sees (a collapsed node shows none) or more than all of
+    them, a picture that did not load."""
     out = []
     for f in facts:
         name = f"{f['id']} {f['type']}"
         if not f["element"]:
             out.append(f"{name}: not drawn")
             continue
-        if not len(f["seen"]) <= f["drawn"] <= len(f["seen"]) + f["advanced"]:
+        least = 0 if f.get("collapsed") else len(f["seen"])
+        if not least <= f["drawn"] <= len(f["seen"]) + f["advanced"]:
             out.append(f"{name}: {f['drawn']} widget elements for widgets {f['seen']} (+{f['advanced']} advanced)")
         if not all(f["images"]):
             out.append(f"{name}: {f['images'].count(False)} of {len(f['images'])} pictures did not load")

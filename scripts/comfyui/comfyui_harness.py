@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -36,6 +40,24 @@ ROOT = Path(__file__).resolve().parents[2]   # the pack's folder
 
 def log(msg: str) -> None:
     print(msg, flush=True)
+
+
+# The third-party modules the check scripts import, by the package that provides them
+# (requirements-check.txt lists them; tests/test_check_scripts.py keeps the two in step).
+CHECK_MODULES = {"websockets": "websockets", "numpy": "numpy", "PIL": "pillow", "skimage": "scikit-image",
+                 "aiohttp": "aiohttp"}
+
+
+def require_check_packages(modules=tuple(CHECK_MODULES)) -> None:
+    """Stop with one message naming what to install when a module the checks need is missing
+    from the Python running them (they would otherwise fail midway with ModuleNotFoundError)."""
+    import importlib.util
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        packages = ", ".join(CHECK_MODULES.get(m, m) for m in missing)
+        raise HarnessError(f"this Python ({os.path.basename(sys.executable)}) lacks {packages}, which the "
+                           f"checks need: install them with `python -m pip install -r requirements-check.txt` "
+                           f"(from the pack's folder) into the Python you run the check with")
 
 
 def free_port() -> int:
@@ -256,6 +278,30 @@ class Page:
     async def close(self):
         self.reader.cancel()
         await self.ws.close()
+
+@contextlib.asynccontextmanager
+async def browser_page(chromium: str, check, label: str, shots: Path | None = None, failure_shot: str = "failure.png",
+                       viewport: tuple[int, int] | None = None, max_size: int = 64 * 2 ** 20):
+    """A page of a fresh headless Chromium for one check: an exception inside the block becomes one
+    FAIL line (`label`) and, with `shots`, a screenshot shots/`failure_shot`; Chromium and its
+    profile go away after."""
+    profile = Path(tempfile.mkdtemp(prefix="respec-chrome-"))
+    proc, port = start_chromium(chromium, profile)
+    page = None
+    try:
+        page = await Page.open(port, timeout=120, viewport=viewport, max_size=max_size)
+        yield page
+    except Exception as e:  # leave evidence
+        check(label, False, f"{type(e).__name__}: {e}")
+        if page is not None and shots is not None:
+            shots.mkdir(parents=True, exist_ok=True)
+            await page.screenshot(shots / failure_shot)
+    finally:
+        if page is not None:
+            await page.close()
+        stop(proc, timeout=10)
+        shutil.rmtree(profile, ignore_errors=True)
+
 
 def build_tiny_models(python: str, base: Path) -> dict:
     """Tiny random-weight Qwen3-VL and FLUX.2 [klein] folders under base/models (with ComfyUI's python)."""

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import urllib.request
 from pathlib import Path
+from types import SimpleNamespace
 
 sys.dont_write_bytecode = True
 HERE = Path(__file__).resolve().parent
@@ -121,6 +123,54 @@ def refresh_core(url: str) -> None:
     print(f"wrote {wg.CORE_TABLE} ({len(nodes)} nodes; base ComfyUI {base}, this server {version})")
 
 
+# ------------------------------------------------------------------------------ names
+
+# ComfyUI's template browser shows a workflow's file name as its title, on one line of about
+# 250 px (frontends 1.35-1.58), so every graph's files are named by this table, keyed by the
+# function that builds it (the graph's key: its file name before issue 36, used by the code, the
+# tests and the checker). "ReSpec chat": a conversation, one prompt per turn; "ReSpec eval": the
+# OCCUR benchmark on ComfyUI's own loaders; "ReSpec paper": the benchmark on the paper's own
+# (diffusers) pipelines; "ReSpec mask": an occluder mask on ComfyUI's SAM3. Sorted A-Z (the
+# browser's "Alphabetical" order) the conversations come first. A new graph is one builder function and one entry here; tests/test_workflows.py checks
+# the rules (TITLE_RULE, a title for every builder and no other, the order).
+TITLES = {
+    "conversational_flux2": "ReSpec chat - FLUX.2 klein 9B",
+    "conversational_flux2_klein4b": "ReSpec chat - FLUX.2 klein 4B",
+    "conversational_omnigen2": "ReSpec chat - OmniGen2",
+    "conversational_textgen_flux2": "ReSpec chat - klein, TextGenerate",
+    "conversational_provenance_flux2": "ReSpec chat - no VLM, provenance",
+    "conversational_flux2_diffusers": "ReSpec chat - klein 9B diffusers",
+    "conversational_qwen_image_edit_2511": "ReSpec chat - Qwen Edit 2511",
+    "benchmark_native_flux2": "ReSpec eval - FLUX.2 klein 9B",
+    "benchmark_native_flux2_klein4b": "ReSpec eval - FLUX.2 klein 4B",
+    "benchmark_native_omnigen2": "ReSpec eval - OmniGen2",
+    "benchmark_native_baseline_flux2": "ReSpec eval - klein 9B baseline",
+    "benchmark_native_baseline_omnigen2": "ReSpec eval - OmniGen2 baseline",
+    "benchmark_native_qwen_image_edit_2511": "ReSpec eval - Qwen Edit 2511",
+    "benchmark_flux2": "ReSpec paper - klein 9B",
+    "benchmark_omnigen2": "ReSpec paper - OmniGen2",
+    "benchmark_baseline_flux2": "ReSpec paper - klein 9B baseline",
+    "benchmark_baseline_omnigen2": "ReSpec paper - OmniGen2 baseline",
+    "occluder_mask_sam3": "ReSpec mask - SAM3 occluder",
+}
+# A file name every OS and URL takes as it is (the frontend puts it in a URL path unescaped):
+# ASCII letters, digits, spaces and . , - ( ); no leading or trailing space.
+TITLE_RULE = re.compile(r"[A-Za-z0-9][A-Za-z0-9 .,()-]{0,40}[A-Za-z0-9)]")
+INDEX = "index.json"   # workflows/api/index.json: key -> files, for the core (respec/bench/workflow.py)
+
+
+def title_of(key: str) -> str:
+    """The title (= file name) of the graph built by `key`; a clear error when it has none."""
+    if key not in TITLES:
+        raise KeyError(f"graph {key!r} has no title: add it to TITLES in scripts/workflows/build_workflows.py")
+    return TITLES[key]
+
+
+def graph_order(keys) -> list[str]:
+    """Keys in the order the template browser's A-Z sort shows their titles."""
+    return sorted(keys, key=lambda k: title_of(k).casefold())
+
+
 # ------------------------------------------------------------------------------ the graphs
 
 GRAPHS = {}
@@ -203,26 +253,36 @@ on a turn that uncovers something an earlier edit hid, picks the past image that
 it and rewrites the request (paper §4). Weights: see docs/workflows.md."""
 
 
-def _session_controller(g: wg.Graph, request_default: str):
+# Layout of the conversational graphs (issue 36): columns left to right that follow the turn,
+# compact enough that the whole graph opens readable (the template browser of frontends >= 1.45
+# fits every node in the view: tests/test_workflows.py checks the zoom that gives).
+CHAT_GAP = 30
+README_SIZE = (280, 520)
+MODELS_SIZE = (280, 440)
+
+
+def _session_controller(g: wg.Graph, request_default: str) -> SimpleNamespace:
     """Load Image -> History Store (persistent session) + the user's request + the ReSpec
-    controller chain (Preservation Target -> Reference Selector, Instruction Rewriter)."""
-    image = g.node("LoadImage", image="example.png")
-    store = g.node("ReSpecHistoryStore", mode="new", session_id="my-session", image=image["IMAGE"])
-    request = g.node("PrimitiveStringMultiline", title="Your request", value=request_default)
-    vlm = g.node("ReSpecVLMLoader")
-    plan = g.node("ReSpecPreservationTarget", history=store["history"], instruction=request[0],
-                  vlm=vlm["vlm"])
-    select = g.node("ReSpecReferenceSelector", history=store["history"], plan=plan["plan"])
-    rewrite = g.node("ReSpecInstructionRewriter", plan=plan["plan"])
-    g.node("PreviewImage", title="References given to the editor", images=select["editor_images"])
-    return store, request, plan, select, rewrite
+    controller chain (Preservation Target -> Reference Selector, Instruction Rewriter); the nodes
+    by name."""
+    c = SimpleNamespace()
+    c.image = g.node("LoadImage", image="example.png")
+    c.store = g.node("ReSpecHistoryStore", mode="new", session_id="my-session", image=c.image["IMAGE"])
+    c.request = g.node("PrimitiveStringMultiline", title="Your request", value=request_default)
+    c.vlm = g.node("ReSpecVLMLoader")
+    c.plan = g.node("ReSpecPreservationTarget", history=c.store["history"], instruction=c.request[0],
+                    vlm=c.vlm["vlm"])
+    c.select = g.node("ReSpecReferenceSelector", history=c.store["history"], plan=c.plan["plan"])
+    c.rewrite = g.node("ReSpecInstructionRewriter", plan=c.plan["plan"])
+    c.preview = g.node("PreviewImage", title="References given to the editor", images=c.select["editor_images"])
+    return c
 
 
-def _guard(g, previous, image, request, mask=None):
-    """Drift Guard after the editor (on by default: its `enabled` widget says so); `mask`: the edit
-    region option's MASK (`_edit_region_option`)."""
-    extra = {"mask": mask} if mask is not None else {}
-    return g.node("ReSpecDriftGuard", previous=previous, edited=image, enabled=True, instruction=request[0], **extra)
+def _guard(g, previous, image, request, **optional):
+    """Drift Guard after the editor (on by default: its `enabled` widget says so); `optional`: its
+    optional inputs the graph feeds: `reveal` (Reveal Composite's record), `mask` (the edit region
+    option's MASK, `_edit_region_option`)."""
+    return g.node("ReSpecDriftGuard", previous=previous, edited=image, enabled=True, instruction=request[0], **optional)
 
 
 def _models(name: str, directory: str, url: str) -> dict:
@@ -230,7 +290,10 @@ def _models(name: str, directory: str, url: str) -> dict:
     return {"models": [{"name": name, "directory": directory, "url": url}]}
 
 
-EDIT_REGION_GROUP = "Option: edit region from the request's words (SAM3; select the group, Ctrl+B to switch on)"
+# An option a user switches on (select it, Ctrl+B): bypassed, and collapsed to its title bar so the
+# conversation still opens whole and readable (tests/test_workflows.py).
+OPTION = {"bypassed": True, "collapsed": True}
+EDIT_REGION_GROUP = "Option: edit region (Ctrl+B)"   # fits its box at 20 px: the box sits among other nodes
 EDIT_REGION_NOTE = """\
 **Option: the edit region from your words** (ComfyUI 0.24+, beyond the paper). The group *%s* is
 bypassed. Switched on (select the group, Ctrl+B), *Edit Region from Text* reads the object your
@@ -244,62 +307,59 @@ the guard decides from its own change mask, as with the group off.""" % (EDIT_RE
 
 def _edit_region_option(g: wg.Graph, previous, edited, request, plan=None):
     """The bypassed edit-region group (Edit Region from Text -> SAM3 on [I_(t-1), I_t] -> Edit Region
-    Mask); returns (the MASK output for the Drift Guard, the group's nodes for `_place_right`).
+    Mask); returns (the MASK output for the Drift Guard, the group's nodes, for `_option_group`).
     Bypassed, the guard's mask input is simply not connected (the frontend's bypass rule finds no
     MASK input upstream)."""
     extra = {"plan": plan} if plan is not None else {}
-    phrase = g.node("ReSpecEditRegionFromText", instruction=request[0], bypassed=True, **extra)
+    phrase = g.node("ReSpecEditRegionFromText", instruction=request[0], **OPTION, **extra)
     sam3 = g.node("CheckpointLoaderSimple", title="SAM3", ckpt_name=SAM3_FILE[0], properties=_models(*SAM3_FILE),
-                  bypassed=True)
-    text = g.node("CLIPTextEncode", title="Object to segment", text=phrase["phrase"], clip=sam3["CLIP"], bypassed=True)
-    both = g.node("ImageBatch", title="Previous image + edit", image1=previous, image2=edited, bypassed=True)
+                  **OPTION)
+    text = g.node("CLIPTextEncode", title="Object to segment", text=phrase["phrase"], clip=sam3["CLIP"], **OPTION)
+    both = g.node("ImageBatch", title="Previous image + edit", image1=previous, image2=edited, **OPTION)
     found = g.node("SAM3_Detect", model=sam3["MODEL"], image=both[0], conditioning=text[0], threshold=0.5,
-                   refine_iterations=2, individual_masks=False, bypassed=True)
+                   refine_iterations=2, individual_masks=False, **OPTION)
     region = g.node("ReSpecEditRegionMask", previous=previous, edited=edited, phrase=phrase["phrase"],
-                    object_masks=found["masks"], bypassed=True)
+                    object_masks=found["masks"], **OPTION)
     return region["mask"], [phrase, sam3, text, both, found, region]
 
 
-def _place_right(g: wg.Graph, nodes: list, title: str) -> None:
-    """Stack `nodes` in a titled group in the column right of every other node (call last)."""
-    d = g._depths()
-    stack(nodes, 60 + 420 * (1 + max(d[n.id] for n in g.nodes if n not in nodes)))
-    g.group(title, nodes)
-
-
-def _append_and_save(g, store, request, plan, select, rewrite, image, editor_name: str, reveal=None, mask=None):
-    """Drift Guard (with the edit region option's `mask`) -> History Append (with Reveal Composite's
-    record when `reveal` ran before) -> Save Image."""
-    guard = _guard(g, select["current_image"], image, request, mask=mask)
-    extra = {"reveal": reveal["reveal"]} if reveal is not None else {}
-    append = g.node("ReSpecHistoryAppend", history=store["history"], image=guard["image"], instruction=request[0],
-                    sent_instruction=rewrite["instruction"], plan=plan["plan"],
-                    meta=json.dumps({"editor": editor_name}), editor_image_ids=select["image_ids"],
-                    guard=guard["guard"], **extra)
-    g.node("SaveImage", images=append["current_image"], filename_prefix="respec/turn")
-    return append
+def _append_and_save(g, c: SimpleNamespace, image, editor_name: str, reveal=None, mask=None) -> None:
+    """Drift Guard (with Reveal Composite's record when `reveal` ran before, and the edit region
+    option's `mask`) -> History Append (with that record too) -> Save Image after the edit (c.guard,
+    c.append, c.save)."""
+    record = {"reveal": reveal["reveal"]} if reveal is not None else {}
+    region = {"mask": mask} if mask is not None else {}
+    c.guard = _guard(g, c.select["current_image"], image, c.request, **record, **region)
+    c.append = g.node("ReSpecHistoryAppend", history=c.store["history"], image=c.guard["image"],
+                      instruction=c.request[0], sent_instruction=c.rewrite["instruction"], plan=c.plan["plan"],
+                      meta=json.dumps({"editor": editor_name}), editor_image_ids=c.select["image_ids"],
+                      guard=c.guard["guard"], **record)
+    c.save = g.node("SaveImage", images=c.append["current_image"], filename_prefix="respec/turn")
 
 
 DIFFUSERS_NOTE = ("**Paper-exact diffusers route.** This graph runs the pack's own FLUX.2 [klein] / OmniGen2 "
                  "pipelines (diffusers folders or single files, including ComfyUI's fp8 files): the setting of "
-                 "the paper's tables. The native graphs (`{native}`) run the same ReSpec steps on ComfyUI's own "
+                 "the paper's tables. The native graphs (*{native}*) run the same ReSpec steps on ComfyUI's own "
                  "loaders and sampler, which most users' files and cards suit better.")
 
 
 @graph
 def conversational_flux2_diffusers(specs):
     g = wg.Graph("conversational_flux2_diffusers", specs,
-                 title="ReSpec conversational editing (FLUX.2 [klein], paper-exact diffusers)",
+                 summary="ReSpec conversational editing (FLUX.2 [klein], paper-exact diffusers)",
                  description="One prompt per turn on a persistent session: history -> controller -> "
                              "references + rewritten request -> the pack's diffusers FLUX.2 [klein] edit -> "
                              "append -> save.")
-    store, request, plan, select, rewrite = _session_controller(g, FIRST_REQUEST)
+    c = _session_controller(g, FIRST_REQUEST)
     editor = g.node("ReSpecFlux2Loader")
-    edit = g.node("ReSpecFlux2Edit", editor=editor["editor"], editor_images=select["editor_images"],
-                  current_image=select["current_image"], instruction=rewrite["instruction"],
+    edit = g.node("ReSpecFlux2Edit", editor=editor["editor"], editor_images=c.select["editor_images"],
+                  current_image=c.select["current_image"], instruction=c.rewrite["instruction"],
                   seed=42, steps=30, guidance=4.0)
-    _append_and_save(g, store, request, plan, select, rewrite, edit["image"], "flux2-klein")
-    g.note(SESSION_NOTE + "\n\n" + DIFFUSERS_NOTE.format(native="conversational_flux2"))
+    _append_and_save(g, c, edit["image"], "flux2-klein")
+    readme = g.note(SESSION_NOTE + "\n\n" + DIFFUSERS_NOTE.format(native=title_of("conversational_flux2")),
+                    size=README_SIZE)
+    g.columns([[readme, c.image, c.request], [c.store, c.vlm], [c.plan, c.select, c.rewrite, c.preview],
+               [editor, edit], [c.guard, c.append, c.save]], gap_x=CHAT_GAP)
     return g
 
 
@@ -318,14 +378,14 @@ each turn's changed pixels and what was pasted ("show changes" on a turn card)."
 @graph
 def conversational_provenance_flux2(specs):
     g = wg.Graph("conversational_provenance_flux2", specs,
-                 title="ReSpec conversational editing without a VLM (pixel provenance, FLUX.2 [klein])",
+                 summary="ReSpec conversational editing without a VLM (pixel provenance, FLUX.2 [klein])",
                  description="One prompt per turn on a persistent session: history -> provenance reference selector "
                              "(no VLM) -> FLUX.2 [klein] edit -> Reveal Composite -> append -> save.")
     image = g.node("LoadImage", image="example.png")
     store = g.node("ReSpecHistoryStore", mode="new", session_id="my-provenance-session", image=image["IMAGE"])
     request = g.node("PrimitiveStringMultiline", title="Your request", value=FIRST_REQUEST)
     select = g.node("ReSpecProvenanceSelector", history=store["history"], instruction=request[0])
-    g.node("PreviewImage", title="References given to the editor", images=select["editor_images"])
+    preview = g.node("PreviewImage", title="References given to the editor", images=select["editor_images"])
     editor = g.node("ReSpecFlux2Loader")
     edit = g.node("ReSpecFlux2Edit", editor=editor["editor"], editor_images=select["editor_images"],
                   current_image=select["current_image"], instruction=select["instruction"],
@@ -333,15 +393,17 @@ def conversational_provenance_flux2(specs):
     reveal = g.node("ReSpecRevealComposite", history=store["history"], image=edit["image"], instruction=request[0],
                     plan=select["plan"])
     region, option = _edit_region_option(g, select["current_image"], reveal["image"], request, select["plan"])
-    guard = _guard(g, select["current_image"], reveal["image"], request, mask=region)
+    guard = _guard(g, select["current_image"], reveal["image"], request, reveal=reveal["reveal"], mask=region)
     append = g.node("ReSpecHistoryAppend", history=store["history"], image=guard["image"], instruction=request[0],
                     sent_instruction=select["instruction"], plan=select["plan"],
                     meta=json.dumps({"editor": "flux2-klein", "selector": "provenance"}),
                     editor_image_ids=select["image_ids"], reveal=reveal["reveal"], guard=guard["guard"])
-    g.node("SaveImage", images=append["current_image"], filename_prefix="respec/turn")
-    _place_right(g, option, EDIT_REGION_GROUP)
-    g.note(PROVENANCE_NOTE + "\n\n" + DIFFUSERS_NOTE.format(native="conversational_flux2"), title="Read me")
-    g.note(EDIT_REGION_NOTE, title="Option: edit region")
+    save = g.node("SaveImage", images=append["current_image"], filename_prefix="respec/turn")
+    readme = g.note(PROVENANCE_NOTE + "\n\n" + DIFFUSERS_NOTE.format(native=title_of("conversational_flux2")),
+                    title="Read me", size=README_SIZE)
+    note = g.note(EDIT_REGION_NOTE, title="Option: edit region", size=(280, 300))
+    g.columns([[readme, image, request], [store, editor], [select, preview], [edit, *_option_group(g, option, note)],
+               [reveal, guard], [append, save]], gap_x=CHAT_GAP)
     return g
 
 
@@ -374,9 +436,9 @@ class NativeParts:
         if editor == QWEN:
             shift = g.node("ModelSamplingAuraFlow", model=self.unet[0], shift=QWEN_SETTINGS["shift"])
             norm = g.node("CFGNorm", model=shift[0], strength=QWEN_SETTINGS["cfg_norm"])
-            lora = g.node("LoraLoaderModelOnly", title="Lightning LoRA (4 steps, CFG 1.0): Ctrl+B to switch on",
+            lora = g.node("LoraLoaderModelOnly", title="Lightning LoRA (4 steps, CFG 1)",
                           model=norm[0], lora_name=QWEN_LORA[0], strength_model=1.0, properties=_models(*QWEN_LORA),
-                          bypassed=True)
+                          **OPTION)
             self.cfg = g.node("PrimitiveFloat", title="CFG", value=QWEN_SETTINGS["cfg"])
             self.model, self.extra = lora[0], [shift, norm, lora, self.cfg]
         else:
@@ -496,32 +558,64 @@ POST_EDIT_NOTE = ("**Reveal Composite and Drift Guard are on.** On a turn that u
                   "Qwen-Image-Edit adds on a call. Switch either off with its `enabled` widget.")
 
 
+def _native_columns(c: SimpleNamespace, parts: "NativeParts", edit: list) -> list[list]:
+    """The columns of a native conversation from the controller chain on: the loaders and text
+    encoders, the conditioning and sampler inputs, then sampling -> Drift Guard -> History Append,
+    then Save Image."""
+    positive, pos, neg, size, guider, *schedule, latent, noise, sample, decoded, resized = edit
+    loaders = [parts.unet, parts.clip, parts.vae, parts.negative, parts.sampler]
+    loaders += [parts.scheduler] if parts.scheduler else []
+    return [[c.plan, c.select, c.rewrite, c.preview], loaders + [positive, size],
+            [pos, neg, guider, *schedule, latent, noise], [sample, decoded, resized, c.guard, c.append]]
+
+
 def _conversation_native(name: str, editor: str, specs) -> wg.Graph:
     label = LABELS[editor]
-    g = wg.Graph(name, specs, title=f"ReSpec conversational editing ({label}, ComfyUI's own models)",
+    g = wg.Graph(name, specs, summary=f"ReSpec conversational editing ({label}, ComfyUI's own models)",
                  description=f"One prompt per turn on a persistent session: history -> controller -> references + "
                              f"rewritten request -> ComfyUI-native {label} sampling with the references as reference "
                              f"latents -> append -> save.")
-    store, request, plan, select, rewrite = _session_controller(g, FIRST_REQUEST)
+    c = _session_controller(g, FIRST_REQUEST)
     steps = g.node("PrimitiveInt", title="Steps", value=EDITORS[editor][2]["steps"])
     parts = NativeParts(g, editor, steps[0])
-    edit = native_edit(g, parts, select["editor_images"], select["current_image"], rewrite["instruction"], 42)
-    if editor != QWEN:
-        _append_and_save(g, store, request, plan, select, rewrite, edit[-1][0], f"{editor}-native")
-        g.note(SESSION_NOTE + "\n\n" + NATIVE_NOTE[editor], title="Read me")
-        return g
-    # Qwen-Image-Edit re-renders and re-frames on every call: Reveal Composite and the Drift Guard on,
-    # the edit region from the request's words as an option.
-    reveal = g.node("ReSpecRevealComposite", history=store["history"], image=edit[-1][0], instruction=request[0],
-                    plan=plan["plan"])
-    region, option = _edit_region_option(g, select["current_image"], reveal["image"], request, plan["plan"])
-    _append_and_save(g, store, request, plan, select, rewrite, reveal["image"], f"{editor}-native", reveal=reveal,
-                     mask=region)
-    _place_right(g, option, EDIT_REGION_GROUP)
-    g.note(SESSION_NOTE + "\n\n" + POST_EDIT_NOTE, title="Read me")
-    g.note(NATIVE_NOTE[editor], title="Models")
-    g.note(EDIT_REGION_NOTE, title="Option: edit region")
+    edit = native_edit(g, parts, c.select["editor_images"], c.select["current_image"], c.rewrite["instruction"], 42)
+    if editor == QWEN:
+        return _conversation_qwen(g, c, steps, parts, edit)
+    _append_and_save(g, c, edit[-1][0], f"{editor}-native")
+    readme = g.note(SESSION_NOTE, title="Read me", size=README_SIZE)
+    models = g.note(NATIVE_NOTE[editor], title="Models", size=MODELS_SIZE)
+    g.columns([[readme, c.image, c.request], [c.store, c.vlm, steps], *_native_columns(c, parts, edit),
+               [c.save, models]], gap_x=CHAT_GAP)
     return g
+
+
+def _conversation_qwen(g: wg.Graph, c: SimpleNamespace, steps, parts: "NativeParts", edit: list) -> wg.Graph:
+    """The rest of the Qwen-Image-Edit 2511 conversation: it re-renders and re-frames on every call, so
+    Reveal Composite and the Drift Guard are on (the guard reads Reveal's record), and the edit region
+    from the request's words is a bypassed option feeding the guard's mask."""
+    reveal = g.node("ReSpecRevealComposite", history=c.store["history"], image=edit[-1][0], instruction=c.request[0],
+                    plan=c.plan["plan"])
+    region, option = _edit_region_option(g, c.select["current_image"], reveal["image"], c.request, c.plan["plan"])
+    _append_and_save(g, c, reveal["image"], f"{QWEN}-native", reveal=reveal, mask=region)
+    readme = g.note(SESSION_NOTE + "\n\n" + POST_EDIT_NOTE, title="Read me", size=README_SIZE)
+    # No room for a note of its own (the graph must open whole, readable): the option's words go
+    # with the models' (its SAM3 file), in the note beside the group.
+    models = g.note(NATIVE_NOTE[QWEN] + "\n\n" + EDIT_REGION_NOTE, title="Models; the edit-region option",
+                    size=(280, 220))
+    slots, *encoded, size, latent, sample, decoded, resized = edit
+    shift, norm, lora, cfg = parts.extra
+    g.columns([[readme, c.image, c.request], [c.store, c.vlm, steps, parts.unet, parts.clip, parts.vae],
+               [shift, norm, lora, cfg, c.plan, c.select, c.rewrite], [c.preview, slots, *encoded[:3]],
+               [*encoded[3:], size, latent, sample], [decoded, resized, reveal, *_option_group(g, option), c.guard],
+               [c.append, c.save, models]], gap_x=CHAT_GAP)
+    return g
+
+
+def _option_group(g: wg.Graph, option: list, *notes) -> list:
+    """The edit-region option's nodes (and `notes`) in a titled group: a column's worth of items for
+    `g.columns`, with room for the group's box above and below."""
+    g.group(EDIT_REGION_GROUP, [*option, *notes], font_size=20)
+    return [30, *option, *notes, 20]
 
 
 @graph
@@ -549,9 +643,9 @@ def conversational_qwen_image_edit_2511(specs):
 TEXTGEN_FILE = ("qwen3.5_4b_bf16.safetensors", "text_encoders",
                 HF + "Comfy-Org/Qwen3.5/resolve/main/text_encoders/qwen3.5_4b_bf16.safetensors")
 TEXTGEN_MAX_LENGTH = 768   # new tokens: the JSON plan needs a few hundred (the VLM node's default cap)
-TEXTGEN_NOTE = """\
+TEXTGEN_NOTE = f"""\
 **Controller on ComfyUI's own TextGenerate** (ComfyUI 0.24 or later; **ComfyUI 0.8 has no
-TextGenerate node**: there this graph opens with one missing node, use `conversational_flux2`).
+TextGenerate node**: there this graph opens with one missing node, use *{TITLES["conversational_flux2"]}*).
 *Controller Prompt* builds the paper's restoration or rewrite prompt with the edit history, and the
 history images as one batch; *Generate Text* runs the model under ComfyUI's memory manager;
 *Plan from Text* reads its answer into the plan with the same rules as Preservation Target VLM
@@ -567,31 +661,37 @@ Sampling is off (greedy: a re-queued turn plans the same); nothing forces the an
 @graph
 def conversational_textgen_flux2(specs):
     g = wg.Graph("conversational_textgen_flux2", specs,
-                 title="ReSpec conversational editing, controller on ComfyUI's TextGenerate (FLUX.2 [klein])",
+                 summary="ReSpec conversational editing, controller on ComfyUI's TextGenerate (FLUX.2 [klein])",
                  description="One prompt per turn on a persistent session: history -> Controller Prompt -> "
                              "ComfyUI's Generate Text -> Plan from Text -> references + rewritten request -> "
                              "ComfyUI-native FLUX.2 [klein] sampling -> append -> save.")
-    image = g.node("LoadImage", image="example.png")
-    store = g.node("ReSpecHistoryStore", mode="new", session_id="my-session", image=image["IMAGE"])
-    request = g.node("PrimitiveStringMultiline", title="Your request", value=FIRST_REQUEST)
+    c = SimpleNamespace()
+    c.image = g.node("LoadImage", image="example.png")
+    c.store = g.node("ReSpecHistoryStore", mode="new", session_id="my-session", image=c.image["IMAGE"])
+    c.request = g.node("PrimitiveStringMultiline", title="Your request", value=FIRST_REQUEST)
     name, directory, url = TEXTGEN_FILE
     controller = g.node("CLIPLoader", title="Controller model (TextGenerate)", clip_name=name,
                         type="stable_diffusion", properties={"models": [{"name": name, "directory": directory,
                                                                         "url": url}]})
-    prompt = g.node("ReSpecControllerPrompt", history=store["history"], instruction=request[0])
+    prompt = g.node("ReSpecControllerPrompt", history=c.store["history"], instruction=c.request[0])
     answer = g.node("TextGenerate", clip=controller[0], prompt=prompt["prompt"], image=prompt["images"],
                     max_length=TEXTGEN_MAX_LENGTH, sampling_mode="off", thinking=False, use_default_template=True)
-    plan = g.node("ReSpecPlanFromText", controller_call=prompt["controller_call"], generated_text=answer[0],
-                  on_parse_failure="request")
-    select = g.node("ReSpecReferenceSelector", history=store["history"], plan=plan["plan"])
-    rewrite = g.node("ReSpecInstructionRewriter", plan=plan["plan"])
-    g.node("PreviewImage", title="References given to the editor", images=select["editor_images"])
+    c.plan = g.node("ReSpecPlanFromText", controller_call=prompt["controller_call"], generated_text=answer[0],
+                    on_parse_failure="request")
+    c.select = g.node("ReSpecReferenceSelector", history=c.store["history"], plan=c.plan["plan"])
+    c.rewrite = g.node("ReSpecInstructionRewriter", plan=c.plan["plan"])
+    c.preview = g.node("PreviewImage", title="References given to the editor", images=c.select["editor_images"])
     steps = g.node("PrimitiveInt", title="Steps", value=EDITORS["flux2"][2]["steps"])
     parts = NativeParts(g, "flux2", steps[0])
-    edit = native_edit(g, parts, select["editor_images"], select["current_image"], rewrite["instruction"], 42)
-    _append_and_save(g, store, request, plan, select, rewrite, edit[-1][0], "flux2-native")
-    g.note(TEXTGEN_NOTE + "\n\n" + SESSION_NOTE.split("\n\nThe controller")[0], title="Read me")
-    g.note(NATIVE_NOTE["flux2"], title="Models")
+    edit = native_edit(g, parts, c.select["editor_images"], c.select["current_image"], c.rewrite["instruction"], 42)
+    _append_and_save(g, c, edit[-1][0], "flux2-native")
+    readme = g.note(TEXTGEN_NOTE + "\n\n" + SESSION_NOTE.split("\n\nThe controller")[0], title="Read me",
+                    size=README_SIZE)
+    models = g.note(NATIVE_NOTE["flux2"], title="Models", size=MODELS_SIZE)
+    chain = _native_columns(c, parts, edit)
+    chain[0] = [answer, c.plan, c.select, c.rewrite, c.preview]
+    g.columns([[readme, c.image, c.request], [c.store, controller, prompt, steps], *chain, [c.save, models]],
+              gap_x=CHAT_GAP)
     return g
 
 
@@ -608,7 +708,7 @@ template's file). The paper-exact benchmark keeps YOLO-World + SAM-H (Occluder M
 
 @graph
 def occluder_mask_sam3(specs):
-    g = wg.Graph("occluder_mask_sam3", specs, title="ReSpec occluder mask on ComfyUI's SAM3 (appendix B.1 rules)",
+    g = wg.Graph("occluder_mask_sam3", specs, summary="ReSpec occluder mask on ComfyUI's SAM3 (appendix B.1 rules)",
                  description="An image and a label -> the label's B.1 query chain as one SAM3 prompt -> SAM3_Detect "
                              "(threshold 0, one object per query) -> the first query scoring >= 0.2 gives the mask.")
     image = g.node("LoadImage", image="example.png")
@@ -619,8 +719,9 @@ def occluder_mask_sam3(specs):
                    threshold=0.0, refine_iterations=2, individual_masks=True)
     mask = g.node("ReSpecSam3OccluderMask", image=image["IMAGE"], masks=found["masks"], bboxes=found["bboxes"],
                   label=query["label"])
-    g.node("MaskPreview", mask=mask["mask"])
-    g.note(SAM3_NOTE % SAM3_FILE[0], title="Read me")
+    preview = g.node("MaskPreview", mask=mask["mask"])
+    readme = g.note(SAM3_NOTE % SAM3_FILE[0], title="Read me", size=README_SIZE)
+    g.columns([[readme, image], [query, sam3, text], [found, mask], [preview]], gap_x=CHAT_GAP)
     return g
 
 
@@ -658,7 +759,7 @@ def stack(nodes, x: int, y: int = 80, gap: int = 40) -> int:
     """Place nodes top to bottom at column x; returns the y below the last one."""
     for n in nodes:
         n.at = (x, y)
-        y += wg.Graph._size(n)[1] + gap
+        y += n.size()[1] + n.room() + gap
     return y
 
 
@@ -697,7 +798,7 @@ def _benchmark(name: str, editor_name: str, specs: dict, *, respec: bool, native
         title = f"OCCUR benchmark: baseline {label} (no ReSpec; {route})"
         desc = (f"The benchmark loop without ReSpec (paper table 1 baseline): each turn sends the user's "
                 f"instruction and the current image only to {label}.")
-    g = wg.Graph(name, specs, title=title, description=desc)
+    g = wg.Graph(name, specs, summary=title, description=desc)
     loader, store = _scenario_start(g)
     if native:
         steps = g.node("PrimitiveInt", title="Editor steps", value=edit_settings["steps"])
@@ -768,6 +869,8 @@ def _benchmark(name: str, editor_name: str, specs: dict, *, respec: bool, native
         # The next slot starts from this slot's result. Its current image is this slot's
         # edit: a slot only runs when every earlier slot ran (turns are consecutive).
         history, current = switch["history"], append["current_image"]
+        if t == 1:
+            first_slot = chain
     config = ("respec+reveal+guard" if post_edit else "respec") if respec else "baseline"
     _scenario_end(g, loader, history, config, row_editor, 500 + 420 * TURN_SLOTS)
     edit_text = f"{label} edit" if not native else f"native {label} sampling (reference latents)"
@@ -780,11 +883,12 @@ def _benchmark(name: str, editor_name: str, specs: dict, *, respec: bool, native
     if post_edit:
         switches += ("**Reveal Composite and Drift Guard** run after every edit (switches on the left); the row's "
                      "`config` is `respec+reveal+guard` (both off: `respec`).\n\n")
-    g.note(BENCH_NOTE.format(slots=TURN_SLOTS, chain=chain_text, switches=switches))
+    readme = g.note(BENCH_NOTE.format(slots=TURN_SLOTS, chain=chain_text, switches=switches))
+    g.main(readme, *left, *first_slot)   # the saved view: the read-me, the scenario and the first turn
     if native:
         g.note(NATIVE_NOTE[editor_name] + f" Rows are labelled editor `{row_editor}`.", title="Models")
     else:
-        g.note(DIFFUSERS_NOTE.format(native=name.replace("benchmark_", "benchmark_native_")), title="Route")
+        g.note(DIFFUSERS_NOTE.format(native=title_of(name.replace("benchmark_", "benchmark_native_"))), title="Route")
     return g
 
 
@@ -839,8 +943,13 @@ def benchmark_native_baseline_omnigen2(specs):
 
 
 def build_all(specs: dict | None = None) -> dict[str, wg.Graph]:
+    """Every graph by key, in the template browser's order."""
     specs = specs if specs is not None else wg.all_specs()
-    return {name: fn(specs) for name, fn in GRAPHS.items()}
+    graphs = {}
+    for key in graph_order(GRAPHS):
+        graphs[key] = GRAPHS[key](specs)
+        graphs[key].title = title_of(key)   # what the browser shows, also in extra.respec.title
+    return graphs
 
 
 def render(g: wg.Graph) -> tuple[str, str]:
@@ -849,8 +958,20 @@ def render(g: wg.Graph) -> tuple[str, str]:
             json.dumps(g.to_api(), indent=1, ensure_ascii=False) + "\n")
 
 
-def paths(name: str) -> tuple[Path, Path]:
-    return WORKFLOWS / f"{name}.json", API_DIR / f"{name}.api.json"
+def paths(key: str) -> tuple[Path, Path]:
+    """(UI file, API file) of the graph built by `key`: named by its title."""
+    title = title_of(key)
+    return WORKFLOWS / f"{title}.json", API_DIR / f"{title}.api.json"
+
+
+def index_text() -> str:
+    """workflows/api/index.json: each key's title and files, in the browser's order (the core reads
+    it to find a shipped graph; it imports nothing from scripts/)."""
+    entries = {key: {"title": title_of(key), "ui": paths(key)[0].name, "api": paths(key)[1].name}
+               for key in graph_order(GRAPHS)}
+    return json.dumps({"comment": "Generated by scripts/workflows/build_workflows.py (TITLES): the shipped "
+                                  "graphs by key (their file names before issue 36) and their files.",
+                       "workflows": entries}, indent=1) + "\n"
 
 
 def main(argv=None) -> int:
@@ -864,15 +985,16 @@ def main(argv=None) -> int:
             return 0
     stale = []
     API_DIR.mkdir(parents=True, exist_ok=True)
-    for name, g in build_all().items():
-        ui_text, api_text = render(g)
-        for path, text in zip(paths(name), (ui_text, api_text)):
-            current = path.read_text(encoding="utf-8") if path.exists() else None
-            if current != text:
-                stale.append(path)
-                if not args.check:
-                    path.write_text(text, encoding="utf-8")
-    known = {p for name in GRAPHS for p in paths(name)}
+    files = {API_DIR / INDEX: index_text()}
+    for key, g in build_all().items():
+        files.update(zip(paths(key), render(g)))
+    for path, text in files.items():
+        current = path.read_text(encoding="utf-8") if path.exists() else None
+        if current != text:
+            stale.append(path)
+            if not args.check:
+                path.write_text(text, encoding="utf-8")
+    known = set(files)
     extra = [p for p in list(WORKFLOWS.glob("*.json")) + list(API_DIR.glob("*.json")) if p not in known]
     for p in stale:
         print(("out of date: " if args.check else "wrote: ") + str(p.relative_to(ROOT)))

@@ -41,6 +41,30 @@ UI_ONLY_NODES = {
     "MarkdownNote": {"widgets": ["text"]},
 }
 
+# ------------------------------------------------------------------------------ layout
+# What the frontend draws (LiteGraph, measured in frontends 1.35.9-1.58.1): a node's title bar,
+# 30 px, sits above its pos; its body is 6 + 20 per socket row + 8 + 24 per widget (when it has
+# any) + 30 per multiline text box px tall, and at least as wide as its title needs (about 7.9 px
+# a character + 30). A node that shows a picture it receives (Preview / Save Image, Mask Preview)
+# grows by up to about 300 px when one arrives, so nothing is placed in that room below it.
+TITLE_H = 30
+MIN_WIDTH = 280
+IMAGE_ROOM = 300
+SHOWS_IMAGE = {"PreviewImage", "SaveImage", "MaskPreview"}
+LOAD_PREVIEW = 240        # Load Image draws the picked picture inside its own box
+MULTILINE_EXTRA = 60      # a text box a few lines taller than the frontend's minimum, to read the request
+# The saved view (extra.ds) is fitted to the graph's main chain for this canvas (a 1920 x 1080
+# screen's browser window), at least READABLE_SCALE: the frontend stops drawing node text below
+# 8 px / 14 px = 0.57 (its default "level of detail" threshold).
+REFERENCE_VIEWPORT = (1920, 960)
+READABLE_SCALE = 0.6
+FIT_ZOOM = 0.75           # the frontend's own fitView fills 75 % of the canvas (LGraphCanvas.fitToBounds)
+
+
+def fit_scale(bounds: tuple[float, float, float, float], viewport=REFERENCE_VIEWPORT, zoom: float = FIT_ZOOM) -> float:
+    """The zoom the frontend's fitView gives `bounds` (x, y, w, h) on `viewport` (its fitToBounds)."""
+    return min(zoom * viewport[0] / max(bounds[2], 300), zoom * viewport[1] / max(bounds[3], 300))
+
 
 # ------------------------------------------------------------------------------ node specs
 
@@ -226,7 +250,33 @@ class Node:
                  inputs: dict, title: str | None, control: dict | None = None):
         self.graph, self.id, self.class_type, self.spec = graph, node_id, class_type, spec
         self.inputs, self.title, self.control = inputs, title, dict(control or {})
+        self.at: tuple[int, int] | None = None
         self.mode = 0
+        self.collapsed = False
+
+    def size(self) -> list[int]:
+        """[width, height] of the node's body as the frontend draws it (see TITLE_H ...)."""
+        entries = ordered_inputs(self.spec)
+        sockets = sum(1 for name, _, e in entries if not is_widget(e))
+        widgets = sum(1 + len(extra_widget_values(name, e)) for name, _, e in entries if is_widget(e))
+        multiline = sum(1 for _, _, e in entries if is_widget(e) and input_options(e).get("multiline"))
+        rows = max(sockets, len(self.spec["output"]))
+        height = 6 + 20 * rows + (8 + 24 * widgets if widgets else 0) + (30 + MULTILINE_EXTRA) * multiline
+        if any(input_options(e).get("image_upload") for _, _, e in entries):
+            height += LOAD_PREVIEW
+        return [max(MIN_WIDTH, _text_width(self.shown_title())), height]
+
+    def room(self) -> int:
+        """Free space to keep below the node: a picture it receives makes it grow."""
+        return IMAGE_ROOM if self.class_type in SHOWS_IMAGE else 0
+
+    def drawn(self) -> list[int]:
+        """[width, height] of the body as first drawn: a collapsed node is its title bar alone (no
+        wider than its open width; the file keeps the open size)."""
+        return [self.size()[0], 0] if self.collapsed else self.size()
+
+    def shown_title(self) -> str:
+        return self.title or self.spec.get("display_name") or self.class_type
 
     def ui_slots(self) -> list[tuple[str, str, Any]]:
         """(name, type, value) of the node's input slots in the UI file's order: every socket input,
@@ -257,21 +307,50 @@ class Node:
         return self.out(which)
 
 
+class Note:
+    """A markdown note in the UI file (not a node of the prompt)."""
+
+    def __init__(self, title: str, text: str, size: tuple[int, int]):
+        self.title, self.text, self.at = title, text, None
+        self.id: int | None = None   # given when the UI file is written (after the graph's nodes)
+        self._size = [int(size[0]), int(size[1])]
+
+    def size(self) -> list[int]:
+        return list(self._size)
+
+    def room(self) -> int:
+        return 0
+
+    def drawn(self) -> list[int]:
+        return self.size()
+
+
+def _text_width(title: str) -> int:
+    """The width a node needs for its title (rounded up to 10 px)."""
+    return -(-int(7.9 * len(title) + 30) // 10) * 10
+
+
 class Graph:
     """A workflow under construction. `node()` checks every input against the spec."""
 
-    def __init__(self, name: str, specs: dict[str, dict], *, title: str = "", description: str = ""):
+    def __init__(self, name: str, specs: dict[str, dict], *, title: str = "", summary: str = "",
+                 description: str = ""):
+        """`name`: the graph's key (its id derives from it); `title`: what the template browser shows
+        (the file name); `summary`: a one-line heading; `description`: what it does."""
         self.name, self.specs, self.title, self.description = name, specs, title or name, description
+        self.summary = summary
         self.nodes: list[Node] = []
-        self.notes: list[tuple[str, str]] = []   # (title, markdown)
-        self.groups: list[tuple[str, list[Node]]] = []
+        self.notes: list[Note] = []
+        self.groups: list[tuple[str, list, int]] = []
+        self.main_chain: list[Node] = []   # what the saved view shows (default: every node)
 
     # -- building ---------------------------------------------------------------------
     def node(self, class_type: str, title: str | None = None, control: dict | None = None,
              at: tuple[int, int] | None = None, properties: dict | None = None, bypassed: bool = False,
-             **inputs) -> Node:
+             collapsed: bool = False, **inputs) -> Node:
         """Add a node; `inputs` are literals for widgets or outputs (Out / Node) for sockets.
         `bypassed` writes it bypassed (UI mode 4): an option the user switches on; not in the API file.
+        `collapsed` writes it collapsed (its title bar only, until the user opens it).
         `control` sets a seed-like widget's "control after generate" mode (default "fixed");
         `at` places the node in the UI (default: a column per graph depth); `properties` are
         added to the UI node's properties (e.g. "models" for the frontend's missing-models dialog)."""
@@ -309,15 +388,16 @@ class Graph:
             if not extra_widget_values(name, entry) or mode not in ("fixed", "increment", "decrement", "randomize"):
                 raise ValueError(f"{self.name}: {class_type}.{name} has no control_after_generate mode {mode!r}")
         node = Node(self, len(self.nodes) + 1, class_type, spec, filled, title, control)
-        node.at = at
+        node.at = tuple(at) if at is not None else None
         node.properties = dict(properties or {})
         node.mode = BYPASS if bypassed else 0
+        node.collapsed = collapsed
         self.nodes.append(node)
         return node
 
-    def group(self, title: str, nodes: list[Node]) -> None:
-        """A titled box around `nodes` in the UI file."""
-        self.groups.append((title, list(nodes)))
+    def group(self, title: str, nodes: list, font_size: int = 24) -> None:
+        """A titled box around `nodes` (and notes) in the UI file; its title is drawn at `font_size` px."""
+        self.groups.append((title, list(nodes), font_size))
 
     def _check_widget(self, class_type, name, entry, value):
         t, opts = input_type(entry), input_options(entry)
@@ -340,9 +420,48 @@ class Graph:
             if "min" in opts and value < opts["min"] or "max" in opts and value > opts["max"]:
                 raise ValueError(f"{where} = {value} is outside [{opts.get('min')}, {opts.get('max')}]")
 
-    def note(self, text: str, title: str = "Read me") -> None:
-        """A markdown note shown in the UI file only."""
-        self.notes.append((title, text))
+    def note(self, text: str, title: str = "Read me", size: tuple[int, int] = (500, 380)) -> Note:
+        """A markdown note shown in the UI file only (placed by columns(), else above the graph)."""
+        note = Note(title, text, size)
+        self.notes.append(note)
+        return note
+
+    def columns(self, columns: list[list], x: int = 0, y: int = 0, gap_x: int = 40, gap_y: int = 20) -> int:
+        """Place nodes and notes in columns, left to right, each top to bottom: a column is as wide
+        as its widest member, the next starts gap_x further; a member's title bar and the room a
+        picture needs below it are kept free; a number in a column is that much more space (around a
+        group's box). Returns the x after the last column."""
+        for column in columns:
+            top = y + TITLE_H
+            for item in column:
+                if isinstance(item, int):
+                    top += item
+                    continue
+                item.at = (x, top)
+                top += item.drawn()[1] + item.room() + gap_y + TITLE_H
+            x += max(item.drawn()[0] for item in column if not isinstance(item, int)) + gap_x
+        return x
+
+    def main(self, *nodes) -> None:
+        """The main chain: the graph's saved view is fitted to these nodes and notes (default: all)."""
+        self.main_chain = list(nodes)
+
+    def saved_view(self, placed: dict[int, tuple[list, list]]) -> dict:
+        """extra.ds: the main chain (every node when none is named) fitted to REFERENCE_VIEWPORT at
+        a zoom between READABLE_SCALE and 1; when it does not fit at READABLE_SCALE its start (top
+        left) is shown. `placed`: node id -> (pos, size) as written."""
+        members = self.main_chain or self.nodes + self.notes
+        boxes = [placed[n.id] for n in members]
+        x0 = min(p[0] for p, _ in boxes)
+        y0 = min(p[1] for p, _ in boxes) - TITLE_H
+        x1 = max(p[0] + s[0] for p, s in boxes)
+        y1 = max(p[1] + s[1] for p, s in boxes)
+        vw, vh = REFERENCE_VIEWPORT
+        scale = min(1.0, max(READABLE_SCALE, fit_scale((x0, y0, x1 - x0, y1 - y0), zoom=0.9)))
+        margin = 40 / scale
+        ox = vw / 2 / scale - (x0 + x1) / 2 if (x1 - x0) * scale <= vw - 80 else margin - x0
+        oy = vh / 2 / scale - (y0 + y1) / 2 if (y1 - y0) * scale <= vh - 80 else margin - y0
+        return {"scale": round(scale, 4), "offset": [round(ox, 1), round(oy, 1)]}
 
     # -- API format -------------------------------------------------------------------
     def to_api(self) -> dict:
@@ -372,17 +491,6 @@ class Graph:
             parents = [v.node.id for v in n.inputs.values() if isinstance(v, Out)]
             depth[n.id] = 1 + max((depth[p] for p in parents), default=-1)
         return depth
-
-    @staticmethod
-    def _size(n: Node) -> list[int]:
-        entries = ordered_inputs(n.spec)
-        sockets = sum(1 for name, _, e in entries if not is_widget(e) or isinstance(n.inputs.get(name), Out))
-        widgets = sum(1 + len(extra_widget_values(name, e)) for name, _, e in entries if is_widget(e))
-        tall = sum(1 for name, _, e in entries if is_widget(e) and input_options(e).get("multiline"))
-        preview = sum(1 for _, _, e in entries if input_options(e).get("image_upload"))
-        rows = max(sockets, len(n.spec["output"]))
-        # an upload widget shows the picked image under the widgets
-        return [360, 46 + 22 * rows + 28 * widgets + 90 * tall + 320 * preview]
 
     def to_ui(self) -> dict:
         depth = self._depths()
@@ -418,16 +526,17 @@ class Graph:
             for i, slot in enumerate(slots):
                 if slot["link"] is not None:
                     links[slot["link"] - 1][4] = i
-            size = self._size(n)
-            if getattr(n, "at", None) is not None:
+            size = n.size()
+            if n.at is not None:
                 pos = list(n.at)
             else:
                 col = depth[n.id]
                 y = column_y.get(col, 80)
-                column_y[col] = y + size[1] + 50
+                column_y[col] = y + size[1] + n.room() + 50
                 pos = [60 + 420 * col, y]
             node = {"id": n.id, "type": n.class_type, "pos": pos, "size": size,
-                    "flags": {}, "order": order[n.id], "mode": n.mode, "inputs": slots,
+                    "flags": {"collapsed": True} if n.collapsed else {}, "order": order[n.id], "mode": n.mode,
+                    "inputs": slots,
                     "outputs": [], "properties": {"Node name for S&R": n.class_type, **n.properties},
                     "widgets_values": widgets_values}
             if n.title:
@@ -439,25 +548,30 @@ class Graph:
             by_id[n.id]["outputs"] = [
                 {"name": names[i], "type": t, "links": out_links.get((n.id, i), []), "slot_index": i}
                 for i, t in enumerate(n.spec["output"])]
-        # Notes sit above the graph, left to right.
+        # Notes not placed by columns() sit above the graph, left to right.
         next_id = len(self.nodes) + 1
-        for k, (title, text) in enumerate(self.notes):
-            ui_nodes.append({"id": next_id + k, "type": "MarkdownNote", "pos": [60 + 520 * k, -420],
-                             "size": [500, 380], "flags": {}, "order": len(self.nodes) + k, "mode": 0,
-                             "inputs": [], "outputs": [], "properties": {}, "title": title,
-                             "widgets_values": [text], "color": "#432", "bgcolor": "#653"})
+        for k, note in enumerate(self.notes):
+            note.id = next_id + k
+            pos = list(note.at) if note.at is not None else [60 + 520 * k, -420]
+            ui_nodes.append({"id": next_id + k, "type": "MarkdownNote", "pos": pos,
+                             "size": note.size(), "flags": {}, "order": len(self.nodes) + k, "mode": 0,
+                             "inputs": [], "outputs": [], "properties": {}, "title": note.title,
+                             "widgets_values": [note.text], "color": "#432", "bgcolor": "#653"})
+        by_id = {u["id"]: u for u in ui_nodes}   # the notes too: a group may hold one
         groups = []
-        for title, members in self.groups:
-            boxes = [(by_id[m.id]["pos"], by_id[m.id]["size"]) for m in members]
+        for title, members, font_size in self.groups:
+            boxes = [(by_id[m.id]["pos"], m.drawn()) for m in members]
             x0 = min(p[0] for p, _ in boxes) - 20
             y0 = min(p[1] for p, _ in boxes) - 60
             x1 = max(p[0] + s[0] for p, s in boxes) + 20
             y1 = max(p[1] + s[1] for p, s in boxes) + 20
             groups.append({"title": title, "bounding": [x0, y0, x1 - x0, y1 - y0], "color": "#3f789e",
-                           "font_size": 24, "flags": {}})
+                           "font_size": font_size, "flags": {}})
         return {"id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"respec-comfyui/workflows/{self.name}")),
                 "revision": 0, "last_node_id": len(ui_nodes), "last_link_id": len(links),
                 "nodes": ui_nodes, "links": links, "groups": groups, "config": {},
-                "extra": {"ds": {"scale": 0.75, "offset": [0, 460]},
-                          "respec": {"title": self.title, "description": self.description}},
+                "extra": {"ds": self.saved_view({m.id: (by_id[m.id]["pos"], m.drawn())
+                                                 for m in self.nodes + self.notes}),
+                          "respec": {"title": self.title, "summary": self.summary,
+                                     "description": self.description}},
                 "version": 0.4}
