@@ -456,7 +456,7 @@ def test_the_thumbnails_are_what_the_renderer_draws_now(tmp_path):
     import numpy as np
     from PIL import Image
     thumbs = _thumbnails_module()
-    keys = ["conversational_flux2", "benchmark_native_baseline_flux2"]
+    keys = ["conversational_flux2", "benchmark_native_baseline_flux2", "occluder_mask_sam3"]
     assert thumbs.main(["--only", *keys, "--out", str(tmp_path)]) == 0
     new = {k: np.asarray(Image.open(tmp_path / f"{INDEX[k]['title']}.jpg"), np.float32) for k in keys}
     for k in keys:
@@ -464,6 +464,7 @@ def test_the_thumbnails_are_what_the_renderer_draws_now(tmp_path):
         assert np.abs(new[k] - shipped).mean() < 1.0, k
     third = slice(260, 512), slice(0, 250)
     assert np.abs(new[keys[0]][third] - new[keys[1]][third]).mean() > 10
+    assert np.abs(new[keys[0]][third] - new[keys[2]][third]).mean() > 10   # the mask, not the restored patch
 
 
 def test_klein_4b_graphs_use_the_4b_template_files_and_settings():

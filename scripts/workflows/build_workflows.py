@@ -131,8 +131,9 @@ def refresh_core(url: str) -> None:
 # tests and the checker). "ReSpec chat": a conversation, one prompt per turn; "ReSpec eval": the
 # OCCUR benchmark on ComfyUI's own loaders; "ReSpec paper": the benchmark on the paper's own
 # (diffusers) pipelines; "ReSpec mask": an occluder mask on ComfyUI's SAM3. Sorted A-Z (the
-# browser's "Alphabetical" order) the conversations come first. A new graph is one builder function and one entry here; tests/test_workflows.py checks
-# the rules (TITLE_RULE, a title for every builder and no other, the order).
+# browser's "Alphabetical" order) the conversations come first. A new graph is one builder function
+# and one entry here; tests/test_workflows.py checks the rules (TITLE_RULE, a title for every builder
+# and no other, the order).
 TITLES = {
     "conversational_flux2": "ReSpec chat - FLUX.2 klein 9B",
     "conversational_flux2_klein4b": "ReSpec chat - FLUX.2 klein 4B",
