@@ -63,7 +63,10 @@ CHANGE_PIXELS_JS = """(() => { const c = %(pr)s.querySelector('.respec-latest ca
   for (let i = 0; i < d.length; i += 4) if (Math.abs(d[i] - 241) < 24 && Math.abs(d[i + 1] - 196) < 24 && d[i + 2] < 70) n++;
   return n; })()"""
 
-SETUP_JS = """(async () => {
+# Started, not awaited through the DevTools call: its outcome lands in window.__respecSetup (an
+# awaited evaluation's promise was "collected" by frontend 1.45.15 in Nodes 2.0 after other graphs
+# had been loaded in an earlier page, though the graph loaded).
+SETUP_JS = """(() => { window.__respecSetup = null; (async () => {
   const app = %(app)s;
   await app.loadGraphData(%(ui)s, true, true, %(name)s);
   const g = app.rootGraph ?? app.graph; const set = (type, name, value) => {
@@ -74,7 +77,9 @@ SETUP_JS = """(async () => {
   set('ReSpecFlux2Loader', 'model', %(model)s);
   set('ReSpecFlux2Loader', 'dtype', 'fp32');
   set('ReSpecFlux2Edit', 'steps', 2);
-  return g._nodes.length; })()"""
+  return g._nodes.length; })().then(n => { window.__respecSetup = {n}; },
+                                    e => { window.__respecSetup = {error: String(e)}; });
+  return true; })()"""
 
 
 def _session(url: str, sid: str) -> tuple[list[int] | None, dict]:
@@ -222,10 +227,13 @@ def _check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict
             await asyncio.sleep(2)
             await page.js("document.querySelectorAll('.p-dialog-close-button, .p-dialog-header-close')"
                           ".forEach(b => b.click())")
-            n = await page.js(SETUP_JS % {"app": APP, "ui": json.dumps(ui), "name": json.dumps(ui_name),
-                                          "image": json.dumps(image),
-                                          "session": json.dumps(session),
-                                          "model": json.dumps(Path(tiny["klein"]).name)})
+            await page.js(SETUP_JS % {"app": APP, "ui": json.dumps(ui), "name": json.dumps(ui_name),
+                                      "image": json.dumps(image), "session": json.dumps(session),
+                                      "model": json.dumps(Path(tiny["klein"]).name)})
+            setup = await page.wait_for("window.__respecSetup", 60, "the graph loaded and set up")
+            if "error" in setup:
+                raise RuntimeError(f"setting up the graph failed: {setup['error']}")
+            n = setup["n"]
             await page.js(f"{APP}.extensionManager.command.execute('Workspace.ToggleSidebarTab.respec-history')")
             await page.wait_for(f"!!{PR}?.querySelector('textarea')", 30, "the composer")
             log(f"composer: graph loaded ({n} nodes), panel open")
