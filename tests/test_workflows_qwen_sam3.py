@@ -308,3 +308,22 @@ def test_a_config_sets_reveal_and_the_guard_where_the_graph_has_them():
                                config=workflow.config_switches("respec+guard", "flux2-native"))
     with pytest.raises(InputError, match="provenance"):
         workflow.config_switches("respec-prov", "flux2-native")
+
+
+def test_an_offline_registry_lookup_is_no_load_error_but_a_missing_node_is():
+    """Frontend 1.35.9 keeps looking "comfy-core" up in ComfyUI's online registry on every load after
+    a graph with a missing node: blocked offline, that is no fault of the graph loaded then. A
+    collapsed node overlaps nothing below its title bar."""
+    checker = _script("check_in_comfyui", "comfyui")
+    key = "benchmark_native_flux2"
+    path, ui = WORKFLOWS / INDEX[key]["ui"], _ui(key)
+    nodes = [{"id": n["id"], "type": n["type"], "registered": True, "has_errors": False, "pos": n["pos"],
+              "size": n["size"], "needs": None, "collapsed": False} for n in ui["nodes"]]
+    lookup = "log: Connecting to 'https://api.comfy.org/nodes?node_id=comfy-core' violates the CSP"
+    res = {"nodes": nodes, "errors": [], "console": [lookup], "toasts": [], "prompt": _api(key)}
+    assert checker._ui_file_problems(path, ui, res) == []
+    assert checker._ui_file_problems(path, ui, dict(res, console=[lookup, "TypeError: x is undefined"]))
+    missing = [dict(nodes[0], registered=False)] + nodes[1:]
+    assert "missing or flagged" in checker._ui_file_problems(path, ui, dict(res, nodes=missing))[0]
+    a, b = (dict(nodes[0], pos=[0, 100], size=[200, 80]), dict(nodes[1], pos=[0, 160], size=[200, 80]))
+    assert checker._overlaps([a, b]) and not checker._overlaps([dict(a, collapsed=True), b])
