@@ -8,11 +8,11 @@ import logging
 
 from ..respec.extras import EVAL_INSTALL, missing_eval_packages
 from . import bench_nodes, controller_nodes, editor_nodes, eval_nodes, guard_nodes, history_nodes, model_nodes, provenance_nodes
-from . import textgen_nodes
+from . import edit_region_nodes, sam3_nodes, textgen_nodes
 from . import routes  # registers the read-only HTTP routes when a ComfyUI server is running
 
-_MODULES = (history_nodes, controller_nodes, textgen_nodes, provenance_nodes, guard_nodes, editor_nodes, eval_nodes, bench_nodes,
-            model_nodes)
+_MODULES = (history_nodes, controller_nodes, textgen_nodes, provenance_nodes, guard_nodes, edit_region_nodes, editor_nodes,
+            eval_nodes, sam3_nodes, bench_nodes, model_nodes)
 
 NODE_CLASS_MAPPINGS: dict = {}
 NODE_DISPLAY_NAME_MAPPINGS: dict = {}

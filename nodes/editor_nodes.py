@@ -6,6 +6,7 @@ import json
 
 from ..respec import comfy, paths
 from ..respec.editors import FLUX2_DEFAULT_SOURCE, KLEIN_VARIANTS, OFFLOAD_MODES, load_flux2, load_omnigen2
+from ..respec.editors.image_slots import image_slots
 from ..respec.editors.omnigen2 import DEFAULT_SOURCE as OMNIGEN2_DEFAULT_SOURCE
 from ..respec.errors import InputError
 from .common import EDITOR, image_from_comfy, images_from_comfy, images_to_comfy
@@ -262,12 +263,38 @@ class ReSpecReferenceConditioning:
         return (append_reference_latents(conditioning, vae, editor_images, megapixels),)
 
 
+class ReSpecEditorImageSlots:
+    """The selector's images as image1..image3, for Qwen-Image-Edit's TextEncodeQwenImageEditPlus."""
+
+    CATEGORY = CATEGORY
+    SEARCH_ALIASES = ["qwen", "qwen image edit", "image1", "slots", "references"]
+    FUNCTION = "slots"
+    RETURN_TYPES = ("IMAGE", "IMAGE", "IMAGE")
+    RETURN_NAMES = ("image1", "image2", "image3")
+    OUTPUT_TOOLTIPS = ("The first editor image (the restoration source on a restoration turn, else the current "
+                       "image).", "The second (the identity anchor on a restoration turn), or nothing.",
+                       "The third, or nothing.")
+    DESCRIPTION = ("Splits the Reference Selector's editor_images into image1, image2, image3 in the plan's order "
+                   "(restoration source, identity anchor), for 'TextEncodeQwenImageEditPlus'. A slot with no "
+                   "image gives nothing (the encoder skips it). More than three images are refused.")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+            "editor_images": ("IMAGE", {"tooltip": "The Reference Selector's editor_images, in its order."}),
+        }}
+
+    def slots(self, editor_images):
+        return tuple(image_slots([editor_images[i:i + 1] for i in range(editor_images.shape[0])]))
+
+
 NODE_CLASS_MAPPINGS = {
     "ReSpecFlux2Loader": ReSpecFlux2Loader,
     "ReSpecFlux2Edit": ReSpecFlux2Edit,
     "ReSpecOmniGen2Loader": ReSpecOmniGen2Loader,
     "ReSpecOmniGen2Edit": ReSpecOmniGen2Edit,
     "ReSpecReferenceConditioning": ReSpecReferenceConditioning,
+    "ReSpecEditorImageSlots": ReSpecEditorImageSlots,
 }
 NODE_DISPLAY_NAME_MAPPINGS = {
     "ReSpecFlux2Loader": "Flux.2 [klein] Loader (ReSpec)",
@@ -275,4 +302,5 @@ NODE_DISPLAY_NAME_MAPPINGS = {
     "ReSpecOmniGen2Loader": "OmniGen2 Loader (ReSpec)",
     "ReSpecOmniGen2Edit": "OmniGen2 In-Context Edit (ReSpec)",
     "ReSpecReferenceConditioning": "Reference Latents (ReSpec)",
+    "ReSpecEditorImageSlots": "Editor Images as image1..3 (ReSpec)",
 }

@@ -282,6 +282,7 @@ FREE_TEXT_INPUTS = {
     ("ReSpecOpenAIController", "api_key_env"): "environment variable name",
     ("ReSpecOccluderMask", "label"): "detector query",
     ("ReSpecTrajectoryMasks", "occluder_label"): "detector query",
+    ("ReSpecSam3Query", "label"): "detector query (SAM3's separators neutralised, respec/eval/sam3_masks.py)",
     ("ReSpecResultsWriter", "editor"): "label in the results",
 }
 

@@ -101,13 +101,20 @@ def test_history_append_refuses_a_reveal_value_from_elsewhere(nodes):
         Append().append(hist, _t(hist.current.image.array), "x", reveal="not a reveal")
 
 
-def test_the_drift_guard_node_given_reveals_record_keeps_the_sources_own_pixels_inside_the_paste(pack, nodes):
+def _revealed_removal(nodes):
+    """The suitcase's removal through the selector and Reveal Composite: (I_0, the request, the plan,
+    I_(t-1), Reveal's image, its record)."""
     _, _, Selector, Reveal = nodes
-    Guard = pack.NODE_CLASS_MAPPINGS["ReSpecDriftGuard"]
     hist, scene = _two_turns(nodes)
     request = "Remove the suitcase."
     plan, _, current, _, _, _ = Selector().select(hist, request, "auto", True)
     image, reveal, _, _ = Reveal().composite(hist, _reinvent(current), request, True, "auto", plan=plan)
+    return scene, request, plan, current, image, reveal
+
+
+def test_the_drift_guard_node_given_reveals_record_keeps_the_sources_own_pixels_inside_the_paste(pack, nodes):
+    Guard = pack.NODE_CLASS_MAPPINGS["ReSpecDriftGuard"]
+    scene, request, plan, current, image, reveal = _revealed_removal(nodes)
     inside = torch.from_numpy(rect_mask(SHAPE, (SUITCASE[0] + 3, SUITCASE[1] + 3, SUITCASE[2] - 3, SUITCASE[3] - 3)))
     i0 = torch.from_numpy(u8(scene))
     with_reveal = Guard().guard(current, image, True, instruction=request, plan=plan, reveal=reveal)
@@ -116,3 +123,21 @@ def test_the_drift_guard_node_given_reveals_record_keeps_the_sources_own_pixels_
     assert torch.equal(out[inside], i0[inside])                    # I_0's bytes: no tint towards the drift
     without = torch.round(Guard().guard(current, image, True, instruction=request, plan=plan)[0][0] * 255)
     assert not torch.equal(without.to(torch.uint8)[inside], i0[inside])
+
+
+def test_the_drift_guard_given_an_edit_region_and_reveals_record_keeps_both(pack, nodes):
+    """The conversations feed the guard both (issue 35's edit-region option, switched on, and issue
+    32's record): inside the region the paste is I_0's own bytes, outside it I_{t-1}'s pixels."""
+    Guard = pack.NODE_CLASS_MAPPINGS["ReSpecDriftGuard"]
+    scene, request, plan, current, image, reveal = _revealed_removal(nodes)
+    y0, x0, y1, x1 = SUITCASE
+    region = torch.from_numpy(rect_mask(SHAPE, (y0 - 4, x0 - 4, y1 + 4, x1 + 4)).astype(np.float32))[None]
+    out, weight, report, _ = Guard().guard(current, image, True, mask=region, instruction=request, plan=plan,
+                                           reveal=reveal)
+    record = json.loads(report.split("\n", 1)[1])
+    assert record["region_from"] == "the user's mask" and "exact_inside" in record
+    out = torch.round(out[0] * 255).to(torch.uint8)
+    inside = torch.from_numpy(rect_mask(SHAPE, (y0 + 3, x0 + 3, y1 - 3, x1 - 3)))
+    assert torch.equal(out[inside], torch.from_numpy(u8(scene))[inside])       # the paste: I_0's bytes
+    far = ~torch.from_numpy(rect_mask(SHAPE, (y0 - 12, x0 - 12, y1 + 12, x1 + 12)))
+    assert torch.equal(out[far], torch.round(current[0] * 255).to(torch.uint8)[far])   # elsewhere: I_(t-1)'s

@@ -26,6 +26,9 @@ UI_FILES = sorted(WORKFLOWS.glob("*.json"))
 API_FILES = sorted(API_DIR.glob("*.api.json"))
 # The shipped graphs by key (their builder function's name): {"title", "ui", "api"}.
 INDEX = json.loads((API_DIR / "index.json").read_text(encoding="utf-8"))["workflows"]
+# Nodes a shipped graph may hold bypassed (UI mode 4): options a user switches on with Ctrl+B.
+BYPASSED_OPTIONS = {"ReSpecEditRegionFromText", "CheckpointLoaderSimple", "CLIPTextEncode", "ImageBatch", "SAM3_Detect",
+                    "ReSpecEditRegionMask", "LoraLoaderModelOnly"}
 
 
 def _script(name: str):
@@ -117,11 +120,26 @@ def _backend_nodes(ui):
     return [n for n in ui["nodes"] if n["type"] not in UI_ONLY]
 
 
+def _through_bypass(link, nodes, links):
+    """Follow a link through bypassed nodes as graphToPrompt does: the bypassed node's input at the
+    output's slot, else its first input, of the output's type; None when it has none connected."""
+    while link is not None and nodes[link[1]]["mode"] == 4:
+        src = nodes[link[1]]
+        want = src["outputs"][link[2]]["type"]
+        candidates = [i for i in [link[2], *range(len(src["inputs"]))] if i < len(src["inputs"])]
+        hit = next((src["inputs"][i] for i in candidates if src["inputs"][i]["type"] == want), None)
+        link = links.get(hit["link"]) if hit is not None else None
+    return link
+
+
 def ui_to_api(ui, specs):
-    """What the frontend sends to /prompt for a UI workflow (no virtual nodes, no bypass here)."""
+    """What the frontend sends to /prompt for a UI workflow (no virtual nodes; bypassed nodes left out)."""
     links = {l[0]: l for l in ui["links"]}
+    nodes = {n["id"]: n for n in ui["nodes"]}
     api = {}
     for node in _backend_nodes(ui):
+        if node["mode"] == 4:
+            continue
         spec = specs[node["type"]]
         values = list(node["widgets_values"])
         by_slot = {s["name"]: s for s in node["inputs"]}
@@ -133,8 +151,11 @@ def ui_to_api(ui, specs):
                 inputs[name] = value
             slot = by_slot.get(name)
             if slot is not None and slot.get("link") is not None:
-                l = links[slot["link"]]
-                inputs[name] = [str(l[1]), l[2]]
+                l = _through_bypass(links[slot["link"]], nodes, links)
+                if l is None:
+                    inputs.pop(name, None)
+                else:
+                    inputs[name] = [str(l[1]), l[2]]
         api[str(node["id"])] = {"class_type": node["type"], "inputs": inputs}
     return api
 
@@ -212,7 +233,9 @@ def test_ui_file_has_the_fields_the_frontend_reads(path):
         for key in ("id", "type", "pos", "size", "flags", "order", "mode", "properties", "inputs",
                     "outputs", "widgets_values"):
             assert key in n, f"node {n.get('id')} lacks {key}"
-        assert n["mode"] == 0, f"node {n['id']} is muted or bypassed"
+        # Bypassed (4) only the options a user switches on: the edit region group, the Lightning LoRA.
+        assert n["mode"] == 0 or (n["mode"] == 4 and n["type"] in BYPASSED_OPTIONS), \
+            f"node {n['id']} ({n['type']}) is muted or bypassed"
     for l in ui["links"]:
         assert len(l) == 6 and isinstance(l[5], str)
 
@@ -433,7 +456,7 @@ def test_the_thumbnails_are_what_the_renderer_draws_now(tmp_path):
     import numpy as np
     from PIL import Image
     thumbs = _thumbnails_module()
-    keys = ["conversational_flux2", "benchmark_native_baseline_flux2"]
+    keys = ["conversational_flux2", "benchmark_native_baseline_flux2", "occluder_mask_sam3"]
     assert thumbs.main(["--only", *keys, "--out", str(tmp_path)]) == 0
     new = {k: np.asarray(Image.open(tmp_path / f"{INDEX[k]['title']}.jpg"), np.float32) for k in keys}
     for k in keys:
@@ -441,6 +464,7 @@ def test_the_thumbnails_are_what_the_renderer_draws_now(tmp_path):
         assert np.abs(new[k] - shipped).mean() < 1.0, k
     third = slice(260, 512), slice(0, 250)
     assert np.abs(new[keys[0]][third] - new[keys[1]][third]).mean() > 10
+    assert np.abs(new[keys[0]][third] - new[keys[2]][third]).mean() > 10   # the mask, not the restored patch
 
 
 def test_klein_4b_graphs_use_the_4b_template_files_and_settings():
@@ -501,7 +525,7 @@ def test_the_checkers_ui_to_api_conversion_gives_every_api_file(specs):
         spec.loader.exec_module(checker)
     finally:
         sys.path.remove(str(ROOT / "scripts" / "comfyui"))
-    assert checker.NEWER_CORE_NODES == {"TextGenerate": "0.24.0"}
+    assert checker.NEWER_CORE_NODES == {"TextGenerate": "0.24.0", "SAM3_Detect": "0.24.0"}
     for path in UI_FILES:
         api = {k: {"class_type": v["class_type"], "inputs": v["inputs"]} for k, v in _load(API_DIR / f"{path.stem}.api.json").items()}
         assert checker.ui_to_api(_load(path), specs) == api, path.name
@@ -534,11 +558,11 @@ def test_no_two_nodes_overlap_as_drawn(path):
 
 @pytest.mark.parametrize("path", UI_FILES, ids=_ids(UI_FILES))
 def test_a_node_that_shows_a_picture_has_room_to_grow_below_it(path):
-    """A Preview / Save Image grows by ~250-300 px when it gets a picture; it must not cover the
-    next node (issue 36: "References given to the editor" covered the edit node's inputs)."""
+    """A Preview / Save Image (or Mask Preview) grows by ~250-300 px when it gets a picture; it must not
+    cover the next node (issue 36: "References given to the editor" covered the edit node's inputs)."""
     boxes = _boxes(_load(path))
     for b in boxes:
-        if b[1] not in ("PreviewImage", "SaveImage"):
+        if b[1] not in ("PreviewImage", "SaveImage", "MaskPreview"):
             continue
         room = (b[0], b[1], b[2], b[5], b[4], b[5] + ROOM)
         covered = [o[0] for o in boxes if o[0] != b[0] and _overlap(room, o)]

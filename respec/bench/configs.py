@@ -55,6 +55,8 @@ CONFIGS: dict[str, BenchConfig] = {
     "respec+reveal": BenchConfig("respec+reveal", RESPEC, reveal=True, label="+ PTI + HRS (ReSpec) + Reveal Composite"),
     "respec+guard": BenchConfig("respec+guard", RESPEC, guard=True, label="+ PTI + HRS (ReSpec) + Drift Guard"),
     "baseline+guard": BenchConfig("baseline+guard", BASELINE, guard=True, label="no ReSpec + Drift Guard"),
+    "respec+reveal+guard": BenchConfig("respec+reveal+guard", RESPEC, reveal=True, guard=True,
+                                       label="+ PTI + HRS (ReSpec) + Reveal Composite + Drift Guard"),
 }
 # `--config all` is the paper's four; names and groups combine ("all,prov,reveal").
 CONFIG_GROUPS = {

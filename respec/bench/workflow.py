@@ -230,10 +230,15 @@ def config_switches(config: str, editor: str) -> dict[str, Any]:
     """Widget values that make a benchmark workflow run `config` (paper table 2) and label its row
     with `editor` (the row label, see row_editor)."""
     c = CONFIGS[config]
-    if c.selector != "vlm" or c.reveal or c.guard:
-        raise InputError(f"config {config!r} (provenance selector / Reveal Composite / Drift Guard) runs in-process only for now: "
-                         "the shipped benchmark workflows have no switch for it; run it without --server")
+    if c.selector != "vlm":
+        raise InputError(f"config {config!r} (provenance selector) runs in-process only for now: the shipped "
+                         "benchmark workflows have no switch for it; run it without --server")
     out: dict[str, Any] = {f"{RESULTS_WRITER}.config": c.name, f"{RESULTS_WRITER}.editor": editor}
+    # Reveal Composite / Drift Guard: a graph that runs them (benchmark_native_qwen_image_edit_2511) has a
+    # switch for each; a config that asks for one needs it there (a graph without fails, naming the
+    # key), one that does not switches it off wherever it is.
+    out[f"ReSpecRevealComposite.enabled{'' if c.reveal else '?'}"] = c.reveal
+    out[f"ReSpecDriftGuard.enabled{'' if c.guard else '?'}"] = c.guard
     if c.switches.use_controller:
         out.update({"use_pti": c.switches.use_pti, "use_history_reference": c.switches.use_hrs,
                     "skip_non_restoration": c.switches.skip_non_restoration})

@@ -23,15 +23,29 @@ PARAMS = {
     "FLUX.1 VAE": (0.084, "ae.safetensors"),
     "Qwen3-VL-8B controller": (8.77, "Qwen3VLForConditionalGeneration, counted (docs STACK)"),
     "Qwen3.5-4B controller": (4.34, "qwen3.5_4b_bf16.safetensors (TextGenerate), 8.68 GB bf16 file / 2 bytes"),
+    "Qwen-Image-Edit 2511 transformer": (19.03, "qwen_image_edit_2511_bf16.safetensors, 38.05 GB bf16 file / 2 bytes "
+                                                  "(ComfyUI's Qwen-Image-Edit 2511 template)"),
+    "Qwen2.5-VL-7B text encoder": (7.75, "qwen_2.5_vl_7b_fp8_scaled.safetensors, 8.74 GB fp8 file; 7.75 B parameters "
+                                         "(ComfyUI 0.24's Qwen25_7BVLI with its vision tower, as "
+                                         "scripts/comfyui/make_qwen_image_files.py writes it)"),
+    "Qwen-Image VAE": (0.121, "qwen_image_vae.safetensors, 242 MB bf16 file / 2 bytes"),
     "SAM vit_h": (0.636, "segment-anything, fp32"),
+    "SAM3.1": (0.815, "sam3.1_multiplex_fp16.safetensors (ComfyUI's SAM3 template), 1.63 GB fp16 file / 2 bytes"),
     "YOLO-World v2-L + CLIP B/32 + LPIPS": (0.048 + 0.151 + 0.061, "fp32"),
 }
 # Share of a text encoder ComfyUI's fp8 "mixed" files keep in bf16 (embeddings, norms).
-FP8_KEPT_BF16 = {"Qwen3-8B text encoder": 0.08, "Qwen3-4B text encoder": 0.10, "Qwen2.5-VL-3B (language part)": 0.10}
+FP8_KEPT_BF16 = {"Qwen3-8B text encoder": 0.08, "Qwen3-4B text encoder": 0.10, "Qwen2.5-VL-3B (language part)": 0.10,
+                 # 8.74 GB file / 7.75 B parameters = 1.128 bytes a parameter
+                 "Qwen2.5-VL-7B text encoder": 0.128}
 # Working memory allowance per stage at 1024 px (assumed, not measured): the transformer with
 # 2 references (3 x 4096 image tokens + 512 text tokens), the VAE decode at 1024 px, the VLM
 # prefill over 5 history images at its 512x512 budget, SAM's image encoder at 1024 px.
-ACT = {"text": 0.5, "transformer": 2.5, "vae": 3.0, "vlm": 1.5, "sam": 3.0, "small": 0.5}
+ACT = {"text": 0.5, "transformer": 2.5, "vae": 3.0, "vlm": 1.5, "sam": 3.0, "small": 0.5,
+       # Qwen-Image's (Wan 2.1) VAE decode at 1024 px: ComfyUI 0.24's own estimate for it,
+       # 2200 x (1024/8)^2 x 64 x 2 bytes (comfy/sd.py memory_used_decode, bf16)
+       "qwen vae": 2200 * 128 * 128 * 64 * 2 / GIB,
+       # SAM3 at its 1008 px input (ComfyUI resizes every image to it): as SAM's
+       "sam3": 3.0}
 
 
 def gib(name: str, dtype: str) -> float:
@@ -66,6 +80,14 @@ def editor_rows():
                 together = w["te"] + w["tr"] + w["vae"] + ACT["vae"]
                 rows.append((route, editor, dtype + (" file, bf16 on GPU" if held != dtype else ""),
                              stages, together))
+    # Qwen-Image-Edit 2511 runs on ComfyUI's own loaders only (no diffusers route in the pack).
+    te, tr, vae = "Qwen2.5-VL-7B text encoder", "Qwen-Image-Edit 2511 transformer", "Qwen-Image VAE"
+    for dtype in ("bf16", "fp8"):
+        w = {"te": gib(te, dtype), "tr": gib(tr, dtype), "vae": gib(vae, "bf16")}
+        stages = {"text encode": w["te"] + ACT["text"], "denoise": w["tr"] + w["vae"] + ACT["transformer"],
+                  "VAE decode": w["tr"] + w["vae"] + ACT["qwen vae"]}
+        rows.append(("native (ComfyUI)", "Qwen-Image-Edit 2511", dtype, stages,
+                     w["te"] + w["tr"] + w["vae"] + ACT["qwen vae"]))
     return rows
 
 
@@ -88,6 +110,8 @@ def main() -> int:
     sam = gib("SAM vit_h", "fp32")
     small = gib("YOLO-World v2-L + CLIP B/32 + LPIPS", "fp32")
     print(f"| SAM vit_h (fp32) | {sam:.1f} | {sam + ACT['sam']:.1f} |")
+    sam3 = gib("SAM3.1", "bf16")
+    print(f"| SAM3.1 (ComfyUI's SAM3_Detect, fp16) | {sam3:.1f} | {sam3 + ACT['sam3']:.1f} |")
     print(f"| YOLO-World v2-L + CLIP B/32 + LPIPS (fp32) | {small:.1f} | {small + ACT['small']:.1f} |")
     return 0
 

@@ -27,6 +27,7 @@ import re
 import time
 from pathlib import Path
 
+from check_vue_nodes import NODE_FACTS_JS, node_problems, set_vue_nodes
 from comfyui_harness import Page, browser_page, build_tiny_models, checker, http_json, log, upload_picture
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,7 +63,10 @@ CHANGE_PIXELS_JS = """(() => { const c = %(pr)s.querySelector('.respec-latest ca
   for (let i = 0; i < d.length; i += 4) if (Math.abs(d[i] - 241) < 24 && Math.abs(d[i + 1] - 196) < 24 && d[i + 2] < 70) n++;
   return n; })()"""
 
-SETUP_JS = """(async () => {
+# Started, not awaited through the DevTools call: its outcome lands in window.__respecSetup (an
+# awaited evaluation's promise was "collected" by frontend 1.45.15 in Nodes 2.0 after other graphs
+# had been loaded in an earlier page, though the graph loaded).
+SETUP_JS = """(() => { window.__respecSetup = null; (async () => {
   const app = %(app)s;
   await app.loadGraphData(%(ui)s, true, true, %(name)s);
   const g = app.rootGraph ?? app.graph; const set = (type, name, value) => {
@@ -73,7 +77,9 @@ SETUP_JS = """(async () => {
   set('ReSpecFlux2Loader', 'model', %(model)s);
   set('ReSpecFlux2Loader', 'dtype', 'fp32');
   set('ReSpecFlux2Edit', 'steps', 2);
-  return g._nodes.length; })()"""
+  return g._nodes.length; })().then(n => { window.__respecSetup = {n}; },
+                                    e => { window.__respecSetup = {error: String(e)}; });
+  return true; })()"""
 
 
 def _session(url: str, sid: str) -> tuple[list[int] | None, dict]:
@@ -177,13 +183,28 @@ async def check_show_changes(page: Page, check) -> None:
 
 
 def check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict | None,
-                   shots: str | None = None) -> list[str]:
+                   shots: str | None = None, vue_nodes: bool = False) -> list[str]:
     """Drive the composer as described in the module text; the problems found ([] = all passed).
     `tiny` = the tiny models of comfyui_harness.build_tiny_models (built into base/models when
-    None); `shots`: a folder for the screenshots (frontend-chat.png, frontend-chat-branch.png)."""
-    shots = docs = Path(shots) if shots else None
+    None); `shots`: a folder for the screenshots (frontend-chat.png, frontend-chat-branch.png).
+    `vue_nodes`: the same with Nodes 2.0 on (its own session; after the first turn the graph's
+    nodes must be drawn as elements and its Save Image node must show the turn's picture)."""
+    if vue_nodes:
+        set_vue_nodes(url, True)
+        try:
+            return _check_composer(url, chromium, python, base, tiny, shots, f"{SESSION}-vue",
+                                   "frontend/nodes-2.0/composer", vue=True)
+        finally:
+            set_vue_nodes(url, False)
+    return _check_composer(url, chromium, python, base, tiny, shots, SESSION, "frontend/composer")
+
+
+def _check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict | None, shots: str | None,
+                    session: str, label: str, vue: bool = False) -> list[str]:
+    shots = Path(shots) if shots else None
+    docs = None if vue else shots   # the docs' classic screenshots come from the classic run
     problems: list[str] = []
-    check = checker("frontend/composer", problems)
+    check = checker(label, problems)
     if tiny is None:
         t0 = time.monotonic()
         tiny = build_tiny_models(python, base)
@@ -206,16 +227,19 @@ def check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict 
             await asyncio.sleep(2)
             await page.js("document.querySelectorAll('.p-dialog-close-button, .p-dialog-header-close')"
                           ".forEach(b => b.click())")
-            n = await page.js(SETUP_JS % {"app": APP, "ui": json.dumps(ui), "name": json.dumps(ui_name),
-                                          "image": json.dumps(image),
-                                          "session": json.dumps(SESSION),
-                                          "model": json.dumps(Path(tiny["klein"]).name)})
+            await page.js(SETUP_JS % {"app": APP, "ui": json.dumps(ui), "name": json.dumps(ui_name),
+                                      "image": json.dumps(image), "session": json.dumps(session),
+                                      "model": json.dumps(Path(tiny["klein"]).name)})
+            setup = await page.wait_for("window.__respecSetup", 60, "the graph loaded and set up")
+            if "error" in setup:
+                raise RuntimeError(f"setting up the graph failed: {setup['error']}")
+            n = setup["n"]
             await page.js(f"{APP}.extensionManager.command.execute('Workspace.ToggleSidebarTab.respec-history')")
             await page.wait_for(f"!!{PR}?.querySelector('textarea')", 30, "the composer")
             log(f"composer: graph loaded ({n} nodes), panel open")
             page.console.clear()
             # 0. A request while the model file is missing fails in words.
-            await check_failed_turn(page, check, Path(tiny["klein"]).name, shots)
+            await check_failed_turn(page, check, Path(tiny["klein"]).name, docs)
             await page.js(WATCH_JS % {"pr": PR})
 
             # 1. Three requests typed into the composer.
@@ -230,7 +254,7 @@ def check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict 
                         await page.screenshot(docs / "frontend-chat-running.png")
                     except TimeoutError:
                         log("composer: no step progress caught for the running screenshot")
-                turns, body = await _wait_turns(page, url, SESSION, list(range(k + 1)), 600)
+                turns, body = await _wait_turns(page, url, session, list(range(k + 1)), 600)
                 await page.wait_for(f"!{PR}.querySelector('[data-pending]') && "
                                     f"{PR}.querySelectorAll('.respec-card').length === {k + 1}", 30,
                                     f"turn card {k}")
@@ -245,7 +269,16 @@ def check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict 
                       f"{time.monotonic() - t0:.1f} s; session turns {turns}; turn {k} {last.get('instruction')!r}; "
                       f"pending card showed {len(seen)} states, {len(steps)} with step progress "
                       f"(e.g. {steps[-1][:90] if steps else seen[:2]!r})")
-            await check_plain_words(page, check, SESSION)
+                if k == 1 and vue:
+                    await asyncio.sleep(1.0)
+                    facts = await page.js(NODE_FACTS_JS % {"app": APP})
+                    saved = [f for f in facts if f["type"] in ("SaveImage", "PreviewImage")]
+                    shown = [f for f in saved if f["images"] and all(f["images"])]
+                    found = node_problems(facts)
+                    check("the executed graph in Nodes 2.0", not found and len(shown) == len(saved),
+                          f"{len(facts)} nodes drawn; {len(shown)} of {len(saved)} Save / Preview Image nodes show "
+                          f"their picture; {found[:3] or 'no problem'}")
+            await check_plain_words(page, check, session)
             await check_show_changes(page, check)
             if docs is not None:
                 docs.mkdir(parents=True, exist_ok=True)
@@ -260,24 +293,27 @@ def check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict 
                       ".find(d => d.innerText.includes('Rewind session'))")
             await page.wait_for(f"!!{dialog}", 15, "the confirmation")
             await page.js(f"[...{dialog}.querySelectorAll('button')].find(b => b.innerText.includes('Confirm')).click()")
-            turns, body = await _wait_turns(page, url, SESSION, [0, 1], 30)
+            turns, body = await _wait_turns(page, url, session, [0, 1], 30)
             await page.wait_for(f"{PR}.querySelectorAll('.respec-card').length === 2", 20, "2 cards after undo")
             check("Undo to here on turn 1", turns == [0, 1], f"{time.monotonic() - t0:.1f} s; session turns {turns}")
             # 3. Branch from here on turn 1.
             t0 = time.monotonic()
             await page.js(f"{PR}.querySelectorAll('.respec-card')[1].querySelector('.respec-branch').click()")
-            branch = f"{SESSION}-b1"
+            branch = f"{session}-b1"
             bturns, bbody = await _wait_turns(page, url, branch, [0, 1], 30)
             shown = await page.wait_for(f"{PR}.querySelector('select').value === {json.dumps(branch)} && "
                                         f"{PR}.querySelectorAll('.respec-card').length === 2", 20, "the branch shown")
-            turns, _ = _session(url, SESSION)
+            turns, _ = _session(url, session)
             check("Branch from here on turn 1", bturns == [0, 1] and turns == [0, 1] and bool(shown)
                   and bbody.get("turns", [{}])[1].get("image") == body["turns"][1].get("image"),
                   f"{time.monotonic() - t0:.1f} s; branch {branch} turns {bturns}, source turns {turns}, panel shows it")
             # 4. Regenerate the branch's latest turn: same request, new seed.
             t0 = time.monotonic()
             old = bbody["turns"][1]
-            await page.js(f"{PR}.querySelectorAll('.respec-card')[1].querySelector('.respec-regenerate').click()")
+            # The panel re-renders the branch's cards once more after showing it: click the new button.
+            regenerate = f"{PR}.querySelectorAll('.respec-card')[1]?.querySelector('.respec-regenerate')"
+            await page.wait_for(f"!!{regenerate} && !{regenerate}.disabled", 20, "the branch's Regenerate button")
+            await page.js(f"{regenerate}.click()")
             deadline = time.monotonic() + 600
             while time.monotonic() < deadline:
                 bturns, bbody = _session(url, branch)
@@ -286,7 +322,7 @@ def check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict 
                 await asyncio.sleep(0.5)
             await page.wait_for(f"!{PR}.querySelector('[data-pending]')", 30, "the regenerated card")
             new = bbody["turns"][1] if bturns == [0, 1] else {}
-            turns, _ = _session(url, SESSION)
+            turns, _ = _session(url, session)
             check("Regenerate the latest turn of the branch", bturns == [0, 1] and turns == [0, 1]
                   and new.get("instruction") == old.get("instruction") and new.get("image") != old.get("image"),
                   f"{time.monotonic() - t0:.1f} s; branch turns {bturns}, turn 1 {new.get('instruction')!r}, image "
@@ -297,7 +333,7 @@ def check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict 
             check("no ReSpec error logged by the page", not errors, f"{errors[:3]}")
             if shots is not None:
                 shots.mkdir(parents=True, exist_ok=True)
-                await page.screenshot(shots / "composer.png")
+                await page.screenshot(shots / ("composer-nodes2.png" if vue else "composer.png"))
 
     asyncio.run(run())
     return problems

@@ -59,13 +59,13 @@ def _index() -> dict:
 
 
 def crowded_pictures(nodes: list[dict], title_bar: int = 30) -> list[str]:
-    """Preview / Save Image nodes whose 300 px below (where a picture makes them grow) another node
-    covers, as drawn: ["<id> <type> covers <ids>"]."""
+    """Preview / Save Image (and Mask Preview) nodes whose 300 px below (where a picture makes them
+    grow) another node covers, as drawn: ["<id> <type> covers <ids>"]."""
     boxes = [(n["id"], n["type"], n["pos"][0], n["pos"][1] - title_bar, n["pos"][0] + n["size"][0],
               n["pos"][1] + (0 if n["collapsed"] else n["size"][1])) for n in nodes]
     out = []
     for b in boxes:
-        if b[1] not in ("PreviewImage", "SaveImage"):
+        if b[1] not in ("PreviewImage", "SaveImage", "MaskPreview"):
             continue
         room = (b[2], b[5], b[4], b[5] + IMAGE_ROOM)
         hit = [o[0] for o in boxes if o[0] != b[0] and room[0] < o[4] and o[2] < room[2] and room[1] < o[5] and o[3] < room[3]]

@@ -30,7 +30,9 @@ What it does, touching nothing inside the checkout:
    loads every UI workflow with app.loadGraphData, as drag-and-drop or the template browser
    does: no node may be missing or flagged, no error may be logged, and the frontend's own
    UI -> API conversion (app.graphToPrompt) must equal the shipped .api.json file. A graph with
-   an unknown node type is loaded first as a control: the check must flag it;
+   an unknown node type is loaded first as a control: the check must flag it; with --vue-nodes, the
+   workflows, every pack node and the sidebar's composer again with the frontend's Nodes 2.0 on
+   (check_vue_nodes.py);
 7. stops the server and prints a summary; exit status 0 only when everything passed.
 """
 from __future__ import annotations
@@ -50,6 +52,7 @@ from pathlib import Path
 import check_composer
 import check_first_hour
 import check_native
+import check_vue_nodes
 from comfyui_harness import (HarnessError, Page, build_tiny_models, checker, free_port, http_json, log,
                              require_check_packages, start_chromium, start_comfyui, stop, upload_picture)
 
@@ -65,12 +68,30 @@ DYNAMIC_COMBO = "COMFY_DYNAMICCOMBO_V3"   # a V3 combo whose options add inputs 
 NEWER_CORE_NODES = json.loads((ROOT / "scripts" / "workflows" / "comfy_core_nodes.json").read_text(encoding="utf-8")).get(
     "newer_nodes", {})
 
+CORE_TABLE = json.loads((ROOT / "scripts" / "workflows" / "comfy_core_nodes.json").read_text(encoding="utf-8"))["nodes"]
+
+
+def newer_optional_default(info: dict, class_type: str, name: str, value) -> bool:
+    """Is `name` an optional input this ComfyUI's `class_type` has and the workflows' core-node table
+    (read from the oldest supported ComfyUI) does not, at its default `value`? The frontend then sends
+    it (CFGNorm's pre_cfg=False on 0.24) while the shipped file, written for 0.8 too, leaves it out:
+    the same prompt, as the server fills a missing optional input with its default."""
+    entry = ((info.get(class_type) or {}).get("input", {}).get("optional") or {}).get(name)
+    table = CORE_TABLE.get(class_type)
+    if entry is None or table is None or any(name in (table["input"].get(sec) or {}) for sec in ("required", "optional")):
+        return False
+    opts = entry[1] if len(entry) > 1 and isinstance(entry[1], dict) else {}
+    return "default" in opts and opts["default"] == value
+
+
 # Loader inputs whose drop-down lists files from a models/ subfolder: (class, input) -> folder.
 # Inputs of pack nodes that list model files are found from the pack (see _pack_model_inputs).
 CORE_MODEL_INPUTS = {
     ("UNETLoader", "unet_name"): "diffusion_models",
     ("CLIPLoader", "clip_name"): "text_encoders",
     ("VAELoader", "vae_name"): "vae",
+    ("LoraLoaderModelOnly", "lora_name"): "loras",
+    ("CheckpointLoaderSimple", "ckpt_name"): "checkpoints",
 }
 
 
@@ -92,25 +113,50 @@ def pack_nodes(python: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def model_placeholders(base: Path, workflows: list[dict], object_info_spec: dict | None = None) -> list[str]:
-    """Create empty files for the model names the workflows' core loaders select."""
+def model_placeholders(base: Path, workflows: list[dict], object_info_spec: dict | None = None,
+                       ui_files: list[Path] = ()) -> list[str]:
+    """Create empty files for the model names the workflows' core loaders select, and for every file
+    a UI workflow lists in a loader's properties.models (a bypassed option's loader too: the frontend
+    checks those on load)."""
+    wanted = [(folder, node["inputs"].get(name)) for wf in workflows for node in wf.values()
+              for (cls, name), folder in CORE_MODEL_INPUTS.items() if node["class_type"] == cls]
+    for path in ui_files:
+        wanted += [(m.get("directory"), m.get("name")) for n in json.loads(path.read_text(encoding="utf-8"))["nodes"]
+                   for m in (n.get("properties") or {}).get("models") or []]
     made = []
-    for wf in workflows:
-        for node in wf.values():
-            for (cls, name), folder in CORE_MODEL_INPUTS.items():
-                value = node["inputs"].get(name) if node["class_type"] == cls else None
-                if isinstance(value, str):
-                    p = base / "models" / folder / value
-                    if not p.exists():
-                        p.parent.mkdir(parents=True, exist_ok=True)
-                        p.write_bytes(b"")
-                        made.append(f"models/{folder}/{value}")
+    for folder, value in wanted:
+        if isinstance(folder, str) and isinstance(value, str):
+            p = base / "models" / folder / value
+            if not p.exists():
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_bytes(b"")
+                made.append(f"models/{folder}/{value}")
     return made
 
 
+BYPASS = 4   # LiteGraph's mode of a bypassed node
+
+
+def resolve_bypass(link: list | None, nodes: dict, links: dict) -> list | None:
+    """The link an input really gets once bypassed nodes are taken out, by the frontend's rule: a
+    bypassed node passes on its input at the output's slot index when that input has the output's
+    type, else its first input of that type (followed through further bypassed nodes); None when
+    there is no such input or it is not connected (the input is then left out of the prompt)."""
+    while link is not None and nodes[link[1]].get("mode", 0) == BYPASS:
+        src = nodes[link[1]]
+        want = src["outputs"][link[2]]["type"]
+        slots = src.get("inputs") or []
+        order = ([link[2]] if link[2] < len(slots) else []) + list(range(len(slots)))
+        match = next((i for i in order if slots[i]["type"] == want), None)
+        link = links.get(slots[match]["link"]) if match is not None else None
+    return link
+
+
 def ui_to_api(ui: dict, info: dict) -> dict:
-    """The frontend's UI -> API conversion (widgets by position; seed/upload extras skipped)."""
+    """The frontend's UI -> API conversion (widgets by position; seed/upload extras skipped; bypassed
+    nodes left out and links through them resolved, `resolve_bypass`)."""
     links = {l[0]: l for l in ui["links"]}
+    nodes = {n["id"]: n for n in ui["nodes"]}
     api = {}
     for node in ui["nodes"]:
         if node["type"] in UI_ONLY or node.get("mode", 0) != 0:
@@ -128,6 +174,9 @@ def ui_to_api(ui: dict, info: dict) -> dict:
                 t = "COMBO" if isinstance(entry[0], list) or entry[0] == DYNAMIC_COMBO else entry[0]
                 opts = entry[1] if len(entry) > 1 and isinstance(entry[1], dict) else {}
                 if t in WIDGET_TYPES and not opts.get("forceInput"):
+                    if not values and section == "optional" and newer_optional_default(info, node["type"], name,
+                                                                                       opts.get("default")):
+                        continue   # an optional widget newer than the file: the server uses its default
                     inputs[name] = values.pop(0)
                     if entry[0] == DYNAMIC_COMBO:   # the chosen option's own widgets follow it, as "name.sub"
                         option = next((o for o in opts.get("options", []) if o["key"] == inputs[name]), {})
@@ -139,9 +188,11 @@ def ui_to_api(ui: dict, info: dict) -> dict:
                     if opts.get("image_upload"):
                         values.pop(0)
                 slot = slots.get(name)
-                if slot and slot.get("link") is not None:
-                    l = links[slot["link"]]
+                l = resolve_bypass(links[slot["link"]], nodes, links) if slot and slot.get("link") is not None else None
+                if l is not None:
                     inputs[name] = [str(l[1]), l[2]]
+                elif slot and slot.get("link") is not None:
+                    inputs.pop(name, None)   # a link into a bypassed option: the input is not sent
         api[str(node["id"])] = {"class_type": node["type"], "inputs": inputs}
     return api
 
@@ -498,7 +549,7 @@ LOAD_JS = """(async () => {
   const registered = window.LiteGraph?.registered_node_types ?? {};
   const nodes = graph._nodes.map(n => ({id: n.id, type: n.type, has_errors: !!n.has_errors,
       registered: !!registered[n.type], widgets: (n.widgets || []).map(w => w.name),
-      pos: [n.pos[0], n.pos[1]], size: [n.size[0], n.size[1]],
+      pos: [n.pos[0], n.pos[1]], size: [n.size[0], n.size[1]], collapsed: !!n.flags?.collapsed,
       needs: n.computeSize ? Array.from(n.computeSize()) : null}));
   let prompt = null;
   try { prompt = (await app.graphToPrompt()).output; } catch (e) { errors.push('graphToPrompt threw: ' + e); }
@@ -507,10 +558,12 @@ LOAD_JS = """(async () => {
 
 
 def _overlaps(nodes: list[dict]) -> list[str]:
-    """Pairs of nodes whose drawn boxes (title bar included) overlap: a layout blemish, not an error."""
+    """Pairs of nodes whose drawn boxes (title bar included; a collapsed node's is its title bar)
+    overlap: a layout blemish, not an error."""
     title = 30
     boxes = [(n["id"], n["pos"][0], n["pos"][1] - title, n["pos"][0] + max(n["size"][0], (n["needs"] or [0, 0])[0]),
-              n["pos"][1] + max(n["size"][1], (n["needs"] or [0, 0])[1])) for n in nodes]
+              n["pos"][1] + (0 if n.get("collapsed") else max(n["size"][1], (n["needs"] or [0, 0])[1])))
+             for n in nodes]
     out = []
     for i, a in enumerate(boxes):
         for b in boxes[i + 1:]:
@@ -519,7 +572,7 @@ def _overlaps(nodes: list[dict]) -> list[str]:
     return out
 
 
-def _compare_prompt(frontend: dict, shipped: dict) -> list[str]:
+def _compare_prompt(frontend: dict, shipped: dict, info: dict | None = None) -> list[str]:
     diffs = []
     shipped = {k: {"class_type": v["class_type"], "inputs": v["inputs"]} for k, v in shipped.items()}
     frontend = {str(k): {"class_type": v["class_type"], "inputs": v["inputs"]} for k, v in frontend.items()}
@@ -532,6 +585,9 @@ def _compare_prompt(frontend: dict, shipped: dict) -> list[str]:
             diffs.append(f"node {k}: {a['class_type']} vs {b['class_type']}")
             continue
         for name in sorted(set(a["inputs"]) | set(b["inputs"])):
+            if name not in b["inputs"] and info and newer_optional_default(info, a["class_type"], name,
+                                                                            a["inputs"][name]):
+                continue
             if a["inputs"].get(name, "<absent>") != b["inputs"].get(name, "<absent>"):
                 diffs.append(f"node {k} ({a['class_type']}).{name}: frontend {a['inputs'].get(name, '<absent>')!r} "
                              f"vs file {b['inputs'].get(name, '<absent>')!r}")
@@ -606,12 +662,14 @@ async def _check_control_graph(page: Page) -> list[str]:
     return problems
 
 
-def _ui_file_problems(path: Path, ui: dict, res: dict) -> list[str]:
+def _ui_file_problems(path: Path, ui: dict, res: dict, info: dict | None = None) -> list[str]:
     """What is wrong with one loaded UI workflow: missing or flagged nodes, errors while loading,
     and a graphToPrompt that differs from the shipped API file."""
+    # A node of a bypassed option that this ComfyUI is too old for is missing by design (counted EXPECTED).
+    option = {n["id"] for n in ui["nodes"] if n.get("mode", 0) == BYPASS and n["type"] in NEWER_CORE_NODES}
     bad = [f"{n['id']} {n['type']}" + (" (not registered)" if not n["registered"] else "")
            + (" (has_errors)" if n["has_errors"] else "")
-           for n in res["nodes"] if not n["registered"] or n["has_errors"]]
+           for n in res["nodes"] if (not n["registered"] or n["has_errors"]) and n["id"] not in option]
     file_problems = []
     if bad:
         file_problems.append(f"missing or flagged nodes: {bad}")
@@ -623,13 +681,18 @@ def _ui_file_problems(path: Path, ui: dict, res: dict) -> list[str]:
     invalid = [t for t in res.get("toasts", []) if "invalid" in t.lower() or "error" in t.lower()]
     if invalid:
         file_problems.append(f"the frontend warned while loading: {invalid}")
-    if res["errors"] or res["console"]:
-        file_problems.append(f"errors while loading: {res['errors'] + res['console']}")
+    # Once a graph with a missing node has been loaded (a bypassed option here), frontend 1.35.9 looks
+    # node types up in ComfyUI's online registry, then "comfy-core" on every later load of the page;
+    # offline (and under the page's CSP) each lookup logs an error. That says nothing about the graph
+    # loaded (a missing node is caught above), so it is not counted, whichever graph it follows.
+    console = [c for c in res["console"] if "https://api.comfy.org/" not in c]
+    if res["errors"] or console:
+        file_problems.append(f"errors while loading: {res['errors'] + console}")
     api_path = API_DIR / f"{path.stem}.api.json"
     if res["prompt"] is None:
         file_problems.append("graphToPrompt gave nothing")
     elif api_path.exists():
-        diffs = _compare_prompt(res["prompt"], json.loads(api_path.read_text(encoding="utf-8")))
+        diffs = _compare_prompt(res["prompt"], json.loads(api_path.read_text(encoding="utf-8")), info)
         if diffs:
             file_problems.append("frontend's API conversion differs from the shipped file: " + "; ".join(diffs[:10]))
     return file_problems
@@ -650,8 +713,10 @@ async def _screenshot(page: Page, shots: Path, path: Path) -> None:
     await page.screenshot(shots / f"{path.stem}.png")
 
 
-def check_frontend(url: str, chromium: str, ui_files: list[Path], shots: Path | None = None) -> list[str]:
-    """Load each UI workflow in the real frontend; return the problems found."""
+def check_frontend(url: str, chromium: str, ui_files: list[Path], shots: Path | None = None,
+                   info: dict | None = None) -> list[str]:
+    """Load each UI workflow in the real frontend; return the problems found. `info`: the server's
+    /object_info (a newer ComfyUI's optional widget at its default is no difference, _compare_prompt)."""
     import asyncio
 
     async def run() -> list[str]:
@@ -666,7 +731,7 @@ def check_frontend(url: str, chromium: str, ui_files: list[Path], shots: Path | 
             for path in ui_files:
                 ui = json.loads(path.read_text(encoding="utf-8"))
                 res = await _load_graph(page, path.name, ui)
-                file_problems = _ui_file_problems(path, ui, res)
+                file_problems = _ui_file_problems(path, ui, res, info)
                 if file_problems:
                     log(f"FAIL  frontend/{path.name}")
                     for fp in file_problems:
@@ -730,7 +795,7 @@ def make_base_directory(args, comfy: Path, python: str, api_wfs: dict) -> tuple[
         (base / sub).mkdir()
     if (comfy / "input" / "example.png").exists():
         shutil.copy(comfy / "input" / "example.png", base / "input" / "example.png")
-    made = model_placeholders(base, list(api_wfs.values()))
+    made = model_placeholders(base, list(api_wfs.values()), ui_files=sorted(WORKFLOWS.glob("*.json")))
     tiny = None
     if args.execute:
         t0 = time.monotonic()
@@ -740,6 +805,10 @@ def make_base_directory(args, comfy: Path, python: str, api_wfs: dict) -> tuple[
             check_native.install_omnigen2_files(python, comfy, Path(args.omnigen2_files), base / "models")
         if args.native_klein:
             check_native.install_klein_files(python, comfy, Path(args.native_klein), base / "models")
+        if args.native_qwen:
+            check_native.install_qwen_files(python, comfy, Path(args.native_qwen), base / "models")
+        if args.native_sam3:
+            check_native.install_sam3_file(python, comfy, Path(args.native_sam3), base / "models")
     log(f"temporary base directory {base}; placeholder model files: {made or 'none'}")
     return base, tiny
 
@@ -802,11 +871,18 @@ def prompts_to_validate(api_wfs: dict, ui_files: list[Path], info: dict, failure
     usable_ui = []
     for p in ui_files:
         ui = json.loads(p.read_text(encoding="utf-8"))
-        why = _too_new((n["type"] for n in ui["nodes"]), info)
+        why = _too_new((n["type"] for n in ui["nodes"] if n.get("mode", 0) != BYPASS), info)
         if why:
             log(f"EXPECTED (newer ComfyUI)  ui/{p.name}: not queued or loaded: {why}")
             expected.append(f"ui/{p.name}: {why}")
             continue
+        option = _too_new((n["type"] for n in ui["nodes"] if n.get("mode", 0) == BYPASS), info)
+        if option:
+            # A bypassed option (the edit region's SAM3) is left out of the prompt: the graph runs here,
+            # and the frontend shows the option's node as missing.
+            log(f"EXPECTED (newer ComfyUI)  ui/{p.name}: its bypassed option is missing here ({option}); "
+                "the rest is queued and loaded")
+            expected.append(f"ui/{p.name}: bypassed option: {option}")
         usable_ui.append(p)
         try:
             prompts.append((f"ui/{p.name} (converted)", ui_to_api(ui, info)))
@@ -849,9 +925,23 @@ def validate_prompts(url: str, prompts: list[tuple[str, dict]], failures: list[s
         time.sleep(0.5)
 
 
+def check_nodes_2(args, url: str, python: str, base: Path, tiny: dict | None, ui_files: list[Path],
+                  info: dict) -> list[str]:
+    """--vue-nodes: the workflows, every pack node and the sidebar's composer again with the frontend's
+    Nodes 2.0 (Vue node renderer) on (check_vue_nodes.py); the setting is switched off afterwards."""
+    t0 = time.monotonic()
+    helpers = {"open_frontend": _open_frontend, "load_graph": _load_graph, "ui_file_problems": _ui_file_problems,
+               "screenshot": _screenshot}
+    shots = Path(args.screenshots) if args.screenshots else None
+    failures = check_vue_nodes.check_vue_nodes(url, args.chromium, ui_files, helpers, shots, info)
+    failures += check_composer.check_composer(url, args.chromium, python, base, tiny, args.screenshots, vue_nodes=True)
+    log(f"Nodes 2.0 checks: {time.monotonic() - t0:.1f} s")
+    return failures
+
+
 def execute_all(args, url: str, pid: int, tiny: dict, info: dict) -> list[str]:
     """--execute: the benchmark, conversational and provenance graphs with tiny models, then the
-    opt-in native OmniGen2 / klein / TextGenerate routes. Returns the failures."""
+    opt-in native OmniGen2 / SAM3 / Qwen-Image-Edit / klein / TextGenerate routes. Returns the failures."""
     failures: list[str] = []
     problems, prompt, row = execute_benchmark(url, tiny)
     failures += [f"execute: {p}" for p in problems]
@@ -863,10 +953,20 @@ def execute_all(args, url: str, pid: int, tiny: dict, info: dict) -> list[str]:
     if args.omnigen2_files:
         failures += [f"execute/native: {p}" for p in
                      check_native.execute_native_omnigen2(url, pid, tiny, run_benchmark)]
+    helpers = {"upload_picture": upload_picture, "conversation_prompt": conversation_prompt,
+               "queue_and_wait": queue_and_wait, "use_tiny_models": use_tiny_models,
+               "run_benchmark": run_benchmark, "checker": checker, "ui_to_api": ui_to_api}
+    if args.native_sam3 and "SAM3_Detect" in info:
+        t0 = time.monotonic()
+        failures += [f"execute/sam3: {p}" for p in
+                     check_native.execute_sam3(url, pid, tiny, helpers, info)]
+        log(f"SAM3 checks: {time.monotonic() - t0:.1f} s")
+    if args.native_qwen:
+        t0 = time.monotonic()
+        failures += [f"execute/native-qwen: {p}" for p in
+                     check_native.execute_native_qwen(url, pid, tiny, helpers)]
+        log(f"native Qwen-Image-Edit checks: {time.monotonic() - t0:.1f} s")
     if args.native_klein:
-        helpers = {"upload_picture": upload_picture, "conversation_prompt": conversation_prompt,
-                   "queue_and_wait": queue_and_wait, "use_tiny_models": use_tiny_models,
-                   "run_benchmark": run_benchmark, "checker": checker}
         t0 = time.monotonic()
         failures += [f"execute/native-klein: {p}" for p in
                      check_native.execute_native_klein(url, pid, tiny, helpers)]
@@ -900,7 +1000,7 @@ def run(args) -> int:
     proc = None
     try:
         started = time.monotonic()
-        extra = ("--front-end-root", str(front_end)) if front_end else ()
+        extra = (("--front-end-root", str(front_end)) if front_end else ()) + tuple(args.comfyui_arg or ())
         proc = start_comfyui(comfy, python, base, port, extra=extra, env={"RESPEC_HOME": str(base / "respec_home")},
                              timeout=args.start_timeout)
         log(f"ComfyUI up after {time.monotonic() - started:.1f} s at {url}")
@@ -910,9 +1010,11 @@ def run(args) -> int:
         validate_prompts(url, prompts, failures, expected)
         if args.frontend:
             failures += check_frontend(url, args.chromium, usable_ui,
-                                       Path(args.screenshots) if args.screenshots else None)
+                                       Path(args.screenshots) if args.screenshots else None, info)
             failures += check_first_hour.check_first_hour(url, args.chromium, usable_ui, args.screenshots)
             failures += check_composer.check_composer(url, args.chromium, python, base, tiny, args.screenshots)
+            if args.vue_nodes:
+                failures += check_nodes_2(args, url, python, base, tiny, usable_ui, info)
         if tiny is not None:
             failures += execute_all(args, url, proc.pid, tiny, info)
     finally:
@@ -937,6 +1039,9 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the temporary base directory and log")
     ap.add_argument("--frontend", action="store_true",
                     help="also load every UI workflow in ComfyUI's frontend in headless Chromium")
+    ap.add_argument("--vue-nodes", action="store_true",
+                    help="with --frontend: also load every workflow, every pack node and the sidebar's composer with "
+                         "the frontend's Nodes 2.0 (Vue node renderer, Comfy.VueNodes.Enabled) on")
     ap.add_argument("--screenshots", default=None, metavar="DIR",
                     help="with --frontend: save a PNG of each loaded workflow there")
     ap.add_argument("--chromium", default=shutil.which("chromium") or "chromium", help="Chromium binary")
@@ -952,6 +1057,19 @@ def main(argv=None) -> int:
                          "benchmark_native_flux2 (one scenario) on ComfyUI's own klein loaders with the smallest "
                          "random files it accepts, written once into DIR/models by scripts/comfyui/make_klein_files.py "
                          "(~4.4 GB, minutes) and reused; 1 step at 64-96 px. Opt-in, not CI")
+    ap.add_argument("--native-qwen", default=None, metavar="DIR",
+                    help="with --execute, on ComfyUI 0.24+: also run conversational_qwen_image_edit_2511 (two turns) "
+                         "and benchmark_native_qwen_image_edit_2511 (one scenario) on ComfyUI's own Qwen-Image loaders "
+                         "with the smallest random files it accepts, written once into DIR/models by "
+                         "scripts/comfyui/make_qwen_image_files.py (~8.7 GB, minutes) and reused; 1 step. Opt-in, not CI")
+    ap.add_argument("--native-sam3", default=None, metavar="DIR",
+                    help="with --execute, on ComfyUI 0.24+: also run occluder_mask_sam3 and the provenance graph's "
+                         "edit-region option on ComfyUI's own SAM3 with a random real-size checkpoint, written once "
+                         "into DIR/models by scripts/comfyui/make_sam3_file.py (~1.7 GB) and reused. Opt-in, not CI")
+    ap.add_argument("--comfyui-arg", action="append", metavar="ARG",
+                    help="one more command-line argument for ComfyUI (repeatable), e.g. --comfyui-arg=--bf16-text-enc: "
+                         "ComfyUI computes a text encoder in fp16 on a CPU by default, and fp16 matrix products are "
+                         "~300x slower than bf16 on a CPU without fp16 arithmetic (0.2 vs 62 GFLOPS measured here)")
     ap.add_argument("--execute", action="store_true",
                     help="also run the FLUX.2 benchmark workflow on a 2-turn scenario, and the conversational "
                          "workflow for 2 turns, a re-queue and a rewind, with tiny random models")

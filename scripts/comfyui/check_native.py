@@ -108,22 +108,9 @@ def check_free(url: str, pid: int, prompt: dict, row: dict | None) -> list[str]:
 def install_omnigen2_files(python: str, comfy: Path, cache: Path, models: Path) -> None:
     """Link the OmniGen2 files of `cache` (made with make_omnigen2_files.py when missing) into `models`,
     replacing the empty placeholders of the same names."""
-    src = cache / "models"
-    if not all((src / d / f).is_file() for d, f in OMNIGEN2_FILES.items()):
-        log(f"writing real-size random OmniGen2 files into {src} (a few minutes, ~7.5 GB)")
-        out = subprocess.run([python, str(HERE / "make_omnigen2_files.py"), "--comfyui", str(comfy),
-                              "--models", str(src)], capture_output=True, text=True, timeout=3600)
-        if out.returncode != 0:
-            raise SystemExit(f"make_omnigen2_files.py failed:\n{out.stderr[-3000:]}")
-        log(out.stdout.strip().splitlines()[-1])
-    for d, f in OMNIGEN2_FILES.items():
-        dst = models / d / f
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        if dst.exists() or dst.is_symlink():
-            dst.unlink()
-        dst.symlink_to(src / d / f)
-    sizes = {f: f"{(src / d / f).stat().st_size / 2**30:.2f} GiB" for d, f in OMNIGEN2_FILES.items()}
-    log(f"OmniGen2 files (random weights, real sizes, fp8 mixed layout): {sizes}")
+    _install_files(python, comfy, cache, models, OMNIGEN2_FILES, {d: (f,) for d, f in OMNIGEN2_FILES.items()},
+                   "make_omnigen2_files.py", "real-size random OmniGen2 files (a few minutes, ~7.5 GB)",
+                   "OmniGen2 files (random weights, real sizes, fp8 mixed layout)")
 
 
 def execute_native_omnigen2(url: str, pid: int, tiny: dict, run_benchmark) -> list[str]:
@@ -162,25 +149,33 @@ KLEIN_SESSION = "check-native-klein"
 def install_klein_files(python: str, comfy: Path, cache: Path, models: Path) -> None:
     """Link the klein files of `cache` (written there once by make_klein_files.py) into `models`
     under the names the native klein graphs select, replacing the empty placeholders."""
+    _install_files(python, comfy, cache, models, KLEIN_FILES, KLEIN_NAMES, "make_klein_files.py",
+                   "the smallest klein files ComfyUI accepts (minutes; the Qwen3-4B text encoder is ~4.4 GB)",
+                   "klein files (random weights; 1+1-block 2-head transformer, real-size Qwen3-4B fp8 mixed, real VAE)")
+
+
+def _install_files(python: str, comfy: Path, cache: Path, models: Path, files: dict, names: dict, script: str,
+                   writing: str, what: str) -> None:
+    """Link the files of `cache`/models (written there once by `script` when missing) into `models`
+    under every name of `names` (folder -> names the graphs select), replacing the placeholders."""
     src = cache / "models"
-    if not all((src / d / f).is_file() for d, f in KLEIN_FILES.items()):
-        log(f"writing the smallest klein files ComfyUI accepts into {src} (minutes; the Qwen3-4B text encoder "
-            f"is ~4.4 GB)")
+    if not all((src / d / f).is_file() for d, f in files.items()):
+        log(f"writing {writing} into {src}")
         t0 = time.monotonic()
-        out = subprocess.run([python, str(HERE / "make_klein_files.py"), "--comfyui", str(comfy),
-                              "--models", str(src)], capture_output=True, text=True, timeout=3600)
+        out = subprocess.run([python, str(HERE / script), "--comfyui", str(comfy), "--models", str(src)],
+                             capture_output=True, text=True, timeout=3600)
         if out.returncode != 0:
-            raise SystemExit(f"make_klein_files.py failed:\n{out.stderr[-3000:]}")
-        log(f"klein files written in {time.monotonic() - t0:.0f} s: {out.stdout.strip().splitlines()[-1]}")
-    for d, f in KLEIN_FILES.items():
-        for name in KLEIN_NAMES[d]:
+            raise SystemExit(f"{script} failed:\n{out.stderr[-3000:]}")
+        log(f"written in {time.monotonic() - t0:.0f} s: {out.stdout.strip().splitlines()[-1]}")
+    for d, f in files.items():
+        for name in names[d]:
             dst = models / d / name
             dst.parent.mkdir(parents=True, exist_ok=True)
             if dst.exists() or dst.is_symlink():
                 dst.unlink()
             dst.symlink_to(src / d / f)
-    sizes = {f: f"{(src / d / f).stat().st_size / 2**30:.2f} GiB" for d, f in KLEIN_FILES.items()}
-    log(f"klein files (random weights; 1+1-block 2-head transformer, real-size Qwen3-4B fp8 mixed, real VAE): {sizes}")
+    sizes = {f: f"{(src / d / f).stat().st_size / 2**30:.2f} GiB" for d, f in files.items()}
+    log(f"{what}: {sizes}")
 
 
 def _native_tiny(prompt: dict, steps: int = 1) -> dict:
@@ -199,48 +194,91 @@ def execute_native_klein(url: str, pid: int, tiny: dict, helpers: dict) -> list[
     benchmark_native_flux2 on one 2-turn scenario, on ComfyUI's own klein loaders with the files
     install_klein_files linked, 64-96 px images, 1 step. `helpers`: check_in_comfyui's upload_picture,
     conversation_prompt, queue_and_wait, use_tiny_models, run_benchmark, checker. Returns the problems."""
+    return _execute_native(url, pid, tiny, helpers, "execute/native-klein", "conversational_flux2",
+                           "benchmark_native_flux2", KLEIN_SESSION, "flux2-native", {"CFGGuider", "SamplerCustomAdvanced"})
+
+
+def _execute_native(url: str, pid: int, tiny: dict, helpers: dict, label: str, conversation: str,
+                    benchmark: str, session: str, row_editor: str, sampler: set[str], turn_check=None) -> list[str]:
+    """The `conversation` graph for two turns on `session` (the tiny controller) and the `benchmark`
+    graph on one 2-turn scenario (its row labelled `row_editor`; the slots' controller, selector, `sampler`
+    nodes and append must run in slots 1-2 only), with native files already linked, 64-96 px images,
+    1 step. `turn_check(check, turns)`: more checks on the session's turns. Returns the problems."""
     import sys
     sys.path.insert(0, str(HERE.parents[1]))
     from respec.bench import workflow
     problems: list[str] = []
-    check = helpers["checker"]("execute/native-klein", problems)
+    check = helpers["checker"](label, problems)
     image_name, why = helpers["upload_picture"](url)
     if image_name is None:
         check("upload", False, why)
         return problems
-    wf = _native_tiny(helpers["use_tiny_models"](workflow.load_api_workflow(workflow.shipped_workflow("conversational_flux2")),
-                                                 tiny))
+    wf = _native_tiny(helpers["use_tiny_models"](workflow.load_api_workflow(workflow.shipped_workflow(conversation)), tiny))
     rss0 = rss_mb(pid)
-    for label, request in (("turn 1", "add a red box on the left"), ("turn 2", "remove the red box")):
-        prompt = helpers["conversation_prompt"](wf, image_name, KLEIN_SESSION, request)
+    for turn_label, request in (("turn 1", "add a red box on the left"), ("turn 2", "remove the red box")):
+        prompt = helpers["conversation_prompt"](wf, image_name, session, request)
         t0 = time.monotonic()
         entry, why = helpers["queue_and_wait"](url, prompt, timeout=3600)
         seconds = time.monotonic() - t0
         if why:
-            check(f"conversational_flux2 {label}", False, why)
+            check(f"{conversation} {turn_label}", False, why)
             return problems
-        log(f"      conversational_flux2 {label}: {seconds:.1f} s; server RSS {rss_mb(pid):.0f} MiB")
-    status, body = http_json("GET", f"{url}/respec/sessions/{KLEIN_SESSION}")
+        log(f"      {conversation} {turn_label}: {seconds:.1f} s; server RSS {rss_mb(pid):.0f} MiB")
+    status, body = http_json("GET", f"{url}/respec/sessions/{session}")
     turns = body.get("turns") if isinstance(body, dict) else None
     last = (turns or [{}])[-1]
-    check("conversational_flux2: two turns on ComfyUI's klein loaders",
+    check(f"{conversation}: two turns on ComfyUI's own loaders",
           status == 200 and [t.get("index") for t in turns or []] == [0, 1, 2]
           and (last.get("plan") or {}).get("vlm_called") is True,
           f"session turns {[t.get('index') for t in turns or []]}, turn 2 plan vlm_called "
           f"{(last.get('plan') or {}).get('vlm_called')}, meta {last.get('meta')}, image "
           f"{last.get('width')}x{last.get('height')}")
+    if turn_check is not None and turns:
+        turn_check(check, turns)
     t0 = time.monotonic()
     bench_problems, _, row = helpers["run_benchmark"](
-        url, "benchmark_native_flux2", tiny, {"ReSpecScenarioLoader.max_side": 64, "steps": 1,
-                                              "ReSpecReferenceConditioning.megapixels": 0.0},
-        {"ReSpecPreservationTarget", "ReSpecReferenceSelector", "CFGGuider", "SamplerCustomAdvanced",
-         "ReSpecHistoryAppend"})
-    log(f"      benchmark_native_flux2: {time.monotonic() - t0:.1f} s; server RSS {rss0:.0f} -> {rss_mb(pid):.0f} MiB")
-    if row is not None and row.get("editor") != "flux2-native":
-        bench_problems.append(f"the row's editor is {row.get('editor')!r}, expected 'flux2-native'")
-    check("benchmark_native_flux2: one scenario end to end", not bench_problems,
-          "; ".join(bench_problems) or f"row {row.get('key') if row else None}, {len((row or {}).get('turns') or [])} turns")
+        url, benchmark, tiny, {"ReSpecScenarioLoader.max_side": 64, "steps": 1,
+                               "ReSpecReferenceConditioning.megapixels": 0.0},
+        {"ReSpecPreservationTarget", "ReSpecReferenceSelector", *sampler, "ReSpecHistoryAppend"})
+    log(f"      {benchmark}: {time.monotonic() - t0:.1f} s; server RSS {rss0:.0f} -> {rss_mb(pid):.0f} MiB")
+    if row is not None and row.get("editor") != row_editor:
+        bench_problems.append(f"the row's editor is {row.get('editor')!r}, expected {row_editor!r}")
+    check(f"{benchmark}: one scenario end to end", not bench_problems,
+          "; ".join(bench_problems) or f"row {row.get('key') if row else None}, {len((row or {}).get('turns') or [])} "
+                                       f"turns, config {(row or {}).get('config')}")
     return problems
+
+
+QWEN_FILES = {"diffusion_models": "qwen-image-edit-check.safetensors", "text_encoders": "qwen_2.5_vl_7b-check.safetensors",
+              "vae": "qwen-image-vae-check.safetensors"}   # as scripts/comfyui/make_qwen_image_files.py writes them
+QWEN_NAMES = {"diffusion_models": ("qwen_image_edit_2511_fp8mixed.safetensors",),
+              "text_encoders": ("qwen_2.5_vl_7b_fp8_scaled.safetensors",), "vae": ("qwen_image_vae.safetensors",)}
+QWEN_SESSION = "check-native-qwen"
+
+
+def install_qwen_files(python: str, comfy: Path, cache: Path, models: Path) -> None:
+    """Link the Qwen-Image-Edit files of `cache` (written there once by make_qwen_image_files.py) into
+    `models` under the names the Qwen graphs select."""
+    _install_files(python, comfy, cache, models, QWEN_FILES, QWEN_NAMES, "make_qwen_image_files.py",
+                   "the smallest Qwen-Image-Edit 2511 files ComfyUI accepts (minutes; the Qwen2.5-VL 7B text encoder "
+                   "is ~8.3 GB)", "Qwen-Image-Edit files (random weights; 1-block transformer, real-size Qwen2.5-VL 7B "
+                   "fp8 mixed, 16-wide Wan 2.1 VAE)")
+
+
+def _qwen_turn_check(check, turns: list[dict]) -> None:
+    """Each Qwen turn records what Reveal Composite and the Drift Guard did (both on by default)."""
+    steps = [[e.get("step") for e in (t.get("meta") or {}).get("post_edit") or []] for t in turns[1:]]
+    check("Reveal Composite and Drift Guard ran on every turn",
+          all("reveal_composite" in s and "drift_guard" in s for s in steps), f"post_edit steps per turn {steps}")
+
+
+def execute_native_qwen(url: str, pid: int, tiny: dict, helpers: dict) -> list[str]:
+    """conversational_qwen_image_edit_2511 for two turns and benchmark_native_qwen_image_edit_2511 on one
+    2-turn scenario, on ComfyUI's own Qwen-Image loaders with the files install_qwen_files linked
+    (64-96 px images; TextEncodeQwenImageEditPlus reads each image at 384 x 384 whatever its size), 1 step."""
+    return _execute_native(url, pid, tiny, helpers, "execute/native-qwen", "conversational_qwen_image_edit_2511",
+                           "benchmark_native_qwen_image_edit_2511", QWEN_SESSION, "qwen-image-edit-2511-native",
+                           {"KSampler", "ReSpecDriftGuard"}, _qwen_turn_check)
 
 
 TEXTGEN_SESSION = "check-textgen"
@@ -285,4 +323,86 @@ def execute_textgen(url: str, pid: int, tiny: dict, helpers: dict) -> list[str]:
           f"turn 2 controller {plans[2].get('controller') if len(plans) > 2 else None!r}, "
           f"fallbacks {plans[2].get('fallbacks') if len(plans) > 2 else None}, "
           f"sent {(turns[2].get('sent_instruction') if len(turns or []) > 2 else None)!r}")
+    return problems
+
+
+# ------------------------------------------------------------------------------ SAM3 (ComfyUI 0.24+)
+
+SAM3_FILES = {"checkpoints": "sam3-check.safetensors"}   # as scripts/comfyui/make_sam3_file.py writes it
+SAM3_NAMES = {"checkpoints": ("sam3.1_multiplex_fp16.safetensors",)}
+EDIT_REGION_SESSION = "check-edit-region"
+
+
+def install_sam3_file(python: str, comfy: Path, cache: Path, models: Path) -> None:
+    """Link the random SAM3 checkpoint of `cache` (written there once by make_sam3_file.py) into `models`
+    under the name the SAM3 graphs select."""
+    _install_files(python, comfy, cache, models, SAM3_FILES, SAM3_NAMES, "make_sam3_file.py",
+                   "a random real-size SAM3 checkpoint (~1.7 GB)", "SAM3 file (random weights, real sizes, bf16)")
+
+
+def execute_sam3(url: str, pid: int, tiny: dict, helpers: dict, info: dict) -> list[str]:
+    """occluder_mask_sam3 on the uploaded picture (SAM3_Detect without refinement passes: each pass runs
+    SAM3's 1008 px backbone again, minutes on a CPU), its record read from /history; then
+    conversational_provenance_flux2 with its edit-region option switched on (the bypassed group made
+    active, converted as the frontend converts it) for two turns on the tiny klein: Edit Region from
+    Text, SAM3_Detect and Edit Region Mask must run and the Drift Guard must take their mask.
+    `helpers`: check_in_comfyui's upload_picture, conversation_prompt, queue_and_wait, use_tiny_models,
+    checker, ui_to_api. Returns the problems."""
+    import sys
+    sys.path.insert(0, str(HERE.parents[1]))
+    from respec.bench import workflow
+    problems: list[str] = []
+    check = helpers["checker"]("execute/sam3", problems)
+    image_name, why = helpers["upload_picture"](url)
+    if image_name is None:
+        check("upload", False, why)
+        return problems
+    wf = workflow.load_api_workflow(workflow.shipped_workflow("occluder_mask_sam3"))
+    for node in wf.values():
+        if node["class_type"] == "LoadImage":
+            node["inputs"]["image"] = image_name
+        elif node["class_type"] == "SAM3_Detect":
+            node["inputs"]["refine_iterations"] = 0
+    t0 = time.monotonic()
+    entry, why = helpers["queue_and_wait"](url, wf, timeout=3600)
+    if why:
+        check("occluder_mask_sam3", False, why)
+        return problems
+    records = [json.loads(r) for out in (entry.get("outputs") or {}).values() for r in out.get("respec_masks") or []]
+    attempts = [a.get("query") for a in (records[0][0].get("attempts") if records else [])]
+    check("occluder_mask_sam3: SAM3_Detect -> the B.1 acceptance", bool(records) and attempts == [
+              "bouquet of flowers", "flowers", "flower"],
+          f"{time.monotonic() - t0:.1f} s; record: status {records[0][0].get('status') if records else None}, "
+          f"queries {attempts}, scores {[a.get('best_confidence') for a in records[0][0].get('attempts', [])] if records else None}; "
+          f"server RSS {rss_mb(pid):.0f} MiB")
+    ui_file = HERE.parents[1] / "workflows" / workflow.shipped_workflows()["conversational_provenance_flux2"]["ui"]
+    ui = json.loads(ui_file.read_text(encoding="utf-8"))
+    for node in ui["nodes"]:
+        if node.get("mode") == 4:
+            node["mode"] = 0                 # the user switches the option on (Ctrl+B on the group)
+    prompt_wf = helpers["use_tiny_models"](helpers["ui_to_api"](ui, info), tiny)
+    for node in prompt_wf.values():
+        if node["class_type"] == "SAM3_Detect":
+            node["inputs"].update(refine_iterations=0, threshold=0.0)   # random weights: keep its best object
+    wanted = {"ReSpecEditRegionFromText", "SAM3_Detect", "ReSpecEditRegionMask", "ReSpecDriftGuard"}
+    for label, request in (("turn 1", "add a red box on the left"), ("turn 2", "remove the red box")):
+        prompt = helpers["conversation_prompt"](prompt_wf, image_name, EDIT_REGION_SESSION, request)
+        t0 = time.monotonic()
+        entry, why = helpers["queue_and_wait"](url, prompt, timeout=3600)
+        if why:
+            check(f"edit region option {label}", False, why)
+            return problems
+        cached = {str(n) for kind, d in (entry.get("status") or {}).get("messages") or []
+                  if kind == "execution_cached" for n in d.get("nodes") or []}
+        ran = {prompt[n]["class_type"] for n in set(prompt) - cached}
+        log(f"      edit region option {label}: {time.monotonic() - t0:.1f} s")
+        check(f"edit region option {label}: its nodes ran", wanted <= ran, f"ran {sorted(ran & wanted)}")
+    status, body = http_json("GET", f"{url}/respec/sessions/{EDIT_REGION_SESSION}")
+    turns = body.get("turns") if isinstance(body, dict) else []
+    guards = [next((e for e in (t.get("meta") or {}).get("post_edit") or [] if e.get("step") == "drift_guard"), {})
+              for t in turns[1:]]
+    check("edit region option: two turns, the guard's record says where its region came from",
+          [t.get("index") for t in turns] == [0, 1, 2] and all(guards),
+          f"turns {[t.get('index') for t in turns]}; guard per turn: "
+          f"{[(g.get('applied'), g.get('region_from') or g.get('reason')) for g in guards]}")
     return problems

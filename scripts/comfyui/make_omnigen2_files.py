@@ -21,29 +21,46 @@ import time
 from pathlib import Path
 
 
-def _random_state(module, seed: int) -> dict:
-    """Random tensors for `module`'s state dict (meta shapes): linear weights in scaled fp8 with a
-    comfy_quant entry, norm weights 1, biases 0, other tensors N(0, 0.02) in bf16."""
+def _random_entries(module, seed: int, fp8: bool = True, prefix: str = "") -> list[tuple[str, object, tuple, object]]:
+    """(key, dtype, shape, make) for random tensors of `module`'s state dict (meta shapes), keys under
+    `prefix`: linear weights in scaled fp8 with a weight_scale and a comfy_quant entry (bf16 N(0, 0.02)
+    when not `fp8`), norm weights 1, biases 0, other tensors N(0, 0.02) in bf16. `make()` builds one
+    tensor; called in order, the values depend only on `seed`."""
     import torch
     gen = torch.Generator().manual_seed(seed)
     linear = {name for name, m in module.named_modules() if isinstance(m, torch.nn.Linear)}
-    quant = torch.tensor(list(json.dumps({"format": "float8_e4m3fn"}).encode()), dtype=torch.uint8)
-    out = {}
+    quant = list(json.dumps({"format": "float8_e4m3fn"}).encode())
+    out, scales = [], {}
+
+    def fp8_weight(layer, shape):
+        def make():
+            w = torch.randn(shape, generator=gen, dtype=torch.float32).mul_(0.02)
+            scales[layer] = w.abs().max() / torch.finfo(torch.float8_e4m3fn).max
+            return w.div_(scales[layer]).to(torch.float8_e4m3fn)
+        return make
+
     for key, t in module.state_dict().items():
         layer, _, leaf = key.rpartition(".")
-        if leaf == "weight" and layer in linear:
-            w = torch.randn(tuple(t.shape), generator=gen, dtype=torch.float32).mul_(0.02)
-            scale = w.abs().max() / torch.finfo(torch.float8_e4m3fn).max
-            out[key] = w.div_(scale).to(torch.float8_e4m3fn)
-            out[layer + ".weight_scale"] = scale.reshape(())
-            out[layer + ".comfy_quant"] = quant.clone()
+        shape = tuple(t.shape)
+        key, layer = prefix + key, prefix + layer
+        if fp8 and leaf == "weight" and layer[len(prefix):] in linear:
+            out.append((key, torch.float8_e4m3fn, shape, fp8_weight(layer, shape)))
+            out.append((layer + ".weight_scale", torch.float32, (), lambda layer=layer: scales[layer].reshape(())))
+            out.append((layer + ".comfy_quant", torch.uint8, (len(quant),),
+                        lambda: torch.tensor(quant, dtype=torch.uint8)))
         elif leaf == "bias":
-            out[key] = torch.zeros(tuple(t.shape), dtype=torch.bfloat16)
+            out.append((key, torch.bfloat16, shape, lambda shape=shape: torch.zeros(shape, dtype=torch.bfloat16)))
         elif t.ndim == 1:
-            out[key] = torch.ones(tuple(t.shape), dtype=torch.bfloat16)
+            out.append((key, torch.bfloat16, shape, lambda shape=shape: torch.ones(shape, dtype=torch.bfloat16)))
         else:
-            out[key] = torch.randn(tuple(t.shape), generator=gen, dtype=torch.float32).mul_(0.02).to(torch.bfloat16)
+            out.append((key, torch.bfloat16, shape, lambda shape=shape: torch.randn(
+                shape, generator=gen, dtype=torch.float32).mul_(0.02).to(torch.bfloat16)))
     return out
+
+
+def _random_state(module, seed: int) -> dict:
+    """`_random_entries` built into one state dict."""
+    return {key: make() for key, _, _, make in _random_entries(module, seed)}
 
 
 def _save(sd: dict, path: Path) -> dict:
@@ -51,6 +68,38 @@ def _save(sd: dict, path: Path) -> dict:
     path.parent.mkdir(parents=True, exist_ok=True)
     save_file(sd, str(path))
     n = sum(v.numel() for k, v in sd.items() if not k.endswith(("weight_scale", "comfy_quant")))
+    return {"file": str(path), "parameters": n, "bytes": path.stat().st_size}
+
+
+_ST_DTYPES = {"float8_e4m3fn": "F8_E4M3", "bfloat16": "BF16", "float16": "F16", "float32": "F32", "uint8": "U8",
+              "int64": "I64"}
+
+
+def _stream_save(entries: list, path: Path) -> dict:
+    """Write `_random_entries`-style (key, dtype, shape, make) to a safetensors file one tensor at a
+    time (the header first, from the shapes), so a file of many GB needs the memory of its largest
+    tensor only."""
+    import struct
+    import torch
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header, offset = {}, 0
+    for key, dtype, shape, _ in entries:
+        size = torch.empty((), dtype=dtype).element_size() * int(torch.Size(shape).numel())
+        header[key] = {"dtype": _ST_DTYPES[str(dtype).removeprefix("torch.")], "shape": list(shape),
+                       "data_offsets": [offset, offset + size]}
+        offset += size
+    head = json.dumps(header, separators=(",", ":")).encode()
+    head += b" " * (-len(head) % 8)
+    n = 0
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(head)) + head)
+        for key, dtype, shape, make in entries:
+            t = make().contiguous()
+            if tuple(t.shape) != tuple(shape) or t.dtype != dtype:
+                raise RuntimeError(f"{key}: made {t.dtype} {tuple(t.shape)}, declared {dtype} {shape}")
+            f.write(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+            if not key.endswith(("weight_scale", "comfy_quant")):
+                n += t.numel()
     return {"file": str(path), "parameters": n, "bytes": path.stat().st_size}
 
 

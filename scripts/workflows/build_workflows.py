@@ -42,10 +42,13 @@ CORE_NODES = [
     "ReferenceLatent", "ImageScaleToTotalPixels", "ImageScale", "GetImageSize", "ImageFromBatch", "ImageBatch",
     "PrimitiveInt", "PrimitiveFloat", "PrimitiveString", "PrimitiveStringMultiline", "PrimitiveBoolean",
     "TextGenerate",
+    # Qwen-Image-Edit 2511 (the nodes of ComfyUI's own 2511 template) and SAM3
+    "TextEncodeQwenImageEditPlus", "ModelSamplingAuraFlow", "CFGNorm", "FluxKontextMultiReferenceLatentMethod",
+    "KSampler", "LoraLoaderModelOnly", "CheckpointLoaderSimple", "MaskPreview", "SAM3_Detect",
 ]
 # Core nodes newer than ComfyUI 0.8.0, with the version they were read from: a refresh from an
 # older server keeps their entries.
-NEWER_CORE_NODES = {"TextGenerate": "0.24.0"}
+NEWER_CORE_NODES = {"TextGenerate": "0.24.0", "SAM3_Detect": "0.24.0"}
 _KEEP = ("input", "input_order", "output", "output_is_list", "output_name", "name", "display_name",
          "category", "output_node", "python_module")
 
@@ -57,44 +60,67 @@ def _strip(entry):
     return entry
 
 
-def refresh_core(url: str) -> None:
-    """Rewrite scripts/workflows/comfy_core_nodes.json from a running ComfyUI's /object_info."""
-    nodes, version = {}, None
-    old = json.loads(wg.CORE_TABLE.read_text(encoding="utf-8")) if wg.CORE_TABLE.exists() else {"nodes": {}}
-    newer = dict(old.get("newer_nodes") or NEWER_CORE_NODES)
+def _server_version(url: str) -> str | None:
     try:
         with urllib.request.urlopen(f"{url.rstrip('/')}/system_stats", timeout=30) as r:
-            version = json.load(r).get("system", {}).get("comfyui_version")
+            return json.load(r).get("system", {}).get("comfyui_version")
     except Exception:
-        pass
+        return None
+
+
+def _table_entry(info: dict, name: str) -> dict:
+    """/object_info's entry of one node as the table keeps it (tooltips dropped, loader file lists
+    emptied: they depend on the machine, so a value must then be given explicitly)."""
+    info = {k: info[k] for k in _KEEP if k in info}
+    info["input"] = {sec: {n: _strip(e) for n, e in ents.items()} for sec, ents in info["input"].items()}
+    for sec, ents in info["input"].items():
+        for n, e in ents.items():
+            if name.endswith(("Loader", "LoaderSimple", "LoaderModelOnly")) and isinstance(e, list) \
+                    and isinstance(e[0], list) and n.endswith("_name"):
+                ents[n] = [[]] + e[1:]
+    return info
+
+
+def refresh_core(url: str) -> None:
+    """Rewrite scripts/workflows/comfy_core_nodes.json from a running ComfyUI's /object_info.
+
+    The table's base is the oldest supported ComfyUI (its `comfyui_version`, 0.8.0): a server of that
+    version re-reads every node it has; the nodes it lacks (NEWER_CORE_NODES) keep their entries. A
+    server of any other version fills only the nodes the table lacks or lists under newer_nodes (and
+    records its version there), so the base entries stay what the oldest ComfyUI says: a newer
+    ComfyUI may add optional widgets to a node (CFGNorm's pre_cfg in 0.24), which a graph written
+    for it would send to 0.8 too."""
+    old = json.loads(wg.CORE_TABLE.read_text(encoding="utf-8")) if wg.CORE_TABLE.exists() else {"nodes": {}}
+    newer = {**NEWER_CORE_NODES, **(old.get("newer_nodes") or {})}
+    version = _server_version(url)
+    base = old.get("comfyui_version") or version
+    from_base = version == base
+    nodes = {}
     for name in CORE_NODES:
+        if not from_base and name in old["nodes"] and name not in newer:
+            nodes[name] = old["nodes"][name]   # a base entry: only the base version rewrites it
+            continue
         with urllib.request.urlopen(f"{url.rstrip('/')}/object_info/{name}", timeout=60) as r:
             info = json.load(r).get(name)
-        if info is None and name in newer and name in old["nodes"]:
-            nodes[name] = old["nodes"][name]   # a newer node than this server has: keep its entry
+        if info is None and name in newer:
+            if name in old["nodes"]:
+                nodes[name] = old["nodes"][name]   # a newer node than this server has: keep its entry
+            else:
+                print(f"{url} (ComfyUI {version}) has no {name}: read it from a ComfyUI >= {newer[name]}")
             continue
         if info is None:
-            raise SystemExit(f"{url} has no node {name}: use a ComfyUI >= 0.8 "
-                             f"(>= {newer[name]} for {name})" if name in newer else
-                             f"{url} has no node {name}: use a ComfyUI >= 0.8")
+            raise SystemExit(f"{url} has no node {name}: use a ComfyUI >= 0.8")
         if name in newer and version:
             newer[name] = version
-        info = {k: info[k] for k in _KEEP if k in info}
-        info["input"] = {sec: {n: _strip(e) for n, e in ents.items()} for sec, ents in info["input"].items()}
-        # File lists depend on the machine: keep them empty (a value must then be given explicitly).
-        for sec, ents in info["input"].items():
-            for n, e in ents.items():
-                if name.endswith("Loader") and isinstance(e, list) and isinstance(e[0], list) and \
-                        n.endswith("_name"):
-                    ents[n] = [[]] + e[1:]
-        nodes[name] = info
+        nodes[name] = _table_entry(info, name)
     table = {"comment": "ComfyUI core node specs, from GET /object_info/<name> of a real ComfyUI "
                         "(tooltips dropped, loader file lists emptied). Regenerate with "
-                        "`python scripts/workflows/build_workflows.py --refresh-core URL`. Nodes under newer_nodes are "
-                        "read from that newer ComfyUI (0.8.0 lacks them).",
-             "comfyui_version": version, "nodes": nodes, "newer_nodes": newer}
+                        "`python scripts/workflows/build_workflows.py --refresh-core URL`, from ComfyUI "
+                        f"{base} first (the base), then from the newest ComfyUI for the nodes under "
+                        f"newer_nodes ({base} lacks them).",
+             "comfyui_version": base, "nodes": nodes, "newer_nodes": newer}
     wg.CORE_TABLE.write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
-    print(f"wrote {wg.CORE_TABLE} ({len(nodes)} nodes, ComfyUI {version})")
+    print(f"wrote {wg.CORE_TABLE} ({len(nodes)} nodes; base ComfyUI {base}, this server {version})")
 
 
 # ------------------------------------------------------------------------------ names
@@ -104,9 +130,10 @@ def refresh_core(url: str) -> None:
 # function that builds it (the graph's key: its file name before issue 36, used by the code, the
 # tests and the checker). "ReSpec chat": a conversation, one prompt per turn; "ReSpec eval": the
 # OCCUR benchmark on ComfyUI's own loaders; "ReSpec paper": the benchmark on the paper's own
-# (diffusers) pipelines. Sorted A-Z (the browser's "Alphabetical" order) the conversations come
-# first. A new graph is one builder function and one entry here; tests/test_workflows.py checks
-# the rules (TITLE_RULE, a title for every builder and no other, the order).
+# (diffusers) pipelines; "ReSpec mask": an occluder mask on ComfyUI's SAM3. Sorted A-Z (the
+# browser's "Alphabetical" order) the conversations come first. A new graph is one builder function
+# and one entry here; tests/test_workflows.py checks the rules (TITLE_RULE, a title for every builder
+# and no other, the order).
 TITLES = {
     "conversational_flux2": "ReSpec chat - FLUX.2 klein 9B",
     "conversational_flux2_klein4b": "ReSpec chat - FLUX.2 klein 4B",
@@ -114,15 +141,18 @@ TITLES = {
     "conversational_textgen_flux2": "ReSpec chat - klein, TextGenerate",
     "conversational_provenance_flux2": "ReSpec chat - no VLM, provenance",
     "conversational_flux2_diffusers": "ReSpec chat - klein 9B diffusers",
+    "conversational_qwen_image_edit_2511": "ReSpec chat - Qwen Edit 2511",
     "benchmark_native_flux2": "ReSpec eval - FLUX.2 klein 9B",
     "benchmark_native_flux2_klein4b": "ReSpec eval - FLUX.2 klein 4B",
     "benchmark_native_omnigen2": "ReSpec eval - OmniGen2",
     "benchmark_native_baseline_flux2": "ReSpec eval - klein 9B baseline",
     "benchmark_native_baseline_omnigen2": "ReSpec eval - OmniGen2 baseline",
+    "benchmark_native_qwen_image_edit_2511": "ReSpec eval - Qwen Edit 2511",
     "benchmark_flux2": "ReSpec paper - klein 9B",
     "benchmark_omnigen2": "ReSpec paper - OmniGen2",
     "benchmark_baseline_flux2": "ReSpec paper - klein 9B baseline",
     "benchmark_baseline_omnigen2": "ReSpec paper - OmniGen2 baseline",
+    "occluder_mask_sam3": "ReSpec mask - SAM3 occluder",
 }
 # A file name every OS and URL takes as it is (the frontend puts it in a URL path unescaped):
 # ASCII letters, digits, spaces and . , - ( ); no leading or trailing space.
@@ -180,12 +210,36 @@ NATIVE_FILES["flux2-klein4b"] = {
              HF + "Comfy-Org/z_image_turbo/resolve/main/split_files/text_encoders/qwen_3_4b.safetensors"),
     "vae": ("full_encoder_small_decoder.safetensors", "vae",
             HF + "black-forest-labs/FLUX.2-small-decoder/resolve/main/full_encoder_small_decoder.safetensors")}
-CLIP_TYPES = {"flux2": "flux2", "flux2-klein4b": "flux2", "omnigen2": "omnigen2"}
+# Qwen-Image-Edit 2511 (Apache-2.0): the files and settings of ComfyUI's own "Qwen-Image-Edit 2511" template
+# (comfyui-workflow-templates: image_qwen_image_edit_2511): the fp8-mixed diffusion model (its bf16 file,
+# qwen_image_edit_2511_bf16.safetensors, 38 GB, works the same), Qwen2.5-VL 7B fp8 text encoder, the
+# Qwen-Image VAE; ModelSamplingAuraFlow shift 3.1, CFGNorm 1.0, reference method index_timestep_zero,
+# KSampler euler / simple, 40 steps at CFG 4.0 (its note: ComfyUI's own choice is 20 steps), or the
+# Lightning LoRA at 4 steps, CFG 1.0.
+QWEN = "qwen-image-edit-2511"
+NATIVE_FILES[QWEN] = {
+    "unet": ("qwen_image_edit_2511_fp8mixed.safetensors", "diffusion_models",
+             HF + "Comfy-Org/Qwen-Image-Edit_ComfyUI/resolve/main/split_files/diffusion_models/"
+                  "qwen_image_edit_2511_fp8mixed.safetensors"),
+    "clip": ("qwen_2.5_vl_7b_fp8_scaled.safetensors", "text_encoders",
+             HF + "Comfy-Org/HunyuanVideo_1.5_repackaged/resolve/main/split_files/text_encoders/"
+                  "qwen_2.5_vl_7b_fp8_scaled.safetensors"),
+    "vae": ("qwen_image_vae.safetensors", "vae",
+            HF + "Comfy-Org/Qwen-Image_ComfyUI/resolve/main/split_files/vae/qwen_image_vae.safetensors")}
+QWEN_LORA = ("Qwen-Image-Edit-2511-Lightning-4steps-V1.0-bf16.safetensors", "loras",
+             HF + "lightx2v/Qwen-Image-Edit-2511-Lightning/resolve/main/Qwen-Image-Edit-2511-Lightning-4steps-V1.0-bf16.safetensors")
+QWEN_SETTINGS = {"steps": 40, "cfg": 4.0, "shift": 3.1, "cfg_norm": 1.0, "reference_method": "index_timestep_zero",
+                 "sampler": "euler", "scheduler": "simple", "lightning_steps": 4, "lightning_cfg": 1.0}
+# SAM3 (ComfyUI 0.24+): the checkpoint of ComfyUI's own SAM3 segmentation template (utility_image_segment_sam3).
+SAM3_FILE = ("sam3.1_multiplex_fp16.safetensors", "checkpoints",
+             HF + "Comfy-Org/sam3.1/resolve/main/checkpoints/sam3.1_multiplex_fp16.safetensors")
+CLIP_TYPES = {"flux2": "flux2", "flux2-klein4b": "flux2", "omnigen2": "omnigen2", QWEN: "qwen_image"}
 NATIVE_NEGATIVE = {"flux2": "", "flux2-klein4b": "", "omnigen2": "blurry, low quality, distorted, deformed, watermark"}
 # CFGGuider scale of the FLUX.2 graphs: the paper's 4.0 for klein base 9B; ComfyUI's 4B base
 # template's 5.0 for klein 4B.
 NATIVE_CFG = {"flux2": 4.0, "flux2-klein4b": 5.0}
-LABELS = {"flux2": "FLUX.2 [klein]", "flux2-klein4b": "FLUX.2 [klein] 4B", "omnigen2": "OmniGen2"}
+LABELS = {"flux2": "FLUX.2 [klein]", "flux2-klein4b": "FLUX.2 [klein] 4B", "omnigen2": "OmniGen2",
+          QWEN: "Qwen-Image-Edit 2511"}
 FIRST_REQUEST = "add a large bouquet of sunflowers in front of the person"
 SESSION_NOTE = """\
 **One prompt per turn.** Type your request in the **ReSpec** sidebar tab's composer and press
@@ -225,19 +279,62 @@ def _session_controller(g: wg.Graph, request_default: str) -> SimpleNamespace:
     return c
 
 
-def _guard(g, previous, image, request, **reveal):
-    """Drift Guard after the editor (on by default: its `enabled` widget says so); `reveal`: Reveal
-    Composite's record, when the graph has one."""
-    return g.node("ReSpecDriftGuard", previous=previous, edited=image, enabled=True, instruction=request[0], **reveal)
+def _guard(g, previous, image, request, **optional):
+    """Drift Guard after the editor (on by default: its `enabled` widget says so); `optional`: its
+    optional inputs the graph feeds: `reveal` (Reveal Composite's record), `mask` (the edit region
+    option's MASK, `_edit_region_option`)."""
+    return g.node("ReSpecDriftGuard", previous=previous, edited=image, enabled=True, instruction=request[0], **optional)
 
 
-def _append_and_save(g, c: SimpleNamespace, image, editor_name: str) -> None:
-    """Drift Guard -> History Append -> Save Image after the edit (c.guard, c.append, c.save)."""
-    c.guard = _guard(g, c.select["current_image"], image, c.request)
+def _models(name: str, directory: str, url: str) -> dict:
+    """A loader's properties.models entry (ComfyUI's missing-models dialog)."""
+    return {"models": [{"name": name, "directory": directory, "url": url}]}
+
+
+# An option a user switches on (select it, Ctrl+B): bypassed, and collapsed to its title bar so the
+# conversation still opens whole and readable (tests/test_workflows.py).
+OPTION = {"bypassed": True, "collapsed": True}
+EDIT_REGION_GROUP = "Option: edit region (Ctrl+B)"   # fits its box at 20 px: the box sits among other nodes
+EDIT_REGION_NOTE = """\
+**Option: the edit region from your words** (ComfyUI 0.24+, beyond the paper). The group *%s* is
+bypassed. Switched on (select the group, Ctrl+B), *Edit Region from Text* reads the object your
+request changes ("add a red hat on the dog" -> "red hat"; a global request names none), ComfyUI's
+**SAM3** segments it in the previous image and in the edit (`%s` in models/checkpoints), and
+*Edit Region Mask* keeps the turn's change only inside that object, grown by a margin: the Drift
+Guard then puts the previous image's own pixels back everywhere else, so details the editor re-drew
+elsewhere (a face, fur, a texture) come back as they were. Nothing found, or nothing changed there:
+the guard decides from its own change mask, as with the group off.""" % (EDIT_REGION_GROUP.split(" (")[0], SAM3_FILE[0])
+
+
+def _edit_region_option(g: wg.Graph, previous, edited, request, plan=None):
+    """The bypassed edit-region group (Edit Region from Text -> SAM3 on [I_(t-1), I_t] -> Edit Region
+    Mask); returns (the MASK output for the Drift Guard, the group's nodes, for `_option_group`).
+    Bypassed, the guard's mask input is simply not connected (the frontend's bypass rule finds no
+    MASK input upstream)."""
+    extra = {"plan": plan} if plan is not None else {}
+    phrase = g.node("ReSpecEditRegionFromText", instruction=request[0], **OPTION, **extra)
+    sam3 = g.node("CheckpointLoaderSimple", title="SAM3", ckpt_name=SAM3_FILE[0], properties=_models(*SAM3_FILE),
+                  **OPTION)
+    text = g.node("CLIPTextEncode", title="Object to segment", text=phrase["phrase"], clip=sam3["CLIP"], **OPTION)
+    both = g.node("ImageBatch", title="Previous image + edit", image1=previous, image2=edited, **OPTION)
+    found = g.node("SAM3_Detect", model=sam3["MODEL"], image=both[0], conditioning=text[0], threshold=0.5,
+                   refine_iterations=2, individual_masks=False, **OPTION)
+    region = g.node("ReSpecEditRegionMask", previous=previous, edited=edited, phrase=phrase["phrase"],
+                    object_masks=found["masks"], **OPTION)
+    return region["mask"], [phrase, sam3, text, both, found, region]
+
+
+def _append_and_save(g, c: SimpleNamespace, image, editor_name: str, reveal=None, mask=None) -> None:
+    """Drift Guard (with Reveal Composite's record when `reveal` ran before, and the edit region
+    option's `mask`) -> History Append (with that record too) -> Save Image after the edit (c.guard,
+    c.append, c.save)."""
+    record = {"reveal": reveal["reveal"]} if reveal is not None else {}
+    region = {"mask": mask} if mask is not None else {}
+    c.guard = _guard(g, c.select["current_image"], image, c.request, **record, **region)
     c.append = g.node("ReSpecHistoryAppend", history=c.store["history"], image=c.guard["image"],
                       instruction=c.request[0], sent_instruction=c.rewrite["instruction"], plan=c.plan["plan"],
                       meta=json.dumps({"editor": editor_name}), editor_image_ids=c.select["image_ids"],
-                      guard=c.guard["guard"])
+                      guard=c.guard["guard"], **record)
     c.save = g.node("SaveImage", images=c.append["current_image"], filename_prefix="respec/turn")
 
 
@@ -296,7 +393,8 @@ def conversational_provenance_flux2(specs):
                   seed=42, steps=30, guidance=4.0)
     reveal = g.node("ReSpecRevealComposite", history=store["history"], image=edit["image"], instruction=request[0],
                     plan=select["plan"])
-    guard = _guard(g, select["current_image"], reveal["image"], request, reveal=reveal["reveal"])
+    region, option = _edit_region_option(g, select["current_image"], reveal["image"], request, select["plan"])
+    guard = _guard(g, select["current_image"], reveal["image"], request, reveal=reveal["reveal"], mask=region)
     append = g.node("ReSpecHistoryAppend", history=store["history"], image=guard["image"], instruction=request[0],
                     sent_instruction=select["instruction"], plan=select["plan"],
                     meta=json.dumps({"editor": "flux2-klein", "selector": "provenance"}),
@@ -304,8 +402,9 @@ def conversational_provenance_flux2(specs):
     save = g.node("SaveImage", images=append["current_image"], filename_prefix="respec/turn")
     readme = g.note(PROVENANCE_NOTE + "\n\n" + DIFFUSERS_NOTE.format(native=title_of("conversational_flux2")),
                     title="Read me", size=README_SIZE)
-    g.columns([[readme, image, request], [store, editor], [select, preview], [edit], [reveal, guard],
-               [append, save]], gap_x=CHAT_GAP)
+    note = g.note(EDIT_REGION_NOTE, title="Option: edit region", size=(280, 300))
+    g.columns([[readme, image, request], [store, editor], [select, preview], [edit, *_option_group(g, option, note)],
+               [reveal, guard], [append, save]], gap_x=CHAT_GAP)
     return g
 
 
@@ -326,26 +425,70 @@ def native_loaders(g: wg.Graph, editor: str):
 
 class NativeParts:
     """The nodes a native edit shares across turn slots: loaders, the negative text, the sampler
-    (and OmniGen2's scheduler, which depends only on the model and the steps)."""
+    (and OmniGen2's scheduler, which depends only on the model and the steps). Qwen-Image-Edit:
+    the model through the template's ModelSamplingAuraFlow and CFGNorm, the Lightning LoRA (bypassed:
+    the option) and a CFG value; its negative reads the images, so each turn encodes its own."""
 
     def __init__(self, g: wg.Graph, editor: str, steps):
         self.editor = editor
         self.unet, self.clip, self.vae = native_loaders(g, editor)
-        self.negative = g.node("CLIPTextEncode", title="Negative", text=NATIVE_NEGATIVE[editor], clip=self.clip[0])
-        self.sampler = g.node("KSamplerSelect", sampler_name="euler")
-        self.scheduler = (g.node("BasicScheduler", model=self.unet[0], scheduler="simple", steps=steps, denoise=1.0)
-                          if editor == "omnigen2" else None)
+        self.model, self.extra, self.cfg = self.unet[0], [], None
+        self.negative = self.sampler = self.scheduler = None
+        if editor == QWEN:
+            shift = g.node("ModelSamplingAuraFlow", model=self.unet[0], shift=QWEN_SETTINGS["shift"])
+            norm = g.node("CFGNorm", model=shift[0], strength=QWEN_SETTINGS["cfg_norm"])
+            lora = g.node("LoraLoaderModelOnly", title="Lightning LoRA (4 steps, CFG 1)",
+                          model=norm[0], lora_name=QWEN_LORA[0], strength_model=1.0, properties=_models(*QWEN_LORA),
+                          **OPTION)
+            self.cfg = g.node("PrimitiveFloat", title="CFG", value=QWEN_SETTINGS["cfg"])
+            self.model, self.extra = lora[0], [shift, norm, lora, self.cfg]
+        else:
+            self.negative = g.node("CLIPTextEncode", title="Negative", text=NATIVE_NEGATIVE[editor], clip=self.clip[0])
+            self.sampler = g.node("KSamplerSelect", sampler_name="euler")
+        if editor == "omnigen2":
+            self.scheduler = g.node("BasicScheduler", model=self.unet[0], scheduler="simple", steps=steps, denoise=1.0)
         self.steps = steps
 
     def nodes(self) -> list:
-        return [n for n in (self.unet, self.clip, self.vae, self.negative, self.sampler, self.scheduler) if n]
+        return [n for n in (self.unet, self.clip, self.vae, *self.extra, self.negative, self.sampler, self.scheduler)
+                if n]
+
+
+def qwen_edit(g: wg.Graph, parts: NativeParts, images, current, instruction, seed: int) -> list:
+    """Qwen-Image-Edit 2511 on ComfyUI's own nodes, as its template wires them: the editor images as
+    image1..image3 of TextEncodeQwenImageEditPlus (positive: the instruction; negative: empty), their
+    reference latents (Reference Latents (ReSpec), 1 megapixel as the template) with the 2511 method
+    index_timestep_zero, KSampler (euler / simple, Steps, CFG) on an empty latent of the current
+    image's size -> VAEDecode -> back to the current size. Returns the new nodes; the last one's
+    IMAGE is the edit."""
+    slots = g.node("ReSpecEditorImageSlots", editor_images=images)
+    encoded = []
+    for title, text in (("Instruction", instruction), ("Negative", "")):
+        enc = g.node("TextEncodeQwenImageEditPlus", title=title, clip=parts.clip[0], prompt=text,
+                     image1=slots["image1"], image2=slots["image2"], image3=slots["image3"])
+        ref = g.node("ReSpecReferenceConditioning", conditioning=enc[0], vae=parts.vae[0], editor_images=images)
+        method = g.node("FluxKontextMultiReferenceLatentMethod", conditioning=ref[0],
+                        reference_latents_method=QWEN_SETTINGS["reference_method"])
+        encoded.append((enc, ref, method))
+    size = g.node("GetImageSize", image=current)
+    latent = g.node("EmptySD3LatentImage", width=size["width"], height=size["height"], batch_size=1)
+    sample = g.node("KSampler", model=parts.model, seed=seed, steps=parts.steps, cfg=parts.cfg[0],
+                    sampler_name=QWEN_SETTINGS["sampler"], scheduler=QWEN_SETTINGS["scheduler"],
+                    positive=encoded[0][2][0], negative=encoded[1][2][0], latent_image=latent[0], denoise=1.0)
+    decoded = g.node("VAEDecode", samples=sample[0], vae=parts.vae[0])
+    resized = g.node("ImageScale", title="Edited image (current size)", image=decoded[0], upscale_method="lanczos",
+                     width=size["width"], height=size["height"], crop="disabled")
+    return [slots, *(n for trio in encoded for n in trio), size, latent, sample, decoded, resized]
 
 
 def native_edit(g: wg.Graph, parts: NativeParts, images, current, instruction, seed: int) -> list:
     """ComfyUI-native edit of `current` with `images` as reference latents: text encode -> Reference
     Latents (ReSpec) on positive and negative -> guider (FLUX.2: CFGGuider 4.0; OmniGen2:
     DualCFGGuider text 5.0 / image 2.0) -> SamplerCustomAdvanced -> VAEDecode -> back to the
-    current image's size. Returns the new nodes; the last one's IMAGE is the edit."""
+    current image's size (Qwen-Image-Edit: `qwen_edit`). Returns the new nodes; the last one's
+    IMAGE is the edit."""
+    if parts.editor == QWEN:
+        return qwen_edit(g, parts, images, current, instruction, seed)
     positive = g.node("CLIPTextEncode", title="Instruction", text=instruction, clip=parts.clip[0])
     pos = g.node("ReSpecReferenceConditioning", conditioning=positive[0], vae=parts.vae[0], editor_images=images)
     neg = g.node("ReSpecReferenceConditioning", conditioning=parts.negative[0], vae=parts.vae[0], editor_images=images)
@@ -396,6 +539,26 @@ NATIVE_NOTE = {
 }
 
 
+NATIVE_NOTE[QWEN] = (
+    "**Native models: Qwen-Image-Edit 2511** (Apache-2.0). ComfyUI's own loaders read the files of its "
+    "Qwen-Image-Edit 2511 template: `%s` in models/diffusion_models (the bf16 `qwen_image_edit_2511_bf16.safetensors`, "
+    "38 GB, works the same), `%s` in models/text_encoders (CLIPLoader type qwen_image), `%s` in models/vae; with that "
+    "template's settings: ModelSamplingAuraFlow shift %.1f, CFGNorm %.1f, reference method %s, KSampler %s / %s, "
+    "*Steps* %d at *CFG* %.1f (the template's note: ComfyUI's own choice is 20 steps). The editor images go in as "
+    "image1, image2 of TextEncodeQwenImageEditPlus in the plan's order (restoration source, identity anchor; the "
+    "current image alone on other turns), so \"the first image\" of the rewritten instruction is Picture 1. "
+    "**Lightning** (4 steps): switch on the bypassed *Lightning LoRA* node (Ctrl+B; `%s` in models/loras) and set "
+    "*Steps* %d, *CFG* %.1f." % (
+        NATIVE_FILES[QWEN]["unet"][0], NATIVE_FILES[QWEN]["clip"][0], NATIVE_FILES[QWEN]["vae"][0],
+        QWEN_SETTINGS["shift"], QWEN_SETTINGS["cfg_norm"], QWEN_SETTINGS["reference_method"], QWEN_SETTINGS["sampler"],
+        QWEN_SETTINGS["scheduler"], QWEN_SETTINGS["steps"], QWEN_SETTINGS["cfg"], QWEN_LORA[0],
+        QWEN_SETTINGS["lightning_steps"], QWEN_SETTINGS["lightning_cfg"]))
+POST_EDIT_NOTE = ("**Reveal Composite and Drift Guard are on.** On a turn that uncovers what an earlier edit hid, "
+                  "Reveal Composite pastes that turn's own pixels back where the scene held; the Drift Guard then "
+                  "keeps the editor's pixels only where the edit changed the picture and undoes the zoom and shift "
+                  "Qwen-Image-Edit adds on a call. Switch either off with its `enabled` widget.")
+
+
 def _native_columns(c: SimpleNamespace, parts: "NativeParts", edit: list) -> list[list]:
     """The columns of a native conversation from the controller chain on: the loaders and text
     encoders, the conditioning and sampler inputs, then sampling -> Drift Guard -> History Append,
@@ -417,12 +580,43 @@ def _conversation_native(name: str, editor: str, specs) -> wg.Graph:
     steps = g.node("PrimitiveInt", title="Steps", value=EDITORS[editor][2]["steps"])
     parts = NativeParts(g, editor, steps[0])
     edit = native_edit(g, parts, c.select["editor_images"], c.select["current_image"], c.rewrite["instruction"], 42)
+    if editor == QWEN:
+        return _conversation_qwen(g, c, steps, parts, edit)
     _append_and_save(g, c, edit[-1][0], f"{editor}-native")
     readme = g.note(SESSION_NOTE, title="Read me", size=README_SIZE)
     models = g.note(NATIVE_NOTE[editor], title="Models", size=MODELS_SIZE)
     g.columns([[readme, c.image, c.request], [c.store, c.vlm, steps], *_native_columns(c, parts, edit),
                [c.save, models]], gap_x=CHAT_GAP)
     return g
+
+
+def _conversation_qwen(g: wg.Graph, c: SimpleNamespace, steps, parts: "NativeParts", edit: list) -> wg.Graph:
+    """The rest of the Qwen-Image-Edit 2511 conversation: it re-renders and re-frames on every call, so
+    Reveal Composite and the Drift Guard are on (the guard reads Reveal's record), and the edit region
+    from the request's words is a bypassed option feeding the guard's mask."""
+    reveal = g.node("ReSpecRevealComposite", history=c.store["history"], image=edit[-1][0], instruction=c.request[0],
+                    plan=c.plan["plan"])
+    region, option = _edit_region_option(g, c.select["current_image"], reveal["image"], c.request, c.plan["plan"])
+    _append_and_save(g, c, reveal["image"], f"{QWEN}-native", reveal=reveal, mask=region)
+    readme = g.note(SESSION_NOTE + "\n\n" + POST_EDIT_NOTE, title="Read me", size=README_SIZE)
+    # No room for a note of its own (the graph must open whole, readable): the option's words go
+    # with the models' (its SAM3 file), in the note beside the group.
+    models = g.note(NATIVE_NOTE[QWEN] + "\n\n" + EDIT_REGION_NOTE, title="Models; the edit-region option",
+                    size=(280, 220))
+    slots, *encoded, size, latent, sample, decoded, resized = edit
+    shift, norm, lora, cfg = parts.extra
+    g.columns([[readme, c.image, c.request], [c.store, c.vlm, steps, parts.unet, parts.clip, parts.vae],
+               [shift, norm, lora, cfg, c.plan, c.select, c.rewrite], [c.preview, slots, *encoded[:3]],
+               [*encoded[3:], size, latent, sample], [decoded, resized, reveal, *_option_group(g, option), c.guard],
+               [c.append, c.save, models]], gap_x=CHAT_GAP)
+    return g
+
+
+def _option_group(g: wg.Graph, option: list, *notes) -> list:
+    """The edit-region option's nodes (and `notes`) in a titled group: a column's worth of items for
+    `g.columns`, with room for the group's box above and below."""
+    g.group(EDIT_REGION_GROUP, [*option, *notes], font_size=20)
+    return [30, *option, *notes, 20]
 
 
 @graph
@@ -438,6 +632,11 @@ def conversational_omnigen2(specs):
 @graph
 def conversational_flux2_klein4b(specs):
     return _conversation_native("conversational_flux2_klein4b", "flux2-klein4b", specs)
+
+
+@graph
+def conversational_qwen_image_edit_2511(specs):
+    return _conversation_native("conversational_qwen_image_edit_2511", QWEN, specs)
 
 
 # The controller on ComfyUI's own TextGenerate (0.24+): Qwen3.5 4B of Comfy-Org's repackaged
@@ -497,6 +696,36 @@ def conversational_textgen_flux2(specs):
     return g
 
 
+SAM3_NOTE = """\
+**Occluder masks on ComfyUI's SAM3** (ComfyUI 0.24+; no YOLO-World, so no AGPL package). Appendix
+B.1's rules around `SAM3_Detect`: *SAM3 Query* writes the label's query chain (the label, its last
+word, that word's singular) as one SAM3 prompt, so SAM3 detects each query on its own; SAM3_Detect
+runs at threshold 0 with individual masks, so every query returns its best object in order;
+*Occluder Mask, SAM3* accepts the first query whose score reaches B.1's 0.2 and gives its mask (all
+zero when none does), with a record of every query's score. Any IMAGE batch works: one picture, or a
+conversation's turns from *History to Images*. Model: `%s` in models/checkpoints (ComfyUI's SAM3
+template's file). The paper-exact benchmark keeps YOLO-World + SAM-H (Occluder Mask (ReSpec))."""
+
+
+@graph
+def occluder_mask_sam3(specs):
+    g = wg.Graph("occluder_mask_sam3", specs, summary="ReSpec occluder mask on ComfyUI's SAM3 (appendix B.1 rules)",
+                 description="An image and a label -> the label's B.1 query chain as one SAM3 prompt -> SAM3_Detect "
+                             "(threshold 0, one object per query) -> the first query scoring >= 0.2 gives the mask.")
+    image = g.node("LoadImage", image="example.png")
+    query = g.node("ReSpecSam3Query", label="bouquet of flowers")
+    sam3 = g.node("CheckpointLoaderSimple", title="SAM3", ckpt_name=SAM3_FILE[0], properties=_models(*SAM3_FILE))
+    text = g.node("CLIPTextEncode", title="Queries", text=query["prompt"], clip=sam3["CLIP"])
+    found = g.node("SAM3_Detect", model=sam3["MODEL"], image=image["IMAGE"], conditioning=text[0],
+                   threshold=0.0, refine_iterations=2, individual_masks=True)
+    mask = g.node("ReSpecSam3OccluderMask", image=image["IMAGE"], masks=found["masks"], bboxes=found["bboxes"],
+                  label=query["label"])
+    preview = g.node("MaskPreview", mask=mask["mask"])
+    readme = g.note(SAM3_NOTE % SAM3_FILE[0], title="Read me", size=README_SIZE)
+    g.columns([[readme, image], [query, sam3, text], [found, mask], [preview]], gap_x=CHAT_GAP)
+    return g
+
+
 # ------------------------------------------------------------------------------ benchmark graphs
 
 TURN_SLOTS = 5   # the paper's longest scenarios have 5 turns
@@ -507,7 +736,12 @@ EDITORS = {
                  {"steps": 50, "text_guidance": 5.0, "image_guidance": 2.0}),
     # native only: ComfyUI's klein 4B base template (20 steps, CFG 5.0)
     "flux2-klein4b": (None, None, {"steps": 20}),
+    # native only: ComfyUI's Qwen-Image-Edit 2511 template (40 steps, CFG 4.0)
+    QWEN: (None, None, {"steps": QWEN_SETTINGS["steps"]}),
 }
+# Editors whose benchmark graph runs Reveal Composite and the Drift Guard after each edit (switches on
+# the left; the row's config then says so).
+POST_EDIT_EDITORS = (QWEN,)
 BENCH_NOTE = """\
 **OCCUR benchmark loop.** Scenario Loader reads scenario `index` of `dataset` (the shipped
 `occur_sample`, or a path to your scenario file); `index` steps by one per queued prompt, so
@@ -581,6 +815,11 @@ def _benchmark(name: str, editor_name: str, specs: dict, *, respec: bool, native
         pti = g.node("PrimitiveBoolean", title="PTI: send the rewritten instruction", value=True)
         skip = g.node("PrimitiveBoolean", title="Skip the VLM on non-restoration turns", value=False)
         left += [vlm, hrs, pti, skip]
+    post_edit = editor_name in POST_EDIT_EDITORS
+    if post_edit:
+        reveal_on = g.node("PrimitiveBoolean", title="Reveal Composite", value=True)
+        guard_on = g.node("PrimitiveBoolean", title="Drift Guard", value=True)
+        left += [reveal_on, guard_on]
     stack(left, 60)
     history, current = store["history"], store["current_image"]
     row_editor = f"{editor_name}-native" if native else editor_name
@@ -607,11 +846,19 @@ def _benchmark(name: str, editor_name: str, specs: dict, *, respec: bool, native
             edit_nodes = [g.node(edit_cls, editor=editor["editor"], editor_images=images, current_image=now,
                                  instruction=instruction, seed=seed, **dict(edit_settings, steps=steps[0]))]
             edited = edit_nodes[0]["image"]
+        kept = {}
+        if post_edit:
+            reveal = g.node("ReSpecRevealComposite", history=history, image=edited, instruction=turn["instruction"],
+                            enabled=reveal_on[0], plan=plan["plan"], is_restoration=turn["is_restoration"])
+            guard = g.node("ReSpecDriftGuard", previous=now, edited=reveal["image"], enabled=guard_on[0],
+                           instruction=turn["instruction"], plan=plan["plan"])
+            edited, kept = guard["image"], {"reveal": reveal["reveal"], "guard": guard["guard"]}
+            edit_nodes += [reveal, guard]
         if respec:
             append = g.node("ReSpecHistoryAppend", history=history, image=edited, instruction=turn["instruction"],
                             sent_instruction=rewrite["instruction"], plan=plan["plan"],
                             meta=json.dumps({"seed": seed, "editor": row_editor}),
-                            editor_image_ids=select["image_ids"])
+                            editor_image_ids=select["image_ids"], **kept)
         else:
             append = g.node("ReSpecHistoryAppend", history=history, image=edited, instruction=turn["instruction"],
                             meta=json.dumps({"seed": seed, "editor": row_editor, "editor_image_ids": [t - 1]}))
@@ -625,7 +872,8 @@ def _benchmark(name: str, editor_name: str, specs: dict, *, respec: bool, native
         history, current = switch["history"], append["current_image"]
         if t == 1:
             first_slot = chain
-    _scenario_end(g, loader, history, "respec" if respec else "baseline", row_editor, 500 + 420 * TURN_SLOTS)
+    config = ("respec+reveal+guard" if post_edit else "respec") if respec else "baseline"
+    _scenario_end(g, loader, history, config, row_editor, 500 + 420 * TURN_SLOTS)
     edit_text = f"{label} edit" if not native else f"native {label} sampling (reference latents)"
     chain_text = ("Preservation Target VLM (ReSpec) -> Reference Selector + Instruction Rewriter -> " + edit_text
                   if respec else edit_text + " (user instruction, current image)")
@@ -633,6 +881,9 @@ def _benchmark(name: str, editor_name: str, specs: dict, *, respec: bool, native
                 "match: both on = `respec`, PTI only = `pti`, HRS only (+ skip on) = `hrs`. The `baseline` "
                 "row comes from the baseline workflow.\n\n" if respec else
                 "**Baseline (table 1).** No controller: this is the `baseline` config of the tables.\n\n")
+    if post_edit:
+        switches += ("**Reveal Composite and Drift Guard** run after every edit (switches on the left); the row's "
+                     "`config` is `respec+reveal+guard` (both off: `respec`).\n\n")
     readme = g.note(BENCH_NOTE.format(slots=TURN_SLOTS, chain=chain_text, switches=switches))
     g.main(readme, *left, *first_slot)   # the saved view: the read-me, the scenario and the first turn
     if native:
@@ -680,6 +931,11 @@ def benchmark_native_baseline_flux2(specs):
 @graph
 def benchmark_native_flux2_klein4b(specs):
     return _benchmark("benchmark_native_flux2_klein4b", "flux2-klein4b", specs, respec=True, native=True)
+
+
+@graph
+def benchmark_native_qwen_image_edit_2511(specs):
+    return _benchmark("benchmark_native_qwen_image_edit_2511", QWEN, specs, respec=True, native=True)
 
 
 @graph

@@ -41,11 +41,12 @@ SCENARIO = "sim0032_astronaut_3turn_remove"
 SIZE = 512              # longer side of the sim run's images
 THUMB = 512             # the thumbnail is square: the browser shows it in a square box of ~260 CSS px
 GAP = 6
-GREEN, PURPLE, RED = (46, 204, 113), (155, 89, 182), (231, 76, 60)
+GREEN, PURPLE, RED, BLUE = (46, 204, 113), (155, 89, 182), (231, 76, 60), (52, 152, 219)
 # Kinds by key prefix (first match wins): (prefix, kind). The configuration each kind runs and what
 # its last tiles say.
 KIND_RULES = (("conversational_provenance", "reveal"), ("benchmark_native_baseline", "baseline"),
-              ("benchmark_baseline", "baseline"), ("benchmark", "eval"), ("conversational", "chat"))
+              ("benchmark_baseline", "baseline"), ("benchmark", "eval"), ("conversational", "chat"),
+              ("occluder_mask", "mask"))
 KINDS = {
     "chat": {"config": "respec", "outline": GREEN, "step": "3 remove it",
              "text": ["ReSpec:", "the history gives", "the hidden patch", "back to the editor"]},
@@ -55,6 +56,11 @@ KINDS = {
              "text": ["OCCUR-Bench:", "ReSpec's edit,", "scored where it", "had to restore"]},
     "baseline": {"config": "baseline", "outline": RED, "step": "3 re-invented",
                  "text": ["Baseline:", "the editor alone", "re-invents what", "was hidden"]},
+    # an occluder mask graph: the third tile is turn 2 with the umbrella's mask tinted (the sim's own
+    # recorded mask, which the graph's SAM3 + B.1 rules stand for: no model runs here)
+    "mask": {"config": "respec", "outline": BLUE, "step": "3 its mask", "occluder": True,
+             "score": "the sim's own mask",
+             "text": ["SAM3 masks:", "the object you", "name, by the", "paper's B.1 rules"]},
 }
 
 
@@ -66,16 +72,18 @@ def kind_of(key: str) -> str:
     raise KeyError(f"no thumbnail kind for {key!r}: add a rule to KIND_RULES in {Path(__file__).name}")
 
 
-def run_sim(out: Path, scenario, configs: list[str]) -> tuple[dict[str, dict], np.ndarray]:
-    """The scenario under `configs`: ({config: results row}, R_restore) (images under `out`; R_restore
-    from the sim's recorded layers, appendix A.5, on I_0's grid)."""
+def run_sim(out: Path, scenario, configs: list[str]) -> tuple[dict[str, dict], np.ndarray, list]:
+    """The scenario under `configs`: ({config: results row}, R_restore, the occluder masks of turns
+    1..N) (images under `out`; the masks from the sim's recorded layers, appendix A.5; R_restore on
+    I_0's grid)."""
     settings = BenchSettings(dataset="occur_sim", editor="sim", masks="oracle", size=SIZE, out=str(out),
                              configs=configs)
     models = load_models(settings)
     rows = {c: run_one(scenario, CONFIGS[c], models, settings, out_dir=out) for c in configs}
     frames = [Image.open(out / p).convert("RGB") for p in rows[configs[0]]["images"][1:]]
-    r_restore, _ = occur_regions(models.editor.oracle_masks(scenario, frames))
-    return rows, r_restore
+    masks = models.editor.oracle_masks(scenario, frames)
+    r_restore, _ = occur_regions(masks)
+    return rows, r_restore, list(masks.occ)
 
 
 def crop_box(scenario, size: tuple[int, int]) -> tuple[int, int, int, int]:
@@ -128,8 +136,10 @@ def text_tile(side: int, lines: list[str], score: str, colour) -> Image.Image:
     return out
 
 
-def thumbnail(kind: str, rows: dict[str, dict], r_restore: np.ndarray, out: Path, scenario) -> Image.Image:
-    """The 2 x 2 grid of `kind` from the sim run's rows (their images are under `out`)."""
+def thumbnail(kind: str, rows: dict[str, dict], r_restore: np.ndarray, out: Path, scenario,
+              occluders: list | None = None) -> Image.Image:
+    """The 2 x 2 grid of `kind` from the sim run's rows (their images are under `out`; `occluders`:
+    the occluder masks of turns 1..N, for the mask kind)."""
     spec = KINDS[kind]
     row = rows[spec["config"]]
     frames = [Image.open(out / p) for p in row["images"]]
@@ -139,10 +149,15 @@ def thumbnail(kind: str, rows: dict[str, dict], r_restore: np.ndarray, out: Path
     region = (hidden[0] * w, hidden[1] * h, hidden[2] * w, hidden[3] * h)
     cover = next(i for i, t in enumerate(scenario.turns, start=1) if any(a.do == "add" for a in t.actions))
     side = (THUMB - GAP) // 2
-    last = (tile(frames[-1], box, side, spec["step"], spec["outline"], mask=r_restore) if spec.get("region")
-            else tile(frames[-1], box, side, spec["step"], spec["outline"], region))
+    if spec.get("occluder"):
+        last = tile(frames[cover], box, side, spec["step"], spec["outline"], mask=np.asarray(occluders[cover - 1], bool))
+    elif spec.get("region"):
+        last = tile(frames[-1], box, side, spec["step"], spec["outline"], mask=r_restore)
+    else:
+        last = tile(frames[-1], box, side, spec["step"], spec["outline"], region)
+    score = spec.get("score") or f"S_restore {row['S_restore']:.2f}"
     tiles = [tile(frames[0], box, side, "1 photo"), tile(frames[cover], box, side, "2 + umbrella"), last,
-             text_tile(side, spec["text"], f"S_restore {row['S_restore']:.2f}", spec["outline"])]
+             text_tile(side, spec["text"], score, spec["outline"])]
     sheet = Image.new("RGB", (THUMB, THUMB), (24, 24, 28))
     for i, t in enumerate(tiles):
         sheet.paste(t, ((i % 2) * (side + GAP), (i // 2) * (side + GAP)))
@@ -162,11 +177,11 @@ def main(argv=None) -> int:
     kinds = {k: kind_of(k) for k in keys}
     scenario = load_dataset("occur_sim").by_id(SCENARIO)
     with tempfile.TemporaryDirectory(prefix="respec-thumbs-") as tmp:
-        rows, r_restore = run_sim(Path(tmp), scenario, sorted({KINDS[k]["config"] for k in kinds.values()}))
+        rows, r_restore, occluders = run_sim(Path(tmp), scenario, sorted({KINDS[k]["config"] for k in kinds.values()}))
         a.out.mkdir(parents=True, exist_ok=True)
         for key, kind in kinds.items():
             path = a.out / f"{index[key]['title']}.jpg"
-            thumbnail(kind, rows, r_restore, Path(tmp), scenario).save(path, quality=88, optimize=True)
+            thumbnail(kind, rows, r_restore, Path(tmp), scenario, occluders).save(path, quality=88, optimize=True)
             print(f"{kind:<8} {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
     return 0
 

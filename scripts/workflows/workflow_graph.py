@@ -12,6 +12,10 @@ link), outputs, widgets_values (widget inputs in INPUT_TYPES order, a "control a
 value after seed widgets and an "image" value after an upload widget); links as
 [id, from, from_slot, to, to_slot, "TYPE"]. API format (what POST /prompt takes):
 {id: {"class_type", "inputs", "_meta": {"title"}}}.
+
+A node can be written bypassed (UI mode 4, an option the user switches on with Ctrl+B): it is in
+the UI file only, and the API file is what the frontend's graphToPrompt makes of it (see
+`resolve_bypass`).
 """
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ WIDGET_TYPES = ("INT", "FLOAT", "STRING", "BOOLEAN", "COMBO")
 # A V3 node's combo whose options add inputs (TextGenerate's sampling_mode). Only options that
 # add none are used here: then it is a plain combo of the option keys, in both formats.
 DYNAMIC_COMBO = "COMFY_DYNAMICCOMBO_V3"
+BYPASS = 4   # LiteGraph's mode of a bypassed node (0 = always)
 # Frontend-only nodes: they live in UI files and never reach /prompt.
 UI_ONLY_NODES = {
     "Note": {"widgets": ["text"]},
@@ -40,12 +45,12 @@ UI_ONLY_NODES = {
 # What the frontend draws (LiteGraph, measured in frontends 1.35.9-1.58.1): a node's title bar,
 # 30 px, sits above its pos; its body is 6 + 20 per socket row + 8 + 24 per widget (when it has
 # any) + 30 per multiline text box px tall, and at least as wide as its title needs (about 7.9 px
-# a character + 30). A node that shows a picture it receives (Preview / Save Image) grows by up to
-# about 300 px when one arrives, so nothing is placed in that room below it.
+# a character + 30). A node that shows a picture it receives (Preview / Save Image, Mask Preview)
+# grows by up to about 300 px when one arrives, so nothing is placed in that room below it.
 TITLE_H = 30
 MIN_WIDTH = 280
 IMAGE_ROOM = 300
-SHOWS_IMAGE = {"PreviewImage", "SaveImage"}
+SHOWS_IMAGE = {"PreviewImage", "SaveImage", "MaskPreview"}
 LOAD_PREVIEW = 240        # Load Image draws the picked picture inside its own box
 MULTILINE_EXTRA = 60      # a text box a few lines taller than the frontend's minimum, to read the request
 # The saved view (extra.ds) is fitted to the graph's main chain for this canvas (a 1920 x 1080
@@ -212,6 +217,23 @@ def types_match(out_type: str, in_type: str) -> bool:
 
 # ------------------------------------------------------------------------------ the graph
 
+def resolve_bypass(out: "Out") -> "Out | None":
+    """The output a link from `out` carries once bypassed nodes are taken out, by the frontend's rule
+    (graphToPrompt): a bypassed node passes on the input at the output's own slot index when that
+    input has the output's type, else its first input of that type; that input's link is followed
+    (through further bypassed nodes). None when no input has the type or it is not connected: the
+    consumer's input is then left out of the prompt."""
+    while out is not None and out.node.mode == BYPASS:
+        slots = out.node.ui_slots()
+        order = ([out.slot] if out.slot < len(slots) else []) + list(range(len(slots)))
+        match = next((i for i in order if slots[i][1] == out.type), None)
+        if match is None:
+            return None
+        value = slots[match][2]
+        out = value if isinstance(value, Out) else None
+    return out
+
+
 class Out:
     """Output `slot` of `node`."""
 
@@ -229,6 +251,8 @@ class Node:
         self.graph, self.id, self.class_type, self.spec = graph, node_id, class_type, spec
         self.inputs, self.title, self.control = inputs, title, dict(control or {})
         self.at: tuple[int, int] | None = None
+        self.mode = 0
+        self.collapsed = False
 
     def size(self) -> list[int]:
         """[width, height] of the node's body as the frontend draws it (see TITLE_H ...)."""
@@ -246,9 +270,25 @@ class Node:
         """Free space to keep below the node: a picture it receives makes it grow."""
         return IMAGE_ROOM if self.class_type in SHOWS_IMAGE else 0
 
+    def drawn(self) -> list[int]:
+        """[width, height] of the body as first drawn: a collapsed node is its title bar alone (no
+        wider than its open width; the file keeps the open size)."""
+        return [self.size()[0], 0] if self.collapsed else self.size()
+
     def shown_title(self) -> str:
         return self.title or self.spec.get("display_name") or self.class_type
 
+    def ui_slots(self) -> list[tuple[str, str, Any]]:
+        """(name, type, value) of the node's input slots in the UI file's order: every socket input,
+        then the widget inputs fed by a link."""
+        sockets, widgets = [], []
+        for name, _, entry in ordered_inputs(self.spec):
+            value = self.inputs.get(name)
+            if not is_widget(entry):
+                sockets.append((name, input_type(entry), value))
+            elif isinstance(value, Out):
+                widgets.append((name, input_type(entry), value))
+        return sockets + widgets
 
     def out(self, which: int | str = 0) -> Out:
         """An output by index or by its RETURN_NAME / type name."""
@@ -281,6 +321,9 @@ class Note:
     def room(self) -> int:
         return 0
 
+    def drawn(self) -> list[int]:
+        return self.size()
+
 
 def _text_width(title: str) -> int:
     """The width a node needs for its title (rounded up to 10 px)."""
@@ -298,13 +341,16 @@ class Graph:
         self.summary = summary
         self.nodes: list[Node] = []
         self.notes: list[Note] = []
-        self.groups: list[tuple[str, list[Node]]] = []
+        self.groups: list[tuple[str, list, int]] = []
         self.main_chain: list[Node] = []   # what the saved view shows (default: every node)
 
     # -- building ---------------------------------------------------------------------
     def node(self, class_type: str, title: str | None = None, control: dict | None = None,
-             at: tuple[int, int] | None = None, properties: dict | None = None, **inputs) -> Node:
+             at: tuple[int, int] | None = None, properties: dict | None = None, bypassed: bool = False,
+             collapsed: bool = False, **inputs) -> Node:
         """Add a node; `inputs` are literals for widgets or outputs (Out / Node) for sockets.
+        `bypassed` writes it bypassed (UI mode 4): an option the user switches on; not in the API file.
+        `collapsed` writes it collapsed (its title bar only, until the user opens it).
         `control` sets a seed-like widget's "control after generate" mode (default "fixed");
         `at` places the node in the UI (default: a column per graph depth); `properties` are
         added to the UI node's properties (e.g. "models" for the frontend's missing-models dialog)."""
@@ -344,12 +390,14 @@ class Graph:
         node = Node(self, len(self.nodes) + 1, class_type, spec, filled, title, control)
         node.at = tuple(at) if at is not None else None
         node.properties = dict(properties or {})
+        node.mode = BYPASS if bypassed else 0
+        node.collapsed = collapsed
         self.nodes.append(node)
         return node
 
-    def group(self, title: str, nodes: list[Node]) -> None:
-        """A titled box around `nodes` in the UI file."""
-        self.groups.append((title, list(nodes)))
+    def group(self, title: str, nodes: list, font_size: int = 24) -> None:
+        """A titled box around `nodes` (and notes) in the UI file; its title is drawn at `font_size` px."""
+        self.groups.append((title, list(nodes), font_size))
 
     def _check_widget(self, class_type, name, entry, value):
         t, opts = input_type(entry), input_options(entry)
@@ -381,13 +429,17 @@ class Graph:
     def columns(self, columns: list[list], x: int = 0, y: int = 0, gap_x: int = 40, gap_y: int = 20) -> int:
         """Place nodes and notes in columns, left to right, each top to bottom: a column is as wide
         as its widest member, the next starts gap_x further; a member's title bar and the room a
-        picture needs below it are kept free. Returns the x after the last column."""
+        picture needs below it are kept free; a number in a column is that much more space (around a
+        group's box). Returns the x after the last column."""
         for column in columns:
             top = y + TITLE_H
             for item in column:
+                if isinstance(item, int):
+                    top += item
+                    continue
                 item.at = (x, top)
-                top += item.size()[1] + item.room() + gap_y + TITLE_H
-            x += max(item.size()[0] for item in column) + gap_x
+                top += item.drawn()[1] + item.room() + gap_y + TITLE_H
+            x += max(item.drawn()[0] for item in column if not isinstance(item, int)) + gap_x
         return x
 
     def main(self, *nodes) -> None:
@@ -413,11 +465,21 @@ class Graph:
 
     # -- API format -------------------------------------------------------------------
     def to_api(self) -> dict:
+        """The API prompt, as the frontend's graphToPrompt makes it: bypassed nodes left out, links
+        through them resolved (`resolve_bypass`), an input whose link resolves to nothing dropped."""
         api = {}
         for n in self.nodes:
+            if n.mode == BYPASS:
+                continue
             inputs = {}
             for name, value in n.inputs.items():
-                inputs[name] = [str(value.node.id), value.slot] if isinstance(value, Out) else value
+                if isinstance(value, Out):
+                    value = resolve_bypass(value)
+                    if value is None:
+                        continue
+                    inputs[name] = [str(value.node.id), value.slot]
+                else:
+                    inputs[name] = value
             api[str(n.id)] = {"inputs": inputs, "class_type": n.class_type,
                               "_meta": {"title": n.title or n.spec.get("display_name") or n.class_type}}
         return api
@@ -473,7 +535,8 @@ class Graph:
                 column_y[col] = y + size[1] + n.room() + 50
                 pos = [60 + 420 * col, y]
             node = {"id": n.id, "type": n.class_type, "pos": pos, "size": size,
-                    "flags": {}, "order": order[n.id], "mode": 0, "inputs": slots,
+                    "flags": {"collapsed": True} if n.collapsed else {}, "order": order[n.id], "mode": n.mode,
+                    "inputs": slots,
                     "outputs": [], "properties": {"Node name for S&R": n.class_type, **n.properties},
                     "widgets_values": widgets_values}
             if n.title:
@@ -494,19 +557,21 @@ class Graph:
                              "size": note.size(), "flags": {}, "order": len(self.nodes) + k, "mode": 0,
                              "inputs": [], "outputs": [], "properties": {}, "title": note.title,
                              "widgets_values": [note.text], "color": "#432", "bgcolor": "#653"})
+        by_id = {u["id"]: u for u in ui_nodes}   # the notes too: a group may hold one
         groups = []
-        for title, members in self.groups:
-            boxes = [(by_id[m.id]["pos"], by_id[m.id]["size"]) for m in members]
+        for title, members, font_size in self.groups:
+            boxes = [(by_id[m.id]["pos"], m.drawn()) for m in members]
             x0 = min(p[0] for p, _ in boxes) - 20
             y0 = min(p[1] for p, _ in boxes) - 60
             x1 = max(p[0] + s[0] for p, s in boxes) + 20
             y1 = max(p[1] + s[1] for p, s in boxes) + 20
             groups.append({"title": title, "bounding": [x0, y0, x1 - x0, y1 - y0], "color": "#3f789e",
-                           "font_size": 24, "flags": {}})
+                           "font_size": font_size, "flags": {}})
         return {"id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"respec-comfyui/workflows/{self.name}")),
                 "revision": 0, "last_node_id": len(ui_nodes), "last_link_id": len(links),
                 "nodes": ui_nodes, "links": links, "groups": groups, "config": {},
-                "extra": {"ds": self.saved_view({u["id"]: (u["pos"], u["size"]) for u in ui_nodes}),
+                "extra": {"ds": self.saved_view({m.id: (by_id[m.id]["pos"], m.drawn())
+                                                 for m in self.nodes + self.notes}),
                           "respec": {"title": self.title, "summary": self.summary,
                                      "description": self.description}},
                 "version": 0.4}
