@@ -80,5 +80,11 @@ def test_the_core_has_no_folder_cycle():
 
 
 def test_the_evaluation_stage_the_models_and_the_tiny_models_import_in_one_direction():
-    """respec/eval -> respec/models -> respec/tiny, and respec/tiny imports no loader."""
+    """respec/eval -> respec/models -> respec/tiny, and respec/tiny imports no loader and nothing of
+    respec/eval (the ultralytics scope both use is the top-level respec/ultralytics_scope.py)."""
     assert not any(m.startswith(("respec.eval", "respec.tiny", "respec.models")) for c in _cycles() for m in c)
+    mod = _tool()
+    g, _ = mod.graph(ROOT / "respec")
+    fg = mod.folder_graph(g, "respec")
+    assert "respec.models" in fg["respec.eval"] and "respec.tiny" in fg["respec.models"]
+    assert not {"respec.eval", "respec.models"} & set(fg["respec.tiny"]), fg["respec.tiny"]
