@@ -88,3 +88,14 @@ def test_the_evaluation_stage_the_models_and_the_tiny_models_import_in_one_direc
     fg = mod.folder_graph(g, "respec")
     assert "respec.models" in fg["respec.eval"] and "respec.tiny" in fg["respec.models"]
     assert not {"respec.eval", "respec.models"} & set(fg["respec.tiny"]), fg["respec.tiny"]
+
+
+def test_the_simulated_world_and_the_benchmark_meet_in_one_direction():
+    """respec/sim executes the benchmark's scenarios (their format, geometry, configs and settings):
+    sim -> bench. The runner gets the sim world's loader from its caller and the sim's measurements
+    from the SimEditor's hooks, so respec/bench imports nothing of respec/sim."""
+    mod = _tool()
+    g, _ = mod.graph(ROOT / "respec")
+    fg = mod.folder_graph(g, "respec")
+    assert "respec.bench" in fg["respec.sim"]
+    assert "respec.sim" not in fg["respec.bench"], fg["respec.bench"].get("respec.sim")
