@@ -189,7 +189,7 @@ class MissingModelFiles(MissingWeightsError):
         self.how_to_get = message
 
 
-ModelLoader = Callable[[BenchSettings], BenchModels]
+ModelLoader = Callable[[BenchSettings], BenchModels]   # settings -> the run's models (the sim world's loader)
 
 
 def load_models(settings: BenchSettings, sim_world: ModelLoader | None = None) -> BenchModels:
