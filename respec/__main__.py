@@ -442,6 +442,7 @@ def cmd_bench(a) -> int:
         return 0
     from . import comfy
     from .bench.runner import prepare_run, run_benchmark, select_scenarios
+    from .sim.bench import load_sim_models   # --editor sim: bench imports nothing of sim, so the CLI hands it over
     bars = not a.quiet and sys.stderr.isatty() and os.environ.get("RESPEC_PROGRESS") != "0"
     if not bars:
         # A redirected stderr gets no bars (they are rewritten in place: kilobytes of \r lines in a
@@ -490,9 +491,9 @@ def cmd_bench(a) -> int:
         from .bench.ray_runner import RayOptions, run_ray
         opts = RayOptions(address=a.ray, workers=a.ray_workers, max_attempts=a.max_attempts,
                           scenario_timeout=a.scenario_timeout)
-        run = lambda **kw: run_ray(settings, opts, **kw)  # noqa: E731
+        run = lambda **kw: run_ray(settings, opts, sim_world=load_sim_models, **kw)  # noqa: E731
     else:
-        run = lambda **kw: run_benchmark(settings, **kw)  # noqa: E731
+        run = lambda **kw: run_benchmark(settings, sim_world=load_sim_models, **kw)  # noqa: E731
     total, started = plan.keys, time.perf_counter()
     every = max(1, total // 10)
 

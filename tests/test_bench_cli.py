@@ -192,7 +192,7 @@ def test_a_folder_whose_run_failed_before_the_first_row_takes_the_corrected_run(
     out.mkdir()
     (out / "notes.txt").write_text("mine")
 
-    def no_weights(settings):
+    def no_weights(settings, sim_world=None):
         from respec.errors import MissingWeightsError
         raise MissingWeightsError("a file", ["/nowhere"], "get it")
     monkeypatch.setattr(runner, "load_models", no_weights)

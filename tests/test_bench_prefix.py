@@ -11,6 +11,7 @@ from respec.bench.results import ResultsFile
 from respec.bench.runner import run_benchmark
 from respec.bench.settings import BenchSettings
 from respec.bench.shards import comparable, differences
+from respec.sim.bench import load_sim_models
 
 
 class CountingEditor:
@@ -94,7 +95,7 @@ def test_identical_final_images_and_masks_share_one_score():
 def _run(tmp_path, name, **kw):
     settings = BenchSettings(dataset="occur_sample", out=str(tmp_path / name), configs=["baseline", "hrs", "pti",
                              "respec"], **kw)
-    summary = run_benchmark(settings)
+    summary = run_benchmark(settings, sim_world=load_sim_models)
     assert not summary.failed, summary.failed
     return summary, {r["key"]: r for r in ResultsFile(tmp_path / name / "results.jsonl").rows()}
 

@@ -373,11 +373,23 @@ def test_settings_that_cannot_run_are_refused_before_any_model_or_file_is_looked
     import respec.editors as editors
     import respec.eval.masks as masks
     import respec.eval.metric_models as metric_models
-    import respec.sim.bench as sim_bench
     touched = []
     for module, name in ((metric_models, "load_scorer"), (masks, "load_masker"), (controller, "load_backend"),
-                         (editors, "load_editor"), (sim_bench, "load_sim_models"), (runner, "check_model_files")):
+                         (editors, "load_editor"), (runner, "check_model_files")):
         monkeypatch.setattr(module, name, lambda *a, _name=name, **k: touched.append(_name))
     with pytest.raises(InputError, match=error):
-        runner.load_models(BenchSettings(**bad))
+        runner.load_models(BenchSettings(**bad), sim_world=lambda s: touched.append("sim_world"))
     assert touched == []
+
+
+def test_a_sim_run_loads_its_models_with_the_loader_its_caller_hands_over(monkeypatch):
+    """respec/bench imports nothing of respec/sim: --editor sim needs the sim world's loader from the
+    caller (the CLI passes respec.sim.bench.load_sim_models), after the checks that need no model."""
+    monkeypatch.setattr(runner, "check_model_files", lambda s: None)
+    settings = BenchSettings(editor="sim", configs=["respec", "baseline"])
+    with pytest.raises(TypeError, match="sim_world=respec.sim.bench.load_sim_models"):
+        runner.load_models(settings)
+    got = []
+    models = runner.load_models(settings, sim_world=lambda s: got.append(s) or "the sim's models")
+    assert models == "the sim's models"
+    assert got[0].configs == ["baseline", "respec"] and got[0].masks == "oracle"   # the checked settings

@@ -341,7 +341,7 @@ def test_load_masker_finds_weights_in_the_model_folders_and_names_missing_ones(t
 def test_importing_ultralytics_leaves_pil_image_open_alone():
     """ultralytics patches PIL.Image.open process-wide; the pack puts the original back."""
     from PIL import Image
-    from respec.eval.masks import ultralytics_scope
+    from respec.ultralytics_scope import ultralytics_scope
     before = Image.open
     with ultralytics_scope():
         pass

@@ -179,3 +179,35 @@ def test_config_groups_and_variants():
         config_variant("pti", "provenance")
     with pytest.raises(InputError, match="unknown benchmark config 'turbo'"):
         parse_configs("turbo")
+
+
+
+def test_the_sim_editors_measurements_reach_the_rows_through_its_hooks(tmp_path, scorer, monkeypatch):
+    """The runner imports nothing of respec/sim: the untouched PSNR (every row) and the edit's
+    fidelity after the Drift Guard (guard configs only) come from the SimEditor it was given."""
+    import numpy as np
+    import respec.bench.runner as runner
+    from respec.bench.scenario import load_dataset
+    from respec.sim.measures import untouched_psnr, untouched_region
+    scenario = next(s for s in load_dataset("occur_sim") if s.id == SCENARIOS[1])
+    settings = BenchSettings(dataset="occur_sim", out=str(tmp_path), configs="baseline,baseline+guard", editor="sim",
+                             size=128, scenario_ids=[scenario.id], save_images=False)
+    models = BenchModels(editor=SimEditor(), backend=ChoosingController(lambda t: _TRUTH[t]), scorer=scorer,
+                         masks="oracle", describe={"controller": "fake", "masks": "oracle", "scorer": "tiny"})
+    finals, rows = {}, {}
+    real_run_turns = runner.run_turns
+
+    def run_turns(sc, config, *a, **kw):    # keeps each config's history to measure it here
+        finals[config.name] = history = real_run_turns(sc, config, *a, **kw)
+        return history
+    monkeypatch.setattr(runner, "run_turns", run_turns)
+    run_benchmark(settings, models, on_row=lambda r: rows.__setitem__(r["config"], r))
+    assert set(rows) == {"baseline", "baseline+guard"}
+    for cname, row in rows.items():
+        i0 = np.asarray(finals[cname].image(0).array)
+        region = untouched_region(scenario, (i0.shape[1], i0.shape[0]))
+        assert row["untouched_psnr"] is not None
+        assert row["untouched_psnr"] == untouched_psnr(i0, finals[cname].current.image.array, region)
+    fidelity = [p for t in rows["baseline+guard"]["turns"] for p in t["post_edit"] if p["step"] == "sim_edit_fidelity"]
+    assert len(fidelity) == scenario.num_turns
+    assert not any(p["step"] == "sim_edit_fidelity" for t in rows["baseline"]["turns"] for p in t["post_edit"])

@@ -64,12 +64,12 @@ def _status_path(out: Path, worker: int) -> Path:
 class BenchWorker:
     """One Ray actor: the models of a run, loaded once, and the scenarios given to it."""
 
-    def __init__(self, settings: dict, out: str, worker: int):
+    def __init__(self, settings: dict, out: str, worker: int, sim_world: runner.ModelLoader | None = None):
         self.settings = BenchSettings(**settings)
         self.out = Path(out)
         self.worker = worker
         self._write_status(None)
-        self.models = runner.load_models(self.settings)
+        self.models = runner.load_models(self.settings, sim_world)
 
     def ready(self) -> int:
         """Answers once the constructor (model loading) has finished; the worker's process id."""
@@ -136,9 +136,10 @@ def _worker_count(ray, opts: RayOptions) -> tuple[int, dict]:
     return n, {"num_cpus": opts.cpus_per_worker}
 
 
-def run_ray(settings: BenchSettings, opts: RayOptions,
-            on_row: Callable[[dict], None] | None = None) -> "runner.RunSummary":
-    """Run the benchmark on Ray (see the module docstring); rows go to <out>/results.jsonl."""
+def run_ray(settings: BenchSettings, opts: RayOptions, on_row: Callable[[dict], None] | None = None,
+            sim_world: runner.ModelLoader | None = None) -> "runner.RunSummary":
+    """Run the benchmark on Ray (see the module docstring); rows go to <out>/results.jsonl.
+    `sim_world`: the simulated world's loader for --editor sim (runner.load_models)."""
     ray = _ray()
     plan = runner.prepare_run(settings)
     settings, summary = plan.settings, plan.summary
@@ -151,7 +152,7 @@ def run_ray(settings: BenchSettings, opts: RayOptions,
     n_workers = max(1, min(n_workers, len(todo)))
     Actor = ray.remote(max_restarts=-1, max_task_retries=0, **resources)(BenchWorker)
     settings_dict = asdict(settings)
-    actors = [Actor.remote(settings_dict, str(plan.out), i) for i in range(n_workers)]
+    actors = [Actor.remote(settings_dict, str(plan.out), i, sim_world) for i in range(n_workers)]
 
     pending = [_Task(s.id, cfgs, keys) for s, cfgs, keys in todo]
     busy: dict[Any, tuple[_Task, Any, float]] = {}   # run ref -> (task, actor, started)

@@ -189,18 +189,27 @@ class MissingModelFiles(MissingWeightsError):
         self.how_to_get = message
 
 
-def load_models(settings: BenchSettings) -> BenchModels:
+ModelLoader = Callable[[BenchSettings], BenchModels]   # settings -> the run's models (the sim world's loader)
+
+
+def load_models(settings: BenchSettings, sim_world: ModelLoader | None = None) -> BenchModels:
     """The run's models, each asked of its stage with the run's model source: the simulated world
     (--editor sim), the tiny random-weight models (--smoke: source "tiny:<seed>" for every stage)
     or the real ones (files, folders and hub ids from the settings). Smallest first, so that a
     missing file is reported before minutes go into loading the big ones; before any, the checks
     that need no file (BenchSettings.checked), then every missing file of every stage listed in
-    one error (check_model_files)."""
+    one error (check_model_files).
+
+    `sim_world`: the simulated world's loader (respec.sim.bench.load_sim_models), which a run with
+    --editor sim needs. The caller hands it over because respec/bench imports nothing of
+    respec/sim: the sim executes the benchmark's scenarios, so the dependency goes from sim to bench."""
     settings = settings.checked()
     check_model_files(settings)
     if settings.editor == "sim":
-        from ..sim.bench import load_sim_models
-        return load_sim_models(settings)
+        if sim_world is None:
+            raise TypeError("--editor sim needs the simulated world's loader: call load_models / run_benchmark / "
+                            "run_ray with sim_world=respec.sim.bench.load_sim_models (python -m respec bench does)")
+        return sim_world(settings)
     from ..controller import DEFAULT_MODELS, load_backend
     from ..editors import load_editor
     from ..eval.masks import load_masker
@@ -250,9 +259,9 @@ def run_turns(scenario: Scenario, config: BenchConfig, models: BenchModels, sett
                             meta={"scenario": scenario.id, "config": config.name})
     planner, selector = selector_parts(config.selector, history_mode=settings.controller_history)
     post_edit = ([RevealStep()] if config.reveal else []) + ([GuardStep()] if config.guard else [])
-    if config.guard and getattr(models.editor, "truth", None) is not None:
-        from ..sim.drift import EditFidelity     # the sim's measurement: it leaves the image unchanged
-        post_edit.append(EditFidelity(models.editor, scenario))
+    fidelity_step = getattr(models.editor, "edit_fidelity_step", None)   # the sim editor's (docs/sim.md)
+    if config.guard and fidelity_step is not None:
+        post_edit.append(fidelity_step(scenario))   # a measurement: it leaves the image unchanged
     parts = TurnParts(editor=models.editor, backend=models.backend, planner=planner, selector=selector,
                       post_edit=post_edit, timing=timing)
     for t, turn in enumerate(scenario.turns, start=1):
@@ -341,11 +350,9 @@ def score_scenario(scenario: Scenario, history: History, models: BenchModels,
     truth = getattr(models.editor, "truth", None)
     true_reference = truth(scenario, generated[-1]).reference_turn if truth is not None else None
     untouched = None
-    if truth is not None:   # the sim's exact ground truth: I_0 where no turn's edit touched (respec.sim.drift)
-        from ..sim.drift import untouched_psnr, untouched_region
-        i0 = history.image(0).array
-        untouched = untouched_psnr(i0, history.current.image.array,
-                                   untouched_region(scenario, (i0.shape[1], i0.shape[0])))
+    untouched_psnr = getattr(models.editor, "untouched_psnr", None)
+    if untouched_psnr is not None:   # the sim's exact ground truth: I_0 where no turn's edit touched
+        untouched = untouched_psnr(scenario, history.image(0).array, history.current.image.array)
     return {"score": score, "masks": masks, "true_reference": true_reference, "untouched_psnr": untouched,
             "scores_shared_with": shared_with}
 
@@ -545,12 +552,13 @@ def run_scenario(scenario: Scenario, configs: list[str], models: BenchModels, se
 
 
 def run_benchmark(settings: BenchSettings, models: BenchModels | None = None,
-                  on_row: Callable[[dict], None] | None = None) -> RunSummary:
+                  on_row: Callable[[dict], None] | None = None, sim_world: ModelLoader | None = None) -> RunSummary:
     """Run the dataset under every config in settings.configs, appending rows as they finish.
 
     Rows already in <out>/results.jsonl are skipped (resume). A scenario that fails is written to
     <out>/errors.jsonl with its traceback and the run goes on; Ctrl-C / interruption stops it
-    with everything finished so far saved."""
+    with everything finished so far saved. Without `models`, they are loaded once there is work
+    (load_models; `sim_world` is its loader of the simulated world, for --editor sim)."""
     plan = prepare_run(settings)
     settings, summary = plan.settings, plan.summary
     t0 = time.perf_counter()
@@ -558,7 +566,7 @@ def run_benchmark(settings: BenchSettings, models: BenchModels | None = None,
         summary.seconds = time.perf_counter() - t0
         return summary
     if models is None:
-        models = load_models(settings)
+        models = load_models(settings, sim_world)
     plan.start()
     comfy.clear_interrupt()
     try:

@@ -9,7 +9,7 @@ an all-zero mask of the image's size. Every mask carries a record of what happen
 YOLO-World's class text embeddings come from open_clip's ViT-B-32-quickgelu (OpenAI's CLIP
 B/32 weights, the text encoder YOLO-World was trained with), so ultralytics never tries to
 pip-install OpenAI's `clip` package. Every call into ultralytics runs inside
-`ultralytics_scope()` (respec/eval/ultralytics_scope.py): offline, no auto-install, no analytics and
+`ultralytics_scope()` (respec/ultralytics_scope.py): offline, no auto-install, no analytics and
 safe (weights_only) loading of `.pt` files, all restored afterwards, so other packs' ultralytics use
 is unchanged.
 """
@@ -34,7 +34,7 @@ from ..models import resolve_device
 from ..records import json_safe
 from ..timing import StageTimer
 from .metric_models import CLIP_ARCH, DEFAULT_CLIP, load_clip_model
-from .ultralytics_scope import ultralytics_scope
+from ..ultralytics_scope import ultralytics_scope
 
 log = logging.getLogger("respec")
 

@@ -36,7 +36,9 @@ What it does with one edit (turn t of a scenario with geometry):
 
 Ground truth: `frame(scenario, image)` gives the scene state an image shows; `truth(...)` the
 masks (every object, occluder, new objects, occludee, hidden, revealed, where each revealed pixel
-came from) and `oracle_masks(...)` the A.5 trajectory masks that the scorer consumes.
+came from) and `oracle_masks(...)` the A.5 trajectory masks that the scorer consumes;
+`untouched_psnr(...)` and `edit_fidelity_step(...)` the Drift Guard's measurements
+(respec/sim/measures.py). The benchmark runner finds these hooks on the editor it was given.
 """
 from __future__ import annotations
 
@@ -449,3 +451,17 @@ class SimEditor(Editor):
             new.append(tr.new_objects)
             records.append({"turn": t, "source": "sim oracle (recorded layers)", **tr.summary()})
         return TrajectoryMasks(occ, new, records, scenario.occluder, list(range(1, len(images) + 1)))
+
+    # -- the benchmark's measurements with that ground truth (respec/sim/measures.py) -------------
+    def edit_fidelity_step(self, scenario):
+        """A post-edit step for guard configs that only measures (it returns the image unchanged): the
+        Drift Guard's output against this editor's own output on the turn's ground-truth edit region
+        (measures.EditFidelity)."""
+        from .measures import EditFidelity
+        return EditFidelity(self, scenario)
+
+    def untouched_psnr(self, scenario, original, image) -> float | None:
+        """PSNR (dB, 8-bit) of `image` against I_0 (`original`, an H×W×C array) on the pixels no turn
+        of `scenario` touched (measures.untouched_region); None when there are none."""
+        from .measures import untouched_psnr, untouched_region
+        return untouched_psnr(original, image, untouched_region(scenario, (original.shape[1], original.shape[0])))

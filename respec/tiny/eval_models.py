@@ -45,7 +45,7 @@ def build_tiny_clip(seed: int = 0):
 def build_tiny_yolo_world(yaml: str = TINY_YOLO_YAML, seed: int = 0, zero_class_bias: bool = True):
     """ultralytics YOLOWorld built from its yaml (no weights file, offline)."""
     import torch
-    from ..eval.ultralytics_scope import ultralytics_scope
+    from ..ultralytics_scope import ultralytics_scope
     with ultralytics_scope():
         from ultralytics import YOLOWorld
         torch.manual_seed(seed)

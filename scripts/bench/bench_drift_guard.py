@@ -10,7 +10,7 @@ chain: one sim scene (the sim editor with --sim-defects realistic, a SIMULATION)
 (an object added, then moved a little on every turn), without the guard, with it (the default
 membrane seam) and with the multiband seam (respec.pixels.guard.GuardStep in run_turn); after every turn
 the untouched PSNR (the image against I_0 on the pixels no turn's ground-truth edit touched,
-respec.sim.drift), how many untouched pixels differ from I_0 and the edit's fidelity (the guard's
+respec.sim.measures), how many untouched pixels differ from I_0 and the edit's fidelity (the guard's
 output against the editor's on the turn's true edit region). Writes chain.csv and
 untouched_psnr_vs_turn.png.
 
@@ -78,7 +78,8 @@ def run_chain(turns: int, out: Path, size: int) -> list[dict]:
     from respec.bench.settings import BenchModels, BenchSettings
     from respec.bench.configs import CONFIGS
     from respec.pixels.guard import GuardParams, GuardStep
-    from respec.sim.drift import sim_editor, untouched_psnr, untouched_region
+    from respec.sim.drift import sim_editor
+    from respec.sim.measures import untouched_psnr, untouched_region
     sc = chain_scenario(turns)
     rows = []
     for cname, seam, label in CHAIN_RUNS:

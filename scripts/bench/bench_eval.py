@@ -92,9 +92,10 @@ class ForwardClock:
 def build_real(device: str):
     import torch
     from segment_anything import sam_model_registry
-    from respec.eval.masks import Masker, ultralytics_scope
+    from respec.eval.masks import Masker
     from respec.eval.metric_models import build_clip, build_lpips
     from respec.eval.metrics import Scorer
+    from respec.ultralytics_scope import ultralytics_scope
     torch.manual_seed(0)
     t = {}
     t0 = time.perf_counter()

@@ -12,7 +12,7 @@ Apache-2.0 Step1X-Edit photos):
    call as real editors were measured to (scripts/bench/bench_real_pairs.py's degradations, all at once:
    a zoom-out of 0.5-1.5 %, a shift of up to ±1.5 px, the OmniEraser residual field, a ±2 % gain,
    a 0.6 px blur, JPEG at quality 90). Per turn, without and with the guard: the untouched PSNR
-   (the image against I_0 on the pixels no turn's edit touched, as respec/sim/drift.py defines it),
+   (the image against I_0 on the pixels no turn's edit touched, as respec/sim/measures.py defines it),
    the edit region PSNR (the guard's output against the editor's on the turn's true edit region),
    what the guard did, and its CPU seconds. Then the same chains with each seam (membrane, multiband,
    feather): untouched PSNR, edit region PSNR and the seam's gradient error.

@@ -2,6 +2,8 @@
 
     python scripts/dev/import_cycles.py            cycles in respec/ (exit status 1 when there are any)
     python scripts/dev/import_cycles.py --edges    also list every edge of each cycle, with its line
+    python scripts/dev/import_cycles.py --folders  cycles between the package's folders instead, each
+                                                   with the imports (file:line) that make it
 
 A function-level import breaks a cycle at import time but not in the design: the two modules
 still need each other. So every `import` / `from ... import` in a module counts, wherever it sits
@@ -10,6 +12,13 @@ the submodule when `from package import name` names one; a package's `__init__` 
 its own (importing `respec.a.b` runs `respec/a/__init__.py` too, but that is not an edge here:
 it is the package's own import, counted where it is written). Cycles are the strongly connected
 components of that graph with more than one module, or one module importing itself.
+
+`--folders` lifts the same module graph to the package's folders: a folder is a subpackage directly
+under the package (`respec.eval` holds `respec.eval.masks`), and each top-level module is a node of
+its own (`respec.models`, `respec.turn`; the package's `__init__` is `respec`). An import between two
+modules of one folder is not an edge; every other import is an edge between their folders. A
+folder cycle means two parts of the core need each other even when no two modules do (a -> b.x,
+b.y -> a), so the layout has no direction there. Exit status 1 when there is any.
 """
 from __future__ import annotations
 
@@ -80,8 +89,10 @@ def graph(package_dir: Path) -> tuple[dict[str, dict[str, list[int]]], dict[str,
     return g, files
 
 
-def cycles(g: dict[str, dict[str, list[int]]]) -> list[list[str]]:
-    """Strongly connected components with a cycle (Tarjan), each sorted, largest first."""
+def cycles(g: dict[str, dict]) -> list[list[str]]:
+    """Strongly connected components with a cycle (Tarjan), each sorted, largest first.
+
+    `g` maps every node to {node it imports -> anything}: the module graph or the folder graph."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -118,20 +129,35 @@ def cycles(g: dict[str, dict[str, list[int]]]) -> list[list[str]]:
     return sorted(found, key=lambda c: (-len(c), c))
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("package", nargs="?", default=str(ROOT / "respec"), help="the package folder (default: respec/)")
-    ap.add_argument("--edges", action="store_true", help="list each cycle's edges with their lines")
-    args = ap.parse_args(argv)
-    package_dir = Path(args.package).resolve()
-    g, files = graph(package_dir)
+def folder_of(module: str, package: str) -> str:
+    """The folder node of `module`: the subpackage directly under `package`, or the top-level module itself."""
+    parts = module.split(".")
+    depth = len(package.split(".")) + 1
+    return ".".join(parts[:depth])
+
+
+def folder_graph(g: dict[str, dict[str, list[int]]], package: str) -> dict[str, dict[str, list[tuple[str, str, int]]]]:
+    """folder -> {other folder -> [(module, imported module, line)]}: the module graph `g` lifted to folders.
+
+    Imports inside one folder are dropped; every folder (and top-level module) is a key, edges or not."""
+    out: dict[str, dict[str, list[tuple[str, str, int]]]] = {folder_of(m, package): {} for m in g}
+    for m, targets in g.items():
+        a = folder_of(m, package)
+        for target, lines in targets.items():
+            b = folder_of(target, package)
+            if a != b:
+                out[a].setdefault(b, []).extend((m, target, line) for line in sorted(set(lines)))
+    return out
+
+
+def _report_modules(g, files, package_dir: Path, show_edges: bool) -> int:
     found = cycles(g)
     n_edges = sum(len(t) for t in g.values())
     print(f"{len(files)} modules, {n_edges} import edges (function-level imports included): "
           f"{len(found)} cycle{'' if len(found) == 1 else 's'}")
     for comp in found:
         print("  cycle: " + " <-> ".join(comp))
-        if args.edges:
+        if show_edges:
             members = set(comp)
             for m in comp:
                 for target, lines in sorted(g[m].items()):
@@ -139,6 +165,39 @@ def main(argv: list[str] | None = None) -> int:
                         rel = files[m].relative_to(package_dir.parent)
                         print(f"    {m} -> {target}  ({rel}:{','.join(map(str, sorted(set(lines))))})")
     return 1 if found else 0
+
+
+def _report_folders(g, files, package_dir: Path) -> int:
+    fg = folder_graph(g, package_dir.name)
+    found = cycles(fg)
+    n_edges = sum(len(t) for t in fg.values())
+    print(f"{len(fg)} folders and top-level modules, {n_edges} folder edges (function-level imports included): "
+          f"{len(found)} folder cycle{'' if len(found) == 1 else 's'}")
+    for comp in found:
+        print("  folder cycle: " + " <-> ".join(comp))
+        members = set(comp)
+        for a in comp:
+            for b, via in sorted(fg[a].items()):
+                if b in members:
+                    print(f"    {a} -> {b}")
+                    for m, target, line in via:
+                        rel = files[m].relative_to(package_dir.parent)
+                        print(f"      {m} -> {target}  ({rel}:{line})")
+    return 1 if found else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("package", nargs="?", default=str(ROOT / "respec"), help="the package folder (default: respec/)")
+    ap.add_argument("--edges", action="store_true", help="list each cycle's edges with their lines")
+    ap.add_argument("--folders", action="store_true",
+                    help="cycles between the package's folders (and top-level modules), with the imports that make them")
+    args = ap.parse_args(argv)
+    package_dir = Path(args.package).resolve()
+    g, files = graph(package_dir)
+    if args.folders:
+        return _report_folders(g, files, package_dir)
+    return _report_modules(g, files, package_dir, args.edges)
 
 
 if __name__ == "__main__":

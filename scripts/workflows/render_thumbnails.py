@@ -36,6 +36,7 @@ from respec.bench.runner import load_models, run_one  # noqa: E402
 from respec.bench.scenario import load_dataset  # noqa: E402
 from respec.bench.settings import BenchSettings  # noqa: E402
 from respec.eval.metrics import occur_regions  # noqa: E402
+from respec.sim.bench import load_sim_models  # noqa: E402
 
 SCENARIO = "sim0032_astronaut_3turn_remove"
 SIZE = 512              # longer side of the sim run's images
@@ -78,7 +79,7 @@ def run_sim(out: Path, scenario, configs: list[str]) -> tuple[dict[str, dict], n
     I_0's grid)."""
     settings = BenchSettings(dataset="occur_sim", editor="sim", masks="oracle", size=SIZE, out=str(out),
                              configs=configs)
-    models = load_models(settings)
+    models = load_models(settings, load_sim_models)
     rows = {c: run_one(scenario, CONFIGS[c], models, settings, out_dir=out) for c in configs}
     frames = [Image.open(out / p).convert("RGB") for p in rows[configs[0]]["images"][1:]]
     masks = models.editor.oracle_masks(scenario, frames)

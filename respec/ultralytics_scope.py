@@ -2,8 +2,10 @@
 auto-install, no analytics, safe (weights_only) checkpoint loading, everything restored afterwards,
 so that other packs' ultralytics use in the same ComfyUI process is unchanged (docs/evaluation.md).
 
-Its own module because both the masker (respec/eval/masks.py) and the tiny YOLO-World builder
-(respec/tiny/eval_models.py) call into ultralytics; it imports nothing of the pack.
+A top-level module of its own, like respec/comfy.py for ComfyUI: the pack's one bridge to a
+third-party library, imported by both the masker (respec/eval/masks.py) and the tiny YOLO-World
+builder (respec/tiny/eval_models.py), so that respec/tiny needs nothing of respec/eval (eval ->
+models -> tiny is the direction). It imports nothing of the pack.
 """
 from __future__ import annotations
 
