@@ -215,94 +215,138 @@ async def _run_prompt(session, server: _Server, prompt: dict, *, timeout: float 
                       poll_interval: float, on_event: Callable | None, label: str) -> tuple[dict, str]:
     """Queue one prompt, follow it on the websocket; return its /history entry and prompt id.
     Cancelled (Ctrl-C) while it runs: the prompt is taken off the server's queue / interrupted."""
-    import aiohttp
-    base = server.url
-    ws_url = base.replace("http://", "ws://", 1).replace("https://", "wss://", 1) + f"/ws?clientId={server.client_id}"
     started = time.monotonic()
-    try:
-        # Connect first so no event of this prompt is missed.
-        ws = await session.ws_connect(ws_url, heartbeat=None, timeout=aiohttp.ClientWSTimeout(ws_close=5))
-    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
-        raise _ServerFailure(f"unreachable: websocket {ws_url}: {type(e).__name__}: {e}") from e
+    ws = await _open_socket(session, server)   # first, so that no event of this prompt is missed
     prompt_id = None
     try:
-        payload = {"prompt": prompt, "client_id": server.client_id, "prompt_id": str(uuid.uuid4())}
-        try:
-            async with session.post(f"{base}/prompt", json=payload,
-                                    timeout=aiohttp.ClientTimeout(total=120)) as resp:
-                body = await _json_or_text(resp)
-                if resp.status >= 500:
-                    raise _ServerFailure(f"POST /prompt answered HTTP {resp.status}: {str(body)[:300]}")
-                if resp.status >= 400:
-                    raise _ScenarioFailure("rejected: " + _rejection_message(resp.status, body))
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
-            raise _ServerFailure(f"POST /prompt failed: {type(e).__name__}: {e}") from e
-        if not isinstance(body, dict) or "prompt_id" not in body:
-            raise _ServerFailure(f"POST /prompt gave no prompt_id: {str(body)[:300]}")
-        prompt_id = body["prompt_id"]
+        prompt_id = await _queue_prompt(session, server, prompt)
         _emit(on_event, server.url, label, "queued", {"prompt_id": prompt_id})
-
-        finished: str | None = None   # "success" | "error" | "interrupted"
-        failure: dict = {}
-        while finished is None:
-            if timeout is not None and time.monotonic() - started > timeout:
-                # A hung server may still answer HTTP: take the prompt back so it can run elsewhere.
-                await _cancel_on_server(session, base, prompt_id)
-                raise _ServerFailure(f"timeout: no result {timeout:g} s after queueing prompt {prompt_id}; "
-                                     "withdrawn from that server")
-            try:
-                msg = await ws.receive(timeout=poll_interval)
-            except asyncio.TimeoutError:
-                # A long node (model load, a VLM call) may send nothing for minutes: ask /history
-                # directly; this also notices a server that died without closing the socket.
-                entry = await _history(session, base, prompt_id)
-                if entry is not None and (entry.get("status") or {}).get("completed") is not None:
-                    return _finish_from_history(entry, prompt_id), prompt_id
-                continue
-            if msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED,
-                            aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.ERROR):
-                # The prompt may still have finished just before the drop: /history decides.
-                entry = await _history(session, base, prompt_id)
-                if entry is not None and entry.get("status") is not None:
-                    return _finish_from_history(entry, prompt_id), prompt_id
-                raise _ServerFailure(f"websocket closed while prompt {prompt_id} was running")
-            if msg.type != aiohttp.WSMsgType.TEXT:
-                continue   # binary preview frames
-            try:
-                event = json.loads(msg.data)
-            except json.JSONDecodeError:
-                continue
-            kind, data = event.get("type"), event.get("data") or {}
-            if data.get("prompt_id") not in (None, prompt_id):
-                continue
-            if kind in ("execution_start", "executing", "progress", "executed", "execution_cached"):
-                if kind == "executing" and data.get("node") is None and data.get("prompt_id") == prompt_id:
-                    finished = finished or "success"   # ComfyUI's "queue item done" marker
-                else:
-                    _emit(on_event, server.url, label, kind, data)
-            elif kind == "execution_success":
-                finished = "success"
-            elif kind == "execution_error":
-                finished, failure = "error", data
-            elif kind == "execution_interrupted":
-                finished, failure = "interrupted", data
-        if finished == "error":
-            raise _ScenarioFailure("execution_error: " + _execution_message(failure))
-        if finished == "interrupted":
-            raise _ScenarioFailure("interrupted: " + _execution_message(failure))
-        # execution_success comes just before the server stores the history entry: wait for it.
-        for _ in range(50):
-            entry = await _history(session, base, prompt_id)
-            if entry is not None and entry.get("status") is not None:
-                return _finish_from_history(entry, prompt_id), prompt_id
-            await asyncio.sleep(0.1)
-        raise _ServerFailure(f"prompt {prompt_id} finished but /history/{prompt_id} never listed it")
+        watch = _Watch(server, prompt_id, label, started, timeout, poll_interval, on_event)
+        return await _follow(session, ws, watch), prompt_id
     except asyncio.CancelledError:
         if prompt_id is not None:
-            await _cancel_on_server(session, base, prompt_id)
+            await _cancel_on_server(session, server.url, prompt_id)
         raise
     finally:
         await ws.close()
+
+
+async def _open_socket(session, server: _Server):
+    """The server's websocket for this run's client id."""
+    import aiohttp
+    base = server.url
+    ws_url = base.replace("http://", "ws://", 1).replace("https://", "wss://", 1) + f"/ws?clientId={server.client_id}"
+    try:
+        return await session.ws_connect(ws_url, heartbeat=None, timeout=aiohttp.ClientWSTimeout(ws_close=5))
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+        raise _ServerFailure(f"unreachable: websocket {ws_url}: {type(e).__name__}: {e}") from e
+
+
+async def _queue_prompt(session, server: _Server, prompt: dict) -> str:
+    """POST /prompt; the prompt id the server gave it."""
+    import aiohttp
+    payload = {"prompt": prompt, "client_id": server.client_id, "prompt_id": str(uuid.uuid4())}
+    try:
+        async with session.post(f"{server.url}/prompt", json=payload,
+                                timeout=aiohttp.ClientTimeout(total=120)) as resp:
+            body = await _json_or_text(resp)
+            if resp.status >= 500:
+                raise _ServerFailure(f"POST /prompt answered HTTP {resp.status}: {str(body)[:300]}")
+            if resp.status >= 400:
+                raise _ScenarioFailure("rejected: " + _rejection_message(resp.status, body))
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+        raise _ServerFailure(f"POST /prompt failed: {type(e).__name__}: {e}") from e
+    if not isinstance(body, dict) or "prompt_id" not in body:
+        raise _ServerFailure(f"POST /prompt gave no prompt_id: {str(body)[:300]}")
+    return body["prompt_id"]
+
+
+@dataclass(frozen=True)
+class _Watch:
+    """One queued prompt being followed (what _follow needs besides the session and the socket)."""
+    server: _Server
+    prompt_id: str
+    label: str
+    started: float                  # time.monotonic() before the socket opened
+    timeout: float | None           # seconds from then to the result
+    poll_interval: float            # seconds of websocket silence before /history is asked
+    on_event: Callable | None
+
+
+# Websocket events that report progress (passed to on_event), and those that end a prompt.
+_PROGRESS_EVENTS = ("execution_start", "executing", "progress", "executed", "execution_cached")
+_END_EVENTS = {"execution_success": "success", "execution_error": "error", "execution_interrupted": "interrupted"}
+
+
+async def _follow(session, ws, w: _Watch) -> dict:
+    """Read the prompt's websocket events until it ends; its /history entry (or the failure raised)."""
+    import aiohttp
+    base, prompt_id = w.server.url, w.prompt_id
+    finished: str | None = None   # "success" | "error" | "interrupted"
+    failure: dict = {}
+    while finished is None:
+        if w.timeout is not None and time.monotonic() - w.started > w.timeout:
+            # A hung server may still answer HTTP: take the prompt back so it can run elsewhere.
+            await _cancel_on_server(session, base, prompt_id)
+            raise _ServerFailure(f"timeout: no result {w.timeout:g} s after queueing prompt {prompt_id}; "
+                                 "withdrawn from that server")
+        try:
+            msg = await ws.receive(timeout=w.poll_interval)
+        except asyncio.TimeoutError:
+            # A long node (model load, a VLM call) may send nothing for minutes: ask /history
+            # directly; this also notices a server that died without closing the socket.
+            entry = await _history(session, base, prompt_id)
+            if entry is not None and (entry.get("status") or {}).get("completed") is not None:
+                return _finish_from_history(entry, prompt_id)
+            continue
+        if msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED,
+                        aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.ERROR):
+            # The prompt may still have finished just before the drop: /history decides.
+            entry = await _history(session, base, prompt_id)
+            if entry is not None and entry.get("status") is not None:
+                return _finish_from_history(entry, prompt_id)
+            raise _ServerFailure(f"websocket closed while prompt {prompt_id} was running")
+        event = _event_of(msg, prompt_id)
+        if event is None:
+            continue
+        kind, data = event
+        if kind == "executing" and data.get("node") is None and data.get("prompt_id") == prompt_id:
+            finished = "success"   # ComfyUI's "queue item done" marker
+        elif kind in _PROGRESS_EVENTS:
+            _emit(w.on_event, base, w.label, kind, data)
+        elif kind in _END_EVENTS:
+            finished, failure = _END_EVENTS[kind], data
+    if finished == "error":
+        raise _ScenarioFailure("execution_error: " + _execution_message(failure))
+    if finished == "interrupted":
+        raise _ScenarioFailure("interrupted: " + _execution_message(failure))
+    return await _stored_entry(session, base, prompt_id)
+
+
+def _event_of(msg, prompt_id: str) -> tuple[str, dict] | None:
+    """A text frame's (type, data) when it is about this prompt (or no prompt); None otherwise."""
+    import aiohttp
+    if msg.type != aiohttp.WSMsgType.TEXT:
+        return None   # binary preview frames
+    try:
+        event = json.loads(msg.data)
+    except json.JSONDecodeError:
+        return None
+    data = event.get("data") or {}
+    if data.get("prompt_id") not in (None, prompt_id):
+        return None
+    return event.get("type"), data
+
+
+async def _stored_entry(session, base: str, prompt_id: str) -> dict:
+    """The /history entry of a prompt that just succeeded."""
+    # execution_success comes just before the server stores the history entry: wait for it.
+    for _ in range(50):
+        entry = await _history(session, base, prompt_id)
+        if entry is not None and entry.get("status") is not None:
+            return _finish_from_history(entry, prompt_id)
+        await asyncio.sleep(0.1)
+    raise _ServerFailure(f"prompt {prompt_id} finished but /history/{prompt_id} never listed it")
 
 
 async def _cancel_on_server(session, base: str, prompt_id: str) -> None:
