@@ -479,14 +479,38 @@ class _Pool:
                 pass
 
 
-async def _reprobe(session, server: _Server, pool: _Pool, class_types: set[str], files: dict[str, list[str]], *,
-                   grace: float,
-                   backoff: tuple[float, float], on_event: Callable | None) -> bool:
+@dataclass(frozen=True)
+class QueueSettings:
+    """How run_jobs uses the servers (run_remote takes them from RemoteOptions)."""
+    timeout: float | None = None      # seconds from queueing to a prompt's result; then withdrawn, queued again
+    poll_interval: float = 5.0        # seconds of websocket silence before /history is asked
+    max_attempts: int = 3             # tries per job, over all servers
+    max_server_failures: int = 2      # server failures in a row that retire a server
+    server_grace: float = 0.0         # seconds a retired server is re-probed before it is given up
+    reprobe_backoff: tuple[float, float] = (5.0, 300.0)   # re-probe pauses: first, longest (doubling)
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What every server's worker shares in one run_jobs call."""
+    session: Any
+    pool: _Pool
+    summary: RemoteSummary
+    class_types: set[str]                      # node types the prompts use (pre-flight)
+    files: dict[str, list[str]]                # model files their loaders name (pre-flight)
+    queue: QueueSettings
+    on_event: Callable | None
+    write_row: Callable[[_Job, dict, dict], None]
+    check_rows: Callable[[_Job, list[dict]], str | None]
+
+
+async def _reprobe(run: _Run, server: _Server) -> bool:
     """Probe a retired server with growing pauses until it answers and knows the workflow's nodes
-    (True: it is back in the run), the run ends, or `grace` seconds pass (False: given up)."""
-    delay, cap = backoff
+    (True: it is back in the run), the run ends, or the grace period passes (False: given up)."""
+    pool, on_event = run.pool, run.on_event
+    delay, cap = run.queue.reprobe_backoff
     while True:
-        left = server.retired_at + grace - time.monotonic()
+        left = server.retired_at + run.queue.server_grace - time.monotonic()
         # One that never answered in this run (a wrong URL, a server not started) is waited for
         # only while another server works.
         hopeless = not server.answered and all(s.retired is not None for s in pool.servers)
@@ -501,7 +525,7 @@ async def _reprobe(session, server: _Server, pool: _Pool, class_types: set[str],
             return False
         delay = min(delay * 2, cap)
         try:
-            await _check_nodes(session, server, class_types, timeout=30, files=files)
+            await _check_nodes(run.session, server, run.class_types, timeout=30, files=run.files)
         except (_ServerFailure, _ScenarioFailure) as e:
             log.info("server %s still out: %s", server.url, e)
             continue
@@ -512,53 +536,26 @@ async def _reprobe(session, server: _Server, pool: _Pool, class_types: set[str],
         return True
 
 
-async def _worker(session, server: _Server, pool: _Pool, write_row: Callable[[_Job, dict, dict], None],
-                  summary: RemoteSummary, class_types: set[str], *, timeout: float | None,
-                  poll_interval: float, max_server_failures: int, on_event: Callable | None,
-                  check_rows: Callable[[_Job, list[dict]], str | None] | None,
-                  server_grace: float, backoff: tuple[float, float], files: dict[str, list[str]]) -> None:
-    try:
-        await _check_nodes(session, server, class_types, timeout=30, files=files)
-        server.answered = True
-    except (_ServerFailure, _ScenarioFailure) as e:
-        server.retire(str(e))
-        log.warning("server %s left out: %s", server.url, e)
-        _emit(on_event, server.url, "", "server_retired", {"reason": str(e)})
-        await pool.wake()
+async def _worker(run: _Run, server: _Server) -> None:
+    """One server's loop: pre-flight, then take jobs from the pool until none is left for it
+    (re-probing the server while it is retired)."""
+    await _preflight(run, server)
     while True:
         if server.retired is not None:
-            if await _reprobe(session, server, pool, class_types, files, grace=server_grace, backoff=backoff,
-                              on_event=on_event):
+            if await _reprobe(run, server):
                 continue
             return
-        job = await pool.take(server)
+        job = await run.pool.take(server)
         if job is None:
             if server.retired is not None:
                 continue
             return
-        label = job.scenario_id
-        _emit(on_event, server.url, label, "start", {"attempt": len(job.attempts) + 1})
+        _emit(run.on_event, server.url, job.scenario_id, "start", {"attempt": len(job.attempts) + 1})
         try:
-            entry, prompt_id = await _run_prompt(session, server, job.prompt, timeout=timeout,
-                                                 poll_interval=poll_interval, on_event=on_event, label=label)
-            rows = rows_from_history(entry, job.prompt)
-            if not rows:
-                raise _ScenarioFailure(f"no_row: the workflow finished but its {RESULTS_WRITER} node "
-                                       f"reported no row (outputs of nodes {sorted(entry.get('outputs') or {})})")
-            problem = check_rows(job, rows) if check_rows is not None else None
-            if problem:
-                raise _ScenarioFailure(f"no_row: {problem}")
+            rows, prompt_id = await _attempt(run, server, job)
         except _ServerFailure as e:
-            msg = str(e)
-            kind = next((k for k in ("unreachable", "timeout") if msg.startswith(k)), "server_error")
-            job.attempts.append(Attempt(server.url, kind, msg))
-            server.failures_in_row += 1
-            if server.failures_in_row >= max_server_failures:
-                server.retire(f"{server.failures_in_row} failure(s) in a row, last: {msg}")
-                log.warning("server %s left out: %s", server.url, server.retired)
-                _emit(on_event, server.url, label, "server_retired", {"reason": server.retired})
-            _emit(on_event, server.url, label, "retry", {"reason": msg})
-            await pool.settle(job, ok=False)
+            _server_failed(run, server, job, str(e))
+            await run.pool.settle(job, ok=False)
             continue
         except _ScenarioFailure as e:
             msg = str(e)
@@ -566,34 +563,72 @@ async def _worker(session, server: _Server, pool: _Pool, write_row: Callable[[_J
                 "rejected", "execution_error", "interrupted", "no_row") else "rejected"
             job.attempts.append(Attempt(server.url, kind, msg))
             server.failures_in_row = 0   # the server itself answered properly
-            _emit(on_event, server.url, label, "retry", {"reason": msg})
-            await pool.settle(job, ok=False)
+            _emit(run.on_event, server.url, job.scenario_id, "retry", {"reason": msg})
+            await run.pool.settle(job, ok=False)
             continue
         server.failures_in_row = 0
         info = {"server": server.url, "prompt_id": prompt_id, "attempt": len(job.attempts) + 1}
         for row in rows:
-            write_row(job, row, info)
+            run.write_row(job, row, info)
         server.done += 1
-        summary.done.append(job.scenario_id)
-        _emit(on_event, server.url, label, "done", {"rows": rows, "prompt_id": prompt_id})
-        await pool.settle(job, ok=True)
+        run.summary.done.append(job.scenario_id)
+        _emit(run.on_event, server.url, job.scenario_id, "done", {"rows": rows, "prompt_id": prompt_id})
+        await run.pool.settle(job, ok=True)
+
+
+async def _preflight(run: _Run, server: _Server) -> None:
+    """Check the server before its first job; a server that fails is retired (and re-probed)."""
+    try:
+        await _check_nodes(run.session, server, run.class_types, timeout=30, files=run.files)
+        server.answered = True
+    except (_ServerFailure, _ScenarioFailure) as e:
+        server.retire(str(e))
+        log.warning("server %s left out: %s", server.url, e)
+        _emit(run.on_event, server.url, "", "server_retired", {"reason": str(e)})
+        await run.pool.wake()
+
+
+async def _attempt(run: _Run, server: _Server, job: _Job) -> tuple[list[dict], str]:
+    """Run one job on one server: the rows its results writer reported (checked), and the prompt id."""
+    q = run.queue
+    entry, prompt_id = await _run_prompt(run.session, server, job.prompt, timeout=q.timeout,
+                                         poll_interval=q.poll_interval, on_event=run.on_event,
+                                         label=job.scenario_id)
+    rows = rows_from_history(entry, job.prompt)
+    if not rows:
+        raise _ScenarioFailure(f"no_row: the workflow finished but its {RESULTS_WRITER} node "
+                               f"reported no row (outputs of nodes {sorted(entry.get('outputs') or {})})")
+    problem = run.check_rows(job, rows)
+    if problem:
+        raise _ScenarioFailure(f"no_row: {problem}")
+    return rows, prompt_id
+
+
+def _server_failed(run: _Run, server: _Server, job: _Job, msg: str) -> None:
+    """Record a server failure of `job`; retire the server after too many in a row."""
+    kind = next((k for k in ("unreachable", "timeout") if msg.startswith(k)), "server_error")
+    job.attempts.append(Attempt(server.url, kind, msg))
+    server.failures_in_row += 1
+    if server.failures_in_row >= run.queue.max_server_failures:
+        server.retire(f"{server.failures_in_row} failure(s) in a row, last: {msg}")
+        log.warning("server %s left out: %s", server.url, server.retired)
+        _emit(run.on_event, server.url, job.scenario_id, "server_retired", {"reason": server.retired})
+    _emit(run.on_event, server.url, job.scenario_id, "retry", {"reason": msg})
 
 
 async def run_jobs(jobs: Iterable[tuple], servers: list[str],
-                   write_row: Callable[[int, str, dict, dict], None], *, timeout: float | None = None,
-                   poll_interval: float = 5.0, max_attempts: int = 3, max_server_failures: int = 2,
+                   write_row: Callable[[int, str, dict, dict], None], queue: QueueSettings = QueueSettings(), *,
                    on_event: Callable | None = None,
-                   check_rows: Callable[[int, str, list[dict]], str | None] | None = None,
-                   server_grace: float = 0.0, reprobe_backoff: tuple[float, float] = (5.0, 300.0)) -> RemoteSummary:
+                   check_rows: Callable[[int, str, list[dict]], str | None] | None = None) -> RemoteSummary:
     """Run filled prompts `(index, label, prompt[, group])` on `servers`.
 
     `write_row(index, label, row, info)` is called once per reported row as each prompt finishes
     (info: server, prompt_id, attempt); `check_rows(index, label, rows)` may refuse the rows
     (return the reason) before anything is written, which counts as a failed attempt.
-    `timeout`: seconds a prompt may take from queueing to its result; then it is withdrawn from
-    that server and queued again (a server failure). A server retired after `max_server_failures`
-    failures in a row is re-probed for `server_grace` seconds (pauses growing from
-    `reprobe_backoff[0]` to `reprobe_backoff[1]`) and used again when it answers. Jobs sharing a
+    `queue.timeout`: seconds a prompt may take from queueing to its result; then it is withdrawn from
+    that server and queued again (a server failure). A server retired after `queue.max_server_failures`
+    failures in a row is re-probed for `queue.server_grace` seconds (pauses growing from
+    `queue.reprobe_backoff[0]` to `[1]`) and used again when it answers. Jobs sharing a
     `group` run on one server when possible.
     `on_event(server, label, kind, data)` sees every step (queued, execution_start, executing,
     progress, executed, done, retry, server_retired, server_back, server_given_up)."""
@@ -603,13 +638,11 @@ async def run_jobs(jobs: Iterable[tuple], servers: list[str],
         raise InputError("no server given: pass at least one ComfyUI URL (--server http://host:8188)")
     if len(set(urls)) != len(urls):
         raise InputError(f"a server is listed twice: {urls}")
-    if max_attempts < 1:
+    if queue.max_attempts < 1:
         raise InputError("max_attempts must be at least 1")
     job_list = [_Job(j[0], j[1], j[2], group=str(j[3]) if len(j) > 3 else j[1]) for j in jobs]
-    class_types = {n["class_type"] for j in job_list for n in j.prompt.values()}
-    files = model_files(j.prompt for j in job_list)
     state = [_Server(u, client_id=uuid.uuid4().hex) for u in urls]
-    pool = _Pool(job_list, state, max_attempts)
+    pool = _Pool(job_list, state, queue.max_attempts)
     summary = RemoteSummary()
     started = time.monotonic()
 
@@ -620,12 +653,9 @@ async def run_jobs(jobs: Iterable[tuple], servers: list[str],
         return check_rows(job.index, job.scenario_id, rows) if check_rows is not None else None
 
     async with aiohttp.ClientSession() as session:
-        await asyncio.gather(*(_worker(session, s, pool, _write, summary, class_types, timeout=timeout,
-                                       poll_interval=poll_interval,
-                                       max_server_failures=max_server_failures, on_event=on_event,
-                                       check_rows=_check, server_grace=server_grace,
-                                       backoff=reprobe_backoff, files=files)
-                               for s in state))
+        run = _Run(session, pool, summary, {n["class_type"] for j in job_list for n in j.prompt.values()},
+                   model_files(j.prompt for j in job_list), queue, on_event, _write, _check)
+        await asyncio.gather(*(_worker(run, s) for s in state))
     pool._sweep()
     for job in pool.failed + pool.pending:
         summary.failed[job.scenario_id] = list(job.attempts)
@@ -673,6 +703,11 @@ class RemoteOptions:
     max_attempts: int = 3
     max_server_failures: int = 2
     server_grace: float = DEFAULT_SERVER_GRACE
+
+    def queue_settings(self) -> QueueSettings:
+        """The server-use part, for run_jobs."""
+        return QueueSettings(timeout=self.timeout, poll_interval=self.poll_interval, max_attempts=self.max_attempts,
+                             max_server_failures=self.max_server_failures, server_grace=self.server_grace)
 
 
 # The settings of BenchSettings.IDENTITY that a queued workflow takes from the run (scenario_prompt
@@ -786,10 +821,8 @@ def run_remote(settings: BenchSettings, servers: list[str], opts: RemoteOptions 
               f"{len(summary_skipped)} already in {results.path}", flush=True)
     events = on_event if on_event is not None else (None if quiet else _print_event)
     try:
-        summary = asyncio.run(run_jobs(jobs, servers, write_row, timeout=opts.timeout,
-                                       poll_interval=opts.poll_interval, max_attempts=opts.max_attempts,
-                                       max_server_failures=opts.max_server_failures, on_event=events,
-                                       check_rows=check_rows, server_grace=opts.server_grace))
+        summary = asyncio.run(run_jobs(jobs, servers, write_row, opts.queue_settings(), on_event=events,
+                                       check_rows=check_rows))
     except KeyboardInterrupt:
         # Rows are written as prompts finish; nothing else to save. Running prompts were withdrawn.
         summary = RemoteSummary(interrupted=True)
