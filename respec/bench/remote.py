@@ -751,12 +751,52 @@ def run_remote(settings: BenchSettings, servers: list[str], opts: RemoteOptions 
     <out>/run.json and a resume with other values is refused; every server must list the model
     files the workflows name. Jobs go scenario by scenario, and a scenario's configs run on one server.
     """
-    from ..records import json_safe
-    from .results import ResultsFile, check_run_identity, row_key
+    from .results import ResultsFile, check_run_identity
     from .runner import default_out_dir, select_scenarios
     from .scenario import load_dataset
 
     opts = opts or RemoteOptions()
+    settings = _checked_for_remote(settings, opts)
+    label = row_editor(settings.editor, opts.route)
+    ds = load_dataset(settings.dataset)
+    scenarios = select_scenarios(ds, settings)
+    out_dir = Path(settings.out or default_out_dir(ds.name, settings.smoke, settings.editor))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results = ResultsFile(out_dir / "results.jsonl")
+    prompt_for = _Prompts(settings, opts, ds, label)
+    # What each config queues, shown on the dataset's first scenario: recorded, compared on resume.
+    reference = {c: prompt_for(c, next(iter(ds)).id) for c in settings.configs}
+    check_run_identity(out_dir, remote_identity(settings, ds.name, reference, opts.route),
+                       {"dataset_path": ds.path, "servers": list(servers), "mode": "remote"})
+    jobs, expected, skipped = _remote_jobs(ds, scenarios, settings.configs, label,
+                                           results.done_keys(), prompt_for)
+    if not quiet:
+        print(f"OCCUR bench on {len(servers)} server(s): {len(jobs)} prompt(s) to run, "
+              f"{len(skipped)} already in {results.path}", flush=True)
+    events = on_event if on_event is not None else (None if quiet else _print_event)
+    try:
+        summary = asyncio.run(run_jobs(jobs, servers, _row_writer(results), opts.queue_settings(), on_event=events,
+                                       check_rows=_check_remote_rows))
+    except KeyboardInterrupt:
+        # Rows are written as prompts finish; nothing else to save. Running prompts were withdrawn.
+        summary = RemoteSummary(interrupted=True)
+        summary.done = [k for k in (r.get("key") for r in results.rows()) if k in expected]
+        if not quiet:
+            print(f"Interrupted: finished scenarios are in {results.path}; run the same command to resume.")
+    summary.skipped = skipped
+    errors = ResultsFile(out_dir / "errors.jsonl")
+    for key, attempts in summary.failed.items():
+        errors.append({"dataset": ds.name, "scenario_id": expected[key].id, "config": key.split("|")[2],
+                       "editor": label, "key": f"{key}|{time.time():.0f}", "status": "error", "source": "remote",
+                       "error": "; ".join(f"{a.server} [{a.kind}] {a.message}" for a in attempts)
+                       or "never sent: no usable server was left"})
+    if summary.failed:
+        raise RemoteBenchError(summary)
+    return summary
+
+
+def _checked_for_remote(settings: BenchSettings, opts: RemoteOptions) -> BenchSettings:
+    """The checked settings; refuses what a queued workflow cannot do (smoke models, the judge, a route)."""
     if settings.smoke:
         raise InputError("--smoke runs tiny random-weight models in-process; a ComfyUI server runs the "
                          "workflow's real models. Drop --server for a smoke run, or drop --smoke.")
@@ -766,48 +806,58 @@ def run_remote(settings: BenchSettings, servers: list[str], opts: RemoteOptions 
     settings = settings.checked()
     if opts.route not in ROUTES:
         raise InputError(f"unknown route {opts.route!r}; use one of {', '.join(ROUTES)}")
-    label = row_editor(settings.editor, opts.route)
-    ds = load_dataset(settings.dataset)
-    scenarios = select_scenarios(ds, settings)
-    out_dir = Path(settings.out or default_out_dir(ds.name, settings.smoke, settings.editor))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    results = ResultsFile(out_dir / "results.jsonl")
-    errors = ResultsFile(out_dir / "errors.jsonl")
-    summary_skipped = []
-    done = results.done_keys()
-    templates: dict[str, dict] = {}
-    strict = opts.workflow is None or bool(opts.config)
+    return settings
 
-    def prompt_for(c: str, sid: str) -> dict:
+
+class _Prompts:
+    """`prompts(config, scenario_id)`: the filled API prompt one job queues (each workflow file read once)."""
+
+    def __init__(self, settings: BenchSettings, opts: RemoteOptions, ds, label: str):
+        self.settings, self.opts, self.ds, self.label = settings, opts, ds, label
+        self.templates: dict[str, dict] = {}
+        self.strict = opts.workflow is None or bool(opts.config)
+
+    def __call__(self, c: str, sid: str) -> dict:
+        opts, settings = self.opts, self.settings
         source = opts.workflow if opts.workflow is not None else default_workflow(c, settings.editor, opts.route)
         key_src = "given" if opts.workflow is not None else str(source)
-        if key_src not in templates:
-            templates[key_src] = load_api_workflow(source)
-        return scenario_prompt(templates[key_src], ds, sid, c, label, seed=settings.seed, size=settings.size,
-                               steps=settings.steps, overrides=opts.config, strict=strict)
+        if key_src not in self.templates:
+            self.templates[key_src] = load_api_workflow(source)
+        return scenario_prompt(self.templates[key_src], self.ds, sid, c, self.label, seed=settings.seed,
+                               size=settings.size, steps=settings.steps, overrides=opts.config, strict=self.strict)
 
-    # What each config queues, shown on the dataset's first scenario: recorded, compared on resume.
-    reference = {c: prompt_for(c, next(iter(ds)).id) for c in settings.configs}
-    check_run_identity(out_dir, remote_identity(settings, ds.name, reference, opts.route),
-                       {"dataset_path": ds.path, "servers": list(servers), "mode": "remote"})
-    # Scenario by scenario, so a scenario's configs are queued together (and go to one server).
-    jobs, expected = [], {}
+
+def _remote_jobs(ds, scenarios, configs, label: str, done: set, prompt_for: _Prompts) -> tuple[list, dict, list]:
+    """The jobs to queue (index, key, prompt, scenario id), the scenario each key expects, and the keys
+    already done. Scenario by scenario, so a scenario's configs are queued together (and go to one server)."""
+    from .results import row_key
+    jobs, expected, skipped = [], {}, []
     for s in scenarios:
         index = next(i for i, x in enumerate(ds) if x.id == s.id)
-        for c in settings.configs:
+        for c in configs:
             key = row_key({"dataset": ds.name, "scenario_id": s.id, "config": c, "editor": label})
             if key in done:
-                summary_skipped.append(key)
+                skipped.append(key)
                 continue
             expected[key] = s
             jobs.append((index, key, prompt_for(c, s.id), s.id))
+    return jobs, expected, skipped
 
-    def check_rows(index: int, key: str, rows: list[dict]) -> str | None:
-        keys = [r.get("key") or row_key(r) for r in rows]
-        if key not in keys:
-            return (f"the workflow reported {keys}, expected {key}: is its {RESULTS_WRITER} set to this "
-                    f"config/editor, and does the server's dataset match?")
-        return None
+
+def _check_remote_rows(index: int, key: str, rows: list[dict]) -> str | None:
+    """run_jobs' row check: the workflow must report the row of the key it was queued for."""
+    from .results import row_key
+    keys = [r.get("key") or row_key(r) for r in rows]
+    if key not in keys:
+        return (f"the workflow reported {keys}, expected {key}: is its {RESULTS_WRITER} set to this "
+                f"config/editor, and does the server's dataset match?")
+    return None
+
+
+def _row_writer(results) -> Callable[[int, str, dict, dict], None]:
+    """run_jobs' write_row: the job's own row, with where it ran, appended to `results`."""
+    from ..records import json_safe
+    from .results import row_key
 
     def write_row(index: int, key: str, row: dict, info: dict) -> None:
         if (row.get("key") or row_key(row)) != key:
@@ -815,27 +865,4 @@ def run_remote(settings: BenchSettings, servers: list[str], opts: RemoteOptions 
         row = {k: v for k, v in row.items() if k != "written"}
         row["remote"] = {"server": info["server"], "prompt_id": info["prompt_id"], "attempt": info["attempt"]}
         results.append(json_safe(row))
-
-    if not quiet:
-        print(f"OCCUR bench on {len(servers)} server(s): {len(jobs)} prompt(s) to run, "
-              f"{len(summary_skipped)} already in {results.path}", flush=True)
-    events = on_event if on_event is not None else (None if quiet else _print_event)
-    try:
-        summary = asyncio.run(run_jobs(jobs, servers, write_row, opts.queue_settings(), on_event=events,
-                                       check_rows=check_rows))
-    except KeyboardInterrupt:
-        # Rows are written as prompts finish; nothing else to save. Running prompts were withdrawn.
-        summary = RemoteSummary(interrupted=True)
-        summary.done = [k for k in (r.get("key") for r in results.rows()) if k in expected]
-        if not quiet:
-            print(f"Interrupted: finished scenarios are in {results.path}; run the same command to resume.")
-    summary.skipped = summary_skipped
-    for key, attempts in summary.failed.items():
-        s = expected[key]
-        errors.append({"dataset": ds.name, "scenario_id": s.id, "config": key.split("|")[2], "editor": label,
-                       "key": f"{key}|{time.time():.0f}", "status": "error", "source": "remote",
-                       "error": "; ".join(f"{a.server} [{a.kind}] {a.message}" for a in attempts)
-                       or "never sent: no usable server was left"})
-    if summary.failed:
-        raise RemoteBenchError(summary)
-    return summary
+    return write_row
