@@ -41,7 +41,7 @@ from ..pixels.reveal import RevealStep
 from ..store.files import save_png
 from .configs import CONFIGS, BenchConfig, turn_seed
 from .results import ResultsFile, check_run_identity, row_key
-from .rows import make_row, summarise_judgements
+from .rows import RowRun, make_row, summarise_judgements
 from .scenario import Dataset, Scenario, load_dataset
 from .settings import BenchModels, BenchSettings
 from .shards import parse_shard
@@ -397,11 +397,11 @@ def run_one(scenario: Scenario, config: BenchConfig, models: BenchModels, settin
     if settings.judge and models.judge_backend is not None:
         judge = judge_turns(history, models.judge_backend, seconds,
                             settings.judge_max_new_tokens or (48 if settings.smoke else None))
-    row = make_row(scenario, history, scored["score"], config=config.name, editor=settings.editor,
-                   controller=models.describe.get("controller", ""), smoke=settings.smoke, seed=settings.seed,
-                   judge=judge, masks=scored["masks"], editor_model=models.describe.get("editor_model", ""),
-                   masks_source=models.describe.get("masks", models.masks), true_reference=scored["true_reference"],
-                   scorer=models.describe.get("scorer", ""),
+    row_run = RowRun(config=config.name, editor=settings.editor, controller=models.describe.get("controller", ""),
+                 editor_model=models.describe.get("editor_model", ""), smoke=settings.smoke, seed=settings.seed,
+                 masks_source=models.describe.get("masks", models.masks), scorer=models.describe.get("scorer", ""))
+    row = make_row(scenario, history, scored["score"], row_run, judge=judge, masks=scored["masks"],
+                   true_reference=scored["true_reference"],
                    seconds={**{k: round(v, 4) for k, v in seconds.items()},
                             "total": round(time.perf_counter() - t_start, 4)})
     if scored["scores_shared_with"]:
