@@ -300,7 +300,7 @@ def fit_steps(stage_end: float, per_step: float, fixed: float, wanted: int) -> i
 def stage_controller(run: Run, rec: dict, stage_end: float) -> None:
     """Qwen3-VL-8B, one restoration turn through the pack's TransformersVLM and plan_turn."""
     from respec.controller.backends.transformers_vlm import LocalVLMSettings, TransformersVLM
-    from respec.controller.planner import plan_turn
+    from respec.controller.planner import PlanOptions, plan_turn
     from respec.controller.prompts import DEFAULT_MAX_PIXELS
     from respec.history import History
 
@@ -333,10 +333,10 @@ def stage_controller(run: Run, rec: dict, stage_end: float) -> None:
         if visual is not None:
             probe.module("vision", visual)
         request = "Remove the red umbrella from the bench."
-        plan_turn(history, request, backend, True, max_new_tokens=2)       # warm-up
+        plan_turn(history, request, backend, True, PlanOptions(max_new_tokens=2))       # warm-up
         probe.clear()
         t_call = run.gpu.now()
-        plan = plan_turn(history, request, backend, True, max_new_tokens=n_tokens)
+        plan = plan_turn(history, request, backend, True, PlanOptions(max_new_tokens=n_tokens))
         t_done = run.gpu.now()
         forwards = probe.of("forward")
         prefill, decode = forwards[0], forwards[1:]
