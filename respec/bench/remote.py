@@ -784,15 +784,19 @@ def run_remote(settings: BenchSettings, servers: list[str], opts: RemoteOptions 
         if not quiet:
             print(f"Interrupted: finished scenarios are in {results.path}; run the same command to resume.")
     summary.skipped = skipped
-    errors = ResultsFile(out_dir / "errors.jsonl")
-    for key, attempts in summary.failed.items():
-        errors.append({"dataset": ds.name, "scenario_id": expected[key].id, "config": key.split("|")[2],
-                       "editor": label, "key": f"{key}|{time.time():.0f}", "status": "error", "source": "remote",
-                       "error": "; ".join(f"{a.server} [{a.kind}] {a.message}" for a in attempts)
-                       or "never sent: no usable server was left"})
+    _record_failed(summary, expected, ResultsFile(out_dir / "errors.jsonl"), ds.name, label)
     if summary.failed:
         raise RemoteBenchError(summary)
     return summary
+
+
+def _record_failed(summary: RemoteSummary, expected: dict, errors, dataset_name: str, label: str) -> None:
+    """One errors.jsonl entry per key that failed everywhere, with every attempt's server, kind and message."""
+    for key, attempts in summary.failed.items():
+        errors.append({"dataset": dataset_name, "scenario_id": expected[key].id, "config": key.split("|")[2],
+                       "editor": label, "key": f"{key}|{time.time():.0f}", "status": "error", "source": "remote",
+                       "error": "; ".join(f"{a.server} [{a.kind}] {a.message}" for a in attempts)
+                       or "never sent: no usable server was left"})
 
 
 def _checked_for_remote(settings: BenchSettings, opts: RemoteOptions) -> BenchSettings:
