@@ -57,7 +57,8 @@ def run(job_list, servers, **kw):
     rows = []
     kw.setdefault("poll_interval", 0.5)
     urls = [s if isinstance(s, str) else s.url for s in servers]
-    summary = asyncio.run(remote.run_jobs(job_list, urls, lambda i, sid, row, info: rows.append((sid, row, info["server"])),
+    summary = asyncio.run(remote.run_jobs(job_list, urls,
+                                          lambda i, sid, row, info: rows.append((sid, row, info["server"])),
                                           *_queue(kw), **kw))
     return summary, rows
 

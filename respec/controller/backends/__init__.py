@@ -61,7 +61,8 @@ def load_backend(kind: str, model: str | None = None, **options) -> VLMBackend:
     from .transformers_vlm import LocalVLMSettings, TransformersVLM, resolve_model_dir
     folder = resolve_model_dir(kind, model, options.get("allow_download"))
     key = _key(kind, folder, {k: v for k, v in options.items() if k != "allow_download"})
-    return models.cached(key, lambda: _keyed(TransformersVLM(kind, folder, LocalVLMSettings(**options), source=model), key))
+    return models.cached(key, lambda: _keyed(TransformersVLM(kind, folder, LocalVLMSettings(**options), source=model),
+                                             key))
 
 
 def _keyed(backend, key: tuple):
