@@ -106,7 +106,7 @@ def make_row(scenario: Scenario, history: History, score: dict, run: RowRun, *, 
     cfg = CONFIGS.get(config)
     turns = turn_records(history, scenario)
     controller = run.controller or next((t.plan.controller for t in history.turns
-                                     if t.plan is not None and t.plan.vlm_called and t.plan.controller), "")
+                                         if t.plan is not None and t.plan.vlm_called and t.plan.controller), "")
     judge = judge or {}
     plan_r = history.turns[scenario.restoration_turn].plan
     # A reference was chosen when the controller planned the restoration turn, or the provenance
