@@ -47,7 +47,8 @@ def load_sim_models(settings: BenchSettings) -> BenchModels:
             masker = load_masker(source=tiny, detect=DetectSettings(imgsz=max(64, -(-int(settings.size or 256) // 32) * 32)))
             describe["masks"] = "detect: yolo-world+sam (tiny random weights)"
         else:
-            masker = load_masker(**settings.masker_options)
+            options = dict(settings.masker_options)
+            masker = load_masker(detect=DetectSettings.take(options), **options)
             describe["masks"] = f"detect: {getattr(masker, 'name', 'yolo-world+sam')}"
     else:
         describe["masks"] = "oracle: the sim editor's recorded layers"
