@@ -10,8 +10,8 @@ import numpy as np
 
 from ..respec import comfy, paths
 from ..respec.controller import (DEFAULT_MAX_NEW_TOKENS, DEFAULT_MAX_PIXELS, RESTORATION_MODES,
-                                 decide_restoration, load_backend, load_templates, plan_turn,
-                                 rewrite_instruction, select_references)
+                                 PlanOptions, decide_restoration, load_backend, load_templates, plan_turn,
+                                 rewrite_instruction, select_references, skips_controller)
 from ..respec.controller.backends import DEFAULT_MODELS
 from ..respec.controller.backends.openai_compat import RESPONSE_FORMATS
 from ..respec.controller.backends.transformers_vlm import QUANTIZATIONS
@@ -249,7 +249,7 @@ class ReSpecPreservationTarget:
         if vlm is not None or history is None or history.next_turn == 1:
             return []
         flag, _ = decide_restoration(restoration_mode, history, instruction, is_restoration)
-        return [] if (not flag and skip_non_restoration) else ["vlm"]
+        return [] if skips_controller(flag, skip_non_restoration) else ["vlm"]
 
     def plan(self, history, instruction, vlm, restoration_mode, skip_non_restoration, restoration_template,
              midturn_template, is_restoration=None, on_parse_failure=REQUEST, history_images=BOUNDED,
@@ -257,10 +257,11 @@ class ReSpecPreservationTarget:
         flag, meta = decide_restoration(restoration_mode, history, instruction, is_restoration)
         templates = load_templates(template_path(restoration_template, "restoration"),
                                    template_path(midturn_template, "mid-turn"))
-        plan = plan_turn(history, instruction, vlm, flag, skip_non_restoration=skip_non_restoration,
-                         templates=templates, meta={**meta, "restoration_mode": restoration_mode},
-                         on_parse_failure=on_parse_failure, history_mode=history_images,
-                         max_history_images=int(max_history_images))
+        options = PlanOptions(skip_non_restoration=skip_non_restoration, templates=templates,
+                              on_parse_failure=on_parse_failure, history_mode=history_images,
+                              max_history_images=int(max_history_images))
+        plan = plan_turn(history, instruction, vlm, flag, options,
+                         meta={**meta, "restoration_mode": restoration_mode})
         comfy.send_event("plan", {"node": unique_id, "plan": plan.to_dict()})
         return (plan, plan_json(plan), plan.synthesis_instruction)
 

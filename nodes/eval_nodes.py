@@ -7,7 +7,7 @@ import json
 
 from ..respec import comfy, web
 from ..respec.eval.judge import DEFAULT_MAX_NEW_TOKENS, judge_instruction
-from ..respec.eval.masks import ACCEPT_CONF, DEFAULT_YOLO, SAM_FILES, load_masker
+from ..respec.eval.masks import ACCEPT_CONF, DEFAULT_YOLO, SAM_FILES, DetectSettings, load_masker
 from ..respec.eval.metric_models import DEFAULT_CLIP, DEFAULT_LPIPS_TRUNK, load_scorer
 from ..respec.eval.metrics import DEFAULT_PSNR_CAP, reference_selection_correct
 from ..respec.eval.scoring import score_result
@@ -69,7 +69,7 @@ class ReSpecMaskerLoader:
     def load(self, yolo_weights, sam_type, sam_weights, clip_weights, accept_threshold, allow_download, device):
         masker = load_masker(yolo_weights, sam_type, None if sam_weights == SAM_AUTO else sam_weights,
                              clip_weights, allow_download=allow_download, device=device,
-                             accept=accept_threshold)
+                             detect=DetectSettings(accept=accept_threshold))
         return (masker,)
 
 

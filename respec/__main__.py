@@ -49,11 +49,27 @@ def config_list() -> str:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m respec", description="ReSpec / OCCUR-Bench command line.")
     sub = p.add_subparsers(dest="command", required=True)
+    # One step per subcommand, in the order --help lists them.
+    b = _bench_parser(sub)
+    for add in (_bench_what_args, _bench_server_args, _bench_model_args, _bench_run_args):
+        add(b)
+    _report_merge_validate_parsers(sub)
+    _scenarios_parser(sub)
+    _gc_parser(sub)
+    return p
 
+
+def _bench_parser(sub) -> argparse.ArgumentParser:
+    """`bench`'s own parser; its options come from the _bench_*_args steps."""
     b = sub.add_parser("bench", help="run the OCCUR benchmark loop and write results + report",
                        description="Run every scenario of a dataset through the ReSpec loop under the chosen "
                                    "configs, writing a results row as each scenario finishes (re-running the same "
                                    "command resumes). " + PAPER_DEFAULTS + ".")
+    return b
+
+
+def _bench_what_args(b) -> None:
+    """bench: what runs (dataset, configs, editor, masks, which scenarios)."""
     b.add_argument("--dataset", default=None,
                    help="scenario JSON file, or a packaged set's name (default: occur_sample; occur_sim with --editor sim)")
     b.add_argument("--smoke", action="store_true",
@@ -84,6 +100,10 @@ def _parser() -> argparse.ArgumentParser:
                         "the subject; respec/sim/drift.py)")
     b.add_argument("--limit", type=int, default=None, help="only the first N scenarios")
     b.add_argument("--scenario", action="append", default=None, metavar="ID", help="only this scenario (repeatable)")
+
+
+def _bench_server_args(b) -> None:
+    """bench: queueing to ComfyUI servers instead of running in-process."""
     b.add_argument("--server", action="append", default=None, metavar="URL",
                    help="queue the API workflow to this ComfyUI server instead of running in-process (repeatable)")
     b.add_argument("--workflow", default=None, help="API workflow for --server (default: the pack's benchmark workflow)")
@@ -96,6 +116,10 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--route", default=None, choices=["native", "diffusers"],
                    help="with --server: native (default) fills the 'ReSpec eval' graphs (ComfyUI's own loaders, rows "
                         "labelled <editor>-native); diffusers fills the paper-exact 'ReSpec paper' graphs")
+
+
+def _bench_model_args(b) -> None:
+    """bench: the models and their settings (editor, controller, masks, scores, judge)."""
     b.add_argument("--size", type=int, default=None,
                    help="longer side of I_0 in pixels, rounded to multiples of 16 (default 1024; 96 with --smoke; "
                         "0 keeps the source size)")
@@ -122,6 +146,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="judge backend (default: the controller; the paper used GPT-4o-mini through 'openai')")
     b.add_argument("--judge-model", default=None, help="judge model (e.g. gpt-4o-mini)")
     b.add_argument("--allow-download", action="store_true", help="let missing weights download (off by default)")
+
+
+def _bench_run_args(b) -> None:
+    """bench: how the run goes (threads, resuming, Ray, shards, controller history, shared prefixes)."""
     b.add_argument("--no-images", action="store_true", help="do not save the generated images")
     b.add_argument("--threads", type=int, default=None, metavar="N",
                    help="CPU threads torch uses in this process (default on the CPU: one per core that other "
@@ -150,6 +178,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="run every config of a scenario from scratch (by default their identical turns run once; "
                         "the rows are the same either way)")
 
+
+def _report_merge_validate_parsers(sub) -> None:
+    """`report`, `merge` and `validate`: one results file, results folders, one scenario file."""
     r = sub.add_parser("report", help="tables 1, 2, 4-7 and figure 7 from a results file")
     r.add_argument("results", help="results.jsonl (or the bench output folder holding it)")
     r.add_argument("--out", default=None, help="report folder (default: <results folder>/report)")
@@ -164,6 +195,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="refuse scenario images outside this folder, as the Bench node does (default: "
                         "ComfyUI's input/respec_datasets for a file inside it, else no folder rule)")
 
+
+def _scenarios_parser(sub) -> None:
+    """`scenarios generate`: scenario files from photos."""
     sc = sub.add_parser("scenarios", help="make scenario files")
     scsub = sc.add_subparsers(dest="scenarios_command", required=True)
     g = scsub.add_parser("generate", help="generate valid scenarios with geometry from photos (paper figs 9-10)",
@@ -187,6 +221,9 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--controller-model", default=None, help="HF id, folder in models/LLM, or served model name")
     g.add_argument("--controller-url", default=None, help="base URL of an OpenAI-compatible server")
 
+
+def _gc_parser(sub) -> None:
+    """`gc`: session-store files no turn refers to."""
     c = sub.add_parser("gc", help="delete session-store image files no turn refers to any more "
                                   "(after rewinds, deleted sessions, interrupted appends)")
     c.add_argument("--store", default=None, metavar="DIR",
@@ -196,7 +233,6 @@ def _parser() -> argparse.ArgumentParser:
                    help="only files last changed at least this long ago (default 3600: an append in progress "
                         "in another process writes its image before its turn)")
     c.add_argument("--dry-run", action="store_true", help="list what would be removed; remove nothing")
-    return p
 
 
 def _settings(a):
@@ -440,15 +476,8 @@ def cmd_bench(a) -> int:
     if a.list_configs:
         print(config_list())
         return 0
-    from . import comfy
-    from .bench.runner import prepare_run, run_benchmark, select_scenarios
-    from .sim.bench import load_sim_models   # --editor sim: bench imports nothing of sim, so the CLI hands it over
-    bars = not a.quiet and sys.stderr.isatty() and os.environ.get("RESPEC_PROGRESS") != "0"
-    if not bars:
-        # A redirected stderr gets no bars (they are rewritten in place: kilobytes of \r lines in a
-        # log); the rows' own lines and a progress line every few rows say how far the run is.
-        os.environ["RESPEC_PROGRESS"] = "0"
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")   # transformers' "Loading weights"
+    from .bench.runner import prepare_run, select_scenarios
+    bars = _progress_bars(a)
     settings = _settings(a)
     if a.server:
         if settings.editor == "sim":
@@ -460,13 +489,7 @@ def cmd_bench(a) -> int:
         print("error: --route chooses the workflow queued with --server; in-process runs use the pack's "
               "diffusers editors. Add --server URL, or drop --route.", file=sys.stderr)
         return 2
-    # Before torch does any work, so that our own start-up does not count as other work.
-    import torch
-    default = torch.get_num_threads()
-    threads, said = choose_threads(a.threads, default=default)
-    print(said, flush=True)
-    set_threads(threads)
-    governor = ThreadGovernor(threads, _usable_cores(), default) if a.threads is None and threads else None
+    governor = _start_threads(a)
     dataset, settings = _with_out(settings)
     out = Path(settings.out)
     # Every setting is checked before anything is printed about the run or written to its folder
@@ -481,6 +504,37 @@ def cmd_bench(a) -> int:
     print(f"OCCUR bench: {count} scenarios in {dataset.path}; configs {', '.join(settings.configs)}; "
           f"editor {settings.editor}{sim}{' (smoke: tiny random-weight models)' if settings.smoke else ''}; "
           f"masks {settings.masks_mode()}; out {out}", flush=True)
+    summary = _run_bench(a, settings, plan.keys, governor, bars)
+    return _say_summary(summary, settings, out)
+
+
+def _progress_bars(a) -> bool:
+    """Whether this run draws progress bars; without them, say so to the libraries that draw their own."""
+    bars = not a.quiet and sys.stderr.isatty() and os.environ.get("RESPEC_PROGRESS") != "0"
+    if not bars:
+        # A redirected stderr gets no bars (they are rewritten in place: kilobytes of \r lines in a
+        # log); the rows' own lines and a progress line every few rows say how far the run is.
+        os.environ["RESPEC_PROGRESS"] = "0"
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")   # transformers' "Loading weights"
+    return bars
+
+
+def _start_threads(a) -> ThreadGovernor | None:
+    """Choose and set torch's CPU threads (printing why); the governor that adapts them, if any."""
+    # Before torch does any work, so that our own start-up does not count as other work.
+    import torch
+    default = torch.get_num_threads()
+    threads, said = choose_threads(a.threads, default=default)
+    print(said, flush=True)
+    set_threads(threads)
+    return ThreadGovernor(threads, _usable_cores(), default) if a.threads is None and threads else None
+
+
+def _run_bench(a, settings, total: int, governor: ThreadGovernor | None, bars: bool):
+    """Run the benchmark in-process or on Ray, printing each row; Ctrl-C interrupts cleanly."""
+    from . import comfy
+    from .bench.runner import run_benchmark
+    from .sim.bench import load_sim_models   # --editor sim: bench imports nothing of sim, so the CLI hands it over
 
     # Ctrl-C: finish nothing half-way; rows written so far stay, a re-run resumes.
     def _on_sigint(signum, frame):
@@ -494,7 +548,7 @@ def cmd_bench(a) -> int:
         run = lambda **kw: run_ray(settings, opts, sim_world=load_sim_models, **kw)  # noqa: E731
     else:
         run = lambda **kw: run_benchmark(settings, sim_world=load_sim_models, **kw)  # noqa: E731
-    total, started = plan.keys, time.perf_counter()
+    started = time.perf_counter()
     every = max(1, total // 10)
 
     def on_row(row: dict, n=[0]) -> None:
@@ -510,9 +564,13 @@ def cmd_bench(a) -> int:
             left = f", about {took / n[0] * (total - n[0]):.0f} s left" if n[0] < total else ""
             print(f"  -- {n[0]} of {total} rows in {took:.0f} s{left}", flush=True)
     try:
-        summary = run(on_row=on_row)
+        return run(on_row=on_row)
     finally:
         signal.signal(signal.SIGINT, old)
+
+
+def _say_summary(summary, settings, out: Path) -> int:
+    """Print what the run did and failed, write the report; the command's exit status."""
     print(f"done {len(summary.done)}, already there {len(summary.skipped)}, failed {len(summary.failed)} "
           f"in {summary.seconds:.1f}s")
     w = summary.work

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
 from .controller import RESTORATION_MODES, decide_restoration, rewrite_instruction
-from .controller.planner import VLMPlanner, pass_through_plan
+from .controller.planner import VLMPlanner, pass_through_plan, skips_controller
 from .controller.selection import PlanSelector, Selection
 from .errors import InputError
 from .history import CHANGE, History, StoredImage, TurnMask
@@ -188,7 +188,7 @@ def run_turn(history: History, request: str, parts: TurnParts, switches: TurnSwi
     if switches.use_controller:
         with stage("controller"):
             plan_meta = {**decided, **(plan_meta or {})}
-            if switches.skip_non_restoration and not record.is_restoration:
+            if skips_controller(record.is_restoration, switches.skip_non_restoration):
                 record.plan = pass_through_plan(history, request, False, meta=plan_meta)
             else:
                 record.plan = parts.planner.plan(history, request, record.is_restoration, backend=parts.backend,

@@ -46,12 +46,20 @@ def jobs(n, **fill):
     return [(i, f"s{i:02d}", workflow.fill_workflow(WORKFLOW, dataset="sample", index=i, **fill)) for i in range(n)]
 
 
+def _queue(kw: dict) -> tuple:
+    """Take run_jobs' QueueSettings fields out of `kw` (the rest are its keyword arguments)."""
+    names = {f.name for f in fields(remote.QueueSettings)}
+    return (remote.QueueSettings(**{k: kw.pop(k) for k in list(kw) if k in names}),)
+
+
 def run(job_list, servers, **kw):
     """Run prompts on the servers; returns the summary and the rows (scenario id, row, server)."""
     rows = []
     kw.setdefault("poll_interval", 0.5)
     urls = [s if isinstance(s, str) else s.url for s in servers]
-    summary = asyncio.run(remote.run_jobs(job_list, urls, lambda i, sid, row, info: rows.append((sid, row, info["server"])), **kw))
+    summary = asyncio.run(remote.run_jobs(job_list, urls,
+                                          lambda i, sid, row, info: rows.append((sid, row, info["server"])),
+                                          *_queue(kw), **kw))
     return summary, rows
 
 
@@ -161,7 +169,7 @@ def test_cancelling_a_run_withdraws_the_running_prompt_from_the_server():
     async def scenario(url):
         queued = asyncio.Event()
         task = asyncio.ensure_future(remote.run_jobs(
-            jobs(1), [url], lambda *a: None, poll_interval=0.2,
+            jobs(1), [url], lambda *a: None, remote.QueueSettings(poll_interval=0.2),
             on_event=lambda server, label, kind, data: queued.set() if kind == "queued" else None))
         await asyncio.wait_for(queued.wait(), 10)
         task.cancel()
@@ -422,7 +430,8 @@ def _recording_run(job_list, servers, **kw):
     rows = []
     urls = [s if isinstance(s, str) else s.url for s in servers]
     kw.setdefault("poll_interval", 0.2)
-    summary = asyncio.run(remote.run_jobs(job_list, urls, lambda i, sid, row, info: rows.append((sid, info)), **kw))
+    summary = asyncio.run(remote.run_jobs(job_list, urls, lambda i, sid, row, info: rows.append((sid, info)),
+                                          *_queue(kw), **kw))
     return summary, rows
 
 

@@ -9,7 +9,7 @@ from PIL import Image
 
 from controller_helpers import CountingVLM, make_history, picture, tiny_internvl_dir, tiny_qwen_dir  # noqa: F401
 from respec import comfy, models
-from respec.controller import load_backend, plan_turn, unload_backend
+from respec.controller import PlanOptions, load_backend, plan_turn, unload_backend
 from respec.controller.backends.transformers_vlm import xgrammar_available
 from respec.controller.schemas import bound_strings, midturn_schema, restoration_schema
 from respec.errors import CorruptWeightsError, DownloadNotAllowedError, InputError, Interrupted, MissingWeightsError
@@ -44,7 +44,7 @@ def test_generate_path_runs_with_1_to_5_images(request, kind, fixture, n_images)
 @pytest.mark.parametrize("n_images", [2, 3, 4, 5])
 def test_plan_turn_runs_end_to_end_with_2_to_5_history_images(request, kind, fixture, n_images):
     vlm = CountingVLM(backend(request, kind, fixture))
-    plan = plan_turn(make_history(n_images), "remove the large cardboard box", vlm, True, max_new_tokens=6)
+    plan = plan_turn(make_history(n_images), "remove the large cardboard box", vlm, True, PlanOptions(max_new_tokens=6))
     assert len(vlm.calls) == 1 and plan.vlm_called and plan.turn == n_images
     assert plan.raw_text == plan.raw_text.strip()
     assert plan.meta["images_shown"] == list(range(n_images))
@@ -74,7 +74,7 @@ def test_json_constrained_decoding_gives_parseable_json(request, kind, fixture):
 @pytest.mark.skipif(not xgrammar_available(), reason="xgrammar is not installed")
 def test_constrained_plan_parses_without_the_parse_failure_fallback(request):
     vlm = backend(request, "qwen3-vl", "tiny_qwen_dir", json_constrained=True, json_max_string=3)
-    plan = plan_turn(make_history(3), "remove the large cardboard box", vlm, True, max_new_tokens=500)
+    plan = plan_turn(make_history(3), "remove the large cardboard box", vlm, True, PlanOptions(max_new_tokens=500))
     answer = json.loads(plan.raw_text, strict=False)  # the whole answer is one JSON object
     assert plan.meta["parse"] == "first_json_object"
     assert plan.identity_anchor_id == answer["identity_anchor_id"] in (0, 1, 2)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from respec.controller import plan_turn
+from respec.controller import PlanOptions, plan_turn
 from respec.controller.history_images import BOUNDED, PAPER, shown_images
 from respec.controller.prompts import build_parts, downscaled
 from respec.errors import InputError
@@ -98,7 +98,7 @@ def test_the_prompt_keeps_true_ids_and_lists_every_turn():
 def test_plan_turn_in_bounded_mode_sends_the_chosen_images_and_records_them():
     h = _conversation(12)
     rec = Recorder()
-    plan = plan_turn(h, "remove the red crate", rec, True, history_mode=BOUNDED, max_history_images=6)
+    plan = plan_turn(h, "remove the red crate", rec, True, PlanOptions(history_mode=BOUNDED, max_history_images=6))
     assert sum(isinstance(p, Image.Image) for p in rec.parts) == 6
     assert plan.meta["images_shown"] == plan.meta["history_images"]["ids"]
     assert plan.meta["history_images"]["mode"] == BOUNDED

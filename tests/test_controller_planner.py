@@ -7,7 +7,7 @@ import pytest
 from PIL import Image
 
 from controller_helpers import CountingVLM, ScriptedAnswer, make_history, tiny_qwen_dir  # noqa: F401
-from respec.controller import count_vlm_calls, load_backend, load_templates, plan_turn
+from respec.controller import PlanOptions, count_vlm_calls, load_backend, load_templates, plan_turn
 from respec.controller.prompts import builtin_template, template_fingerprint
 from respec.errors import InputError
 from respec.history import History
@@ -24,7 +24,7 @@ def run_scenario(n_turns: int, backend, skip: bool, restoration_turn: int | None
     restoration_turn = n_turns if restoration_turn is None else restoration_turn
     h = make_history(1)
     for t in range(1, n_turns + 1):
-        plan = plan_turn(h, f"edit number {t}", backend, t == restoration_turn, skip_non_restoration=skip)
+        plan = plan_turn(h, f"edit number {t}", backend, t == restoration_turn, PlanOptions(skip_non_restoration=skip))
         h = h.append(h.current.image.array, plan.user_instruction, plan.synthesis_instruction, plan)
     return h
 
@@ -94,7 +94,7 @@ def test_prompt_shows_each_image_once_with_its_label_then_history_and_request(qw
 
 def test_prompt_images_are_shrunk_to_the_pixel_budget(qwen):
     h = make_history(3, size=(120, 160))
-    plan = plan_turn(h, "make the sky pink", qwen, False, max_pixels=4800)
+    plan = plan_turn(h, "make the sky pink", qwen, False, PlanOptions(max_pixels=4800))
     images = [p for p in qwen.calls[-1]["parts"] if isinstance(p, Image.Image)]
     assert all(w * h_ <= 4800 for w, h_ in (im.size for im in images))
     assert images[0].size == (80, 60)  # aspect kept
@@ -116,10 +116,10 @@ def test_template_override_file_replaces_the_builtin(qwen, tmp_path):
     f = tmp_path / "my_restoration.txt"
     f.write_text("Custom restoration prompt. Answer in JSON.", encoding="utf-8")
     templates = load_templates(restoration_path=str(f))
-    plan = plan_turn(make_history(2), "remove the box", qwen, True, templates=templates)
+    plan = plan_turn(make_history(2), "remove the box", qwen, True, PlanOptions(templates=templates))
     assert qwen.calls[-1]["system"] == "Custom restoration prompt. Answer in JSON."
     assert plan.meta["template"]["source"] == str(f)
-    plan_turn(make_history(2), "make it pink", qwen, False, templates=templates)
+    plan_turn(make_history(2), "make it pink", qwen, False, PlanOptions(templates=templates))
     assert qwen.calls[-1]["system"] == builtin_template("midturn")
 
 
@@ -196,7 +196,7 @@ def test_an_unparsable_answer_sends_the_raw_text_under_the_papers_rule(restorati
 @pytest.mark.parametrize("restoration", [False, True])
 def test_an_unparsable_answer_sends_the_users_words_under_the_request_rule(restoration):
     plan = plan_turn(make_history(3), "bring back the cat", ScriptedAnswer(PROSE), restoration,
-                     on_parse_failure="request")
+                     PlanOptions(on_parse_failure="request"))
     assert plan.synthesis_instruction == "bring back the cat"
     assert plan.fallbacks[0] == "json_parse_failed" and plan.fallbacks[-1] == "parse_failure_used_request"
     assert plan.raw_text == PROSE and plan.meta["on_parse_failure"] == "request"
@@ -206,13 +206,13 @@ def test_an_unparsable_answer_sends_the_users_words_under_the_request_rule(resto
 
 def test_the_request_rule_leaves_a_parsed_answer_alone():
     vlm = ScriptedAnswer('{"reasoning": {"notes": "n"}, "synthesis_instruction": "make the wall pink"}')
-    plan = plan_turn(make_history(2), "make it pink", vlm, False, on_parse_failure="request")
+    plan = plan_turn(make_history(2), "make it pink", vlm, False, PlanOptions(on_parse_failure="request"))
     assert plan.synthesis_instruction == "make the wall pink" and plan.fallbacks == ()
 
 
 def test_an_unknown_parse_failure_rule_is_refused():
     with pytest.raises(InputError, match="on_parse_failure must be one of"):
-        plan_turn(make_history(2), "make it pink", ScriptedAnswer(PROSE), False, on_parse_failure="raw")
+        plan_turn(make_history(2), "make it pink", ScriptedAnswer(PROSE), False, PlanOptions(on_parse_failure="raw"))
 
 
 def test_a_request_over_16_kib_is_refused_before_any_call():

@@ -358,3 +358,11 @@ def test_a_sam_checkpoint_of_the_wrong_size_names_the_file(tmp_path, monkeypatch
         masks.load_masker(str(files["yolo"]), "vit_b", str(sam_file), str(files["clip"]),
                           clip_arch=TINY_CLIP_CFG, device="cpu")
     assert str(sam_file) in str(info.value) and "vit_b" in str(info.value)
+
+
+def test_the_detection_settings_are_taken_out_of_a_masker_options_dict():
+    options = {"sam_type": "vit_b", "imgsz": 96, "accept": 0.3}
+    detect = masks.DetectSettings.take(options)
+    assert detect == masks.DetectSettings(conf=masks.DETECT_CONF, accept=0.3, imgsz=96)
+    assert options == {"sam_type": "vit_b"}                      # the rest are load_masker's own arguments
+    assert masks.DetectSettings.take({}) == masks.DetectSettings()

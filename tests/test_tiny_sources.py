@@ -40,11 +40,11 @@ def test_the_controller_builds_its_tiny_model_once_and_loads_it_like_any_folder(
 @pytest.mark.slow
 def test_the_editors_masker_and_scorer_give_their_tiny_models_for_the_tiny_source():
     from respec.editors import load_editor
-    from respec.eval.masks import load_masker
+    from respec.eval.masks import DetectSettings, load_masker
     from respec.eval.metric_models import load_scorer
     editor = load_editor("flux2", "tiny:0")
     assert editor.name == "flux2-klein-tiny" and editor is load_editor("flux2", "tiny")
-    masker, scorer = load_masker(source="tiny", imgsz=96), load_scorer(source="tiny")
+    masker, scorer = load_masker(source="tiny", detect=DetectSettings(imgsz=96)), load_scorer(source="tiny")
     assert masker.imgsz == 96 and masker.clip_model is scorer.clip_model      # one tiny CLIP, shared
     img = np.full((64, 64, 3), 128, np.uint8)
     assert scorer.region_score(img, img, None).psnr_norm == 1.0      # a working scorer: identical images

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from controller_helpers import ScriptedAnswer, make_history, picture
-from respec.controller.planner import VLMPlanner, plan_turn
+from respec.controller.planner import PlanOptions, VLMPlanner, plan_turn
 from respec.controller.selection import Selection
 from respec.errors import InputError
 from respec.turn import EDITOR_IMAGE_IDS, PlanSelector, TurnParts, TurnSwitches, run_turn
@@ -85,7 +85,7 @@ def test_skipping_non_restoration_turns_makes_no_call():
                          TurnSwitches(skip_non_restoration=True), is_restoration=False)
     assert vlm.calls == 0 and record.sent_instruction == "make it sunny" and record.editor_image_ids == [3]
     # the pass-through plan is plan_turn's own for a skipped turn, whatever the planner part
-    assert record.plan == plan_turn(_history(), "make it sunny", vlm, False, skip_non_restoration=True)
+    assert record.plan == plan_turn(_history(), "make it sunny", vlm, False, PlanOptions(skip_non_restoration=True))
 
 
 def test_the_switches_are_one_frozen_value_checked_when_made():

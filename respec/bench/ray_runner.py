@@ -136,6 +136,111 @@ def _worker_count(ray, opts: RayOptions) -> tuple[int, dict]:
     return n, {"num_cpus": opts.cpus_per_worker}
 
 
+class _Scheduler:
+    """The driver's bookkeeping while a Ray run goes: which scenarios wait, which workers run what.
+
+    run_ray calls its steps in a loop: hand out work (`dispatch`), wake workers whose restart pause is
+    over (`wake_due`), take in what finished (`collect`), restart workers past the timeout
+    (`kill_timed_out`)."""
+
+    def __init__(self, ray, plan, opts: RayOptions, on_row: Callable[[dict], None] | None):
+        self.ray, self.plan, self.opts, self.on_row = ray, plan, opts, on_row
+        self.summary = plan.summary
+        self.pending = [_Task(s.id, cfgs, keys) for s, cfgs, keys in plan.todo]
+        self.busy: dict[Any, tuple[_Task, Any, float]] = {}   # run ref -> (task, actor, started)
+        self.waking: dict[Any, Any] = {}                      # ready ref -> an actor (re)starting
+        self.restarting: list[tuple[float, Any]] = []         # (when to ask again, actor) still unavailable
+        self.idle: list = []
+
+    def wake(self, actor, delay: float = 0.0) -> None:
+        # A worker takes work only once it answers ready(): its constructor has loaded the models.
+        if delay:
+            self.restarting.append((time.monotonic() + delay, actor))
+        else:
+            self.waking[actor.ready.remote()] = actor
+
+    def give_up(self, task: _Task) -> None:
+        reason, plan = "; ".join(task.reasons), self.plan
+        for key, cname in zip(task.keys, task.configs):
+            runner.record_result(plan, key, {
+                "dataset": plan.dataset.name, "scenario_id": task.scenario_id, "config": cname,
+                "editor": plan.settings.editor, "key": f"{key}|{time.time():.0f}", "status": "error",
+                "error": f"gave up after {task.attempts} attempts: {reason}", "attempts": task.attempts})
+
+    def retry_or_fail(self, task: _Task, reason: str) -> None:
+        task.reasons.append(reason)
+        self.summary.retried.setdefault(task.scenario_id, []).append(reason)
+        log.warning("scenario %s attempt %d failed: %s", task.scenario_id, task.attempts, reason)
+        if task.attempts < self.opts.max_attempts:
+            self.pending.insert(0, task)
+        else:
+            self.give_up(task)
+
+    def all_gone(self) -> bool:
+        """True (and the waiting scenarios recorded as errors) when work waits but no worker is left."""
+        if not self.pending or self.idle or self.busy or self.waking or self.restarting:
+            return False
+        for task in self.pending:
+            task.reasons.append("every worker is gone")
+            self.give_up(task)
+        return True
+
+    def dispatch(self) -> None:
+        while self.pending and self.idle:
+            task, actor = self.pending.pop(0), self.idle.pop(0)
+            task.attempts += 1
+            ref = actor.run.remote(self.plan.dataset.path, task.scenario_id, task.configs)
+            self.busy[ref] = (task, actor, time.monotonic())
+
+    def wake_due(self) -> None:
+        now = time.monotonic()
+        for item in [r for r in self.restarting if r[0] <= now]:
+            self.restarting.remove(item)
+            self.wake(item[1])
+
+    def collect(self, ref) -> None:
+        """Take in one finished ref: a worker that answered ready(), or a scenario's rows (or its failure)."""
+        ray = self.ray
+        if ref in self.waking:
+            actor = self.waking.pop(ref)
+            try:
+                ray.get(ref)
+                self.idle.append(actor)
+            except ray.exceptions.ActorUnavailableError:
+                self.wake(actor, delay=0.5)            # Ray is restarting it: ask again shortly
+            except ray.exceptions.RayActorError as e:
+                log.warning("a worker is gone for good: %s", e)
+            return
+        task, actor, _ = self.busy.pop(ref)
+        try:
+            results, counts = ray.get(ref)
+        except ray.exceptions.RayActorError as e:
+            self.wake(actor)                           # Ray restarts it (max_restarts=-1)
+            self.retry_or_fail(task, f"worker died ({type(e).__name__})")
+            return
+        except ray.exceptions.RayTaskError as e:
+            self.idle.append(actor)
+            self.retry_or_fail(task, f"{type(e.cause).__name__ if e.cause else 'error'}: {e.cause or e}")
+            return
+        self.idle.append(actor)
+        self.summary.add_work(counts)
+        for key, result in zip(task.keys, results):
+            runner.record_result(self.plan, key, result, self.on_row)
+
+    def kill_timed_out(self) -> None:
+        limit = self.opts.scenario_timeout
+        if not limit:
+            return
+        now = time.monotonic()
+        for ref, (task, actor, started) in list(self.busy.items()):
+            if now - started > limit:
+                self.busy.pop(ref)
+                # A restart gives the worker a fresh process; its weights load again.
+                self.ray.kill(actor, no_restart=False)
+                self.wake(actor)
+                self.retry_or_fail(task, f"timed out after {limit:g} s")
+
+
 def run_ray(settings: BenchSettings, opts: RayOptions, on_row: Callable[[dict], None] | None = None,
             sim_world: runner.ModelLoader | None = None) -> "runner.RunSummary":
     """Run the benchmark on Ray (see the module docstring); rows go to <out>/results.jsonl.
@@ -143,102 +248,28 @@ def run_ray(settings: BenchSettings, opts: RayOptions, on_row: Callable[[dict], 
     ray = _ray()
     plan = runner.prepare_run(settings)
     settings, summary = plan.settings, plan.summary
-    todo = plan.todo
-    if not todo:
+    if not plan.todo:
         return summary
     t0 = time.perf_counter()
     _start_ray(ray, opts)
     n_workers, resources = _worker_count(ray, opts)
-    n_workers = max(1, min(n_workers, len(todo)))
+    n_workers = max(1, min(n_workers, len(plan.todo)))
     Actor = ray.remote(max_restarts=-1, max_task_retries=0, **resources)(BenchWorker)
     settings_dict = asdict(settings)
     actors = [Actor.remote(settings_dict, str(plan.out), i, sim_world) for i in range(n_workers)]
-
-    pending = [_Task(s.id, cfgs, keys) for s, cfgs, keys in todo]
-    busy: dict[Any, tuple[_Task, Any, float]] = {}   # run ref -> (task, actor, started)
-    waking: dict[Any, Any] = {}                      # ready ref -> an actor (re)starting
-    restarting: list[tuple[float, Any]] = []         # (when to ask again, actor) still unavailable
-    idle: list = []
-
-    def wake(actor, delay: float = 0.0) -> None:
-        # A worker takes work only once it answers ready(): its constructor has loaded the models.
-        if delay:
-            restarting.append((time.monotonic() + delay, actor))
-        else:
-            waking[actor.ready.remote()] = actor
-
+    s = _Scheduler(ray, plan, opts, on_row)
     for actor in actors:
-        wake(actor)
-
-    def give_up(task: _Task) -> None:
-        reason = "; ".join(task.reasons)
-        for key, cname in zip(task.keys, task.configs):
-            runner.record_result(plan, key, {
-                "dataset": plan.dataset.name, "scenario_id": task.scenario_id, "config": cname,
-                "editor": settings.editor, "key": f"{key}|{time.time():.0f}", "status": "error",
-                "error": f"gave up after {task.attempts} attempts: {reason}", "attempts": task.attempts})
-
-    def retry_or_fail(task: _Task, reason: str) -> None:
-        task.reasons.append(reason)
-        summary.retried.setdefault(task.scenario_id, []).append(reason)
-        log.warning("scenario %s attempt %d failed: %s", task.scenario_id, task.attempts, reason)
-        if task.attempts < opts.max_attempts:
-            pending.insert(0, task)
-        else:
-            give_up(task)
-
+        s.wake(actor)
     try:
-        while pending or busy:
-            if pending and not (idle or busy or waking or restarting):
-                for task in pending:
-                    task.reasons.append("every worker is gone")
-                    give_up(task)
+        while s.pending or s.busy:
+            if s.all_gone():
                 break
-            while pending and idle:
-                task, actor = pending.pop(0), idle.pop(0)
-                task.attempts += 1
-                busy[actor.run.remote(plan.dataset.path, task.scenario_id, task.configs)] = (task, actor,
-                                                                                               time.monotonic())
-            now = time.monotonic()
-            for item in [r for r in restarting if r[0] <= now]:
-                restarting.remove(item)
-                wake(item[1])
-            done, _ = ray.wait(list(busy) + list(waking), num_returns=1, timeout=0.5)
+            s.dispatch()
+            s.wake_due()
+            done, _ = ray.wait(list(s.busy) + list(s.waking), num_returns=1, timeout=0.5)
             for ref in done:
-                if ref in waking:
-                    actor = waking.pop(ref)
-                    try:
-                        ray.get(ref)
-                        idle.append(actor)
-                    except ray.exceptions.ActorUnavailableError:
-                        wake(actor, delay=0.5)            # Ray is restarting it: ask again shortly
-                    except ray.exceptions.RayActorError as e:
-                        log.warning("a worker is gone for good: %s", e)
-                    continue
-                task, actor, _ = busy.pop(ref)
-                try:
-                    results, counts = ray.get(ref)
-                except ray.exceptions.RayActorError as e:
-                    wake(actor)                           # Ray restarts it (max_restarts=-1)
-                    retry_or_fail(task, f"worker died ({type(e).__name__})")
-                    continue
-                except ray.exceptions.RayTaskError as e:
-                    idle.append(actor)
-                    retry_or_fail(task, f"{type(e.cause).__name__ if e.cause else 'error'}: {e.cause or e}")
-                    continue
-                idle.append(actor)
-                summary.add_work(counts)
-                for key, result in zip(task.keys, results):
-                    runner.record_result(plan, key, result, on_row)
-            if opts.scenario_timeout:
-                now = time.monotonic()
-                for ref, (task, actor, started) in list(busy.items()):
-                    if now - started > opts.scenario_timeout:
-                        busy.pop(ref)
-                        # A restart gives the worker a fresh process; its weights load again.
-                        ray.kill(actor, no_restart=False)
-                        wake(actor)
-                        retry_or_fail(task, f"timed out after {opts.scenario_timeout:g} s")
+                s.collect(ref)
+            s.kill_timed_out()
     except KeyboardInterrupt:
         summary.interrupted = True
     finally:

@@ -215,94 +215,138 @@ async def _run_prompt(session, server: _Server, prompt: dict, *, timeout: float 
                       poll_interval: float, on_event: Callable | None, label: str) -> tuple[dict, str]:
     """Queue one prompt, follow it on the websocket; return its /history entry and prompt id.
     Cancelled (Ctrl-C) while it runs: the prompt is taken off the server's queue / interrupted."""
-    import aiohttp
-    base = server.url
-    ws_url = base.replace("http://", "ws://", 1).replace("https://", "wss://", 1) + f"/ws?clientId={server.client_id}"
     started = time.monotonic()
-    try:
-        # Connect first so no event of this prompt is missed.
-        ws = await session.ws_connect(ws_url, heartbeat=None, timeout=aiohttp.ClientWSTimeout(ws_close=5))
-    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
-        raise _ServerFailure(f"unreachable: websocket {ws_url}: {type(e).__name__}: {e}") from e
+    ws = await _open_socket(session, server)   # first, so that no event of this prompt is missed
     prompt_id = None
     try:
-        payload = {"prompt": prompt, "client_id": server.client_id, "prompt_id": str(uuid.uuid4())}
-        try:
-            async with session.post(f"{base}/prompt", json=payload,
-                                    timeout=aiohttp.ClientTimeout(total=120)) as resp:
-                body = await _json_or_text(resp)
-                if resp.status >= 500:
-                    raise _ServerFailure(f"POST /prompt answered HTTP {resp.status}: {str(body)[:300]}")
-                if resp.status >= 400:
-                    raise _ScenarioFailure("rejected: " + _rejection_message(resp.status, body))
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
-            raise _ServerFailure(f"POST /prompt failed: {type(e).__name__}: {e}") from e
-        if not isinstance(body, dict) or "prompt_id" not in body:
-            raise _ServerFailure(f"POST /prompt gave no prompt_id: {str(body)[:300]}")
-        prompt_id = body["prompt_id"]
+        prompt_id = await _queue_prompt(session, server, prompt)
         _emit(on_event, server.url, label, "queued", {"prompt_id": prompt_id})
-
-        finished: str | None = None   # "success" | "error" | "interrupted"
-        failure: dict = {}
-        while finished is None:
-            if timeout is not None and time.monotonic() - started > timeout:
-                # A hung server may still answer HTTP: take the prompt back so it can run elsewhere.
-                await _cancel_on_server(session, base, prompt_id)
-                raise _ServerFailure(f"timeout: no result {timeout:g} s after queueing prompt {prompt_id}; "
-                                     "withdrawn from that server")
-            try:
-                msg = await ws.receive(timeout=poll_interval)
-            except asyncio.TimeoutError:
-                # A long node (model load, a VLM call) may send nothing for minutes: ask /history
-                # directly; this also notices a server that died without closing the socket.
-                entry = await _history(session, base, prompt_id)
-                if entry is not None and (entry.get("status") or {}).get("completed") is not None:
-                    return _finish_from_history(entry, prompt_id), prompt_id
-                continue
-            if msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED,
-                            aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.ERROR):
-                # The prompt may still have finished just before the drop: /history decides.
-                entry = await _history(session, base, prompt_id)
-                if entry is not None and entry.get("status") is not None:
-                    return _finish_from_history(entry, prompt_id), prompt_id
-                raise _ServerFailure(f"websocket closed while prompt {prompt_id} was running")
-            if msg.type != aiohttp.WSMsgType.TEXT:
-                continue   # binary preview frames
-            try:
-                event = json.loads(msg.data)
-            except json.JSONDecodeError:
-                continue
-            kind, data = event.get("type"), event.get("data") or {}
-            if data.get("prompt_id") not in (None, prompt_id):
-                continue
-            if kind in ("execution_start", "executing", "progress", "executed", "execution_cached"):
-                if kind == "executing" and data.get("node") is None and data.get("prompt_id") == prompt_id:
-                    finished = finished or "success"   # ComfyUI's "queue item done" marker
-                else:
-                    _emit(on_event, server.url, label, kind, data)
-            elif kind == "execution_success":
-                finished = "success"
-            elif kind == "execution_error":
-                finished, failure = "error", data
-            elif kind == "execution_interrupted":
-                finished, failure = "interrupted", data
-        if finished == "error":
-            raise _ScenarioFailure("execution_error: " + _execution_message(failure))
-        if finished == "interrupted":
-            raise _ScenarioFailure("interrupted: " + _execution_message(failure))
-        # execution_success comes just before the server stores the history entry: wait for it.
-        for _ in range(50):
-            entry = await _history(session, base, prompt_id)
-            if entry is not None and entry.get("status") is not None:
-                return _finish_from_history(entry, prompt_id), prompt_id
-            await asyncio.sleep(0.1)
-        raise _ServerFailure(f"prompt {prompt_id} finished but /history/{prompt_id} never listed it")
+        watch = _Watch(server, prompt_id, label, started, timeout, poll_interval, on_event)
+        return await _follow(session, ws, watch), prompt_id
     except asyncio.CancelledError:
         if prompt_id is not None:
-            await _cancel_on_server(session, base, prompt_id)
+            await _cancel_on_server(session, server.url, prompt_id)
         raise
     finally:
         await ws.close()
+
+
+async def _open_socket(session, server: _Server):
+    """The server's websocket for this run's client id."""
+    import aiohttp
+    base = server.url
+    ws_url = base.replace("http://", "ws://", 1).replace("https://", "wss://", 1) + f"/ws?clientId={server.client_id}"
+    try:
+        return await session.ws_connect(ws_url, heartbeat=None, timeout=aiohttp.ClientWSTimeout(ws_close=5))
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+        raise _ServerFailure(f"unreachable: websocket {ws_url}: {type(e).__name__}: {e}") from e
+
+
+async def _queue_prompt(session, server: _Server, prompt: dict) -> str:
+    """POST /prompt; the prompt id the server gave it."""
+    import aiohttp
+    payload = {"prompt": prompt, "client_id": server.client_id, "prompt_id": str(uuid.uuid4())}
+    try:
+        async with session.post(f"{server.url}/prompt", json=payload,
+                                timeout=aiohttp.ClientTimeout(total=120)) as resp:
+            body = await _json_or_text(resp)
+            if resp.status >= 500:
+                raise _ServerFailure(f"POST /prompt answered HTTP {resp.status}: {str(body)[:300]}")
+            if resp.status >= 400:
+                raise _ScenarioFailure("rejected: " + _rejection_message(resp.status, body))
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+        raise _ServerFailure(f"POST /prompt failed: {type(e).__name__}: {e}") from e
+    if not isinstance(body, dict) or "prompt_id" not in body:
+        raise _ServerFailure(f"POST /prompt gave no prompt_id: {str(body)[:300]}")
+    return body["prompt_id"]
+
+
+@dataclass(frozen=True)
+class _Watch:
+    """One queued prompt being followed (what _follow needs besides the session and the socket)."""
+    server: _Server
+    prompt_id: str
+    label: str
+    started: float                  # time.monotonic() before the socket opened
+    timeout: float | None           # seconds from then to the result
+    poll_interval: float            # seconds of websocket silence before /history is asked
+    on_event: Callable | None
+
+
+# Websocket events that report progress (passed to on_event), and those that end a prompt.
+_PROGRESS_EVENTS = ("execution_start", "executing", "progress", "executed", "execution_cached")
+_END_EVENTS = {"execution_success": "success", "execution_error": "error", "execution_interrupted": "interrupted"}
+
+
+async def _follow(session, ws, w: _Watch) -> dict:
+    """Read the prompt's websocket events until it ends; its /history entry (or the failure raised)."""
+    import aiohttp
+    base, prompt_id = w.server.url, w.prompt_id
+    finished: str | None = None   # "success" | "error" | "interrupted"
+    failure: dict = {}
+    while finished is None:
+        if w.timeout is not None and time.monotonic() - w.started > w.timeout:
+            # A hung server may still answer HTTP: take the prompt back so it can run elsewhere.
+            await _cancel_on_server(session, base, prompt_id)
+            raise _ServerFailure(f"timeout: no result {w.timeout:g} s after queueing prompt {prompt_id}; "
+                                 "withdrawn from that server")
+        try:
+            msg = await ws.receive(timeout=w.poll_interval)
+        except asyncio.TimeoutError:
+            # A long node (model load, a VLM call) may send nothing for minutes: ask /history
+            # directly; this also notices a server that died without closing the socket.
+            entry = await _history(session, base, prompt_id)
+            if entry is not None and (entry.get("status") or {}).get("completed") is not None:
+                return _finish_from_history(entry, prompt_id)
+            continue
+        if msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED,
+                        aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.ERROR):
+            # The prompt may still have finished just before the drop: /history decides.
+            entry = await _history(session, base, prompt_id)
+            if entry is not None and entry.get("status") is not None:
+                return _finish_from_history(entry, prompt_id)
+            raise _ServerFailure(f"websocket closed while prompt {prompt_id} was running")
+        event = _event_of(msg, prompt_id)
+        if event is None:
+            continue
+        kind, data = event
+        if kind == "executing" and data.get("node") is None and data.get("prompt_id") == prompt_id:
+            finished = "success"   # ComfyUI's "queue item done" marker
+        elif kind in _PROGRESS_EVENTS:
+            _emit(w.on_event, base, w.label, kind, data)
+        elif kind in _END_EVENTS:
+            finished, failure = _END_EVENTS[kind], data
+    if finished == "error":
+        raise _ScenarioFailure("execution_error: " + _execution_message(failure))
+    if finished == "interrupted":
+        raise _ScenarioFailure("interrupted: " + _execution_message(failure))
+    return await _stored_entry(session, base, prompt_id)
+
+
+def _event_of(msg, prompt_id: str) -> tuple[str, dict] | None:
+    """A text frame's (type, data) when it is about this prompt (or no prompt); None otherwise."""
+    import aiohttp
+    if msg.type != aiohttp.WSMsgType.TEXT:
+        return None   # binary preview frames
+    try:
+        event = json.loads(msg.data)
+    except json.JSONDecodeError:
+        return None
+    data = event.get("data") or {}
+    if data.get("prompt_id") not in (None, prompt_id):
+        return None
+    return event.get("type"), data
+
+
+async def _stored_entry(session, base: str, prompt_id: str) -> dict:
+    """The /history entry of a prompt that just succeeded."""
+    # execution_success comes just before the server stores the history entry: wait for it.
+    for _ in range(50):
+        entry = await _history(session, base, prompt_id)
+        if entry is not None and entry.get("status") is not None:
+            return _finish_from_history(entry, prompt_id)
+        await asyncio.sleep(0.1)
+    raise _ServerFailure(f"prompt {prompt_id} finished but /history/{prompt_id} never listed it")
 
 
 async def _cancel_on_server(session, base: str, prompt_id: str) -> None:
@@ -435,14 +479,38 @@ class _Pool:
                 pass
 
 
-async def _reprobe(session, server: _Server, pool: _Pool, class_types: set[str], files: dict[str, list[str]], *,
-                   grace: float,
-                   backoff: tuple[float, float], on_event: Callable | None) -> bool:
+@dataclass(frozen=True)
+class QueueSettings:
+    """How run_jobs uses the servers (run_remote takes them from RemoteOptions)."""
+    timeout: float | None = None      # seconds from queueing to a prompt's result; then withdrawn, queued again
+    poll_interval: float = 5.0        # seconds of websocket silence before /history is asked
+    max_attempts: int = 3             # tries per job, over all servers
+    max_server_failures: int = 2      # server failures in a row that retire a server
+    server_grace: float = 0.0         # seconds a retired server is re-probed before it is given up
+    reprobe_backoff: tuple[float, float] = (5.0, 300.0)   # re-probe pauses: first, longest (doubling)
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What every server's worker shares in one run_jobs call."""
+    session: Any
+    pool: _Pool
+    summary: RemoteSummary
+    class_types: set[str]                      # node types the prompts use (pre-flight)
+    files: dict[str, list[str]]                # model files their loaders name (pre-flight)
+    queue: QueueSettings
+    on_event: Callable | None
+    write_row: Callable[[_Job, dict, dict], None]
+    check_rows: Callable[[_Job, list[dict]], str | None]
+
+
+async def _reprobe(run: _Run, server: _Server) -> bool:
     """Probe a retired server with growing pauses until it answers and knows the workflow's nodes
-    (True: it is back in the run), the run ends, or `grace` seconds pass (False: given up)."""
-    delay, cap = backoff
+    (True: it is back in the run), the run ends, or the grace period passes (False: given up)."""
+    pool, on_event = run.pool, run.on_event
+    delay, cap = run.queue.reprobe_backoff
     while True:
-        left = server.retired_at + grace - time.monotonic()
+        left = server.retired_at + run.queue.server_grace - time.monotonic()
         # One that never answered in this run (a wrong URL, a server not started) is waited for
         # only while another server works.
         hopeless = not server.answered and all(s.retired is not None for s in pool.servers)
@@ -457,7 +525,7 @@ async def _reprobe(session, server: _Server, pool: _Pool, class_types: set[str],
             return False
         delay = min(delay * 2, cap)
         try:
-            await _check_nodes(session, server, class_types, timeout=30, files=files)
+            await _check_nodes(run.session, server, run.class_types, timeout=30, files=run.files)
         except (_ServerFailure, _ScenarioFailure) as e:
             log.info("server %s still out: %s", server.url, e)
             continue
@@ -468,53 +536,26 @@ async def _reprobe(session, server: _Server, pool: _Pool, class_types: set[str],
         return True
 
 
-async def _worker(session, server: _Server, pool: _Pool, write_row: Callable[[_Job, dict, dict], None],
-                  summary: RemoteSummary, class_types: set[str], *, timeout: float | None,
-                  poll_interval: float, max_server_failures: int, on_event: Callable | None,
-                  check_rows: Callable[[_Job, list[dict]], str | None] | None,
-                  server_grace: float, backoff: tuple[float, float], files: dict[str, list[str]]) -> None:
-    try:
-        await _check_nodes(session, server, class_types, timeout=30, files=files)
-        server.answered = True
-    except (_ServerFailure, _ScenarioFailure) as e:
-        server.retire(str(e))
-        log.warning("server %s left out: %s", server.url, e)
-        _emit(on_event, server.url, "", "server_retired", {"reason": str(e)})
-        await pool.wake()
+async def _worker(run: _Run, server: _Server) -> None:
+    """One server's loop: pre-flight, then take jobs from the pool until none is left for it
+    (re-probing the server while it is retired)."""
+    await _preflight(run, server)
     while True:
         if server.retired is not None:
-            if await _reprobe(session, server, pool, class_types, files, grace=server_grace, backoff=backoff,
-                              on_event=on_event):
+            if await _reprobe(run, server):
                 continue
             return
-        job = await pool.take(server)
+        job = await run.pool.take(server)
         if job is None:
             if server.retired is not None:
                 continue
             return
-        label = job.scenario_id
-        _emit(on_event, server.url, label, "start", {"attempt": len(job.attempts) + 1})
+        _emit(run.on_event, server.url, job.scenario_id, "start", {"attempt": len(job.attempts) + 1})
         try:
-            entry, prompt_id = await _run_prompt(session, server, job.prompt, timeout=timeout,
-                                                 poll_interval=poll_interval, on_event=on_event, label=label)
-            rows = rows_from_history(entry, job.prompt)
-            if not rows:
-                raise _ScenarioFailure(f"no_row: the workflow finished but its {RESULTS_WRITER} node "
-                                       f"reported no row (outputs of nodes {sorted(entry.get('outputs') or {})})")
-            problem = check_rows(job, rows) if check_rows is not None else None
-            if problem:
-                raise _ScenarioFailure(f"no_row: {problem}")
+            rows, prompt_id = await _attempt(run, server, job)
         except _ServerFailure as e:
-            msg = str(e)
-            kind = next((k for k in ("unreachable", "timeout") if msg.startswith(k)), "server_error")
-            job.attempts.append(Attempt(server.url, kind, msg))
-            server.failures_in_row += 1
-            if server.failures_in_row >= max_server_failures:
-                server.retire(f"{server.failures_in_row} failure(s) in a row, last: {msg}")
-                log.warning("server %s left out: %s", server.url, server.retired)
-                _emit(on_event, server.url, label, "server_retired", {"reason": server.retired})
-            _emit(on_event, server.url, label, "retry", {"reason": msg})
-            await pool.settle(job, ok=False)
+            _server_failed(run, server, job, str(e))
+            await run.pool.settle(job, ok=False)
             continue
         except _ScenarioFailure as e:
             msg = str(e)
@@ -522,34 +563,72 @@ async def _worker(session, server: _Server, pool: _Pool, write_row: Callable[[_J
                 "rejected", "execution_error", "interrupted", "no_row") else "rejected"
             job.attempts.append(Attempt(server.url, kind, msg))
             server.failures_in_row = 0   # the server itself answered properly
-            _emit(on_event, server.url, label, "retry", {"reason": msg})
-            await pool.settle(job, ok=False)
+            _emit(run.on_event, server.url, job.scenario_id, "retry", {"reason": msg})
+            await run.pool.settle(job, ok=False)
             continue
         server.failures_in_row = 0
         info = {"server": server.url, "prompt_id": prompt_id, "attempt": len(job.attempts) + 1}
         for row in rows:
-            write_row(job, row, info)
+            run.write_row(job, row, info)
         server.done += 1
-        summary.done.append(job.scenario_id)
-        _emit(on_event, server.url, label, "done", {"rows": rows, "prompt_id": prompt_id})
-        await pool.settle(job, ok=True)
+        run.summary.done.append(job.scenario_id)
+        _emit(run.on_event, server.url, job.scenario_id, "done", {"rows": rows, "prompt_id": prompt_id})
+        await run.pool.settle(job, ok=True)
+
+
+async def _preflight(run: _Run, server: _Server) -> None:
+    """Check the server before its first job; a server that fails is retired (and re-probed)."""
+    try:
+        await _check_nodes(run.session, server, run.class_types, timeout=30, files=run.files)
+        server.answered = True
+    except (_ServerFailure, _ScenarioFailure) as e:
+        server.retire(str(e))
+        log.warning("server %s left out: %s", server.url, e)
+        _emit(run.on_event, server.url, "", "server_retired", {"reason": str(e)})
+        await run.pool.wake()
+
+
+async def _attempt(run: _Run, server: _Server, job: _Job) -> tuple[list[dict], str]:
+    """Run one job on one server: the rows its results writer reported (checked), and the prompt id."""
+    q = run.queue
+    entry, prompt_id = await _run_prompt(run.session, server, job.prompt, timeout=q.timeout,
+                                         poll_interval=q.poll_interval, on_event=run.on_event,
+                                         label=job.scenario_id)
+    rows = rows_from_history(entry, job.prompt)
+    if not rows:
+        raise _ScenarioFailure(f"no_row: the workflow finished but its {RESULTS_WRITER} node "
+                               f"reported no row (outputs of nodes {sorted(entry.get('outputs') or {})})")
+    problem = run.check_rows(job, rows)
+    if problem:
+        raise _ScenarioFailure(f"no_row: {problem}")
+    return rows, prompt_id
+
+
+def _server_failed(run: _Run, server: _Server, job: _Job, msg: str) -> None:
+    """Record a server failure of `job`; retire the server after too many in a row."""
+    kind = next((k for k in ("unreachable", "timeout") if msg.startswith(k)), "server_error")
+    job.attempts.append(Attempt(server.url, kind, msg))
+    server.failures_in_row += 1
+    if server.failures_in_row >= run.queue.max_server_failures:
+        server.retire(f"{server.failures_in_row} failure(s) in a row, last: {msg}")
+        log.warning("server %s left out: %s", server.url, server.retired)
+        _emit(run.on_event, server.url, job.scenario_id, "server_retired", {"reason": server.retired})
+    _emit(run.on_event, server.url, job.scenario_id, "retry", {"reason": msg})
 
 
 async def run_jobs(jobs: Iterable[tuple], servers: list[str],
-                   write_row: Callable[[int, str, dict, dict], None], *, timeout: float | None = None,
-                   poll_interval: float = 5.0, max_attempts: int = 3, max_server_failures: int = 2,
+                   write_row: Callable[[int, str, dict, dict], None], queue: QueueSettings = QueueSettings(), *,
                    on_event: Callable | None = None,
-                   check_rows: Callable[[int, str, list[dict]], str | None] | None = None,
-                   server_grace: float = 0.0, reprobe_backoff: tuple[float, float] = (5.0, 300.0)) -> RemoteSummary:
+                   check_rows: Callable[[int, str, list[dict]], str | None] | None = None) -> RemoteSummary:
     """Run filled prompts `(index, label, prompt[, group])` on `servers`.
 
     `write_row(index, label, row, info)` is called once per reported row as each prompt finishes
     (info: server, prompt_id, attempt); `check_rows(index, label, rows)` may refuse the rows
     (return the reason) before anything is written, which counts as a failed attempt.
-    `timeout`: seconds a prompt may take from queueing to its result; then it is withdrawn from
-    that server and queued again (a server failure). A server retired after `max_server_failures`
-    failures in a row is re-probed for `server_grace` seconds (pauses growing from
-    `reprobe_backoff[0]` to `reprobe_backoff[1]`) and used again when it answers. Jobs sharing a
+    `queue.timeout`: seconds a prompt may take from queueing to its result; then it is withdrawn from
+    that server and queued again (a server failure). A server retired after `queue.max_server_failures`
+    failures in a row is re-probed for `queue.server_grace` seconds (pauses growing from
+    `queue.reprobe_backoff[0]` to `[1]`) and used again when it answers. Jobs sharing a
     `group` run on one server when possible.
     `on_event(server, label, kind, data)` sees every step (queued, execution_start, executing,
     progress, executed, done, retry, server_retired, server_back, server_given_up)."""
@@ -559,13 +638,11 @@ async def run_jobs(jobs: Iterable[tuple], servers: list[str],
         raise InputError("no server given: pass at least one ComfyUI URL (--server http://host:8188)")
     if len(set(urls)) != len(urls):
         raise InputError(f"a server is listed twice: {urls}")
-    if max_attempts < 1:
+    if queue.max_attempts < 1:
         raise InputError("max_attempts must be at least 1")
     job_list = [_Job(j[0], j[1], j[2], group=str(j[3]) if len(j) > 3 else j[1]) for j in jobs]
-    class_types = {n["class_type"] for j in job_list for n in j.prompt.values()}
-    files = model_files(j.prompt for j in job_list)
     state = [_Server(u, client_id=uuid.uuid4().hex) for u in urls]
-    pool = _Pool(job_list, state, max_attempts)
+    pool = _Pool(job_list, state, queue.max_attempts)
     summary = RemoteSummary()
     started = time.monotonic()
 
@@ -576,12 +653,9 @@ async def run_jobs(jobs: Iterable[tuple], servers: list[str],
         return check_rows(job.index, job.scenario_id, rows) if check_rows is not None else None
 
     async with aiohttp.ClientSession() as session:
-        await asyncio.gather(*(_worker(session, s, pool, _write, summary, class_types, timeout=timeout,
-                                       poll_interval=poll_interval,
-                                       max_server_failures=max_server_failures, on_event=on_event,
-                                       check_rows=_check, server_grace=server_grace,
-                                       backoff=reprobe_backoff, files=files)
-                               for s in state))
+        run = _Run(session, pool, summary, {n["class_type"] for j in job_list for n in j.prompt.values()},
+                   model_files(j.prompt for j in job_list), queue, on_event, _write, _check)
+        await asyncio.gather(*(_worker(run, s) for s in state))
     pool._sweep()
     for job in pool.failed + pool.pending:
         summary.failed[job.scenario_id] = list(job.attempts)
@@ -630,6 +704,11 @@ class RemoteOptions:
     max_server_failures: int = 2
     server_grace: float = DEFAULT_SERVER_GRACE
 
+    def queue_settings(self) -> QueueSettings:
+        """The server-use part, for run_jobs."""
+        return QueueSettings(timeout=self.timeout, poll_interval=self.poll_interval, max_attempts=self.max_attempts,
+                             max_server_failures=self.max_server_failures, server_grace=self.server_grace)
+
 
 # The settings of BenchSettings.IDENTITY that a queued workflow takes from the run (scenario_prompt
 # fills them in); the others are the workflow's own widgets, recorded by its digest.
@@ -672,12 +751,56 @@ def run_remote(settings: BenchSettings, servers: list[str], opts: RemoteOptions 
     <out>/run.json and a resume with other values is refused; every server must list the model
     files the workflows name. Jobs go scenario by scenario, and a scenario's configs run on one server.
     """
-    from ..records import json_safe
-    from .results import ResultsFile, check_run_identity, row_key
+    from .results import ResultsFile, check_run_identity
     from .runner import default_out_dir, select_scenarios
     from .scenario import load_dataset
 
     opts = opts or RemoteOptions()
+    settings = _checked_for_remote(settings, opts)
+    label = row_editor(settings.editor, opts.route)
+    ds = load_dataset(settings.dataset)
+    scenarios = select_scenarios(ds, settings)
+    out_dir = Path(settings.out or default_out_dir(ds.name, settings.smoke, settings.editor))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results = ResultsFile(out_dir / "results.jsonl")
+    prompt_for = _Prompts(settings, opts, ds, label)
+    # What each config queues, shown on the dataset's first scenario: recorded, compared on resume.
+    reference = {c: prompt_for(c, next(iter(ds)).id) for c in settings.configs}
+    check_run_identity(out_dir, remote_identity(settings, ds.name, reference, opts.route),
+                       {"dataset_path": ds.path, "servers": list(servers), "mode": "remote"})
+    jobs, expected, skipped = _remote_jobs(ds, scenarios, settings.configs, label,
+                                           results.done_keys(), prompt_for)
+    if not quiet:
+        print(f"OCCUR bench on {len(servers)} server(s): {len(jobs)} prompt(s) to run, "
+              f"{len(skipped)} already in {results.path}", flush=True)
+    events = on_event if on_event is not None else (None if quiet else _print_event)
+    try:
+        summary = asyncio.run(run_jobs(jobs, servers, _row_writer(results), opts.queue_settings(), on_event=events,
+                                       check_rows=_check_remote_rows))
+    except KeyboardInterrupt:
+        # Rows are written as prompts finish; nothing else to save. Running prompts were withdrawn.
+        summary = RemoteSummary(interrupted=True)
+        summary.done = [k for k in (r.get("key") for r in results.rows()) if k in expected]
+        if not quiet:
+            print(f"Interrupted: finished scenarios are in {results.path}; run the same command to resume.")
+    summary.skipped = skipped
+    _record_failed(summary, expected, ResultsFile(out_dir / "errors.jsonl"), ds.name, label)
+    if summary.failed:
+        raise RemoteBenchError(summary)
+    return summary
+
+
+def _record_failed(summary: RemoteSummary, expected: dict, errors, dataset_name: str, label: str) -> None:
+    """One errors.jsonl entry per key that failed everywhere, with every attempt's server, kind and message."""
+    for key, attempts in summary.failed.items():
+        errors.append({"dataset": dataset_name, "scenario_id": expected[key].id, "config": key.split("|")[2],
+                       "editor": label, "key": f"{key}|{time.time():.0f}", "status": "error", "source": "remote",
+                       "error": "; ".join(f"{a.server} [{a.kind}] {a.message}" for a in attempts)
+                       or "never sent: no usable server was left"})
+
+
+def _checked_for_remote(settings: BenchSettings, opts: RemoteOptions) -> BenchSettings:
+    """The checked settings; refuses what a queued workflow cannot do (smoke models, the judge, a route)."""
     if settings.smoke:
         raise InputError("--smoke runs tiny random-weight models in-process; a ComfyUI server runs the "
                          "workflow's real models. Drop --server for a smoke run, or drop --smoke.")
@@ -687,48 +810,58 @@ def run_remote(settings: BenchSettings, servers: list[str], opts: RemoteOptions 
     settings = settings.checked()
     if opts.route not in ROUTES:
         raise InputError(f"unknown route {opts.route!r}; use one of {', '.join(ROUTES)}")
-    label = row_editor(settings.editor, opts.route)
-    ds = load_dataset(settings.dataset)
-    scenarios = select_scenarios(ds, settings)
-    out_dir = Path(settings.out or default_out_dir(ds.name, settings.smoke, settings.editor))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    results = ResultsFile(out_dir / "results.jsonl")
-    errors = ResultsFile(out_dir / "errors.jsonl")
-    summary_skipped = []
-    done = results.done_keys()
-    templates: dict[str, dict] = {}
-    strict = opts.workflow is None or bool(opts.config)
+    return settings
 
-    def prompt_for(c: str, sid: str) -> dict:
+
+class _Prompts:
+    """`prompts(config, scenario_id)`: the filled API prompt one job queues (each workflow file read once)."""
+
+    def __init__(self, settings: BenchSettings, opts: RemoteOptions, ds, label: str):
+        self.settings, self.opts, self.ds, self.label = settings, opts, ds, label
+        self.templates: dict[str, dict] = {}
+        self.strict = opts.workflow is None or bool(opts.config)
+
+    def __call__(self, c: str, sid: str) -> dict:
+        opts, settings = self.opts, self.settings
         source = opts.workflow if opts.workflow is not None else default_workflow(c, settings.editor, opts.route)
         key_src = "given" if opts.workflow is not None else str(source)
-        if key_src not in templates:
-            templates[key_src] = load_api_workflow(source)
-        return scenario_prompt(templates[key_src], ds, sid, c, label, seed=settings.seed, size=settings.size,
-                               steps=settings.steps, overrides=opts.config, strict=strict)
+        if key_src not in self.templates:
+            self.templates[key_src] = load_api_workflow(source)
+        return scenario_prompt(self.templates[key_src], self.ds, sid, c, self.label, seed=settings.seed,
+                               size=settings.size, steps=settings.steps, overrides=opts.config, strict=self.strict)
 
-    # What each config queues, shown on the dataset's first scenario: recorded, compared on resume.
-    reference = {c: prompt_for(c, next(iter(ds)).id) for c in settings.configs}
-    check_run_identity(out_dir, remote_identity(settings, ds.name, reference, opts.route),
-                       {"dataset_path": ds.path, "servers": list(servers), "mode": "remote"})
-    # Scenario by scenario, so a scenario's configs are queued together (and go to one server).
-    jobs, expected = [], {}
+
+def _remote_jobs(ds, scenarios, configs, label: str, done: set, prompt_for: _Prompts) -> tuple[list, dict, list]:
+    """The jobs to queue (index, key, prompt, scenario id), the scenario each key expects, and the keys
+    already done. Scenario by scenario, so a scenario's configs are queued together (and go to one server)."""
+    from .results import row_key
+    jobs, expected, skipped = [], {}, []
     for s in scenarios:
         index = next(i for i, x in enumerate(ds) if x.id == s.id)
-        for c in settings.configs:
+        for c in configs:
             key = row_key({"dataset": ds.name, "scenario_id": s.id, "config": c, "editor": label})
             if key in done:
-                summary_skipped.append(key)
+                skipped.append(key)
                 continue
             expected[key] = s
             jobs.append((index, key, prompt_for(c, s.id), s.id))
+    return jobs, expected, skipped
 
-    def check_rows(index: int, key: str, rows: list[dict]) -> str | None:
-        keys = [r.get("key") or row_key(r) for r in rows]
-        if key not in keys:
-            return (f"the workflow reported {keys}, expected {key}: is its {RESULTS_WRITER} set to this "
-                    f"config/editor, and does the server's dataset match?")
-        return None
+
+def _check_remote_rows(index: int, key: str, rows: list[dict]) -> str | None:
+    """run_jobs' row check: the workflow must report the row of the key it was queued for."""
+    from .results import row_key
+    keys = [r.get("key") or row_key(r) for r in rows]
+    if key not in keys:
+        return (f"the workflow reported {keys}, expected {key}: is its {RESULTS_WRITER} set to this "
+                f"config/editor, and does the server's dataset match?")
+    return None
+
+
+def _row_writer(results) -> Callable[[int, str, dict, dict], None]:
+    """run_jobs' write_row: the job's own row, with where it ran, appended to `results`."""
+    from ..records import json_safe
+    from .results import row_key
 
     def write_row(index: int, key: str, row: dict, info: dict) -> None:
         if (row.get("key") or row_key(row)) != key:
@@ -736,29 +869,4 @@ def run_remote(settings: BenchSettings, servers: list[str], opts: RemoteOptions 
         row = {k: v for k, v in row.items() if k != "written"}
         row["remote"] = {"server": info["server"], "prompt_id": info["prompt_id"], "attempt": info["attempt"]}
         results.append(json_safe(row))
-
-    if not quiet:
-        print(f"OCCUR bench on {len(servers)} server(s): {len(jobs)} prompt(s) to run, "
-              f"{len(summary_skipped)} already in {results.path}", flush=True)
-    events = on_event if on_event is not None else (None if quiet else _print_event)
-    try:
-        summary = asyncio.run(run_jobs(jobs, servers, write_row, timeout=opts.timeout,
-                                       poll_interval=opts.poll_interval, max_attempts=opts.max_attempts,
-                                       max_server_failures=opts.max_server_failures, on_event=events,
-                                       check_rows=check_rows, server_grace=opts.server_grace))
-    except KeyboardInterrupt:
-        # Rows are written as prompts finish; nothing else to save. Running prompts were withdrawn.
-        summary = RemoteSummary(interrupted=True)
-        summary.done = [k for k in (r.get("key") for r in results.rows()) if k in expected]
-        if not quiet:
-            print(f"Interrupted: finished scenarios are in {results.path}; run the same command to resume.")
-    summary.skipped = summary_skipped
-    for key, attempts in summary.failed.items():
-        s = expected[key]
-        errors.append({"dataset": ds.name, "scenario_id": s.id, "config": key.split("|")[2], "editor": label,
-                       "key": f"{key}|{time.time():.0f}", "status": "error", "source": "remote",
-                       "error": "; ".join(f"{a.server} [{a.kind}] {a.message}" for a in attempts)
-                       or "never sent: no usable server was left"})
-    if summary.failed:
-        raise RemoteBenchError(summary)
-    return summary
+    return write_row

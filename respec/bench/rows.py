@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InputError
@@ -80,20 +81,32 @@ def _recorded_ids(meta: dict) -> list[int] | None:
 PROVENANCE_ANALYZER = "provenance (change masks, no VLM)"   # the rows' `controller` when no VLM chose
 
 
-def make_row(scenario: Scenario, history: History, score: dict, *, config: str, editor: str,
-             controller: str = "", smoke: bool = False, seed: int | None = None, judge: dict | None = None,
-             masks: Any = None, seconds: dict | None = None, editor_model: str = "",
-             masks_source: str = "detect", true_reference: int | None = None, scorer: str = "") -> dict:
+@dataclass(frozen=True)
+class RowRun:
+    """How a row's scenario was run: what make_row records besides the history, score and judge."""
+    config: str                 # the bench config's name (respec, baseline, ...)
+    editor: str                 # the editor's row label (flux2, sim, flux2-native, ...)
+    controller: str = ""        # "": the controller the history's plans name
+    editor_model: str = ""
+    smoke: bool = False         # tiny random-weight models
+    seed: int | None = None     # the run's base seed
+    masks_source: str = "detect"   # where the A.5 masks came from (detect, oracle, ...)
+    scorer: str = ""
+
+
+def make_row(scenario: Scenario, history: History, score: dict, run: RowRun, *, judge: dict | None = None,
+             masks: Any = None, seconds: dict | None = None, true_reference: int | None = None) -> dict:
     """One results row from a generated history and its OCCUR score (the in-process runner and
     the Results Writer node both use this, so their rows are alike). `true_reference`: the I_ref
     id the simulated world recorded; reference accuracy is then measured against it."""
+    config, editor, smoke, seed = run.config, run.editor, run.smoke, run.seed
     if len(history) != scenario.num_turns + 1:
         raise InputError(f"scenario {scenario.id!r} has {scenario.num_turns} turns but the history holds "
                          f"{len(history) - 1} edits; a results row needs the whole scenario")
     cfg = CONFIGS.get(config)
     turns = turn_records(history, scenario)
-    controller = controller or next((t.plan.controller for t in history.turns
-                                     if t.plan is not None and t.plan.vlm_called and t.plan.controller), "")
+    controller = run.controller or next((t.plan.controller for t in history.turns
+                                         if t.plan is not None and t.plan.vlm_called and t.plan.controller), "")
     judge = judge or {}
     plan_r = history.turns[scenario.restoration_turn].plan
     # A reference was chosen when the controller planned the restoration turn, or the provenance
@@ -107,7 +120,7 @@ def make_row(scenario: Scenario, history: History, score: dict, *, config: str, 
         **scenario.summary(),
         "status": "ok",
         "config": config, "use_pti": cfg.switches.use_pti if cfg else None, "use_hrs": cfg.switches.use_hrs if cfg else None,
-        "editor": editor, "editor_model": editor_model, "smoke": bool(smoke),
+        "editor": editor, "editor_model": run.editor_model, "smoke": bool(smoke),
         "controller": (controller if any(t["vlm_calls"] for t in turns) or (called and plan_r.vlm_called)
                        else PROVENANCE_ANALYZER if called else ""),
         "size": list(history.images[0].size), "seed": seed,
@@ -121,7 +134,7 @@ def make_row(scenario: Scenario, history: History, score: dict, *, config: str, 
         "nan_reason": "; ".join(score.get("reasons") or []) or None,
         "reference_chosen": chosen, "reference_correct": correct,
         "reference_truth": "sim world (recorded I_ref)" if true_reference is not None else "scenario annotation",
-        "masks_source": masks_source, "scorer": scorer,
+        "masks_source": run.masks_source, "scorer": run.scorer,
         "editor_reference_ids": turns[scenario.restoration_turn - 1]["editor_image_ids"],
         "fallbacks": sorted({f for tr in turns for f in tr["fallbacks"]}),
         "vlm_calls": sum(tr["vlm_calls"] for tr in turns),
@@ -148,8 +161,8 @@ def graph_row(scenario: Scenario, history: History, score: dict, *, config: str,
     if judge_records is not None:
         judge = summarise_judgements(judge_records if isinstance(judge_records, list) else [judge_records])
     seeds = [t.meta.get("seed") for t in history.turns[1:] if isinstance(t.meta, dict)]
-    row = make_row(scenario, history, score, config=config, editor=editor.strip(), judge=judge,
-                   seed=seeds[0] if seeds and seeds[0] is not None else None)
+    run = RowRun(config=config, editor=editor.strip(), seed=seeds[0] if seeds and seeds[0] is not None else None)
+    row = make_row(scenario, history, score, run, judge=judge)
     row["source"] = ROW_SOURCE_COMFYUI
     return row
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -41,7 +41,7 @@ from ..pixels.reveal import RevealStep
 from ..store.files import save_png
 from .configs import CONFIGS, BenchConfig, turn_seed
 from .results import ResultsFile, check_run_identity, row_key
-from .rows import make_row, summarise_judgements
+from .rows import RowRun, make_row, summarise_judgements
 from .scenario import Dataset, Scenario, load_dataset
 from .settings import BenchModels, BenchSettings
 from .shards import parse_shard
@@ -212,16 +212,17 @@ def load_models(settings: BenchSettings, sim_world: ModelLoader | None = None) -
         return sim_world(settings)
     from ..controller import DEFAULT_MODELS, load_backend
     from ..editors import load_editor
-    from ..eval.masks import load_masker
+    from ..eval.masks import DetectSettings, load_masker
     from ..eval.metric_models import load_scorer
 
     tiny = f"{TINY}:{settings.seed}" if settings.smoke else None
     scorer = load_scorer(source=tiny, **settings.scorer_options)
     masker_options = dict(settings.masker_options)
-    if tiny:
+    detect = DetectSettings.take(masker_options)
+    if tiny and "imgsz" not in settings.masker_options:
         # Detect at about the image's own size: ultralytics' default 640 px would dominate a smoke run.
-        masker_options.setdefault("imgsz", min(640, max(64, -(-int(settings.size or 640) // 32) * 32)))
-    masker = load_masker(source=tiny, **masker_options)
+        detect = replace(detect, imgsz=min(640, max(64, -(-int(settings.size or 640) // 32) * 32)))
+    masker = load_masker(source=tiny, detect=detect, **masker_options)
     kind = "qwen3-vl" if tiny else settings.controller
     model = tiny or settings.controller_model
     # A smoke run checks the whole install: its tiny controller is loaded (and judges) whatever the configs.
@@ -306,8 +307,6 @@ def trajectory_masks(masker: Any, scenario: Scenario, images: list):
     """Occluder and new-object masks of I_1..I_N (the masker looks, at turn t, for every object
     introduced at turns <= t). With several occluders (a 'multi' revelation) each is detected
     on its own (one query per label, as the paper does) and their masks are united per turn."""
-    from dataclasses import replace
-
     if len(images) != scenario.num_turns:
         raise InputError(f"scenario {scenario.id!r} has {scenario.num_turns} turns but {len(images)} edited "
                          f"images were given; the history must hold exactly the scenario's turns")
@@ -404,11 +403,11 @@ def run_one(scenario: Scenario, config: BenchConfig, models: BenchModels, settin
     if settings.judge and models.judge_backend is not None:
         judge = judge_turns(history, models.judge_backend, seconds,
                             settings.judge_max_new_tokens or (48 if settings.smoke else None))
-    row = make_row(scenario, history, scored["score"], config=config.name, editor=settings.editor,
-                   controller=models.describe.get("controller", ""), smoke=settings.smoke, seed=settings.seed,
-                   judge=judge, masks=scored["masks"], editor_model=models.describe.get("editor_model", ""),
-                   masks_source=models.describe.get("masks", models.masks), true_reference=scored["true_reference"],
-                   scorer=models.describe.get("scorer", ""),
+    row_run = RowRun(config=config.name, editor=settings.editor, controller=models.describe.get("controller", ""),
+                 editor_model=models.describe.get("editor_model", ""), smoke=settings.smoke, seed=settings.seed,
+                 masks_source=models.describe.get("masks", models.masks), scorer=models.describe.get("scorer", ""))
+    row = make_row(scenario, history, scored["score"], row_run, judge=judge, masks=scored["masks"],
+                   true_reference=scored["true_reference"],
                    seconds={**{k: round(v, 4) for k, v in seconds.items()},
                             "total": round(time.perf_counter() - t_start, 4)})
     if scored["scores_shared_with"]:

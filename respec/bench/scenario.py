@@ -357,19 +357,58 @@ def load_image_ref(ref: str, base_dir: str | Path | None = None) -> Image.Image:
 
 # ------------------------------------------------------------------------------ validation
 
+@dataclass
+class _ScenarioCheck:
+    """One scenario being validated: the raw object, the problems found so far, what has parsed so far.
+
+    `_validate_scenario` runs the numbered _check_* steps over it in order (so the problems come out in
+    the same order as the fields are read); each step records what it parsed for the later ones."""
+    raw: dict
+    base_dir: str
+    problems: list
+    sid_for_msg: str
+    n_before: int = 0
+    occluders: list = field(default_factory=list)
+    rtype: Any = None
+    raw_turns: Any = None
+    turns: list = field(default_factory=list)
+    stages: str = ""
+    template: str | None = None
+    derived: str = ""
+    occ_turn: int | None = None
+    res_turn: int | None = None
+    occludee: str = ""
+    occludee_box: Any = None
+
+    def bad(self, fld: str, msg: str) -> None:
+        self.problems.append((self.sid_for_msg, fld, msg))
+
+
 def _validate_scenario(raw: Any, index: int, base_dir: str, problems: list) -> Scenario | None:
-    sid_for_msg = f"#{index}"
+    """Scenario `index` of a dataset, or None with its problems appended to `problems`."""
     if not isinstance(raw, dict):
-        problems.append((sid_for_msg, f"scenarios[{index}]", f"must be an object, got {type(raw).__name__}"))
+        problems.append((f"#{index}", f"scenarios[{index}]", f"must be an object, got {type(raw).__name__}"))
         return None
     sid = raw.get("id")
-    if isinstance(sid, str) and _ID_RE.match(sid):
-        sid_for_msg = sid
-    n_before = len(problems)
+    ok_id = isinstance(sid, str) and _ID_RE.match(sid)
+    c = _ScenarioCheck(raw, base_dir, problems, sid if ok_id else f"#{index}", n_before=len(problems))
+    _check_fields(c)                  # 1. field names, id, required fields, image, strings
+    _check_occluders(c)               # 2. occluder labels and the revelation type
+    _check_turns(c)                   # 3. each turn
+    _check_stages(c)                  # 4. the stages' order and the template
+    _check_instructions(c)            # 5. no restoration asked for, occludee not named
+    _check_geometry(c)                # 6. the sim editor's geometry (all or nothing)
+    ref = _check_reference_turn(c)    # 7. I_ref before the occlusion and after any restyle
+    if len(problems) > c.n_before:
+        return None
+    return Scenario(id=sid, image=raw["image"], turns=tuple(c.turns), occluders=tuple(c.occluders),
+                    revelation_type=c.rtype, reference_turn=ref, template=c.template or c.derived,
+                    occludee=c.occludee, notes=raw.get("notes", ""), licence=raw.get("licence", ""),
+                    base_dir=base_dir, occludee_box=c.occludee_box)
 
-    def bad(fld: str, msg: str) -> None:
-        problems.append((sid_for_msg, fld, msg))
 
+def _check_fields(c: _ScenarioCheck) -> None:
+    raw, bad, sid = c.raw, c.bad, c.raw.get("id")
     for k in sorted(set(raw) - SCENARIO_FIELDS):
         bad(k, f"unknown field; allowed: {', '.join(sorted(SCENARIO_FIELDS))}")
     if not (isinstance(sid, str) and _ID_RE.match(sid)):
@@ -378,14 +417,16 @@ def _validate_scenario(raw: Any, index: int, base_dir: str, problems: list) -> S
         if k not in raw:
             bad(k, "is required")
     if "image" in raw:
-        p = image_ref_problem(raw["image"], base_dir)
+        p = image_ref_problem(raw["image"], c.base_dir)
         if p:
             bad("image", p)
     for k in ("occludee", "notes", "licence", "template"):
         if k in raw and not isinstance(raw[k], str):
             bad(k, f"must be a string, got {type(raw[k]).__name__}")
 
-    occluders: list[str] = []
+
+def _check_occluders(c: _ScenarioCheck) -> None:
+    raw, bad = c.raw, c.bad
     if "occluders" in raw:
         occ = raw["occluders"]
         if isinstance(occ, str):
@@ -395,136 +436,150 @@ def _validate_scenario(raw: Any, index: int, base_dir: str, problems: list) -> S
         elif len(set(occ)) != len(occ):
             bad("occluders", f"labels repeat: {occ}")
         else:
-            occluders = [o.strip() for o in occ]
-
-    rtype = raw.get("revelation_type")
+            c.occluders = [o.strip() for o in occ]
+    c.rtype = rtype = raw.get("revelation_type")
     if "revelation_type" in raw:
         if rtype not in REVELATION_TYPES:
             bad("revelation_type", f"must be one of {', '.join(REVELATION_TYPES)}; got {rtype!r}")
-        elif occluders:
-            if rtype == "multi" and len(occluders) < 2:
+        elif c.occluders:
+            if rtype == "multi" and len(c.occluders) < 2:
                 bad("occluders", "a 'multi' revelation needs at least two occluders")
-            if rtype != "multi" and len(occluders) != 1:
-                bad("occluders", f"a {rtype!r} revelation has exactly one occluder (use 'multi' for several); got {occluders}")
+            if rtype != "multi" and len(c.occluders) != 1:
+                bad("occluders", f"a {rtype!r} revelation has exactly one occluder (use 'multi' for several); "
+                                 f"got {c.occluders}")
 
-    turns: list[ScenarioTurn] = []
-    raw_turns = raw.get("turns")
-    if "turns" in raw:
-        if not isinstance(raw_turns, list) or len(raw_turns) < 2:
-            bad("turns", "must be a list of at least two turns (an occlusion and a revelation)")
-            raw_turns = raw_turns if isinstance(raw_turns, list) else []
-        for i, rt in enumerate(raw_turns):
-            f = f"turns[{i}]"
-            if not isinstance(rt, dict):
-                bad(f, f"must be an object, got {type(rt).__name__}")
-                continue
-            for k in sorted(set(rt) - TURN_FIELDS):
-                bad(f"{f}.{k}", f"unknown field; allowed: {', '.join(sorted(TURN_FIELDS))}")
-            ins = rt.get("instruction")
-            if not isinstance(ins, str) or not ins.strip():
-                bad(f"{f}.instruction", "must be a non-empty string")
-                ins = ""
-            stage = rt.get("stage")
-            if stage not in STAGES:
-                bad(f"{f}.stage", f"must be one of O, M, S, R; got {stage!r}")
-                stage = "?"
-            new = rt.get("new_objects", [])
-            if not isinstance(new, list) or not all(isinstance(o, str) and o.strip() for o in new):
-                bad(f"{f}.new_objects", "must be a list of non-empty labels")
-                new = []
-            clash = [o for o in new if o.strip() in occluders]
-            if clash:
-                bad(f"{f}.new_objects", f"{clash} is an occluder label; occluders are listed in 'occluders' only")
-            note = rt.get("note", "")
-            if not isinstance(note, str):
-                bad(f"{f}.note", "must be a string")
-                note = ""
-            actions: tuple = ()
-            if "actions" in rt:
-                shape: list[tuple[str, str]] = []
-                actions = geometry.parse_actions(rt["actions"], f"{f}.actions", shape)
-                for fld, msg in shape:
-                    bad(fld, msg)
-            turns.append(ScenarioTurn(ins.strip(), stage, tuple(o.strip() for o in new), note, actions))
 
-    stages = "".join(t.stage for t in turns)
-    template = raw.get("template") if isinstance(raw.get("template"), str) else None
-    derived = TEMPLATE_BY_STAGES.get(stages, CUSTOM_TEMPLATE)
-    occ_turn = res_turn = None
-    if turns and "?" not in stages:
-        if stages.count("O") != 1:
-            bad("turns", f"needs exactly one occlusion (O) turn; stages are {stages!r}")
-        if stages.count("R") != 1 or not stages.endswith("R"):
-            bad("turns", f"needs exactly one revelation (R) turn, and it must be the last; stages are {stages!r}")
-        if stages.count("O") == 1 and stages.count("R") == 1 and stages.index("O") < stages.index("R"):
-            occ_turn, res_turn = stages.index("O") + 1, stages.index("R") + 1
-        elif stages.count("O") == 1 and "R" in stages:
-            bad("turns", f"the occlusion must come before the revelation; stages are {stages!r}")
-        if template is not None and template != derived:
-            if template in TEMPLATES:
-                bad("template", f"{template!r} means stages {TEMPLATES[template]!r} but the turns are {stages!r}")
-            elif template != CUSTOM_TEMPLATE:
-                bad("template", f"unknown template {template!r}; table 3's are {', '.join(TEMPLATES)} "
-                                f"(or 'custom'; it can also be left out: it is derived from the stages)")
-            else:
-                bad("template", f"the stages {stages!r} are table 3's {derived!r}; say so or leave 'template' out")
-        if rtype == "replace" and res_turn and not turns[res_turn - 1].new_objects:
-            bad(f"turns[{res_turn - 1}].new_objects",
-                "a 'replace' revelation introduces the replacement object: list its label here "
-                "(otherwise its pixels would count as restored content)")
+def _check_turns(c: _ScenarioCheck) -> None:
+    c.raw_turns = raw_turns = c.raw.get("turns")
+    if "turns" not in c.raw:
+        return
+    if not isinstance(raw_turns, list) or len(raw_turns) < 2:
+        c.bad("turns", "must be a list of at least two turns (an occlusion and a revelation)")
+        c.raw_turns = raw_turns = raw_turns if isinstance(raw_turns, list) else []
+    for i, rt in enumerate(raw_turns):
+        turn = _check_turn(c, i, rt)
+        if turn is not None:
+            c.turns.append(turn)
 
+
+def _check_turn(c: _ScenarioCheck, i: int, rt: Any) -> ScenarioTurn | None:
+    f, bad = f"turns[{i}]", c.bad
+    if not isinstance(rt, dict):
+        bad(f, f"must be an object, got {type(rt).__name__}")
+        return None
+    for k in sorted(set(rt) - TURN_FIELDS):
+        bad(f"{f}.{k}", f"unknown field; allowed: {', '.join(sorted(TURN_FIELDS))}")
+    ins = rt.get("instruction")
+    if not isinstance(ins, str) or not ins.strip():
+        bad(f"{f}.instruction", "must be a non-empty string")
+        ins = ""
+    stage = rt.get("stage")
+    if stage not in STAGES:
+        bad(f"{f}.stage", f"must be one of O, M, S, R; got {stage!r}")
+        stage = "?"
+    new = rt.get("new_objects", [])
+    if not isinstance(new, list) or not all(isinstance(o, str) and o.strip() for o in new):
+        bad(f"{f}.new_objects", "must be a list of non-empty labels")
+        new = []
+    clash = [o for o in new if o.strip() in c.occluders]
+    if clash:
+        bad(f"{f}.new_objects", f"{clash} is an occluder label; occluders are listed in 'occluders' only")
+    note = rt.get("note", "")
+    if not isinstance(note, str):
+        bad(f"{f}.note", "must be a string")
+        note = ""
+    actions: tuple = ()
+    if "actions" in rt:
+        shape: list[tuple[str, str]] = []
+        actions = geometry.parse_actions(rt["actions"], f"{f}.actions", shape)
+        for fld, msg in shape:
+            bad(fld, msg)
+    return ScenarioTurn(ins.strip(), stage, tuple(o.strip() for o in new), note, actions)
+
+
+def _check_stages(c: _ScenarioCheck) -> None:
+    bad, turns = c.bad, c.turns
+    c.stages = stages = "".join(t.stage for t in turns)
+    c.template = template = c.raw.get("template") if isinstance(c.raw.get("template"), str) else None
+    c.derived = derived = TEMPLATE_BY_STAGES.get(stages, CUSTOM_TEMPLATE)
+    if not turns or "?" in stages:
+        return
+    if stages.count("O") != 1:
+        bad("turns", f"needs exactly one occlusion (O) turn; stages are {stages!r}")
+    if stages.count("R") != 1 or not stages.endswith("R"):
+        bad("turns", f"needs exactly one revelation (R) turn, and it must be the last; stages are {stages!r}")
+    if stages.count("O") == 1 and stages.count("R") == 1 and stages.index("O") < stages.index("R"):
+        c.occ_turn, c.res_turn = stages.index("O") + 1, stages.index("R") + 1
+    elif stages.count("O") == 1 and "R" in stages:
+        bad("turns", f"the occlusion must come before the revelation; stages are {stages!r}")
+    if template is not None and template != derived:
+        if template in TEMPLATES:
+            bad("template", f"{template!r} means stages {TEMPLATES[template]!r} but the turns are {stages!r}")
+        elif template != CUSTOM_TEMPLATE:
+            bad("template", f"unknown template {template!r}; table 3's are {', '.join(TEMPLATES)} "
+                            f"(or 'custom'; it can also be left out: it is derived from the stages)")
+        else:
+            bad("template", f"the stages {stages!r} are table 3's {derived!r}; say so or leave 'template' out")
+    if c.rtype == "replace" and c.res_turn and not turns[c.res_turn - 1].new_objects:
+        bad(f"turns[{c.res_turn - 1}].new_objects",
+            "a 'replace' revelation introduces the replacement object: list its label here "
+            "(otherwise its pixels would count as restored content)")
+
+
+def _check_instructions(c: _ScenarioCheck) -> None:
     # Instructions never mention restoration (paper §3.1); from the occlusion on they also
     # never name the occludee (an earlier turn may edit it: appendix A.4).
-    occludee = raw.get("occludee") if isinstance(raw.get("occludee"), str) else ""
+    occludee = c.raw.get("occludee") if isinstance(c.raw.get("occludee"), str) else ""
+    c.occludee = occludee
     occludee_key = re.sub(r"^(the|a|an)\s+", "", occludee.strip().lower())
-    for i, t in enumerate(turns):
+    for i, t in enumerate(c.turns):
         m = _RESTORE_WORDS.search(t.instruction)
         if m:
-            bad(f"turns[{i}].instruction", f"asks for restoration ({m.group(0)!r}); OCCUR instructions never "
-                                           f"request the hidden content back")
-        if occ_turn and i + 1 >= occ_turn and occludee_key and occludee_key in t.instruction.lower():
-            bad(f"turns[{i}].instruction", f"names the occludee ({occludee!r}); from the occlusion on, "
-                                           f"instructions never mention it")
+            c.bad(f"turns[{i}].instruction", f"asks for restoration ({m.group(0)!r}); OCCUR instructions never "
+                                             f"request the hidden content back")
+        if c.occ_turn and i + 1 >= c.occ_turn and occludee_key and occludee_key in t.instruction.lower():
+            c.bad(f"turns[{i}].instruction", f"names the occludee ({occludee!r}); from the occlusion on, "
+                                             f"instructions never mention it")
 
-    occludee_box = None
-    with_actions = [i for i, rt in enumerate(raw_turns or []) if isinstance(rt, dict) and "actions" in rt]
+
+def _check_geometry(c: _ScenarioCheck) -> None:
+    raw, bad = c.raw, c.bad
+    with_actions = [i for i, rt in enumerate(c.raw_turns or []) if isinstance(rt, dict) and "actions" in rt]
     if "occludee_box" in raw:
         p = geometry.box_problem(raw["occludee_box"])
         if p:
             bad("occludee_box", p)
         else:
-            occludee_box = geometry.as_box(raw["occludee_box"])
-        missing = [i for i in range(len(turns)) if i not in with_actions]
+            c.occludee_box = geometry.as_box(raw["occludee_box"])
+        missing = [i for i in range(len(c.turns)) if i not in with_actions]
         if missing:
             bad("turns", f"with an occludee_box every turn needs 'actions' (the geometry is all or nothing); "
                          f"turns {missing} have none")
     elif with_actions:
         bad("occludee_box", f"turns {with_actions} have 'actions': the geometry then needs the occludee_box too")
-    if (occludee_box is not None and occ_turn and res_turn and len(problems) == n_before
-            and rtype in REVELATION_TYPES):
-        for fld, msg in geometry.validate_geometry(occludee_box, stages, [t.actions for t in turns],
-                                                   [t.new_objects for t in turns], tuple(occluders), rtype):
+    # The geometry's own rules only once everything else holds (they read the stages and labels).
+    if (c.occludee_box is not None and c.occ_turn and c.res_turn and len(c.problems) == c.n_before
+            and c.rtype in REVELATION_TYPES):
+        for fld, msg in geometry.validate_geometry(c.occludee_box, c.stages, [t.actions for t in c.turns],
+                                                   [t.new_objects for t in c.turns], tuple(c.occluders), c.rtype):
             bad(fld, msg)
 
-    ref = raw.get("reference_turn")
-    if "reference_turn" in raw:
-        if not isinstance(ref, int) or isinstance(ref, bool):
-            bad("reference_turn", f"must be an integer image id (0 = the original image); got {ref!r}")
-        elif occ_turn is not None:
-            if not 0 <= ref < occ_turn:
-                bad("reference_turn", f"must be an image before the occlusion (0..{occ_turn - 1}); got {ref}")
-            else:
-                styles = [i + 1 for i, t in enumerate(turns[: occ_turn - 1]) if t.stage == "S"]
-                if styles and ref < styles[-1]:
-                    bad("reference_turn", f"turn {styles[-1]} restyles the whole picture, so I_ref is "
-                                          f"turn {styles[-1]} or later; got {ref}")
 
-    if len(problems) > n_before:
-        return None
-    return Scenario(id=sid, image=raw["image"], turns=tuple(turns), occluders=tuple(occluders),
-                    revelation_type=rtype, reference_turn=ref, template=template or derived,
-                    occludee=occludee, notes=raw.get("notes", ""), licence=raw.get("licence", ""),
-                    base_dir=base_dir, occludee_box=occludee_box)
+def _check_reference_turn(c: _ScenarioCheck) -> Any:
+    ref, bad, occ_turn = c.raw.get("reference_turn"), c.bad, c.occ_turn
+    if "reference_turn" not in c.raw:
+        return ref
+    if not isinstance(ref, int) or isinstance(ref, bool):
+        bad("reference_turn", f"must be an integer image id (0 = the original image); got {ref!r}")
+    elif occ_turn is not None:
+        if not 0 <= ref < occ_turn:
+            bad("reference_turn", f"must be an image before the occlusion (0..{occ_turn - 1}); got {ref}")
+        else:
+            styles = [i + 1 for i, t in enumerate(c.turns[: occ_turn - 1]) if t.stage == "S"]
+            if styles and ref < styles[-1]:
+                bad("reference_turn", f"turn {styles[-1]} restyles the whole picture, so I_ref is "
+                                      f"turn {styles[-1]} or later; got {ref}")
+    return ref
 
 
 def validate_dataset(data: Any, where: str = "<dataset>", base_dir: str | Path | None = None) -> Dataset:

@@ -23,7 +23,7 @@ import shutil
 import stat
 import tempfile
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
@@ -315,6 +315,16 @@ def _check_target(into: Path) -> None:
                      f"{' ...' if len(entries) > 5 else ''}); merge into a new, empty folder")
 
 
+@dataclass
+class _Rows:
+    """The rows read from the folders to merge: one per key, where each came from, the images to copy."""
+    rows: dict = field(default_factory=dict)          # key -> row (the first folder's)
+    origin: dict = field(default_factory=dict)        # key -> the folder it came from
+    per_source: dict = field(default_factory=dict)    # folder -> rows in its results.jsonl
+    copies: dict = field(default_factory=dict)        # image path parts -> the file to copy
+    duplicates: int = 0
+
+
 def merge_results(sources: list[str | Path], into: str | Path) -> MergeSummary:
     """Merge the results folders `sources` into `into` (rows, errors of keys that have no row,
     images, run.json). Every input is read and checked first (types, encodings, keys, image paths
@@ -327,7 +337,16 @@ def merge_results(sources: list[str | Path], into: str | Path) -> MergeSummary:
     if any(f.resolve() == into.resolve() for f in folders):
         raise InputError(f"--into {into} is also one of the folders to merge; choose a new folder")
     _check_target(into)
+    manifest = _one_manifest(folders)             # 1. one run's settings
+    merged = _read_rows(folders)                  # 2. the rows (the same key must mean the same row)
+    errors_in = _read_errors(folders, merged.rows)   # 3. errors of keys that have no row
+    errors = _write_merged(into, folders, merged, errors_in, manifest)   # 4. built aside, renamed into place
+    return MergeSummary(into=str(into), rows=len(merged.rows), duplicates=merged.duplicates,
+                        per_source=merged.per_source, errors=errors)
 
+
+def _one_manifest(folders: list[Path]) -> dict | None:
+    """A copy of the first run.json among the folders; refuses folders made with different settings."""
     manifests = {str(f): _manifest(f) for f in folders}
     identities = {f: (m or {}).get("identity") for f, m in manifests.items()}
     known = {json.dumps(i, sort_keys=True) for i in identities.values() if i is not None}
@@ -335,16 +354,16 @@ def merge_results(sources: list[str | Path], into: str | Path) -> MergeSummary:
         lines = "; ".join(f"{f}: {json.dumps(i, sort_keys=True)}" for f, i in identities.items())
         raise InputError(f"these folders were made with different settings, so their rows are not comparable: "
                          f"{lines}. Merge only shards of one run.")
+    return next((dict(m) for m in manifests.values() if m is not None), None)
 
-    rows: dict[str, dict] = {}
-    origin: dict[str, Path] = {}
-    per_source: dict[str, int] = {}
-    copies: dict[tuple[str, ...], Path] = {}
-    duplicates = 0
+
+def _read_rows(folders: list[Path]) -> _Rows:
+    """Every folder's rows, checked; a key found twice must hold the same row (then it counts as a duplicate)."""
+    got = _Rows()
     for f in folders:
         path = f / "results.jsonl"
         found = _json_lines(path)
-        per_source[str(f)] = len(found)
+        got.per_source[str(f)] = len(found)
         for row in found:
             key = _key(row, path)
             if key is None:
@@ -354,21 +373,26 @@ def merge_results(sources: list[str | Path], into: str | Path) -> MergeSummary:
                 raise InputError(f"{path}: row {key!r} has images {_short(images)}, not a list of paths relative to "
                                  f"the results folder; the file is damaged. Restore it or leave that folder out.")
             parts = [_image_parts(rel, path, key) for rel in images or []]
-            if key in rows:
-                diff = differences(comparable(rows[key]), comparable(row))
+            if key in got.rows:
+                diff = differences(comparable(got.rows[key]), comparable(row))
                 if diff:
-                    raise InputError(f"row {key!r} differs between {origin[key]} (first) and {f} (second): "
+                    raise InputError(f"row {key!r} differs between {got.origin[key]} (first) and {f} (second): "
                                      f"{'; '.join(diff[:5])}{' ...' if len(diff) > 5 else ''}; "
                                      f"nothing was merged. Re-run that scenario in one place, or leave one "
                                      f"folder out.")
-                duplicates += 1
+                got.duplicates += 1
                 continue
-            rows[key] = row
-            origin[key] = f
+            got.rows[key] = row
+            got.origin[key] = f
             for p in parts:
                 src = _image_source(f, p)
                 if src is not None:
-                    copies.setdefault(p, src)
+                    got.copies.setdefault(p, src)
+    return got
+
+
+def _read_errors(folders: list[Path], rows: dict) -> list[dict]:
+    """The folders' errors.jsonl entries whose key has no row (a retry elsewhere may have made one)."""
     errors_in: list[dict] = []
     for f in folders:
         path = f / "errors.jsonl"
@@ -379,8 +403,12 @@ def merge_results(sources: list[str | Path], into: str | Path) -> MergeSummary:
                                  f"the file is damaged. Restore it or leave that folder out.")
             if key.rsplit("|", 1)[0] not in rows:
                 errors_in.append(err)
-    manifest = next((dict(m) for m in manifests.values() if m is not None), None)
+    return errors_in
 
+
+def _write_merged(into: Path, folders: list[Path], merged: _Rows, errors_in: list[dict],
+                  manifest: dict | None) -> int:
+    """Write the merged folder beside `into`, then rename it into place; the number of errors written."""
     parent = into.absolute().parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
@@ -389,10 +417,10 @@ def merge_results(sources: list[str | Path], into: str | Path) -> MergeSummary:
         raise InputError(f"cannot create the merged folder beside {into} ({e.strerror}); choose a folder you can "
                          f"write to") from None
     try:
-        for p, src in copies.items():
+        for p, src in merged.copies.items():
             _copy(src, tmp.joinpath(*p))
         out = ResultsFile(tmp / "results.jsonl")
-        for row in rows.values():
+        for row in merged.rows.values():
             out.append(row)
         err_out = ResultsFile(tmp / "errors.jsonl")
         errors = sum(1 for err in errors_in if err_out.append(err))
@@ -409,8 +437,7 @@ def merge_results(sources: list[str | Path], into: str | Path) -> MergeSummary:
         if isinstance(e, OSError):
             raise InputError(f"merging into {into} failed ({e}); nothing was merged") from None
         raise
-    return MergeSummary(into=str(into), rows=len(rows), duplicates=duplicates, per_source=per_source,
-                        errors=errors)
+    return errors
 
 
 def _place(tmp: Path, into: Path) -> None:

@@ -7,7 +7,7 @@
 """
 from .backends import DEFAULT_MODELS, KINDS, VLMBackend, load_backend, unload_backend
 from .parsing import extract_json, parse_midturn, parse_restoration
-from .planner import DEFAULT_MAX_NEW_TOKENS, count_vlm_calls, plan_turn
+from .planner import DEFAULT_MAX_NEW_TOKENS, PlanOptions, count_vlm_calls, plan_turn, skips_controller
 from .prompts import DEFAULT_MAX_PIXELS, Templates, build_parts, load_templates
 from .restoration import MODES as RESTORATION_MODES, decide_restoration, detect_restoration
 from .rewriting import rewrite_instruction
@@ -16,7 +16,7 @@ from .selection import Selection, select_references
 __all__ = [
     "DEFAULT_MODELS", "KINDS", "VLMBackend", "load_backend", "unload_backend",
     "extract_json", "parse_midturn", "parse_restoration",
-    "DEFAULT_MAX_NEW_TOKENS", "count_vlm_calls", "plan_turn",
+    "DEFAULT_MAX_NEW_TOKENS", "PlanOptions", "count_vlm_calls", "plan_turn", "skips_controller",
     "DEFAULT_MAX_PIXELS", "Templates", "build_parts", "load_templates",
     "RESTORATION_MODES", "decide_restoration", "detect_restoration",
     "rewrite_instruction", "Selection", "select_references",

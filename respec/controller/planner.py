@@ -7,8 +7,8 @@ all when the caller chooses to skip non-restoration turns).
 """
 from __future__ import annotations
 
-import inspect
 import time
+from dataclasses import dataclass, fields
 from typing import Any
 
 from .. import comfy
@@ -39,6 +39,28 @@ def checked_request(text: Any) -> str:
     return check_request(text, "the current request P_t").strip()
 
 
+def skips_controller(is_restoration: bool, skip_non_restoration: bool) -> bool:
+    """Whether the caller's skip_non_restoration switch skips this turn's controller call (a
+    non-restoration turn then gets the pass-through plan). The one place that rule is decided:
+    plan_turn, controller_call (the TextGenerate route), run_turn and the Preservation Target
+    node's lazy check all ask it. (Turn 1 never calls the controller either; pass_through_plan
+    records which reason held.)"""
+    return bool(skip_non_restoration) and not is_restoration
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """How plan_turn asks the controller; what a planner part keeps from its construction
+    (plan_options checks the names)."""
+    skip_non_restoration: bool = False   # non-restoration turns make no call (skips_controller)
+    templates: Templates | None = None   # None: the shipped C.1 prompts (load_templates)
+    max_pixels: int | None = None        # per history image; None: the backend's own, else the default
+    max_new_tokens: int | None = None    # None: the backend's own, else DEFAULT_MAX_NEW_TOKENS
+    on_parse_failure: str = PAPER        # an answer with no JSON: "paper" (C.2's raw text) | "request"
+    history_mode: str = PAPER_HISTORY    # which history images are shown: "paper" (all) | "bounded"
+    max_history_images: int | None = None   # "bounded": at most this many (default 6)
+
+
 def pass_through_plan(history: History, user_instruction: str, is_restoration: bool, *,
                       meta: dict | None = None) -> Plan:
     """The plan of a turn that makes no controller call, P_t sent as it is: turn 1 (nothing to
@@ -52,33 +74,33 @@ def pass_through_plan(history: History, user_instruction: str, is_restoration: b
                       "vlm_calls_so_far": count_vlm_calls(history)})
 
 
-def plan_turn(history: History, user_instruction: str, backend: Any, is_restoration: bool, *,
-              skip_non_restoration: bool = False, templates: Templates | None = None,
-              max_pixels: int | None = None, max_new_tokens: int | None = None,
-              meta: dict | None = None, on_parse_failure: str = PAPER,
-              history_mode: str = PAPER_HISTORY, max_history_images: int | None = None) -> Plan:
+def plan_turn(history: History, user_instruction: str, backend: Any, is_restoration: bool,
+              options: PlanOptions | None = None, *, meta: dict | None = None) -> Plan:
     """This turn's plan from the history H_{t-1}, the request P_t and the controller.
 
     is_restoration: whether turn t reveals hidden content (the benchmark's ground-truth flag,
     or detect_restoration's answer); it picks the prompt, never enters it.
-    skip_non_restoration: pass P_t through on non-restoration turns without a call.
-    max_pixels / max_new_tokens: None takes the backend's own settings (else the defaults).
+    options: PlanOptions (skip_non_restoration: pass P_t through on non-restoration turns without a
+    call; max_pixels / max_new_tokens: None takes the backend's own settings, else the defaults;
+    on_parse_failure: what an answer with no JSON sends to the editor, respec.controller.request:
+    "paper", C.2's raw text, the default, or "request", the user's words; history_mode /
+    max_history_images: which history images the controller is shown, respec.controller.history_images:
+    "paper", every image, the default, or "bounded", at most max_history_images, default 6, chosen
+    with provenance).
     meta: extra entries for plan.meta (e.g. how is_restoration was decided).
-    on_parse_failure: what an answer with no JSON sends to the editor (respec.controller.request:
-    "paper", C.2's raw text, the default; "request", the user's words).
-    history_mode / max_history_images: which history images the controller is shown
-    (respec.controller.history_images: "paper", every image, the default; "bounded", at most
-    max_history_images, default 6, chosen with provenance).
     plan.meta["vlm_calls"] is 1 when this turn called the controller, else 0."""
     if not isinstance(history, History):
         raise InputError(f"plan_turn needs a History, got {type(history).__name__}")
+    o = options or PlanOptions()
+    templates, max_pixels, max_new_tokens = o.templates, o.max_pixels, o.max_new_tokens
+    on_parse_failure = o.on_parse_failure
     user_instruction = checked_request(user_instruction)
     check_on_parse_failure(on_parse_failure)
-    history_mode, max_history_images = check_history_mode(history_mode, max_history_images)
+    history_mode, max_history_images = check_history_mode(o.history_mode, o.max_history_images)
     is_restoration = bool(is_restoration)
     meta = dict(meta or {})
     t = history.next_turn
-    if t == 1 or (not is_restoration and skip_non_restoration):
+    if t == 1 or skips_controller(is_restoration, o.skip_non_restoration):
         return pass_through_plan(history, user_instruction, is_restoration, meta=meta)
     if backend is None or not callable(getattr(backend, "chat", None)):
         raise InputError("turn %d needs a controller: connect a VLM (ReSpec VLM Loader or OpenAI-compatible "
@@ -159,15 +181,14 @@ def plan_from_answer(history: History, user_instruction: str, is_restoration: bo
     )
 
 
-def plan_options(**options: Any) -> dict:
-    """plan_turn's keyword options (templates, history_mode, max_history_images, max_pixels, ...)
+def plan_options(**options: Any) -> PlanOptions:
+    """plan_turn's options (templates, history_mode, max_history_images, max_pixels, ...) by name,
     for a planner to keep from its construction; InputError names an unknown one."""
-    known = [p.name for p in inspect.signature(plan_turn).parameters.values()
-             if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name != "meta"]
+    known = [f.name for f in fields(PlanOptions)]
     unknown = sorted(set(options) - set(known))
     if unknown:
         raise InputError(f"unknown controller option(s) {', '.join(unknown)}; use {', '.join(known)}")
-    return dict(options)
+    return PlanOptions(**options)
 
 
 class VLMPlanner:
@@ -182,4 +203,4 @@ class VLMPlanner:
     def plan(self, history: History, request: str, is_restoration: bool, *, backend: Any = None,
              meta: dict | None = None) -> Plan:
         """plan_turn's plan for turn history.next_turn."""
-        return plan_turn(history, request, backend, is_restoration, meta=meta, **self.options)
+        return plan_turn(history, request, backend, is_restoration, self.options, meta=meta)

@@ -35,7 +35,7 @@ from ..errors import InputError
 from ..history import History
 from ..plan import Plan
 from .covering import confidence_record, locate_covering_turn
-from .planner import VLMPlanner, count_vlm_calls, plan_options, plan_turn
+from .planner import PlanOptions, VLMPlanner, count_vlm_calls, plan_options, plan_turn
 from .selection import PlanSelector, Selection, select_references
 
 PROVENANCE_AMBIGUOUS = "provenance_ambiguous"          # plan.fallbacks: the evidence had several answers
@@ -62,10 +62,10 @@ def _ids(source: int, t: int) -> tuple[int, ...]:
 
 
 def provenance_plan(history: History, request: str, is_restoration: bool, *, backend: Any = None,
-                    meta: dict | None = None, **vlm_options: Any) -> Plan:
+                    meta: dict | None = None, options: PlanOptions | None = None) -> Plan:
     """This turn's plan from provenance (0 VLM calls). On an ambiguous restoration turn with a
     controller connected (`backend`), the controller's plan is used instead (one call) and the
-    plan records why. `vlm_options` go to plan_turn when it is called."""
+    plan records why. `options` go to plan_turn when it is called."""
     if not isinstance(request, str) or not request.strip():
         raise InputError("the current request P_t is empty; type the edit you want for this turn")
     request = request.strip()
@@ -83,7 +83,7 @@ def provenance_plan(history: History, request: str, is_restoration: bool, *, bac
     meta["provenance_evidence"] = evidence
     low = found.turn is not None and conf < LOW_CONFIDENCE
     if (found.ambiguous or low) and backend is not None:
-        plan = plan_turn(history, request, backend, True, meta=meta, **vlm_options)
+        plan = plan_turn(history, request, backend, True, options, meta=meta)
         extra = ((PROVENANCE_AMBIGUOUS,) if found.ambiguous else ()) + ((PROVENANCE_LOW_CONFIDENCE,) if low else ())
         return replace(plan, fallbacks=plan.fallbacks + extra + (PROVENANCE_DEFERRED,))
     fallbacks: tuple[str, ...] = (PROVENANCE_AMBIGUOUS,) if found.ambiguous else ()
@@ -106,12 +106,11 @@ def provenance_plan(history: History, request: str, is_restoration: bool, *, bac
 
 
 def hybrid_plan(history: History, request: str, is_restoration: bool, *, backend: Any,
-                meta: dict | None = None, **vlm_options: Any) -> Plan:
+                meta: dict | None = None, options: PlanOptions | None = None) -> Plan:
     """The controller writes the instruction (one call, the paper's plan); provenance decides the
     reference ids, unless its evidence is ambiguous (then the controller's ids stand). The
     controller's own choice is kept in meta["vlm_choice"]."""
-    plan = plan_turn(history, request, backend, is_restoration, meta={**(meta or {}), "selector": "hybrid"},
-                     **vlm_options)
+    plan = plan_turn(history, request, backend, is_restoration, options, meta={**(meta or {}), "selector": "hybrid"})
     return with_provenance_ids(history, plan)
 
 
@@ -151,7 +150,7 @@ class ProvenancePlanner:
     def plan(self, history: History, request: str, is_restoration: bool, *, backend: Any = None,
              meta: dict | None = None) -> Plan:
         """provenance_plan's plan for turn history.next_turn."""
-        return provenance_plan(history, request, is_restoration, backend=backend, meta=meta, **self.options)
+        return provenance_plan(history, request, is_restoration, backend=backend, meta=meta, options=self.options)
 
 
 class HybridPlanner:
@@ -169,7 +168,7 @@ class HybridPlanner:
         if backend is None:
             raise InputError("the hybrid selector needs a controller to write the instruction: connect a VLM, "
                              "or use the provenance selector (no VLM)")
-        return hybrid_plan(history, request, is_restoration, backend=backend, meta=meta, **self.options)
+        return hybrid_plan(history, request, is_restoration, backend=backend, meta=meta, options=self.options)
 
 
 class ProvenanceSelector:

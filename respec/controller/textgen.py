@@ -31,7 +31,7 @@ from ..history import History
 from ..images import as_array, as_rgb, downscale_to_budget, resize
 from ..plan import Plan
 from .planner import (SKIPPED_FIRST_TURN, SKIPPED_NON_RESTORATION, checked_request, pass_through_plan,
-                      plan_from_answer)
+                      plan_from_answer, skips_controller)
 from .request import PAPER, check_on_parse_failure
 from .history_images import PAPER as PAPER_HISTORY, check_history_mode, shown_images
 from .prompts import (DEFAULT_MAX_PIXELS, MIDTURN, RESTORATION, Templates, checked_max_pixels, history_text,
@@ -107,7 +107,7 @@ def controller_call(history: History, user_instruction: str, is_restoration: boo
     max_pixels = checked_max_pixels(max_pixels)
     history_mode, max_history_images = check_history_mode(history_mode, max_history_images)
     skipped = (SKIPPED_FIRST_TURN if history.next_turn == 1 else
-               SKIPPED_NON_RESTORATION if (not is_restoration and skip_non_restoration) else None)
+               SKIPPED_NON_RESTORATION if skips_controller(is_restoration, skip_non_restoration) else None)
     meta = dict(meta or {})
     ids: tuple[int, ...] = tuple(range(history.next_turn))
     if history_mode != PAPER_HISTORY and not skipped:

@@ -20,7 +20,7 @@ import logging
 import math
 import re
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -508,17 +508,31 @@ def build_sam(sam_type: str, state: dict | None = None, device=None, source: str
     return sam.to(device or "cpu")
 
 
+@dataclass(frozen=True)
+class DetectSettings:
+    """How a Masker detects (appendix B.1): they shape the Masker, never the cached weights."""
+    conf: float = DETECT_CONF     # YOLO-World's internal threshold
+    accept: float = ACCEPT_CONF   # a detection counts from this confidence on
+    imgsz: int = DETECT_IMGSZ     # YOLO-World's inference size in pixels
+
+    @classmethod
+    def take(cls, options: dict) -> "DetectSettings":
+        """The settings named in a dict of masker options (BenchSettings.masker_options), taken out of
+        it, so that the rest are load_masker's own keyword arguments."""
+        return cls(**{f.name: options.pop(f.name) for f in fields(cls) if f.name in options})
+
+
 def load_masker(yolo_weights: str = DEFAULT_YOLO, sam_type: str = "vit_h", sam_weights: str | None = None,
                 clip_weights: str = DEFAULT_CLIP, *, source: str | None = None, clip_arch: str | dict = CLIP_ARCH,
-                allow_download: bool | None = None, device=None, conf: float = DETECT_CONF,
-                accept: float = ACCEPT_CONF, imgsz: int = DETECT_IMGSZ) -> Masker:
+                allow_download: bool | None = None, device=None, detect: DetectSettings = DetectSettings()) -> Masker:
     """YOLO-World v2 + SAM + the CLIP text encoder from local files (downloads only with consent).
 
     source "tiny" / "tiny:<seed>": the same classes at toy sizes with random weights, built in
     code on the CPU (respec/tiny; the weight arguments are then unused; the tiny CLIP is the one
-    the tiny scorer holds). Weights are cached (models.cached) by path and device; thresholds only
-    shape the Masker.
+    the tiny scorer holds). Weights are cached (models.cached) by path and device; `detect`'s
+    thresholds and size only shape the Masker.
     """
+    conf, accept, imgsz = detect.conf, detect.accept, detect.imgsz
     seed = models.tiny_seed(source)
     if seed is not None:
         return models.cached(("masker", models.TINY, seed, conf, accept, imgsz),

@@ -23,7 +23,7 @@ TINY_SCORER = "lpips+clip (tiny random weights: their files were not found; only
 def load_sim_models(settings: BenchSettings) -> BenchModels:
     """BenchModels for the sim world (see the module docstring)."""
     from ..controller import load_backend
-    from ..eval.masks import load_masker
+    from ..eval.masks import DetectSettings, load_masker
     from ..eval.metric_models import load_scorer
     from ..models import TINY
 
@@ -44,10 +44,11 @@ def load_sim_models(settings: BenchSettings) -> BenchModels:
         describe["scorer"] = TINY_SCORER
     if mode == "detect":
         if settings.smoke:
-            masker = load_masker(source=tiny, imgsz=max(64, -(-int(settings.size or 256) // 32) * 32))
+            masker = load_masker(source=tiny, detect=DetectSettings(imgsz=max(64, -(-int(settings.size or 256) // 32) * 32)))
             describe["masks"] = "detect: yolo-world+sam (tiny random weights)"
         else:
-            masker = load_masker(**settings.masker_options)
+            options = dict(settings.masker_options)
+            masker = load_masker(detect=DetectSettings.take(options), **options)
             describe["masks"] = f"detect: {getattr(masker, 'name', 'yolo-world+sam')}"
     else:
         describe["masks"] = "oracle: the sim editor's recorded layers"

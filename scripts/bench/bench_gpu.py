@@ -299,8 +299,8 @@ def fit_steps(stage_end: float, per_step: float, fixed: float, wanted: int) -> i
 
 def stage_controller(run: Run, rec: dict, stage_end: float) -> None:
     """Qwen3-VL-8B, one restoration turn through the pack's TransformersVLM and plan_turn."""
-    from respec.controller.backends.transformers_vlm import TransformersVLM
-    from respec.controller.planner import plan_turn
+    from respec.controller.backends.transformers_vlm import LocalVLMSettings, TransformersVLM
+    from respec.controller.planner import PlanOptions, plan_turn
     from respec.controller.prompts import DEFAULT_MAX_PIXELS
     from respec.history import History
 
@@ -311,9 +311,11 @@ def stage_controller(run: Run, rec: dict, stage_end: float) -> None:
         t = time.perf_counter()
         real_size.write_controller_folder(folder, variant)
         with real_size.random_weights_from_config(run.device, run.dtype):
-            backend = TransformersVLM("qwen3-vl", folder, source=f"Qwen3-VL-{variant} (random weights)",
-                                      dtype=str(run.dtype).replace("torch.", ""), device=str(run.device),
-                                      json_constrained=False, max_new_tokens=n_tokens)
+            backend = TransformersVLM("qwen3-vl", folder,
+                                      LocalVLMSettings(dtype=str(run.dtype).replace("torch.", ""),
+                                                       device=str(run.device), json_constrained=False,
+                                                       max_new_tokens=n_tokens),
+                                      source=f"Qwen3-VL-{variant} (random weights)")
         run.watch(backend.model)
         rec.update(model=f"Qwen3-VL-8B{TOY if args.tiny else ''}", build_s=round(run.gpu.now() - t, 2),
                    attn_implementation=_attn(backend.model),
@@ -331,10 +333,10 @@ def stage_controller(run: Run, rec: dict, stage_end: float) -> None:
         if visual is not None:
             probe.module("vision", visual)
         request = "Remove the red umbrella from the bench."
-        plan_turn(history, request, backend, True, max_new_tokens=2)       # warm-up
+        plan_turn(history, request, backend, True, PlanOptions(max_new_tokens=2))       # warm-up
         probe.clear()
         t_call = run.gpu.now()
-        plan = plan_turn(history, request, backend, True, max_new_tokens=n_tokens)
+        plan = plan_turn(history, request, backend, True, PlanOptions(max_new_tokens=n_tokens))
         t_done = run.gpu.now()
         forwards = probe.of("forward")
         prefill, decode = forwards[0], forwards[1:]

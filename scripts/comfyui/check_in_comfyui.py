@@ -254,7 +254,8 @@ def run_benchmark(url: str, name: str, tiny: dict, config: dict, chain: set[str]
     t0 = time.monotonic()
     summary = asyncio.run(remote.run_jobs([(index, sc.id, prompt)], [url],
                                           lambda i, label, row, info: rows.append(row),
-                                          poll_interval=2.0, max_attempts=1, on_event=on_event, timeout=1800))
+                                          remote.QueueSettings(poll_interval=2.0, max_attempts=1, timeout=1800),
+                                          on_event=on_event))
     log(f"executed {name} on {sc.id} ({sc.num_turns} turns) in {time.monotonic() - t0:.1f} s; "
         f"{len(set(executed))} of {len(prompt)} nodes ran")
     problems = []

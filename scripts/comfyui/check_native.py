@@ -53,7 +53,7 @@ def _rerun(url: str, prompt: dict) -> dict | None:
     from respec.bench import remote
     rows: list[dict] = []
     asyncio.run(remote.run_jobs([(0, "rerun", prompt)], [url], lambda i, label, row, info: rows.append(row),
-                                poll_interval=2.0, max_attempts=1, timeout=1800))
+                                remote.QueueSettings(poll_interval=2.0, max_attempts=1, timeout=1800)))
     return rows[0] if rows else None
 
 

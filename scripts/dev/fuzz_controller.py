@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # script only: run
 import numpy as np  # noqa: E402
 
 from respec.bench.results import ResultsFile  # noqa: E402
-from respec.bench.rows import make_row  # noqa: E402
+from respec.bench.rows import RowRun, make_row  # noqa: E402
 from respec.bench.scenario import load_dataset  # noqa: E402
 from respec.controller import plan_turn, rewrite_instruction, select_references  # noqa: E402
 from respec.store import SessionStore  # noqa: E402
@@ -165,7 +165,7 @@ def run_case(store: SessionStore, results: ResultsFile, scenario, answer: str, r
     controller_s = time.perf_counter() - start
     done = store.append("fuzz", chosen.current, request, sent, plan=plan,
                         meta={"editor_image_ids": chosen.ids, "fallbacks": list(plan.fallbacks)})
-    row = make_row(scenario, done, {}, config="respec", editor="fuzz", controller="fuzz")
+    row = make_row(scenario, done, {}, RowRun(config="respec", editor="fuzz", controller="fuzz"))
     row["scenario_id"] = f"{scenario.id}-{i}"
     row.pop("key", None)
     results.append(row)

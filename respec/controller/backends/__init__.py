@@ -54,13 +54,15 @@ def load_backend(kind: str, model: str | None = None, **options) -> VLMBackend:
     if seed is not None:
         model = str(models.build_tiny(kind, seed))   # a saved tiny model folder, loaded like any folder
     if kind == "openai":
-        from .openai_compat import OpenAICompatBackend
+        from .openai_compat import OpenAICompatBackend, OpenAISettings
         key = _key(kind, model, options)
-        return models.cached(key, lambda: _keyed(OpenAICompatBackend(model=model, **options), key))
-    from .transformers_vlm import TransformersVLM, resolve_model_dir
+        return models.cached(key, lambda: _keyed(OpenAICompatBackend(model=model, settings=OpenAISettings(**options)),
+                                                 key))
+    from .transformers_vlm import LocalVLMSettings, TransformersVLM, resolve_model_dir
     folder = resolve_model_dir(kind, model, options.get("allow_download"))
     key = _key(kind, folder, {k: v for k, v in options.items() if k != "allow_download"})
-    return models.cached(key, lambda: _keyed(TransformersVLM(kind, folder, source=model, **options), key))
+    return models.cached(key, lambda: _keyed(TransformersVLM(kind, folder, LocalVLMSettings(**options), source=model),
+                                             key))
 
 
 def _keyed(backend, key: tuple):

@@ -28,6 +28,7 @@ import socket
 import threading
 import time
 import urllib.parse
+from dataclasses import dataclass
 
 from PIL import Image
 
@@ -123,37 +124,49 @@ def image_data_url(img: Image.Image, image_format: str = "png") -> str:
     return f"data:{mime};base64,{base64.b64encode(buf.getvalue()).decode('ascii')}"
 
 
+@dataclass(frozen=True)
+class OpenAISettings:
+    """How the OpenAI-compatible controller talks to its server (load_backend's options for "openai";
+    an unknown option is a TypeError)."""
+    base_url: str = "http://127.0.0.1:8000/v1"   # RESPEC_OPENAI_BASE_URL, when set, pins it (pinned_base_url)
+    api_key_env: str = ""              # the NAME of the environment variable holding the key ("" : no key)
+    timeout: float = 120.0             # seconds per request
+    retries: int = 2                   # retries of a failed request (with growing pauses)
+    backoff: float = 1.0               # the first pause, seconds
+    max_pixels: int = DEFAULT_MAX_PIXELS   # each image is scaled down to at most this many pixels
+    max_new_tokens: int = 768
+    response_format: str = "none"      # one of RESPONSE_FORMATS
+    image_format: str = "png"          # png (lossless) | jpeg
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+
+
 class OpenAICompatBackend:
     """A VLMBackend that posts to `<base_url>/chat/completions`. Use load_backend("openai", ...)."""
 
-    def __init__(self, *, model: str, base_url: str = "http://127.0.0.1:8000/v1", api_key_env: str = "",
-                 timeout: float = 120.0, retries: int = 2, backoff: float = 1.0,
-                 max_pixels: int = DEFAULT_MAX_PIXELS, max_new_tokens: int = 768,
-                 response_format: str = "none", image_format: str = "png",
-                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES):
+    def __init__(self, *, model: str, settings: OpenAISettings = OpenAISettings()):
         if not model or not str(model).strip():
             raise InputError("the OpenAI-compatible controller needs the served model's name "
                              "(what the server lists at /v1/models)")
         self.model = str(model).strip()
-        self.url = chat_completions_url(pinned_base_url(base_url))
-        self.api_key_env = (api_key_env or "").strip()
+        self.url = chat_completions_url(pinned_base_url(settings.base_url))
+        self.api_key_env = (settings.api_key_env or "").strip()
         if self.api_key_env and looks_like_a_key(self.api_key_env):
             raise InputError("api_key_env must be the NAME of an environment variable (like OPENAI_API_KEY), "
                              "but the value given looks like an API key itself (not shown here). Put the key "
                              "in an environment variable before starting ComfyUI and give that variable's "
                              "name; if the key was saved in a workflow, revoke it.")
-        self.timeout = float(timeout)
+        self.timeout = float(settings.timeout)
         if self.timeout <= 0:
             raise InputError("timeout must be a positive number of seconds")
-        self.retries = max(0, int(retries))
-        self.backoff = max(0.0, float(backoff))
-        self.max_pixels = int(max_pixels) if max_pixels else DEFAULT_MAX_PIXELS
-        self.max_new_tokens = int(max_new_tokens) if max_new_tokens else 768
-        if response_format not in RESPONSE_FORMATS:
+        self.retries = max(0, int(settings.retries))
+        self.backoff = max(0.0, float(settings.backoff))
+        self.max_pixels = int(settings.max_pixels) if settings.max_pixels else DEFAULT_MAX_PIXELS
+        self.max_new_tokens = int(settings.max_new_tokens) if settings.max_new_tokens else 768
+        if settings.response_format not in RESPONSE_FORMATS:
             raise InputError(f"response_format must be one of {', '.join(RESPONSE_FORMATS)}")
-        self.response_format = response_format
-        self.image_format = image_format
-        self.max_response_bytes = int(max_response_bytes)
+        self.response_format = settings.response_format
+        self.image_format = settings.image_format
+        self.max_response_bytes = int(settings.max_response_bytes)
         if self.max_response_bytes < 1024:
             raise InputError("max_response_bytes must be at least 1024")
         self.name = f"openai:{self.model}@{self.url}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import json
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 from PIL import Image
@@ -134,14 +135,27 @@ class _ProgressAndInterrupt:
         return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
 
+@dataclass(frozen=True)
+class LocalVLMSettings:
+    """How a local transformers controller loads and answers (load_backend's options for qwen3-vl and
+    internvl3; an unknown option is a TypeError)."""
+    dtype: str = "auto"                    # auto: bf16 on CUDA, else fp32 | bf16 | fp16 | fp32
+    device: str = "auto"
+    keep_loaded: bool = True               # inside ComfyUI: keep the weights between prompts
+    allow_download: bool | None = None     # used when load_backend resolves the folder (not here)
+    max_pixels: int = DEFAULT_MAX_PIXELS   # each image is scaled down to at most this many pixels
+    max_new_tokens: int = 768
+    json_constrained: bool | str = "auto"  # xgrammar-constrained JSON: auto (when installed) | True | False | "off"
+    json_max_string: int = 0               # longest string the JSON grammar lets through (0: no bound)
+    attn_implementation: str = "sdpa"
+    quantization: str = "none"             # none | bitsandbytes modes (quantization_config)
+
+
 class TransformersVLM:
     """Qwen3-VL or InternVL3 loaded from a local folder. Use load_backend() to get one."""
 
-    def __init__(self, kind: str, folder: str, *, source: str | None = None, dtype: str = "auto",
-                 device: str = "auto", keep_loaded: bool = True, allow_download: bool | None = None,
-                 max_pixels: int = DEFAULT_MAX_PIXELS, max_new_tokens: int = 768,
-                 json_constrained: bool | str = "auto", json_max_string: int = 0,
-                 attn_implementation: str = "sdpa", quantization: str = "none"):
+    def __init__(self, kind: str, folder: str, settings: LocalVLMSettings = LocalVLMSettings(), *,
+                 source: str | None = None):
         import torch
         from transformers import AutoModelForImageTextToText, AutoProcessor
 
@@ -149,25 +163,25 @@ class TransformersVLM:
             raise InputError(f"unknown transformers controller {kind!r}; use qwen3-vl or internvl3")
         self.kind, self.folder = kind, str(folder)
         self.name = f"{kind}:{source or folder}"
-        self.max_pixels = int(max_pixels) if max_pixels else DEFAULT_MAX_PIXELS
-        self.max_new_tokens = int(max_new_tokens) if max_new_tokens else 768
-        self.keep_loaded = bool(keep_loaded)
-        self.json_max_string = int(json_max_string or 0)
-        if json_constrained in ("auto", None):
+        self.max_pixels = int(settings.max_pixels) if settings.max_pixels else DEFAULT_MAX_PIXELS
+        self.max_new_tokens = int(settings.max_new_tokens) if settings.max_new_tokens else 768
+        self.keep_loaded = bool(settings.keep_loaded)
+        self.json_max_string = int(settings.json_max_string or 0)
+        if settings.json_constrained in ("auto", None):
             self.json_constrained = xgrammar_available()
         else:
-            self.json_constrained = bool(json_constrained) and json_constrained != "off"
+            self.json_constrained = bool(settings.json_constrained) and settings.json_constrained != "off"
             if self.json_constrained and not xgrammar_available():
                 raise InputError("JSON-constrained decoding needs the xgrammar package: `pip install xgrammar`, "
                                  "or set json_constrained to auto/off")
-        self.device = _device(device)
-        if dtype in (None, "", "auto"):
+        self.device = _device(settings.device)
+        if settings.dtype in (None, "", "auto"):
             self.dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
         else:
-            self.dtype = models.torch_dtype(dtype)
+            self.dtype = models.torch_dtype(settings.dtype)
 
-        quant = quantization_config(quantization, self.device, self.dtype)
-        self.quantization = (quantization or "none").lower()
+        quant = quantization_config(settings.quantization, self.device, self.dtype)
+        self.quantization = (settings.quantization or "none").lower()
         _check_config(kind, self.folder)
         # bitsandbytes weights are placed once, on the GPU, and cannot be moved afterwards.
         placement = {"quantization_config": quant, "device_map": {"": str(self.device)}} if quant is not None else {}
@@ -176,7 +190,7 @@ class TransformersVLM:
                                                            trust_remote_code=False)
             self.model = AutoModelForImageTextToText.from_pretrained(
                 self.folder, dtype=self.dtype, local_files_only=True, trust_remote_code=False,
-                attn_implementation=attn_implementation, **placement).eval()
+                attn_implementation=settings.attn_implementation, **placement).eval()
         except Exception as e:  # any failure here means the folder is not a usable checkpoint
             raise CorruptWeightsError(f"could not load the {kind} controller from {self.folder} "
                                       f"({type(e).__name__}: {e}). The folder may be incomplete; "
