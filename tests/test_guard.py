@@ -479,3 +479,14 @@ def test_a_new_background_keeps_the_subject_exactly(scene):
     redrawn = u8(rerender_field(beach, strength=0.35, corr_px=3.0))
     res = guard_images(prev, redrawn, request="change the background to a sunny beach scene")
     assert not res.applied and np.array_equal(res.image, redrawn)
+
+
+def test_a_users_mask_of_zeros_and_ones_in_uint8_is_read_as_the_bool_mask(scene):
+    # one mask rule for every step (respec/pixels/masks.mask_at): a 0/1 uint8 mask marks its ones
+    prev = u8(scene)
+    edited = realistic(draw_rect(draw_rect(scene, BOX, RED), (20, 20, 50, 60), (0.1, 0.2, 0.9)))
+    user = rect_mask(SHAPE, (BOX[0] - 4, BOX[1] - 4, BOX[2] + 4, BOX[3] + 4))
+    as_bool = guard_images(prev, edited, user_mask=user)
+    as_01 = guard_images(prev, edited, user_mask=user.astype(np.uint8))
+    assert as_01.record["region_from"] == "the user's mask"
+    assert np.array_equal(as_01.image, as_bool.image) and np.array_equal(as_01.weight, as_bool.weight)

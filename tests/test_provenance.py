@@ -8,8 +8,9 @@ from PIL import Image
 
 from respec.errors import InputError
 from respec.history import CHANGE, History, TurnMask
-from respec.pixels.provenance import (ChangeParams, change_for, change_mask, dilate, fit_colour, provenance_of,
-                               robust_scale)
+from respec.pixels.colour_fit import fit_colour, robust_scale
+from respec.pixels.masks import dilate
+from respec.pixels.provenance import ChangeParams, change_for, change_mask, provenance_of
 from respec.store import SessionStore
 from synthetic_scenes import background, draw_rect, drift, iou, rect_mask, u8
 

@@ -357,5 +357,5 @@ def test_a_half_done_removal_is_completed_and_what_the_editor_left_is_recorded()
 
 
 def erode_px(mask, r):
-    from respec.pixels.provenance import erode
+    from respec.pixels.masks import erode
     return erode(mask, r)

@@ -17,4 +17,10 @@ In the order a turn uses them (the numbered steps of respec/turn.py's run_turn):
     Step 7, append (History Append too):
       alignment         translation + uniform scale from I_{t-1} to I_t, sub-pixel, kept with the turn
       provenance        `change_for`: C_t of I_{t-1} -> I_t on aligned images, robust to global drift
+
+Shared by all of them (one home for each rule):
+      masks             the one mask coercion (`mask_at`), the history's mask size, square morphology,
+                        the clean-up of a thresholded mask
+      colour_fit        the robust colour fit I_t ≈ gain · I_{t-1} + bias and its one application
+                        (`ColourFit.apply`, `ColourFit.from_info` for a stored record), robust scale
 """

@@ -47,6 +47,7 @@ from scipy import ndimage
 
 from ..errors import InputError
 from ..images import finite_pixels
+from .colour_fit import MAD_TO_SIGMA
 
 METHOD = "blockphase+gn-v1"
 COARSE_SIDE = 256        # block motion is measured with the longer side at most this
@@ -476,7 +477,7 @@ def _refine(ref: np.ndarray, cur: np.ndarray, a: Alignment, ignore: np.ndarray |
             Mw = M * wts[:, None]
             sol = np.linalg.lstsq(Mw.T @ M, Mw.T @ C, rcond=None)[0]
             r = C - M @ sol
-            sig = 1.4826 * np.median(np.abs(r - np.median(r))) + 1e-6
+            sig = MAD_TO_SIGMA * np.median(np.abs(r - np.median(r))) + 1e-6
             u = r / (4.685 * sig)
             wts = np.where(np.abs(u) < 1, (1 - u ** 2) ** 2, 0.0)
         g = sol[0] if abs(sol[0]) > 1e-3 else 1.0
@@ -580,7 +581,7 @@ def estimate_alignment(prev: Any, cur: Any, ignore: np.ndarray | None = None,
     # them: their gradients would explain part of the change as motion) are left out.
     r = np.abs(f1 - warp(f0, a_f))
     med = float(np.median(r))
-    sig = 1.4826 * float(np.median(np.abs(r - med))) + 1e-4
+    sig = MAD_TO_SIGMA * float(np.median(np.abs(r - med))) + 1e-4
     out = ndimage.maximum_filter((r > med + 4 * sig).astype(np.uint8), 7) > 0
     if 0.0 < out.mean() < 0.6:
         ig_f = out if ig_f is None else (ig_f | out)

@@ -15,7 +15,7 @@ How C_t is computed (`change_mask`), robust to an editor's global drift:
    half the image or more (the inliers are then the edit).
 3. The residual r = RMS over channels of |I_t - T(I_{t-1})|, averaged over 3×3 pixels (an
    editor's VAE round trip adds pixel noise that is not a change; the mean cuts it threefold),
-   thresholded at median + K · 1.4826 · MAD of the averaged residual: the median absolute
+   thresholded at median + K · MAD_TO_SIGMA · MAD of the averaged residual: the median absolute
    deviation is a noise scale that the changed pixels barely move while they cover less than
    half the image. The threshold never drops below `min_delta` (a lossless editor has MAD = 0:
    quantisation must not count). A pixel must also exceed half the threshold on its own, so the
@@ -44,16 +44,14 @@ from scipy import ndimage
 
 from . import provenance_index
 from .alignment import IDENTITY, Alignment, compose_all, estimate_alignment, support, warp
+from .colour_fit import FIT_SAMPLES, ColourFit, fit_colour, grey_of, residual, robust_scale, sample_grid, smooth
+from .masks import clean_mask, dilate, history_size
 from ..errors import InputError
 from ..history import CHANGE, History, StoredImage, TurnMask
 from ..images import as_rgb, finite_array
 from ..lru import LRU
 
 METHOD = "drift-robust-v2"   # recorded in every mask's info: what computed it (v2: aligned, stability)
-MAD_TO_SIGMA = 1.4826         # MAD of a normal distribution times this = its standard deviation
-INLIER_K = 3.0                # colour-fit inliers: residual within 3 robust sigmas of the median
-FIT_ROUNDS = 3
-FIT_SAMPLES = 65_536          # pixels the colour fit samples (a regular grid): 256×256, plenty for 6 numbers
 WORK_PIXELS = 4_194_304       # images above this (4 MP) are analysed at a working resolution, masks upsampled
 STABILITY_SIDE = 512          # the stability measure works with the longer side at most this ...
 STABILITY_BLOCK = 16          # ... on blocks of this many pixels there
@@ -104,169 +102,6 @@ def as_float_rgb(img: Any, size: tuple[int, int] | None = None) -> np.ndarray:
     if size is not None and pil.size != tuple(size):
         pil = pil.resize(tuple(int(s) for s in size), Image.BILINEAR)
     return np.asarray(pil, dtype=np.float32) / 255.0
-
-
-def dilate(mask: np.ndarray, radius: int) -> np.ndarray:
-    """Binary dilation by a (2r+1)² square (a separable max filter; the border repeats)."""
-    if radius <= 0:
-        return np.asarray(mask, bool)
-    return ndimage.maximum_filter(np.asarray(mask, np.uint8), 2 * int(radius) + 1, mode="nearest") > 0
-
-
-def erode(mask: np.ndarray, radius: int) -> np.ndarray:
-    """Binary erosion by a (2r+1)² square (the border repeats: touching it is not an edge)."""
-    if radius <= 0:
-        return np.asarray(mask, bool)
-    return ndimage.minimum_filter(np.asarray(mask, np.uint8), 2 * int(radius) + 1, mode="nearest") > 0
-
-
-def robust_scale(values: np.ndarray) -> tuple[float, float]:
-    """(median, robust sigma = 1.4826 · MAD) of a 1-D sample."""
-    v = np.asarray(values, dtype=np.float64).ravel()
-    if v.size == 0:
-        return 0.0, 0.0
-    med = float(np.median(v))
-    return med, MAD_TO_SIGMA * float(np.median(np.abs(v - med)))
-
-
-# --------------------------------------------------------------------------- colour transform
-
-@dataclass(frozen=True)
-class ColourFit:
-    """A per-channel affine map dst ≈ gain · src + bias, and the robust noise of its residual."""
-
-    gain: tuple[float, float, float]
-    bias: tuple[float, float, float]
-    noise_median: float = 0.0   # median of the per-pixel residual on the inliers
-    noise_sigma: float = 0.0    # 1.4826 · MAD of that residual
-    inlier_fraction: float = 1.0
-
-    def apply(self, src: np.ndarray) -> np.ndarray:
-        """The transform applied to a float H×W×3 image (not clipped)."""
-        return src * np.asarray(self.gain, np.float32) + np.asarray(self.bias, np.float32)
-
-    def info(self) -> dict:
-        """JSON-able record of the fit (rounded), kept with the change mask."""
-        return {"gain": [round(g, 5) for g in self.gain], "bias": [round(b, 5) for b in self.bias],
-                "noise_median": round(self.noise_median, 6), "noise_sigma": round(self.noise_sigma, 6),
-                "inlier_fraction": round(self.inlier_fraction, 4)}
-
-
-IDENTITY_FIT = ColourFit((1.0, 1.0, 1.0), (0.0, 0.0, 0.0))
-
-
-def _grid(shape: tuple[int, int], n: int) -> tuple[slice, slice]:
-    step = max(1, int(np.ceil(np.sqrt(shape[0] * shape[1] / max(1, n)))))
-    return slice(None, None, step), slice(None, None, step)
-
-
-def fit_colour(src: np.ndarray, dst: np.ndarray, use: np.ndarray | None = None,
-               rounds: int = FIT_ROUNDS, sampled: bool = False) -> ColourFit:
-    """Robustly fit dst ≈ gain · src + bias per channel (float H×W×3 images of one size).
-
-    `use`: optional boolean H×W of the pixels allowed in the fit (e.g. "not changed by any turn
-    since"); the fit then also drops its own outliers. Falls back to the identity when too few
-    pixels are left to fit. sampled: the images already are the sample grid (every pixel is used)."""
-    if src.shape != dst.shape:
-        raise InputError(f"colour fit needs images of one size, got {src.shape} and {dst.shape}")
-    gy, gx = (slice(None), slice(None)) if sampled else _grid(src.shape[:2], FIT_SAMPLES)
-    s = src[gy, gx].reshape(-1, 3).astype(np.float64)
-    d = dst[gy, gx].reshape(-1, 3).astype(np.float64)
-    keep = np.ones(len(s), bool) if use is None else np.asarray(use, bool)[gy, gx].ravel()
-    if keep.sum() < 16:
-        return IDENTITY_FIT
-    allowed = keep.copy()
-    # Start from a per-channel offset (the median difference) or a per-channel gain (the median
-    # ratio), whichever leaves more pixels within the inlier band: unlike a least-squares fit on
-    # every pixel, neither is dragged by a saturated edit, so the first inlier set is already the
-    # background. A global gain seen as an offset would leave a flat photo's dark part (water under
-    # a bright sky) out of the inliers, and the fit on the sky alone could not tell a gain from an
-    # offset.
-    gain, bias = _start(s[keep], d[keep])
-    for r in range(max(1, rounds) + 1):
-        if r:
-            _affine(s[keep], d[keep], gain, bias)
-        res = np.sqrt(((s * gain + bias - d) ** 2).mean(axis=1))
-        med, sig = robust_scale(res[allowed])
-        new_keep = allowed & (res <= med + INLIER_K * max(sig, 1e-4))
-        if new_keep.sum() < 16 or (r and np.array_equal(new_keep, keep)):   # at least one affine round
-            break
-        keep = new_keep
-    res = np.sqrt(((s * gain + bias - d) ** 2).mean(axis=1))
-    med, sig = robust_scale(res[keep])
-    return ColourFit(tuple(float(g) for g in gain), tuple(float(b) for b in bias), med, sig,
-                     float(keep.sum() / max(1, allowed.sum())))
-
-
-def _start(s: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The first colour map (gain, bias) of `fit_colour`: a per-channel offset or a per-channel
-    gain, the one with more samples within INLIER_K robust sigmas of its median residual."""
-    best, best_n = None, -1
-    ratio = np.median(d / np.maximum(s, 1.0 / 255.0), axis=0)
-    for gain, bias in ((np.ones(3), np.median(d - s, axis=0)), (ratio, np.zeros(3))):
-        res = np.sqrt(((s * gain + bias - d) ** 2).mean(axis=1))
-        med, sig = robust_scale(res)
-        n = int((res <= med + INLIER_K * max(sig, 1e-4)).sum())
-        if n > best_n:
-            best, best_n = (gain.astype(np.float64), bias.astype(np.float64)), n
-    return best
-
-
-def _affine(s: np.ndarray, d: np.ndarray, gain: np.ndarray, bias: np.ndarray) -> None:
-    """Least-squares d ≈ gain · s + bias per channel (N×3 samples), written into gain and bias."""
-    for c in range(3):
-        x, y = s[:, c], d[:, c]
-        vx = x.var()
-        if vx < 1e-8:       # a flat channel: only an offset can be told apart
-            gain[c], bias[c] = 1.0, float((y - x).mean())
-        else:
-            gain[c] = float(((x - x.mean()) * (y - y.mean())).mean() / vx)
-            bias[c] = float(y.mean() - gain[c] * x.mean())
-
-
-
-def residual(src: np.ndarray, dst: np.ndarray, fit: ColourFit) -> np.ndarray:
-    """Per-pixel RMS over channels of dst - fit(src) (float32 H×W)."""
-    d = fit.apply(src) - dst
-    return np.sqrt(np.einsum("...c,...c->...", d, d) / np.float32(d.shape[-1]))   # (einsum: no slow axis-2 mean)
-
-
-def smooth(r: np.ndarray, size: int) -> np.ndarray:
-    """The residual averaged over size×size pixels (size ≤ 1: unchanged)."""
-    return ndimage.uniform_filter(r, int(size), mode="nearest") if size > 1 else r
-
-
-# --------------------------------------------------------------------------- masks
-
-def clean_mask(mask: np.ndarray, open_radius: int, close_radius: int, min_area: float) -> np.ndarray:
-    """Opening (drop specks), closing (fill gaps), then drop components under min_area
-    (a fraction of the image). Runs on the mask's bounding box (grown by both radii): nothing
-    farther from a masked pixel can change."""
-    mask = np.asarray(mask, bool)
-    ys, xs = np.nonzero(mask.any(axis=1))[0], np.nonzero(mask.any(axis=0))[0]
-    if ys.size == 0:
-        return np.zeros(mask.shape, bool)
-    h, w = mask.shape
-    pad = 2 * (open_radius + close_radius) + 2
-    y0, y1, x0, x1 = max(0, ys[0] - pad), min(h, ys[-1] + 1 + pad), max(0, xs[0] - pad), min(w, xs[-1] + 1 + pad)
-    if (y1 - y0) * (x1 - x0) < 0.8 * h * w:
-        out = np.zeros(mask.shape, bool)
-        out[y0:y1, x0:x1] = _clean(mask[y0:y1, x0:x1], open_radius, close_radius, min_area * mask.size)
-        return out
-    return _clean(mask, open_radius, close_radius, min_area * mask.size)
-
-
-def _clean(mask: np.ndarray, open_radius: int, close_radius: int, min_pixels: float) -> np.ndarray:
-    m = dilate(erode(mask, open_radius), open_radius)
-    m = erode(dilate(m, close_radius), close_radius)
-    if min_pixels > 0 and m.any():
-        labels, n = ndimage.label(m)
-        sizes = np.bincount(labels.ravel())
-        small = sizes < max(1.0, min_pixels)
-        small[0] = False
-        if small.any():
-            m = m & ~small[labels]
-    return m
 
 
 @dataclass(frozen=True, eq=False)
@@ -368,7 +203,7 @@ def change_of(a: np.ndarray, b: np.ndarray, params: ChangeParams = DEFAULT_PARAM
     raw = residual(a, b, fit)
     r = smooth(raw, params.smooth_size)
     if sup is None:
-        sample = r[_grid(r.shape, FIT_SAMPLES)]
+        sample = r[sample_grid(r.shape, FIT_SAMPLES)]
     else:
         v = r[sup]
         sample = v[::max(1, v.size // FIT_SAMPLES)]
@@ -484,8 +319,7 @@ def stability(a: np.ndarray, b: np.ndarray, fit: ColourFit, mask: np.ndarray,
     support is unstable. stable_fraction = the share of the pixels outside the change mask that
     lie in held blocks and whose residual `res` (3×3 mean, after the colour fit) stays below the
     fixed NOISE_FLOOR."""
-    # grey(fit(a)) as one weighted channel sum (the fit is affine per channel)
-    ga = np.asarray(a, np.float32) @ (np.asarray(fit.gain, np.float32) / 3.0) + np.float32(np.mean(fit.bias))
+    ga = fit.apply_grey(a)
     gb = grey_of(b)
     h, w = ga.shape
     f = min(1.0, STABILITY_SIDE / float(max(h, w)))
@@ -756,16 +590,6 @@ def _change_blocks(history: History, prov: "Provenance", t: int, small: tuple[in
         hit.flags.writeable = False
         _SMALL.put(key, hit)
     return hit
-
-
-def grey_of(x: np.ndarray) -> np.ndarray:
-    """float32 H×W: the channel mean of a float H×W×3 image."""
-    return np.asarray(x, np.float32) @ np.full(3, 1.0 / 3.0, np.float32)   # (a matmul: faster than mean(axis=2))
-
-
-def history_size(history: History) -> tuple[int, int]:
-    """(width, height) every mask of this history is computed at: I_0's size."""
-    return history.turns[0].image.size
 
 
 def change_for(history: History, image: Any, params: ChangeParams = DEFAULT_PARAMS) -> TurnMask:

@@ -45,6 +45,7 @@ from bench_store import _median_ms  # noqa: E402  (same folder)
 from respec.history import CHANGE, History  # noqa: E402
 from respec.pixels import provenance as pv  # noqa: E402
 from respec.pixels.alignment import Alignment, warp  # noqa: E402
+from respec.pixels.masks import history_size  # noqa: E402
 from respec.pixels.provenance import change_for, change_mask  # noqa: E402
 from respec.pixels.reveal import reveal_composite, reveal_for  # noqa: E402
 from synthetic_scenes import background, draw_rect, drift, iou, rect_mask, u8  # noqa: E402
@@ -129,7 +130,7 @@ def one_turn(s: int, zoom: float, trace: bool = False) -> dict:
         return r
     if trace:
         tracemalloc.start()
-    stage("alignment", lambda: pv.alignment_for(prev_img, ed_img, pv.history_size(h)))
+    stage("alignment", lambda: pv.alignment_for(prev_img, ed_img, history_size(h)))
     res = stage("reveal", lambda: reveal_for(h, ed_img, covering_turn=1))
     stage("append", lambda: change_for(h, res.image))
     if trace:
