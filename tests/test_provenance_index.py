@@ -7,6 +7,7 @@ import pytest
 
 from respec.history import CHANGE, History, Turn
 from respec.pixels import provenance, provenance_index
+from respec.pixels.analysis_cache import CACHE
 from respec.pixels.provenance import change_for, provenance_of
 
 from synthetic_scenes import background, draw_rect, u8
@@ -86,7 +87,7 @@ def test_a_history_without_stored_masks_computes_each_missing_mask_once_past_64_
     calls = []
     real = provenance.change_mask
     monkeypatch.setattr(provenance, "change_mask", lambda *a, **k: calls.append(1) or real(*a, **k))
-    provenance._CACHE.clear()
+    CACHE.changes.clear()
     first = provenance_of(h)
     assert first.computed == tuple(range(1, 71)) and len(calls) == 70
     again = provenance_of(h)

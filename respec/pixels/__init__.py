@@ -23,4 +23,7 @@ Shared by all of them (one home for each rule):
                         the clean-up of a thresholded mask
       colour_fit        the robust colour fit I_t ≈ gain · I_{t-1} + bias and its one application
                         (`ColourFit.apply`, `ColourFit.from_info` for a stored record), robust scale
+      work_images       a turn's images as float RGB at the working size (above 4 MP: scaled down)
+      analysis_cache    what the steps keep between them, in one object (`CACHE`): change records,
+                        working-size images, the stability figures per image and per turn
 """

@@ -46,8 +46,11 @@ from PIL import Image
 from scipy import ndimage
 
 from ..errors import InputError
+from ..history import StoredImage
 from ..images import finite_pixels
+from ..lru import LRU
 from .colour_fit import MAD_TO_SIGMA
+from .work_images import work_float, working_size
 
 METHOD = "blockphase+gn-v1"
 COARSE_SIDE = 256        # block motion is measured with the longer side at most this
@@ -597,3 +600,37 @@ def estimate_alignment(prev: Any, cur: Any, ignore: np.ndarray | None = None,
     if full.max_motion(size) < snap_px:
         return Alignment(residual_px=full.residual_px, method="identity", inliers=full.inliers, size=size)
     return full
+
+
+def at_full_size(al: Alignment, f: float, size: tuple[int, int]) -> Alignment:
+    """An alignment measured at a working size f times `size` (w, h), in `size`'s pixels (the
+    translation and the residual scale; the zoom and the method do not)."""
+    return Alignment(al.dx / f, al.dy / f, al.scale, al.residual_px / f, al.method, al.inliers, tuple(size))
+
+
+# The alignment of a pair of images, by their digests and the size it refers to: Reveal Composite,
+# the Drift Guard, the change record and History Append ask for one turn's alignment, estimated once.
+_ALIGN = LRU(64)
+
+
+def alignment_for(prev: StoredImage, cur: StoredImage, size: tuple[int, int]) -> Alignment:
+    """The alignment I_{t-1} (`prev`) -> I_t (`cur`) at the history's `size` (w, h), cached by
+    the two images' digests: Reveal Composite and History Append estimate it once per turn."""
+    hit = _ALIGN.get((prev.digest, cur.digest, tuple(size)))
+    if hit is not None:
+        return hit
+    work = working_size(size)
+    if prev.size == tuple(work) and cur.size == tuple(work):
+        al = estimate_alignment(prev.array, cur.array)      # grey straight from uint8: no float RGB copies
+    else:
+        al = estimate_alignment(work_float(prev, work), work_float(cur, work))
+    if work != tuple(size):
+        al = at_full_size(al, work[0] / float(size[0]), size)
+    remember_alignment(prev, cur, size, al)
+    return al
+
+
+def remember_alignment(prev: StoredImage, cur: StoredImage, size: tuple[int, int], al: Alignment) -> None:
+    """Record a known alignment prev -> cur (e.g. Reveal Composite's output keeps the edit's
+    geometry), so the turn's change record reuses it."""
+    _ALIGN.put((prev.digest, cur.digest, tuple(size)), al)

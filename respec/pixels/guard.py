@@ -78,7 +78,7 @@ from ..errors import InputError
 from ..history import History, StoredImage, TurnMask
 from ..images import as_array, check_image_size
 from ..plan import Plan
-from .alignment import IDENTITY, Alignment, support, warp, warp_float
+from .alignment import IDENTITY, Alignment, remember_alignment, support, warp, warp_float
 from .structure import StructureWarp, plain_warp, structure_warp, with_local_flow
 from .blend import levels_for, multiband_blend, push_pull
 from .edit_region import (CoarseChange, coarse_change, coarse_size, convex_hull, hulls, kept_subject, main_change,
@@ -86,8 +86,9 @@ from .edit_region import (CoarseChange, coarse_change, coarse_size, convex_hull,
 from .grade import GRADE_FROM, colour_shift, grade_record, into_grade, invertible
 from .colour_fit import ColourFit
 from .masks import dilate, erode, history_size, mask_at
-from .provenance import (DEFAULT_PARAMS, ChangeParams, Stability, change_between, change_of,
-                         remember_alignment, remember_change, unstable_mask, working_size)
+from .provenance import (DEFAULT_PARAMS, ChangeParams, Stability, change_between, change_of, remember_change,
+                         unstable_mask)
+from .work_images import working_size
 
 METHOD = "drift-guard-v2"
 GUARD_MASK = "guard_edit"          # the kept-edit weights stored with the turn (1 = the editor's pixel)

@@ -43,16 +43,16 @@ from PIL import Image
 from scipy import ndimage
 
 from . import provenance_index
-from .alignment import IDENTITY, Alignment, compose_all, estimate_alignment, support, warp
+from .alignment import IDENTITY, Alignment, alignment_for, at_full_size, compose_all, estimate_alignment, support, warp
+from .analysis_cache import CACHE
 from .colour_fit import FIT_SAMPLES, ColourFit, fit_colour, grey_of, residual, robust_scale, sample_grid, smooth
 from .masks import clean_mask, dilate, history_size
+from .work_images import as_float_rgb, working_size
 from ..errors import InputError
 from ..history import CHANGE, History, StoredImage, TurnMask
 from ..images import as_rgb, finite_array
-from ..lru import LRU
 
 METHOD = "drift-robust-v2"   # recorded in every mask's info: what computed it (v2: aligned, stability)
-WORK_PIXELS = 4_194_304       # images above this (4 MP) are analysed at a working resolution, masks upsampled
 STABILITY_SIDE = 512          # the stability measure works with the longer side at most this ...
 STABILITY_BLOCK = 16          # ... on blocks of this many pixels there
 STABLE_NCC = 0.8              # a textured block whose structure correlates less than this after alignment moved
@@ -83,25 +83,6 @@ class ChangeParams:
 
 
 DEFAULT_PARAMS = ChangeParams()
-
-
-# --------------------------------------------------------------------------- images as floats
-
-def as_float_rgb(img: Any, size: tuple[int, int] | None = None) -> np.ndarray:
-    """An image (array, PIL, StoredImage) as float32 H×W×3 in 0..1, resized (bilinear) to
-    `size` = (width, height) when given and different."""
-    if isinstance(img, StoredImage):
-        img = img.array
-    if isinstance(img, np.ndarray) and img.dtype.kind == "f" and img.ndim == 3 and img.shape[2] == 3:
-        # already float 0..1 RGB (an aligned image): resized per channel, never re-quantised
-        if size is None or (img.shape[1], img.shape[0]) == tuple(size):
-            return img.astype(np.float32, copy=False)
-        return np.stack([np.asarray(Image.fromarray(img[:, :, c].astype(np.float32)).resize(
-            tuple(int(v) for v in size), Image.BILINEAR)) for c in range(3)], axis=2)
-    pil = as_rgb(img)
-    if size is not None and pil.size != tuple(size):
-        pil = pil.resize(tuple(int(s) for s in size), Image.BILINEAR)
-    return np.asarray(pil, dtype=np.float32) / 255.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -169,20 +150,8 @@ def change_mask(prev: Any, cur: Any, size: tuple[int, int] | None = None,
     if work != tuple(size):
         m = np.asarray(Image.fromarray(res.mask).resize(tuple(size), Image.NEAREST), bool)
         m.flags.writeable = False
-        full = Alignment(al.dx / f, al.dy / f, al.scale, al.residual_px / f, al.method, al.inliers, tuple(size))
-        res = replace(res, mask=m, alignment=full, working_size=work, raw_residual=None)
+        res = replace(res, mask=m, alignment=at_full_size(al, f, size), working_size=work, raw_residual=None)
     return res if cur_size == size else replace(res, resized_from=cur_size)
-
-
-def working_size(size: tuple[int, int], max_pixels: int | None = None) -> tuple[int, int]:
-    """(w, h) an image of `size` is analysed at: itself up to max_pixels (default WORK_PIXELS),
-    else scaled down to it."""
-    max_pixels = WORK_PIXELS if max_pixels is None else max_pixels
-    w, h = int(size[0]), int(size[1])
-    if w * h <= max_pixels:
-        return (w, h)
-    f = np.sqrt(max_pixels / float(w * h))
-    return (max(1, int(w * f)), max(1, int(h * f)))
 
 
 def change_of(a: np.ndarray, b: np.ndarray, params: ChangeParams = DEFAULT_PARAMS,
@@ -548,33 +517,27 @@ def _keep_on_blocks(changed: np.ndarray, sbox: tuple[int, int, int, int], small:
     return (_at_small(d, small, box=box, out=(x1 - x0, y1 - y0)) < 0.01).astype(np.float64)
 
 
-_SMALL = LRU(max_items=65_536)    # per image and per turn, by content: a few KB each
-# Each image's blurred grey at the stability size (float32, at most 512 px a side: 1 MB at 512²), for the
-# blocks a change cuts through; 256 MB keep a conversation of 256 images (more: the oldest are made again).
-_GREY = LRU(max_bytes=256 << 20, size_of=lambda a: a.nbytes)
-
-
 def _small_grey(img: StoredImage, small: tuple[int, int]) -> np.ndarray:
     """An image's grey, BOX-resized to `small` and blurred (1 px), as `stability` measures texture;
     once per image."""
     key = (img.digest, tuple(small))
-    hit = _GREY.get(key)
+    hit = CACHE.grey.get(key)
     if hit is None:
         hit = ndimage.gaussian_filter(grey_of(as_float_rgb(as_rgb(img.array).resize(small, Image.BOX))), 1.0)
         hit.flags.writeable = False
-        _GREY.put(key, hit)
+        CACHE.grey.put(key, hit)
     return hit
 
 
 def _block_std_all(img: StoredImage, small: tuple[int, int], blocks: tuple[int, int]) -> np.ndarray:
     """Each stability block's grey std (`_small_grey`) over all its pixels; once per image."""
     key = ("std", img.digest, tuple(small), tuple(blocks))
-    hit = _SMALL.get(key)
+    hit = CACHE.small.get(key)
     if hit is None:
         t = _tiles(_small_grey(img, small), blocks).astype(np.float64)
         hit = np.sqrt(((t - t.mean(-1)[..., None]) ** 2).mean(-1))
         hit.flags.writeable = False
-        _SMALL.put(key, hit)
+        CACHE.small.put(key, hit)
     return hit
 
 
@@ -584,11 +547,11 @@ def _change_blocks(history: History, prov: "Provenance", t: int, small: tuple[in
     stored = history.turns[t].masks.get(CHANGE)
     key = ("change", stored.image.digest if stored is not None else
            (history.turns[t - 1].image.digest, history.turns[t].image.digest), tuple(small), tuple(blocks))
-    hit = _SMALL.get(key)
+    hit = CACHE.small.get(key)
     if hit is None:
         hit = _tiles(_at_small(prov.changes[t], small), blocks).mean(-1)
         hit.flags.writeable = False
-        _SMALL.put(key, hit)
+        CACHE.small.put(key, hit)
     return hit
 
 
@@ -600,19 +563,19 @@ def change_for(history: History, image: Any, params: ChangeParams = DEFAULT_PARA
     return _cached_change(history.current.image, StoredImage.of(image), history_size(history), params)
 
 
-# Masks of in-memory histories are recomputed on demand; a small cache keyed by the two images'
-# digests keeps one graph (or one benchmark turn) from computing the same mask twice.
-_CACHE = LRU(64)
+def _change_key(prev: StoredImage, cur: StoredImage, size: tuple[int, int], params: ChangeParams) -> tuple:
+    """A change record's key in CACHE.changes (respec/pixels/analysis_cache.py): by content."""
+    return (prev.digest, cur.digest, tuple(size), params)
 
 
 def _cached_change(prev: StoredImage, cur: StoredImage, size: tuple[int, int],
                    params: ChangeParams) -> TurnMask:
-    key = (prev.digest, cur.digest, tuple(size), params)
-    hit = _CACHE.get(key)
+    key = _change_key(prev, cur, size, params)
+    hit = CACHE.changes.get(key)
     if hit is not None:
         return hit
     tm = change_mask(prev, cur, size, params, alignment=alignment_for(prev, cur, size)).turn_mask()
-    _CACHE.put(key, tm)
+    CACHE.changes.put(key, tm)
     return tm
 
 
@@ -628,7 +591,7 @@ def remember_change(prev: StoredImage, cur: StoredImage, size: tuple[int, int], 
     """Record a known change record prev -> cur (Reveal Composite computes the edit's C_t once;
     its output differs from the edit only inside C_t and on quiet seam pixels, so History Append
     and run_turn reuse it for the output instead of computing it again)."""
-    _CACHE.put((prev.digest, cur.digest, tuple(size), params), tm)
+    CACHE.changes.put(_change_key(prev, cur, size, params), tm)
 
 
 def full_size_result(res: ChangeResult, size: tuple[int, int]) -> ChangeResult:
@@ -640,55 +603,7 @@ def full_size_result(res: ChangeResult, size: tuple[int, int]) -> ChangeResult:
     f = w / float(size[0])
     m = np.asarray(Image.fromarray(res.mask).resize(tuple(size), Image.NEAREST), bool)
     m.flags.writeable = False
-    al = res.alignment
-    full = Alignment(al.dx / f, al.dy / f, al.scale, al.residual_px / f, al.method, al.inliers, tuple(size))
-    return replace(res, mask=m, alignment=full, working_size=(w, h), raw_residual=None)
-
-
-_WORK = LRU(4)
-
-
-def work_float(img: StoredImage, size: tuple[int, int]) -> np.ndarray:
-    """as_float_rgb(img, size), cached for images resized to a working size (the turn's
-    alignment, its change record and Reveal Composite read the same few large images); images
-    that need no resizing are converted each time (no cache: that is one pass)."""
-    if img.size == tuple(size):
-        return as_float_rgb(img)
-    key = (img.digest, tuple(size))
-    hit = _WORK.get(key)
-    if hit is not None:
-        return hit
-    out = as_float_rgb(img, size)
-    out.flags.writeable = False
-    _WORK.put(key, out)
-    return out
-
-
-_ALIGN = LRU(64)
-
-
-def alignment_for(prev: StoredImage, cur: StoredImage, size: tuple[int, int]) -> Alignment:
-    """The alignment I_{t-1} (`prev`) -> I_t (`cur`) at the history's `size` (w, h), cached by
-    the two images' digests: Reveal Composite and History Append estimate it once per turn."""
-    hit = _ALIGN.get((prev.digest, cur.digest, tuple(size)))
-    if hit is not None:
-        return hit
-    work = working_size(size)
-    if prev.size == tuple(work) and cur.size == tuple(work):
-        al = estimate_alignment(prev.array, cur.array)      # grey straight from uint8: no float RGB copies
-    else:
-        al = estimate_alignment(work_float(prev, work), work_float(cur, work))
-    if work != tuple(size):
-        f = work[0] / float(size[0])
-        al = Alignment(al.dx / f, al.dy / f, al.scale, al.residual_px / f, al.method, al.inliers, tuple(size))
-    remember_alignment(prev, cur, size, al)
-    return al
-
-
-def remember_alignment(prev: StoredImage, cur: StoredImage, size: tuple[int, int], al: Alignment) -> None:
-    """Record a known alignment prev -> cur (e.g. Reveal Composite's output keeps the edit's
-    geometry), so the turn's change record reuses it."""
-    _ALIGN.put((prev.digest, cur.digest, tuple(size)), al)
+    return replace(res, mask=m, alignment=at_full_size(res.alignment, f, size), working_size=(w, h), raw_residual=None)
 
 
 # --------------------------------------------------------------------------- per-pixel history

@@ -92,14 +92,15 @@ from ..errors import InputError
 from ..history import REVEAL_SOURCE, History, StoredImage, TurnMask
 from ..plan import Plan
 from ..images import as_array, check_image_size, finite_pixels, image_id_arg, to_uint8
-from .alignment import IDENTITY, Alignment, residual_flow, support, warp, warp_float
+from .alignment import IDENTITY, Alignment, alignment_for, remember_alignment, residual_flow, support, warp, warp_float
 from . import provenance as _provenance
 from .blend import levels_for, multiband_blend
 from .flow import LocalFlow, estimate_flow, warp_by_flow
 from .colour_fit import FIT_SAMPLES, fit_colour, grey_of, residual, robust_scale, sample_grid, smooth
 from .masks import clean_mask, dilate, history_size, mask_at
-from .provenance import (DEFAULT_PARAMS, ChangeResult, alignment_for, as_float_rgb, change_of, full_size_result,
-                         provenance_of, remember_alignment, remember_change, work_float, working_size)
+from . import work_images
+from .provenance import DEFAULT_PARAMS, ChangeResult, change_of, full_size_result, provenance_of, remember_change
+from .work_images import as_float_rgb, work_float, working_size
 
 METHOD = "reveal-composite-v2"
 # Absolute checks (v2): the relative ring test compares the ring with the rest of the image, so a
@@ -716,7 +717,7 @@ def reveal_working_size(size: tuple[int, int]) -> tuple[int, int]:
     """(w, h) a restoration turn of `size` is analysed at (its C_t, R and every check): at most
     REVEAL_WORK_PIXELS (and at most the change masks' working resolution); the paste is made at
     full size on its box."""
-    return working_size(size, min(REVEAL_WORK_PIXELS, _provenance.WORK_PIXELS))
+    return working_size(size, min(REVEAL_WORK_PIXELS, work_images.WORK_PIXELS))
 
 
 def _full(mask: np.ndarray, size: tuple[int, int]) -> np.ndarray:
