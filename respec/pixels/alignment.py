@@ -59,6 +59,18 @@ BLOCK = 32               # block size (pixels at the coarse size)
 SNAP_PX = 0.1            # a motion below this at every corner is the identity
 MIN_BLOCKS = 6           # fewer textured blocks than this: no estimate (identity)
 INLIER_PX = 0.75         # RANSAC inlier distance (coarse pixels)
+TUKEY_C = 4.685          # Tukey's biweight cut-off in robust sigmas (95 % efficiency on Gaussian noise)
+FAST_MOTION_PX = 0.5     # a coarse motion below this (every corner) that at least FAST_INLIERS of the ...
+FAST_INLIERS = 0.5       # ... textured blocks agree with is tried as the identity first (one Gauss-Newton step)
+EDIT_K = 4.0             # second pass: a fine-size residual above median + this many robust sigmas is the edit ...
+EDIT_GROW = 7            # ... grown by a 7×7 max filter (3 px around: its gradients would read as motion) ...
+EDIT_MAX_SHARE = 0.6     # ... and left out only while it covers less than this share: more is no edit but a
+                         #     motion the first pass got wrong, and too little would be left to refine on
+AGREE_PX = 1.0           # a block whose residual motion is within this (fine pixels) agrees with the fit
+MIN_INLIERS = 0.3        # fewer agreeing textured blocks than this share: no consistent motion (a re-render),
+                         # the identity is returned. Looser than the Drift Guard's min_inliers (0.5), which
+                         # must trust the alignment to paste pixels; this only decides whether to warp at all.
+                         # (provenance.RERENDER_SHARE = 0.3 is another measure: unstable pixels, not blocks.)
 
 
 @dataclass(frozen=True)
@@ -481,7 +493,7 @@ def _refine(ref: np.ndarray, cur: np.ndarray, a: Alignment, ignore: np.ndarray |
             sol = np.linalg.lstsq(Mw.T @ M, Mw.T @ C, rcond=None)[0]
             r = C - M @ sol
             sig = MAD_TO_SIGMA * np.median(np.abs(r - np.median(r))) + 1e-6
-            u = r / (4.685 * sig)
+            u = r / (TUKEY_C * sig)
             wts = np.where(np.abs(u) < 1, (1 - u ** 2) ** 2, 0.0)
         g = sol[0] if abs(sol[0]) > 1e-3 else 1.0
         da, ddx, ddy = sol[2] / g, sol[3] / g, sol[4] / g
@@ -573,7 +585,7 @@ def estimate_alignment(prev: Any, cur: Any, ignore: np.ndarray | None = None,
     f0, f1 = ndimage.gaussian_filter(f0, 1.0), ndimage.gaussian_filter(f1, 1.0)
     ig_f = None if ignore is None else (resize_grey(np.asarray(ignore, np.float32), FINE_SIDE)[0] > 0.5)
     a_f = Alignment(a_c.dx * ff / f, a_c.dy * ff / f, a_c.scale)
-    if a_c.max_motion(c0.shape[::-1]) < 0.5 and coarse_inliers >= 0.5:
+    if a_c.max_motion(c0.shape[::-1]) < FAST_MOTION_PX and coarse_inliers >= FAST_INLIERS:
         # Identity fast path (most editors keep the frame): one Gauss-Newton step about the
         # identity needs no resampling; when it too finds less than snap_px, so be it.
         step = _refine(f0, f1, IDENTITY, ig_f, rounds=1)
@@ -585,16 +597,16 @@ def estimate_alignment(prev: Any, cur: Any, ignore: np.ndarray | None = None,
     r = np.abs(f1 - warp(f0, a_f))
     med = float(np.median(r))
     sig = MAD_TO_SIGMA * float(np.median(np.abs(r - med))) + 1e-4
-    out = ndimage.maximum_filter((r > med + 4 * sig).astype(np.uint8), 7) > 0
-    if 0.0 < out.mean() < 0.6:
+    out = ndimage.maximum_filter((r > med + EDIT_K * sig).astype(np.uint8), EDIT_GROW) > 0
+    if 0.0 < out.mean() < EDIT_MAX_SHARE:
         ig_f = out if ig_f is None else (ig_f | out)
         a_f = _refine(f0, f1, a_f, ig_f, rounds=3)
     d, tex = residual_motion(warp(f0, a_f), f1, BLOCK, ig_f)
-    agree = tex & (d <= 1.0)
+    agree = tex & (d <= AGREE_PX)
     inliers = float(agree.sum()) / max(1, int(tex.sum()))
     residual = float(np.median(d[agree])) / ff if agree.any() else float("inf")
     full = _scaled(a_f, ff, METHOD, residual if np.isfinite(residual) else 99.0, min(inliers, 1.0), size)
-    if inliers < 0.3:
+    if inliers < MIN_INLIERS:
         return Alignment(method="identity (no consistent motion: the editor re-rendered)", residual_px=full.residual_px,
                          inliers=inliers, size=size)
     if full.max_motion(size) < snap_px:

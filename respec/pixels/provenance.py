@@ -62,6 +62,8 @@ NOISE_FLOOR = 16.0 / 255.0    # fixed floor: outside the change mask a residual 
 RERENDER_SHARE = 0.3          # more than this share of the pixels outside the change mask unstable: a re-render
 TEXTURED_HELD = 0.6           # ... or fewer than this share of the textured blocks held (a redrawn subject on
 TEXTURED_MIN_BLOCKS = 8       #     a flat backdrop: the flat blocks hold whatever happened), given this many
+JUDGED_SHARE = 0.25           # a stability block is judged when at least this share of its pixels is unchanged
+OVER_FLOOR_SHARE = 0.25       # a block whose unchanged pixels exceed NOISE_FLOOR on more than this share moved
 
 
 @dataclass(frozen=True)
@@ -318,9 +320,9 @@ def stability(a: np.ndarray, b: np.ndarray, fit: ColourFit, mask: np.ndarray,
     held = np.where(textured, ncc >= STABLE_NCC, np.abs(ma - mb) <= FLAT_DELTA)
     if res is not None:     # a block whose unchanged pixels mostly exceed the fixed floor did not hold either
         over = tiles(sm((res > NOISE_FLOOR).astype(np.float32)) > 0.5).astype(np.float64)
-        held &= (over * tw).sum(-1) / nn <= 0.25
+        held &= (over * tw).sum(-1) / nn <= OVER_FLOOR_SHARE
     outside_support = tiles(supp).mean(-1) < 0.5
-    judged = n >= 0.25 * B * B          # enough unchanged pixels to judge the block
+    judged = n >= JUDGED_SHARE * B * B   # enough unchanged pixels to judge the block
     unstable = (judged & ~held) | outside_support
     outside = ~near_mask if sup is None else ~near_mask & sup
     bad = unstable_mask(unstable, mask.shape)
@@ -473,7 +475,7 @@ def _count_held(history: History, j: int, near: np.ndarray, grid: np.ndarray, ke
         return std
 
     textured = (block_std(history.turns[j].image) >= TEXTURE_STD) | (block_std(history.turns[j - 1].image) >= TEXTURE_STD)
-    n = near & textured & (n_keep >= 0.25 * B * B)
+    n = near & textured & (n_keep >= JUDGED_SHARE * B * B)
     return int((n & ~grid).sum()), int(n.sum()), around
 
 
