@@ -9,7 +9,8 @@ import pytest
 from respec.history import CHANGE, History
 from respec.pixels import work_images
 from respec.pixels.alignment import Alignment, estimate_alignment, support, warp
-from respec.pixels.provenance import change_for, change_mask, provenance_of, turn_alignment, turn_change
+from respec.pixels.change_mask import change_for, change_mask
+from respec.pixels.provenance import provenance_of, turn_alignment, turn_change
 from synthetic_scenes import background, draw_rect, drift, iou, moved, rect_mask, rerender_field, u8
 
 SHAPE = (192, 256)

@@ -1,4 +1,4 @@
-"""Change masks and per-pixel provenance (respec/pixels/provenance.py) on synthetic images with known
+"""Change masks and per-pixel provenance (respec/pixels/change_mask.py, provenance.py) on synthetic images with known
 rectangles, a global colour drift and pixel noise."""
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from PIL import Image
 
 from respec.errors import InputError
 from respec.history import CHANGE, History, TurnMask
+from respec.pixels.change_mask import ChangeParams, change_for, change_mask
 from respec.pixels.colour_fit import fit_colour, robust_scale
 from respec.pixels.masks import dilate
-from respec.pixels.provenance import ChangeParams, change_for, change_mask, provenance_of
+from respec.pixels.provenance import provenance_of
 from respec.store import SessionStore
 from synthetic_scenes import background, draw_rect, drift, iou, rect_mask, u8
 
@@ -206,7 +207,8 @@ def _held_near_directly(history, prov, k, j):
     """held_near's definition computed on whole images each time (the reference it must equal)."""
     from scipy import ndimage
     from respec.pixels.colour_fit import grey_of
-    from respec.pixels.provenance import NEAR_BLOCKS, STABILITY_BLOCK, STABILITY_SIDE, TEXTURE_STD, Stability
+    from respec.pixels.change_mask import STABILITY_BLOCK, STABILITY_SIDE, TEXTURE_STD, Stability
+    from respec.pixels.provenance import NEAR_BLOCKS
     from respec.pixels.work_images import as_float_rgb
     from respec.images import as_rgb
     grid = Stability.grid_from_info(prov.records[j])

@@ -9,7 +9,7 @@ from PIL import Image
 
 from respec.errors import InputError
 from respec.history import CHANGE, REVEAL_SOURCE, History
-from respec.pixels.provenance import change_for
+from respec.pixels.change_mask import change_for
 from respec.pixels.reveal import reveal_composite, reveal_for, reveal_masks
 from synthetic_scenes import background, draw_rect, drift, iou, moved, rect_mask, rerender_field, u8
 

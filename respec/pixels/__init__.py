@@ -16,7 +16,8 @@ In the order a turn uses them (the numbered steps of respec/turn.py's run_turn):
       blend             the multi-band blend and push-pull membrane both of them paste with
     Step 7, append (History Append too):
       alignment         translation + uniform scale from I_{t-1} to I_t, sub-pixel, kept with the turn
-      provenance        `change_for`: C_t of I_{t-1} -> I_t on aligned images, robust to global drift
+      change_mask       `change_for`: C_t of I_{t-1} -> I_t on aligned images, robust to global drift,
+                        and whether the editor kept the scene (the stability grid)
 
 Shared by all of them (one home for each rule):
       masks             the one mask coercion (`mask_at`), the history's mask size, square morphology,

@@ -34,7 +34,7 @@ How `estimate_alignment` finds it, robust to the edited region and to photometri
 the inlier blocks after refinement (how well one similarity explains the motion); `inliers` the
 share of textured blocks that agree with it. A re-rendered picture (a new pose, redrawn texture)
 has few inliers and a large residual: the change record's stability measure
-(respec/pixels/provenance.py) reads that.
+(respec/pixels/change_mask.py) reads that.
 """
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ AGREE_PX = 1.0           # a block whose residual motion is within this (fine pi
 MIN_INLIERS = 0.3        # fewer agreeing textured blocks than this share: no consistent motion (a re-render),
                          # the identity is returned. Looser than the Drift Guard's min_inliers (0.5), which
                          # must trust the alignment to paste pixels; this only decides whether to warp at all.
-                         # (provenance.RERENDER_SHARE = 0.3 is another measure: unstable pixels, not blocks.)
+                         # (change_mask.RERENDER_SHARE = 0.3 is another measure: unstable pixels, not blocks.)
 
 
 @dataclass(frozen=True)

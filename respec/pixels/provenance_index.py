@@ -52,7 +52,7 @@ MAX_HEADS = 16                  # histories whose "last change" map is kept ...
 MAX_HEAD_BYTES = 256 << 20      # ... within this many bytes of maps (16 at 1024², 1 at 8192²)
 
 # compute(prev StoredImage, cur StoredImage, size (w, h), params) -> TurnMask: the change mask of a
-# turn that has none stored (respec/pixels/provenance.py passes its cached change_mask).
+# turn that has none stored (respec/pixels/provenance.py passes change_mask.change_between, cached).
 Compute = Callable[[Any, Any, tuple, Any], TurnMask]
 
 

@@ -93,13 +93,13 @@ from ..history import REVEAL_SOURCE, History, StoredImage, TurnMask
 from ..plan import Plan
 from ..images import as_array, check_image_size, finite_pixels, image_id_arg, to_uint8
 from .alignment import IDENTITY, Alignment, alignment_for, remember_alignment, residual_flow, support, warp, warp_float
-from . import provenance as _provenance
 from .blend import levels_for, multiband_blend
 from .flow import LocalFlow, estimate_flow, warp_by_flow
 from .colour_fit import FIT_SAMPLES, fit_colour, grey_of, residual, robust_scale, sample_grid, smooth
 from .masks import clean_mask, dilate, history_size, mask_at
 from . import work_images
-from .provenance import DEFAULT_PARAMS, ChangeResult, change_of, full_size_result, provenance_of, remember_change
+from .change_mask import DEFAULT_PARAMS, ChangeResult, change_for, change_of, full_size_result, remember_change
+from .provenance import provenance_of
 from .work_images import as_float_rgb, work_float, working_size
 
 METHOD = "reveal-composite-v2"
@@ -1045,7 +1045,7 @@ def _change_in_previous_frame(history: History, edited: Any) -> np.ndarray | Non
         to_uint8(edited) if np.asarray(edited).dtype.kind == "f" else edited)
     if img.size != history_size(history) or history.current.image.size != img.size:
         return None
-    tm = _provenance.change_for(history, img)
+    tm = change_for(history, img)
     al = Alignment.from_record(tm.info.get("alignment"))
     return tm.mask if al.is_identity else warp(tm.mask, al.inverse(), order=0)
 

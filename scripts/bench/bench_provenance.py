@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Benchmark of pixel provenance (not a test): the cost of one change mask (respec/pixels/provenance.py)
+"""Benchmark of pixel provenance (not a test): the cost of one change mask (respec/pixels/change_mask.py)
 and of one restoration turn (Reveal Composite with its alignment, C_t and paste, then the
 append's change record) on a synthetic turn (a textured scene, a rectangle added, a global
 colour drift and pixel noise; then the rectangle removed and re-invented as its surroundings'
@@ -47,7 +47,7 @@ from respec.pixels.alignment import Alignment, warp  # noqa: E402
 from respec.pixels import alignment  # noqa: E402
 from respec.pixels.analysis_cache import CACHE  # noqa: E402
 from respec.pixels.masks import history_size  # noqa: E402
-from respec.pixels.provenance import change_for, change_mask  # noqa: E402
+from respec.pixels.change_mask import change_for, change_mask  # noqa: E402
 from respec.pixels.reveal import reveal_composite, reveal_for  # noqa: E402
 from synthetic_scenes import background, draw_rect, drift, iou, rect_mask, u8  # noqa: E402
 
