@@ -277,6 +277,21 @@ def unstable_mask(grid: np.ndarray | None, shape: tuple[int, int]) -> np.ndarray
     return np.asarray(Image.fromarray(grid.astype(np.uint8) * 255).resize((w, h), Image.NEAREST)) >= 128
 
 
+def stability_size(shape: tuple[int, int]) -> tuple[int, int]:
+    """(w, h) the stability measure works at for an H×W image: the longer side at most
+    STABILITY_SIDE, each side at least one block."""
+    h, w = shape
+    f = min(1.0, STABILITY_SIDE / float(max(h, w)))
+    return (max(STABILITY_BLOCK, round(w * f)), max(STABILITY_BLOCK, round(h * f)))
+
+
+def block_tiles(x: np.ndarray, blocks: tuple[int, int]) -> np.ndarray:
+    """nby×nbx×B² tiles of the stability blocks of an H×W plane (its top-left nby·B × nbx·B)."""
+    B = STABILITY_BLOCK
+    nby, nbx = blocks
+    return x[:nby * B, :nbx * B].reshape(nby, B, nbx, B).transpose(0, 2, 1, 3).reshape(nby, nbx, -1)
+
+
 def stability(a: np.ndarray, b: np.ndarray, fit: ColourFit, mask: np.ndarray,
               sup: np.ndarray | None = None, res: np.ndarray | None = None) -> Stability:
     """The stability of b against the aligned a (see Stability), not resting on the adaptive
@@ -288,9 +303,8 @@ def stability(a: np.ndarray, b: np.ndarray, fit: ColourFit, mask: np.ndarray,
     fixed NOISE_FLOOR."""
     ga = fit.apply_grey(a)
     gb = grey_of(b)
-    h, w = ga.shape
-    f = min(1.0, STABILITY_SIDE / float(max(h, w)))
-    small = (max(STABILITY_BLOCK, round(w * f)), max(STABILITY_BLOCK, round(h * f)))
+    small = stability_size(ga.shape)
+
     def sm(x, mode=Image.BOX):
         return np.asarray(Image.fromarray(np.asarray(x, np.float32)).resize(small, mode), np.float32)
     ga, gb = ndimage.gaussian_filter(sm(ga), 1.0), ndimage.gaussian_filter(sm(gb), 1.0)
@@ -298,13 +312,8 @@ def stability(a: np.ndarray, b: np.ndarray, fit: ColourFit, mask: np.ndarray,
     keep = sm((~near_mask).astype(np.float32)) > 0.99
     supp = np.ones_like(keep) if sup is None else sm(sup.astype(np.float32)) > 0.5
     B = STABILITY_BLOCK
-    nby, nbx = max(1, small[1] // B), max(1, small[0] // B)
-    H, W = nby * B, nbx * B
-
-    def tiles(x):
-        return x[:H, :W].reshape(nby, B, nbx, B).transpose(0, 2, 1, 3).reshape(nby, nbx, -1)
-
-    ta, tb, tw = tiles(ga).astype(np.float64), tiles(gb).astype(np.float64), tiles(keep & supp).astype(np.float64)
+    blocks = (max(1, small[1] // B), max(1, small[0] // B))
+    ta, tb, tw = (block_tiles(x, blocks).astype(np.float64) for x in (ga, gb, keep & supp))
     n = tw.sum(-1)
     nn = np.maximum(n, 1.0)
     ma, mb = (ta * tw).sum(-1) / nn, (tb * tw).sum(-1) / nn
@@ -315,9 +324,9 @@ def stability(a: np.ndarray, b: np.ndarray, fit: ColourFit, mask: np.ndarray,
     textured = np.sqrt(np.maximum(va, vb)) >= TEXTURE_STD
     held = np.where(textured, ncc >= STABLE_NCC, np.abs(ma - mb) <= FLAT_DELTA)
     if res is not None:     # a block whose unchanged pixels mostly exceed the fixed floor did not hold either
-        over = tiles(sm((res > NOISE_FLOOR).astype(np.float32)) > 0.5).astype(np.float64)
+        over = block_tiles(sm((res > NOISE_FLOOR).astype(np.float32)) > 0.5, blocks).astype(np.float64)
         held &= (over * tw).sum(-1) / nn <= OVER_FLOOR_SHARE
-    outside_support = tiles(supp).mean(-1) < 0.5
+    outside_support = block_tiles(supp, blocks).mean(-1) < 0.5
     judged = n >= JUDGED_SHARE * B * B   # enough unchanged pixels to judge the block
     unstable = (judged & ~held) | outside_support
     outside = ~near_mask if sup is None else ~near_mask & sup

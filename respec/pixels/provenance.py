@@ -23,8 +23,8 @@ from scipy import ndimage
 from . import provenance_index
 from .alignment import IDENTITY, Alignment, compose_all, support, warp
 from .analysis_cache import CACHE
-from .change_mask import (DEFAULT_PARAMS, JUDGED_SHARE, STABILITY_BLOCK, STABILITY_SIDE, TEXTURE_STD, ChangeParams,
-                          Stability, change_between, unstable_mask)
+from .change_mask import (DEFAULT_PARAMS, JUDGED_SHARE, STABILITY_BLOCK, TEXTURE_STD, ChangeParams, Stability,
+                          block_tiles, change_between, stability_size, unstable_mask)
 from .colour_fit import grey_of
 from .masks import dilate, history_size
 from .work_images import as_float_rgb
@@ -59,8 +59,7 @@ class NearEvidence:
     def __init__(self, history: History, prov: "Provenance", k: int):
         self.history, self.prov, self.k = history, prov, k
         w, h = prov.size
-        f = min(1.0, STABILITY_SIDE / float(max(h, w)))
-        self.small = (max(STABILITY_BLOCK, round(w * f)), max(STABILITY_BLOCK, round(h * f)))
+        self.small = stability_size((h, w))
         self.shape = (h, w)
         self._blocks = None           # the grid shape the C_k parts below were made for
         self._alignment = (k, IDENTITY)
@@ -127,7 +126,7 @@ class NearEvidence:
     def _held_moved(self, j: int, grid: np.ndarray) -> tuple[int, int, int]:
         prov, history = self.prov, self.history
         c_k, c_j = prov.in_frame(prov.changes[self.k], self.k, j), prov.changes[j]
-        ck = _tiles(_at_small(c_k, self.small), grid.shape).mean(-1)
+        ck = block_tiles(_at_small(c_k, self.small), grid.shape).mean(-1)
         cj = _change_blocks(history, prov, j, self.small, grid.shape)
         near = ndimage.binary_dilation(ck > 0, iterations=NEAR_BLOCKS) & (ck <= 0.5) & (cj <= 0.5)
         if not near.any():
@@ -147,7 +146,7 @@ def _count_held(history: History, j: int, near: np.ndarray, grid: np.ndarray, ke
     `keep` the pixels each block's texture is measured on (at the stability size)."""
     B = STABILITY_BLOCK
     by0, by1, bx0, bx1 = bb
-    kt = _tiles(keep, (by1 - by0, bx1 - bx0))
+    kt = block_tiles(keep, (by1 - by0, bx1 - bx0))
     n_keep = kt.sum(-1)
     partial = (n_keep < B * B) & (n_keep > 0) & near
 
@@ -157,7 +156,7 @@ def _count_held(history: History, j: int, near: np.ndarray, grid: np.ndarray, ke
             ys, xs = np.nonzero(partial)
             py0, py1, px0, px1 = int(ys.min()), int(ys.max()) + 1, int(xs.min()), int(xs.max()) + 1
             g = _small_grey(img, small)[(by0 + py0) * B:(by0 + py1) * B, (bx0 + px0) * B:(bx0 + px1) * B]
-            t = _tiles(g, (py1 - py0, px1 - px0)).astype(np.float64)
+            t = block_tiles(g, (py1 - py0, px1 - px0)).astype(np.float64)
             kk, nk = kt[py0:py1, px0:px1], n_keep[py0:py1, px0:px1]
             m = (t * kk).sum(-1) / np.maximum(nk, 1.0)
             part = np.sqrt(((t - m[..., None]) ** 2 * kk).sum(-1) / np.maximum(nk, 1.0))
@@ -170,13 +169,6 @@ def _count_held(history: History, j: int, near: np.ndarray, grid: np.ndarray, ke
     textured = (block_std(history.turns[j].image) >= TEXTURE_STD) | (block_std(history.turns[j - 1].image) >= TEXTURE_STD)
     n = near & textured & (n_keep >= JUDGED_SHARE * B * B)
     return int((n & ~grid).sum()), int(n.sum()), around
-
-
-def _tiles(x: np.ndarray, blocks: tuple[int, int]) -> np.ndarray:
-    """nby×nbx×B² tiles of the stability blocks of an H×W plane (its top-left nby·B × nbx·B)."""
-    B = STABILITY_BLOCK
-    nby, nbx = blocks
-    return x[:nby * B, :nbx * B].reshape(nby, B, nbx, B).transpose(0, 2, 1, 3).reshape(nby, nbx, -1)
 
 
 def _at_small(x: np.ndarray, small: tuple[int, int], box: tuple[float, float, float, float] | None = None,
@@ -229,7 +221,7 @@ def _block_std_all(img: StoredImage, small: tuple[int, int], blocks: tuple[int, 
     key = ("std", img.digest, tuple(small), tuple(blocks))
     hit = CACHE.small.get(key)
     if hit is None:
-        t = _tiles(_small_grey(img, small), blocks).astype(np.float64)
+        t = block_tiles(_small_grey(img, small), blocks).astype(np.float64)
         hit = np.sqrt(((t - t.mean(-1)[..., None]) ** 2).mean(-1))
         hit.flags.writeable = False
         CACHE.small.put(key, hit)
@@ -244,7 +236,7 @@ def _change_blocks(history: History, prov: "Provenance", t: int, small: tuple[in
            (history.turns[t - 1].image.digest, history.turns[t].image.digest), tuple(small), tuple(blocks))
     hit = CACHE.small.get(key)
     if hit is None:
-        hit = _tiles(_at_small(prov.changes[t], small), blocks).mean(-1)
+        hit = block_tiles(_at_small(prov.changes[t], small), blocks).mean(-1)
         hit.flags.writeable = False
         CACHE.small.put(key, hit)
     return hit
