@@ -84,10 +84,10 @@ from .blend import levels_for, multiband_blend, push_pull
 from .edit_region import (CoarseChange, coarse_change, coarse_size, convex_hull, hulls, kept_subject, main_change,
                           rerendered_components)
 from .grade import GRADE_FROM, colour_shift, grade_record, into_grade, invertible
-from .colour_fit import ColourFit
-from .masks import dilate, erode, history_size, mask_at
 from .change_mask import (DEFAULT_PARAMS, ChangeParams, Stability, change_between, change_of, remember_change,
                           unstable_mask)
+from .colour_fit import ColourFit
+from .masks import dilate, erode, history_size, mask_at
 from .work_images import working_size
 
 METHOD = "drift-guard-v2"

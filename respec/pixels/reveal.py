@@ -95,10 +95,10 @@ from ..images import as_array, check_image_size, finite_pixels, image_id_arg, to
 from .alignment import IDENTITY, Alignment, alignment_for, remember_alignment, residual_flow, support, warp, warp_float
 from .blend import levels_for, multiband_blend
 from .flow import LocalFlow, estimate_flow, warp_by_flow
-from .colour_fit import FIT_SAMPLES, fit_colour, grey_of, residual, robust_scale, sample_grid, smooth
-from .masks import clean_mask, dilate, history_size, mask_at
 from . import work_images
 from .change_mask import DEFAULT_PARAMS, ChangeResult, change_for, change_of, full_size_result, remember_change
+from .colour_fit import FIT_SAMPLES, fit_colour, grey_of, residual, robust_scale, sample_grid, smooth
+from .masks import clean_mask, dilate, history_size, mask_at
 from .provenance import provenance_of
 from .work_images import as_float_rgb, work_float, working_size
 
