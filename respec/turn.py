@@ -36,7 +36,7 @@ from .controller.selection import PlanSelector, Selection
 from .errors import InputError
 from .history import CHANGE, History, StoredImage, TurnMask
 from .plan import Plan
-from .pixels.provenance import change_for
+from .pixels.change_mask import change_for
 from .timing import StageTimer, TimingHook
 
 # The turn-meta key that says which history images the editor received, in order. keep_turn

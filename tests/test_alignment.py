@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from respec.history import CHANGE, History
-from respec.pixels import provenance as pv
+from respec.pixels import work_images
 from respec.pixels.alignment import Alignment, estimate_alignment, support, warp
-from respec.pixels.provenance import change_for, change_mask, provenance_of, turn_alignment, turn_change
+from respec.pixels.change_mask import change_for, change_mask
+from respec.pixels.provenance import provenance_of, turn_alignment, turn_change
 from synthetic_scenes import background, draw_rect, drift, iou, moved, rect_mask, rerender_field, u8
 
 SHAPE = (192, 256)
@@ -102,7 +103,7 @@ def test_each_turn_keeps_its_alignment_and_any_image_warps_into_the_latest_frame
 
 
 def test_a_large_image_is_analysed_at_the_working_resolution(monkeypatch):
-    monkeypatch.setattr(pv, "WORK_PIXELS", 128 * 96)
+    monkeypatch.setattr(work_images, "WORK_PIXELS", 128 * 96)
     scene = _scene()
     cur = drift(draw_rect(scene, BOX, (0.9, 0.1, 0.1)), noise=0.004)
     res = change_mask(u8(scene), u8(cur))

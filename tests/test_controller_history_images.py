@@ -14,7 +14,7 @@ from respec.controller.history_images import BOUNDED, PAPER, shown_images
 from respec.controller.prompts import build_parts, downscaled
 from respec.errors import InputError
 from respec.history import CHANGE, History
-from respec.pixels.provenance import change_for
+from respec.pixels.change_mask import change_for
 
 from synthetic_scenes import background, draw_rect, u8
 

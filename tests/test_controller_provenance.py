@@ -16,7 +16,7 @@ from respec.controller.provenance_selector import (NO_COVERING_TURN, PROVENANCE_
 from respec.controller.selection import select_references
 from respec.errors import InputError
 from respec.history import CHANGE, REVEAL_SOURCE, History
-from respec.pixels.provenance import change_for
+from respec.pixels.change_mask import change_for
 from respec.pixels.reveal import RevealStep
 from respec.plan import Plan
 from respec.turn import TurnParts, run_turn

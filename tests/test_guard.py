@@ -10,7 +10,7 @@ from scipy import ndimage
 
 from synthetic_scenes import background, draw_rect, drift, moved, rect_mask, rerender_field, u8
 from respec.history import CHANGE, History, StoredImage
-from respec.pixels import provenance
+from respec.pixels import change_mask as changes
 from respec.pixels.alignment import Alignment, warp
 from respec.controller.request_language import global_request
 from respec.pixels.grade import into_grade
@@ -181,8 +181,8 @@ class _DriftingEditor:
 
 def test_run_turn_guard_step_shares_the_turns_change_record(scene, monkeypatch):
     calls = []
-    real = provenance.change_mask
-    monkeypatch.setattr(provenance, "change_mask", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = changes.change_mask
+    monkeypatch.setattr(changes, "change_mask", lambda *a, **k: calls.append(1) or real(*a, **k))
     history = History.start(Image.fromarray(u8(scene)))
     record, new = run_turn(history, "add a red box",
                            TurnParts(editor=_DriftingEditor(scene), post_edit=[GuardStep()]),
@@ -300,7 +300,7 @@ def test_a_drifted_emblem_far_from_the_edit_is_not_an_edit(scene):
     em = rect_mask(SHAPE, emblem)
     for dx in (0.9, 1.2):
         edited = realistic(draw_rect(base, BOX, RED), dx=dx, seed=2)
-        assert provenance.change_between(*map(StoredImage.of, (prev, edited)), (SHAPE[1], SHAPE[0])).mask[em].mean() > 0.5
+        assert changes.change_between(*map(StoredImage.of, (prev, edited)), (SHAPE[1], SHAPE[0])).mask[em].mean() > 0.5
         res = guard_images(prev, edited, request="add a red box")
         assert res.applied and np.array_equal(res.image[em], prev[em])   # the change mask's emblem is drift
 
@@ -341,7 +341,7 @@ def test_a_pose_change_around_the_edit_is_left_alone(scene):
     prev = u8(scene)
     edited = realistic(draw_rect(scene, BOX, RED))
     p, e = StoredImage.of(prev), StoredImage.of(edited)
-    change = provenance.change_between(p, e, (SHAPE[1], SHAPE[0]))
+    change = changes.change_between(p, e, (SHAPE[1], SHAPE[0]))
     rows = change.info["unstable_grid"]
     assert drift_guard(p, e, change, request="add a red hat").applied            # the scene around it held
     # the editor moved what the hat sits on: the blocks around the edit no longer match I_(t-1)
@@ -445,7 +445,7 @@ def test_a_global_gain_on_a_flat_photo_is_not_a_change(gain):
     edited = ndimage.gaussian_filter(draw_rect(scene, box, (0.35, 0.2, 0.1)), (0.6, 0.6, 0))
     edited = u8(drift(edited, gain=(gain,) * 3, bias=(0, 0, 0), noise=0.004, seed=3))
     prev = u8(scene)
-    change = provenance.change_between(StoredImage.of(prev), StoredImage.of(edited), (384, 256))
+    change = changes.change_between(StoredImage.of(prev), StoredImage.of(edited), (384, 256))
     truth = rect_mask((256, 384), box)
     assert iou(change.mask, truth) >= 0.95
     res = guard_images(prev, edited, request="add a brown boat on the horizon")
@@ -479,3 +479,14 @@ def test_a_new_background_keeps_the_subject_exactly(scene):
     redrawn = u8(rerender_field(beach, strength=0.35, corr_px=3.0))
     res = guard_images(prev, redrawn, request="change the background to a sunny beach scene")
     assert not res.applied and np.array_equal(res.image, redrawn)
+
+
+def test_a_users_mask_of_zeros_and_ones_in_uint8_is_read_as_the_bool_mask(scene):
+    # one mask rule for every step (respec/pixels/masks.mask_at): a 0/1 uint8 mask marks its ones
+    prev = u8(scene)
+    edited = realistic(draw_rect(draw_rect(scene, BOX, RED), (20, 20, 50, 60), (0.1, 0.2, 0.9)))
+    user = rect_mask(SHAPE, (BOX[0] - 4, BOX[1] - 4, BOX[2] + 4, BOX[3] + 4))
+    as_bool = guard_images(prev, edited, user_mask=user)
+    as_01 = guard_images(prev, edited, user_mask=user.astype(np.uint8))
+    assert as_01.record["region_from"] == "the user's mask"
+    assert np.array_equal(as_01.image, as_bool.image) and np.array_equal(as_01.weight, as_bool.weight)

@@ -224,7 +224,7 @@ def test_validate_clips_a_valid_files_long_name(tmp_path, capsys):
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_change_of_refuses_non_finite_pixels(bad):
-    from respec.pixels.provenance import change_of
+    from respec.pixels.change_mask import change_of
     a = np.full((32, 32, 3), 0.5, np.float32)
     b = a.copy()
     b[3, 4, 1] = bad
@@ -235,7 +235,7 @@ def test_change_of_refuses_non_finite_pixels(bad):
 
 
 def test_change_of_records_are_strict_json_on_finite_input():
-    from respec.pixels.provenance import change_of
+    from respec.pixels.change_mask import change_of
     rng = np.random.default_rng(0)
     a = rng.random((32, 32, 3), dtype=np.float32)
     res = change_of(a, a)

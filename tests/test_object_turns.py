@@ -9,7 +9,7 @@ from respec.controller.covering import locate_covering_turn
 from respec.controller.object_turns import object_turns
 from respec.controller.provenance_selector import provenance_plan
 from respec.history import CHANGE, History
-from respec.pixels.provenance import change_for
+from respec.pixels.change_mask import change_for
 from synthetic_scenes import background, drift, rect_mask, u8
 
 SHAPE = (96, 128)

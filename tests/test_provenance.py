@@ -1,4 +1,4 @@
-"""Change masks and per-pixel provenance (respec/pixels/provenance.py) on synthetic images with known
+"""Change masks and per-pixel provenance (respec/pixels/change_mask.py, provenance.py) on synthetic images with known
 rectangles, a global colour drift and pixel noise."""
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ from PIL import Image
 
 from respec.errors import InputError
 from respec.history import CHANGE, History, TurnMask
-from respec.pixels.provenance import (ChangeParams, change_for, change_mask, dilate, fit_colour, provenance_of,
-                               robust_scale)
+from respec.pixels.change_mask import ChangeParams, change_for, change_mask
+from respec.pixels.colour_fit import fit_colour, robust_scale
+from respec.pixels.masks import dilate
+from respec.pixels.provenance import provenance_of
 from respec.store import SessionStore
 from synthetic_scenes import background, draw_rect, drift, iou, rect_mask, u8
 
@@ -204,8 +206,10 @@ def test_a_turn_mask_must_be_named_and_typed():
 def _held_near_directly(history, prov, k, j):
     """held_near's definition computed on whole images each time (the reference it must equal)."""
     from scipy import ndimage
-    from respec.pixels.provenance import (NEAR_BLOCKS, STABILITY_BLOCK, STABILITY_SIDE, TEXTURE_STD, Stability,
-                                          as_float_rgb, grey_of)
+    from respec.pixels.colour_fit import grey_of
+    from respec.pixels.change_mask import STABILITY_BLOCK, STABILITY_SIDE, TEXTURE_STD, Stability
+    from respec.pixels.provenance import NEAR_BLOCKS
+    from respec.pixels.work_images import as_float_rgb
     from respec.images import as_rgb
     grid = Stability.grid_from_info(prov.records[j])
     w, h = prov.size
@@ -243,6 +247,7 @@ def _held_near_directly(history, prov, k, j):
 def test_held_near_kept_by_content_gives_the_same_figures_as_whole_images(shape):
     # 530x700 is analysed at a stability size 2.6 times smaller: the per-block crops must line up
     from respec.pixels import provenance as pv
+    from respec.pixels.analysis_cache import CACHE
     scene = background(5, shape)
     h = History.start(u8(scene))
     H, W = shape
@@ -261,7 +266,7 @@ def test_held_near_kept_by_content_gives_the_same_figures_as_whole_images(shape)
         evidence = pv.NearEvidence(h, prov, k)
         assert [evidence.held(j) for j in range(k, 4)] == [_held_near_directly(h, prov, k, j) for j in range(k, 4)]
     # asked again (the next restoration turn), nothing per image or per turn is computed again
-    before = (len(pv._SMALL), len(pv._GREY))
+    before = (len(CACHE.small), len(CACHE.grey))
     for k, j in pairs:
         pv.held_near(h, prov, k, j)
-    assert (len(pv._SMALL), len(pv._GREY)) == before
+    assert (len(CACHE.small), len(CACHE.grey)) == before

@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 
 from respec.history import CHANGE, History, Turn
-from respec.pixels import provenance, provenance_index
-from respec.pixels.provenance import change_for, provenance_of
+from respec.pixels import change_mask as changes, provenance_index
+from respec.pixels.analysis_cache import CACHE
+from respec.pixels.change_mask import change_for
+from respec.pixels.provenance import provenance_of
 
 from synthetic_scenes import background, draw_rect, u8
 
@@ -84,9 +86,9 @@ def test_one_more_turn_stamps_one_turn():
 def test_a_history_without_stored_masks_computes_each_missing_mask_once_past_64_turns(monkeypatch):
     h = _bare(_history(70, store_masks=False))
     calls = []
-    real = provenance.change_mask
-    monkeypatch.setattr(provenance, "change_mask", lambda *a, **k: calls.append(1) or real(*a, **k))
-    provenance._CACHE.clear()
+    real = changes.change_mask
+    monkeypatch.setattr(changes, "change_mask", lambda *a, **k: calls.append(1) or real(*a, **k))
+    CACHE.changes.clear()
     first = provenance_of(h)
     assert first.computed == tuple(range(1, 71)) and len(calls) == 70
     again = provenance_of(h)

@@ -9,7 +9,7 @@ from PIL import Image
 
 from respec.errors import InputError
 from respec.history import CHANGE, REVEAL_SOURCE, History
-from respec.pixels.provenance import change_for
+from respec.pixels.change_mask import change_for
 from respec.pixels.reveal import reveal_composite, reveal_for, reveal_masks
 from synthetic_scenes import background, draw_rect, drift, iou, moved, rect_mask, rerender_field, u8
 
@@ -357,5 +357,5 @@ def test_a_half_done_removal_is_completed_and_what_the_editor_left_is_recorded()
 
 
 def erode_px(mask, r):
-    from respec.pixels.provenance import erode
+    from respec.pixels.masks import erode
     return erode(mask, r)

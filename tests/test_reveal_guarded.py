@@ -9,7 +9,7 @@ from PIL import Image
 from respec.controller.provenance_selector import selector_parts
 from respec.history import REVEAL_SOURCE, History
 from respec.pixels.guard import GUARD_MASK, GuardStep
-from respec.pixels.provenance import erode
+from respec.pixels.masks import erode
 from respec.pixels.reveal import RevealStep, exact_patch
 from respec.turn import TurnParts, run_turn
 from synthetic_scenes import background, draw_rect, drift, moved, rect_mask, u8

@@ -7,9 +7,9 @@ import numpy as np
 from respec import history as history_mod
 from respec.controller.provenance_selector import ProvenancePlanner, ProvenanceSelector
 from respec.history import CHANGE, History
-from respec.pixels import provenance
+from respec.pixels import change_mask as changes
 from respec.pixels import reveal as reveal_mod
-from respec.pixels.provenance import change_for
+from respec.pixels.change_mask import change_for
 from respec.pixels.reveal import RevealStep
 from respec.turn import TurnParts, TurnSwitches, run_turn
 
@@ -56,9 +56,9 @@ def test_one_hash_of_the_output_image_per_turn(monkeypatch):
 def test_a_reveal_that_leaves_the_image_costs_one_change_mask(monkeypatch):
     h = _covered_history()
     calls = []
-    real = provenance.change_of
+    real = changes.change_of
     counted = lambda *a, **k: calls.append(1) or real(*a, **k)   # noqa: E731
-    monkeypatch.setattr(provenance, "change_of", counted)
+    monkeypatch.setattr(changes, "change_of", counted)
     monkeypatch.setattr(reveal_mod, "change_of", counted)
     # (a move: a removal the editor did not make would be completed by Reveal, issue 32)
     record, new = run_turn(h, "move the red crate to the left",

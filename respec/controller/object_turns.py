@@ -39,7 +39,8 @@ import numpy as np
 
 from ..history import History
 from ..lru import LRU
-from ..pixels.provenance import Provenance, dilate, provenance_of
+from ..pixels.masks import dilate
+from ..pixels.provenance import Provenance, provenance_of
 from .restoration import (added_object_colours, added_object_words, colour_words, replacement_words,
                           request_words, revealing_action)
 

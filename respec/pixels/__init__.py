@@ -16,5 +16,15 @@ In the order a turn uses them (the numbered steps of respec/turn.py's run_turn):
       blend             the multi-band blend and push-pull membrane both of them paste with
     Step 7, append (History Append too):
       alignment         translation + uniform scale from I_{t-1} to I_t, sub-pixel, kept with the turn
-      provenance        `change_for`: C_t of I_{t-1} -> I_t on aligned images, robust to global drift
+      change_mask       `change_for`: C_t of I_{t-1} -> I_t on aligned images, robust to global drift,
+                        and whether the editor kept the scene (the stability grid)
+
+Shared by all of them (one home for each rule):
+      masks             the one mask coercion (`mask_at`), the history's mask size, square morphology,
+                        the clean-up of a thresholded mask
+      colour_fit        the robust colour fit I_t ≈ gain · I_{t-1} + bias and its one application
+                        (`ColourFit.apply`, `ColourFit.from_info` for a stored record), robust scale
+      work_images       a turn's images as float RGB at the working size (above 4 MP: scaled down)
+      analysis_cache    what the steps keep between them, in one object (`CACHE`): change records,
+                        working-size images, the stability figures per image and per turn
 """

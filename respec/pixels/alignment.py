@@ -34,7 +34,7 @@ How `estimate_alignment` finds it, robust to the edited region and to photometri
 the inlier blocks after refinement (how well one similarity explains the motion); `inliers` the
 share of textured blocks that agree with it. A re-rendered picture (a new pose, redrawn texture)
 has few inliers and a large residual: the change record's stability measure
-(respec/pixels/provenance.py) reads that.
+(respec/pixels/change_mask.py) reads that.
 """
 from __future__ import annotations
 
@@ -46,7 +46,11 @@ from PIL import Image
 from scipy import ndimage
 
 from ..errors import InputError
+from ..history import StoredImage
 from ..images import finite_pixels
+from ..lru import LRU
+from .colour_fit import MAD_TO_SIGMA
+from .work_images import work_float, working_size
 
 METHOD = "blockphase+gn-v1"
 COARSE_SIDE = 256        # block motion is measured with the longer side at most this
@@ -55,6 +59,18 @@ BLOCK = 32               # block size (pixels at the coarse size)
 SNAP_PX = 0.1            # a motion below this at every corner is the identity
 MIN_BLOCKS = 6           # fewer textured blocks than this: no estimate (identity)
 INLIER_PX = 0.75         # RANSAC inlier distance (coarse pixels)
+TUKEY_C = 4.685          # Tukey's biweight cut-off in robust sigmas (95 % efficiency on Gaussian noise)
+FAST_MOTION_PX = 0.5     # a coarse motion below this (every corner) that at least FAST_INLIERS of the ...
+FAST_INLIERS = 0.5       # ... textured blocks agree with is tried as the identity first (one Gauss-Newton step)
+EDIT_K = 4.0             # second pass: a fine-size residual above median + this many robust sigmas is the edit ...
+EDIT_GROW = 7            # ... grown by a 7×7 max filter (3 px around: its gradients would read as motion) ...
+EDIT_MAX_SHARE = 0.6     # ... and left out only while it covers less than this share: more is no edit but a
+                         #     motion the first pass got wrong, and too little would be left to refine on
+AGREE_PX = 1.0           # a block whose residual motion is within this (fine pixels) agrees with the fit
+MIN_INLIERS = 0.3        # fewer agreeing textured blocks than this share: no consistent motion (a re-render),
+                         # the identity is returned. Looser than the Drift Guard's min_inliers (0.5), which
+                         # must trust the alignment to paste pixels; this only decides whether to warp at all.
+                         # (change_mask.RERENDER_SHARE = 0.3 is another measure: unstable pixels, not blocks.)
 
 
 @dataclass(frozen=True)
@@ -476,8 +492,8 @@ def _refine(ref: np.ndarray, cur: np.ndarray, a: Alignment, ignore: np.ndarray |
             Mw = M * wts[:, None]
             sol = np.linalg.lstsq(Mw.T @ M, Mw.T @ C, rcond=None)[0]
             r = C - M @ sol
-            sig = 1.4826 * np.median(np.abs(r - np.median(r))) + 1e-6
-            u = r / (4.685 * sig)
+            sig = MAD_TO_SIGMA * np.median(np.abs(r - np.median(r))) + 1e-6
+            u = r / (TUKEY_C * sig)
             wts = np.where(np.abs(u) < 1, (1 - u ** 2) ** 2, 0.0)
         g = sol[0] if abs(sol[0]) > 1e-3 else 1.0
         da, ddx, ddy = sol[2] / g, sol[3] / g, sol[4] / g
@@ -569,7 +585,7 @@ def estimate_alignment(prev: Any, cur: Any, ignore: np.ndarray | None = None,
     f0, f1 = ndimage.gaussian_filter(f0, 1.0), ndimage.gaussian_filter(f1, 1.0)
     ig_f = None if ignore is None else (resize_grey(np.asarray(ignore, np.float32), FINE_SIDE)[0] > 0.5)
     a_f = Alignment(a_c.dx * ff / f, a_c.dy * ff / f, a_c.scale)
-    if a_c.max_motion(c0.shape[::-1]) < 0.5 and coarse_inliers >= 0.5:
+    if a_c.max_motion(c0.shape[::-1]) < FAST_MOTION_PX and coarse_inliers >= FAST_INLIERS:
         # Identity fast path (most editors keep the frame): one Gauss-Newton step about the
         # identity needs no resampling; when it too finds less than snap_px, so be it.
         step = _refine(f0, f1, IDENTITY, ig_f, rounds=1)
@@ -580,19 +596,53 @@ def estimate_alignment(prev: Any, cur: Any, ignore: np.ndarray | None = None,
     # them: their gradients would explain part of the change as motion) are left out.
     r = np.abs(f1 - warp(f0, a_f))
     med = float(np.median(r))
-    sig = 1.4826 * float(np.median(np.abs(r - med))) + 1e-4
-    out = ndimage.maximum_filter((r > med + 4 * sig).astype(np.uint8), 7) > 0
-    if 0.0 < out.mean() < 0.6:
+    sig = MAD_TO_SIGMA * float(np.median(np.abs(r - med))) + 1e-4
+    out = ndimage.maximum_filter((r > med + EDIT_K * sig).astype(np.uint8), EDIT_GROW) > 0
+    if 0.0 < out.mean() < EDIT_MAX_SHARE:
         ig_f = out if ig_f is None else (ig_f | out)
         a_f = _refine(f0, f1, a_f, ig_f, rounds=3)
     d, tex = residual_motion(warp(f0, a_f), f1, BLOCK, ig_f)
-    agree = tex & (d <= 1.0)
+    agree = tex & (d <= AGREE_PX)
     inliers = float(agree.sum()) / max(1, int(tex.sum()))
     residual = float(np.median(d[agree])) / ff if agree.any() else float("inf")
     full = _scaled(a_f, ff, METHOD, residual if np.isfinite(residual) else 99.0, min(inliers, 1.0), size)
-    if inliers < 0.3:
+    if inliers < MIN_INLIERS:
         return Alignment(method="identity (no consistent motion: the editor re-rendered)", residual_px=full.residual_px,
                          inliers=inliers, size=size)
     if full.max_motion(size) < snap_px:
         return Alignment(residual_px=full.residual_px, method="identity", inliers=full.inliers, size=size)
     return full
+
+
+def at_full_size(al: Alignment, f: float, size: tuple[int, int]) -> Alignment:
+    """An alignment measured at a working size f times `size` (w, h), in `size`'s pixels (the
+    translation and the residual scale; the zoom and the method do not)."""
+    return Alignment(al.dx / f, al.dy / f, al.scale, al.residual_px / f, al.method, al.inliers, tuple(size))
+
+
+# The alignment of a pair of images, by their digests and the size it refers to: Reveal Composite,
+# the Drift Guard, the change record and History Append ask for one turn's alignment, estimated once.
+_ALIGN = LRU(64)
+
+
+def alignment_for(prev: StoredImage, cur: StoredImage, size: tuple[int, int]) -> Alignment:
+    """The alignment I_{t-1} (`prev`) -> I_t (`cur`) at the history's `size` (w, h), cached by
+    the two images' digests: Reveal Composite and History Append estimate it once per turn."""
+    hit = _ALIGN.get((prev.digest, cur.digest, tuple(size)))
+    if hit is not None:
+        return hit
+    work = working_size(size)
+    if prev.size == tuple(work) and cur.size == tuple(work):
+        al = estimate_alignment(prev.array, cur.array)      # grey straight from uint8: no float RGB copies
+    else:
+        al = estimate_alignment(work_float(prev, work), work_float(cur, work))
+    if work != tuple(size):
+        al = at_full_size(al, work[0] / float(size[0]), size)
+    remember_alignment(prev, cur, size, al)
+    return al
+
+
+def remember_alignment(prev: StoredImage, cur: StoredImage, size: tuple[int, int], al: Alignment) -> None:
+    """Record a known alignment prev -> cur (e.g. Reveal Composite's output keeps the edit's
+    geometry), so the turn's change record reuses it."""
+    _ALIGN.put((prev.digest, cur.digest, tuple(size)), al)

@@ -30,7 +30,8 @@ from PIL import Image
 from scipy import ndimage
 from scipy.spatial import ConvexHull, QhullError
 
-from .provenance import ColourFit, dilate, erode, fit_colour
+from .colour_fit import IDENTITY_FIT, ColourFit, fit_colour
+from .masks import dilate, erode
 
 COARSE_SIDE = 256
 COARSE_SIGMA = 1.5
@@ -219,7 +220,7 @@ def kept_subject(P: np.ndarray, E: np.ndarray, valid: np.ndarray | None = None) 
     r0 = np.sqrt(((Eb - Pb) ** 2).mean(axis=2))
     first = (r0 < max(SUBJECT_LEVEL, 0.5 * float(np.median(r0[ok])))) & ok
     if first.sum() < 64:
-        return np.zeros(P.shape[:2], bool), ColourFit((1.0, 1.0, 1.0), (0.0, 0.0, 0.0))
+        return np.zeros(P.shape[:2], bool), IDENTITY_FIT
     fit = fit_colour(Pb, Eb, use=first)
     r = np.sqrt(((Eb - fit.apply(Pb)) ** 2).mean(axis=2))
     m = ndimage.binary_opening((r < SUBJECT_LEVEL) & ok, np.ones((5, 5), bool))

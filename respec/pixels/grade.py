@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .colour_fit import ColourFit
+
 GRADE_FROM = 10.0 / 255.0     # a shift of a grey level beyond this is mapped back (below: the seam's job)
 MIN_GAIN = 0.2                # a channel's gain below this cannot be inverted without blowing up noise
 
@@ -27,9 +29,8 @@ def colour_shift(info: dict) -> float:
 
 
 def _fit(info: dict) -> tuple[np.ndarray, np.ndarray]:
-    g = np.asarray(info.get("gain", (1.0, 1.0, 1.0)), np.float64)
-    b = np.asarray(info.get("bias", (0.0, 0.0, 0.0)), np.float64)
-    return g, b
+    fit = ColourFit.from_info(info)
+    return np.asarray(fit.gain, np.float64), np.asarray(fit.bias, np.float64)
 
 
 def invertible(info: dict) -> bool:

@@ -78,14 +78,17 @@ from ..errors import InputError
 from ..history import History, StoredImage, TurnMask
 from ..images import as_array, check_image_size
 from ..plan import Plan
-from .alignment import IDENTITY, Alignment, support, warp, warp_float
+from .alignment import IDENTITY, Alignment, remember_alignment, support, warp, warp_float
 from .structure import StructureWarp, plain_warp, structure_warp, with_local_flow
 from .blend import levels_for, multiband_blend, push_pull
 from .edit_region import (CoarseChange, coarse_change, coarse_size, convex_hull, hulls, kept_subject, main_change,
                           rerendered_components)
 from .grade import GRADE_FROM, colour_shift, grade_record, into_grade, invertible
-from .provenance import (DEFAULT_PARAMS, ChangeParams, Stability, change_between, change_of, dilate,
-                         erode, remember_alignment, remember_change, unstable_mask, working_size)
+from .change_mask import (DEFAULT_PARAMS, ChangeParams, Stability, change_between, change_of, remember_change,
+                          unstable_mask)
+from .colour_fit import ColourFit
+from .masks import dilate, erode, history_size, mask_at
+from .work_images import working_size
 
 METHOD = "drift-guard-v2"
 GUARD_MASK = "guard_edit"          # the kept-edit weights stored with the turn (1 = the editor's pixel)
@@ -225,7 +228,7 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
 
     user = None
     if user_mask is not None:
-        user = _mask_at(user_mask, shape, "the user's mask")
+        user = mask_at(user_mask, shape, "the user's mask")
         if not user.any():
             user = None     # an empty mask says nothing: the change mask decides
     # 1. A global edit? The user's mask says the edit is local, and so do the request's words: then
@@ -316,7 +319,7 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
         seed = change.mask if al.is_identity else warp(change.mask, inv, order=0)
     extra = None
     if extra_region is not None and user is None:
-        extra = _mask_at(extra_region, shape, "extra_region")
+        extra = mask_at(extra_region, shape, "extra_region")
         extra = extra if al.is_identity else warp(extra, al.inverse(), order=0)
     out = prev3.copy()
     weight = np.zeros(shape, np.float32)
@@ -563,7 +566,7 @@ def beyond_request(prev3: np.ndarray, E_all: np.ndarray, c_all: np.ndarray, info
     shape = c_all.shape
     sl = _bbox(c_all, 1)
     fine = np.zeros(shape, np.float32)
-    R = E_all[sl] - colour_fitted(_float(prev3[sl]), info)
+    R = E_all[sl] - ColourFit.from_info(info).apply(_float(prev3[sl]))
     fine[sl] = ndimage.uniform_filter(np.sqrt((R ** 2).mean(axis=2)), 3, mode="nearest")
     near = round(NEAR_FRAC * min(shape))
     # a request that names nothing may have asked for the re-drawn detail (an expression): only
@@ -738,14 +741,6 @@ def moved_around(K: np.ndarray, sl: tuple[slice, slice], shape: tuple[int, int],
     return float((bad & ring).sum()) / float(ring.sum())
 
 
-def colour_fitted(P: np.ndarray, info: dict) -> np.ndarray:
-    """I_(t-1)'s pixels P (float32) through the turn's colour fit (`info` "gain", "bias"), so that
-    what remains between them and the editor's is change, not the editor's global colour drift."""
-    gain = np.asarray(info.get("gain", (1.0, 1.0, 1.0)), np.float32)
-    bias = np.asarray(info.get("bias", (0.0, 0.0, 0.0)), np.float32)
-    return P * gain + bias
-
-
 def coherent_residual(P: np.ndarray, E: np.ndarray, info: dict, level: float, ratio: float,
                       sigma: float) -> np.ndarray:
     """bool H×W: where the aligned editor image E differs from I_(t-1)'s P (after the turn's colour
@@ -754,7 +749,7 @@ def coherent_residual(P: np.ndarray, E: np.ndarray, info: dict, level: float, ra
     residual (3×3 mean) is above `level` and points the same way (a tint shifts the colours of an
     area one way; a blurred or shifted edge, a re-rendered texture or noise changes sign and cancels
     out; a strong change's smoothing leaks onto its neighbours, whose own residual is small)."""
-    R = E - colour_fitted(P, info)
+    R = E - ColourFit.from_info(info).apply(P)
     Rs = ndimage.gaussian_filter(R, (sigma, sigma, 0), mode="nearest")
     amp = np.sqrt((Rs ** 2).sum(axis=2))
     mag = ndimage.gaussian_filter(np.sqrt((R ** 2).sum(axis=2)), sigma, mode="nearest")
@@ -772,7 +767,7 @@ def coherent_level(prev3: np.ndarray, E_all: np.ndarray, seed: np.ndarray, tiles
     away = ~dilate(seed, COHERENT_AWAY)
     amps = []
     for y0, y1, x0, x1 in tiles:
-        R = E_all[y0:y1, x0:x1] - colour_fitted(_float(prev3[y0:y1, x0:x1]), info)
+        R = E_all[y0:y1, x0:x1] - ColourFit.from_info(info).apply(_float(prev3[y0:y1, x0:x1]))
         a = np.sqrt((ndimage.gaussian_filter(R, (params.coherent_sigma, params.coherent_sigma, 0),
                                              mode="nearest") ** 2).sum(axis=2))
         amps.append(a[away[y0:y1, x0:x1]])
@@ -847,7 +842,7 @@ def drift_explained(P: np.ndarray, E: np.ndarray, info: dict, limit: float) -> t
     turn's colour fit, E agrees within `limit` (3×3-mean RMS) with P blurred by one of DRIFT_SIGMAS,
     or lies within `limit`/2 of the range P takes over its 3×3 neighbourhood (what any blur or
     shift of at most a pixel can produce, whatever the edge's contrast)."""
-    Pf = colour_fitted(P, info)
+    Pf = ColourFit.from_info(info).apply(P)
     best = None
     for s in DRIFT_SIGMAS:
         bl = Pf if s == 0 else ndimage.gaussian_filter(Pf, (s, s, 0), mode="nearest")
@@ -987,18 +982,6 @@ def _seam_colour(P: np.ndarray, E: np.ndarray, core: np.ndarray, reach: np.ndarr
     corr = np.clip(corr, -0.1, 0.1) * taper[..., None]
     checks["seam_correction_max"] = round(float(np.abs(corr).max()), 4)
     return np.clip(E + corr, 0.0, 1.0)
-
-
-def _mask_at(mask: Any, shape: tuple[int, int], what: str) -> np.ndarray:
-    m = np.asarray(mask.mask if isinstance(mask, TurnMask) else mask)
-    if m.ndim == 3 and m.shape[2] == 1:
-        m = m[:, :, 0]
-    if m.ndim != 2:
-        raise InputError(f"{what} must be an H×W mask, got shape {m.shape}")
-    m = m >= 128 if m.dtype == np.uint8 else (m > 0.5 if m.dtype.kind == "f" else m.astype(bool))
-    if m.shape != tuple(shape):
-        m = np.asarray(Image.fromarray(m).resize((shape[1], shape[0]), Image.NEAREST), bool)
-    return m
 
 
 # --------------------------------------------------------------------------- the shared record
@@ -1232,7 +1215,7 @@ class GuardStep:
         prev = history.current.image
         size = prev.size
         img = record.image if isinstance(record.image, StoredImage) else StoredImage.of(np.asarray(record.image))
-        if img.size != size or size != _history_size(history):
+        if img.size != size or size != history_size(history):
             return record.image, {"method": METHOD, "applied": False, "stepped_aside": True,
                                   "reason": "the edit or I_(t-1) has another size than the history: not aligned"}
         pasted = record.masks.get("reveal_source")
@@ -1240,13 +1223,9 @@ class GuardStep:
         if pasted is not None:      # Reveal's paste inside: I_{k-1}'s own pixels, not the colour-fitted ones
             from .reveal import exact_patch
             exact = exact_patch(history, pasted, pasted.info)
-        res = guard_pair(prev, img, _history_size(history), extra_region=pasted.mask if pasted is not None else None,
+        res = guard_pair(prev, img, history_size(history), extra_region=pasted.mask if pasted is not None else None,
                          request=record.request, plan=record.plan, params=self.params, exact=exact)
         if not res.applied:
             return record.image, dict(res.record)
         record.masks[GUARD_MASK] = res.turn_mask()
         return Image.fromarray(res.image), dict(res.record)
-
-
-def _history_size(history: History) -> tuple[int, int]:
-    return history.turns[0].image.size

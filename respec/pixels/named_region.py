@@ -31,7 +31,7 @@ from ..errors import InputError
 from ..history import StoredImage
 from .alignment import Alignment, warp
 from .guard import guard_change
-from .provenance import dilate
+from .masks import dilate, mask_at
 
 MARGIN_FRAC = 0.03   # the object mask is grown by this share of the shorter side (at least 2 px)
 
@@ -43,16 +43,6 @@ class EditRegion:
 
     mask: np.ndarray
     record: dict
-
-
-def _as_mask(m: Any, shape: tuple[int, int]) -> np.ndarray:
-    a = np.asarray(m)
-    a = a > 0.5 if a.dtype.kind == "f" else a.astype(bool)
-    if a.ndim != 2:
-        raise InputError(f"an object mask must be H×W, got shape {a.shape}")
-    if a.shape != shape:
-        a = np.asarray(Image.fromarray(a).resize((shape[1], shape[0]), Image.NEAREST), bool)
-    return a
 
 
 def edit_region(previous: Any, edited: Any, phrase: str, object_masks: Sequence[Any] = (),
@@ -74,7 +64,7 @@ def edit_region(previous: Any, edited: Any, phrase: str, object_masks: Sequence[
     if not phrase.strip():
         return EditRegion(empty, {**record, "used": False, "reason": "the request names no object (a global "
                                                                      "request): the guard decides alone"})
-    masks = [_as_mask(m, shape) for m in object_masks if m is not None]
+    masks = [mask_at(m, shape, "an object mask") for m in object_masks if m is not None]
     if len(masks) > 2:
         raise InputError(f"expected the object's masks in I_(t-1) and in I_t (2 at most), got {len(masks)}")
     change = guard_change(p, e)

@@ -1,41 +1,19 @@
 """Pixel provenance: which turns changed which pixels (beyond the paper).
 
 The paper asks a VLM to re-read the whole history to guess which past image still shows hidden
-content. The history itself knows: each turn t has a change mask C_t between I_{t-1} and I_t,
-and together they say, for every pixel, which turns changed it.
-
-How C_t is computed (`change_mask`), robust to an editor's global drift:
-
-1. Both images at one size: the history's (I_0's). A turn of another size is resized
-   (bilinear), so every mask of a history lines up.
-2. A per-channel affine colour transform T (I_t ≈ gain · I_{t-1} + bias) is fitted on the whole
-   image by least squares, then refitted on the pixels whose residual lies within INLIER_K robust
-   standard deviations (three rounds). A brightness / contrast / white-balance drift of the whole
-   image is absorbed by T and is no change. The fit breaks down only when the edit covers about
-   half the image or more (the inliers are then the edit).
-3. The residual r = RMS over channels of |I_t - T(I_{t-1})|, averaged over 3×3 pixels (an
-   editor's VAE round trip adds pixel noise that is not a change; the mean cuts it threefold),
-   thresholded at median + K · 1.4826 · MAD of the averaged residual: the median absolute
-   deviation is a noise scale that the changed pixels barely move while they cover less than
-   half the image. The threshold never drops below `min_delta` (a lossless editor has MAD = 0:
-   quantisation must not count). A pixel must also exceed half the threshold on its own, so the
-   average does not spread a change's edge one pixel outwards.
-4. Clean-up: an opening drops isolated noisy pixels, a closing fills small gaps (square
-   structuring elements: separable min/max filters, fast at any radius), and connected
-   components smaller than `min_area` of the image are dropped.
-
-What it misses (by construction): a change with the colour of what it covers (a white box on a
-white wall) leaves no residual; a change that is an affine colour map of the whole image (a
-"make it darker" turn) is absorbed by T; an edit over half the image or more confuses the fit.
+content. The history itself knows: each turn t has a change mask C_t between I_{t-1} and I_t
+(respec/pixels/change_mask.py), and together they say, for every pixel, which turns changed it.
 
 The masks are stored with their turn (History Append records them; `Turn.masks["change"]`) as
 L images (255 = changed). `provenance_of(history)` gathers them, computing any that are
-missing (in-graph histories, turns of stores written before masks existed).
+missing (in-graph histories, turns of stores written before masks existed). `held_near` /
+`NearEvidence` read the turns' stability grids around a covered region (the provenance selector's
+confidence).
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -43,496 +21,16 @@ from PIL import Image
 from scipy import ndimage
 
 from . import provenance_index
-from .alignment import IDENTITY, Alignment, compose_all, estimate_alignment, support, warp
+from .alignment import IDENTITY, Alignment, compose_all, support, warp
+from .analysis_cache import CACHE
+from .change_mask import (DEFAULT_PARAMS, JUDGED_SHARE, STABILITY_BLOCK, TEXTURE_STD, ChangeParams, Stability,
+                          block_tiles, change_between, stability_size, unstable_mask)
+from .colour_fit import grey_of
+from .masks import dilate, history_size
+from .work_images import as_float_rgb
 from ..errors import InputError
 from ..history import CHANGE, History, StoredImage, TurnMask
-from ..images import as_rgb, finite_array
-from ..lru import LRU
-
-METHOD = "drift-robust-v2"   # recorded in every mask's info: what computed it (v2: aligned, stability)
-MAD_TO_SIGMA = 1.4826         # MAD of a normal distribution times this = its standard deviation
-INLIER_K = 3.0                # colour-fit inliers: residual within 3 robust sigmas of the median
-FIT_ROUNDS = 3
-FIT_SAMPLES = 65_536          # pixels the colour fit samples (a regular grid): 256×256, plenty for 6 numbers
-WORK_PIXELS = 4_194_304       # images above this (4 MP) are analysed at a working resolution, masks upsampled
-STABILITY_SIDE = 512          # the stability measure works with the longer side at most this ...
-STABILITY_BLOCK = 16          # ... on blocks of this many pixels there
-STABLE_NCC = 0.8              # a textured block whose structure correlates less than this after alignment moved
-TEXTURE_STD = 0.015           # a block whose grey std (blurred) is below this in both images is flat ...
-FLAT_DELTA = 0.03             # ... and stable when its mean agrees within this after the colour fit
-NOISE_FLOOR = 16.0 / 255.0    # fixed floor: outside the change mask a residual (3×3 mean) above it is a change
-RERENDER_SHARE = 0.3          # more than this share of the pixels outside the change mask unstable: a re-render
-TEXTURED_HELD = 0.6           # ... or fewer than this share of the textured blocks held (a redrawn subject on
-TEXTURED_MIN_BLOCKS = 8       #     a flat backdrop: the flat blocks hold whatever happened), given this many
-
-
-@dataclass(frozen=True)
-class ChangeParams:
-    """Settings of `change_mask` (the defaults are what History Append records)."""
-
-    k: float = 4.0                  # threshold: median + k robust sigmas of the residual
-    min_delta: float = 6.0 / 255.0  # and never below this RMS difference (0..1 scale)
-    smooth_size: int = 3            # mean filter on the residual (pixels); 0 or 1: none
-    open_radius: int | None = None  # None: max(1, min side / 256)
-    close_radius: int | None = None # None: twice the opening radius
-    min_area: float = 2e-4          # components smaller than this fraction of the image go
-
-    def radii(self, shape: tuple[int, int]) -> tuple[int, int]:
-        """(opening, closing) radii in pixels for an image of `shape` (H, W)."""
-        o = self.open_radius if self.open_radius is not None else max(1, round(min(shape) / 256))
-        c = self.close_radius if self.close_radius is not None else 2 * o
-        return int(o), int(c)
-
-
-DEFAULT_PARAMS = ChangeParams()
-
-
-# --------------------------------------------------------------------------- images as floats
-
-def as_float_rgb(img: Any, size: tuple[int, int] | None = None) -> np.ndarray:
-    """An image (array, PIL, StoredImage) as float32 H×W×3 in 0..1, resized (bilinear) to
-    `size` = (width, height) when given and different."""
-    if isinstance(img, StoredImage):
-        img = img.array
-    if isinstance(img, np.ndarray) and img.dtype.kind == "f" and img.ndim == 3 and img.shape[2] == 3:
-        # already float 0..1 RGB (an aligned image): resized per channel, never re-quantised
-        if size is None or (img.shape[1], img.shape[0]) == tuple(size):
-            return img.astype(np.float32, copy=False)
-        return np.stack([np.asarray(Image.fromarray(img[:, :, c].astype(np.float32)).resize(
-            tuple(int(v) for v in size), Image.BILINEAR)) for c in range(3)], axis=2)
-    pil = as_rgb(img)
-    if size is not None and pil.size != tuple(size):
-        pil = pil.resize(tuple(int(s) for s in size), Image.BILINEAR)
-    return np.asarray(pil, dtype=np.float32) / 255.0
-
-
-def dilate(mask: np.ndarray, radius: int) -> np.ndarray:
-    """Binary dilation by a (2r+1)² square (a separable max filter; the border repeats)."""
-    if radius <= 0:
-        return np.asarray(mask, bool)
-    return ndimage.maximum_filter(np.asarray(mask, np.uint8), 2 * int(radius) + 1, mode="nearest") > 0
-
-
-def erode(mask: np.ndarray, radius: int) -> np.ndarray:
-    """Binary erosion by a (2r+1)² square (the border repeats: touching it is not an edge)."""
-    if radius <= 0:
-        return np.asarray(mask, bool)
-    return ndimage.minimum_filter(np.asarray(mask, np.uint8), 2 * int(radius) + 1, mode="nearest") > 0
-
-
-def robust_scale(values: np.ndarray) -> tuple[float, float]:
-    """(median, robust sigma = 1.4826 · MAD) of a 1-D sample."""
-    v = np.asarray(values, dtype=np.float64).ravel()
-    if v.size == 0:
-        return 0.0, 0.0
-    med = float(np.median(v))
-    return med, MAD_TO_SIGMA * float(np.median(np.abs(v - med)))
-
-
-# --------------------------------------------------------------------------- colour transform
-
-@dataclass(frozen=True)
-class ColourFit:
-    """A per-channel affine map dst ≈ gain · src + bias, and the robust noise of its residual."""
-
-    gain: tuple[float, float, float]
-    bias: tuple[float, float, float]
-    noise_median: float = 0.0   # median of the per-pixel residual on the inliers
-    noise_sigma: float = 0.0    # 1.4826 · MAD of that residual
-    inlier_fraction: float = 1.0
-
-    def apply(self, src: np.ndarray) -> np.ndarray:
-        """The transform applied to a float H×W×3 image (not clipped)."""
-        return src * np.asarray(self.gain, np.float32) + np.asarray(self.bias, np.float32)
-
-    def info(self) -> dict:
-        """JSON-able record of the fit (rounded), kept with the change mask."""
-        return {"gain": [round(g, 5) for g in self.gain], "bias": [round(b, 5) for b in self.bias],
-                "noise_median": round(self.noise_median, 6), "noise_sigma": round(self.noise_sigma, 6),
-                "inlier_fraction": round(self.inlier_fraction, 4)}
-
-
-IDENTITY_FIT = ColourFit((1.0, 1.0, 1.0), (0.0, 0.0, 0.0))
-
-
-def _grid(shape: tuple[int, int], n: int) -> tuple[slice, slice]:
-    step = max(1, int(np.ceil(np.sqrt(shape[0] * shape[1] / max(1, n)))))
-    return slice(None, None, step), slice(None, None, step)
-
-
-def fit_colour(src: np.ndarray, dst: np.ndarray, use: np.ndarray | None = None,
-               rounds: int = FIT_ROUNDS, sampled: bool = False) -> ColourFit:
-    """Robustly fit dst ≈ gain · src + bias per channel (float H×W×3 images of one size).
-
-    `use`: optional boolean H×W of the pixels allowed in the fit (e.g. "not changed by any turn
-    since"); the fit then also drops its own outliers. Falls back to the identity when too few
-    pixels are left to fit. sampled: the images already are the sample grid (every pixel is used)."""
-    if src.shape != dst.shape:
-        raise InputError(f"colour fit needs images of one size, got {src.shape} and {dst.shape}")
-    gy, gx = (slice(None), slice(None)) if sampled else _grid(src.shape[:2], FIT_SAMPLES)
-    s = src[gy, gx].reshape(-1, 3).astype(np.float64)
-    d = dst[gy, gx].reshape(-1, 3).astype(np.float64)
-    keep = np.ones(len(s), bool) if use is None else np.asarray(use, bool)[gy, gx].ravel()
-    if keep.sum() < 16:
-        return IDENTITY_FIT
-    allowed = keep.copy()
-    # Start from a per-channel offset (the median difference) or a per-channel gain (the median
-    # ratio), whichever leaves more pixels within the inlier band: unlike a least-squares fit on
-    # every pixel, neither is dragged by a saturated edit, so the first inlier set is already the
-    # background. A global gain seen as an offset would leave a flat photo's dark part (water under
-    # a bright sky) out of the inliers, and the fit on the sky alone could not tell a gain from an
-    # offset.
-    gain, bias = _start(s[keep], d[keep])
-    for r in range(max(1, rounds) + 1):
-        if r:
-            _affine(s[keep], d[keep], gain, bias)
-        res = np.sqrt(((s * gain + bias - d) ** 2).mean(axis=1))
-        med, sig = robust_scale(res[allowed])
-        new_keep = allowed & (res <= med + INLIER_K * max(sig, 1e-4))
-        if new_keep.sum() < 16 or (r and np.array_equal(new_keep, keep)):   # at least one affine round
-            break
-        keep = new_keep
-    res = np.sqrt(((s * gain + bias - d) ** 2).mean(axis=1))
-    med, sig = robust_scale(res[keep])
-    return ColourFit(tuple(float(g) for g in gain), tuple(float(b) for b in bias), med, sig,
-                     float(keep.sum() / max(1, allowed.sum())))
-
-
-def _start(s: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The first colour map (gain, bias) of `fit_colour`: a per-channel offset or a per-channel
-    gain, the one with more samples within INLIER_K robust sigmas of its median residual."""
-    best, best_n = None, -1
-    ratio = np.median(d / np.maximum(s, 1.0 / 255.0), axis=0)
-    for gain, bias in ((np.ones(3), np.median(d - s, axis=0)), (ratio, np.zeros(3))):
-        res = np.sqrt(((s * gain + bias - d) ** 2).mean(axis=1))
-        med, sig = robust_scale(res)
-        n = int((res <= med + INLIER_K * max(sig, 1e-4)).sum())
-        if n > best_n:
-            best, best_n = (gain.astype(np.float64), bias.astype(np.float64)), n
-    return best
-
-
-def _affine(s: np.ndarray, d: np.ndarray, gain: np.ndarray, bias: np.ndarray) -> None:
-    """Least-squares d ≈ gain · s + bias per channel (N×3 samples), written into gain and bias."""
-    for c in range(3):
-        x, y = s[:, c], d[:, c]
-        vx = x.var()
-        if vx < 1e-8:       # a flat channel: only an offset can be told apart
-            gain[c], bias[c] = 1.0, float((y - x).mean())
-        else:
-            gain[c] = float(((x - x.mean()) * (y - y.mean())).mean() / vx)
-            bias[c] = float(y.mean() - gain[c] * x.mean())
-
-
-
-def residual(src: np.ndarray, dst: np.ndarray, fit: ColourFit) -> np.ndarray:
-    """Per-pixel RMS over channels of dst - fit(src) (float32 H×W)."""
-    d = fit.apply(src) - dst
-    return np.sqrt(np.einsum("...c,...c->...", d, d) / np.float32(d.shape[-1]))   # (einsum: no slow axis-2 mean)
-
-
-def smooth(r: np.ndarray, size: int) -> np.ndarray:
-    """The residual averaged over size×size pixels (size ≤ 1: unchanged)."""
-    return ndimage.uniform_filter(r, int(size), mode="nearest") if size > 1 else r
-
-
-# --------------------------------------------------------------------------- masks
-
-def clean_mask(mask: np.ndarray, open_radius: int, close_radius: int, min_area: float) -> np.ndarray:
-    """Opening (drop specks), closing (fill gaps), then drop components under min_area
-    (a fraction of the image). Runs on the mask's bounding box (grown by both radii): nothing
-    farther from a masked pixel can change."""
-    mask = np.asarray(mask, bool)
-    ys, xs = np.nonzero(mask.any(axis=1))[0], np.nonzero(mask.any(axis=0))[0]
-    if ys.size == 0:
-        return np.zeros(mask.shape, bool)
-    h, w = mask.shape
-    pad = 2 * (open_radius + close_radius) + 2
-    y0, y1, x0, x1 = max(0, ys[0] - pad), min(h, ys[-1] + 1 + pad), max(0, xs[0] - pad), min(w, xs[-1] + 1 + pad)
-    if (y1 - y0) * (x1 - x0) < 0.8 * h * w:
-        out = np.zeros(mask.shape, bool)
-        out[y0:y1, x0:x1] = _clean(mask[y0:y1, x0:x1], open_radius, close_radius, min_area * mask.size)
-        return out
-    return _clean(mask, open_radius, close_radius, min_area * mask.size)
-
-
-def _clean(mask: np.ndarray, open_radius: int, close_radius: int, min_pixels: float) -> np.ndarray:
-    m = dilate(erode(mask, open_radius), open_radius)
-    m = erode(dilate(m, close_radius), close_radius)
-    if min_pixels > 0 and m.any():
-        labels, n = ndimage.label(m)
-        sizes = np.bincount(labels.ravel())
-        small = sizes < max(1.0, min_pixels)
-        small[0] = False
-        if small.any():
-            m = m & ~small[labels]
-    return m
-
-
-@dataclass(frozen=True, eq=False)
-class ChangeResult:
-    """What `change_mask` found: the mask (bool H×W at the history's size) and how."""
-
-    mask: np.ndarray
-    fit: ColourFit
-    threshold: float
-    resized_from: tuple[int, int] | None = None   # (w, h) of I_t when it was resized
-    params: ChangeParams = field(default=DEFAULT_PARAMS)
-    alignment: Alignment = IDENTITY                # I_{t-1} -> I_t (the mask is in I_t's frame)
-    stability: "Stability | None" = None
-    working_size: tuple[int, int] | None = None    # (w, h) analysed at, when below the history's size
-    raw_residual: np.ndarray | None = field(default=None, repr=False)   # per-pixel residual (not recorded)
-    editor_blur_px: float = 0.0                    # the softening of I_t that was matched before comparing
-
-    @property
-    def fraction(self) -> float:
-        """The share of the image's pixels the mask marks changed."""
-        return float(self.mask.mean()) if self.mask.size else 0.0
-
-    def info(self) -> dict:
-        """JSON-able record kept beside the stored mask."""
-        h, w = self.mask.shape
-        d = {"method": METHOD, "size": [w, h], "fraction": round(self.fraction, 6),
-             "threshold": round(self.threshold, 6), "k": self.params.k, **self.fit.info()}
-        if self.resized_from is not None:
-            d["resized_from"] = list(self.resized_from)
-        if self.working_size is not None:
-            d["working_size"] = list(self.working_size)
-        d["alignment"] = self.alignment.record()
-        if self.editor_blur_px:
-            d["editor_blur_px"] = self.editor_blur_px
-        if self.stability is not None:
-            d.update(self.stability.info())
-        return d
-
-    def turn_mask(self) -> TurnMask:
-        """The mask as a TurnMask (L image, 255 = changed) to append with the turn."""
-        return TurnMask.from_mask(self.mask, self.info())
-
-
-def change_mask(prev: Any, cur: Any, size: tuple[int, int] | None = None,
-                params: ChangeParams = DEFAULT_PARAMS, align: bool = True,
-                alignment: Alignment | None = None) -> ChangeResult:
-    """The change mask C_t between I_{t-1} (`prev`) and I_t (`cur`), robust to global colour
-    drift and to a zoom / shift of the frame (see the module docstring). `size` = (width, height)
-    to compare at (default: prev's). align: estimate the alignment (False: assume none);
-    `alignment`: a known one (at `size`) instead. Images above WORK_PIXELS are analysed at a
-    working resolution and the mask upsampled (nearest) to `size`."""
-    prev_img = prev.array if isinstance(prev, StoredImage) else prev
-    size = tuple(size) if size is not None else as_rgb(prev_img).size
-    cur_size = as_rgb(cur.array if isinstance(cur, StoredImage) else cur).size
-    work = working_size(size)
-    a = as_float_rgb(prev, work)
-    b = as_float_rgb(cur, work)
-    f = work[0] / float(size[0])
-    if alignment is not None:
-        al = Alignment(alignment.dx * f, alignment.dy * f, alignment.scale, alignment.residual_px * f,
-                       alignment.method, alignment.inliers, work)
-    else:
-        al = estimate_alignment(a, b) if align else IDENTITY
-    res = change_of(a, b, params, al)
-    if work != tuple(size):
-        m = np.asarray(Image.fromarray(res.mask).resize(tuple(size), Image.NEAREST), bool)
-        m.flags.writeable = False
-        full = Alignment(al.dx / f, al.dy / f, al.scale, al.residual_px / f, al.method, al.inliers, tuple(size))
-        res = replace(res, mask=m, alignment=full, working_size=work, raw_residual=None)
-    return res if cur_size == size else replace(res, resized_from=cur_size)
-
-
-def working_size(size: tuple[int, int], max_pixels: int | None = None) -> tuple[int, int]:
-    """(w, h) an image of `size` is analysed at: itself up to max_pixels (default WORK_PIXELS),
-    else scaled down to it."""
-    max_pixels = WORK_PIXELS if max_pixels is None else max_pixels
-    w, h = int(size[0]), int(size[1])
-    if w * h <= max_pixels:
-        return (w, h)
-    f = np.sqrt(max_pixels / float(w * h))
-    return (max(1, int(w * f)), max(1, int(h * f)))
-
-
-def change_of(a: np.ndarray, b: np.ndarray, params: ChangeParams = DEFAULT_PARAMS,
-              alignment: Alignment = IDENTITY, warped: bool = False) -> ChangeResult:
-    """`change_mask` on float H×W×3 images of one size (0..1); a given `alignment` (a -> b) warps
-    `a` into b's frame first (warped=True: `a` already is), and pixels b shows that `a` never did
-    (a zoom-out's border) are left out of the mask (they are recorded as unstable instead)."""
-    a, b = finite_array(a, "change_of's first image"), finite_array(b, "change_of's second image")
-    sup = None
-    if not alignment.is_identity:
-        if not warped:
-            a = warp(a, alignment)
-        sup = support(alignment, a.shape[:2])
-    fit = fit_colour(a, b, use=sup)
-    sigma = editor_blur(a, b, fit)
-    if sigma > 0:   # the editor softened the whole picture: compare like with like (a drift, not a change)
-        a = ndimage.gaussian_filter(np.asarray(a, np.float32), (sigma, sigma, 0), mode="nearest")
-    raw = residual(a, b, fit)
-    r = smooth(raw, params.smooth_size)
-    if sup is None:
-        sample = r[_grid(r.shape, FIT_SAMPLES)]
-    else:
-        v = r[sup]
-        sample = v[::max(1, v.size // FIT_SAMPLES)]
-    med, sig = robust_scale(sample)
-    threshold = max(med + params.k * sig, params.min_delta)
-    o, c = params.radii(r.shape)
-    hit = (r > threshold) & (raw > threshold / 2)
-    if sup is not None:
-        hit &= sup
-    mask = clean_mask(hit, o, c, params.min_area)
-    mask.flags.writeable = False
-    stab = stability(a, b, fit, mask, sup, r)
-    return ChangeResult(mask, fit, float(threshold), None, params, alignment, stab, raw_residual=raw,
-                        editor_blur_px=sigma)
-
-
-BLUR_STEPS = (0.5, 0.75, 1.0, 1.5)   # px: the softenings an editor's call is tested for (one call to a few)
-BLUR_SAMPLES = 1024                  # textured sample points the test compares
-BLUR_QUANTILE = 0.9                  # the residual quantile compared: edges (a blur shows there; the median of
-                                     # a lossless editor's residual is 0 whatever the blur)
-BLUR_GAIN = 0.85                     # a softening is taken when it lowers that quantile to this share
-
-
-def editor_blur(a: np.ndarray, b: np.ndarray, fit: ColourFit) -> float:
-    """The Gaussian sigma (0 or one of BLUR_STEPS) by which `b` is softer than the aligned `a`:
-    on the textured half of an even grid of points (where a blur shows), the 90th percentile of
-    the RMS residual of b against fit(a blurred) on each point's own 13×13 patch, over the points
-    some softening explains (the edit's points, whose smallest residual is an outlier, are left
-    out); a sigma is taken only when it lowers that to BLUR_GAIN of the unblurred one. A
-    sharpening, a re-render or JPEG (which keeps strong edges) finds none."""
-    h, w = a.shape[:2]
-    r = 6
-    if h <= 4 * r or w <= 4 * r:
-        return 0.0
-    step = max(1, int(np.sqrt((h - 2 * r) * (w - 2 * r) / (2.0 * BLUR_SAMPLES))))
-    ys, xs = np.meshgrid(np.arange(r + 1, h - r - 1, step), np.arange(r + 1, w - r - 1, step), indexing="ij")
-    ys, xs = ys.ravel(), xs.ravel()
-    g = grey_of(a[ys[:, None] + np.array([-1, 0, 1])[None, :], xs[:, None]])       # vertical neighbours
-    g2 = grey_of(a[ys[:, None], xs[:, None] + np.array([-1, 0, 1])[None, :]])      # horizontal neighbours
-    grad = np.abs(g[:, 2] - g[:, 0]) + np.abs(g2[:, 2] - g2[:, 0])
-    keep = grad >= np.median(grad)
-    if keep.sum() < 32 or float(np.median(grad[keep])) < 0.01:
-        return 0.0
-    ys, xs = ys[keep], xs[keep]
-    off = np.arange(-r, r + 1)
-    patches = np.asarray(a, np.float32)[ys[:, None, None] + off[None, :, None], xs[:, None, None] + off[None, None, :]]
-    target = np.asarray(b, np.float32)[ys, xs]
-
-    def err(p):
-        d = fit.apply(p) - target
-        return np.sqrt(np.einsum("nc,nc->n", d, d) / 3.0)
-
-    sigmas = (0.0,) + BLUR_STEPS
-    errs = np.stack([err(ndimage.gaussian_filter(patches, (0, sg, sg, 0), mode="nearest")[:, r, r] if sg
-                         else patches[:, r, r]) for sg in sigmas])
-    # The edit's points: no softening explains them (their smallest residual is an outlier)
-    best_each = errs.min(axis=0)
-    med, sig = robust_scale(best_each)
-    explained = best_each <= med + 4.0 * max(sig, 1e-3)
-    if explained.sum() < 32:
-        return 0.0
-    q = np.quantile(errs[:, explained], BLUR_QUANTILE, axis=1)
-    i = int(np.argmin(q))
-    return float(sigmas[i]) if i and q[i] < BLUR_GAIN * q[0] else 0.0
-
-
-# --------------------------------------------------------------------------- stability
-
-@dataclass(frozen=True, eq=False)
-class Stability:
-    """Whether the editor kept the scene, independent of the adaptive threshold: per block (a grid
-    over the image), whether I_t's structure still agrees with the aligned I_{t-1} outside the
-    change mask. `unstable` is the block grid (True = moved / redrawn / no source);
-    `stable_fraction` the share of the blocks outside this turn's change that held."""
-
-    unstable: np.ndarray
-    stable_fraction: float
-    rerendered: bool
-    blocks: int
-    textured_stable_fraction: float | None = None   # the share of the judged textured blocks that held
-
-    def info(self) -> dict:
-        """JSON-able record (stable shares and the unstable grid as '0'/'1' rows)."""
-        d = {"stable_fraction": round(self.stable_fraction, 4), "rerendered": bool(self.rerendered),
-             "unstable_grid": ["".join("1" if v else "0" for v in row) for row in self.unstable]}
-        if self.textured_stable_fraction is not None:
-            d["textured_stable_fraction"] = round(self.textured_stable_fraction, 4)
-        return d
-
-    @staticmethod
-    def grid_from_info(info: dict) -> np.ndarray | None:
-        """The unstable grid back from `info`'s record; None when the record has none."""
-        rows = info.get("unstable_grid") if isinstance(info, dict) else None
-        if not rows:
-            return None
-        return np.array([[ch == "1" for ch in row] for row in rows], bool)
-
-
-def unstable_mask(grid: np.ndarray | None, shape: tuple[int, int]) -> np.ndarray:
-    """The block grid as a bool H×W mask (nearest upsampling; None: nothing unstable)."""
-    if grid is None or not grid.any():
-        return np.zeros(shape, bool)
-    h, w = shape
-    return np.asarray(Image.fromarray(grid.astype(np.uint8) * 255).resize((w, h), Image.NEAREST)) >= 128
-
-
-def stability(a: np.ndarray, b: np.ndarray, fit: ColourFit, mask: np.ndarray,
-              sup: np.ndarray | None = None, res: np.ndarray | None = None) -> Stability:
-    """The stability of b against the aligned a (see Stability), not resting on the adaptive
-    threshold. Each block compares the blurred grey structure (normalised cross-correlation) on
-    its pixels outside the change mask (dilated 2 px); a flat block compares its mean. A block
-    mostly inside the mask is neither (the mask speaks for it); a block mostly outside the
-    support is unstable. stable_fraction = the share of the pixels outside the change mask that
-    lie in held blocks and whose residual `res` (3×3 mean, after the colour fit) stays below the
-    fixed NOISE_FLOOR."""
-    # grey(fit(a)) as one weighted channel sum (the fit is affine per channel)
-    ga = np.asarray(a, np.float32) @ (np.asarray(fit.gain, np.float32) / 3.0) + np.float32(np.mean(fit.bias))
-    gb = grey_of(b)
-    h, w = ga.shape
-    f = min(1.0, STABILITY_SIDE / float(max(h, w)))
-    small = (max(STABILITY_BLOCK, round(w * f)), max(STABILITY_BLOCK, round(h * f)))
-    def sm(x, mode=Image.BOX):
-        return np.asarray(Image.fromarray(np.asarray(x, np.float32)).resize(small, mode), np.float32)
-    ga, gb = ndimage.gaussian_filter(sm(ga), 1.0), ndimage.gaussian_filter(sm(gb), 1.0)
-    near_mask = dilate(mask, 2)
-    keep = sm((~near_mask).astype(np.float32)) > 0.99
-    supp = np.ones_like(keep) if sup is None else sm(sup.astype(np.float32)) > 0.5
-    B = STABILITY_BLOCK
-    nby, nbx = max(1, small[1] // B), max(1, small[0] // B)
-    H, W = nby * B, nbx * B
-
-    def tiles(x):
-        return x[:H, :W].reshape(nby, B, nbx, B).transpose(0, 2, 1, 3).reshape(nby, nbx, -1)
-
-    ta, tb, tw = tiles(ga).astype(np.float64), tiles(gb).astype(np.float64), tiles(keep & supp).astype(np.float64)
-    n = tw.sum(-1)
-    nn = np.maximum(n, 1.0)
-    ma, mb = (ta * tw).sum(-1) / nn, (tb * tw).sum(-1) / nn
-    da, db = ta - ma[..., None], tb - mb[..., None]
-    va, vb = (da * da * tw).sum(-1) / nn, (db * db * tw).sum(-1) / nn
-    cov = (da * db * tw).sum(-1) / nn
-    ncc = cov / np.sqrt(np.maximum(va * vb, 1e-12))
-    textured = np.sqrt(np.maximum(va, vb)) >= TEXTURE_STD
-    held = np.where(textured, ncc >= STABLE_NCC, np.abs(ma - mb) <= FLAT_DELTA)
-    if res is not None:     # a block whose unchanged pixels mostly exceed the fixed floor did not hold either
-        over = tiles(sm((res > NOISE_FLOOR).astype(np.float32)) > 0.5).astype(np.float64)
-        held &= (over * tw).sum(-1) / nn <= 0.25
-    outside_support = tiles(supp).mean(-1) < 0.5
-    judged = n >= 0.25 * B * B          # enough unchanged pixels to judge the block
-    unstable = (judged & ~held) | outside_support
-    outside = ~near_mask if sup is None else ~near_mask & sup
-    bad = unstable_mask(unstable, mask.shape)
-    if res is not None:
-        bad = bad | (res > NOISE_FLOOR)
-    n_out = int(outside.sum())
-    frac = float(1.0 - (bad & outside).sum() / n_out) if n_out else 1.0
-    if sup is not None:     # the border a zoom-out exposed has no source: unstable too
-        frac *= float(sup.mean())
-    # Flat blocks hold whatever the editor did to the subject; the textured ones carry the evidence.
-    tj = judged & textured & ~outside_support
-    tfrac = float((held & tj).sum()) / int(tj.sum()) if int(tj.sum()) >= TEXTURED_MIN_BLOCKS else None
-    rer = bool(1.0 - frac > RERENDER_SHARE) or (tfrac is not None and tfrac < TEXTURED_HELD)
-    return Stability(unstable, frac, rer, int(unstable.size), tfrac)
-
+from ..images import as_rgb
 
 NEAR_BLOCKS = 2      # a covered region's surroundings: the stability blocks within this many blocks of it
 
@@ -561,8 +59,7 @@ class NearEvidence:
     def __init__(self, history: History, prov: "Provenance", k: int):
         self.history, self.prov, self.k = history, prov, k
         w, h = prov.size
-        f = min(1.0, STABILITY_SIDE / float(max(h, w)))
-        self.small = (max(STABILITY_BLOCK, round(w * f)), max(STABILITY_BLOCK, round(h * f)))
+        self.small = stability_size((h, w))
         self.shape = (h, w)
         self._blocks = None           # the grid shape the C_k parts below were made for
         self._alignment = (k, IDENTITY)
@@ -629,7 +126,7 @@ class NearEvidence:
     def _held_moved(self, j: int, grid: np.ndarray) -> tuple[int, int, int]:
         prov, history = self.prov, self.history
         c_k, c_j = prov.in_frame(prov.changes[self.k], self.k, j), prov.changes[j]
-        ck = _tiles(_at_small(c_k, self.small), grid.shape).mean(-1)
+        ck = block_tiles(_at_small(c_k, self.small), grid.shape).mean(-1)
         cj = _change_blocks(history, prov, j, self.small, grid.shape)
         near = ndimage.binary_dilation(ck > 0, iterations=NEAR_BLOCKS) & (ck <= 0.5) & (cj <= 0.5)
         if not near.any():
@@ -649,7 +146,7 @@ def _count_held(history: History, j: int, near: np.ndarray, grid: np.ndarray, ke
     `keep` the pixels each block's texture is measured on (at the stability size)."""
     B = STABILITY_BLOCK
     by0, by1, bx0, bx1 = bb
-    kt = _tiles(keep, (by1 - by0, bx1 - bx0))
+    kt = block_tiles(keep, (by1 - by0, bx1 - bx0))
     n_keep = kt.sum(-1)
     partial = (n_keep < B * B) & (n_keep > 0) & near
 
@@ -659,7 +156,7 @@ def _count_held(history: History, j: int, near: np.ndarray, grid: np.ndarray, ke
             ys, xs = np.nonzero(partial)
             py0, py1, px0, px1 = int(ys.min()), int(ys.max()) + 1, int(xs.min()), int(xs.max()) + 1
             g = _small_grey(img, small)[(by0 + py0) * B:(by0 + py1) * B, (bx0 + px0) * B:(bx0 + px1) * B]
-            t = _tiles(g, (py1 - py0, px1 - px0)).astype(np.float64)
+            t = block_tiles(g, (py1 - py0, px1 - px0)).astype(np.float64)
             kk, nk = kt[py0:py1, px0:px1], n_keep[py0:py1, px0:px1]
             m = (t * kk).sum(-1) / np.maximum(nk, 1.0)
             part = np.sqrt(((t - m[..., None]) ** 2 * kk).sum(-1) / np.maximum(nk, 1.0))
@@ -670,15 +167,8 @@ def _count_held(history: History, j: int, near: np.ndarray, grid: np.ndarray, ke
         return std
 
     textured = (block_std(history.turns[j].image) >= TEXTURE_STD) | (block_std(history.turns[j - 1].image) >= TEXTURE_STD)
-    n = near & textured & (n_keep >= 0.25 * B * B)
+    n = near & textured & (n_keep >= JUDGED_SHARE * B * B)
     return int((n & ~grid).sum()), int(n.sum()), around
-
-
-def _tiles(x: np.ndarray, blocks: tuple[int, int]) -> np.ndarray:
-    """nby×nbx×B² tiles of the stability blocks of an H×W plane (its top-left nby·B × nbx·B)."""
-    B = STABILITY_BLOCK
-    nby, nbx = blocks
-    return x[:nby * B, :nbx * B].reshape(nby, B, nbx, B).transpose(0, 2, 1, 3).reshape(nby, nbx, -1)
 
 
 def _at_small(x: np.ndarray, small: tuple[int, int], box: tuple[float, float, float, float] | None = None,
@@ -714,33 +204,27 @@ def _keep_on_blocks(changed: np.ndarray, sbox: tuple[int, int, int, int], small:
     return (_at_small(d, small, box=box, out=(x1 - x0, y1 - y0)) < 0.01).astype(np.float64)
 
 
-_SMALL = LRU(max_items=65_536)    # per image and per turn, by content: a few KB each
-# Each image's blurred grey at the stability size (float32, at most 512 px a side: 1 MB at 512²), for the
-# blocks a change cuts through; 256 MB keep a conversation of 256 images (more: the oldest are made again).
-_GREY = LRU(max_bytes=256 << 20, size_of=lambda a: a.nbytes)
-
-
 def _small_grey(img: StoredImage, small: tuple[int, int]) -> np.ndarray:
     """An image's grey, BOX-resized to `small` and blurred (1 px), as `stability` measures texture;
     once per image."""
     key = (img.digest, tuple(small))
-    hit = _GREY.get(key)
+    hit = CACHE.grey.get(key)
     if hit is None:
         hit = ndimage.gaussian_filter(grey_of(as_float_rgb(as_rgb(img.array).resize(small, Image.BOX))), 1.0)
         hit.flags.writeable = False
-        _GREY.put(key, hit)
+        CACHE.grey.put(key, hit)
     return hit
 
 
 def _block_std_all(img: StoredImage, small: tuple[int, int], blocks: tuple[int, int]) -> np.ndarray:
     """Each stability block's grey std (`_small_grey`) over all its pixels; once per image."""
     key = ("std", img.digest, tuple(small), tuple(blocks))
-    hit = _SMALL.get(key)
+    hit = CACHE.small.get(key)
     if hit is None:
-        t = _tiles(_small_grey(img, small), blocks).astype(np.float64)
+        t = block_tiles(_small_grey(img, small), blocks).astype(np.float64)
         hit = np.sqrt(((t - t.mean(-1)[..., None]) ** 2).mean(-1))
         hit.flags.writeable = False
-        _SMALL.put(key, hit)
+        CACHE.small.put(key, hit)
     return hit
 
 
@@ -750,121 +234,12 @@ def _change_blocks(history: History, prov: "Provenance", t: int, small: tuple[in
     stored = history.turns[t].masks.get(CHANGE)
     key = ("change", stored.image.digest if stored is not None else
            (history.turns[t - 1].image.digest, history.turns[t].image.digest), tuple(small), tuple(blocks))
-    hit = _SMALL.get(key)
+    hit = CACHE.small.get(key)
     if hit is None:
-        hit = _tiles(_at_small(prov.changes[t], small), blocks).mean(-1)
+        hit = block_tiles(_at_small(prov.changes[t], small), blocks).mean(-1)
         hit.flags.writeable = False
-        _SMALL.put(key, hit)
+        CACHE.small.put(key, hit)
     return hit
-
-
-def grey_of(x: np.ndarray) -> np.ndarray:
-    """float32 H×W: the channel mean of a float H×W×3 image."""
-    return np.asarray(x, np.float32) @ np.full(3, 1.0 / 3.0, np.float32)   # (a matmul: faster than mean(axis=2))
-
-
-def history_size(history: History) -> tuple[int, int]:
-    """(width, height) every mask of this history is computed at: I_0's size."""
-    return history.turns[0].image.size
-
-
-def change_for(history: History, image: Any, params: ChangeParams = DEFAULT_PARAMS) -> TurnMask:
-    """The change mask of the turn about to be appended (I_{t-1} = history's latest image,
-    I_t = `image`), at the history's size, as a TurnMask for History.append(masks=...)."""
-    if not isinstance(history, History):
-        raise InputError(f"change_for needs a History, got {type(history).__name__}")
-    return _cached_change(history.current.image, StoredImage.of(image), history_size(history), params)
-
-
-# Masks of in-memory histories are recomputed on demand; a small cache keyed by the two images'
-# digests keeps one graph (or one benchmark turn) from computing the same mask twice.
-_CACHE = LRU(64)
-
-
-def _cached_change(prev: StoredImage, cur: StoredImage, size: tuple[int, int],
-                   params: ChangeParams) -> TurnMask:
-    key = (prev.digest, cur.digest, tuple(size), params)
-    hit = _CACHE.get(key)
-    if hit is not None:
-        return hit
-    tm = change_mask(prev, cur, size, params, alignment=alignment_for(prev, cur, size)).turn_mask()
-    _CACHE.put(key, tm)
-    return tm
-
-
-def change_between(prev: StoredImage, cur: StoredImage, size: tuple[int, int],
-                   params: ChangeParams = DEFAULT_PARAMS) -> TurnMask:
-    """The change record prev -> cur at `size` (aligned first), computed once per pair of images
-    (cached by their digests; what remember_change recorded is returned as it is)."""
-    return _cached_change(prev, cur, tuple(size), params)
-
-
-def remember_change(prev: StoredImage, cur: StoredImage, size: tuple[int, int], tm: TurnMask,
-                    params: ChangeParams = DEFAULT_PARAMS) -> None:
-    """Record a known change record prev -> cur (Reveal Composite computes the edit's C_t once;
-    its output differs from the edit only inside C_t and on quiet seam pixels, so History Append
-    and run_turn reuse it for the output instead of computing it again)."""
-    _CACHE.put((prev.digest, cur.digest, tuple(size), params), tm)
-
-
-def full_size_result(res: ChangeResult, size: tuple[int, int]) -> ChangeResult:
-    """A ChangeResult computed at a working size as change_mask returns it at `size` (the mask
-    upsampled nearest, the alignment in full-size pixels, working_size recorded)."""
-    h, w = res.mask.shape
-    if (w, h) == tuple(size):
-        return res
-    f = w / float(size[0])
-    m = np.asarray(Image.fromarray(res.mask).resize(tuple(size), Image.NEAREST), bool)
-    m.flags.writeable = False
-    al = res.alignment
-    full = Alignment(al.dx / f, al.dy / f, al.scale, al.residual_px / f, al.method, al.inliers, tuple(size))
-    return replace(res, mask=m, alignment=full, working_size=(w, h), raw_residual=None)
-
-
-_WORK = LRU(4)
-
-
-def work_float(img: StoredImage, size: tuple[int, int]) -> np.ndarray:
-    """as_float_rgb(img, size), cached for images resized to a working size (the turn's
-    alignment, its change record and Reveal Composite read the same few large images); images
-    that need no resizing are converted each time (no cache: that is one pass)."""
-    if img.size == tuple(size):
-        return as_float_rgb(img)
-    key = (img.digest, tuple(size))
-    hit = _WORK.get(key)
-    if hit is not None:
-        return hit
-    out = as_float_rgb(img, size)
-    out.flags.writeable = False
-    _WORK.put(key, out)
-    return out
-
-
-_ALIGN = LRU(64)
-
-
-def alignment_for(prev: StoredImage, cur: StoredImage, size: tuple[int, int]) -> Alignment:
-    """The alignment I_{t-1} (`prev`) -> I_t (`cur`) at the history's `size` (w, h), cached by
-    the two images' digests: Reveal Composite and History Append estimate it once per turn."""
-    hit = _ALIGN.get((prev.digest, cur.digest, tuple(size)))
-    if hit is not None:
-        return hit
-    work = working_size(size)
-    if prev.size == tuple(work) and cur.size == tuple(work):
-        al = estimate_alignment(prev.array, cur.array)      # grey straight from uint8: no float RGB copies
-    else:
-        al = estimate_alignment(work_float(prev, work), work_float(cur, work))
-    if work != tuple(size):
-        f = work[0] / float(size[0])
-        al = Alignment(al.dx / f, al.dy / f, al.scale, al.residual_px / f, al.method, al.inliers, tuple(size))
-    remember_alignment(prev, cur, size, al)
-    return al
-
-
-def remember_alignment(prev: StoredImage, cur: StoredImage, size: tuple[int, int], al: Alignment) -> None:
-    """Record a known alignment prev -> cur (e.g. Reveal Composite's output keeps the edit's
-    geometry), so the turn's change record reuses it."""
-    _ALIGN.put((prev.digest, cur.digest, tuple(size)), al)
 
 
 # --------------------------------------------------------------------------- per-pixel history
@@ -1006,7 +381,7 @@ def turn_change(history: History, t: int, params: ChangeParams = DEFAULT_PARAMS)
         raise InputError(f"turn {t} has no change record (turns 1..{len(history.turns) - 1} do)")
     tm = history.turns[t].masks.get(CHANGE)
     if tm is None:
-        tm = _cached_change(history.turns[t - 1].image, history.turns[t].image, history_size(history), params)
+        tm = change_between(history.turns[t - 1].image, history.turns[t].image, history_size(history), params)
     return tm
 
 
@@ -1018,7 +393,7 @@ def provenance_of(history: History, params: ChangeParams = DEFAULT_PARAMS) -> Pr
         raise InputError(f"provenance_of needs a History, got {type(history).__name__}")
     # The index keeps the masks' summaries and a "last change" map per history (O(H·W) per new
     # turn, each missing mask computed once); its map counts a turn's unstable blocks too.
-    idx = provenance_index.index_for(history, params, _cached_change, stamp_mask=_changed_or_unstable)
+    idx = provenance_index.index_for(history, params, change_between, stamp_mask=_changed_or_unstable)
     w, h = idx.size
     records = [{}] + [idx.info(t) for t in range(1, idx.turns + 1)]
     aligns = [IDENTITY] + [Alignment.from_record(((t.meta or {}).get("alignment") if isinstance(t.meta, dict) else None)

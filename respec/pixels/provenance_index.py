@@ -41,9 +41,9 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
-from PIL import Image
 
 from ..history import CHANGE, History, TurnMask
+from .masks import history_size, mask_at
 
 GRID = 32                       # block grid of a mask summary (GRID x GRID blocks)
 MAX_SUMMARIES = 200_000         # mask summaries kept (a few hundred bytes each)
@@ -52,7 +52,7 @@ MAX_HEADS = 16                  # histories whose "last change" map is kept ...
 MAX_HEAD_BYTES = 256 << 20      # ... within this many bytes of maps (16 at 1024², 1 at 8192²)
 
 # compute(prev StoredImage, cur StoredImage, size (w, h), params) -> TurnMask: the change mask of a
-# turn that has none stored (respec/pixels/provenance.py passes its cached change_mask).
+# turn that has none stored (respec/pixels/provenance.py passes change_mask.change_between, cached).
 Compute = Callable[[Any, Any, tuple, Any], TurnMask]
 
 
@@ -100,11 +100,7 @@ def summarise(mask: np.ndarray, keep_mask: bool, info: dict | None = None) -> Ma
 
 def stored_mask_at(tm: TurnMask, size: tuple[int, int]) -> np.ndarray:
     """A stored TurnMask as bool H×W at the history's size (w, h) (nearest when resized)."""
-    m = tm.mask
-    w, h = size
-    if m.shape != (h, w):
-        m = np.asarray(Image.fromarray(m).resize((w, h), Image.NEAREST), bool)
-    return m
+    return mask_at(tm, (size[1], size[0]), "a stored change mask")
 
 
 # --------------------------------------------------------------------------- the caches
@@ -284,7 +280,7 @@ def index_for(history: History, params: Any, compute: Compute,
     (once); `params` is part of a computed mask's key. stamp_mask(history, t, C_t, info) -> the
     pixels turn t counts as changed in the map (default C_t; info: the mask's info dict); carry(history, t, last) -> the map carried
     into turn t's frame (default: unchanged)."""
-    size = history.turns[0].image.size
+    size = history_size(history)
     w, h = size
     n = len(history.turns)
     keys: list[tuple | None] = [None]

@@ -92,14 +92,15 @@ from ..errors import InputError
 from ..history import REVEAL_SOURCE, History, StoredImage, TurnMask
 from ..plan import Plan
 from ..images import as_array, check_image_size, finite_pixels, image_id_arg, to_uint8
-from .alignment import IDENTITY, Alignment, residual_flow, support, warp, warp_float
-from . import provenance as _provenance
+from .alignment import IDENTITY, Alignment, alignment_for, remember_alignment, residual_flow, support, warp, warp_float
 from .blend import levels_for, multiband_blend
 from .flow import LocalFlow, estimate_flow, warp_by_flow
-from .provenance import (DEFAULT_PARAMS, FIT_SAMPLES, ChangeResult, _grid, alignment_for, as_float_rgb,
-                         change_of, clean_mask, dilate, fit_colour, full_size_result, grey_of, history_size, provenance_of,
-                         remember_alignment, remember_change, residual, robust_scale, smooth, work_float,
-                         working_size)
+from . import work_images
+from .change_mask import DEFAULT_PARAMS, ChangeResult, change_for, change_of, full_size_result, remember_change
+from .colour_fit import FIT_SAMPLES, fit_colour, grey_of, residual, robust_scale, sample_grid, smooth
+from .masks import clean_mask, dilate, history_size, mask_at
+from .provenance import provenance_of
+from .work_images import as_float_rgb, work_float, working_size
 
 METHOD = "reveal-composite-v2"
 # Absolute checks (v2): the relative ring test compares the ring with the rest of the image, so a
@@ -186,18 +187,6 @@ class RevealResult:
     def turn_mask(self) -> TurnMask | None:
         """The `reveal_source` mask to store with the turn (None when nothing was pasted)."""
         return TurnMask.from_mask(self.source_weight, self.record()) if self.applied else None
-
-
-def _bool_at(mask: Any, size: tuple[int, int], what: str) -> np.ndarray:
-    m = np.asarray(mask)
-    if m.ndim == 3 and m.shape[2] == 1:
-        m = m[:, :, 0]
-    if m.ndim != 2:
-        raise InputError(f"{what} must be an H×W mask, got shape {m.shape}")
-    m = m >= 128 if m.dtype == np.uint8 else m.astype(bool)
-    if (m.shape[1], m.shape[0]) != tuple(size):
-        m = np.asarray(Image.fromarray(m).resize(tuple(size), Image.NEAREST), bool)
-    return m
 
 
 def _refuse(edited: np.ndarray, reason: str, source_id, region, checks) -> RevealResult:
@@ -532,8 +521,8 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
         src_arr = work_float(source, work) if isinstance(source, StoredImage) else as_float_rgb(src_arr, work)
     prev = as_float_rgb(previous, work)
     cur = work_float(edited, work) if isinstance(edited, StoredImage) else as_float_rgb(e_arr, work)
-    cov = _bool_at(covered, work, "covered (turn k's change mask)")
-    stab = ~cov if stable is None else _bool_at(stable, work, "stable") & ~cov
+    cov = mask_at(covered, shape, "covered (turn k's change mask)")
+    stab = ~cov if stable is None else mask_at(stable, shape, "stable") & ~cov
     px = params.pixels(shape)
     empty = np.zeros(shape, bool)
     if not cov.any():
@@ -547,7 +536,7 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
     else:
         stab_rec = None
     quiet_now = stab & ~changed_now
-    gy, gx = _grid(shape, FIT_SAMPLES)
+    gy, gx = sample_grid(shape, FIT_SAMPLES)
     rows, cols = np.arange(shape[0])[gy], np.arange(shape[1])[gx]
     nbr = {(dy, dx): (np.clip(rows + dy, 0, shape[0] - 1), np.clip(cols + dx, 0, shape[1] - 1))
            for dy in (-1, 0, 1) for dx in (-1, 0, 1)}
@@ -569,7 +558,7 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
     region = np.zeros(shape, bool)
     full = None
     if whole is not None:
-        full = clean_mask(_bool_at(whole, work, "whole (the removed object's region)") & cov, o, c,
+        full = clean_mask(mask_at(whole, shape, "whole (the removed object's region)") & cov, o, c,
                           DEFAULT_PARAMS.min_area)
     anchor = cand | full if full is not None else cand
     if anchor.any():
@@ -728,7 +717,7 @@ def reveal_working_size(size: tuple[int, int]) -> tuple[int, int]:
     """(w, h) a restoration turn of `size` is analysed at (its C_t, R and every check): at most
     REVEAL_WORK_PIXELS (and at most the change masks' working resolution); the paste is made at
     full size on its box."""
-    return working_size(size, min(REVEAL_WORK_PIXELS, _provenance.WORK_PIXELS))
+    return working_size(size, min(REVEAL_WORK_PIXELS, work_images.WORK_PIXELS))
 
 
 def _full(mask: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -1056,7 +1045,7 @@ def _change_in_previous_frame(history: History, edited: Any) -> np.ndarray | Non
         to_uint8(edited) if np.asarray(edited).dtype.kind == "f" else edited)
     if img.size != history_size(history) or history.current.image.size != img.size:
         return None
-    tm = _provenance.change_for(history, img)
+    tm = change_for(history, img)
     al = Alignment.from_record(tm.info.get("alignment"))
     return tm.mask if al.is_identity else warp(tm.mask, al.inverse(), order=0)
 

@@ -97,7 +97,7 @@ class EditFidelity:
 
     def __call__(self, history, record) -> tuple[object, dict]:
         from ..pixels.alignment import support, warp
-        from ..pixels.provenance import erode
+        from ..pixels.masks import erode
         guarded = any(e.get("step") == "drift_guard" and e.get("applied") for e in record.post_edit)
         if not guarded:
             return record.image, {"edit_region_psnr": None, "reason": "no guarded output to measure"}

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Benchmark of pixel provenance (not a test): the cost of one change mask (respec/pixels/provenance.py)
+"""Benchmark of pixel provenance (not a test): the cost of one change mask (respec/pixels/change_mask.py)
 and of one restoration turn (Reveal Composite with its alignment, C_t and paste, then the
 append's change record) on a synthetic turn (a textured scene, a rectangle added, a global
 colour drift and pixel noise; then the rectangle removed and re-invented as its surroundings'
@@ -18,7 +18,7 @@ memory (resource.getrusage: history building included) and the peak of what the 
 allocated (tracemalloc, numpy's arrays included). Stages: `alignment` (estimate_alignment, once per turn),
 `reveal` (C_t once, the region, the checks, the paste), `append` (History Append's change record
 of the output: reused from the reveal, not computed again). Sizes above 4 MP are analysed at the
-working resolution (respec.pixels.provenance.WORK_PIXELS; the peak allocation comes from a second,
+working resolution (respec.pixels.work_images.WORK_PIXELS; the peak allocation comes from a second,
 traced run of the same turn); the 8000² scene is built at 1000² and
 upscaled (the cost does not depend on the content's detail).
 """
@@ -43,9 +43,11 @@ sys.path.insert(0, str(ROOT / "tests"))  # the synthetic scenes the tests use
 
 from bench_store import _median_ms  # noqa: E402  (same folder)
 from respec.history import CHANGE, History  # noqa: E402
-from respec.pixels import provenance as pv  # noqa: E402
 from respec.pixels.alignment import Alignment, warp  # noqa: E402
-from respec.pixels.provenance import change_for, change_mask  # noqa: E402
+from respec.pixels import alignment  # noqa: E402
+from respec.pixels.analysis_cache import CACHE  # noqa: E402
+from respec.pixels.masks import history_size  # noqa: E402
+from respec.pixels.change_mask import change_for, change_mask  # noqa: E402
 from respec.pixels.reveal import reveal_composite, reveal_for  # noqa: E402
 from synthetic_scenes import background, draw_rect, drift, iou, rect_mask, u8  # noqa: E402
 
@@ -119,7 +121,7 @@ def one_turn(s: int, zoom: float, trace: bool = False) -> dict:
     edited = _put(nxt, box, np.round(ring).astype(np.uint8))
     from respec.history import StoredImage
     prev_img, ed_img = h.current.image, StoredImage(edited)
-    pv._CACHE.clear(), pv._ALIGN.clear()
+    CACHE.changes.clear(), alignment._ALIGN.clear()
     out = {"size": s, "zoom": zoom}
 
     def stage(name, fn):
@@ -129,7 +131,7 @@ def one_turn(s: int, zoom: float, trace: bool = False) -> dict:
         return r
     if trace:
         tracemalloc.start()
-    stage("alignment", lambda: pv.alignment_for(prev_img, ed_img, pv.history_size(h)))
+    stage("alignment", lambda: alignment.alignment_for(prev_img, ed_img, history_size(h)))
     res = stage("reveal", lambda: reveal_for(h, ed_img, covering_turn=1))
     stage("append", lambda: change_for(h, res.image))
     if trace:

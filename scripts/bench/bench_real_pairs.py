@@ -34,7 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from respec.controller.provenance_selector import provenance_plan  # noqa: E402
 from respec.history import CHANGE, History  # noqa: E402
 from respec.pixels.alignment import Alignment, warp  # noqa: E402
-from respec.pixels.provenance import change_for, change_mask, dilate, erode  # noqa: E402
+from respec.pixels.masks import dilate, erode  # noqa: E402
+from respec.pixels.change_mask import change_for, change_mask  # noqa: E402
 from respec.pixels.reveal import DEFAULT_REVEAL, RevealParams, reveal_for  # noqa: E402
 
 

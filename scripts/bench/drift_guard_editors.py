@@ -42,7 +42,7 @@ from respec.history import StoredImage  # noqa: E402
 from respec.pixels.alignment import Alignment  # noqa: E402
 from respec.pixels.guard import DEFAULT_GUARD, guard_change, guard_images, read_structure  # noqa: E402
 from respec.pixels.structure import plain_warp  # noqa: E402
-from respec.pixels.provenance import fit_colour  # noqa: E402
+from respec.pixels.colour_fit import fit_colour  # noqa: E402
 
 FAR_GROW_PX = 8
 FAR_DELTA = 8.0 / 255.0

@@ -37,7 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from respec.history import StoredImage  # noqa: E402
 from respec.pixels.alignment import Alignment, support, warp  # noqa: E402
 from respec.pixels.guard import GuardParams, guard_change, guard_images  # noqa: E402
-from respec.pixels.provenance import erode  # noqa: E402
+from respec.pixels.colour_fit import MAD_TO_SIGMA  # noqa: E402
+from respec.pixels.masks import erode  # noqa: E402
 
 WIDTH = 768
 GT_MARGIN_PX = 2
@@ -74,7 +75,7 @@ def omni_residual(pairs: Path, size) -> np.ndarray | None:
         for c in range(3):
             v = r[:, :, c][~m]
             med = float(np.median(v))
-            sig = 1.4826 * float(np.median(np.abs(v - med)))
+            sig = MAD_TO_SIGMA * float(np.median(np.abs(v - med)))
             r[:, :, c] = np.where(m, med, np.clip(r[:, :, c], med - 3 * sig, med + 3 * sig))
         return np.stack([np.asarray(Image.fromarray(r[:, :, c]).resize(size, Image.BILINEAR)) for c in range(3)], 2)
     return None

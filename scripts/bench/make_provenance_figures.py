@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "scripts" / "bench"))
 
 import bench_real_pairs as brp  # noqa: E402
 from respec.pixels.alignment import IDENTITY  # noqa: E402
-from respec.pixels.provenance import change_mask, unstable_mask  # noqa: E402
+from respec.pixels.change_mask import change_mask, unstable_mask  # noqa: E402
 from respec.pixels.reveal import reveal_composite, reveal_for  # noqa: E402
 from synthetic_scenes import background, draw_rect, drift, rerender_field, u8  # noqa: E402
 

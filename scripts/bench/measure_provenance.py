@@ -40,7 +40,10 @@ from respec.bench.scenario import load_dataset  # noqa: E402
 from respec.controller.covering import locate_covering_turn  # noqa: E402
 from respec.errors import MissingWeightsError, DownloadNotAllowedError  # noqa: E402
 from respec.eval.metrics import occur_regions  # noqa: E402
-from respec.pixels.provenance import as_float_rgb, change_of, fit_colour, provenance_of  # noqa: E402
+from respec.pixels.colour_fit import fit_colour  # noqa: E402
+from respec.pixels.change_mask import change_of  # noqa: E402
+from respec.pixels.provenance import provenance_of  # noqa: E402
+from respec.pixels.work_images import as_float_rgb  # noqa: E402
 from respec.pixels.reveal import reveal_for  # noqa: E402
 from respec.sim import SimEditor  # noqa: E402
 
