@@ -275,10 +275,10 @@ def _manifest(folder: Path) -> dict | None:
     if not isinstance(manifest, dict):
         raise InputError(f"{path} holds {type(manifest).__name__} {_short(manifest)}, not an object; it records the "
                          f"settings the rows were made with. Restore it or leave that folder out of the merge.")
-    for field in ("identity", "settings"):
-        if manifest.get(field) is not None and not isinstance(manifest[field], dict):
-            raise InputError(f"{path}: {field} must be an object, got {type(manifest[field]).__name__} "
-                             f"{_short(manifest[field])}. Restore it or leave that folder out of the merge.")
+    for part in ("identity", "settings"):
+        if manifest.get(part) is not None and not isinstance(manifest[part], dict):
+            raise InputError(f"{path}: {part} must be an object, got {type(manifest[part]).__name__} "
+                             f"{_short(manifest[part])}. Restore it or leave that folder out of the merge.")
     return manifest
 
 
