@@ -1,12 +1,12 @@
-"""Beyond the paper: Drift Guard, after any editor. The logic lives in respec/pixels/guard.py; this class
-only translates."""
+"""Beyond the paper: Drift Guard, after any editor. The logic lives in respec/post_edit/guard_step.py
+(over the pixel rules of respec/pixels/guard.py); this class only translates."""
 from __future__ import annotations
 
 import json
 
 import numpy as np
 
-from ..respec.pixels.guard import guard_images, guard_value
+from ..respec.post_edit.guard_step import guard_images, guard_value
 from .common import PLAN, image_from_comfy, images_to_comfy, mask_from_comfy, masks_to_comfy, read_only
 
 CATEGORY = "ReSpec/provenance"

@@ -10,9 +10,9 @@ from ..respec import web
 from ..respec.controller.request import check_request
 from ..respec.errors import InputError
 from ..respec.gallery import FITS, history_images
-from ..respec.pixels.guard import guard_for_append
+from ..respec.post_edit.guard_step import guard_for_append
 from ..respec.history import History
-from ..respec.pixels.reveal import reveal_for_append
+from ..respec.post_edit.reveal_step import reveal_for_append
 from ..respec.store import open_store, workflow_store_root
 from ..respec.store.turns import MAX_META_BYTES
 from ..respec.text import clip, read_json

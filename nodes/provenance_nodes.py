@@ -1,5 +1,5 @@
 """Beyond the paper: the provenance Reference Selector (no VLM) and Reveal Composite (exact reveal).
-The logic lives in respec/controller/provenance_selector.py and respec/pixels/reveal.py; these classes only translate."""
+The logic lives in respec/controller/provenance_selector.py, respec/post_edit/reveal_step.py and respec/pixels/reveal.py; these classes only translate."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,8 @@ import numpy as np
 from ..respec import comfy
 from ..respec.controller import decide_restoration
 from ..respec.controller.provenance_selector import provenance_selection
-from ..respec.pixels.reveal import exact_patch, reveal_turn
+from ..respec.pixels.reveal import exact_patch
+from ..respec.post_edit.reveal_step import reveal_turn
 from .common import HISTORY, PLAN, image_from_comfy, images_to_comfy, masks_to_comfy
 from .controller_nodes import (GROUND_TRUTH_INPUT, HISTORY_INPUT, REQUEST_INPUT, RESTORATION_MODE_INPUT, plan_json,
                                selection_outputs)

@@ -13,7 +13,7 @@
     4. rewrite                          (PTI: the plan's synthesis instruction, else the request)
     5. edit                             (the editor part, at the current image's size)
     6. post-edit steps                  (optional parts that may change the image, each recorded:
-                                         Reveal Composite, then the Drift Guard, respec/pixels/guard.py)
+                                         Reveal Composite, then the Drift Guard, respec/post_edit/)
     7. keep                             (keep_turn: the new history; the turn's meta holds the record,
                                          its masks the change mask C_t and the post-edit steps' masks)
 

@@ -48,9 +48,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_real_pairs import append, load, psnr  # noqa: E402
 from respec.controller.provenance_selector import selector_parts  # noqa: E402
 from respec.history import History  # noqa: E402
-from respec.pixels.guard import GuardStep  # noqa: E402
 from respec.pixels.provenance import change_mask, dilate, erode  # noqa: E402
-from respec.pixels.reveal import RevealStep, reveal_turn  # noqa: E402
+from respec.post_edit.guard_step import GuardStep  # noqa: E402
+from respec.post_edit.reveal_step import RevealStep, reveal_turn  # noqa: E402
 from respec.turn import TurnParts, TurnSwitches, run_turn  # noqa: E402
 
 
