@@ -13,4 +13,6 @@ both.
     guard_step    Drift Guard: the request's scope (a global edit or a new background steps aside
                   or takes its own route), then pixels.guard's rules keep I_{t-1} outside the edit
                   region (GuardStep, drift_guard, guard_images)
+    result        one result for a step (StepResult: entry, image, masks) and keep_step, which keeps
+                  it with the turn: run_turn and the History Append node both call it
 """

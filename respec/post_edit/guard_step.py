@@ -5,6 +5,7 @@ pixel rules of respec/pixels/guard.py (whose module docstring describes the guar
     guard_pair    the same at the history's size, with a working size above GUARD_WORK_PIXELS
     guard_images  the Drift Guard node's entry (any editor, any size)
     GuardStep     the post-edit step of respec/turn.py's run_turn
+    guard_result  its StepResult (respec/post_edit/result.py), for run_turn and the node
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from scipy import ndimage
 from ..controller.request import check_request
 from ..controller.request_language import BACKGROUND, GLOBAL, places_changed, request_scope
 from ..errors import InputError
-from ..history import History, StoredImage, TurnMask
+from ..history import REVEAL_SOURCE, History, StoredImage, TurnMask
 from ..images import as_array, check_image_size
 from ..plan import Plan
 from ..pixels.alignment import IDENTITY, Alignment, support, warp, warp_float
@@ -33,6 +34,7 @@ from ..pixels.guard import (AGAIN_SIDE, DEFAULT_GUARD, GUARD_MASK, METHOD, MIN_C
 from ..pixels.provenance import change_of, dilate, remember_alignment, remember_change, working_size
 from ..pixels.reveal import exact_patch
 from ..pixels.structure import StructureWarp, plain_warp
+from .result import StepResult
 
 
 def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any = None, extra_region: Any = None,
@@ -411,20 +413,15 @@ def _compose(run: _GuardRun, tiles: _Tiles, K: np.ndarray, sl: tuple[slice, slic
         checks["edit_region_psnr"] = round(_psnr(float(err.mean())), 2)
 
 
-def guard_value(res: GuardResult | None, entry: dict | None = None) -> dict:
-    """The Drift Guard node's record for History Append: {the post_edit entry..., "result": res}
-    (res None when the guard was switched off)."""
-    return {"step": GuardStep.name, **(entry if entry is not None else res.record), "result": res}
-
-
-def guard_for_append(guard: Any) -> tuple[dict, dict]:
-    """What History Append keeps for a Drift Guard value (guard_value): (the turn's masks — the
-    kept-edit weights when the guard changed the image —, its meta.post_edit entry)."""
-    if not isinstance(guard, dict) or guard.get("step") != GuardStep.name:
-        raise InputError(f"'guard' must come from a Drift Guard node, got {type(guard).__name__}")
-    res = guard.get("result")
-    masks = {GUARD_MASK: res.turn_mask()} if isinstance(res, GuardResult) and res.applied else {}
-    return masks, {k: v for k, v in guard.items() if k != "result"}
+def guard_result(res: GuardResult | None, entry: dict | None = None, image: Any = None) -> StepResult:
+    """The guard's StepResult: its record (or `entry`: res None when the guard was switched off), the
+    kept-edit weights as the turn's `guard_edit` mask when it changed the image, and that image
+    (`image`, the output as a StoredImage; None in the node's value, whose image travels on its
+    IMAGE output)."""
+    applied = res is not None and res.applied
+    return StepResult(GuardStep.name, dict(entry if entry is not None else res.record),
+                      image=image if applied else None, masks={GUARD_MASK: res.turn_mask()} if applied else {},
+                      result=res)
 
 
 GUARD_WORK_PIXELS = 4_194_304   # a picture above this (4 MP) is guarded at a working resolution (see guard_pair)
@@ -509,25 +506,23 @@ class GuardStep:
     def __init__(self, params: GuardParams = DEFAULT_GUARD):
         self.params = params
 
-    def __call__(self, history: History, record: Any) -> tuple[Any, dict]:
+    def __call__(self, history: History, record: Any) -> StepResult:
         if not isinstance(history, History):
             raise InputError(f"the drift guard step needs a History, got {type(history).__name__}")
         prev = history.current.image
         size = prev.size
         img = record.image if isinstance(record.image, StoredImage) else StoredImage.of(np.asarray(record.image))
         if img.size != size or size != _history_size(history):
-            return record.image, {"method": METHOD, "applied": False, "stepped_aside": True,
-                                  "reason": "the edit or I_(t-1) has another size than the history: not aligned"}
-        pasted = record.masks.get("reveal_source")
+            return StepResult(self.name, {"method": METHOD, "applied": False, "stepped_aside": True,
+                                          "reason": "the edit or I_(t-1) has another size than the history: "
+                                                    "not aligned"})
+        pasted = record.masks.get(REVEAL_SOURCE)
         exact = None
         if pasted is not None:      # Reveal's paste inside: I_{k-1}'s own pixels, not the colour-fitted ones
             exact = exact_patch(history, pasted, pasted.info)
         res = guard_pair(prev, img, _history_size(history), extra_region=pasted.mask if pasted is not None else None,
                          request=record.request, plan=record.plan, params=self.params, exact=exact)
-        if not res.applied:
-            return record.image, dict(res.record)
-        record.masks[GUARD_MASK] = res.turn_mask()
-        return Image.fromarray(res.image), dict(res.record)
+        return guard_result(res, image=res.image if res.applied else None)
 
 
 def _history_size(history: History) -> tuple[int, int]:

@@ -6,7 +6,7 @@ describes the composite).
     removes_addition    whether the request removes what turn k added (then its whole region is pasted)
     reveal_turn         Reveal Composite for one turn (the node's and the step's entry)
     RevealStep          the post-edit step of respec/turn.py's run_turn
-    reveal_for_append   what History Append keeps for a Reveal Composite value
+    reveal_result       its StepResult (respec/post_edit/result.py), for run_turn and the node
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from ..pixels import provenance as _provenance
 from ..pixels.alignment import Alignment, warp
 from ..pixels.provenance import history_size
 from ..pixels.reveal import DEFAULT_REVEAL, RevealParams, RevealResult, reveal_for, reveal_masks
+from .result import StepResult
 
 
 class RevealStep:
@@ -41,13 +42,10 @@ class RevealStep:
     def __init__(self, params: RevealParams = DEFAULT_REVEAL):
         self.params = params
 
-    def __call__(self, history: History, record: Any) -> tuple[Any, dict]:
+    def __call__(self, history: History, record: Any) -> StepResult:
         res, entry = reveal_turn(history, record.image, record.plan, record.request, record.is_restoration,
                                  self.params)
-        if res is None or not res.applied:
-            return record.image, entry
-        record.masks.update(reveal_masks(res))
-        return res.image, entry
+        return reveal_result(res, entry, image=res.image if res is not None and res.applied else None)
 
 
 def reveal_turn(history: History, edited: Any, plan: Any, request: str, is_restoration: bool,
@@ -95,15 +93,13 @@ def _change_in_previous_frame(history: History, edited: Any) -> np.ndarray | Non
     return tm.mask if al.is_identity else warp(tm.mask, al.inverse(), order=0)
 
 
-def reveal_for_append(reveal: Any) -> tuple[dict, dict]:
-    """What History Append keeps for a Reveal Composite value ({entry..., "result": RevealResult}):
-    (the turn's masks, the turn's meta entries)."""
-    if not isinstance(reveal, dict):
-        raise InputError(f"'reveal' must come from a Reveal Composite node, got {type(reveal).__name__}")
-    entry = {k: v for k, v in reveal.items() if k != "result"}
-    res = reveal.get("result")
-    masks = reveal_masks(res) if isinstance(res, RevealResult) else {}
-    return masks, {"post_edit": [{"step": RevealStep.name, **entry}]}
+def reveal_result(res: RevealResult | None, entry: dict, image: Any = None, exact: Any = None) -> StepResult:
+    """Reveal Composite's StepResult: `entry` (reveal_turn's), the `reveal_source` mask when it
+    pasted, and its image (`image`: the output; None in the node's value, whose image travels on
+    its IMAGE output). exact: the ExactPatch a Drift Guard node after it reads (the node's value)."""
+    applied = res is not None and res.applied
+    return StepResult(RevealStep.name, dict(entry), image=image if applied else None,
+                      masks=reveal_masks(res) if applied else {}, result=res, exact=exact if applied else None)
 
 
 def covering_turn_for(history: History, plan: Any, request: str, edited: Any = None) -> tuple[int | None, str]:
