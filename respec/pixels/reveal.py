@@ -575,6 +575,9 @@ class _RevealRun:
     sig_b: float = 0.0                 # the blur that matches I_{k-1} to I_t on the ring
     sharp: Any = None                  # the source on B before that blur
     flow: LocalFlow | None = None      # the local field, when the source was aligned locally
+    big: bool = field(init=False)      # analysed at a working size below I_t's
+    shape: tuple[int, int] = field(init=False)   # (H, W) of the analysis
+    px: dict = field(init=False)       # the params' pixel sizes at the analysis size
 
     def __post_init__(self) -> None:
         self.big = self.work != self.size
