@@ -981,7 +981,13 @@ def reveal_for(history: History, edited: Any, covering_turn: int,
     no turn since k-1 changed. complete: the request removes what turn k added, so the part of
     C_k no later turn changed is pasted whole (`reveal_composite`'s `whole`), the parts the editor
     left too. The turn's alignment and its change record C_t are computed once here and cached,
-    so History Append / run_turn reuse them for the output."""
+    so History Append / run_turn reuse them for the output. In four steps:
+
+        1. turn k and the images; an earlier turn since k that re-rendered the scene refuses
+        2. C_k, the stable pixels (and on a removal the whole region) in I_t's frame (_masks_now)
+        3. C_t once, at the analysis size, kept for the append (_turn_change)
+        4. reveal_composite; a re-render in this edit, or over turns k..t together, refuses (_rerender_refusal)
+    """
     if not isinstance(history, History):
         raise InputError(f"reveal_for needs a History, got {type(history).__name__}")
     t = history.next_turn
@@ -996,13 +1002,31 @@ def reveal_for(history: History, edited: Any, covering_turn: int,
     prev_img = history.current.image
     for j in range(k, t):
         if prov.rerendered(j):
-            res = _refuse(edited_img.array, f"the editor re-rendered the scene at turn {j} (stable fraction "
-                          f"{prov.stable_fraction(j):.2f}): I_{k - 1}'s pixels no longer line up",
-                          k - 1, np.zeros(edited_img.array.shape[:2], bool), {"rerendered_turn": j})
-            return res
+            return _refuse(edited_img.array, f"the editor re-rendered the scene at turn {j} (stable fraction "
+                           f"{prov.stable_fraction(j):.2f}): I_{k - 1}'s pixels no longer line up",
+                           k - 1, np.zeros(edited_img.array.shape[:2], bool), {"rerendered_turn": j})
     same = edited_img.size == tuple(size)
     al_t = alignment_for(prev_img, edited_img, size) if same else IDENTITY   # another size: unaligned
     a_src = prov.alignment(k - 1, t - 1).compose(al_t)
+    covered, stable, whole = _masks_now(prov, k, t, al_t, size, complete)
+    if same:
+        prev, change, change_tm = _turn_change(prev_img, edited_img, al_t, size)
+    else:
+        prev, change, change_tm = as_float_rgb(prev_img, size), None, None
+    res = reveal_composite(history.image(k - 1), prev, edited_img, covered, stable=stable,
+                           source_id=k - 1, params=params, change=change, source_alignment=a_src, whole=whole)
+    res = _rerender_refusal(res, prov, k, t, edited_img, {"alignment": a_src.record(), "turn_alignment": al_t.record()})
+    if res.applied and same:
+        out_img = StoredImage(res.image)
+        remember_alignment(prev_img, out_img, size, al_t)
+        remember_change(prev_img, out_img, size, change_tm)
+    return res
+
+
+def _masks_now(prov: Any, k: int, t: int, al_t: Alignment, size: tuple[int, int],
+               complete: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(C_k, the pixels no turn since k-1 changed, on a removal (`complete`) the part of C_k no turn
+    since k changed, else None), carried from I_{t-1}'s frame into I_t's by the turn's alignment."""
     w, h = size
     covered = prov.in_frame(prov.changes[k], k, t - 1)
     stable = prov.unchanged_since(k - 1)
@@ -1011,47 +1035,48 @@ def reveal_for(history: History, edited: Any, covering_turn: int,
         covered = warp(covered, al_t, order=0)
         stable = warp(stable, al_t, order=0) & support(al_t, (h, w))
         whole = warp(whole, al_t, order=0) & support(al_t, (h, w)) if whole is not None else None
-    change = None
-    if same:
-        # C_t once: I_{t-1} warped into I_t's frame at the analysis size, kept for the append.
-        work = reveal_working_size(size)
-        f = work[0] / float(w)
-        al_w = al_t if work == tuple(size) else Alignment(al_t.dx * f, al_t.dy * f, al_t.scale, al_t.residual_px * f,
-                                                          al_t.method, al_t.inliers, work)
-        pa = prev_img.array
-        if work == tuple(size) and pa.ndim == 3 and pa.shape[2] == 3:
-            prev = warp_float(pa, al_w)       # straight from uint8: no float copy before the warp
-        else:
-            prev = warp(work_float(prev_img, work), al_w)
-        change = change_of(prev, work_float(edited_img, work), DEFAULT_PARAMS, al_w, warped=True)
-        change_tm = full_size_result(change, size).turn_mask()
-        remember_change(prev_img, edited_img, size, change_tm)
+    return covered, stable, whole
+
+
+def _turn_change(prev_img: StoredImage, edited_img: StoredImage, al_t: Alignment,
+                 size: tuple[int, int]) -> tuple[np.ndarray, ChangeResult, TurnMask]:
+    """C_t once: I_{t-1} warped into I_t's frame at the analysis size (returned for the checks),
+    the change record there, and at full size as a TurnMask, remembered for the append."""
+    w, _ = size
+    work = reveal_working_size(size)
+    f = work[0] / float(w)
+    al_w = al_t if work == tuple(size) else Alignment(al_t.dx * f, al_t.dy * f, al_t.scale, al_t.residual_px * f,
+                                                      al_t.method, al_t.inliers, work)
+    pa = prev_img.array
+    if work == tuple(size) and pa.ndim == 3 and pa.shape[2] == 3:
+        prev = warp_float(pa, al_w)       # straight from uint8: no float copy before the warp
     else:
-        prev = as_float_rgb(prev_img, size)
-    res = reveal_composite(history.image(k - 1), prev, edited_img, covered, stable=stable,
-                           source_id=k - 1, params=params, change=change, source_alignment=a_src, whole=whole)
+        prev = warp(work_float(prev_img, work), al_w)
+    change = change_of(prev, work_float(edited_img, work), DEFAULT_PARAMS, al_w, warped=True)
+    change_tm = full_size_result(change, size).turn_mask()
+    remember_change(prev_img, edited_img, size, change_tm)
+    return prev, change, change_tm
+
+
+def _rerender_refusal(res: RevealResult, prov: Any, k: int, t: int, edited_img: StoredImage,
+                      extra: dict) -> RevealResult:
+    """The result with `extra` in its checks, refused when this edit re-rendered the scene (the
+    re-render is the reason even when a ring check refused too: it says why) or when turns k..t
+    together kept less than CUMULATIVE_STABLE of it: re-renders accumulate (each turn alone may look
+    mild; what all of them kept is about the product of their stable fractions)."""
     c_now = res.checks.get("turn_stability")
-    extra = {"alignment": a_src.record(), "turn_alignment": al_t.record()}
-    # Re-renders accumulate: each turn k..t kept a share of the scene; what all of them kept is
-    # about the product (each turn alone may look mild).
     cumulative = float(np.prod([prov.stable_fraction(j) for j in range(k, t)]))
     if c_now is not None:
         cumulative *= float(c_now.get("stable_fraction", 1.0))
-    extra["cumulative_stable_fraction"] = round(cumulative, 4)
-    # (the re-render is the reason even when a ring check refused too: it says why)
+    extra = {**extra, "cumulative_stable_fraction": round(cumulative, 4)}
     if c_now is not None and c_now.get("rerendered"):
         res = _refuse(edited_img.array, f"the editor re-rendered the scene in this edit (stable fraction "
                       f"{c_now['stable_fraction']:.2f})", k - 1, res.region, res.checks)
     elif cumulative < CUMULATIVE_STABLE:
         res = _refuse(edited_img.array, f"the editor re-rendered the scene over turns {k}..{t}: together they kept "
                       f"{cumulative:.0%} of it (limit {CUMULATIVE_STABLE:.0%})", k - 1, res.region, res.checks)
-    res = RevealResult(res.image, res.applied, res.reason, res.source_id, res.region, res.source_weight,
-                       {**res.checks, **extra})
-    if res.applied and same:
-        out_img = StoredImage(res.image)
-        remember_alignment(prev_img, out_img, size, al_t)
-        remember_change(prev_img, out_img, size, change_tm)
-    return res
+    return RevealResult(res.image, res.applied, res.reason, res.source_id, res.region, res.source_weight,
+                        {**res.checks, **extra})
 
 
 @dataclass(frozen=True, eq=False)
