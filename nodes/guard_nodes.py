@@ -1,12 +1,14 @@
-"""Beyond the paper: Drift Guard, after any editor. The logic lives in respec/pixels/guard.py; this class
-only translates."""
+"""Beyond the paper: Drift Guard, after any editor. The logic lives in respec/post_edit/guard_step.py
+(over the pixel rules of respec/pixels/guard.py); this class only translates."""
 from __future__ import annotations
 
 import json
 
 import numpy as np
 
-from ..respec.pixels.guard import guard_images, guard_value
+from ..respec.post_edit.guard_step import guard_images, guard_result
+from ..respec.post_edit.result import step_value
+from ..respec.post_edit.reveal_step import RevealStep
 from .common import PLAN, image_from_comfy, images_to_comfy, mask_from_comfy, masks_to_comfy, read_only
 
 CATEGORY = "ReSpec/provenance"
@@ -70,11 +72,11 @@ class ReSpecDriftGuard:
             image_from_comfy(previous, "previous")
             entry = {"applied": False, "reason": "switched off"}
             return (edited, masks_to_comfy([np.ones(cur.shape[:2], np.float32)]),
-                    "Drift Guard switched off\n" + json.dumps(entry), guard_value(None, entry))
+                    "Drift Guard switched off\n" + json.dumps(entry), guard_result(None, entry))
         res = _guarded(previous, edited, mask, instruction, plan, reveal)
         # The weight has the size of the image returned (the editor's own when it stepped aside).
         image = images_to_comfy([res.image]) if res.applied else edited
-        return (image, masks_to_comfy([res.weight]), res.line() + "\n" + json.dumps(res.record), guard_value(res))
+        return (image, masks_to_comfy([res.weight]), res.line() + "\n" + json.dumps(res.record), guard_result(res))
 
 
 def _guarded(previous, edited, mask, instruction, plan, reveal):
@@ -82,12 +84,12 @@ def _guarded(previous, edited, mask, instruction, plan, reveal):
     converted pictures are let go when it returns, before the output is made (64 MP: 384 MB).
     reveal: Reveal Composite's value; when it pasted, its paste is the earlier image's own pixels."""
     user = mask_from_comfy(mask, "mask") if mask is not None else None
-    pasted_by = reveal.get("result") if isinstance(reveal, dict) else None
+    pasted_by = step_value(reveal, RevealStep.name, "Reveal Composite", "reveal").result if reveal is not None else None
     pasted = pasted_by.source_weight if getattr(pasted_by, "applied", False) else None
     return guard_images(read_only(image_from_comfy(previous, "previous")),
                         read_only(image_from_comfy(edited, "edited")),
                         user_mask=user, request=instruction or "", plan=plan, extra_region=pasted,
-                        exact=reveal.get("exact") if pasted is not None else None)
+                        exact=reveal.exact if pasted is not None else None)
 
 
 NODE_CLASS_MAPPINGS = {"ReSpecDriftGuard": ReSpecDriftGuard}

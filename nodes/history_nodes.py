@@ -10,9 +10,10 @@ from ..respec import web
 from ..respec.controller.request import check_request
 from ..respec.errors import InputError
 from ..respec.gallery import FITS, history_images
-from ..respec.pixels.guard import guard_for_append
 from ..respec.history import History
-from ..respec.pixels.reveal import reveal_for_append
+from ..respec.post_edit.guard_step import GuardStep
+from ..respec.post_edit.result import keep_step, step_value
+from ..respec.post_edit.reveal_step import RevealStep
 from ..respec.store import open_store, workflow_store_root
 from ..respec.store.turns import MAX_META_BYTES
 from ..respec.text import clip, read_json
@@ -200,17 +201,14 @@ class ReSpecHistoryAppend:
         meta_d = self._meta(meta)
         ids = self._ids(editor_image_ids) if (editor_image_ids or "").strip() else None
         masks: dict = {}
-        if reveal is not None:
-            reveal_masks, reveal_meta = reveal_for_append(reveal)
-            masks.update(reveal_masks)
-            meta_d.update(reveal_meta)
-        if guard is not None:   # after Reveal, as run_turn's post-edit steps run
-            guard_masks, guard_entry = guard_for_append(guard)
-            masks.update(guard_masks)
-            earlier = meta_d.get("post_edit", [])
-            if not isinstance(earlier, list):
-                raise InputError("meta's 'post_edit' must be a list (the post-edit steps' records); rename that key")
-            meta_d["post_edit"] = [*earlier, guard_entry]
+        # Reveal, then the guard, as run_turn's post-edit steps run; kept as run_turn keeps them.
+        steps = [step_value(value, step, node, name) for value, step, node, name in (
+            (reveal, RevealStep.name, "Reveal Composite", "reveal"), (guard, GuardStep.name, "Drift Guard", "guard"))
+            if value is not None]
+        if steps:
+            meta_d["post_edit"] = meta_d.get("post_edit", [])
+            for result in steps:
+                keep_step(meta_d["post_edit"], masks, result)
         append = None   # an in-graph history: History.append, in memory only
         if history.session_id is not None:
             # A session History Store left to be created here ('new') is created by append_once in

@@ -1,5 +1,6 @@
 """Beyond the paper: the provenance Reference Selector (no VLM) and Reveal Composite (exact reveal).
-The logic lives in respec/controller/provenance_selector.py and respec/pixels/reveal.py; these classes only translate."""
+The logic lives in respec/controller/provenance_selector.py, respec/post_edit/reveal_step.py and
+respec/pixels/reveal.py; these classes only translate."""
 from __future__ import annotations
 
 import json
@@ -9,7 +10,8 @@ import numpy as np
 from ..respec import comfy
 from ..respec.controller import decide_restoration
 from ..respec.controller.provenance_selector import provenance_selection
-from ..respec.pixels.reveal import exact_patch, reveal_turn
+from ..respec.pixels.reveal import exact_patch
+from ..respec.post_edit.reveal_step import reveal_result, reveal_turn
 from .common import HISTORY, PLAN, image_from_comfy, images_to_comfy, masks_to_comfy
 from .controller_nodes import (GROUND_TRUTH_INPUT, HISTORY_INPUT, REQUEST_INPUT, RESTORATION_MODE_INPUT, plan_json,
                                selection_outputs)
@@ -113,12 +115,12 @@ class ReSpecRevealComposite:
         empty = np.zeros(edited.shape[:2], np.float32)
         if not enabled:
             entry = {"applied": False, "reason": "switched off"}
-            return (image, entry, masks_to_comfy([empty]), json.dumps(entry))
+            return (image, reveal_result(None, entry), masks_to_comfy([empty]), json.dumps(entry))
         flag, _ = decide_restoration(restoration_mode, history, instruction, is_restoration)
         res, entry = reveal_turn(history, edited, plan, instruction, flag)
         if res is None or not res.applied:
-            return (image, entry, masks_to_comfy([empty]), json.dumps(entry))
-        value = {**entry, "result": res, "exact": exact_patch(history, res.source_weight, res.record())}
+            return (image, reveal_result(res, entry), masks_to_comfy([empty]), json.dumps(entry))
+        value = reveal_result(res, entry, exact=exact_patch(history, res.source_weight, res.record()))
         return (images_to_comfy([res.image]), value, masks_to_comfy([res.source_weight]), json.dumps(entry))
 
 

@@ -13,7 +13,7 @@
     4. rewrite                          (PTI: the plan's synthesis instruction, else the request)
     5. edit                             (the editor part, at the current image's size)
     6. post-edit steps                  (optional parts that may change the image, each recorded:
-                                         Reveal Composite, then the Drift Guard, respec/pixels/guard.py)
+                                         Reveal Composite, then the Drift Guard, respec/post_edit/)
     7. keep                             (keep_turn: the new history; the turn's meta holds the record,
                                          its masks the change mask C_t and the post-edit steps' masks)
 
@@ -37,6 +37,7 @@ from .errors import InputError
 from .history import CHANGE, History, StoredImage, TurnMask
 from .plan import Plan
 from .pixels.change_mask import change_for
+from .post_edit.result import StepResult, keep_step
 from .timing import StageTimer, TimingHook
 
 # The turn-meta key that says which history images the editor received, in order. keep_turn
@@ -65,13 +66,13 @@ class Selector(Protocol):
 
 
 class PostEditStep(Protocol):
-    """A part run after the edit: it sees the turn so far (record.image is the edited image)
-    and returns the image to keep (the same or a changed one) and an entry for the record.
-    Per-pixel records it wants kept with the turn go into record.masks (name -> TurnMask)."""
+    """A part run after the edit: it sees the turn so far (record.image is the image the earlier
+    steps left) and returns a StepResult (respec/post_edit/result.py): its entry for the record,
+    the image it leaves (None: the same), the per-pixel records to keep with the turn."""
 
     name: str
 
-    def __call__(self, history: History, record: "TurnRecord") -> tuple[Any, dict]:
+    def __call__(self, history: History, record: "TurnRecord") -> StepResult:
         ...
 
 
@@ -218,12 +219,17 @@ def run_turn(history: History, request: str, parts: TurnParts, switches: TurnSwi
     record.edited = record.image
     record.editor_run = dict(getattr(parts.editor, "last_run", {}) or {})
 
-    # 6. Post-edit steps: each may replace the image and says what it did.
+    # 6. Post-edit steps: each may replace the image and says what it did (kept as History Append
+    #    keeps a node's: keep_step).
     for step in parts.post_edit:
         name = getattr(step, "name", type(step).__name__)
         with stage(f"post:{name}"):
-            record.image, entry = step(history, record)
-        record.post_edit.append({"step": name, **(entry or {})})
+            result = step(history, record)
+        if not isinstance(result, StepResult):
+            raise InputError(f"the post-edit step {name!r} must return a StepResult (respec/post_edit/result.py), "
+                             f"got {type(result).__name__}")
+        record.image = result.image if result.image is not None else record.image
+        keep_step(record.post_edit, record.masks, result)
 
     # 7. Keep: H_t, with C_t (what this turn changed; computed here so that its seconds, the
     #    "provenance" stage, are in the record) and the record in the turn's meta.

@@ -17,7 +17,7 @@ from respec.controller.selection import select_references
 from respec.errors import InputError
 from respec.history import CHANGE, REVEAL_SOURCE, History
 from respec.pixels.change_mask import change_for
-from respec.pixels.reveal import RevealStep
+from respec.post_edit.reveal_step import RevealStep
 from respec.plan import Plan
 from respec.turn import TurnParts, run_turn
 from synthetic_scenes import background, draw_rect, drift, rect_mask, u8

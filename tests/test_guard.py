@@ -14,7 +14,8 @@ from respec.pixels import change_mask as changes
 from respec.pixels.alignment import Alignment, warp
 from respec.controller.request_language import global_request
 from respec.pixels.grade import into_grade
-from respec.pixels.guard import GUARD_MASK, GuardParams, GuardStep, guard_images
+from respec.pixels.guard import GUARD_MASK, GuardParams
+from respec.post_edit.guard_step import GuardStep, guard_images
 from respec.turn import TurnParts, TurnSwitches, run_turn
 
 SHAPE = (192, 224)
@@ -337,7 +338,7 @@ def test_a_local_request_with_a_global_word_is_guarded_and_a_global_one_is_not(s
 
 def test_a_pose_change_around_the_edit_is_left_alone(scene):
     from dataclasses import replace
-    from respec.pixels.guard import drift_guard
+    from respec.post_edit.guard_step import drift_guard
     prev = u8(scene)
     edited = realistic(draw_rect(scene, BOX, RED))
     p, e = StoredImage.of(prev), StoredImage.of(edited)

@@ -220,7 +220,7 @@ def test_one_row_or_one_column_pictures_are_refused_clearly(pack, shape):
     with pytest.raises(errors.InputError, match="at least 2×2"):
         _guard(pack, _tensor(pic), _tensor(pic))
     with pytest.raises(errors.InputError, match="at least 2×2"):
-        core(pack, "pixels.guard").guard_images(pic, pic)
+        core(pack, "post_edit.guard_step").guard_images(pic, pic)
     with pytest.raises(errors.InputError, match="at least 2×2"):
         core(pack, "pixels.alignment").estimate_alignment(pic, pic)
     with pytest.raises(errors.InputError, match="at least 2×2"):
@@ -261,7 +261,7 @@ def test_the_edit_mask_has_the_size_of_the_image_returned(pack):
 def test_a_large_picture_is_guarded_at_the_working_resolution(pack):
     """Above the working size the guard analyses a scaled copy and composes at full size: I_{t-1}'s
     own pixels wherever the weight is 0, the editor's full-size pixels where it is 1."""
-    guard = core(pack, "pixels.guard")
+    guard = core(pack, "post_edit.guard_step")
     prev = np.asarray(Image.fromarray(_picture(3, 64, 64)).resize((512, 512), Image.BICUBIC))
     cur = prev.copy()
     cur[200:300, 180:330] = (230, 25, 25)

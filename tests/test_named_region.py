@@ -11,7 +11,7 @@ import torch
 
 from respec.errors import InputError
 from respec.pixels.named_region import edit_region
-from respec.pixels.guard import guard_images
+from respec.post_edit.guard_step import guard_images
 
 S = 128
 

@@ -70,6 +70,10 @@ def test_a_restoration_turn_through_the_nodes_needs_no_vlm_and_keeps_what_was_pa
     history_mod = core(pack, "history")
     assert set(turn.masks) == {history_mod.CHANGE, history_mod.REVEAL_SOURCE}
     assert turn.meta["post_edit"][0]["step"] == "reveal_composite" and turn.meta["post_edit"][0]["applied"]
+    # the entry is the turn's record only (a session store keeps meta as JSON): the core's result and the
+    # paste handed to a Drift Guard node travel on the value, not in the entry
+    assert json.loads(json.dumps(turn.meta["post_edit"])) == turn.meta["post_edit"]
+    assert reveal.exact is not None and reveal.result.applied
 
 
 def test_reveal_composite_switched_off_or_on_another_turn_passes_the_edit_through(nodes):

@@ -336,7 +336,7 @@ def test_a_restoration_turn_above_the_working_resolution_is_analysed_small_and_p
 def test_a_half_done_removal_is_completed_and_what_the_editor_left_is_recorded():
     # The editor removed the board but left a strip of it (about 14 %): a request to remove it pastes
     # the board's whole region from I_0; a request to move it pastes only what was revealed.
-    from respec.pixels.reveal import reveal_turn
+    from respec.post_edit.reveal_step import reveal_turn
     strip = (OCC[0], OCC[1], OCC[0] + 7, OCC[3])
 
     def half_done(scene, i2):

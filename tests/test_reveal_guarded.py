@@ -8,9 +8,11 @@ from PIL import Image
 
 from respec.controller.provenance_selector import selector_parts
 from respec.history import REVEAL_SOURCE, History
-from respec.pixels.guard import GUARD_MASK, GuardStep
+from respec.pixels.guard import GUARD_MASK
 from respec.pixels.masks import erode
-from respec.pixels.reveal import RevealStep, exact_patch
+from respec.pixels.reveal import exact_patch
+from respec.post_edit.guard_step import GuardStep
+from respec.post_edit.reveal_step import RevealStep
 from respec.turn import TurnParts, run_turn
 from synthetic_scenes import background, draw_rect, drift, moved, rect_mask, u8
 

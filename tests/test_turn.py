@@ -15,6 +15,7 @@ from controller_helpers import ScriptedAnswer, make_history, picture
 from respec.controller.planner import PlanOptions, VLMPlanner, plan_turn
 from respec.controller.selection import Selection
 from respec.errors import InputError
+from respec.post_edit.result import StepResult
 from respec.turn import EDITOR_IMAGE_IDS, PlanSelector, TurnParts, TurnSwitches, run_turn
 
 RESTORE = json.dumps({"reasoning": {"occluder": "box"}, "identity_anchor_id": 3, "restoration_source_id": 0,
@@ -150,13 +151,13 @@ def test_post_edit_steps_may_change_the_image_and_are_recorded_in_order():
         name = "invert"
 
         def __call__(self, history, record):
-            return Image.fromarray(255 - np.asarray(record.image)), {"changed": True}
+            return StepResult(self.name, {"changed": True}, image=Image.fromarray(255 - np.asarray(record.image)))
 
     class Measure:
         name = "measure"
 
         def __call__(self, history, record):
-            return record.image, {"mean": float(np.asarray(record.image).mean())}
+            return StepResult(self.name, {"mean": float(np.asarray(record.image).mean())})
 
     record, new = run_turn(_history(), "make it sunny",
                            TurnParts(editor=Recorder(), backend=None, post_edit=[Invert(), Measure()]),
@@ -165,6 +166,18 @@ def test_post_edit_steps_may_change_the_image_and_are_recorded_in_order():
     assert record.post_edit[1]["mean"] == pytest.approx((225 + 255 + 255) / 3)   # measured after the inversion
     assert np.array_equal(new.current.image.array, np.asarray(record.image))
     assert new.current.meta["post_edit"] == record.post_edit and "post:invert" in record.seconds
+
+
+def test_a_post_edit_step_that_returns_no_step_result_is_refused_with_its_name():
+    class OldShape:
+        name = "old_shape"
+
+        def __call__(self, history, record):
+            return record.image, {"changed": False}      # the (image, entry) pair steps returned before issue 37
+
+    with pytest.raises(InputError, match="'old_shape' must return a StepResult"):
+        run_turn(_history(), "make it sunny", TurnParts(editor=Recorder(), backend=None, post_edit=[OldShape()]),
+                 TurnSwitches(use_controller=False), is_restoration=False, seed=31)
 
 
 def test_the_timing_hook_wraps_every_stage_that_ran():

@@ -10,7 +10,7 @@ from respec.history import CHANGE, History
 from respec.pixels import change_mask as changes
 from respec.pixels import reveal as reveal_mod
 from respec.pixels.change_mask import change_for
-from respec.pixels.reveal import RevealStep
+from respec.post_edit.reveal_step import RevealStep
 from respec.turn import TurnParts, TurnSwitches, run_turn
 
 from synthetic_scenes import background, draw_rect, u8

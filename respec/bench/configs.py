@@ -17,8 +17,8 @@ class BenchConfig:
     switches: TurnSwitches           # use_controller, use_pti, use_hrs, skip_non_restoration (respec.turn)
     label: str = ""
     selector: str = "vlm"            # vlm | provenance | hybrid (respec.controller.provenance_selector)
-    reveal: bool = False             # Reveal Composite after the edit (respec.pixels.reveal.RevealStep)
-    guard: bool = False              # Drift Guard after the edit and Reveal (respec.pixels.guard.GuardStep)
+    reveal: bool = False             # Reveal Composite after the edit (respec.post_edit.reveal_step.RevealStep)
+    guard: bool = False              # Drift Guard after the edit and Reveal (respec.post_edit.guard_step.GuardStep)
 
     @property
     def needs_vlm(self) -> bool:

@@ -36,8 +36,8 @@ from ..models import TINY
 from ..timing import StageTimer
 from ..turn import TimingHook, TurnParts, run_turn
 from ..controller.provenance_selector import selector_parts
-from ..pixels.guard import GuardStep
-from ..pixels.reveal import RevealStep
+from ..post_edit.guard_step import GuardStep
+from ..post_edit.reveal_step import RevealStep
 from ..store.files import save_png
 from .configs import CONFIGS, BenchConfig, turn_seed
 from .results import ResultsFile, check_run_identity, row_key

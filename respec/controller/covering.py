@@ -36,7 +36,7 @@ flagged re-rendered; 0 when no turn was located.
 
 Who reads it: the provenance and hybrid planners and the provenance selector
 (respec/controller/provenance_selector.py), the controller's bounded history images
-(respec/controller/history_images.py) and Reveal Composite (respec/pixels/reveal.py). It needs
+(respec/controller/history_images.py) and Reveal Composite (respec/post_edit/reveal_step.py). It needs
 no planner, so all of them import it without a cycle.
 """
 from __future__ import annotations

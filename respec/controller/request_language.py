@@ -2,7 +2,7 @@
 change, a new background or a local edit, and the object it asks to change (beyond the paper).
 
 Every rule that reads a user's words reads them here, with one verb table (`VERBS`): the Drift
-Guard's keyword rule (respec/pixels/guard.py: step aside on a global edit), the restoration rule
+Guard's keyword rule (respec/post_edit/guard_step.py: step aside on a global edit), the restoration rule
 (respec/controller/restoration.py: does this turn reveal something an earlier turn added?) and
 the nodes that turn a request into an edit region.
 

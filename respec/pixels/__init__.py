@@ -8,7 +8,8 @@ In the order a turn uses them (the numbered steps of respec/turn.py's run_turn):
                         turn took it away: respec/controller/object_turns.py)
       provenance_index  what those masks say, kept incrementally per history (shares, block grids,
                         the last turn that changed each pixel), so a long conversation costs O(H·W)
-    Step 6, post-edit steps on the editor's image:
+    Step 6, post-edit steps on the editor's image (the steps that read the request and the plan
+    are in respec/post_edit/; the pixel rules they apply are here):
       reveal            Reveal Composite: I_{k-1}'s own pixels back where the edit revealed them
                         (a removed object's whole region; inside a guarded chain exactly)
       guard             Drift Guard: I_{t-1}'s pixels outside the edit region, in I_{t-1}'s frame

@@ -176,7 +176,7 @@ def warp(image: np.ndarray, alignment: Alignment, out_shape: tuple[int, int] | N
     if alignment.is_identity:
         return img
     inv, oy, ox = _source_coords(alignment, shape)
-    return _resample(img, shape, inv, oy, ox, order)
+    return _resample(img, np.arange(shape[0]), np.arange(shape[1]), inv, oy, ox, order)
 
 
 def _axis(pos: np.ndarray, inv: float, off: float, n_in: int, order: int):
@@ -228,16 +228,13 @@ def _resample_cubic(img: np.ndarray, rows: np.ndarray, cols: np.ndarray, inv: fl
     return sum(rws[:, ix[:, k]] * wx[:, k][ex] for k in range(4))
 
 
-def _resample(img: np.ndarray, shape: tuple[int, int], inv: float, oy: float, ox: float, order: int,
-              y0: int = 0, x0: int = 0, rows: np.ndarray | None = None, cols: np.ndarray | None = None,
+def _resample(img: np.ndarray, rows: np.ndarray, cols: np.ndarray, inv: float, oy: float, ox: float, order: int,
               as_float: bool = False) -> np.ndarray:
     """The similarity warp as two separable 1-D resamplings (a scale and a shift need no 2-D
     interpolation: bilinear is separable, nearest is an index), edges repeated like ndimage's
-    mode 'nearest'. Output rows y0.. and columns x0.. of the later frame, `shape` of them (or the
-    given output `rows` × `cols`). as_float: a uint8 image comes back float32 in 0..1, unrounded."""
+    mode 'nearest'. The output `rows` × `cols` of the later frame (a box is np.arange of its
+    sides, as for _resample_cubic). as_float: a uint8 image comes back float32 in 0..1, unrounded."""
     h, w = img.shape[:2]
-    rows = np.arange(y0, y0 + shape[0]) if rows is None else rows
-    cols = np.arange(x0, x0 + shape[1]) if cols is None else cols
     iy0, iy1, wy = _axis(rows, inv, oy, h, order)
     ix0, ix1, wx = _axis(cols, inv, ox, w, order)
     # Only the source columns (and rows) the output needs are read: a crop of a large image
@@ -292,16 +289,16 @@ def warp_float(img: np.ndarray, alignment: Alignment, box: tuple[int, int, int, 
     if rows is not None or cols is not None:
         rows = np.arange(h) if rows is None else rows
         cols = np.arange(w) if cols is None else cols
-        return _resample(img, (len(rows), len(cols)), inv, oy, ox, 1, rows=rows, cols=cols, as_float=True)
+        return _resample(img, rows, cols, inv, oy, ox, 1, as_float=True)
     y0, y1, x0, x1 = box if box is not None else (0, h, 0, w)
-    return _resample(img, (y1 - y0, x1 - x0), inv, oy, ox, 1, y0, x0, as_float=True)
+    return _resample(img, np.arange(y0, y1), np.arange(x0, x1), inv, oy, ox, 1, as_float=True)
 
 
 def _warp_box(img: np.ndarray, alignment: Alignment, box: tuple[int, int, int, int], order: int) -> np.ndarray:
     """warp(img, alignment)[y0:y1, x0:x1]: only the source rows and columns it needs are read."""
     y0, y1, x0, x1 = (int(v) for v in box)
     inv, oy, ox = _source_coords(alignment, img.shape[:2])
-    return _resample(img, (y1 - y0, x1 - x0), inv, oy, ox, order, y0, x0)
+    return _resample(img, np.arange(y0, y1), np.arange(x0, x1), inv, oy, ox, order)
 
 
 def support(alignment: Alignment, shape: tuple[int, int], margin: float = 0.5) -> np.ndarray:

@@ -84,19 +84,14 @@ import numpy as np
 from PIL import Image
 from scipy import ndimage
 
-from ..controller.covering import locate_covering_turn
-from ..controller.object_turns import object_turns, request_clauses
-from ..controller.request import check_request
-from ..controller.restoration import request_words, revealing_action
 from ..errors import InputError
 from ..history import REVEAL_SOURCE, History, StoredImage, TurnMask
-from ..plan import Plan
 from ..images import as_array, check_image_size, finite_pixels, image_id_arg, to_uint8
 from .alignment import IDENTITY, Alignment, alignment_for, remember_alignment, residual_flow, support, warp, warp_float
+from . import work_images
 from .blend import levels_for, multiband_blend
 from .flow import LocalFlow, estimate_flow, warp_by_flow
-from . import work_images
-from .change_mask import DEFAULT_PARAMS, ChangeResult, change_for, change_of, full_size_result, remember_change
+from .change_mask import DEFAULT_PARAMS, ChangeResult, change_of, full_size_result, remember_change
 from .colour_fit import FIT_SAMPLES, fit_colour, grey_of, residual, robust_scale, sample_grid, smooth
 from .masks import clean_mask, dilate, history_size, mask_at
 from .provenance import provenance_of
@@ -494,7 +489,16 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
                      whole: Any = None) -> RevealResult:
     """Paste I_{k-1}'s pixels (`source`) into the region of I_t (`edited`) that turn k covered
     (`covered` = C_k) and that the edit revealed, colour-matched to I_t and feathered at the seam,
-    if the geometry held around it; otherwise return I_t unchanged and say why.
+    if the geometry held around it; otherwise return I_t unchanged and say why. In four steps (the
+    module docstring says what each measures):
+
+        1. colour match      the inputs at the analysis size; C_t once; T_src on quiet pixels
+                             (_reveal_inputs, _colour_match)
+        2. revealed region   R in C_k ∩ C_t, plus a removed object's whole region (_revealed)
+        3. geometry check    the ring around R (_ring, _sharpness_and_flow, _ring_exceedance, _ring_shift)
+        4. paste             I_{k-1}'s pixels colour-fitted, seam-corrected, blended into I_t (_paste_step)
+
+    Steps 2 and 3 may refuse (I_t unchanged, with the reason and the checks so far).
 
     previous: I_{t-1} (in I_t's frame). stable: optional H×W mask of the pixels no turn from k to
     t-1 changed (provenance's `unchanged_since(k-1)`); None = every pixel outside C_k. Masks of
@@ -504,213 +508,328 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
     paste needs is warped at full size). whole: on a request to remove the object turn k added,
     the part of C_k no later turn changed (I_t's frame): pasted whole, the pixels the editor left
     of the object too (`editor_left_fraction` in the checks). Above WORK_PIXELS the analysis runs
-    at the working resolution and only the paste is made at I_t's size. See the module docstring."""
+    at the working resolution and only the paste is made at I_t's size."""
+    run = _reveal_inputs(source, previous, edited, covered, stable, source_id, params, source_alignment)
+    if not run.cov.any():
+        return _refuse(run.e_arr, "turn k's change mask is empty: nothing was covered", source_id,
+                       _full(np.zeros(run.shape, bool), run.size), {})
+    _colour_match(run, change)                                                              # 1
+    for step in (_revealed, _ring, _sharpness_and_flow, _ring_exceedance, _ring_shift):     # 2, 3
+        refused = step(run, whole) if step is _revealed else step(run)
+        if refused is not None:
+            return refused
+    return _paste_step(run)                                                                 # 4
+
+
+@dataclass
+class _RevealRun:
+    """One reveal_composite call at the analysis size (`work`, H×W `shape`): its inputs and what the
+    steps found so far (the colour fit, R, the ring, the warped source `src` on the box B, ...)."""
+
+    source: Any                  # I_{k-1} as given (the full-size paste reads it again)
+    e_arr: np.ndarray            # I_t as given (uint8)
+    size: tuple[int, int]        # I_t's (w, h)
+    work: tuple[int, int]        # the analysis size (w, h)
+    a_src: Alignment             # I_{k-1} -> I_t at I_t's size, and at the analysis size
+    a_src_w: Alignment
+    src_arr: np.ndarray          # I_{k-1} at the analysis size (in its own frame)
+    prev: np.ndarray             # I_{t-1} and I_t at the analysis size (float RGB)
+    cur: np.ndarray
+    cov: np.ndarray              # C_k, and the pixels no turn since k-1 changed outside it
+    stab: np.ndarray
+    source_id: int | None
+    params: RevealParams
+    checks: dict = field(default_factory=dict)
+    # step 1: C_t's mask, the quiet pixels (stable, unchanged now), the fit grid and the colour fits
+    changed_now: Any = None
+    quiet_now: Any = None
+    rows: Any = None                   # the grid's rows and columns, their 3×3 neighbours (nbr), and
+    cols: Any = None                   # the warped source (s_grid) and I_t (c_grid) sampled there
+    nbr: dict = field(default_factory=dict)
+    s_grid: dict = field(default_factory=dict)
+    c_grid: dict = field(default_factory=dict)
+    fit_src: Any = None                # T_src (I_{k-1} -> I_t) and T_prev (I_{t-1} -> I_t)
+    fit_prev: Any = None
+    # step 2: R, the box B around it and the source warped on B (zero elsewhere)
+    region: Any = None
+    B: tuple = ()
+    src: Any = None
+    # step 3: the quiet pixels around R, its neighbourhood (near, inner), the background, the ring
+    quiet: Any = None
+    near: Any = None
+    inner: Any = None
+    bg: Any = None
+    ring: Any = None
+    n_ring: int = 0
+    sig_b: float = 0.0                 # the blur that matches I_{k-1} to I_t on the ring
+    sharp: Any = None                  # the source on B before that blur
+    flow: LocalFlow | None = None      # the local field, when the source was aligned locally
+    big: bool = field(init=False)      # analysed at a working size below I_t's
+    shape: tuple[int, int] = field(init=False)   # (H, W) of the analysis
+    px: dict = field(init=False)       # the params' pixel sizes at the analysis size
+
+    def __post_init__(self) -> None:
+        self.big = self.work != self.size
+        self.shape = (self.work[1], self.work[0])
+        self.px = self.params.pixels(self.shape)
+
+    def refuse(self, reason: str) -> RevealResult:
+        """I_t unchanged, with R (at I_t's size) and the checks so far."""
+        return _refuse(self.e_arr, reason, self.source_id, _full(self.region, self.size), self.checks)
+
+
+def _reveal_inputs(source: Any, previous: Any, edited: Any, covered: Any, stable: Any, source_id: int | None,
+                   params: RevealParams, source_alignment: Alignment | None) -> _RevealRun:
+    """The inputs at the analysis size. The source is warped only where it is needed (later): an
+    even grid of samples (with their 3×3 neighbours) for the colour fit and the background's noise,
+    and R's neighbourhood."""
     e_arr = as_array(edited.array if isinstance(edited, StoredImage) else edited)
     check_image_size(e_arr.shape, "the edited image")
     size = (e_arr.shape[1], e_arr.shape[0])
     work = reveal_working_size(size)
     big = work != size
-    shape = (work[1], work[0])
     a_src = source_alignment if source_alignment is not None else IDENTITY
     fw = work[0] / float(size[0])
     a_src_w = a_src if not big else Alignment(a_src.dx * fw, a_src.dy * fw, a_src.scale)
-    # The source is warped only where it is needed: an even grid of samples (with their 3×3
-    # neighbours) for the colour fit and the background's noise, and R's neighbourhood.
     src_arr = source.array if isinstance(source, StoredImage) else np.asarray(source)
     if big or src_arr.ndim != 3 or src_arr.shape[2] != 3 or (src_arr.shape[1], src_arr.shape[0]) != tuple(work):
         src_arr = work_float(source, work) if isinstance(source, StoredImage) else as_float_rgb(src_arr, work)
     prev = as_float_rgb(previous, work)
     cur = work_float(edited, work) if isinstance(edited, StoredImage) else as_float_rgb(e_arr, work)
-    cov = mask_at(covered, shape, "covered (turn k's change mask)")
-    stab = ~cov if stable is None else mask_at(stable, shape, "stable") & ~cov
-    px = params.pixels(shape)
-    empty = np.zeros(shape, bool)
-    if not cov.any():
-        return _refuse(e_arr, "turn k's change mask is empty: nothing was covered", source_id, _full(empty, size), {})
+    cov = mask_at(covered, (work[1], work[0]), "covered (turn k's change mask)")
+    stab = ~cov if stable is None else mask_at(stable, (work[1], work[0]), "stable") & ~cov
+    return _RevealRun(source, e_arr, size, work, a_src, a_src_w, src_arr, prev, cur, cov, stab, source_id, params)
 
-    # 1. colour match (C_t: what this edit changed, drift ignored; computed once per turn)
-    c_t = change if change is not None and change.mask.shape == shape else change_of(prev, cur)
-    changed_now = c_t.mask
-    if c_t.stability is not None:
-        stab_rec = {"stable_fraction": round(c_t.stability.stable_fraction, 4), "rerendered": c_t.stability.rerendered}
-    else:
-        stab_rec = None
-    quiet_now = stab & ~changed_now
+
+def _colour_match(run: _RevealRun, change: ChangeResult | None) -> None:
+    """Step 1: C_t (what this edit changed, drift ignored; computed once per turn), and T_src fitted
+    on an even grid of the quiet pixels (the source warped there with its 3×3 neighbours, which the
+    background's noise in step 3 reads again)."""
+    shape = run.shape
+    c_t = change if change is not None and change.mask.shape == shape else change_of(run.prev, run.cur)
+    run.changed_now = c_t.mask
+    run.quiet_now = run.stab & ~run.changed_now
     gy, gx = sample_grid(shape, FIT_SAMPLES)
-    rows, cols = np.arange(shape[0])[gy], np.arange(shape[1])[gx]
-    nbr = {(dy, dx): (np.clip(rows + dy, 0, shape[0] - 1), np.clip(cols + dx, 0, shape[1] - 1))
-           for dy in (-1, 0, 1) for dx in (-1, 0, 1)}
-    s_grid = {d: warp_float(src_arr, a_src_w, rows=r, cols=c_) for d, (r, c_) in nbr.items()}
-    c_grid = {d: cur[r][:, c_] for d, (r, c_) in nbr.items()}
-    fit_src = fit_colour(s_grid[0, 0], c_grid[0, 0], use=quiet_now[rows][:, cols], sampled=True)
-    fit_prev = c_t.fit
-    checks: dict = {"colour_fit": fit_src.info(), **{f"{k}_px": v for k, v in px.items()}}
-    if big:
-        checks["working_size"] = list(work)
-    if stab_rec is not None:
-        checks["turn_stability"] = stab_rec
+    run.rows, run.cols = np.arange(shape[0])[gy], np.arange(shape[1])[gx]
+    run.nbr = {(dy, dx): (np.clip(run.rows + dy, 0, shape[0] - 1), np.clip(run.cols + dx, 0, shape[1] - 1))
+               for dy in (-1, 0, 1) for dx in (-1, 0, 1)}
+    run.s_grid = {d: warp_float(run.src_arr, run.a_src_w, rows=r, cols=c_) for d, (r, c_) in run.nbr.items()}
+    run.c_grid = {d: run.cur[r][:, c_] for d, (r, c_) in run.nbr.items()}
+    run.fit_src = fit_colour(run.s_grid[0, 0], run.c_grid[0, 0], use=run.quiet_now[run.rows][:, run.cols],
+                             sampled=True)
+    run.fit_prev = c_t.fit
+    run.checks.update({"colour_fit": run.fit_src.info(), **{f"{k}_px": v for k, v in run.px.items()}})
+    if run.big:
+        run.checks["working_size"] = list(run.work)
+    if c_t.stability is not None:
+        run.checks["turn_stability"] = {"stable_fraction": round(c_t.stability.stable_fraction, 4),
+                                        "rerendered": c_t.stability.rerendered}
 
-    # 2. revealed region (computed on the bounding box of C_k ∩ C_t: nothing else can be revealed;
-    # on a removal, also the removed object's whole region)
+
+def _revealed(run: _RevealRun, whole: Any) -> RevealResult | None:
+    """Step 2: R, computed on the bounding box of C_k ∩ C_t (nothing else can be revealed); on a
+    removal, also the removed object's whole region. The source is warped once on the box B around
+    them, where everything below happens (R, its ring, the shift search, the seam)."""
+    shape, params, px, cov = run.shape, run.params, run.px, run.cov
     o, c = DEFAULT_PARAMS.radii(shape)
-    cand = cov & changed_now
-    checks["covered_fraction"] = round(float(cov.mean()), 6)
-    region = np.zeros(shape, bool)
+    cand = cov & run.changed_now
+    run.checks["covered_fraction"] = round(float(cov.mean()), 6)
+    run.region = np.zeros(shape, bool)
     full = None
     if whole is not None:
         full = clean_mask(mask_at(whole, shape, "whole (the removed object's region)") & cov, o, c,
                           DEFAULT_PARAMS.min_area)
     anchor = cand | full if full is not None else cand
     if anchor.any():
-        # Everything below happens within this box around C_k ∩ C_t (R, its ring, the shift
-        # search, the seam): the source is warped on it once.
         pad = max(2 * (o + c) + params.compare_size + 2, px["ring"] + px["max_shift"] + 3,
                   4 * max(2, 2 * px["feather"]) + 2,
                   MOTION_REACH * max(MOTION_BLOCK_MIN, round(min(shape) * MOTION_BLOCK_FRAC)) + 2)
-        B = _box(anchor, pad)
-        src = np.zeros(shape + (3,), np.float32)   # the warped source, filled on B only
-        src[B[0]:B[1], B[2]:B[3]] = warp_float(src_arr, a_src_w, box=B)
+        B = run.B = _box(anchor, pad)
+        run.src = np.zeros(shape + (3,), np.float32)   # the warped source, filled on B only
+        run.src[B[0]:B[1], B[2]:B[3]] = warp_float(run.src_arr, run.a_src_w, box=B)
     if cand.any():
-        by = _box(cand, 2 * (o + c) + params.compare_size + 2)
-        sl = (slice(by[0], by[1]), slice(by[2], by[3]))
-        # "Agrees better with I_{k-1}" compares local mean colours (compare_size² windows): a
-        # re-invented region has the right colours but not the texture, and the mean of |texture
-        # differences| would call it closer to whatever occluder is nearest in colour.
-        cs = (params.compare_size, params.compare_size, 0)      # (the mean of a difference is the difference of the means)
-        d_src = _rms(ndimage.uniform_filter(cur[sl] - fit_src.apply(src[sl]), cs, mode="nearest"))
-        d_occ = _rms(ndimage.uniform_filter(cur[sl] - fit_prev.apply(prev[sl]), cs, mode="nearest"))
-        region[sl] = _fill_small_holes(clean_mask(cand[sl] & (d_src < params.agree_ratio * d_occ), o, c,
-                                                  DEFAULT_PARAMS.min_area * cand.size / float(cand[sl].size)),
-                                       cand[sl], params.hole_frac)
+        _agrees_with_source(run, cand, o, c)
     if full is not None:
         # A removal: the object's whole region comes back, the parts the editor left of it too.
-        left = full & ~region
-        checks["editor_left_fraction"] = round(float(left.sum()) / max(1, int(full.sum())), 4)
-        checks["editor_left_px"] = int(left.sum())
-        region = region | full
-    if not region.any():
-        return _refuse(e_arr, "nothing revealed: where turn k covered the scene, I_t still shows "
-                              "what I_{t-1} showed (or agrees better with it than with I_{k-1})",
-                       source_id, _full(region, size), checks)
+        left = full & ~run.region
+        run.checks["editor_left_fraction"] = round(float(left.sum()) / max(1, int(full.sum())), 4)
+        run.checks["editor_left_px"] = int(left.sum())
+        run.region = run.region | full
+    if not run.region.any():
+        return run.refuse("nothing revealed: where turn k covered the scene, I_t still shows "
+                          "what I_{t-1} showed (or agrees better with it than with I_{k-1})")
+    return None
 
-    # 3. geometry check in a ring of stable pixels around R
-    # This edit's other changes (a replacing object, the occluder's new place) and their soft
-    # rims are no evidence about the geometry: they are left out with a 2 px margin.
-    quiet = stab & ~dilate(changed_now & ~region, 2)
-    near = _dilate_near(region, px["ring"])
-    inner = _dilate_near(region, px["gap"])
-    bg = quiet & ~near
-    ring = near & ~inner & quiet
-    n_ring = int(ring.sum())
-    checks["ring_pixels"] = n_ring
-    if n_ring < params.min_ring or bg.sum() < params.min_ring:
-        return _refuse(e_arr, f"geometry not checkable: only {n_ring} unchanged pixels around the revealed "
-                              "region (later turns changed its surroundings)", source_id, _full(region, size), checks)
-    # Sharpness match: an editor that blurs on every call leaves I_t softer than I_{k-1}; for the
-    # ring checks the source is blurred (within the box B) by the sigma that best explains I_t on
-    # the ring, so they compare like with like. The paste stays sharp: it is I_{k-1}'s own pixels
-    # (the restoration the paper's S_restore asks for) unless I_t is much softer (paste_blur_px).
-    sig_b = _match_blur(src, cur, fit_src, ring, B)
-    checks["source_blur_px"] = sig_b
-    sharp = None
+
+def _agrees_with_source(run: _RevealRun, cand: np.ndarray, o: int, c: int) -> None:
+    """R within C_k ∩ C_t (`cand`): where I_t agrees better with I_{k-1} than with I_{t-1}, cleaned up
+    like a change mask (radii o, c), small enclosed holes filled. "Agrees better" compares local mean
+    colours (compare_size² windows): a re-invented region has the right colours but not the texture,
+    and the mean of |texture differences| would call it closer to whatever occluder is nearest in colour."""
+    params, cur = run.params, run.cur
+    by = _box(cand, 2 * (o + c) + params.compare_size + 2)
+    sl = (slice(by[0], by[1]), slice(by[2], by[3]))
+    cs = (params.compare_size, params.compare_size, 0)      # (the mean of a difference is the difference of the means)
+    d_src = _rms(ndimage.uniform_filter(cur[sl] - run.fit_src.apply(run.src[sl]), cs, mode="nearest"))
+    d_occ = _rms(ndimage.uniform_filter(cur[sl] - run.fit_prev.apply(run.prev[sl]), cs, mode="nearest"))
+    run.region[sl] = _fill_small_holes(clean_mask(cand[sl] & (d_src < params.agree_ratio * d_occ), o, c,
+                                                  DEFAULT_PARAMS.min_area * cand.size / float(cand[sl].size)),
+                                       cand[sl], params.hole_frac)
+
+
+def _ring(run: _RevealRun) -> RevealResult | None:
+    """Step 3a: the ring of stable pixels around R and the background beyond it. This edit's other
+    changes (a replacing object, the occluder's new place) and their soft rims are no evidence about
+    the geometry: they are left out with a 2 px margin."""
+    run.quiet = run.stab & ~dilate(run.changed_now & ~run.region, 2)
+    run.near = _dilate_near(run.region, run.px["ring"])
+    run.inner = _dilate_near(run.region, run.px["gap"])
+    run.bg = run.quiet & ~run.near
+    run.ring = run.near & ~run.inner & run.quiet
+    run.n_ring = n_ring = int(run.ring.sum())
+    run.checks["ring_pixels"] = n_ring
+    if n_ring < run.params.min_ring or run.bg.sum() < run.params.min_ring:
+        return run.refuse(f"geometry not checkable: only {n_ring} unchanged pixels around the revealed "
+                          "region (later turns changed its surroundings)")
+    return None
+
+
+def _sharpness_and_flow(run: _RevealRun) -> RevealResult | None:
+    """Step 3b. Sharpness match: an editor that blurs on every call leaves I_t softer than I_{k-1};
+    for the ring checks the source is blurred (within the box B) by the sigma that best explains I_t
+    on the ring, so they compare like with like. The paste stays sharp: it is I_{k-1}'s own pixels
+    (the restoration the paper's S_restore asks for) unless I_t is much softer (paste_blur_px).
+    Local alignment: a residual warp around R after the global one (a face warped by a pixel) is
+    measured as a dense field and the source is warped by it (from I_{k-1} itself: one resampling);
+    a motion no consistent field within FLOW_MAX_PX explains is refused. Every check below then runs
+    on the locally aligned source (none of them is loosened)."""
+    B, src = run.B, run.src
+    sig_b = run.sig_b = _match_blur(src, run.cur, run.fit_src, run.ring, B)
+    run.checks["source_blur_px"] = sig_b
     if sig_b > 0:
-        sharp = src[B[0]:B[1], B[2]:B[3]].copy()
-        src[B[0]:B[1], B[2]:B[3]] = ndimage.gaussian_filter(sharp, (sig_b, sig_b, 0), mode="nearest")
-    # Local alignment: a residual warp around R after the global one (a face warped by a pixel) is
-    # measured as a dense field and the source is warped by it (from I_{k-1} itself: one resampling);
-    # a motion no consistent field within FLOW_MAX_PX explains is refused. Every check below then
-    # runs on the locally aligned source (none of them is loosened).
-    flow, why = align_locally(src, cur, fit_src, region, quiet, B, checks)
+        run.sharp = src[B[0]:B[1], B[2]:B[3]].copy()
+        src[B[0]:B[1], B[2]:B[3]] = ndimage.gaussian_filter(run.sharp, (sig_b, sig_b, 0), mode="nearest")
+    flow, why = align_locally(src, run.cur, run.fit_src, run.region, run.quiet, B, run.checks)
     if why:
-        return _refuse(e_arr, why, source_id, _full(region, size), checks)
+        return run.refuse(why)
     if flow is not None:
-        moved = warp_by_flow(src_arr, flow, a_src_w, box=B)
-        sharp = moved if sig_b > 0 else None
+        moved = warp_by_flow(run.src_arr, flow, run.a_src_w, box=B)
+        run.sharp = moved if sig_b > 0 else None
         src[B[0]:B[1], B[2]:B[3]] = (ndimage.gaussian_filter(moved, (sig_b, sig_b, 0), mode="nearest")
                                      if sig_b > 0 else moved)
-    checks["local_flow_applied"] = flow is not None
-    # The residual (3×3 mean) is needed on R's neighbourhood (the ring) and on an even sample of
-    # the background only.
-    nb = _box(near, 2)
+    run.flow = flow
+    run.checks["local_flow_applied"] = flow is not None
+    return None
+
+
+def _ring_exceedance(run: _RevealRun) -> RevealResult | None:
+    """Step 3c: the ring's residual exceeds the background's noise level τ no more often than the
+    background's texture predicts. The residual (3×3 mean) is needed on R's neighbourhood (the ring)
+    and on an even sample of the background only."""
+    params, src, cur, fit_src = run.params, run.src, run.cur, run.fit_src
+    nb = _box(run.near, 2)
     sl = (slice(nb[0], nb[1]), slice(nb[2], nb[3]))
-    r3_ring = smooth(residual(src[sl], cur[sl], fit_src), 3)[ring[sl]]
-    bgs = bg[rows][:, cols]
+    r3_ring = smooth(residual(src[sl], cur[sl], fit_src), 3)[run.ring[sl]]
+    bgs = run.bg[run.rows][:, run.cols]
     if bgs.sum() < params.min_ring:
-        return _refuse(e_arr, "geometry not checkable: too little unchanged background to measure the noise",
-                       source_id, _full(region, size), checks)
-    r3_bg = sum(residual(s_grid[d], c_grid[d], fit_src) for d in nbr)[bgs] / 9.0
+        return run.refuse("geometry not checkable: too little unchanged background to measure the noise")
+    r3_bg = sum(residual(run.s_grid[d], run.c_grid[d], fit_src) for d in run.nbr)[bgs] / 9.0
     med, sig = robust_scale(r3_bg)
     tau = max(med + params.k * sig, DEFAULT_PARAMS.min_delta)
-    g_grid = {d: grey_of(v) for d, v in s_grid.items()}
+    g_grid = {d: grey_of(v) for d, v in run.s_grid.items()}
     grad_bg = _sobel_grid(g_grid)[bgs]
-    p_bg = _expected_exceedance(src, (grad_bg, r3_bg), tau, bg, ring)
+    p_bg = _expected_exceedance(src, (grad_bg, r3_bg), tau, run.bg, run.ring)
     p_ring = float((r3_ring > tau).mean())
-    limit = p_bg + 3.0 * np.sqrt(max(p_bg * (1 - p_bg), 1e-12) / max(1.0, n_ring / 9.0)) + params.allowance
-    checks.update({"tau": round(tau, 6), "ring_exceed": round(p_ring, 4), "background_exceed": round(p_bg, 4),
-                   "ring_limit": round(float(limit), 4)})
+    limit = p_bg + 3.0 * np.sqrt(max(p_bg * (1 - p_bg), 1e-12) / max(1.0, run.n_ring / 9.0)) + params.allowance
+    run.checks.update({"tau": round(tau, 6), "ring_exceed": round(p_ring, 4), "background_exceed": round(p_bg, 4),
+                       "ring_limit": round(float(limit), 4)})
     if p_ring > limit:
-        return _refuse(e_arr, f"geometry moved: {p_ring:.0%} of the pixels around the revealed region differ "
-                              f"from I_{{k-1}} beyond the noise (limit {limit:.0%})", source_id, _full(region, size), checks)
-    # A local shift around R (the alignment undid the frame's): the ring's best integer shift,
-    # this edit's changes included (a scene that moved is all "changed": leaving C_t out, as the
-    # exceedance test must for new objects, would hide it). On R's neighbourhood only.
-    wide_ring = near & ~inner & stab
-    mshift = px["max_shift"]
-    y0, y1, x0, x1 = _box(near, mshift)
+        return run.refuse(f"geometry moved: {p_ring:.0%} of the pixels around the revealed region differ "
+                          f"from I_{{k-1}} beyond the noise (limit {limit:.0%})")
+    return None
+
+
+def _ring_shift(run: _RevealRun) -> RevealResult | None:
+    """Step 3d: a local shift around R (the alignment undid the frame's): the ring's best integer
+    shift, this edit's changes included (a scene that moved is all "changed": leaving C_t out, as
+    the exceedance test must for new objects, would hide it), on R's neighbourhood only; then the
+    absolute checks and the block-wise local motion."""
+    src, cur = run.src, run.cur
+    wide_ring = run.near & ~run.inner & run.stab
+    mshift = run.px["max_shift"]
+    y0, y1, x0, x1 = _box(run.near, mshift)
     shift, err_best, err_zero = _best_shift(src[y0:y1, x0:x1].mean(axis=2), cur[y0:y1, x0:x1].mean(axis=2),
                                             wide_ring[y0:y1, x0:x1], mshift)
-    checks.update({"scene_shift": [-int(shift[1]), -int(shift[0])],
-                   "ring_residual_zero": round(err_zero, 6), "ring_residual_best": round(err_best, 6)})
-    if shift != (0, 0) and err_zero > params.shift_ratio * err_best:
-        return _refuse(e_arr, f"geometry moved: around the revealed region the scene moved by dx={-shift[1]}, "
-                              f"dy={-shift[0]} px after alignment", source_id, _full(region, size), checks)
-    why = absolute_check(src, cur, fit_src, ring, checks) or local_motion(src, cur, fit_src, region, quiet, checks)
-    if why:
-        return _refuse(e_arr, why, source_id, _full(region, size), checks)
+    run.checks.update({"scene_shift": [-int(shift[1]), -int(shift[0])],
+                       "ring_residual_zero": round(err_zero, 6), "ring_residual_best": round(err_best, 6)})
+    if shift != (0, 0) and err_zero > run.params.shift_ratio * err_best:
+        return run.refuse(f"geometry moved: around the revealed region the scene moved by dx={-shift[1]}, "
+                          f"dy={-shift[0]} px after alignment")
+    why = absolute_check(src, cur, run.fit_src, run.ring, run.checks) or local_motion(
+        src, cur, run.fit_src, run.region, run.quiet, run.checks)
+    return run.refuse(why) if why else None
 
-    # 4. paste: I_{k-1}'s pixels (sharp, Keys-cubic warped; blurred only when I_t is much softer),
-    # colour-fitted, seam-corrected, multi-band blended into I_t across quiet pixels just outside R
-    blurred = sig_b >= params.paste_blur_px
-    checks["paste_blur_px"] = sig_b if blurred else 0.0
-    levels = levels_for(px["blend"], shape)
-    core = region | (_dilate_near(region, px["feather"]) & quiet_now)
-    keep_t = ~core & ~quiet_now      # I_t's own pixels the paste must not reach (other changes, unstable)
-    seam = None
-    if params.seam_colour:
-        py0, py1, px0, px1 = _box(region, 4 * max(2, 2 * px["feather"]) + 1)    # seam_correction's box around R
-        pasted_w = np.zeros_like(cur)
-        pasted_w[py0:py1, px0:px1] = np.clip(fit_src.apply(src[py0:py1, px0:px1] if blurred or sharp is None
-                                                           else sharp[py0 - B[0]:py1 - B[0], px0 - B[2]:px1 - B[2]]),
-                                             0.0, 1.0)
-        seam = seam_correction(pasted_w, cur, region, quiet_now, px["feather"], checks)
-        if seam is not None and checks.get("seam_correction_max", 0.0) < SEAM_MIN:
-            seam = None     # within the drift's own noise: R keeps I_{k-1}'s colour-fitted pixels exactly
-    if big:
-        f = size[0] / float(work[0])
-        region_f, weight_f, out, levels = _paste_full(e_arr, source, a_src, region, core, keep_t, fit_src, seam, size,
-                                                      sig_b * f if blurred else 0.0, params,
-                                                      flow.scaled(f, (size[1], size[0])) if flow is not None else None)
+
+def _paste_step(run: _RevealRun) -> RevealResult:
+    """Step 4: I_{k-1}'s pixels (sharp, Keys-cubic warped; blurred only when I_t is much softer),
+    colour-fitted, seam-corrected, multi-band blended into I_t across quiet pixels just outside R
+    (at I_t's size from the analysis size when it is big: _paste_full)."""
+    params, px, region, size = run.params, run.px, run.region, run.size
+    blurred = run.sig_b >= params.paste_blur_px
+    run.checks["paste_blur_px"] = run.sig_b if blurred else 0.0
+    levels = levels_for(px["blend"], run.shape)
+    core = region | (_dilate_near(region, px["feather"]) & run.quiet_now)
+    keep_t = ~core & ~run.quiet_now      # I_t's own pixels the paste must not reach (other changes, unstable)
+    seam = _seam(run, blurred) if params.seam_colour else None
+    if run.big:
+        f = size[0] / float(run.work[0])
+        top = PasteSource(run.source, run.a_src, run.fit_src, run.sig_b * f if blurred else 0.0,
+                          run.flow.scaled(f, (size[1], size[0])) if run.flow is not None else None)
+        region_f, weight_f, out, levels = _paste_full(run.e_arr, top, region, core, keep_t, seam, size, params)
     else:
-        P = _box(core, blend_reach(levels))
-        if blurred:     # (the blend's box reaches beyond B, where the source was warped for the checks)
-            top = (warp_by_flow(src_arr, flow, a_src_w, box=P) if flow is not None
-                   else warp_float(src_arr, a_src_w, box=P))
-            top = ndimage.gaussian_filter(top, (sig_b, sig_b, 0), mode="nearest")
-        else:
-            top = (warp_by_flow(src_arr, flow, a_src_w, box=P, order=3) if flow is not None
-                   else warp_float(src_arr, a_src_w, box=P, order=3))
-        top = fit_src.apply(top)
-        if seam is not None:
-            _add_box(top, seam, P)
         region_f = region
-        out, weight_f = _paste(e_arr, cur[P[0]:P[1], P[2]:P[3]], top, region[P[0]:P[1], P[2]:P[3]],
-                               core[P[0]:P[1], P[2]:P[3]], keep_t[P[0]:P[1], P[2]:P[3]], levels, P)
-    checks["blend"] = {"method": BLEND_METHOD, "levels": int(levels), "plateau_px": px["feather"],
-                       "seam_colour": seam is not None}
+        out, weight_f = _paste_at_work_size(run, blurred, levels, core, keep_t, seam)
+    run.checks["blend"] = {"method": BLEND_METHOD, "levels": int(levels), "plateau_px": px["feather"],
+                           "seam_colour": seam is not None}
     out.flags.writeable = False
-    return RevealResult(out, True, f"pasted I_{source_id if source_id is not None else 'k-1'} into "
+    return RevealResult(out, True, f"pasted I_{run.source_id if run.source_id is not None else 'k-1'} into "
                                    f"{region.mean():.1%} of the image; the geometry held",
-                        source_id, region_f, weight_f, checks)
+                        run.source_id, region_f, weight_f, run.checks)
+
+
+def _seam(run: _RevealRun, blurred: bool) -> Any:
+    """The seam colour correction on the box around R (seam_correction's), or None when it is
+    within the drift's own noise (below SEAM_MIN: R keeps I_{k-1}'s colour-fitted pixels exactly)."""
+    B, src, sharp, px = run.B, run.src, run.sharp, run.px
+    py0, py1, px0, px1 = _box(run.region, 4 * max(2, 2 * px["feather"]) + 1)    # seam_correction's box around R
+    pasted_w = np.zeros_like(run.cur)
+    pasted_w[py0:py1, px0:px1] = np.clip(run.fit_src.apply(src[py0:py1, px0:px1] if blurred or sharp is None
+                                                           else sharp[py0 - B[0]:py1 - B[0], px0 - B[2]:px1 - B[2]]),
+                                         0.0, 1.0)
+    seam = seam_correction(pasted_w, run.cur, run.region, run.quiet_now, px["feather"], run.checks)
+    if seam is not None and run.checks.get("seam_correction_max", 0.0) < SEAM_MIN:
+        return None
+    return seam
+
+
+def _paste_at_work_size(run: _RevealRun, blurred: bool, levels: int, core: np.ndarray, keep_t: np.ndarray,
+                        seam: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The paste when I_t is analysed at its own size: the source warped on the blend's box P (which
+    reaches beyond B, where it was warped for the checks), colour-fitted, the seam added."""
+    src_arr, a_src_w, flow, sig_b, cur, region = run.src_arr, run.a_src_w, run.flow, run.sig_b, run.cur, run.region
+    P = _box(core, blend_reach(levels))
+    if blurred:
+        top = (warp_by_flow(src_arr, flow, a_src_w, box=P) if flow is not None
+               else warp_float(src_arr, a_src_w, box=P))
+        top = ndimage.gaussian_filter(top, (sig_b, sig_b, 0), mode="nearest")
+    else:
+        top = (warp_by_flow(src_arr, flow, a_src_w, box=P, order=3) if flow is not None
+               else warp_float(src_arr, a_src_w, box=P, order=3))
+    top = run.fit_src.apply(top)
+    if seam is not None:
+        _add_box(top, seam, P)
+    return _paste(run.e_arr, cur[P[0]:P[1], P[2]:P[3]], top, region[P[0]:P[1], P[2]:P[3]],
+                  core[P[0]:P[1], P[2]:P[3]], keep_t[P[0]:P[1], P[2]:P[3]], levels, P)
 
 
 def reveal_working_size(size: tuple[int, int]) -> tuple[int, int]:
@@ -785,15 +904,29 @@ def _up_box(x: np.ndarray, full: tuple[int, int], box: tuple[int, int, int, int]
     return np.array(im.resize((x1 - x0, y1 - y0), resample, box=(x0 * fx, y0 * fy, x1 * fx, y1 * fy)))
 
 
-def _paste_full(e_arr: np.ndarray, source: Any, a_src: Alignment, region: np.ndarray, core: np.ndarray,
-                keep_t: np.ndarray, fit, seam, size: tuple[int, int], blur_px: float,
-                params: RevealParams, flow: LocalFlow | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+@dataclass(frozen=True, eq=False)
+class PasteSource:
+    """What a full-size paste is made of (_paste_full): I_{k-1} as given, its alignment into I_t's
+    frame at I_t's size, the colour fit T_src, the blur of a soft paste (px at I_t's size; 0: sharp)
+    and the local field at I_t's size when the analysis aligned locally."""
+
+    source: Any
+    alignment: Alignment
+    fit: Any
+    blur_px: float = 0.0
+    flow: LocalFlow | None = None
+
+
+def _paste_full(e_arr: np.ndarray, paste: PasteSource, region: np.ndarray, core: np.ndarray, keep_t: np.ndarray,
+                seam: Any, size: tuple[int, int],
+                params: RevealParams) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """The paste at I_t's full size from an analysis at the working size: R, the core and the
     pixels to keep (nearest) and the seam correction (bilinear) upsampled on the pasted box only,
-    and only that box of the source read, warped (Keys cubic), blurred by `blur_px` when the
-    analysis chose a soft paste, and blended at full resolution (levels for the full size); `flow`:
-    the local field at full size when the analysis aligned locally.
+    and only that box of the source read, warped (Keys cubic), blurred by `paste.blur_px` when the
+    analysis chose a soft paste, and blended at full resolution (levels for the full size); with
+    `paste.flow` when the analysis aligned locally.
     (R, weight, output image, levels), the first two at I_t's size."""
+    source, a_src, fit, blur_px, flow = paste.source, paste.alignment, paste.fit, paste.blur_px, paste.flow
     w, h = size
     levels = levels_for(params.pixels((h, w))["blend"], (h, w))
     fy, fx = h / float(core.shape[0]), w / float(core.shape[1])
@@ -837,7 +970,13 @@ def reveal_for(history: History, edited: Any, covering_turn: int,
     no turn since k-1 changed. complete: the request removes what turn k added, so the part of
     C_k no later turn changed is pasted whole (`reveal_composite`'s `whole`), the parts the editor
     left too. The turn's alignment and its change record C_t are computed once here and cached,
-    so History Append / run_turn reuse them for the output."""
+    so History Append / run_turn reuse them for the output. In four steps:
+
+        1. turn k and the images; an earlier turn since k that re-rendered the scene refuses
+        2. C_k, the stable pixels (and on a removal the whole region) in I_t's frame (_masks_now)
+        3. C_t once, at the analysis size, kept for the append (_turn_change)
+        4. reveal_composite; a re-render in this edit, or over turns k..t together, refuses (_rerender_refusal)
+    """
     if not isinstance(history, History):
         raise InputError(f"reveal_for needs a History, got {type(history).__name__}")
     t = history.next_turn
@@ -852,13 +991,31 @@ def reveal_for(history: History, edited: Any, covering_turn: int,
     prev_img = history.current.image
     for j in range(k, t):
         if prov.rerendered(j):
-            res = _refuse(edited_img.array, f"the editor re-rendered the scene at turn {j} (stable fraction "
-                          f"{prov.stable_fraction(j):.2f}): I_{k - 1}'s pixels no longer line up",
-                          k - 1, np.zeros(edited_img.array.shape[:2], bool), {"rerendered_turn": j})
-            return res
+            return _refuse(edited_img.array, f"the editor re-rendered the scene at turn {j} (stable fraction "
+                           f"{prov.stable_fraction(j):.2f}): I_{k - 1}'s pixels no longer line up",
+                           k - 1, np.zeros(edited_img.array.shape[:2], bool), {"rerendered_turn": j})
     same = edited_img.size == tuple(size)
     al_t = alignment_for(prev_img, edited_img, size) if same else IDENTITY   # another size: unaligned
     a_src = prov.alignment(k - 1, t - 1).compose(al_t)
+    covered, stable, whole = _masks_now(prov, k, t, al_t, size, complete)
+    if same:
+        prev, change, change_tm = _turn_change(prev_img, edited_img, al_t, size)
+    else:
+        prev, change, change_tm = as_float_rgb(prev_img, size), None, None
+    res = reveal_composite(history.image(k - 1), prev, edited_img, covered, stable=stable,
+                           source_id=k - 1, params=params, change=change, source_alignment=a_src, whole=whole)
+    res = _rerender_refusal(res, prov, k, t, edited_img, {"alignment": a_src.record(), "turn_alignment": al_t.record()})
+    if res.applied and same:
+        out_img = StoredImage(res.image)
+        remember_alignment(prev_img, out_img, size, al_t)
+        remember_change(prev_img, out_img, size, change_tm)
+    return res
+
+
+def _masks_now(prov: Any, k: int, t: int, al_t: Alignment, size: tuple[int, int],
+               complete: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(C_k, the pixels no turn since k-1 changed, on a removal (`complete`) the part of C_k no turn
+    since k changed, else None), carried from I_{t-1}'s frame into I_t's by the turn's alignment."""
     w, h = size
     covered = prov.in_frame(prov.changes[k], k, t - 1)
     stable = prov.unchanged_since(k - 1)
@@ -867,47 +1024,48 @@ def reveal_for(history: History, edited: Any, covering_turn: int,
         covered = warp(covered, al_t, order=0)
         stable = warp(stable, al_t, order=0) & support(al_t, (h, w))
         whole = warp(whole, al_t, order=0) & support(al_t, (h, w)) if whole is not None else None
-    change = None
-    if same:
-        # C_t once: I_{t-1} warped into I_t's frame at the analysis size, kept for the append.
-        work = reveal_working_size(size)
-        f = work[0] / float(w)
-        al_w = al_t if work == tuple(size) else Alignment(al_t.dx * f, al_t.dy * f, al_t.scale, al_t.residual_px * f,
-                                                          al_t.method, al_t.inliers, work)
-        pa = prev_img.array
-        if work == tuple(size) and pa.ndim == 3 and pa.shape[2] == 3:
-            prev = warp_float(pa, al_w)       # straight from uint8: no float copy before the warp
-        else:
-            prev = warp(work_float(prev_img, work), al_w)
-        change = change_of(prev, work_float(edited_img, work), DEFAULT_PARAMS, al_w, warped=True)
-        change_tm = full_size_result(change, size).turn_mask()
-        remember_change(prev_img, edited_img, size, change_tm)
+    return covered, stable, whole
+
+
+def _turn_change(prev_img: StoredImage, edited_img: StoredImage, al_t: Alignment,
+                 size: tuple[int, int]) -> tuple[np.ndarray, ChangeResult, TurnMask]:
+    """C_t once: I_{t-1} warped into I_t's frame at the analysis size (returned for the checks),
+    the change record there, and at full size as a TurnMask, remembered for the append."""
+    w, _ = size
+    work = reveal_working_size(size)
+    f = work[0] / float(w)
+    al_w = al_t if work == tuple(size) else Alignment(al_t.dx * f, al_t.dy * f, al_t.scale, al_t.residual_px * f,
+                                                      al_t.method, al_t.inliers, work)
+    pa = prev_img.array
+    if work == tuple(size) and pa.ndim == 3 and pa.shape[2] == 3:
+        prev = warp_float(pa, al_w)       # straight from uint8: no float copy before the warp
     else:
-        prev = as_float_rgb(prev_img, size)
-    res = reveal_composite(history.image(k - 1), prev, edited_img, covered, stable=stable,
-                           source_id=k - 1, params=params, change=change, source_alignment=a_src, whole=whole)
+        prev = warp(work_float(prev_img, work), al_w)
+    change = change_of(prev, work_float(edited_img, work), DEFAULT_PARAMS, al_w, warped=True)
+    change_tm = full_size_result(change, size).turn_mask()
+    remember_change(prev_img, edited_img, size, change_tm)
+    return prev, change, change_tm
+
+
+def _rerender_refusal(res: RevealResult, prov: Any, k: int, t: int, edited_img: StoredImage,
+                      extra: dict) -> RevealResult:
+    """The result with `extra` in its checks, refused when this edit re-rendered the scene (the
+    re-render is the reason even when a ring check refused too: it says why) or when turns k..t
+    together kept less than CUMULATIVE_STABLE of it: re-renders accumulate (each turn alone may look
+    mild; what all of them kept is about the product of their stable fractions)."""
     c_now = res.checks.get("turn_stability")
-    extra = {"alignment": a_src.record(), "turn_alignment": al_t.record()}
-    # Re-renders accumulate: each turn k..t kept a share of the scene; what all of them kept is
-    # about the product (each turn alone may look mild).
     cumulative = float(np.prod([prov.stable_fraction(j) for j in range(k, t)]))
     if c_now is not None:
         cumulative *= float(c_now.get("stable_fraction", 1.0))
-    extra["cumulative_stable_fraction"] = round(cumulative, 4)
-    # (the re-render is the reason even when a ring check refused too: it says why)
+    extra = {**extra, "cumulative_stable_fraction": round(cumulative, 4)}
     if c_now is not None and c_now.get("rerendered"):
         res = _refuse(edited_img.array, f"the editor re-rendered the scene in this edit (stable fraction "
                       f"{c_now['stable_fraction']:.2f})", k - 1, res.region, res.checks)
     elif cumulative < CUMULATIVE_STABLE:
         res = _refuse(edited_img.array, f"the editor re-rendered the scene over turns {k}..{t}: together they kept "
                       f"{cumulative:.0%} of it (limit {CUMULATIVE_STABLE:.0%})", k - 1, res.region, res.checks)
-    res = RevealResult(res.image, res.applied, res.reason, res.source_id, res.region, res.source_weight,
-                       {**res.checks, **extra})
-    if res.applied and same:
-        out_img = StoredImage(res.image)
-        remember_alignment(prev_img, out_img, size, al_t)
-        remember_change(prev_img, out_img, size, change_tm)
-    return res
+    return RevealResult(res.image, res.applied, res.reason, res.source_id, res.region, res.source_weight,
+                        {**res.checks, **extra})
 
 
 @dataclass(frozen=True, eq=False)
@@ -983,96 +1141,3 @@ def reveal_masks(result: RevealResult) -> dict:
     return {REVEAL_SOURCE: tm} if tm is not None else {}
 
 
-class RevealStep:
-    """Reveal Composite as a post-edit step of respec.turn.run_turn (`--reveal-composite`).
-
-    On a restoration turn it finds the covering turn k (from the plan when the provenance or
-    hybrid planner located it, else from provenance now), pastes I_{k-1}'s pixels where the
-    geometry held, keeps the `reveal_source` mask with the turn, and records what it did; other
-    turns pass through untouched."""
-
-    name = "reveal_composite"
-
-    def __init__(self, params: RevealParams = DEFAULT_REVEAL):
-        self.params = params
-
-    def __call__(self, history: History, record: Any) -> tuple[Any, dict]:
-        res, entry = reveal_turn(history, record.image, record.plan, record.request, record.is_restoration,
-                                 self.params)
-        if res is None or not res.applied:
-            return record.image, entry
-        record.masks.update(reveal_masks(res))
-        return res.image, entry
-
-
-def reveal_turn(history: History, edited: Any, plan: Any, request: str, is_restoration: bool,
-                params: RevealParams = DEFAULT_REVEAL) -> tuple[RevealResult | None, dict]:
-    """Reveal Composite for one turn (the post-edit step and the node): (the result, or None when
-    it did not run, and the record entry saying what happened and why)."""
-    if not isinstance(history, History):
-        raise InputError(f"'history' must come from a History Store or Append node, got {type(history).__name__}")
-    check_request(request or "", "the instruction")
-    if plan is not None and not isinstance(plan, Plan):
-        raise InputError(f"plan must come from a controller node (RESPEC_PLAN), got {type(plan).__name__}")
-    if not is_restoration or history.next_turn < 2:
-        return None, {"applied": False, "reason": "not a restoration turn"}
-    k, found_by = covering_turn_for(history, plan, request, edited)
-    if k is None:
-        return None, {"applied": False, "reason": f"no covering turn found ({found_by})"}
-    complete = removes_addition(history, request, k)
-    res = reveal_for(history, edited, k, params, complete=complete)
-    return res, {**res.record(), "covering_turn": k, "covering_turn_from": found_by, "removal_completed": complete}
-
-
-def removes_addition(history: History, request: str, k: int) -> bool:
-    """Whether the request removes what turn k added (a clause with a removing verb that names
-    its object, or names nothing at all): then Reveal pastes the object's whole region. A move or
-    a replace puts something in its place or nearby: only what was revealed is pasted."""
-    added = next((a for a in object_turns(history).additions if a.turn == k), None)
-    for clause in request_clauses(request):
-        action = revealing_action(clause)
-        if action is None or action[0] != "remove":
-            continue
-        named = request_words(clause) - {w for w in request_words(action[1])}
-        if added is None or not named or named & added.words:
-            return True
-    return False
-
-
-def _change_in_previous_frame(history: History, edited: Any) -> np.ndarray | None:
-    """This edit's change mask C_t carried into I_{t-1}'s frame (None when I_t has another size)."""
-    img = edited if isinstance(edited, StoredImage) else StoredImage.of(
-        to_uint8(edited) if np.asarray(edited).dtype.kind == "f" else edited)
-    if img.size != history_size(history) or history.current.image.size != img.size:
-        return None
-    tm = change_for(history, img)
-    al = Alignment.from_record(tm.info.get("alignment"))
-    return tm.mask if al.is_identity else warp(tm.mask, al.inverse(), order=0)
-
-
-def reveal_for_append(reveal: Any) -> tuple[dict, dict]:
-    """What History Append keeps for a Reveal Composite value ({entry..., "result": RevealResult}):
-    (the turn's masks, the turn's meta entries)."""
-    if not isinstance(reveal, dict):
-        raise InputError(f"'reveal' must come from a Reveal Composite node, got {type(reveal).__name__}")
-    entry = {k: v for k, v in reveal.items() if k != "result"}
-    res = reveal.get("result")
-    masks = reveal_masks(res) if isinstance(res, RevealResult) else {}
-    return masks, {"post_edit": [{"step": RevealStep.name, **entry}]}
-
-
-def covering_turn_for(history: History, plan: Any, request: str, edited: Any = None) -> tuple[int | None, str]:
-    """(k, where it came from): the plan's provenance record when a provenance or hybrid planner
-    made one, else provenance located now: for a request that names nothing, among the additions
-    this edit's own change (`edited` against I_{t-1}) overlaps; the plan's restoration_source_id + 1
-    breaks a tie."""
-    rec = getattr(plan, "meta", {}).get("provenance") if plan is not None else None
-    if isinstance(rec, dict) and rec.get("turn") is not None and not rec.get("ambiguous"):
-        return int(rec["turn"]), "plan (provenance)"
-    found = locate_covering_turn(history, request)
-    if found.ambiguous and found.evidence == "provenance" and edited is not None:
-        found = locate_covering_turn(history, request, change=_change_in_previous_frame(history, edited))
-    src = getattr(plan, "restoration_source_id", None) if plan is not None else None
-    if found.ambiguous and src is not None and (src + 1) in found.candidates:
-        return src + 1, "provenance candidates, the plan's restoration source chose"
-    return found.turn, f"provenance ({found.reason})"

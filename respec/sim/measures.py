@@ -18,6 +18,7 @@ import numpy as np
 from scipy import ndimage
 
 from ..errors import InputError
+from ..post_edit.result import StepResult
 from .world import BACKGROUND, WorldState, apply_actions, box_mask, layer_map
 
 GT_MARGIN_PX = 2
@@ -95,16 +96,16 @@ class EditFidelity:
         self.editor = editor    # the SimEditor that made the images (its exact frames)
         self.scenario = scenario
 
-    def __call__(self, history, record) -> tuple[object, dict]:
+    def __call__(self, history, record) -> StepResult:
         from ..pixels.alignment import support, warp
         from ..pixels.masks import erode
         guarded = any(e.get("step") == "drift_guard" and e.get("applied") for e in record.post_edit)
         if not guarded:
-            return record.image, {"edit_region_psnr": None, "reason": "no guarded output to measure"}
+            return StepResult(self.name, {"edit_region_psnr": None, "reason": "no guarded output to measure"})
         f_edit = self.editor.frame(self.scenario, record.edited)
         f_out = self.editor.frame(self.scenario, history.current.image)   # the guard returns I_(t-1)'s frame
         if f_edit is None or f_out is None:
-            return record.image, {"edit_region_psnr": None, "reason": "the sim does not know these images"}
+            return StepResult(self.name, {"edit_region_psnr": None, "reason": "the sim does not know these images"})
         out = np.asarray(getattr(record.image, "array", record.image))[..., :3].astype(np.float64)
         h, w = out.shape[:2]
         region = turn_edit_region(self.scenario, record.turn, (w, h))
@@ -113,9 +114,9 @@ class EditFidelity:
             region = warp(region, f_out.alignment, order=0)
         region = erode(region, GT_MARGIN_PX) & support(to_out, (h, w))
         if not region.any():
-            return record.image, {"edit_region_psnr": None, "reason": "no edit region"}
+            return StepResult(self.name, {"edit_region_psnr": None, "reason": "no edit region"})
         edited = np.asarray(record.edited.array, np.float64)[..., :3]
         edited = warp(edited, to_out) if not to_out.is_identity else edited
         mse = float(((out - edited) ** 2)[region].mean())
-        return record.image, {"edit_region_psnr": 100.0 if mse == 0 else round(10 * np.log10(255.0 ** 2 / mse), 2),
-                              "edit_region_px": int(region.sum())}
+        psnr = 100.0 if mse == 0 else round(10 * np.log10(255.0 ** 2 / mse), 2)
+        return StepResult(self.name, {"edit_region_psnr": psnr, "edit_region_px": int(region.sum())})

@@ -89,7 +89,7 @@ def _turn(size: int) -> tuple[np.ndarray, np.ndarray]:
 def one_guard(size: int, path: str) -> dict:
     prev, cur = _turn(size)
     if path == "core":
-        from respec.pixels.guard import guard_images
+        from respec.post_edit.guard_step import guard_images
         m = _measure(lambda: guard_images(prev, cur))
         res = m.pop("result")
     else:

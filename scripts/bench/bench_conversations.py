@@ -34,9 +34,9 @@ from respec.bench.runner import tell_editor_the_derived_image, tell_editor_the_t
 from respec.bench.scenario import load_dataset  # noqa: E402
 from respec.controller.provenance_selector import selector_parts  # noqa: E402
 from respec.history import History  # noqa: E402
-from respec.pixels.guard import GuardStep  # noqa: E402
 from respec.pixels.masks import erode  # noqa: E402
-from respec.pixels.reveal import RevealStep  # noqa: E402
+from respec.post_edit.guard_step import GuardStep  # noqa: E402
+from respec.post_edit.reveal_step import RevealStep  # noqa: E402
 from respec.sim.drift import sim_editor  # noqa: E402
 from respec.turn import TurnParts, TurnSwitches, run_turn  # noqa: E402
 

@@ -77,7 +77,8 @@ def run_chain(turns: int, out: Path, size: int) -> list[dict]:
     from respec.bench import runner
     from respec.bench.settings import BenchModels, BenchSettings
     from respec.bench.configs import CONFIGS
-    from respec.pixels.guard import GuardParams, GuardStep
+    from respec.pixels.guard import GuardParams
+    from respec.post_edit.guard_step import GuardStep
     from respec.sim.drift import sim_editor
     from respec.sim.measures import untouched_psnr, untouched_region
     sc = chain_scenario(turns)
@@ -140,7 +141,8 @@ def run_cost(size: int, repeats: int) -> list[dict]:
     import os
     from synthetic_scenes import background, draw_rect, drift, moved, u8   # tests/ helpers
     from scipy import ndimage
-    from respec.pixels.guard import drift_guard, guard_change, remember_guarded
+    from respec.pixels.guard import guard_change, remember_guarded
+    from respec.post_edit.guard_step import drift_guard
     from respec.history import StoredImage
     scene = background(0, (size, size))
     fine = scene.copy()

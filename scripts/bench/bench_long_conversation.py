@@ -48,8 +48,8 @@ sys.path.insert(0, str(ROOT))            # a script, not part of the pack
 from respec.controller.covering import locate_covering_turn  # noqa: E402
 from respec.controller.provenance_selector import HybridPlanner, ProvenancePlanner, ProvenanceSelector  # noqa: E402
 from respec.history import History  # noqa: E402
-from respec.pixels.guard import GuardStep  # noqa: E402
-from respec.pixels.reveal import RevealStep  # noqa: E402
+from respec.post_edit.guard_step import GuardStep  # noqa: E402
+from respec.post_edit.reveal_step import RevealStep  # noqa: E402
 from respec.turn import TurnParts, run_turn  # noqa: E402
 
 REPORT_AT = (5, 20, 50, 100)

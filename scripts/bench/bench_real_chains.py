@@ -48,10 +48,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_real_pairs import append, load, psnr  # noqa: E402
 from respec.controller.provenance_selector import selector_parts  # noqa: E402
 from respec.history import History  # noqa: E402
-from respec.pixels.guard import GuardStep  # noqa: E402
-from respec.pixels.masks import dilate, erode  # noqa: E402
 from respec.pixels.change_mask import change_mask  # noqa: E402
-from respec.pixels.reveal import RevealStep, reveal_turn  # noqa: E402
+from respec.pixels.masks import dilate, erode  # noqa: E402
+from respec.post_edit.guard_step import GuardStep  # noqa: E402
+from respec.post_edit.reveal_step import RevealStep, reveal_turn  # noqa: E402
 from respec.turn import TurnParts, TurnSwitches, run_turn  # noqa: E402
 
 

@@ -40,9 +40,10 @@ from scipy import ndimage
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from respec.history import StoredImage  # noqa: E402
 from respec.pixels.alignment import Alignment  # noqa: E402
-from respec.pixels.guard import DEFAULT_GUARD, guard_change, guard_images, read_structure  # noqa: E402
+from respec.pixels.guard import DEFAULT_GUARD, guard_change, read_structure  # noqa: E402
 from respec.pixels.structure import plain_warp  # noqa: E402
 from respec.pixels.colour_fit import fit_colour  # noqa: E402
+from respec.post_edit.guard_step import guard_images  # noqa: E402
 
 FAR_GROW_PX = 8
 FAR_DELTA = 8.0 / 255.0

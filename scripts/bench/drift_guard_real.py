@@ -36,9 +36,10 @@ from scipy import ndimage
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from respec.history import StoredImage  # noqa: E402
 from respec.pixels.alignment import Alignment, support, warp  # noqa: E402
-from respec.pixels.guard import GuardParams, guard_change, guard_images  # noqa: E402
 from respec.pixels.colour_fit import MAD_TO_SIGMA  # noqa: E402
+from respec.pixels.guard import GuardParams, guard_change  # noqa: E402
 from respec.pixels.masks import erode  # noqa: E402
+from respec.post_edit.guard_step import guard_images  # noqa: E402
 
 WIDTH = 768
 GT_MARGIN_PX = 2

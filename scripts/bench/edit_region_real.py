@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from respec.controller.request_language import object_phrase  # noqa: E402
 from respec.pixels.named_region import edit_region  # noqa: E402
-from respec.pixels.guard import guard_images  # noqa: E402
+from respec.post_edit.guard_step import guard_images  # noqa: E402
 
 # (pair id in pairs/index_more.json, the object's hand-drawn box as fractions x0, y0, x1, y1 of the image)
 SIGN = (0.205, 0.543, 0.762, 0.889)          # the cardboard sign the cat holds (512 x 512)
