@@ -4,7 +4,6 @@
 again.
 
     python scripts/bench/bench_real_chains.py --pairs ../shared/realdata/pairs
-    (also `bench_real_pairs.py --parts repeat`)
 
 Reads the folder it is given (never copies from it). The four six-turn FLUX.1 Kontext chains the
 issue describes are not in ../shared/realdata; these are the closest that can be built from it:

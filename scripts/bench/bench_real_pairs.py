@@ -1,6 +1,6 @@
 """Change masks, the provenance selector and Reveal Composite on real editor outputs.
 
-    python scripts/bench/bench_real_pairs.py --pairs ../shared/realdata/pairs [--quick] [--parts single,mcedit,chains,repeat]
+    python scripts/bench/bench_real_pairs.py --pairs ../shared/realdata/pairs [--quick] [--parts single,mcedit,chains]
         [--paste-blur-px 0.5]
 
 Reads the folder it is given (never copies from it): OmniEraser removals (mask IoU against their
@@ -12,9 +12,9 @@ remover would do if the scene had not moved; Reveal must refuse because the scen
 controlled drift chains on the real photos (zoom-outs, shifts incl. sub-pixel, the OmniEraser
 residual field, JPEG, gain, blur; an occluder added at turn 1, removed at the last turn by an
 editor that re-invents the region; gain in dB in the true revealed region against doing
-nothing) and conversations that repeat themselves (`repeat`, issue 32: real add outputs replayed
-through the conversational turn, with built removals; see `repeat_chains`). Prints one markdown
-table per part.
+nothing). Prints one markdown table per part. Conversations that repeat themselves (issue 32)
+are scripts/bench/bench_real_chains.py's, which builds on this script's helpers (not the other way
+round).
 """
 from __future__ import annotations
 
@@ -185,22 +185,23 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer chain levels")
     ap.add_argument("--paste-blur-px", type=float, default=None,
                     help="RevealParams.paste_blur_px for the chains (default: the pack's; 0.5: paste at I_t's softness)")
-    ap.add_argument("--parts", default="single,mcedit,chains,repeat",
-                    help="which tables, comma-separated: single, mcedit, chains, repeat (default: all four)")
+    ap.add_argument("--parts", default="single,mcedit,chains",
+                    help="which tables, comma-separated: single, mcedit, chains (default: all three)")
     args = ap.parse_args()
     pairs = args.pairs
     index = json.loads((pairs / "index.json").read_text())
 
     parts = {p.strip() for p in args.parts.split(",")}
+    unknown = parts - {"single", "mcedit", "chains"}
+    if unknown:
+        moved = " (the repeating conversations are scripts/bench/bench_real_chains.py's)" if "repeat" in unknown else ""
+        ap.error(f"unknown --parts {', '.join(sorted(unknown))}: use single, mcedit, chains{moved}")
     if "single" in parts:
         single_pairs(pairs, index)
     if "mcedit" in parts:
         mc_edit(pairs, index)
     if "chains" in parts:
         chains(pairs, index, args)
-    if "repeat" in parts:
-        from bench_real_chains import repeat_chains
-        repeat_chains(pairs, index)
 
 
 def single_pairs(pairs: Path, index: dict) -> None:
