@@ -65,7 +65,7 @@ class StoredImage:
 
 
 # Names of the per-turn masks (Turn.masks); the store keeps them beside the turn.
-CHANGE = "change"                # C_t: the pixels turn t changed (respec/pixels/provenance.py)
+CHANGE = "change"                # C_t: the pixels turn t changed (respec/pixels/change_mask.py)
 REVEAL_SOURCE = "reveal_source"  # weight of the pasted historical pixels (Reveal Composite)
 
 
@@ -238,7 +238,7 @@ class History:
                plan: Plan | None = None, meta: dict | None = None,
                masks: dict | None = None) -> "History":
         """A new history with turn t added; this one is unchanged. `masks`: per-pixel records of
-        the turn by name (e.g. {CHANGE: provenance.change_for(history, image)})."""
+        the turn by name (e.g. {CHANGE: change_mask.change_for(history, image)})."""
         turn = Turn(len(self.turns), StoredImage.of(image), instruction,
                     instruction if sent_instruction is None else sent_instruction,
                     plan, dict(meta or {}), check_masks(masks))

@@ -251,7 +251,7 @@ def keep_turn(history: History, image: Any, request: str, *, sent_instruction: s
     mask C_t beside `masks` (the post-edit steps' per-pixel records), and `meta` with the ids of
     the images the editor received (EDITOR_IMAGE_IDS) and C_t's alignment of I_{t-1} to I_t.
 
-    change: C_t when the caller computed it already (else respec.pixels.provenance.change_for).
+    change: C_t when the caller computed it already (else respec.pixels.change_mask.change_for).
     append: called as append(image, request, sent_instruction, plan, meta, masks=...), its history
     returned; default history.append (History Append passes its session store's append_once).
     A plan must be the one made for this turn of this history (plan.turn = history.next_turn)."""

@@ -2,8 +2,8 @@
 provenance with no VLM (beyond the paper).
 
 The paper's controller re-reads the history to guess which past image still shows the content a
-revealing edit uncovers (figure 12, steps 1-3). The history's change masks
-(respec/pixels/provenance.py) and requests answer it directly, through its object turns
+revealing edit uncovers (figure 12, steps 1-3). The history's change masks, read as per-pixel
+provenance (respec/pixels/provenance.py), and requests answer it directly, through its object turns
 (respec/controller/object_turns.py: what each turn added, and which later turn removed, moved or
 replaced it):
 

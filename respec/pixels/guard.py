@@ -11,7 +11,7 @@ away from the user's. The guard runs after the editor (and after Reveal Composit
 so a zoom-out or a shift is undone, not accumulated. What it guarantees:
 
 - **It shares the turn's record.** The alignment I_{t-1} -> I_t and the change mask C_t are the
-  ones History Append keeps with the turn (respec/pixels/provenance.py's cache, keyed by the two images'
+  ones History Append keeps with the turn (respec/pixels/analysis_cache.py, keyed by the two images'
   digests): the guard computes nothing a second time, and the change record of its own output is
   derived from the edit's (`remember_guarded`), not measured again.
 - **The edit region** K is C_t carried into I_{t-1}'s frame without what the editor's drift
@@ -736,7 +736,7 @@ def remember_guarded(previous: StoredImage, guarded: StoredImage, res: GuardResu
     """Record the change record of I_{t-1} -> the guard's output, derived from the edit's (not
     measured again): the edit's change carried into I_{t-1}'s frame and limited to the kept region,
     no motion (the output is in I_{t-1}'s frame), the scene outside it held exactly. History Append
-    and run_turn's append then find it through provenance.remember_change.)"""
+    and run_turn's append then find it through change_mask.remember_change.)"""
     size = tuple(size or previous.size)
     al = Alignment.from_record(change.info.get("alignment"))
     if res.record.get("route") in ("coarse", "background"):    # the change record could not separate the edit: the kept region is it

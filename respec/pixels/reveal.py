@@ -5,7 +5,7 @@ that is now being revealed, and I_{k-1}, the latest image before it, still shows
 Where the scene's geometry has not moved, I_{k-1}'s own pixels are a better answer than anything
 an editor re-invents. `reveal_composite` does this in four steps:
 
-1. **Colour match.** Two robust per-channel colour fits (respec/pixels/provenance.py): T_src maps I_{k-1}
+1. **Colour match.** Two robust per-channel colour fits (respec/pixels/colour_fit.py): T_src maps I_{k-1}
    onto I_t, fitted on the pixels no turn from k to t changed (`stable`) outside C_k and C_t;
    T_prev maps I_{t-1} onto I_t on the whole image. C_t is the change mask of I_{t-1} -> I_t.
 2. **Revealed region R.** Pixels covered by turn k (C_k) that I_t no longer shows the occluder

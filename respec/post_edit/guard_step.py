@@ -54,7 +54,7 @@ def drift_guard(previous: Any, edited: Any, change: TurnMask, *, user_mask: Any 
 
     previous: I_{t-1}; edited: I_t (the editor's output, after Reveal Composite when it ran), of
     one size (uint8 arrays, PIL or StoredImage). change: the turn's change record of I_{t-1} ->
-    I_t (`provenance.change_for` / `guard_change`: mask in I_t's frame, info with the alignment,
+    I_t (`change_mask.change_for` / `guard_change`: mask in I_t's frame, info with the alignment,
     colour fit and stability). user_mask: optional H×W mask in I_{t-1}'s frame of what may change
     (wins over the change mask). extra_region: optional H×W mask in I_t's frame the turn says
     changes (Reveal Composite's pasted pixels). request / plan: for the keyword rule."""
@@ -433,7 +433,7 @@ def guard_images(previous: Any, edited: Any, *, user_mask: Any = None, extra_reg
                  request: str = "", plan: Any = None, params: GuardParams = DEFAULT_GUARD,
                  work_pixels: int = GUARD_WORK_PIXELS, exact: Any = None) -> GuardResult:
     """The drift guard on two images (the node; any editor): the shared change record is taken
-    from (or put into) provenance's cache, and the output's derived record is remembered there.
+    from (or put into) the analysis cache (respec/pixels/analysis_cache.py), and the output's derived record is remembered there.
     An edit of another size is resized to I_{t-1}'s for the guard. The result's image and weight
     always have the size of the image it returns: I_{t-1}'s when it applied, the editor's own
     (not resized) when it stepped aside. exact: Reveal Composite's ExactPatch
@@ -458,11 +458,11 @@ def guard_pair(p: StoredImage, e: StoredImage, size: tuple[int, int], *, user_ma
                params: GuardParams = DEFAULT_GUARD, work_pixels: int = GUARD_WORK_PIXELS,
                exact: Any = None) -> GuardResult:
     """drift_guard on I_{t-1} -> I_t of one size (the node's and run_turn's path), with the turn's
-    change record at `size` (the history's) from provenance's cache; when the guard applied, the
+    change record at `size` (the history's) from the analysis cache; when the guard applied, the
     output's derived record is remembered there (remember_guarded).
 
     Above `work_pixels` the guard runs on both pictures scaled to the working size (the size the
-    change record is analysed at: provenance.working_size) and its output is made at full size by
+    change record is analysed at: work_images.working_size) and its output is made at full size by
     `_compose_full`: I_{t-1}'s own pixels wherever the working-size weight is 0, else the editor's
     full-size pixels (aligned) with the working-size seam correction upsampled. Its cost is that of
     a 4 MP guard plus a resize and one pass over the edit's box (8000²: docs/drift-guard.md)."""
