@@ -231,21 +231,19 @@ class ReSpecPreservationTarget:
         }
 
     @classmethod
-    def IS_CHANGED(cls, history=None, instruction=None, vlm=None, restoration_mode=None, skip_non_restoration=None,
-                   restoration_template="", midturn_template="", is_restoration=None, on_parse_failure=None,
-                   history_images=None, max_history_images=None, unique_id=None):
+    def IS_CHANGED(cls, restoration_template="", midturn_template="", **_inputs):
         """Re-run when an override template file's text changes (the other inputs are ComfyUI's
-        own cache key already)."""
+        own cache key already, so only the two template paths are read here)."""
         try:
             return template_fingerprint(template_path(restoration_template, "restoration"),
                                         template_path(midturn_template, "mid-turn"))
         except InputError:
             return float("nan")  # the run itself reports the refused path
 
-    def check_lazy_status(self, history, instruction, vlm, restoration_mode, skip_non_restoration,
-                          restoration_template, midturn_template, is_restoration=None, on_parse_failure=REQUEST,
-                          history_images=BOUNDED, max_history_images=DEFAULT_MAX_HISTORY_IMAGES, unique_id=None):
-        """Ask ComfyUI for the VLM only when this turn will call it."""
+    def check_lazy_status(self, history=None, instruction=None, vlm=None, restoration_mode=None,
+                          skip_non_restoration=False, is_restoration=None, **_inputs):
+        """Ask ComfyUI for the VLM only when this turn will call it (the inputs that decide it; the
+        rest of the node's inputs arrive in `_inputs` and do not matter here)."""
         if vlm is not None or history is None or history.next_turn == 1:
             return []
         flag, _ = decide_restoration(restoration_mode, history, instruction, is_restoration)
