@@ -17,7 +17,6 @@ their sizes as JSON. The checker links them under the names the workflows select
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -28,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from make_omnigen2_files import _random_state, _save  # noqa: E402
+from make_omnigen2_files import _random_state, _save, comfyui_for_files  # noqa: E402
 
 FILES = {"diffusion_models": "klein-check.safetensors", "text_encoders": "qwen_3_4b-check.safetensors",
          "vae": "flux2-vae-check.safetensors"}
@@ -36,14 +35,7 @@ HIDDEN, TEXT_WIDTH = 256, 2560   # 2 heads x 128; Qwen3-4B
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--comfyui", required=True, help="ComfyUI 0.24+ source checkout (its modules give the shapes)")
-    ap.add_argument("--models", required=True, help="the models folder to write into")
-    args = ap.parse_args(argv)
-    sys.path.insert(0, str(Path(args.comfyui).resolve()))
-    sys.argv = [sys.argv[0], "--cpu"]   # ComfyUI reads its options at import: no GPU here
-    import comfy.options
-    comfy.options.enable_args_parsing()
+    args = comfyui_for_files(__doc__, argv)
     import torch
     import comfy.ldm.flux.model as flux
     import comfy.model_detection

@@ -103,8 +103,10 @@ def _stream_save(entries: list, path: Path) -> dict:
     return {"file": str(path), "parameters": n, "bytes": path.stat().st_size}
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def comfyui_for_files(doc: str, argv=None) -> argparse.Namespace:
+    """The options every make_*_file(s) script takes (--comfyui, --models), with that ComfyUI
+    checkout importable and its options read as on a CPU (its modules give the files' shapes)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--comfyui", required=True, help="ComfyUI source checkout (its modules give the shapes)")
     ap.add_argument("--models", required=True, help="the models folder to write into")
     args = ap.parse_args(argv)
@@ -112,6 +114,11 @@ def main(argv=None) -> int:
     sys.argv = [sys.argv[0], "--cpu"]   # ComfyUI reads its options at import: no GPU here
     import comfy.options
     comfy.options.enable_args_parsing()
+    return args
+
+
+def main(argv=None) -> int:
+    args = comfyui_for_files(__doc__, argv)
     import torch
     import comfy.ldm.omnigen.omnigen2 as omnigen2
     import comfy.model_detection

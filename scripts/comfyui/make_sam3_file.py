@@ -13,7 +13,6 @@ multiplex variant (no `propagation_convs`). Writes checkpoints/sam3-check.safete
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -24,20 +23,13 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from make_omnigen2_files import _random_entries, _stream_save  # noqa: E402
+from make_omnigen2_files import _random_entries, _stream_save, comfyui_for_files  # noqa: E402
 
 FILE = "sam3-check.safetensors"
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--comfyui", required=True, help="ComfyUI 0.24+ source checkout (its modules give the shapes)")
-    ap.add_argument("--models", required=True, help="the models folder to write into")
-    args = ap.parse_args(argv)
-    sys.path.insert(0, str(Path(args.comfyui).resolve()))
-    sys.argv = [sys.argv[0], "--cpu"]   # ComfyUI reads its options at import: no GPU here
-    import comfy.options
-    comfy.options.enable_args_parsing()
+    args = comfyui_for_files(__doc__, argv)
     import torch
     import comfy.ops
     import comfy.text_encoders.sam3_clip as sam3_clip
