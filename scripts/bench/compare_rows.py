@@ -5,6 +5,10 @@
 Rows are matched by their `key` (dataset|scenario|config|editor). Every other field is compared
 recursively (scores to the last bit), except timings and run-specific paths
 (respec.bench.shards.VOLATILE_FIELDS, at any depth). Exit status 0 when every row matches.
+
+Compare runs made with the same `--threads` (e.g. both `bash scripts/bench.sh --threads 1`): LPIPS's
+float sums depend on torch's thread count, so a 1-thread and a 2-thread run of the same code differ
+in LPIPS (and the scores built on it) by about 1e-10 while every image is byte-identical.
 """
 from __future__ import annotations
 
