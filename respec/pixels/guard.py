@@ -505,9 +505,10 @@ def coherent_level(prev3: np.ndarray, E_all: np.ndarray, seed: np.ndarray, tiles
     times the median smoothed residual (after the colour fit) on `tiles` beyond COHERENT_AWAY px
     of the change mask `seed`, whichever is larger; 0 (the rule is off) with under 64 such pixels."""
     away = ~dilate(seed, COHERENT_AWAY)
+    fit = ColourFit.from_info(info)
     amps = []
     for y0, y1, x0, x1 in tiles:
-        R = E_all[y0:y1, x0:x1] - ColourFit.from_info(info).apply(_float(prev3[y0:y1, x0:x1]))
+        R = E_all[y0:y1, x0:x1] - fit.apply(_float(prev3[y0:y1, x0:x1]))
         a = np.sqrt((ndimage.gaussian_filter(R, (params.coherent_sigma, params.coherent_sigma, 0),
                                              mode="nearest") ** 2).sum(axis=2))
         amps.append(a[away[y0:y1, x0:x1]])
