@@ -51,6 +51,8 @@ HELD_NCC = 0.6                    # ... and hold from this correlation
 FLOW_SIDE = 512                   # the local motion field is measured with the longer side at most this ...
 FLOW_PAD = 0.1                    # ... around the edit grown by this share of the side (where its pixels are pasted)
 TEXTURE_STD = 0.02                # a block flatter than this in both images is not judged
+BENT_FRAC = 0.02                  # a field departing from one affine map by more than this share of the shorter side ...
+BENT_SHARE = 0.01                 # ... over more than this share of the picture: part of the scene moved on its own
 
 
 @dataclass(frozen=True, eq=False)
@@ -83,6 +85,21 @@ class StructureWarp:
     def moved(self) -> float:
         """The share of the textured blocks whose structure did not hold."""
         return 1.0 - self.held
+
+    @cached_property
+    def bent(self) -> float:
+        """The share of the picture where the field departs from its best affine map by more than
+        BENT_FRAC of the shorter side. An editor's zoom that differs per axis, or a shear, is affine
+        and leaves this near 0; a part of the scene that moved where the rest did not (an arm in a new
+        pose) does not."""
+        h, w = self.dx.shape
+        if h * w <= 4:
+            return 0.0
+        yy, xx = np.mgrid[0:h, 0:w]
+        A = np.stack([np.ones(h * w), yy.ravel() / h, xx.ravel() / w], axis=1)
+        off = [v.ravel() - A @ np.linalg.lstsq(A, v.ravel().astype(np.float64), rcond=None)[0]
+               for v in (self.dx, self.dy)]
+        return float(np.mean(np.hypot(*off) > BENT_FRAC * min(self.shape)))
 
     def coords(self, box: tuple[int, int, int, int]) -> tuple[np.ndarray, np.ndarray]:
         """(rows, cols) in the edit's full-size frame of the previous frame's pixels in `box`
@@ -158,7 +175,7 @@ class StructureWarp:
 
     def record(self) -> dict:
         """JSON-able summary for the guard's record."""
-        out = {"held": round(self.held, 4), "field_px": round(self.field_px, 2)}
+        out = {"held": round(self.held, 4), "field_px": round(self.field_px, 2), "bent": round(self.bent, 4)}
         if self.flow is not None:
             out["local_flow"] = self.flow
         return out

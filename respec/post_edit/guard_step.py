@@ -34,7 +34,7 @@ from ..pixels.guard import (AGAIN_SIDE, DEFAULT_GUARD, GUARD_MASK, METHOD, MIN_C
 from ..pixels.change_mask import change_of, remember_change
 from ..pixels.masks import dilate, history_size, mask_at
 from ..pixels.reveal import exact_patch
-from ..pixels.structure import StructureWarp, plain_warp
+from ..pixels.structure import BENT_FRAC, BENT_SHARE, StructureWarp, plain_warp
 from ..pixels.work_images import working_size
 from .result import StepResult
 
@@ -209,6 +209,11 @@ def _through_structure(run: _GuardRun, why: str) -> GuardResult | None:
     if sw.held < STRUCTURE_HELD:
         return run.aside(f"{why}, and the scene's structure did not hold: after a structure warp only {sw.held:.0%} "
                          f"of its textured blocks agree (limit {STRUCTURE_HELD:.0%}): a new pose or a re-framing",
+                         why="moved", route_why=why)
+    if sw.bent > BENT_SHARE:
+        return run.aside(f"{why}, and part of the scene moved on its own: after a structure warp {sw.bent:.1%} of the "
+                         f"picture still moves by more than {BENT_FRAC:.0%} of its side where the rest does not (limit "
+                         f"{BENT_SHARE:.0%}): a new pose, which restoring around the edit would break",
                          why="moved", route_why=why)
     # the change again, with the edit read through the structure warp, in I_(t-1)'s frame, at a
     # working size (the tiles below read the edit at full size where they need it)

@@ -18,10 +18,16 @@ jacket on the beaver; the fox where the beaver was; the necklace and the bag; th
 - edit kept: of the editor's clear change inside the box, the share where the guard's output
   still differs from the input by more than 20/255. The editor's output is put into the input's
   frame by the turn's alignment refined on the scene's structure (`editor_in_input_frame`) and the
-  input through a colour fit made outside the box; a pixel is a clear change when one image's pixel lies more than 40/255 (largest channel)
-  outside the range the other takes within 2 px of it (so a 1-2 px misfit of a sharp edge is no
-  change, and a thin line removed or added is);
-- guarded well: the guard applied, edit kept >= 90 %, far changed <= 2 %.
+  input through a colour fit made outside the box; a pixel is a clear change at the pixel scale
+  when one image's pixel lies more than 40/255 (largest channel) outside the range the other takes
+  within 2 px of it (so a 1-2 px misfit of a sharp edge is no change, and a thin line removed or
+  added is), and at the content scale when, besides, the two images blurred by a Gaussian of
+  CONTENT_SIGMA of the shorter side still differ by more than 40/255 there. The content scale is
+  the one counted: a re-rendered texture (water's ripples, fur, a caption's letters re-drawn
+  softer) changes pixels by more than 40/255 but not what is there, and a generous box around the
+  named object over a scene the editor re-rendered whole would otherwise count the re-rendered
+  background inside the box as the edit that the guard should keep. Both are reported;
+- guarded well: the guard applied, edit kept (content scale) >= 90 %, far changed <= 2 %.
 
 The requests are the index's instructions in English (LongCat's Chinese one by its translation;
 the step whose documented prompt does not match its picture by what the picture shows).
@@ -48,6 +54,7 @@ from respec.post_edit.guard_step import guard_images  # noqa: E402
 FAR_GROW_PX = 8
 FAR_DELTA = 8.0 / 255.0
 CLEAR_DELTA = 40.0 / 255.0
+CONTENT_SIGMA = 0.006       # the content scale's blur, a share of the shorter side (3-6 px here)
 KEPT_DELTA = 20.0 / 255.0
 
 # What each step asks, as the guard reads it: "local" (a box around what the request names, as
@@ -73,7 +80,8 @@ BOXES: dict[str, tuple[float, float, float, float]] = {
     "longcat_cat2dog": (0.12, 0.30, 0.97, 0.80),                  # the dog where the cat was
     "longcat_annot1": (0.38, 0.70, 0.90, 0.97),                   # the marked box (the car is just left of it)
     "longcat_annot3": (0.55, 0.64, 0.99, 0.97),                   # the marked box
-    "longcat_annot5": (0.50, 0.00, 0.90, 0.56),                   # the horse and the arrow
+    "longcat_annot5": (0.50, 0.00, 0.90, 0.90),                   # the horse (its legs reach down behind the
+                                                                  # caption) and the arrow
 }
 GLOBAL_STEPS = ("swift_beaver_comic_klein4b", "swift_beaver_comic_klein9b", "swift_kvchain_t0t1",
                 "causal_ex3_qie2511", "causal_ex3_causal4", "causal_ex4_qie2511", "causal_ex4_causal4")
@@ -139,6 +147,8 @@ def outside_range(x: np.ndarray, y: np.ndarray, reach: int = 2) -> np.ndarray:
 
 def measure(a: np.ndarray, b: np.ndarray, out: np.ndarray, box) -> dict:
     """far changed (guard, editor), edit kept (see the module docstring)."""
+    if out.shape[:2] != a.shape[:2]:    # a guard that stepped aside returns the editor's own size
+        out = np.asarray(Image.fromarray(out[..., :3]).resize((a.shape[1], a.shape[0]), Image.BILINEAR))
     P = a.astype(np.float32) / 255.0
     G = out[..., :3].astype(np.float32) / 255.0
     inside = box_mask(P.shape[:2], box)
@@ -146,11 +156,17 @@ def measure(a: np.ndarray, b: np.ndarray, out: np.ndarray, box) -> dict:
     far = ~ndimage.binary_dilation(inside, iterations=FAR_GROW_PX)
     far_guard = float((np.abs(G - P).max(axis=2) > FAR_DELTA)[far].mean())
     far_editor = float((np.abs(E - P).max(axis=2) > FAR_DELTA)[far].mean())
-    fit = fit_colour(P, E, use=far)
-    clear = (outside_range(E, fit.apply(P)) | outside_range(fit.apply(P), E)) & inside
-    kept = float((np.abs(G - P).max(axis=2) > KEPT_DELTA)[clear].mean()) if clear.any() else None
+    Q = fit_colour(P, E, use=far).apply(P)
+    clear = (outside_range(E, Q) | outside_range(Q, E)) & inside
+    s = (CONTENT_SIGMA * min(P.shape[:2]),) * 2 + (0,)
+    content = clear & (np.abs(ndimage.gaussian_filter(E, s) - ndimage.gaussian_filter(Q, s)).max(axis=2) > CLEAR_DELTA)
+    moved = np.abs(G - P).max(axis=2) > KEPT_DELTA
+
+    def kept(m: np.ndarray) -> float | None:
+        return round(float(moved[m].mean()), 4) if m.any() else None
     return {"far_changed": round(far_guard, 4), "far_changed_editor": round(far_editor, 4),
-            "edit_kept": None if kept is None else round(kept, 4), "clear_px": int(clear.sum())}
+            "edit_kept": kept(content), "edit_kept_pixel": kept(clear), "clear_px": int(content.sum()),
+            "clear_px_pixel": int(clear.sum())}
 
 
 def run(pairs: Path) -> list[dict]:
@@ -170,8 +186,9 @@ def run(pairs: Path) -> list[dict]:
                "edit_fraction": res.record.get("edit_fraction")}
         if sid in BOXES:
             row.update(measure(a, b, np.asarray(res.image), BOXES[sid]))
-            row["guarded_well"] = bool(res.applied and row["edit_kept"] is not None and row["edit_kept"] >= 0.9
-                                       and row["far_changed"] <= 0.02)
+            for key, well in (("edit_kept", "guarded_well"), ("edit_kept_pixel", "guarded_well_pixel")):
+                row[well] = bool(res.applied and row[key] is not None and row[key] >= 0.9
+                                 and row["far_changed"] <= 0.02)
         rows.append(row)
         print(f"{sid}: {'applied' if res.applied else 'stepped aside'} ({secs:.2f} s) {res.reason[:100]}",
               flush=True)
@@ -180,21 +197,25 @@ def run(pairs: Path) -> list[dict]:
 
 def table(rows: list[dict]) -> str:
     """The per-step table (markdown) and the count of local steps guarded well."""
-    lines = ["| step | editor | request | guard | far changed: editor → guard | edit kept | guarded well | CPU s |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| step | editor | request | guard | far changed: editor → guard | edit kept: content (pixel) scale "
+             "| guarded well | CPU s |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         what = "applied" if r["applied"] else f"stepped aside ({r['why']}: {r['reason']})"
         if "far_changed" in r:
             far = f"{100 * r['far_changed_editor']:.1f} % → {100 * r['far_changed']:.1f} %"
-            kept = "–" if r["edit_kept"] is None else f"{100 * r['edit_kept']:.1f} %"
-            well = "yes" if r["guarded_well"] else "no"
+            content, pixel = ("–" if r[k] is None else f"{100 * r[k]:.1f} %" for k in ("edit_kept", "edit_kept_pixel"))
+            kept = f"{content} ({pixel})"
+            well = ("yes" if r["guarded_well"] else "no") + ("" if r["guarded_well"] == r["guarded_well_pixel"]
+                                                           else " (pixel scale: no)" if r["guarded_well"]
+                                                           else " (pixel scale: yes)")
         else:
             far, kept, well = "–", "–", f"({r['kind']})"
         req = r["request"] if len(r["request"]) <= 60 else r["request"][:57] + "..."
         lines.append(f"| {r['id']} | {r['editor']} | {req} | {what} | {far} | {kept} | {well} | {r['guard_cpu_s']} |")
     local = [r for r in rows if r["kind"] == "local"]
     lines.append("")
-    lines.append(f"Local requests guarded well: {sum(r['guarded_well'] for r in local)} of {len(local)}; "
+    lines.append(f"Local requests guarded well: {sum(r['guarded_well'] for r in local)} of {len(local)} "
+                 f"({sum(r['guarded_well_pixel'] for r in local)} counting the pixel scale's clear change); "
                  f"global requests stepped aside: {sum(not r['applied'] for r in rows if r['kind'] == 'global')} of "
                  f"{sum(r['kind'] == 'global' for r in rows)}.")
     return "\n".join(lines)
