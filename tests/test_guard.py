@@ -158,6 +158,81 @@ def test_a_rerender_whose_structure_moved_keeps_the_editors_image(scene):
     assert not res.applied and res.record["why"] == "moved" and "structure did not hold" in res.reason
 
 
+def test_a_part_of_a_rerendered_scene_that_moved_on_its_own_keeps_the_editors_image():
+    """A new pose under a re-render (causal_ex1_qie2511: the arm that does not hold the new bag
+    moved): the structure warp follows the rest of the scene, but restoring around the edit would
+    put the old arm next to the new one. One area moving where the rest does not steps aside; an
+    editor's zoom that differs per axis does not (it is affine)."""
+    shape, box = (384, 448), (140, 160, 240, 280)
+    rng = np.random.default_rng(4)
+    tex = ndimage.gaussian_filter(rng.random(shape + (3,)), (2, 2, 0))
+    base = np.clip(background(3, shape) + (tex - tex.mean()) / tex.std() * 0.12, 0, 1)
+    yy, xx = np.mgrid[0:shape[0], 0:shape[1]].astype(np.float64)
+    part = ndimage.gaussian_filter(((yy - 100) ** 2 + (xx - 340) ** 2 < 80 ** 2).astype(np.float64), 6)
+
+    def redrawn(dy, dx):        # the box added, the field (dy, dx) applied, the texture re-drawn
+        ed = draw_rect(base, box, RED)
+        ed = np.stack([ndimage.map_coordinates(ed[..., c], [yy - dy, xx - dx], order=1, mode="nearest")
+                       for c in range(3)], axis=2)
+        return u8(rerender_field(ed, strength=0.3))
+
+    moved_part = guard_images(u8(base), redrawn(0.0, 14 * part), request="add a red box")
+    assert not moved_part.applied and moved_part.record["why"] == "moved"
+    assert "moved on its own" in moved_part.reason and moved_part.record["structure"]["bent"] > 0.01
+    assert np.array_equal(moved_part.image, redrawn(0.0, 14 * part))
+    # the same area moved by less than BENT_FRAC of the side is followed, and so is a zoom of 1 % across
+    # and 3 % down (10 px at the bottom edge, more than the moved area's largest motion)
+    assert guard_images(u8(base), redrawn(0.0, 6 * part), request="add a red box").applied
+    zoom = guard_images(u8(base), redrawn(0.03 * (yy - 191.5), 0.01 * (xx - 223.5)), request="add a red box")
+    assert zoom.applied and zoom.record["structure"]["bent"] == 0.0
+
+
+def _chain(shape, width):
+    """bool H×W: two strands from a pendant's top (220, 220) up to a neckline at row 110."""
+    yy, xx = np.mgrid[0:shape[0], 0:shape[1]]
+    out = np.zeros(shape, bool)
+    for x_end in (140, 300):
+        v = np.array([110 - 220, x_end - 220], float)
+        t = np.clip(((yy - 220) * v[0] + (xx - 220) * v[1]) / (v @ v), 0, 1)
+        out |= (np.hypot(yy - (220 + t * v[0]), xx - (220 + t * v[1])) <= width / 2) & (t > 0) & (t < 1)
+    return out
+
+
+def test_a_thin_line_the_edit_drew_next_to_its_change_is_kept():
+    """causal_ex1_causal4: the necklace's 2 px chain is below the change mask's opening; only its
+    pendant was kept. A line drift does not explain, touching the edit, standing out of what lies
+    beside it, is part of the edit, followed beyond the tiles near the change."""
+    shape = (384, 448)
+    scene = background(3, shape)
+    scene[100:300, 120:330] = (0.05, 0.05, 0.06)                      # a dark shirt
+    worn = draw_rect(scene, (220, 200, 250, 240), (0.2, 0.4, 0.9))    # the pendant
+    chain = _chain(shape, 2.0)
+    worn[chain] = (0.85, 0.85, 0.88)
+    res = guard_images(u8(scene), realistic(worn), request="put a necklace on her")
+    assert res.applied and res.record["thin_lines_px_joined"] > 0
+    inner = _chain(shape, 1.0) & ~_chain(shape, 0.0)
+    inner &= np.mgrid[0:shape[0], 0:shape[1]][0] < 205                # the strands, away from the pendant
+    assert (np.asarray(res.image)[inner].mean(axis=1) > 128).mean() > 0.95
+    far = ~ndimage.binary_dilation(chain | rect_mask(shape, (220, 200, 250, 240)), iterations=12)
+    assert psnr(res.image, u8(scene), far) == 99.0
+
+
+def test_the_moved_edge_of_an_area_is_not_a_line():
+    """The thin strip where a dark area's edge moved has the area's colour on one side: not a
+    ridge, not joined; a bright ridge of the same shape is."""
+    from respec.pixels.guard import thin_lines
+    shape = (160, 160)
+    c = rect_mask(shape, (60, 60, 90, 90))                       # the edit
+    strip = rect_mask(shape, (20, 90, 140, 92))                  # 2 px wide, touching it, 120 px long
+    explained = ~strip
+    E = np.full(shape + (3,), 0.8, np.float32)
+    E[:, :92] = 0.1                                              # a dark area whose edge moved by 2 px
+    assert not thin_lines(c, explained, E).any()
+    E[:] = 0.1
+    E[strip] = 0.9                                               # a bright line on the dark area
+    assert np.array_equal(thin_lines(c, explained, E), strip)
+
+
 def test_an_untrusted_alignment_keeps_the_editors_image(scene):
     prev = u8(scene)
     zoomed = u8(moved(draw_rect(scene, BOX, RED), 0.0, 0.0, 0.8))      # a reframing, not drift

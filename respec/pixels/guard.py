@@ -596,6 +596,58 @@ def drift_explained(P: np.ndarray, E: np.ndarray, info: dict, limit: float) -> t
     return (best <= limit) | (env <= 0.5 * limit), best > FAINT * limit
 
 
+THIN_OPEN = 11             # a change drift does not explain that an opening this wide (px) removes almost whole ...
+THIN_LONG = 0.04          # ... and that reaches this share of the shorter side is a line: it joins the edit it touches
+
+
+def thin_lines(c: np.ndarray, explained: np.ndarray, E: np.ndarray) -> np.ndarray:
+    """The lines the edit drew next to its change `c` that the change mask's threshold and opening
+    missed (a necklace's chain next to its pendant): components of what drift does not explain
+    (`explained` False) that touch `c`, that a THIN_OPEN px opening removes (at most a tenth of
+    them survives it: a line, not a re-drawn area's rim) and that reach THIN_LONG of the shorter
+    side, and that stand out of what lies along them in the editor's image `E` (at most
+    THIN_ALIKE of the pixels beside the line have its colour: a ridge, not the edge of an area that
+    moved, whose one side is the line's own colour). A re-drawn area is not thin; a thin re-drawn
+    strand away from the edit does not touch it."""
+    out = np.zeros_like(c)
+    if not c.any():
+        return out
+    sl = _bbox(c | ~explained, THIN_OPEN)
+    u = ~explained[sl] & ~c[sl]
+    if not u.any():
+        return out
+    labels, n = ndimage.label(u, np.ones((3, 3), bool))
+    touching = np.unique(labels[dilate(c[sl], 1) & u])
+    opened = ndimage.binary_opening(u, np.ones((THIN_OPEN, THIN_OPEN), bool))
+    long = THIN_LONG * min(c.shape)
+    boxes = ndimage.find_objects(labels)
+    for k in touching[touching > 0]:
+        bs = boxes[k - 1]
+        comp = labels[bs] == k
+        if max(bs[0].stop - bs[0].start, bs[1].stop - bs[1].start) >= long and \
+                opened[bs][comp].sum() <= 0.1 * comp.sum() and _ridge(comp, E[sl], bs):
+            out[sl][bs] |= comp
+    return out
+
+
+def _ridge(comp: np.ndarray, E: np.ndarray, bs: tuple[slice, slice]) -> bool:
+    """Whether the line `comp` (on the crop `bs` of E's frame) stands out of the pixels beside it in
+    E: at most THIN_ALIKE of those within THIN_OPEN px have its median colour (within THIN_DELTA)."""
+    h, w = E.shape[:2]
+    y0, x0 = max(0, bs[0].start - THIN_OPEN), max(0, bs[1].start - THIN_OPEN)
+    y1, x1 = min(h, bs[0].stop + THIN_OPEN), min(w, bs[1].stop + THIN_OPEN)
+    line = np.zeros((y1 - y0, x1 - x0), bool)
+    line[bs[0].start - y0:bs[0].stop - y0, bs[1].start - x0:bs[1].stop - x0] = comp
+    beside = dilate(line, THIN_OPEN) & ~dilate(line, 1)
+    crop = E[y0:y1, x0:x1]
+    alike = np.abs(crop[beside] - np.median(crop[line], axis=0)).max(axis=1) <= THIN_DELTA
+    return bool(alike.mean() <= THIN_ALIKE) if beside.any() else False
+
+
+THIN_DELTA = 40.0 / 255.0   # a pixel beside a line has its colour within this (largest channel) ...
+THIN_ALIKE = 0.25           # ... and a line beside which more than this share has it is an area's moved edge
+
+
 def drop_drift(c: np.ndarray, explained: np.ndarray, min_px: float,
                faint: np.ndarray | None = None, joined: np.ndarray | None = None,
                reach: int = 0) -> tuple[np.ndarray, int]:

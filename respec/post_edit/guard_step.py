@@ -30,7 +30,7 @@ from ..pixels.guard import (AGAIN_SIDE, DEFAULT_GUARD, GUARD_MASK, METHOD, MIN_C
                             _full_size_change, _psnr, _reframed, _three, _tiles, _untrusted,
                             background_route, beyond_request, coarse_route, coherent_join, coherent_level,
                             coherent_residual, compose, drift_explained, drop_drift, guard_change, moved_around,
-                            read_structure, remember_guarded, ring_changed, spread_out, with_exact_paste)
+                            read_structure, remember_guarded, ring_changed, spread_out, thin_lines, with_exact_paste)
 from ..pixels.change_mask import change_of, remember_change
 from ..pixels.masks import dilate, history_size, mask_at
 from ..pixels.reveal import exact_patch
@@ -273,6 +273,13 @@ class _Tiles:
         self.explained = np.ones(run.shape, bool)
         self.faint = np.zeros(run.shape, bool)
 
+    def tell(self, tiles: set) -> None:
+        """Tell drift on `tiles` too (a line followed beyond the tiles near the seed)."""
+        new = tiles - self.test
+        self.test |= new
+        self.done -= new
+        self.warp(new)
+
     def warp(self, tiles: set) -> None:
         """Warp (and on a tested tile, tell drift on) the tiles not warped yet."""
         run = self.run
@@ -313,6 +320,9 @@ def _warp_near(run: _GuardRun, seed: np.ndarray, extra: np.ndarray | None, check
     return tiles
 
 
+THIN_FOLLOW = 4     # rounds of tiles a thin line is followed onto beyond those near the seed
+
+
 def _change_kept(run: _GuardRun, tiles: _Tiles, seed: np.ndarray, extra: np.ndarray | None,
                  checks: dict) -> tuple[np.ndarray, Any]:
     """Step 4c: (the change the edit made, the change of content at the coarse scale when a rule
@@ -345,6 +355,16 @@ def _change_kept(run: _GuardRun, tiles: _Tiles, seed: np.ndarray, extra: np.ndar
         if beyond.any():
             checks["beyond_request_px_dropped"] = int(beyond.sum())
             c_all &= ~beyond
+    lines = thin_lines(c_all, tiles.explained, tiles.E)
+    for _ in range(THIN_FOLLOW):      # a line that leaves the tested tiles is followed onto the next ones
+        more = _tiles(lines, px["margin"] + 1) - tiles.test
+        if not more:
+            break
+        tiles.tell(more)
+        lines = thin_lines(c_all, tiles.explained, tiles.E)
+    if lines.any():
+        checks["thin_lines_px_joined"] = int(lines.sum())
+        c_all |= lines
     if extra is not None:
         c_all = c_all | extra
     return c_all, cc
