@@ -597,15 +597,16 @@ def drift_explained(P: np.ndarray, E: np.ndarray, info: dict, limit: float) -> t
 
 
 THIN_OPEN = 11             # a change drift does not explain that an opening this wide (px) removes almost whole ...
-THIN_LONG = 0.04          # ... and that reaches this share of the shorter side is a line: it joins the edit it touches
+THIN_REACH = 0.06         # ... and that reaches this share of the shorter side away from the edit it touches joins it
 
 
 def thin_lines(c: np.ndarray, explained: np.ndarray, E: np.ndarray) -> np.ndarray:
     """The lines the edit drew next to its change `c` that the change mask's threshold and opening
     missed (a necklace's chain next to its pendant): components of what drift does not explain
     (`explained` False) that touch `c`, that a THIN_OPEN px opening removes (at most a tenth of
-    them survives it: a line, not a re-drawn area's rim) and that reach THIN_LONG of the shorter
-    side, and that stand out of what lies along them in the editor's image `E` (at most
+    them survives it: a line, not a re-drawn area's rim), that reach THIN_REACH of the shorter
+    side away from `c` (a line leading away from the edit, not a streak along its rim) and that
+    stand out of what lies along them in the editor's image `E` (at most
     THIN_ALIKE of the pixels beside the line have its colour: a ridge, not the edge of an area that
     moved, whose one side is the line's own colour). A re-drawn area is not thin; a thin re-drawn
     strand away from the edit does not touch it."""
@@ -618,14 +619,17 @@ def thin_lines(c: np.ndarray, explained: np.ndarray, E: np.ndarray) -> np.ndarra
         return out
     labels, n = ndimage.label(u, np.ones((3, 3), bool))
     touching = np.unique(labels[dilate(c[sl], 1) & u])
+    touching = touching[touching > 0]
+    if not touching.size:
+        return out
     opened = ndimage.binary_opening(u, np.ones((THIN_OPEN, THIN_OPEN), bool))
-    long = THIN_LONG * min(c.shape)
+    reach = THIN_REACH * min(c.shape)
     boxes = ndimage.find_objects(labels)
-    for k in touching[touching > 0]:
+    away = ndimage.distance_transform_edt(~c[sl])
+    for k in touching:
         bs = boxes[k - 1]
         comp = labels[bs] == k
-        if max(bs[0].stop - bs[0].start, bs[1].stop - bs[1].start) >= long and \
-                opened[bs][comp].sum() <= 0.1 * comp.sum() and _ridge(comp, E[sl], bs):
+        if away[bs][comp].max() >= reach and opened[bs][comp].sum() <= 0.1 * comp.sum() and _ridge(comp, E[sl], bs):
             out[sl][bs] |= comp
     return out
 
