@@ -209,6 +209,9 @@ def main(argv=None) -> int:
     e = sub.add_parser("editors", help="the index_more.json steps: Qwen-Image-Edit, klein, LongCat")
     e.add_argument("--pairs", type=Path, required=True, help="the realdata/pairs folder (read only)")
     e.add_argument("--out", type=Path, default=Path("runs/drift_editors"))
+    e.add_argument("--content-sigma", type=float, default=None,
+                   help="the content scale's blur, a share of the shorter side (default 0.006): how much the count "
+                        "depends on it")
     k = sub.add_parser("cost")
     k.add_argument("--size", type=int, default=1024)
     k.add_argument("--repeats", type=int, default=3)
@@ -218,6 +221,8 @@ def main(argv=None) -> int:
         return drift_guard_real.main(a.pairs, a.out, a.quick)
     if a.cmd == "editors":
         import drift_guard_editors
+        if a.content_sigma is not None:
+            drift_guard_editors.CONTENT_SIGMA = a.content_sigma
         return drift_guard_editors.main(a.pairs, a.out)
     if a.cmd == "chain":
         rows = run_chain(a.turns, a.out, a.size)
