@@ -617,19 +617,32 @@ def thin_lines(c: np.ndarray, explained: np.ndarray, E: np.ndarray) -> np.ndarra
     u = ~explained[sl] & ~c[sl]
     if not u.any():
         return out
-    labels, n = ndimage.label(u, np.ones((3, 3), bool))
+    labels, _ = ndimage.label(u, np.ones((3, 3), bool))
     touching = np.unique(labels[dilate(c[sl], 1) & u])
-    touching = touching[touching > 0]
-    if not touching.size:
-        return out
-    opened = ndimage.binary_opening(u, np.ones((THIN_OPEN, THIN_OPEN), bool))
     reach = THIN_REACH * min(c.shape)
     boxes = ndimage.find_objects(labels)
-    away = ndimage.distance_transform_edt(~c[sl])
-    for k in touching:
+    h, w = u.shape
+    for k in touching[touching > 0]:
         bs = boxes[k - 1]
+        if max(bs[0].stop - bs[0].start, bs[1].stop - bs[1].start) < reach:
+            continue        # most touching pieces are small: nothing more is read for them
         comp = labels[bs] == k
-        if away[bs][comp].max() >= reach and opened[bs][comp].sum() <= 0.1 * comp.sum() and _ridge(comp, E[sl], bs):
+        if comp.sum() < reach:
+            continue
+        # the opening by a square, as a separable minimum then maximum filter (a line: at most a
+        # tenth of it survives)
+        pad = np.pad(comp, THIN_OPEN)
+        opened = ndimage.maximum_filter(ndimage.minimum_filter(pad, THIN_OPEN, mode="constant"), THIN_OPEN,
+                                        mode="constant")[THIN_OPEN:-THIN_OPEN, THIN_OPEN:-THIN_OPEN] & comp
+        if opened.sum() > 0.1 * comp.sum():
+            continue
+        # the distance to the change on the component's box grown by `reach` (exact for "reaches it")
+        r = int(np.ceil(reach))
+        ys = slice(max(0, bs[0].start - r), min(h, bs[0].stop + r))
+        xs = slice(max(0, bs[1].start - r), min(w, bs[1].stop + r))
+        away = ndimage.distance_transform_edt(~c[sl][ys, xs])
+        inner = (slice(bs[0].start - ys.start, bs[0].stop - ys.start), slice(bs[1].start - xs.start, bs[1].stop - xs.start))
+        if away[inner][comp].max() >= reach and _ridge(comp, E[sl], bs):
             out[sl][bs] |= comp
     return out
 

@@ -145,8 +145,10 @@ class StructureWarp:
         scale = 1.0 / 255.0 if img.dtype == np.uint8 else 1.0
         chans = img.shape[2] if img.ndim == 3 else 1
         src = img.reshape(img.shape[0], img.shape[1], chans)
-        out = np.stack([ndimage.map_coordinates(src[..., c].astype(np.float32), [rows, cols], order=1,
-                                                mode="nearest") for c in range(chans)], axis=2)
+        # read from the channel as it is (a uint8 channel is not copied to float for every box: the
+        # interpolation reads its values as they are and writes float32)
+        out = np.stack([ndimage.map_coordinates(src[..., c], [rows, cols], order=1, mode="nearest",
+                                                output=np.float32) for c in range(chans)], axis=2)
         out *= np.float32(scale)
         return (out if img.ndim == 3 else out[..., 0]), ok
 
