@@ -597,7 +597,9 @@ def drift_explained(P: np.ndarray, E: np.ndarray, info: dict, limit: float) -> t
 
 
 THIN_OPEN = 11             # a change drift does not explain that an opening this wide (px) removes almost whole ...
-THIN_REACH = 0.06         # ... and that reaches this share of the shorter side away from the edit it touches joins it
+THIN_REACH = 0.06          # ... and that reaches this share of the shorter side away from the edit it touches joins it,
+THIN_DELTA = 40.0 / 255.0  # ... unless the pixels beside it that have its colour (within this, largest channel) ...
+THIN_ALIKE = 0.25          # ... are more than this share of them (the moved edge of an area, not a line)
 
 
 def thin_lines(c: np.ndarray, explained: np.ndarray, E: np.ndarray) -> np.ndarray:
@@ -659,10 +661,6 @@ def _ridge(comp: np.ndarray, E: np.ndarray, bs: tuple[slice, slice]) -> bool:
     crop = E[y0:y1, x0:x1]
     alike = np.abs(crop[beside] - np.median(crop[line], axis=0)).max(axis=1) <= THIN_DELTA
     return bool(alike.mean() <= THIN_ALIKE) if beside.any() else False
-
-
-THIN_DELTA = 40.0 / 255.0   # a pixel beside a line has its colour within this (largest channel) ...
-THIN_ALIKE = 0.25           # ... and a line beside which more than this share has it is an area's moved edge
 
 
 def drop_drift(c: np.ndarray, explained: np.ndarray, min_px: float,
