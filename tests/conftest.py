@@ -40,6 +40,24 @@ def load_pack(name: str = PACK_NAME):
     return module
 
 
+def load_script(path: str, name: str | None = None):
+    """A script of the repository (`path` relative to it, e.g. "scripts/bench/bench_gpu.py") as a
+    module, loaded as when it runs: its folder on sys.path while it loads (for its sibling imports),
+    and the module in sys.modules under `name` (default: the file's stem), where a dataclass looks
+    its module up."""
+    file = ROOT / path
+    name = name or file.stem
+    sys.path.insert(0, str(file.parent))
+    try:
+        spec = importlib.util.spec_from_file_location(name, file)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(file.parent))
+
+
 def core(pack, name: str):
     """The pack's own copy of a core module, e.g. core(pack, "history")."""
     return importlib.import_module(f"{pack.__name__}.respec.{name}")

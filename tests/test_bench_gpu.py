@@ -3,7 +3,6 @@ on toy sizes on the CPU (the timings themselves come from a GPU run and are neve
 the real-size configs against the published parameter counts, and the docs writer."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -13,19 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from conftest import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "scripts" / "bench"
 
 
 def _load(name: str):
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(BENCH))
+    return load_script(f"scripts/bench/{name}.py")
 
 
 def _run(out: Path, *args: str) -> subprocess.CompletedProcess:

@@ -11,19 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from conftest import load_script
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "scripts" / "comfyui"
 
 
 def _harness():
-    sys.path.insert(0, str(SCRIPTS))
-    try:
-        spec = importlib.util.spec_from_file_location("comfyui_harness_under_test", SCRIPTS / "comfyui_harness.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(SCRIPTS))
+    return load_script("scripts/comfyui/comfyui_harness.py", "comfyui_harness_under_test")
 
 
 def _third_party_imports(path: Path) -> set[str]:

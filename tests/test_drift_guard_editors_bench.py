@@ -4,26 +4,15 @@ scale; a new object is a change at both; far changes are counted outside the gro
 that stepped aside (the editor's own size) is measured at the input's size."""
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 from PIL import Image
 from scipy import ndimage
 
-BENCH = Path(__file__).resolve().parents[1] / "scripts" / "bench"
+from conftest import load_script
 
 
 def _editors():
-    spec = importlib.util.spec_from_file_location("drift_guard_editors", BENCH / "drift_guard_editors.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(BENCH))
-    return module
+    return load_script("scripts/bench/drift_guard_editors.py")
 
 
 def _glints(shape, seed, density=0.01):

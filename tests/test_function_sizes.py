@@ -2,19 +2,15 @@
 lines, none over ten parameters (issue 37)."""
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
+
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _sizes():
-    spec = importlib.util.spec_from_file_location("function_sizes", ROOT / "scripts" / "dev" / "function_sizes.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["function_sizes"] = mod       # its dataclass looks its module up while it is built
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("scripts/dev/function_sizes.py")
 
 
 def test_a_long_function_and_a_long_parameter_list_are_found(tmp_path):

@@ -3,17 +3,15 @@
 The same holds one level up: the folders of respec/ (and its top-level modules) import in one direction."""
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("import_cycles", ROOT / "scripts" / "dev" / "import_cycles.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("scripts/dev/import_cycles.py")
 
 
 def _cycles():

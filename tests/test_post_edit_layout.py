@@ -3,17 +3,15 @@ rules import nothing from the controller, and neither imports the steps, countin
 functions (scripts/dev/import_cycles.py's graph), so respec/pixels and respec/controller form no loop."""
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _edges() -> set[tuple[str, str]]:
-    spec = importlib.util.spec_from_file_location("import_cycles", ROOT / "scripts" / "dev" / "import_cycles.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    g, _ = mod.graph(ROOT / "respec")
+    g, _ = load_script("scripts/dev/import_cycles.py").graph(ROOT / "respec")
     return {(a, b) for a, targets in g.items() for b in targets}
 
 

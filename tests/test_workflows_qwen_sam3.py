@@ -4,13 +4,13 @@ node table's base entries, the Nodes 2.0 check's rule."""
 from __future__ import annotations
 
 import http.server
-import importlib.util
 import json
-import sys
 import threading
 from pathlib import Path
 
 import pytest
+
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / "workflows"
@@ -22,15 +22,7 @@ QWEN_FILES = {"qwen_image_edit_2511_fp8mixed.safetensors": "diffusion_models",
 
 def _script(name, folder="workflows"):
     """A module of scripts/<folder>/ (its folder on sys.path while it loads, as when run)."""
-    here = str(ROOT / "scripts" / folder)
-    sys.path.insert(0, here)
-    try:
-        spec = importlib.util.spec_from_file_location(f"{name}_under_test", ROOT / "scripts" / folder / f"{name}.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        return mod
-    finally:
-        sys.path.remove(here)
+    return load_script(f"scripts/{folder}/{name}.py", f"{name}_under_test")
 
 
 @pytest.fixture(scope="module")
