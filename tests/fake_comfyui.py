@@ -40,11 +40,20 @@ from typing import Callable
 from aiohttp import WSMsgType, web
 
 
+_GIVEN: set[int] = set()     # the ports free_port has handed out in this process
+
+
 def free_port() -> int:
-    """A TCP port with nothing listening on it (right now)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port with nothing listening on it (right now), never one it handed out before: a
+    FakeComfyUI binds its port only when it starts, so a second one made before that (a server
+    that comes up late) could otherwise be given the same port."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _GIVEN:
+            _GIVEN.add(port)
+            return port
 
 
 class FakeComfyUI:
