@@ -13,7 +13,7 @@ from ..respec.bench.configs import CONFIGS
 from ..respec.bench.results import open_results, results_path
 from ..respec.bench.rows import graph_row
 from ..respec.bench.runner import trajectory_masks
-from ..respec.bench.scenario import load_workflow_dataset, packaged_datasets, resolve_workflow_dataset
+from ..respec.occur.scenario import load_workflow_dataset, packaged_datasets, resolve_workflow_dataset
 from ..respec.bench.workflow import ROW_UI_KEY
 from ..respec.errors import InputError
 from ..respec.images import resize_mask

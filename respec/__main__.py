@@ -465,7 +465,7 @@ class ThreadGovernor:
 def _with_out(settings):
     """The run's dataset, and the settings with their output folder (--out, else the default one)."""
     from .bench.runner import default_out_dir
-    from .bench.scenario import load_dataset
+    from .occur.scenario import load_dataset
     dataset = load_dataset(settings.dataset)
     out = settings.out or str(default_out_dir(dataset.name, settings.smoke, settings.editor))
     return dataset, replace(settings, out=out)
@@ -534,7 +534,7 @@ def _run_bench(a, settings, total: int, governor: ThreadGovernor | None, bars: b
     """Run the benchmark in-process or on Ray, printing each row; Ctrl-C interrupts cleanly."""
     from . import comfy
     from .bench.runner import run_benchmark
-    from .sim.bench import load_sim_models   # --editor sim: bench imports nothing of sim, so the CLI hands it over
+    from .bench.sim_models import load_sim_models   # --editor sim: the runner takes the sim's loader from its caller
 
     # Ctrl-C: finish nothing half-way; rows written so far stay, a re-run resumes.
     def _on_sigint(signum, frame):
@@ -623,7 +623,7 @@ def cmd_merge(a) -> int:
 def cmd_validate(a) -> int:
     """`respec validate`: check a scenario file and its images, and print what it holds."""
     from collections import Counter
-    from .bench.scenario import TEMPLATES, confine_images, load_dataset, packaged_datasets
+    from .occur.scenario import TEMPLATES, confine_images, load_dataset, packaged_datasets
     from .images import clip_text
     ds = load_dataset(a.dataset)
     root = None if Path(ds.path) in packaged_datasets().values() else _images_root(a.images_root, Path(ds.path))
@@ -660,7 +660,7 @@ def _images_root(given: str | None, dataset: Path) -> Path | None:
 
 def cmd_scenarios(a) -> int:
     """`respec scenarios generate`: write a sim scenario file from photos (figures 9-10)."""
-    from .bench.scenario import load_dataset
+    from .occur.scenario import load_dataset
     from .sim.generate import (cell_table, conversation_scenarios, generate_scenarios, photos_in, shipped_photo_refs,
                                write_dataset)
     out = Path(a.out).expanduser().resolve()

@@ -27,7 +27,7 @@ def _load(nodes, index=0, dataset="occur_sample", max_side=96):
 
 
 def test_the_loader_gives_the_scenario_its_image_and_annotations(pack, nodes):
-    scen_mod = core(pack, "bench.scenario")
+    scen_mod = core(pack, "occur.scenario")
     ds = scen_mod.load_dataset("occur_sample")
     idx = [s.id for s in ds].index("coffee_5t_v3_replace")
     scenario, image, n, occluder, ref, labels, info = _load(nodes, idx)
@@ -40,13 +40,13 @@ def test_the_loader_gives_the_scenario_its_image_and_annotations(pack, nodes):
 
 
 def test_the_loader_joins_several_occluders(nodes, pack):
-    ds = core(pack, "bench.scenario").load_dataset("occur_sample")
+    ds = core(pack, "occur.scenario").load_dataset("occur_sample")
     idx = [s.id for s in ds].index("chelsea_2t_multi")
     assert _load(nodes, idx)[3] == "rubber duck, mug"
 
 
 def test_an_index_past_the_last_scenario_is_an_error_that_says_how_many_there_are(pack, nodes):
-    n = len(core(pack, "bench.scenario").load_dataset("occur_sample"))
+    n = len(core(pack, "occur.scenario").load_dataset("occur_sample"))
     with pytest.raises(core(pack, "errors").InputError, match=f"{n} scenarios"):
         _load(nodes, n)
 
@@ -167,7 +167,7 @@ def _history_for(pack, scenario, chosen=None, hrs=True):
 
 @pytest.mark.slow
 def test_the_scenario_masks_node_masks_every_turn_with_each_occluder(pack, nodes, masker):
-    ds = core(pack, "bench.scenario").load_dataset("occur_sample")
+    ds = core(pack, "occur.scenario").load_dataset("occur_sample")
     scenario = ds.by_id("chelsea_2t_multi")
     tm, occ, new, records = nodes.ReSpecScenarioMasks().masks(masker, _history_for(pack, scenario), scenario)
     assert len(tm.occ) == 2 and tuple(occ.shape) == (2, 64, 96) and tuple(new.shape) == (2, 64, 96)
@@ -176,7 +176,7 @@ def test_the_scenario_masks_node_masks_every_turn_with_each_occluder(pack, nodes
 
 @pytest.mark.slow
 def test_the_scenario_masks_node_refuses_a_history_of_another_length(pack, nodes, masker):
-    ds = core(pack, "bench.scenario").load_dataset("occur_sample")
+    ds = core(pack, "occur.scenario").load_dataset("occur_sample")
     with pytest.raises(core(pack, "errors").InputError, match="2 turns"):
         nodes.ReSpecScenarioMasks().masks(masker, _history_for(pack, ds.by_id("coffee_3t_move")),
                                           ds.by_id("chelsea_2t_multi"))
@@ -187,7 +187,7 @@ SCORE = {"S_restore": 0.4, "S_preserve": 0.6, "S_TC": 0.5, "restore": {"psnr_db"
 
 
 def test_the_results_writer_appends_one_row_in_the_output_folder(pack, nodes):
-    ds = core(pack, "bench.scenario").load_dataset("occur_sample")
+    ds = core(pack, "occur.scenario").load_dataset("occur_sample")
     scenario = ds.by_id("coffee_3t_move")
     hist = _history_for(pack, scenario, chosen=0)
     out = nodes.ReSpecResultsWriter().write(scenario, hist, json.dumps(SCORE), "respec", "flux2",
@@ -206,7 +206,7 @@ def test_the_results_writer_appends_one_row_in_the_output_folder(pack, nodes):
 
 
 def test_the_results_writer_averages_per_turn_judge_records(pack, nodes):
-    ds = core(pack, "bench.scenario").load_dataset("occur_sample")
+    ds = core(pack, "occur.scenario").load_dataset("occur_sample")
     scenario = ds.by_id("coffee_3t_move")
     judges = json.dumps([{"S_IF": 1.0, "score": 3}, {"S_IF": 1 / 3, "score": 1}, {"S_IF": None, "score": None}])
     out = nodes.ReSpecResultsWriter().write(scenario, _history_for(pack, scenario, chosen=1), json.dumps(SCORE),
@@ -216,7 +216,7 @@ def test_the_results_writer_averages_per_turn_judge_records(pack, nodes):
 
 
 def test_the_results_writer_only_writes_inside_the_output_folder(pack, nodes, tmp_path):
-    ds = core(pack, "bench.scenario").load_dataset("occur_sample")
+    ds = core(pack, "occur.scenario").load_dataset("occur_sample")
     scenario = ds[0]
     hist = _history_for(pack, scenario)
     InputError = core(pack, "errors").InputError
@@ -231,7 +231,7 @@ def test_the_results_writer_only_writes_inside_the_output_folder(pack, nodes, tm
 
 
 def test_the_results_writer_refuses_an_incomplete_history(pack, nodes):
-    ds = core(pack, "bench.scenario").load_dataset("occur_sample")
+    ds = core(pack, "occur.scenario").load_dataset("occur_sample")
     scenario = ds.by_id("coffee_3t_move")
     short = _history_for(pack, ds.by_id("chelsea_2t_multi"))
     with pytest.raises(core(pack, "errors").InputError, match="3 turns"):
@@ -240,7 +240,7 @@ def test_the_results_writer_refuses_an_incomplete_history(pack, nodes):
 
 
 def test_the_results_writer_reports_what_the_editor_got_under_each_config(pack, nodes):
-    ds = core(pack, "bench.scenario").load_dataset("occur_sample")
+    ds = core(pack, "occur.scenario").load_dataset("occur_sample")
     scenario = ds.by_id("coffee_3t_move")
     ids = {}
     for config, hrs in (("respec", True), ("pti", False)):
@@ -255,7 +255,7 @@ def test_the_results_writer_reports_what_the_editor_got_under_each_config(pack, 
 
 
 def test_the_results_writer_says_none_where_a_history_did_not_record_the_editors_images(pack, nodes):
-    ds = core(pack, "bench.scenario").load_dataset("occur_sample")
+    ds = core(pack, "occur.scenario").load_dataset("occur_sample")
     scenario = ds.by_id("coffee_3t_move")
     History = core(pack, "history").History
     h = History.start(np.zeros((64, 96, 3), np.uint8))

@@ -11,7 +11,7 @@ from respec.bench.results import ResultsFile
 from respec.bench.runner import run_benchmark
 from respec.bench.settings import BenchSettings
 from respec.bench.shards import comparable, differences
-from respec.sim.bench import load_sim_models
+from respec.bench.sim_models import load_sim_models
 
 
 class CountingEditor:

@@ -248,7 +248,7 @@ def bench_execute(prompt):
     """The Results Writer's row for the scenario the prompt names (the graph's work is the
     server's business; its row layout is the bench runner's)."""
     from respec.bench.results import row_key
-    from respec.bench.scenario import load_dataset
+    from respec.occur.scenario import load_dataset
     loader = next(n for n in prompt.values() if n["class_type"] == workflow.SCENARIO_LOADER)
     wid, writer = next((k, n) for k, n in prompt.items() if n["class_type"] == workflow.RESULTS_WRITER)
     scenario = load_dataset(loader["inputs"]["dataset"])[loader["inputs"]["index"]]
@@ -315,7 +315,7 @@ def test_run_remote_survives_a_server_dying_mid_run_with_every_row_once(comfy_no
 
 def test_run_remote_gives_each_turn_slot_the_runners_seed(comfy_nodes, tmp_path):
     from respec.bench.configs import turn_seed
-    from respec.bench.scenario import load_dataset
+    from respec.occur.scenario import load_dataset
     with FakeComfyUI(comfy_nodes, bench_execute) as a:
         run_bench([a.url], tmp_path, configs=["respec"], limit=1, seed=5)
         prompt = next(iter(a.prompts.values()))
@@ -408,7 +408,7 @@ def test_run_remote_defaults_to_the_native_route_and_labels_its_rows(comfy_nodes
 
 def test_a_scenario_prompt_sets_the_scenario_the_config_and_each_slots_seed():
     from respec.bench.configs import turn_seed
-    from respec.bench.scenario import load_dataset
+    from respec.occur.scenario import load_dataset
     ds = load_dataset("occur_sample")
     sc = ds.by_id("coffee_3t_move")
     wf = workflow.load_api_workflow(workflow.default_workflow("pti", "flux2", route="diffusers"))

@@ -20,7 +20,7 @@ from respec.bench import runner
 from respec.bench.results import ResultsFile
 from respec.bench.configs import CONFIG_GROUPS, CONFIGS
 from respec.bench.runner import run_benchmark
-from respec.bench.scenario import load_dataset
+from respec.occur.scenario import load_dataset
 from respec.bench.settings import BenchModels, BenchSettings
 from respec.errors import InputError
 
@@ -384,10 +384,10 @@ def test_settings_that_cannot_run_are_refused_before_any_model_or_file_is_looked
 
 def test_a_sim_run_loads_its_models_with_the_loader_its_caller_hands_over(monkeypatch):
     """respec/bench imports nothing of respec/sim: --editor sim needs the sim world's loader from the
-    caller (the CLI passes respec.sim.bench.load_sim_models), after the checks that need no model."""
+    caller (the CLI passes respec.bench.sim_models.load_sim_models), after the checks that need no model."""
     monkeypatch.setattr(runner, "check_model_files", lambda s: None)
     settings = BenchSettings(editor="sim", configs=["respec", "baseline"])
-    with pytest.raises(TypeError, match="sim_world=respec.sim.bench.load_sim_models"):
+    with pytest.raises(TypeError, match="sim_world=respec.bench.sim_models.load_sim_models"):
         runner.load_models(settings)
     got = []
     models = runner.load_models(settings, sim_world=lambda s: got.append(s) or "the sim's models")

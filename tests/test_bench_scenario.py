@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from respec.bench import scenario as sc
-from respec.bench.scenario import (REVELATION_TYPES, TEMPLATES, ScenarioError, load_dataset, validate_dataset)
+from respec.occur import scenario as sc
+from respec.occur.scenario import (REVELATION_TYPES, TEMPLATES, ScenarioError, load_dataset, validate_dataset)
 
 ROOT = Path(__file__).resolve().parent.parent
 

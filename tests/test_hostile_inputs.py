@@ -116,7 +116,7 @@ def test_a_users_photo_named_like_a_shipped_one_gets_none_of_its_metadata(tmp_pa
 
 
 def test_a_copy_of_a_shipped_photo_under_another_name_is_recognised_by_its_pixels(tmp_path):
-    from respec.bench.scenario import SAMPLE_PHOTOS_DIR
+    from respec.occur.scenario import SAMPLE_PHOTOS_DIR
     from respec.sim.generate import SHIPPED_OCCLUDEES, generate_scenarios, shipped_photo_name
     copy = tmp_path / "my_holiday.png"
     copy.write_bytes((SAMPLE_PHOTOS_DIR / "astronaut.png").read_bytes())

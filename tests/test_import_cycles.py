@@ -88,12 +88,16 @@ def test_the_evaluation_stage_the_models_and_the_tiny_models_import_in_one_direc
     assert not {"respec.eval", "respec.models"} & set(fg["respec.tiny"]), fg["respec.tiny"]
 
 
-def test_the_simulated_world_and_the_benchmark_meet_in_one_direction():
-    """respec/sim executes the benchmark's scenarios (their format, geometry, configs and settings):
-    sim -> bench. The runner gets the sim world's loader from its caller and the sim's measurements
-    from the SimEditor's hooks, so respec/bench imports nothing of respec/sim."""
+def test_the_simulated_world_and_the_benchmark_both_stand_on_the_occur_data_model():
+    """respec/occur (the scenario format and geometry) is the floor: respec/sim and respec/bench
+    stand on it and it imports neither. The sim imports nothing of the benchmark; of the benchmark
+    only its adapter to the sim (bench/sim_models.py, the sim world's loader the runner gets from
+    its caller) reaches into respec/sim, and the runner finds the sim's measurements through the
+    SimEditor's hooks."""
     mod = _tool()
     g, _ = mod.graph(ROOT / "respec")
     fg = mod.folder_graph(g, "respec")
-    assert "respec.bench" in fg["respec.sim"]
-    assert "respec.sim" not in fg["respec.bench"], fg["respec.bench"].get("respec.sim")
+    assert "respec.bench" not in fg["respec.sim"], fg["respec.sim"].get("respec.bench")
+    assert "respec.occur" in fg["respec.sim"] and "respec.occur" in fg["respec.bench"]
+    assert not {"respec.sim", "respec.bench"} & set(fg["respec.occur"]), fg["respec.occur"]
+    assert {src for src, _, _ in fg["respec.bench"].get("respec.sim", [])} <= {"respec.bench.sim_models"}

@@ -126,7 +126,7 @@ def test_the_cli_runs_the_sim_world_with_detected_masks_and_the_tiny_models(tmp_
 
 def test_each_scenarios_image_is_read_once_and_images_shared_by_configs_are_saved_once(tmp_path, scorer,
                                                                                       monkeypatch):
-    from respec.bench.scenario import Scenario
+    from respec.occur.scenario import Scenario
     reads = []
     real = Scenario.load_image
     monkeypatch.setattr(Scenario, "load_image", lambda self, *a, **kw: reads.append(self.id) or real(self, *a, **kw))
@@ -187,7 +187,7 @@ def test_the_sim_editors_measurements_reach_the_rows_through_its_hooks(tmp_path,
     fidelity after the Drift Guard (guard configs only) come from the SimEditor it was given."""
     import numpy as np
     import respec.bench.runner as runner
-    from respec.bench.scenario import load_dataset
+    from respec.occur.scenario import load_dataset
     from respec.sim.measures import untouched_psnr, untouched_region
     scenario = next(s for s in load_dataset("occur_sim") if s.id == SCENARIOS[1])
     settings = BenchSettings(dataset="occur_sim", out=str(tmp_path), configs="baseline,baseline+guard", editor="sim",

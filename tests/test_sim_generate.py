@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from respec.bench.scenario import REVELATION_TYPES, TEMPLATES, ScenarioError, load_dataset, validate_dataset
+from respec.occur.scenario import REVELATION_TYPES, TEMPLATES, ScenarioError, load_dataset, validate_dataset
 from respec.sim.generate import (TWO_TURN_EXTENSION, TWO_TURN_GENERATION, cell_counts, check_vlm_turns,
                                  generate_scenarios, shipped_photo_refs)
 
@@ -259,7 +259,7 @@ def test_the_shipped_conversation_set_is_the_generators_output_and_repeats_itsel
 
 
 def test_an_intermediate_turn_removes_only_an_object_an_intermediate_turn_added():
-    from respec.bench.geometry import parse_actions, validate_geometry
+    from respec.occur.geometry import parse_actions, validate_geometry
     box, occ = (0.1, 0.1, 0.4, 0.4), (0.6, 0.6, 0.9, 0.9)
     acts = [parse_actions([{"do": "add", "label": "kite", "box": list(box)}], "a", []),
             parse_actions([{"do": "remove", "label": "kite"}], "a", []),

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from respec.bench.scenario import load_dataset, validate_dataset
+from respec.occur.scenario import load_dataset, validate_dataset
 from respec.errors import InputError
 from respec.history import History
 from respec.eval.metrics import DEFAULT_PSNR_CAP, occur_regions

@@ -53,7 +53,7 @@ def test_the_editors_masker_and_scorer_give_their_tiny_models_for_the_tiny_sourc
 
 
 def test_the_runner_asks_the_stages_and_never_imports_the_tiny_models():
-    for path in ("respec/bench/runner.py", "respec/sim/bench.py"):
+    for path in ("respec/bench/runner.py", "respec/bench/sim_models.py"):
         tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
         imported = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         assert not any("tiny" in m for m in imported), (path, imported)

@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 from ..errors import InputError
 from . import runner
-from .scenario import load_dataset
+from ..occur.scenario import load_dataset
 from .settings import BenchSettings
 
 log = logging.getLogger("respec.bench.ray")

@@ -753,7 +753,7 @@ def run_remote(settings: BenchSettings, servers: list[str], opts: RemoteOptions 
     """
     from .results import ResultsFile, check_run_identity
     from .runner import default_out_dir, select_scenarios
-    from .scenario import load_dataset
+    from ..occur.scenario import load_dataset
 
     opts = opts or RemoteOptions()
     settings = _checked_for_remote(settings, opts)

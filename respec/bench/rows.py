@@ -18,7 +18,7 @@ from ..eval.metrics import reference_selection_correct
 from ..turn import EDITOR_IMAGE_IDS
 from .configs import CONFIGS
 from .results import row_key
-from .scenario import Scenario
+from ..occur.scenario import Scenario
 
 ROW_SOURCE_COMFYUI = "comfyui"   # the `source` of a row written by the Results Writer node
 

@@ -42,7 +42,7 @@ from ..store.files import save_png
 from .configs import CONFIGS, BenchConfig, turn_seed
 from .results import ResultsFile, check_run_identity, row_key
 from .rows import RowRun, make_row, summarise_judgements
-from .scenario import Dataset, Scenario, load_dataset
+from ..occur.scenario import Dataset, Scenario, load_dataset
 from .settings import BenchModels, BenchSettings
 from .shards import parse_shard
 
@@ -200,15 +200,16 @@ def load_models(settings: BenchSettings, sim_world: ModelLoader | None = None) -
     that need no file (BenchSettings.checked), then every missing file of every stage listed in
     one error (check_model_files).
 
-    `sim_world`: the simulated world's loader (respec.sim.bench.load_sim_models), which a run with
-    --editor sim needs. The caller hands it over because respec/bench imports nothing of
-    respec/sim: the sim executes the benchmark's scenarios, so the dependency goes from sim to bench."""
+    `sim_world`: the simulated world's loader (respec.bench.sim_models.load_sim_models), which a run with
+    --editor sim needs. The caller hands it over so that the runner stays free of respec/sim: only
+    that adapter reaches into the simulated world (respec/sim imports nothing of respec/bench; both
+    stand on the OCCUR data model, respec/occur/)."""
     settings = settings.checked()
     check_model_files(settings)
     if settings.editor == "sim":
         if sim_world is None:
             raise TypeError("--editor sim needs the simulated world's loader: call load_models / run_benchmark / "
-                            "run_ray with sim_world=respec.sim.bench.load_sim_models (python -m respec bench does)")
+                            "run_ray with sim_world=respec.bench.sim_models.load_sim_models (python -m respec bench does)")
         return sim_world(settings)
     from ..controller import DEFAULT_MODELS, load_backend
     from ..editors import load_editor

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from ..errors import InputError
 from .configs import CONFIGS, turn_seed
-from .scenario import Dataset, packaged_datasets
+from ..occur.scenario import Dataset, packaged_datasets
 
 # Node classes and input names the filler looks for in a benchmark workflow.
 SCENARIO_LOADER = "ReSpecScenarioLoader"

@@ -1,6 +1,6 @@
 """The simulated OCCUR world: a TEST INSTRUMENT with exact ground truth, not an image editor.
 
-It executes scenarios that carry geometry (respec/bench/geometry.py) on real photos with sprite
+It executes scenarios that carry geometry (respec/occur/geometry.py) on real photos with sprite
 objects and exact layer bookkeeping, with an editor whose defects are named knobs (colour drift,
 blur, noise, re-invention of revealed pixels, reference copying with fidelity < 1). Its numbers
 measure the pipeline around an editor (reference selection, masks, metrics, restoration steps);

@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from ..bench.geometry import Box, box_intersection
-from ..bench.scenario import (FORMAT, FORMAT_VERSION, REVELATION_TYPES, TEMPLATES, ScenarioError, load_image_ref,
+from ..occur.geometry import Box, box_intersection
+from ..occur.scenario import (FORMAT, FORMAT_VERSION, REVELATION_TYPES, TEMPLATES, ScenarioError, load_image_ref,
                               validate_dataset)
 from ..errors import InputError
 from ..images import content_hash
@@ -95,7 +95,7 @@ def photo_name(ref: str) -> str:
 def shipped_photo_refs() -> list[str]:
     """The image references of the pack's sample set (the photos that ship with the pack), in the
     relocatable 'sample:<file>' form, so a generated file holds no path of this machine."""
-    from ..bench.scenario import load_dataset, sample_photo_ref
+    from ..occur.scenario import load_dataset, sample_photo_ref
     refs = dict.fromkeys(s.image for s in load_dataset("occur_sample"))
     return [r if ":" in r else sample_photo_ref(r) for r in refs]
 
@@ -103,7 +103,7 @@ def shipped_photo_refs() -> list[str]:
 @lru_cache(maxsize=1)
 def _shipped_by_content() -> dict[str, str]:
     """The content hash of each photo that ships with the pack -> its name ('astronaut')."""
-    from ..bench.scenario import SAMPLE_PHOTOS_DIR, sample_photo_ref
+    from ..occur.scenario import SAMPLE_PHOTOS_DIR, sample_photo_ref
     return {content_hash(np.asarray(load_image_ref(sample_photo_ref(p)))): p.stem
             for p in sorted(SAMPLE_PHOTOS_DIR.iterdir()) if p.suffix.lower() in PHOTO_SUFFIXES}
 
@@ -120,7 +120,7 @@ def shipped_photo_name(ref: str, base_dir: str | Path | None = None) -> str | No
 def shipped_sources(refs: list[str], base_dir: str | Path | None = None) -> dict:
     """The sample set's source and licence records of those `refs` that are shipped photos
     (recognised as `shipped_photo_name` does; relative refs resolve against `base_dir`)."""
-    from ..bench.scenario import load_dataset
+    from ..occur.scenario import load_dataset
     known = {photo_name(r): info for r, info in load_dataset("occur_sample").sources.items()}
     out = {}
     for ref in dict.fromkeys(refs):
@@ -473,7 +473,7 @@ class _Builder:
     def _image_after(self, turns: list[dict], occluders: list[str]):
         """The image the VLM is shown: I_0 with the turns up to the occlusion applied (no defects)."""
         from PIL import Image
-        from ..bench.geometry import parse_actions
+        from ..occur.geometry import parse_actions
         from .world import WorldState, apply_actions, render_turn
         img = self.photo.load()
         s = self.image_size / max(img.size)

@@ -9,7 +9,7 @@ object's blurred rim is not counted; their exact ground truth is I_0's pixels, i
 editor's own output on it.
 
 The benchmark reaches these through the SimEditor (`edit_fidelity_step`, `untouched_psnr`), the
-same way as its other ground-truth hooks (`truth`, `oracle_masks`): respec/bench imports nothing of
+same way as its other ground-truth hooks (`truth`, `oracle_masks`): the runner imports nothing of
 respec/sim. This module imports no SimEditor (the editor imports it).
 """
 from __future__ import annotations

@@ -5,7 +5,7 @@ A `WorldState` is what the scene holds after a turn (objects bottom to top, the 
 so far); it is a small immutable value, independent of the image size. `layer_map` renders it at
 any size into an int map (-1 = the photo shows, i = object i is on top), from which every mask
 of the ground truth follows. `apply_actions` is one turn of a scenario's geometry
-(respec/bench/geometry.py). The pixel-level effects (styles, tints) are plain functions here so
+(respec/occur/geometry.py). The pixel-level effects (styles, tints) are plain functions here so
 that the editor (respec/sim/editor.py) and the tests use the same ones.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..bench.geometry import Action, Box
+from ..occur.geometry import Action, Box
 from .sprites import draw_sprite, hex_colour
 
 BACKGROUND = -1

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from respec.bench.configs import turn_seed  # noqa: E402
 from respec.bench.runner import tell_editor_the_derived_image, tell_editor_the_turn  # noqa: E402
-from respec.bench.scenario import load_dataset  # noqa: E402
+from respec.occur.scenario import load_dataset  # noqa: E402
 from respec.controller.provenance_selector import selector_parts  # noqa: E402
 from respec.history import History  # noqa: E402
 from respec.pixels.masks import erode  # noqa: E402

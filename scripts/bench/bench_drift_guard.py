@@ -44,10 +44,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 def chain_scenario(turns: int):
     """An N-turn sim scenario on a shipped photo: the first sim scenario's added object, then moved a
     little on every turn."""
-    from respec.bench.scenario import load_dataset
+    from respec.occur.scenario import load_dataset
     base = next(s for s in load_dataset("occur_sim") if s.turns[0].actions and s.turns[0].actions[0].do == "add")
     from dataclasses import replace
-    from respec.bench import geometry
+    from respec.occur import geometry
     first = base.turns[0]
     act = first.actions[0]
     x0, y0, x1, y1 = act.box

@@ -28,7 +28,7 @@ from respec.bench.report import robustness_table  # noqa: E402
 from respec.bench.runner import run_benchmark  # noqa: E402
 from respec.bench.settings import BenchSettings  # noqa: E402
 from respec.sim import SimDefects, SimEditor  # noqa: E402
-from respec.sim.bench import load_sim_models  # noqa: E402
+from respec.bench.sim_models import load_sim_models  # noqa: E402
 
 LEVELS = {
     "default drift only": {},

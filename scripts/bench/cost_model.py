@@ -67,7 +67,7 @@ def main() -> int:
     ap.add_argument("--scenarios", type=int, default=4400)
     a = ap.parse_args()
     if a.dataset:
-        from respec.bench.scenario import load_dataset
+        from respec.occur.scenario import load_dataset
         ds = load_dataset(a.dataset)
         shapes = [(s.num_turns, s.restoration_turn) for s in ds]
         label = f"{ds.name} ({len(ds)} scenarios, exact)"

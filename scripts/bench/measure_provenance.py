@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # a script, not pa
 from respec.bench.configs import CONFIGS  # noqa: E402
 from respec.bench.runner import run_turns  # noqa: E402
 from respec.bench.settings import BenchModels, BenchSettings  # noqa: E402
-from respec.bench.scenario import load_dataset  # noqa: E402
+from respec.occur.scenario import load_dataset  # noqa: E402
 from respec.controller.covering import locate_covering_turn  # noqa: E402
 from respec.errors import MissingWeightsError, DownloadNotAllowedError  # noqa: E402
 from respec.eval.metrics import occur_regions  # noqa: E402

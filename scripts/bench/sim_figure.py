@@ -15,7 +15,7 @@ from PIL import Image, ImageDraw
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from respec.bench.scenario import load_dataset  # noqa: E402
+from respec.occur.scenario import load_dataset  # noqa: E402
 from respec.history import History  # noqa: E402
 from respec.eval.metrics import occur_regions  # noqa: E402
 from respec.sim import SimEditor  # noqa: E402

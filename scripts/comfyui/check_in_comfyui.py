@@ -236,7 +236,7 @@ def run_benchmark(url: str, name: str, tiny: dict, config: dict, chain: set[str]
     import asyncio
     from respec.bench import remote, workflow
     from respec.bench.configs import turn_seed
-    from respec.bench.scenario import load_dataset
+    from respec.occur.scenario import load_dataset
 
     ds = load_dataset("occur_sample")
     index = next(i for i, sc in enumerate(ds) if sc.num_turns == 2)

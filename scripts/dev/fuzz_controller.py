@@ -40,7 +40,7 @@ import numpy as np  # noqa: E402
 
 from respec.bench.results import ResultsFile  # noqa: E402
 from respec.bench.rows import RowRun, make_row  # noqa: E402
-from respec.bench.scenario import load_dataset  # noqa: E402
+from respec.occur.scenario import load_dataset  # noqa: E402
 from respec.controller import plan_turn, rewrite_instruction, select_references  # noqa: E402
 from respec.store import SessionStore  # noqa: E402
 

@@ -33,10 +33,10 @@ os.environ.setdefault("RESPEC_PROGRESS", "0")
 
 from respec.bench.configs import CONFIGS  # noqa: E402
 from respec.bench.runner import load_models, run_one  # noqa: E402
-from respec.bench.scenario import load_dataset  # noqa: E402
+from respec.occur.scenario import load_dataset  # noqa: E402
 from respec.bench.settings import BenchSettings  # noqa: E402
 from respec.eval.metrics import occur_regions  # noqa: E402
-from respec.sim.bench import load_sim_models  # noqa: E402
+from respec.bench.sim_models import load_sim_models  # noqa: E402
 
 SCENARIO = "sim0032_astronaut_3turn_remove"
 SIZE = 512              # longer side of the sim run's images

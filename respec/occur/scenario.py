@@ -91,7 +91,9 @@ SCENARIO_FIELDS = {"id", "image", "turns", "occluders", "revelation_type", "refe
                    "template", "occludee", "notes", "licence", "occludee_box"}
 TURN_FIELDS = {"instruction", "stage", "new_objects", "note", "actions"}
 
-SAMPLES_DIR = Path(__file__).resolve().parent / "samples"
+# The shipped sets stay beside the benchmark that runs them (respec/bench/samples/: a path users and
+# docs name); this module only reads them.
+SAMPLES_DIR = Path(__file__).resolve().parents[1] / "bench" / "samples"
 SAMPLE_PHOTOS_DIR = SAMPLES_DIR / "photos"
 SAMPLE_PREFIX = "sample:"
 
@@ -131,7 +133,7 @@ class ScenarioTurn:
     stage: str
     new_objects: tuple[str, ...] = ()
     note: str = ""
-    actions: tuple[geometry.Action, ...] = ()   # optional geometry (respec/bench/geometry.py)
+    actions: tuple[geometry.Action, ...] = ()   # optional geometry (respec/occur/geometry.py)
 
     def to_dict(self) -> dict:
         """JSON-able, as written in a scenario file (empty optional fields left out)."""

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import logging
 
-from ..bench.configs import CONFIGS
-from ..bench.settings import BenchModels, BenchSettings
 from ..errors import DownloadNotAllowedError, MissingWeightsError
+from .configs import CONFIGS
+from .settings import BenchModels, BenchSettings
 
 log = logging.getLogger("respec.sim")
 
@@ -29,7 +29,7 @@ def load_sim_models(settings: BenchSettings) -> BenchModels:
 
     tiny = f"{TINY}:{settings.seed}"
     mode = settings.masks_mode()
-    from .drift import sim_editor
+    from ..sim.drift import sim_editor
     defects = getattr(settings, "sim_defects", "default") or "default"
     editor = sim_editor(defects)
     describe = {"editor_model": "sim (simulated editor, docs/sim.md)" if defects == "default"
