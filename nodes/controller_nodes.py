@@ -23,7 +23,9 @@ from ..respec.images import as_array, as_rgb, resize
 from .common import HISTORY, PLAN, VLM, images_to_comfy
 
 CATEGORY = "ReSpec/controller"
-_PIXELS = {"default": DEFAULT_MAX_PIXELS, "min": 3136, "max": 16_777_216, "step": 3136, "tooltip":
+# The max_pixels widget every node that sends history images to a controller shares (the VLM
+# loaders here, Controller Prompt in textgen_nodes.py): one budget, one tooltip.
+MAX_PIXELS_OPTIONS = {"default": DEFAULT_MAX_PIXELS, "min": 3136, "max": 16_777_216, "step": 3136, "tooltip":
            "Pixel budget per history image sent to the VLM (width x height); larger images are shrunk "
            "keeping their aspect. 262144 = 512x512."}
 _TOKENS = {"default": DEFAULT_MAX_NEW_TOKENS, "min": 16, "max": 8192, "tooltip":
@@ -96,7 +98,7 @@ class ReSpecVLMLoader:
                             "a call). Inside ComfyUI the memory manager decides either way."}),
             "allow_download": ("BOOLEAN", {"default": False, "tooltip":
                                "Allow downloading a Hugging Face id that is not on this machine yet."}),
-            "max_pixels": ("INT", dict(_PIXELS)),
+            "max_pixels": ("INT", dict(MAX_PIXELS_OPTIONS)),
             "max_new_tokens": ("INT", dict(_TOKENS)),
             "json_constrained": (["auto", "on", "off"], {"default": "auto", "tooltip":
                                  "Constrain decoding to the plan's JSON schema with xgrammar. auto: on when "
@@ -149,7 +151,7 @@ class ReSpecOpenAIController:
             "retries": ("INT", {"default": 2, "min": 0, "max": 10, "tooltip":
                         "Extra attempts after a timeout, a lost connection, HTTP 408/429 or 5xx "
                         "(waiting 1, 2, 4 ... s in between)."}),
-            "max_pixels": ("INT", dict(_PIXELS)),
+            "max_pixels": ("INT", dict(MAX_PIXELS_OPTIONS)),
             "max_new_tokens": ("INT", dict(_TOKENS)),
             "response_format": (list(RESPONSE_FORMATS), {"default": "none", "tooltip":
                                 "Ask the server for JSON: json_schema (vLLM, recent Ollama / LM Studio), "

@@ -8,8 +8,8 @@ from ..respec.controller import decide_restoration, load_templates
 from ..respec.controller.textgen import ControllerCall, controller_call, images_batch, plan_from_text
 from ..respec.errors import InputError
 from .common import PLAN
-from .controller_nodes import (BUILTIN, GROUND_TRUTH_INPUT, HISTORY_INPUT, ON_PARSE_FAILURE_INPUT, REQUEST_INPUT,
-                               RESTORATION_MODE_INPUT, _PIXELS, plan_json, template_choices, template_path)
+from .controller_nodes import (BUILTIN, GROUND_TRUTH_INPUT, HISTORY_INPUT, MAX_PIXELS_OPTIONS, ON_PARSE_FAILURE_INPUT,
+                               REQUEST_INPUT, RESTORATION_MODE_INPUT, plan_json, template_choices, template_path)
 from .controller_nodes import ReSpecPreservationTarget
 
 CATEGORY = "ReSpec/controller"
@@ -44,7 +44,7 @@ class ReSpecControllerPrompt:
                 "skip_non_restoration": ("BOOLEAN", {"default": False, "tooltip":
                                          "On: non-restoration turns make no controller call and pass the request "
                                          "through unchanged. Off: every turn after the first makes one (the paper)."}),
-                "max_pixels": ("INT", dict(_PIXELS)),
+                "max_pixels": ("INT", dict(MAX_PIXELS_OPTIONS)),
                 "restoration_template": (template_choices(), {"default": BUILTIN, "tooltip":
                                          "The restoration prompt: built-in, or a UTF-8 text file you put in "
                                          "ComfyUI's user/respec/templates folder."}),
