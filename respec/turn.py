@@ -140,7 +140,7 @@ class TurnRecord:
     @property
     def vlm_calls(self) -> int:
         """Controller calls this turn made (0 or 1)."""
-        return int(self.plan.meta.get("vlm_calls", 0)) if self.plan is not None else 0
+        return (self.plan.vlm_calls or 0) if self.plan is not None else 0
 
     @property
     def fallbacks(self) -> list[str]:

@@ -159,7 +159,7 @@ def _history_for(pack, scenario, chosen=None, hrs=True):
                     is_restoration=scenario.is_restoration(t), vlm_called=True, controller="qwen3-vl:test",
                     restoration_source_id=chosen if scenario.is_restoration(t) else None,
                     image_ids=(chosen, t - 1) if scenario.is_restoration(t) and chosen is not None else (),
-                    meta={"vlm_calls": 1})
+                    vlm_calls=1)
         ids = selector.select(h, plan, hrs)[2]
         h, _ = append.append(h, image, turn.instruction, plan.synthesis_instruction, plan, '{"seed": 5}', ids)
     return h

@@ -68,7 +68,7 @@ def test_preservation_target_auto_mode_plans_a_restoration_turn(nodes, history_c
     node = nodes["ReSpecPreservationTarget"]()
     h = make_history(3, history_cls)
     plan, plan_json, text = node.plan(**target_inputs(h, "remove the cardboard box", vlm))
-    assert plan.is_restoration and plan.vlm_called and plan.meta["vlm_calls"] == 1
+    assert plan.is_restoration and plan.vlm_called and plan.vlm_calls == 1
     assert plan.meta["restoration_decided_by"] == "auto" and plan.meta["restoration_mode"] == "auto"
     assert text == plan.synthesis_instruction
     assert json.loads(plan_json)["turn"] == 3

@@ -34,7 +34,7 @@ def test_turn_1_makes_no_vlm_call(qwen):
     assert qwen.calls == []
     assert plan.vlm_called is False and plan.turn == 1
     assert plan.synthesis_instruction == "add a red balloon"
-    assert plan.meta["vlm_calls"] == 0 and plan.meta["skipped"] == "first_turn"
+    assert plan.vlm_calls == 0 and plan.meta["skipped"] == "first_turn"
 
 
 def test_turn_1_needs_no_backend_at_all():
@@ -47,7 +47,7 @@ def test_every_turn_after_the_first_makes_exactly_one_call(qwen, n_turns):
     h = run_scenario(n_turns, qwen, skip=False)
     assert len(qwen.calls) == n_turns - 1
     assert count_vlm_calls(h) == n_turns - 1
-    assert [t.plan.meta["vlm_calls"] for t in h.turns[1:]] == [0] + [1] * (n_turns - 1)
+    assert [t.plan.vlm_calls for t in h.turns[1:]] == [0] + [1] * (n_turns - 1)
     assert h.turns[-1].plan.meta["vlm_calls_so_far"] == n_turns - 1
 
 

@@ -80,11 +80,11 @@ def test_a_named_turn_without_a_change_is_ambiguous():
 def test_the_provenance_plan_makes_no_vlm_call_and_follows_the_papers_ids():
     h = _history((ADD_SUITCASE, SUITCASE), (ADD_LAMP, LAMP))
     plan = provenance_plan(h, "Remove the suitcase.", True)
-    assert plan.meta["vlm_calls"] == 0 and not plan.vlm_called and plan.controller == "provenance"
+    assert plan.vlm_calls == 0 and not plan.vlm_called and plan.controller == "provenance"
     assert (plan.restoration_source_id, plan.identity_anchor_id, plan.image_ids) == (0, 2, (0, 2))
     assert plan.synthesis_instruction == ("Remove the suitcase, revealing what was there in the first image "
                                           "exactly as it was.")
-    assert plan.meta["provenance"]["turn"] == 1 and plan.fallbacks == ()
+    assert plan.provenance.turn == 1 and plan.fallbacks == ()
 
 
 def test_the_model_free_rewrite_keeps_the_request_and_adds_the_clause():
@@ -97,7 +97,7 @@ def test_the_model_free_rewrite_keeps_the_request_and_adds_the_clause():
 def test_a_non_restoration_turn_passes_the_request_through_without_a_call():
     h = _history((ADD_SUITCASE, SUITCASE))
     plan = provenance_plan(h, "Add a hat", False)
-    assert plan.synthesis_instruction == "Add a hat" and not plan.is_restoration and plan.meta["vlm_calls"] == 0
+    assert plan.synthesis_instruction == "Add a hat" and not plan.is_restoration and plan.vlm_calls == 0
 
 
 def test_ambiguous_evidence_is_deferred_to_a_connected_controller():
@@ -106,7 +106,7 @@ def test_ambiguous_evidence_is_deferred_to_a_connected_controller():
     plan = provenance_plan(h, "Clear that area.", True, backend=vlm)
     assert vlm.calls == 1 and plan.vlm_called and plan.restoration_source_id == 1
     assert PROVENANCE_AMBIGUOUS in plan.fallbacks and PROVENANCE_DEFERRED in plan.fallbacks
-    assert plan.meta["provenance"]["candidates"] == [1, 2]
+    assert plan.provenance.candidates == (1, 2)
 
 
 def test_ambiguous_evidence_without_a_controller_says_so_in_the_plan():
@@ -227,7 +227,7 @@ def test_a_re_rendered_scene_gives_low_confidence_and_provenance_alone_defers_to
     assert h.turns[2].masks[CHANGE].info["rerendered"]
     plan = provenance_plan(h, "Remove the suitcase.", True)
     # the masks would say turn 2 (source I_1); a re-render makes that evidence worthless
-    assert plan.meta["provenance"]["turn"] == 2
+    assert plan.provenance.turn == 2
     assert plan.meta["provenance_confidence"] < 0.5
     assert PROVENANCE_LOW_CONFIDENCE in plan.fallbacks
     assert plan.restoration_source_id == 0 and plan.image_ids == (0, 2)      # the paper's C.3: I_0
@@ -299,7 +299,7 @@ def test_a_figure_redrawn_inside_its_own_change_mask_on_a_flat_backdrop_gets_low
     h = _figure_history(redraw=True)
     assert not h.turns[1].masks[CHANGE].info["rerendered"]     # the white backdrop "held" whatever happened
     plan = provenance_plan(h, "Remove the cup.", True)
-    assert plan.meta["provenance"]["turn"] == 1
+    assert plan.provenance.turn == 1
     assert plan.meta["provenance_confidence"] < 0.5
     assert PROVENANCE_LOW_CONFIDENCE in plan.fallbacks
     held, textured, around = plan.meta["provenance_evidence"]["1"][2:5]
@@ -309,6 +309,6 @@ def test_a_figure_redrawn_inside_its_own_change_mask_on_a_flat_backdrop_gets_low
 def test_the_same_cup_added_beside_a_figure_that_held_is_trusted():
     h = _figure_history(redraw=False)
     plan = provenance_plan(h, "Remove the cup.", True)
-    assert plan.meta["provenance"]["turn"] == 1
+    assert plan.provenance.turn == 1
     assert plan.meta["provenance_confidence"] >= 0.5
     assert PROVENANCE_LOW_CONFIDENCE not in plan.fallbacks and plan.restoration_source_id == 0

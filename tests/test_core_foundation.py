@@ -1,6 +1,8 @@
 """The shared core pieces: the immutable history value, image helpers, model cache, ComfyUI bridge."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -61,6 +63,38 @@ def test_plan_round_trips_and_refuses_unknown_fields():
     assert Plan.from_dict(p.to_dict()) == p
     with pytest.raises(ValueError, match="unknown plan fields"):
         Plan.from_dict({**p.to_dict(), "bogus": 1})
+
+
+# A stored plan as a provenance planner wrote it before the typed fields (the keys sit in "meta").
+_STORED_PLAN = {
+    "turn": 3, "user_instruction": "Remove the hat", "synthesis_instruction": "Remove the hat, revealing X",
+    "is_restoration": True, "preservation_target": None, "restoration_source_id": 1, "identity_anchor_id": 2,
+    "restoration_region": "the pixels turn 2 changed (4.0% of the image)", "image_ids": [1, 2], "reasoning": None,
+    "raw_text": "", "fallbacks": [], "vlm_called": False, "controller": "provenance", "seconds": 0.0,
+    "meta": {"selector": "provenance", "provenance_confidence": 0.91, "vlm_calls_so_far": 0, "edit_scope": "global",
+             "provenance": {"turn": 2, "candidates": [2], "evidence": "request+provenance", "ambiguous": False,
+                            "reason": "the request names 'hat', which turn 2 added", "changed": {"2": 0.04},
+                            "objects": [{"turn": 2, "label": "hat"}], "source_id": 1},
+             "vlm_calls": 0},
+}
+
+
+def test_the_typed_plan_fields_read_and_write_the_stored_keys_of_meta():
+    """provenance, edit_scope and vlm_calls are Plan fields in memory and the same "meta" keys on the
+    wire: an old stored plan reads into them, and writes back as the same JSON."""
+    plan = Plan.from_dict(json.loads(json.dumps(_STORED_PLAN)))
+    assert plan.provenance.turn == 2 and plan.provenance.source_id == 1 and plan.provenance.changed == ((2, 0.04),)
+    assert plan.edit_scope == "global" and plan.vlm_calls == 0
+    assert not {"provenance", "edit_scope", "vlm_calls"} & set(plan.meta)
+    assert json.dumps(plan.to_dict(), sort_keys=True) == json.dumps(_STORED_PLAN, sort_keys=True)
+    assert Plan.from_dict(plan.to_dict()) == plan
+    bare = Plan(turn=1, user_instruction="a", synthesis_instruction="a")
+    assert bare.to_dict()["meta"] == {} and Plan.from_dict(bare.to_dict()) == bare   # unset fields stay unwritten
+
+
+def test_a_typed_plan_field_is_never_also_a_meta_key():
+    with pytest.raises(ValueError, match="vlm_calls"):
+        Plan(turn=1, user_instruction="a", synthesis_instruction="a", meta={"vlm_calls": 1})
 
 
 @pytest.mark.parametrize("mode", ["L", "RGB", "RGBA", "P", "I;16"])

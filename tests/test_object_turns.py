@@ -125,7 +125,7 @@ def test_the_plan_records_which_turn_was_undone_and_why():
               ("Add glasses on the face", "add", B, BLUE))
     plan = provenance_plan(h, "Remove the glasses", True)
     assert plan.restoration_source_id == 2 and plan.image_ids == (2, 3)
-    rec = plan.meta["provenance"]
+    rec = plan.provenance.to_dict()
     assert rec["turn"] == 3 and "removed at turn 2" in rec["reason"]
     assert rec["objects"][0]["consumed_how"] == "removed" and rec["objects"][1]["consumed_by"] is None
 

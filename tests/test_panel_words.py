@@ -48,9 +48,9 @@ def test_the_panel_has_no_words_for_identifiers_the_core_never_records():
 def test_a_plans_summary_names_the_covering_turn_its_provenance_fallbacks_speak_of():
     """The panel reads stored plans as summaries: "low confidence: the editor re-drew the scene since
     turn 2" needs the covering turn there."""
-    from respec.plan import Plan
+    from respec.plan import Plan, ProvenanceRecord
     plan = Plan(turn=4, user_instruction="remove the box", synthesis_instruction="remove the box",
                 fallbacks=("provenance_low_confidence",), controller="provenance",
-                meta={"provenance": {"turn": 2, "how": "words"}})
+                provenance=ProvenanceRecord(turn=2, evidence="request"))
     assert plan.summary()["covering_turn"] == 2
     assert Plan(turn=1, user_instruction="a", synthesis_instruction="a").summary()["covering_turn"] is None

@@ -53,7 +53,7 @@ def test_a_restoration_turn_through_the_nodes_needs_no_vlm_and_keeps_what_was_pa
     request = "Remove the suitcase."
     plan, editor_images, current, ids, instruction, pj = Selector().select(hist, request, "auto", True)
     assert json.loads(ids) == [0, 2] and editor_images.shape[0] == 2
-    assert plan.meta["vlm_calls"] == 0 and not plan.vlm_called and plan.is_restoration
+    assert plan.vlm_calls == 0 and not plan.vlm_called and plan.is_restoration
     assert instruction == "Remove the suitcase, revealing what was there in the first image exactly as it was."
     assert json.loads(pj)["meta"]["provenance"]["turn"] == 1
     edited = _reinvent(current)
@@ -92,7 +92,7 @@ def test_with_a_vlm_plan_the_selector_keeps_its_instruction_and_picks_the_ids(pa
     Plan = core(pack, "plan").Plan
     vlm_plan = Plan(turn=3, user_instruction="Remove the suitcase.", synthesis_instruction="VLM text",
                     is_restoration=True, restoration_source_id=2, identity_anchor_id=2, image_ids=(2,),
-                    vlm_called=True, meta={"vlm_calls": 1})
+                    vlm_called=True, vlm_calls=1)
     plan, _, _, ids, instruction, _ = Selector().select(hist, "Remove the suitcase.", "auto", True, plan=vlm_plan)
     assert json.loads(ids) == [0, 2] and instruction == "VLM text"
     assert plan.meta["vlm_choice"]["restoration_source_id"] == 2

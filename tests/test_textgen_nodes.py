@@ -73,7 +73,7 @@ def test_turn_1_asks_for_no_generated_text_and_plans_without_a_call(nodes, histo
     node = nodes["ReSpecPlanFromText"]()
     assert node.check_lazy_status(call, None, "request") == []
     plan, plan_json, instruction = node.plan(call, None, "request")
-    assert plan.vlm_called is False and plan.meta["skipped"] == "first_turn" and plan.meta["vlm_calls"] == 0
+    assert plan.vlm_called is False and plan.meta["skipped"] == "first_turn" and plan.vlm_calls == 0
     assert instruction == "add a red balloon" and json.loads(plan_json)["turn"] == 1
     assert tuple(images.shape) == (1, 48, 64, 3)
 

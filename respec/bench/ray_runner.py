@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import InputError
-from . import runner
 from ..occur.scenario import load_dataset
+from . import runner
 from .settings import BenchSettings
 
 log = logging.getLogger("respec.bench.ray")

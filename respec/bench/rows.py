@@ -15,10 +15,11 @@ from typing import Any
 from ..errors import InputError
 from ..history import History
 from ..eval.metrics import reference_selection_correct
+from ..occur.scenario import Scenario
+from ..plan import Plan
 from ..turn import EDITOR_IMAGE_IDS
 from .configs import CONFIGS
 from .results import row_key
-from ..occur.scenario import Scenario
 
 ROW_SOURCE_COMFYUI = "comfyui"   # the `source` of a row written by the Results Writer node
 
@@ -65,12 +66,18 @@ def turn_records(history: History, scenario: Scenario | None = None) -> list[dic
                     "is_restoration": flag,
                     "instruction": turn.instruction, "sent_instruction": turn.sent_instruction,
                     "editor_image_ids": _recorded_ids(meta),
-                    "vlm_calls": int(meta.get("vlm_calls", plan.meta.get("vlm_calls", int(plan.vlm_called))
-                                              if plan is not None else 0)),
+                    "vlm_calls": int(meta.get("vlm_calls", _plan_vlm_calls(plan))),
                     "fallbacks": list(meta.get("fallbacks", plan.fallbacks if plan is not None else [])),
                     "seed": meta.get("seed"), "plan": plan.to_dict() if plan is not None else None,
                     "post_edit": meta.get("post_edit", []), "seconds": meta.get("seconds", {})})
     return out
+
+
+def _plan_vlm_calls(plan: Plan | None) -> int:
+    """The controller calls a turn's plan records (a plan that does not say: 1 if it called)."""
+    if plan is None:
+        return 0
+    return plan.vlm_calls if plan.vlm_calls is not None else int(plan.vlm_called)
 
 
 def _recorded_ids(meta: dict) -> list[int] | None:

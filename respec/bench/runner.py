@@ -33,6 +33,7 @@ from .. import comfy
 from ..errors import DownloadNotAllowedError, InputError, Interrupted, MissingWeightsError
 from ..history import History
 from ..models import TINY
+from ..occur.scenario import Dataset, Scenario, load_dataset
 from ..timing import StageTimer
 from ..turn import TimingHook, TurnParts, run_turn
 from ..controller.provenance_selector import selector_parts
@@ -42,7 +43,6 @@ from ..store.files import save_png
 from .configs import CONFIGS, BenchConfig, turn_seed
 from .results import ResultsFile, check_run_identity, row_key
 from .rows import RowRun, make_row, summarise_judgements
-from ..occur.scenario import Dataset, Scenario, load_dataset
 from .settings import BenchModels, BenchSettings
 from .shards import parse_shard
 

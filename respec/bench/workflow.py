@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import InputError
-from .configs import CONFIGS, turn_seed
 from ..occur.scenario import Dataset, packaged_datasets
+from .configs import CONFIGS, turn_seed
 
 # Node classes and input names the filler looks for in a benchmark workflow.
 SCENARIO_LOADER = "ReSpecScenarioLoader"

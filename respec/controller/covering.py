@@ -41,12 +41,13 @@ no planner, so all of them import it without a cycle.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import InputError
 from ..history import History
+from ..plan import ProvenanceRecord
 from ..pixels.provenance import NearEvidence, provenance_of
 from .object_turns import GLOBAL_CHANGE, MIN_CHANGE, covering_addition, object_record, object_turns
 
@@ -70,14 +71,10 @@ class CoveringTurn:
         """restoration_source_id = k - 1."""
         return None if self.turn is None else self.turn - 1
 
-    def record(self) -> dict:
-        """JSON-able (for plan.meta["provenance"])."""
-        d = asdict(self)
-        d["candidates"] = list(self.candidates)
-        d["changed"] = {str(k): round(v, 6) for k, v in self.changed.items()}
-        d["objects"] = list(self.objects)
-        d["source_id"] = self.source_id
-        return d
+    def record(self) -> ProvenanceRecord:
+        """What the plan keeps of it (Plan.provenance), the shares rounded."""
+        return ProvenanceRecord(self.turn, self.candidates, self.evidence, self.ambiguous, self.reason,
+                                tuple((k, round(v, 6)) for k, v in self.changed.items()), tuple(self.objects))
 
 
 def locate_covering_turn(history: History, request: str, change: np.ndarray | None = None) -> CoveringTurn:

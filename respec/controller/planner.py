@@ -28,8 +28,8 @@ SKIPPED_NON_RESTORATION = "non_restoration_turn_skipped"
 
 
 def count_vlm_calls(history: History) -> int:
-    """VLM calls recorded in the plans of the history's turns (plan.meta["vlm_calls"])."""
-    return sum(int(t.plan.meta.get("vlm_calls", 0)) for t in history.turns if t.plan is not None)
+    """VLM calls recorded in the plans of the history's turns (Plan.vlm_calls)."""
+    return sum(t.plan.vlm_calls or 0 for t in history.turns if t.plan is not None)
 
 
 def checked_request(text: Any) -> str:
@@ -69,9 +69,8 @@ def pass_through_plan(history: History, user_instruction: str, is_restoration: b
     user_instruction = checked_request(user_instruction)
     reason = SKIPPED_FIRST_TURN if history.next_turn == 1 else SKIPPED_NON_RESTORATION
     return Plan(turn=history.next_turn, user_instruction=user_instruction,
-                synthesis_instruction=user_instruction, is_restoration=bool(is_restoration),
-                meta={**(meta or {}), "skipped": reason, "vlm_calls": 0,
-                      "vlm_calls_so_far": count_vlm_calls(history)})
+                synthesis_instruction=user_instruction, is_restoration=bool(is_restoration), vlm_calls=0,
+                meta={**(meta or {}), "skipped": reason, "vlm_calls_so_far": count_vlm_calls(history)})
 
 
 def plan_turn(history: History, user_instruction: str, backend: Any, is_restoration: bool,
@@ -88,7 +87,7 @@ def plan_turn(history: History, user_instruction: str, backend: Any, is_restorat
     "paper", every image, the default, or "bounded", at most max_history_images, default 6, chosen
     with provenance).
     meta: extra entries for plan.meta (e.g. how is_restoration was decided).
-    plan.meta["vlm_calls"] is 1 when this turn called the controller, else 0."""
+    plan.vlm_calls is 1 when this turn called the controller, else 0."""
     if not isinstance(history, History):
         raise InputError(f"plan_turn needs a History, got {type(history).__name__}")
     o = options or PlanOptions()
@@ -143,7 +142,6 @@ def plan_from_answer(history: History, user_instruction: str, is_restoration: bo
 
     parsed = read_answer(raw, t, user_instruction, is_restoration, on_parse_failure)
     meta.update({
-        "vlm_calls": 1,
         "vlm_calls_so_far": count_vlm_calls(history) + 1,
         "prompt": kind,
         "template": templates.describe(kind),
@@ -178,6 +176,7 @@ def plan_from_answer(history: History, user_instruction: str, is_restoration: bo
         controller=controller,
         seconds=seconds,
         meta=meta,
+        vlm_calls=1,
     )
 
 

@@ -9,13 +9,13 @@ come from the history's change masks (respec/controller/covering.py), and the pl
     identity_anchor      = t - 1, the current image;
     image_ids            = [k - 1, t - 1] (one id when they coincide).
 
-plan.meta["provenance"] keeps the location, meta["provenance_confidence"] and
+plan.provenance keeps the location, meta["provenance_confidence"] and
 meta["provenance_evidence"] its confidence and the figures per turn. Below 0.5 the plan adds
 PROVENANCE_LOW_CONFIDENCE and defers: to the controller when one is connected (hybrid, or the
 provenance planner with a backend), otherwise to the paper's C.3 rule (I_0 as the source).
 
 When the evidence is ambiguous (several candidate turns, or a named turn without a usable change
-mask) the plan says so (fallback PROVENANCE_AMBIGUOUS, meta["provenance"]) and, if a controller
+mask) the plan says so (fallback PROVENANCE_AMBIGUOUS, plan.provenance) and, if a controller
 is connected, the decision is deferred to it (one VLM call, the paper's plan). Without one the
 latest candidate is used (the latest addition still in the picture: respec/controller/covering.py).
 
@@ -74,10 +74,10 @@ def provenance_plan(history: History, request: str, is_restoration: bool, *, bac
     prior = count_vlm_calls(history)
     if not is_restoration or t == 1:
         return Plan(turn=t, user_instruction=request, synthesis_instruction=request, is_restoration=bool(is_restoration),
-                    controller="provenance", meta={**meta, "vlm_calls": 0, "vlm_calls_so_far": prior,
-                                                   "skipped": "not a restoration turn" if t > 1 else "first_turn"})
+                    controller="provenance", vlm_calls=0,
+                    meta={**meta, "vlm_calls_so_far": prior,
+                          "skipped": "not a restoration turn" if t > 1 else "first_turn"})
     found = locate_covering_turn(history, request)
-    meta["provenance"] = found.record()
     conf, evidence = confidence_record(history, found)
     meta["provenance_confidence"] = round(conf, 4)
     meta["provenance_evidence"] = evidence
@@ -85,7 +85,7 @@ def provenance_plan(history: History, request: str, is_restoration: bool, *, bac
     if (found.ambiguous or low) and backend is not None:
         plan = plan_turn(history, request, backend, True, options, meta=meta)
         extra = ((PROVENANCE_AMBIGUOUS,) if found.ambiguous else ()) + ((PROVENANCE_LOW_CONFIDENCE,) if low else ())
-        return replace(plan, fallbacks=plan.fallbacks + extra + (PROVENANCE_DEFERRED,))
+        return replace(plan, provenance=found.record(), fallbacks=plan.fallbacks + extra + (PROVENANCE_DEFERRED,))
     fallbacks: tuple[str, ...] = (PROVENANCE_AMBIGUOUS,) if found.ambiguous else ()
     if low:
         # No controller to defer to: the paper's C.3 rule (I_0 as the source), as for a missing one.
@@ -101,8 +101,8 @@ def provenance_plan(history: History, request: str, is_restoration: bool, *, bac
     return Plan(turn=t, user_instruction=request, synthesis_instruction=model_free_instruction(request),
                 is_restoration=True, preservation_target=None, restoration_source_id=source,
                 identity_anchor_id=t - 1, restoration_region=region, image_ids=_ids(source, t),
-                fallbacks=fallbacks, controller="provenance",
-                meta={**meta, "vlm_calls": 0, "vlm_calls_so_far": prior})
+                fallbacks=fallbacks, controller="provenance", provenance=found.record(), vlm_calls=0,
+                meta={**meta, "vlm_calls_so_far": prior})
 
 
 def hybrid_plan(history: History, request: str, is_restoration: bool, *, backend: Any,
@@ -127,15 +127,16 @@ def with_provenance_ids(history: History, plan: Plan) -> Plan:
     vlm_choice = {"restoration_source_id": plan.restoration_source_id,
                   "identity_anchor_id": plan.identity_anchor_id, "image_ids": list(plan.image_ids)}
     conf, evidence = confidence_record(history, found)
-    new_meta = {**plan.meta, "provenance": found.record(), "vlm_choice": vlm_choice,
+    new_meta = {**plan.meta, "vlm_choice": vlm_choice,
                 "provenance_confidence": round(conf, 4), "provenance_evidence": evidence}
+    located = replace(plan, provenance=found.record(), meta=new_meta)
     if found.turn is not None and conf < LOW_CONFIDENCE:
-        return replace(plan, meta=new_meta, fallbacks=plan.fallbacks + (PROVENANCE_LOW_CONFIDENCE, PROVENANCE_DEFERRED))
+        return replace(located, fallbacks=plan.fallbacks + (PROVENANCE_LOW_CONFIDENCE, PROVENANCE_DEFERRED))
     if found.ambiguous or found.turn is None:
-        return replace(plan, meta=new_meta, fallbacks=plan.fallbacks + (PROVENANCE_DEFERRED,))
+        return replace(located, fallbacks=plan.fallbacks + (PROVENANCE_DEFERRED,))
     t = history.next_turn
-    return replace(plan, restoration_source_id=found.source_id, identity_anchor_id=t - 1,
-                   image_ids=_ids(found.source_id, t), meta=new_meta)
+    return replace(located, restoration_source_id=found.source_id, identity_anchor_id=t - 1,
+                   image_ids=_ids(found.source_id, t))
 
 
 class ProvenancePlanner:
@@ -184,13 +185,12 @@ class ProvenanceSelector:
         masks found unambiguously (and not with low confidence): I_{k-1}, then I_{t-1}."""
         if not (use_history_reference and plan.is_restoration) or history.next_turn == 1:
             return select_references(history, plan, use_history_reference)
-        rec = plan.meta.get("provenance") if isinstance(plan.meta, dict) else None
         conf = plan.meta.get("provenance_confidence") if isinstance(plan.meta, dict) else None
         if conf is not None and float(conf) < LOW_CONFIDENCE:
             # Low confidence: the plan's own ids (a controller's, or the C.3 rule's) stand.
             return select_references(history, plan, use_history_reference)
-        if isinstance(rec, dict) and "source_id" in rec:
-            source, ambiguous = rec["source_id"], bool(rec.get("ambiguous"))
+        if plan.provenance is not None:
+            source, ambiguous = plan.provenance.source_id, plan.provenance.ambiguous
         else:
             found = locate_covering_turn(history, plan.user_instruction)
             source, ambiguous = found.source_id, found.ambiguous

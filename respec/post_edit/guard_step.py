@@ -150,7 +150,7 @@ def _scope(run: _GuardRun, request: str, plan: Any) -> GuardResult | None:
     if run.user is None:
         read = request_scope(request, getattr(plan, "synthesis_instruction", None),
                              getattr(plan, "user_instruction", None)) if params.keywords else None
-        scope = (getattr(plan, "meta", None) or {}).get("edit_scope") if plan is not None else None
+        scope = plan.edit_scope if plan is not None else None
         if scope == "global":
             return aside("the plan says this is a global edit", why="global")
         if read is not None and read.kind == GLOBAL:

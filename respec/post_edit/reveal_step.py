@@ -107,9 +107,9 @@ def covering_turn_for(history: History, plan: Any, request: str, edited: Any = N
     made one, else provenance located now: for a request that names nothing, among the additions
     this edit's own change (`edited` against I_{t-1}) overlaps; the plan's restoration_source_id + 1
     breaks a tie."""
-    rec = getattr(plan, "meta", {}).get("provenance") if plan is not None else None
-    if isinstance(rec, dict) and rec.get("turn") is not None and not rec.get("ambiguous"):
-        return int(rec["turn"]), "plan (provenance)"
+    rec = plan.provenance if plan is not None else None
+    if rec is not None and rec.turn is not None and not rec.ambiguous:
+        return rec.turn, "plan (provenance)"
     found = locate_covering_turn(history, request)
     if found.ambiguous and found.evidence == "provenance" and edited is not None:
         found = locate_covering_turn(history, request, change=_change_in_previous_frame(history, edited))

@@ -77,11 +77,11 @@ def run_scenario(scenario, defects: str, size: int, guard: bool) -> list[dict]:
         revealed = erode(editor.truth(scenario, record.edited).revealed, 2)
         truth = before.image(k_true - 1).array
         reveal = next((e for e in record.post_edit if e.get("step") == "reveal_composite"), {})
-        plan = record.plan.meta.get("provenance", {}) if record.plan is not None else {}
+        located = record.plan.provenance if record.plan is not None else None
         gain = (psnr(history.current.image.array, truth, revealed) - psnr(record.edited.array, truth, revealed)
                 if revealed.any() else float("nan"))
         out.append({"scenario": scenario.id, "turn": t, "request": turn.instruction,
-                    "restoration": record.is_restoration, "covering": plan.get("turn"), "true": k_true,
+                    "restoration": record.is_restoration, "covering": located.turn if located is not None else None, "true": k_true,
                     "source": record.plan.restoration_source_id if record.plan is not None else None,
                     "applied": bool(reveal.get("applied")), "reason": reveal.get("reason", ""),
                     "gain_db": gain, "left": reveal.get("editor_left_fraction")})

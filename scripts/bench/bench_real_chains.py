@@ -103,7 +103,7 @@ def run_chain(name: str, i0: np.ndarray, turns: list, guard: bool = True) -> lis
         m = erode(mask, 3)
         truth = before.image(k_true - 1).array
         rev = next((e for e in record.post_edit if e.get("step") == "reveal_composite"), {})
-        rows.append(_row(name, t, request, record.plan.meta.get("provenance", {}).get("turn") if record.plan else None,
+        rows.append(_row(name, t, request, record.plan.provenance.turn if record.plan and record.plan.provenance else None,
                          k_true, record.plan.restoration_source_id if record.plan else None, rev,
                          psnr(h.current.image.array, truth, m) - psnr(record.edited.array, truth, m)))
     return rows
