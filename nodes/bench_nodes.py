@@ -13,11 +13,12 @@ from ..respec.bench.configs import CONFIGS
 from ..respec.bench.results import open_results, results_path
 from ..respec.bench.rows import graph_row
 from ..respec.bench.runner import trajectory_masks
-from ..respec.occur.scenario import load_workflow_dataset, packaged_datasets, resolve_workflow_dataset
 from ..respec.bench.workflow import ROW_UI_KEY
 from ..respec.errors import InputError
 from ..respec.images import resize_mask
+from ..respec.occur.scenario import load_workflow_dataset, packaged_datasets, resolve_workflow_dataset
 from ..respec.records import json_safe
+from .boundary import history_in
 from .common import HISTORY, MASK_RECORDS, MASKER, SCENARIO, images_to_comfy, labels_text, masks_to_comfy
 
 CATEGORY = "ReSpec/benchmark"
@@ -170,7 +171,7 @@ class ReSpecScenarioMasks:
         }}
 
     def masks(self, masker, history, scenario):
-        tm = trajectory_masks(masker, scenario, [t.image.rgb() for t in history.turns[1:]])
+        tm = trajectory_masks(masker, scenario, [t.image.rgb() for t in history_in(history).turns[1:]])
         shape = tm.occ[-1].shape
         return (tm, masks_to_comfy([resize_mask(m, shape) for m in tm.occ]),
                 masks_to_comfy([resize_mask(m, shape) for m in tm.new]), json.dumps(tm.to_record(), indent=1))
@@ -223,7 +224,7 @@ class ReSpecResultsWriter:
               unique_id=None):
         path = results_path(results_file)
         judge = _json_arg(judge_records, "judge_records") if (judge_records or "").strip() else None
-        row = graph_row(scenario, history, _json_arg(score_record, "score_record"), config=config, editor=editor,
+        row = graph_row(scenario, history_in(history), _json_arg(score_record, "score_record"), config=config, editor=editor,
                         judge_records=judge)
         written = open_results(path).append(row)
         row_json = json.dumps(json_safe({**row, "written": written}))

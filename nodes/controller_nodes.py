@@ -20,6 +20,7 @@ from ..respec.controller.prompts import template_fingerprint
 from ..respec.controller.request import ON_PARSE_FAILURE, REQUEST
 from ..respec.errors import InputError
 from ..respec.images import as_array, as_rgb, resize
+from .boundary import history_in, plan_for_history, plan_in
 from .common import HISTORY, PLAN, VLM, images_to_comfy
 
 CATEGORY = "ReSpec/controller"
@@ -246,7 +247,7 @@ class ReSpecPreservationTarget:
                           skip_non_restoration=False, is_restoration=None, **_inputs):
         """Ask ComfyUI for the VLM only when this turn will call it (the inputs that decide it; the
         rest of the node's inputs arrive in `_inputs` and do not matter here)."""
-        if vlm is not None or history is None or history.next_turn == 1:
+        if vlm is not None or history is None or history_in(history).next_turn == 1:
             return []
         flag, _ = decide_restoration(restoration_mode, history, instruction, is_restoration)
         return [] if skips_controller(flag, skip_non_restoration) else ["vlm"]
@@ -254,6 +255,7 @@ class ReSpecPreservationTarget:
     def plan(self, history, instruction, vlm, restoration_mode, skip_non_restoration, restoration_template,
              midturn_template, is_restoration=None, on_parse_failure=REQUEST, history_images=BOUNDED,
              max_history_images=DEFAULT_MAX_HISTORY_IMAGES, unique_id=None):
+        history = history_in(history)
         flag, meta = decide_restoration(restoration_mode, history, instruction, is_restoration)
         templates = load_templates(template_path(restoration_template, "restoration"),
                                    template_path(midturn_template, "mid-turn"))
@@ -296,6 +298,7 @@ class ReSpecReferenceSelector:
         }
 
     def select(self, history, plan, use_history_reference, unique_id=None):
+        plan, history = plan_for_history(plan, history, "Reference Selector")
         return selection_outputs(select_references(history, plan, use_history_reference), plan, unique_id)
 
 
@@ -333,7 +336,7 @@ class ReSpecInstructionRewriter:
         }}
 
     def rewrite(self, plan, use_pti):
-        return (rewrite_instruction(plan, use_pti),)
+        return (rewrite_instruction(plan_in(plan), use_pti),)
 
 
 NODE_CLASS_MAPPINGS = {

@@ -8,6 +8,7 @@ import json
 
 from ..respec.controller.request_language import object_phrase
 from ..respec.pixels.named_region import MARGIN_FRAC, edit_region
+from .boundary import optional_plan_in
 from .common import PLAN, image_from_comfy, masks_from_comfy, masks_to_comfy
 
 CATEGORY = "ReSpec/provenance"
@@ -41,7 +42,8 @@ class ReSpecEditRegionFromText:
         }
 
     def phrase(self, instruction="", plan=None):
-        text = instruction or (getattr(plan, "user_instruction", "") if plan is not None else "")
+        plan = optional_plan_in(plan)
+        text = instruction or (plan.user_instruction if plan is not None else "")
         return (object_phrase(text or "") or "",)
 
 

@@ -13,6 +13,7 @@ from ..respec.eval.metrics import DEFAULT_PSNR_CAP, reference_selection_correct
 from ..respec.eval.scoring import score_result
 from ..respec.images import resize_mask
 from ..respec.records import json_safe
+from .boundary import history_in, plan_in
 from .common import (HISTORY, MASK_RECORDS, MASKER, PLAN, SCORER, VLM, image_from_comfy, images_from_comfy,
                      labels_from_text, masks_to_comfy)
 
@@ -136,7 +137,7 @@ class ReSpecTrajectoryMasks:
         }}
 
     def masks(self, masker, history, occluder_label, new_object_labels, cumulative_new):
-        tm = masker.history_masks(history, occluder_label, labels_from_text(new_object_labels),
+        tm = masker.history_masks(history_in(history), occluder_label, labels_from_text(new_object_labels),
                                   cumulative_new=cumulative_new)
         shape = tm.occ[-1].shape
         return (tm, masks_to_comfy([resize_mask(m, shape) for m in tm.occ]),
@@ -212,6 +213,7 @@ class ReSpecOccurScore:
 
     def score(self, scorer, masks, psnr_cap, reference_turn, history=None, final_image=None,
               reference_image=None, unique_id=None):
+        history = history_in(history) if history is not None else None   # optional: scoring says what is missing
         final = image_from_comfy(final_image, "final_image") if final_image is not None else None
         ref = image_from_comfy(reference_image, "reference_image") if reference_image is not None else None
         result = score_result(scorer, masks, history=history, final_image=final, reference_image=ref,
@@ -292,6 +294,7 @@ class ReSpecReferenceCheck:
         }}
 
     def check(self, plan, ground_truth_turn):
+        plan = plan_in(plan)
         ok = bool(reference_selection_correct(plan, ground_truth_turn))
         chosen = plan.restoration_source_id
         return (ok, -1 if chosen is None else int(chosen),

@@ -9,6 +9,7 @@ import numpy as np
 from ..respec.post_edit.guard_step import guard_images, guard_result
 from ..respec.post_edit.result import step_value
 from ..respec.post_edit.reveal_step import RevealStep
+from .boundary import optional_plan_in
 from .common import PLAN, image_from_comfy, images_to_comfy, mask_from_comfy, masks_to_comfy, read_only
 
 CATEGORY = "ReSpec/provenance"
@@ -73,7 +74,7 @@ class ReSpecDriftGuard:
             entry = {"applied": False, "reason": "switched off"}
             return (edited, masks_to_comfy([np.ones(cur.shape[:2], np.float32)]),
                     "Drift Guard switched off\n" + json.dumps(entry), guard_result(None, entry))
-        res = _guarded(previous, edited, mask, instruction, plan, reveal)
+        res = _guarded(previous, edited, mask, instruction, optional_plan_in(plan), reveal)
         # The weight has the size of the image returned (the editor's own when it stepped aside).
         image = images_to_comfy([res.image]) if res.applied else edited
         return (image, masks_to_comfy([res.weight]), res.line() + "\n" + json.dumps(res.record), guard_result(res))

@@ -18,6 +18,7 @@ from ..respec.store import open_store, workflow_store_root
 from ..respec.store.turns import MAX_META_BYTES
 from ..respec.text import clip, read_json
 from ..respec.turn import keep_turn
+from .boundary import history_in, plan_for_history
 from .common import HISTORY, PLAN, image_from_comfy, images_to_comfy
 
 CATEGORY = "ReSpec/history"
@@ -192,8 +193,9 @@ class ReSpecHistoryAppend:
 
     def append(self, history, image, instruction, sent_instruction="", plan=None, meta="", editor_image_ids="",
                reveal=None, guard=None, prompt=None, unique_id=None):
-        if not isinstance(history, History):
-            raise InputError(f"'history' must come from a History Store or Append node, got {type(history).__name__}")
+        history = history_in(history)
+        if plan is not None:
+            plan, history = plan_for_history(plan, history, "History Append")
         check_request(instruction, "the instruction")
         check_request(sent_instruction or "", "the sent instruction")
         arr = image_from_comfy(image, "image")
@@ -270,7 +272,7 @@ class ReSpecHistoryToImages:
         }
 
     def images(self, history, first_turn, last_turn, fit):
-        frames, log, indices = history_images(history, first_turn, last_turn, fit)
+        frames, log, indices = history_images(history_in(history), first_turn, last_turn, fit)
         return (images_to_comfy(frames), log, len(indices))
 
 

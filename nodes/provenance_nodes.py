@@ -12,6 +12,7 @@ from ..respec.controller import decide_restoration
 from ..respec.controller.provenance_selector import provenance_selection
 from ..respec.pixels.reveal import exact_patch
 from ..respec.post_edit.reveal_step import reveal_result, reveal_turn
+from .boundary import history_in, optional_plan_in, plan_for_history
 from .common import HISTORY, PLAN, image_from_comfy, images_to_comfy, masks_to_comfy
 from .controller_nodes import (GROUND_TRUTH_INPUT, HISTORY_INPUT, REQUEST_INPUT, RESTORATION_MODE_INPUT, plan_json,
                                selection_outputs)
@@ -64,6 +65,9 @@ class ReSpecProvenanceSelector:
 
     def select(self, history, instruction, restoration_mode, use_history_reference, plan=None,
                is_restoration=None, unique_id=None):
+        history = history_in(history)
+        if plan is not None:
+            plan, history = plan_for_history(plan, history, "provenance Reference Selector")
         flag, meta = decide_restoration(restoration_mode, history, instruction, is_restoration)
         plan, chosen = provenance_selection(history, instruction, flag, plan, use_history_reference)
         comfy.send_event("plan", {"node": unique_id, "plan": plan.to_dict()})
@@ -111,6 +115,7 @@ class ReSpecRevealComposite:
         }
 
     def composite(self, history, image, instruction, enabled, restoration_mode, plan=None, is_restoration=None):
+        history, plan = history_in(history), optional_plan_in(plan)
         edited = image_from_comfy(image, "image")
         empty = np.zeros(edited.shape[:2], np.float32)
         if not enabled:

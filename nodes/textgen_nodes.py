@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..respec import comfy
 from ..respec.controller import decide_restoration, load_templates
 from ..respec.controller.textgen import ControllerCall, controller_call, images_batch, plan_from_text
-from ..respec.errors import InputError
+from .boundary import controller_call_in, generated_text_in, history_in
 from .common import PLAN
 from .controller_nodes import (BUILTIN, GROUND_TRUTH_INPUT, HISTORY_INPUT, MAX_PIXELS_OPTIONS, ON_PARSE_FAILURE_INPUT,
                                REQUEST_INPUT, RESTORATION_MODE_INPUT, plan_json, template_choices, template_path)
@@ -64,6 +64,7 @@ class ReSpecControllerPrompt:
     def build(self, history, instruction, restoration_mode, skip_non_restoration, max_pixels, restoration_template,
               midturn_template, is_restoration=None):
         import torch
+        history = history_in(history)
         flag, meta = decide_restoration(restoration_mode, history, instruction, is_restoration)
         templates = load_templates(template_path(restoration_template, "restoration"),
                                    template_path(midturn_template, "mid-turn"))
@@ -114,9 +115,8 @@ class ReSpecPlanFromText:
         return []
 
     def plan(self, controller_call, generated_text=None, on_parse_failure="request", unique_id=None):
-        if controller_call is None:
-            raise InputError("connect Controller Prompt (ReSpec)'s controller_call to Plan from Text")
-        plan = plan_from_text(controller_call, generated_text, on_parse_failure=on_parse_failure)
+        call = controller_call_in(controller_call)
+        plan = plan_from_text(call, generated_text_in(call, generated_text), on_parse_failure=on_parse_failure)
         comfy.send_event("plan", {"node": unique_id, "plan": plan.to_dict()})
         return (plan, plan_json(plan), plan.synthesis_instruction)
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .errors import InputError
+
 # The typed fields' keys in the wire form's "meta" object.
 PROVENANCE = "provenance"
 EDIT_SCOPE = "edit_scope"
@@ -96,6 +98,11 @@ class Plan:
             # One place for each: a key in meta beside the field would be read by some and not others.
             raise ValueError(f"plan.meta holds {typed}: pass them as the Plan fields of those names "
                              "(Plan.from_dict reads them from a wire form's meta)")
+
+    def check_made_for(self, next_turn: int) -> None:
+        """InputError unless this plan was made for turn `next_turn` (its history's next turn)."""
+        if self.turn != next_turn:
+            raise InputError(f"the plan was made for turn {self.turn}, but this history's next turn is {next_turn}")
 
     def to_dict(self) -> dict:
         """JSON-able (tuples as lists), the inverse of `from_dict`: the typed fields go back into

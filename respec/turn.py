@@ -256,11 +256,7 @@ def keep_turn(history: History, image: Any, request: str, *, sent_instruction: s
     returned; default history.append (History Append passes its session store's append_once).
     A plan must be the one made for this turn of this history (plan.turn = history.next_turn)."""
     if plan is not None:
-        if not isinstance(plan, Plan):
-            raise InputError(f"plan must come from a controller node (RESPEC_PLAN), got {type(plan).__name__}")
-        if plan.turn != history.next_turn:
-            raise InputError(f"the plan was made for turn {plan.turn}, but this history's next turn is "
-                             f"{history.next_turn}: connect the plan made from this history for this turn")
+        plan.check_made_for(history.next_turn)
     image = StoredImage.of(image)
     change = change if change is not None else change_for(history, image)
     meta = dict(meta or {})

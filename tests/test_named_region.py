@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import core
 from respec.errors import InputError
 from respec.pixels.named_region import edit_region
 from respec.post_edit.guard_step import guard_images
@@ -59,7 +60,8 @@ def test_a_global_request_names_no_object(pack, request_):
 
 
 def test_without_an_instruction_the_plans_request_is_read(pack):
-    from respec.plan import Plan
+    # The node takes the pack's own Plan (the node layer checks the socket's type: nodes/boundary.py).
+    Plan = core(pack, "plan").Plan
     plan = Plan(turn=2, user_instruction="remove the flowers", synthesis_instruction="remove them, revealing ...")
     assert pack.NODE_CLASS_MAPPINGS["ReSpecEditRegionFromText"]().phrase(plan=plan) == ("the flowers",)
 

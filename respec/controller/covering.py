@@ -45,7 +45,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputError
 from ..history import History
 from ..plan import ProvenanceRecord
 from ..pixels.provenance import NearEvidence, provenance_of
@@ -81,8 +80,6 @@ def locate_covering_turn(history: History, request: str, change: np.ndarray | No
     """The covering turn k for the restoration request P_t (see the module docstring). change:
     this turn's own change mask C_t in I_{t-1}'s frame when it is known (after the edit), for a
     request that names nothing."""
-    if not isinstance(history, History):
-        raise InputError(f"locate_covering_turn needs a History, got {type(history).__name__}")
     t = history.next_turn
     if t < 2:
         return CoveringTurn(None, (), "none", False, "turn 1: no earlier edit", {})

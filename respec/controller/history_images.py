@@ -68,8 +68,6 @@ def check_history_mode(mode: str, max_images: int | None = None) -> tuple[str, i
 def shown_images(history: History, request: str, is_restoration: bool, mode: str = PAPER,
                  max_images: int | None = None) -> ShownImages:
     """The ids of the history images the controller is shown this turn (see the module docstring)."""
-    if not isinstance(history, History):
-        raise InputError(f"shown_images needs a History, got {type(history).__name__}")
     mode, n = check_history_mode(mode, max_images)
     last = history.next_turn - 1
     if mode == PAPER:

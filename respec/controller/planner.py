@@ -88,8 +88,6 @@ def plan_turn(history: History, user_instruction: str, backend: Any, is_restorat
     with provenance).
     meta: extra entries for plan.meta (e.g. how is_restoration was decided).
     plan.vlm_calls is 1 when this turn called the controller, else 0."""
-    if not isinstance(history, History):
-        raise InputError(f"plan_turn needs a History, got {type(history).__name__}")
     o = options or PlanOptions()
     templates, max_pixels, max_new_tokens = o.templates, o.max_pixels, o.max_new_tokens
     on_parse_failure = o.on_parse_failure

@@ -120,9 +120,7 @@ def with_provenance_ids(history: History, plan: Plan) -> Plan:
     controller's own choice is kept in meta["vlm_choice"]."""
     if not plan.is_restoration or history.next_turn == 1:
         return plan
-    if plan.turn != history.next_turn:
-        raise InputError(f"this plan is for turn {plan.turn} but the history is at turn {history.next_turn}; "
-                         "connect the same history to the Preservation Target and the provenance selector")
+    plan.check_made_for(history.next_turn)
     found = locate_covering_turn(history, plan.user_instruction)
     vlm_choice = {"restoration_source_id": plan.restoration_source_id,
                   "identity_anchor_id": plan.identity_anchor_id, "image_ids": list(plan.image_ids)}
@@ -205,8 +203,6 @@ def provenance_selection(history: History, request: str, is_restoration: bool, p
     """The Reference Selector (provenance) node's whole job: without a plan, the provenance plan
     (0 VLM calls, model-free instruction); with a controller's plan, that plan with provenance's
     ids (hybrid). Returns (plan, the editor's images)."""
-    if not isinstance(history, History):
-        raise InputError(f"the provenance selector needs a History, got {type(history).__name__}")
     plan = provenance_plan(history, request, is_restoration) if plan is None else with_provenance_ids(history, plan)
     return plan, ProvenanceSelector().select(history, plan, use_history_reference=use_history_reference)
 

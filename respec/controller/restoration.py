@@ -179,8 +179,6 @@ def colour_words(text: str) -> set[str]:
 def detect_restoration(history: History, user_instruction: str) -> tuple[bool, str]:
     """Decide without ground truth whether turn t reveals content an earlier turn covered.
     Returns (is_restoration, a one-line reason). See the module docstring for the rule."""
-    if not isinstance(history, History):
-        raise InputError(f"detect_restoration needs a History, got {type(history).__name__}")
     t = history.next_turn
     if t == 1:
         return False, "turn 1: no earlier edit can have covered anything"
@@ -214,8 +212,6 @@ def decide_restoration(mode: str, history: History, user_instruction: str,
     mode ("restoration" / "not restoration"); else "auto" applies detect_restoration.
     Returns (flag, metadata for plan.meta). The history must be a History and the request pass
     the request rule (respec/controller/request.py), whichever way the flag is decided."""
-    if not isinstance(history, History):
-        raise InputError(f"'history' must come from a History Store or Append node, got {type(history).__name__}")
     check_request(user_instruction, "the current request P_t")
     if ground_truth is not None:
         return bool(ground_truth), {"restoration_decided_by": "ground_truth"}

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import InputError
 from ..history import History, StoredImage
 from ..plan import Plan
 
@@ -33,13 +32,7 @@ class Selection:
 def select_references(history: History, plan: Plan, use_history_reference: bool = True) -> Selection:
     """Images for the editor. On restoration turns with HRS on: the plan's image_ids that exist
     in the history, in order (none left: the latest image). Otherwise: the current image alone."""
-    if not isinstance(history, History):
-        raise InputError(f"select_references needs a History, got {type(history).__name__}")
-    if not isinstance(plan, Plan):
-        raise InputError(f"select_references needs a Plan, got {type(plan).__name__}")
-    if plan.turn != history.next_turn:
-        raise InputError(f"this plan is for turn {plan.turn} but the history is at turn {history.next_turn}; "
-                         "connect the same history to the Preservation Target and the Reference Selector")
+    plan.check_made_for(history.next_turn)
     images = history.images
     latest = len(images) - 1
     current = images[latest]

@@ -99,8 +99,6 @@ def controller_call(history: History, user_instruction: str, is_restoration: boo
     skipped on turn 1 / on a non-restoration turn with skip_non_restoration (as plan_turn).
     history_mode / max_history_images: which history images are attached (history_images:
     "paper", every one, the default; "bounded", at most max_history_images, with their true ids)."""
-    if not isinstance(history, History):
-        raise InputError(f"Controller Prompt needs a History, got {type(history).__name__}")
     user_instruction = checked_request(user_instruction)   # the request rule plan_turn applies
     is_restoration = bool(is_restoration)
     templates = templates or load_templates()
@@ -128,15 +126,12 @@ def plan_from_text(call: ControllerCall, generated_text, *, on_parse_failure: st
     """The turn's plan from TextGenerate's generated_text, with the C.2/C.3 rules exactly as the
     pack's VLM node applies them (the same parser and plan builder). A skipped call gives the
     same pass-through plan as plan_turn and reads no text."""
-    if not isinstance(call, ControllerCall):
-        raise InputError("Plan from Text needs the controller_call output of Controller Prompt (ReSpec)")
     check_on_parse_failure(on_parse_failure)
     if call.skipped:
         return pass_through_plan(call.history, call.user_instruction, call.is_restoration,
                                  meta={**call.meta, "controller_route": CONTROLLER})
     if generated_text is None:
-        raise InputError(f"turn {call.turn} needs the controller's answer: connect TextGenerate's "
-                         "generated_text to Plan from Text")
+        raise InputError(f"turn {call.turn} needs the controller's answer (the generated text), and none was given")
     plan = plan_from_answer(call.history, call.user_instruction, call.is_restoration, generated_text,
                             templates=call.templates, max_pixels=call.max_pixels, controller=controller,
                             seconds=seconds, meta={**call.meta, "controller_route": CONTROLLER},

@@ -43,7 +43,6 @@ from .analysis_cache import CACHE
 from .colour_fit import FIT_SAMPLES, ColourFit, fit_colour, grey_of, residual, robust_scale, sample_grid, smooth
 from .masks import clean_mask, dilate, history_size
 from .work_images import as_float_rgb, working_size
-from ..errors import InputError
 from ..history import History, StoredImage, TurnMask
 from ..images import as_rgb, finite_array
 
@@ -347,8 +346,6 @@ def stability(a: np.ndarray, b: np.ndarray, fit: ColourFit, mask: np.ndarray,
 def change_for(history: History, image: Any, params: ChangeParams = DEFAULT_PARAMS) -> TurnMask:
     """The change mask of the turn about to be appended (I_{t-1} = history's latest image,
     I_t = `image`), at the history's size, as a TurnMask for History.append(masks=...)."""
-    if not isinstance(history, History):
-        raise InputError(f"change_for needs a History, got {type(history).__name__}")
     return _cached_change(history.current.image, StoredImage.of(image), history_size(history), params)
 
 

@@ -389,8 +389,6 @@ def provenance_of(history: History, params: ChangeParams = DEFAULT_PARAMS) -> Pr
     """The per-pixel change history of `history`: stored change masks where the turns have them
     (resized to the history's size if needed), computed for the turns that do not; with each
     turn's alignment and unstable blocks."""
-    if not isinstance(history, History):
-        raise InputError(f"provenance_of needs a History, got {type(history).__name__}")
     # The index keeps the masks' summaries and a "last change" map per history (O(H·W) per new
     # turn, each missing mask computed once); its map counts a turn's unstable blocks too.
     idx = provenance_index.index_for(history, params, change_between, stamp_mask=_changed_or_unstable)

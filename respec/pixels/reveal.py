@@ -977,8 +977,6 @@ def reveal_for(history: History, edited: Any, covering_turn: int,
         3. C_t once, at the analysis size, kept for the append (_turn_change)
         4. reveal_composite; a re-render in this edit, or over turns k..t together, refuses (_rerender_refusal)
     """
-    if not isinstance(history, History):
-        raise InputError(f"reveal_for needs a History, got {type(history).__name__}")
     t = history.next_turn
     k = image_id_arg(covering_turn, "reveal_for's covering_turn")
     if not 1 <= k < t:

@@ -464,8 +464,6 @@ def guard_images(previous: Any, edited: Any, *, user_mask: Any = None, extra_reg
     (not resized) when it stepped aside. exact: Reveal Composite's ExactPatch
     (respec/pixels/reveal.py) when it pasted this turn."""
     check_request(request or "", "the instruction")
-    if plan is not None and not isinstance(plan, Plan):
-        raise InputError(f"plan must come from a controller node (RESPEC_PLAN), got {type(plan).__name__}")
     p = StoredImage.of(previous)
     e0 = StoredImage.of(edited)
     check_image_size(p.array.shape, "the previous image")
@@ -534,8 +532,6 @@ class GuardStep:
         self.params = params
 
     def __call__(self, history: History, record: Any) -> StepResult:
-        if not isinstance(history, History):
-            raise InputError(f"the drift guard step needs a History, got {type(history).__name__}")
         prev = history.current.image
         size = prev.size
         img = record.image if isinstance(record.image, StoredImage) else StoredImage.of(np.asarray(record.image))

@@ -52,11 +52,7 @@ def reveal_turn(history: History, edited: Any, plan: Any, request: str, is_resto
                 params: RevealParams = DEFAULT_REVEAL) -> tuple[RevealResult | None, dict]:
     """Reveal Composite for one turn (the post-edit step and the node): (the result, or None when
     it did not run, and the record entry saying what happened and why)."""
-    if not isinstance(history, History):
-        raise InputError(f"'history' must come from a History Store or Append node, got {type(history).__name__}")
     check_request(request or "", "the instruction")
-    if plan is not None and not isinstance(plan, Plan):
-        raise InputError(f"plan must come from a controller node (RESPEC_PLAN), got {type(plan).__name__}")
     if not is_restoration or history.next_turn < 2:
         return None, {"applied": False, "reason": "not a restoration turn"}
     k, found_by = covering_turn_for(history, plan, request, edited)

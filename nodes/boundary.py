@@ -1,0 +1,68 @@
+"""The node layer's checks: a ComfyUI socket value turned into the core's value, or refused with the
+node to connect.
+
+ComfyUI checks a link's socket type (RESPEC_HISTORY, RESPEC_PLAN) in the editor, but an API prompt,
+a reroute or a custom node can still hand a node anything. The core takes typed values (History,
+Plan, ControllerCall) and does not re-check them, so every node passes what its sockets received
+through here, once, before it calls the core. The messages name nodes; the core's never do.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..respec.controller.textgen import ControllerCall
+from ..respec.errors import InputError
+from ..respec.history import History
+from ..respec.plan import Plan
+
+HISTORY_NODES = "a History Store or Append node"
+PLAN_NODES = ("a controller node (RESPEC_PLAN: Preservation Target VLM, Plan from Text or the provenance "
+              "Reference Selector)")
+
+
+def history_in(value: Any, what: str = "history") -> History:
+    """The socket's History; InputError naming the nodes that make one."""
+    if not isinstance(value, History):
+        raise InputError(f"'{what}' must come from {HISTORY_NODES}, got {type(value).__name__}")
+    return value
+
+
+def plan_in(value: Any, what: str = "plan") -> Plan:
+    """The socket's Plan (RESPEC_PLAN); InputError naming the nodes that make one."""
+    if not isinstance(value, Plan):
+        raise InputError(f"{what} must come from {PLAN_NODES}, got {type(value).__name__}")
+    return value
+
+
+def optional_plan_in(value: Any, what: str = "plan") -> Plan | None:
+    """plan_in for an optional socket: None when nothing is connected."""
+    return None if value is None else plan_in(value, what)
+
+
+def plan_for_history(plan: Any, history: Any, node: str) -> tuple[Plan, History]:
+    """(plan, history) of a node that takes both: the plan must be the one made from this history
+    for its next turn, which only the graph's wiring can get wrong."""
+    history, plan = history_in(history), plan_in(plan)
+    if plan.turn != history.next_turn:
+        raise InputError(f"the plan was made for turn {plan.turn}, but this history's next turn is "
+                         f"{history.next_turn}: connect the same history to the node that made the plan and to "
+                         f"the {node}")
+    return plan, history
+
+
+def controller_call_in(value: Any) -> ControllerCall:
+    """Controller Prompt's controller_call output; InputError saying where to connect it from."""
+    if value is None:
+        raise InputError("connect Controller Prompt (ReSpec)'s controller_call to Plan from Text")
+    if not isinstance(value, ControllerCall):
+        raise InputError("Plan from Text needs the controller_call output of Controller Prompt (ReSpec), "
+                         f"got {type(value).__name__}")
+    return value
+
+
+def generated_text_in(call: ControllerCall, text: Any) -> Any:
+    """TextGenerate's answer for a call that needs one (None is fine for a skipped call)."""
+    if text is None and call.needed:
+        raise InputError(f"turn {call.turn} needs the controller's answer: connect TextGenerate's "
+                         "generated_text to Plan from Text")
+    return text
