@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..respec.controller.planner import skips_controller
 from ..respec.controller.textgen import ControllerCall
 from ..respec.errors import InputError
 from ..respec.history import History
@@ -48,6 +49,15 @@ def plan_for_history(plan: Any, history: Any, node: str) -> tuple[Plan, History]
                          f"{history.next_turn}: connect the same history to the node that made the plan and to "
                          f"the {node}")
     return plan, history
+
+
+def controller_in(vlm: Any, history: History, is_restoration: bool, skip_non_restoration: bool) -> Any:
+    """The VLM socket's value; InputError naming the loader nodes when this turn calls the controller
+    (not turn 1, not a skipped one) and none is connected."""
+    if vlm is None and history.next_turn > 1 and not skips_controller(is_restoration, skip_non_restoration):
+        raise InputError(f"turn {history.next_turn} needs a controller: connect a VLM (ReSpec VLM Loader or "
+                         "OpenAI-compatible Controller)")
+    return vlm
 
 
 def controller_call_in(value: Any) -> ControllerCall:

@@ -20,7 +20,7 @@ from ..respec.controller.prompts import template_fingerprint
 from ..respec.controller.request import ON_PARSE_FAILURE, REQUEST
 from ..respec.errors import InputError
 from ..respec.images import as_array, as_rgb, resize
-from .boundary import history_in, plan_for_history, plan_in
+from .boundary import controller_in, history_in, plan_for_history, plan_in
 from .common import HISTORY, PLAN, VLM, images_to_comfy
 
 CATEGORY = "ReSpec/controller"
@@ -262,8 +262,8 @@ class ReSpecPreservationTarget:
         options = PlanOptions(skip_non_restoration=skip_non_restoration, templates=templates,
                               on_parse_failure=on_parse_failure, history_mode=history_images,
                               max_history_images=int(max_history_images))
-        plan = plan_turn(history, instruction, vlm, flag, options,
-                         meta={**meta, "restoration_mode": restoration_mode})
+        vlm = controller_in(vlm, history, flag, skip_non_restoration)
+        plan = plan_turn(history, instruction, vlm, flag, options, meta={**meta, "restoration_mode": restoration_mode})
         comfy.send_event("plan", {"node": unique_id, "plan": plan.to_dict()})
         return (plan, plan_json(plan), plan.synthesis_instruction)
 

@@ -86,6 +86,12 @@ def test_a_plan_made_for_another_turn_is_refused_naming_what_to_connect(pack, m,
         m["ReSpecProvenanceSelector"]().select(history, "remove the hat", "auto", True, plan=_plan(pack, 5))
 
 
+def test_a_turn_that_calls_the_controller_without_one_names_the_loader_nodes(pack, m, history):
+    with pytest.raises(core(pack, "errors").InputError, match="turn 2 needs a controller: connect a VLM"):
+        m["ReSpecPreservationTarget"]().plan(history, "make it pink", None, "not restoration", False, "(built-in)",
+                                             "(built-in)")
+
+
 def test_plan_from_text_names_controller_prompt_when_its_call_is_missing(pack, m):
     with pytest.raises(core(pack, "errors").InputError, match="connect Controller Prompt"):
         m["ReSpecPlanFromText"]().plan(None, "{}", "request")

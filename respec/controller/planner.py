@@ -100,8 +100,7 @@ def plan_turn(history: History, user_instruction: str, backend: Any, is_restorat
     if t == 1 or skips_controller(is_restoration, o.skip_non_restoration):
         return pass_through_plan(history, user_instruction, is_restoration, meta=meta)
     if backend is None or not callable(getattr(backend, "chat", None)):
-        raise InputError("turn %d needs a controller: connect a VLM (ReSpec VLM Loader or OpenAI-compatible "
-                         "Controller)" % t)
+        raise InputError(f"turn {t} needs a controller (a VLM backend with a chat method), and none was given")
 
     templates = templates or load_templates()
     kind = RESTORATION if is_restoration else MIDTURN
