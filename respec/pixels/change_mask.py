@@ -40,7 +40,7 @@ from scipy import ndimage
 
 from .alignment import IDENTITY, Alignment, alignment_for, at_full_size, estimate_alignment, support, warp
 from .analysis_cache import CACHE, AnalysisCache
-from .change_record import ChangeRecord, grid_from_info
+from .change_record import ALIGNMENT, ChangeRecord, grid_from_info
 from .colour_fit import FIT_SAMPLES, ColourFit, fit_colour, grey_of, residual, robust_scale, sample_grid, smooth
 from .masks import clean_mask, dilate, history_size
 from .work_images import as_float_rgb, working_size
@@ -113,7 +113,7 @@ class ChangeResult:
             d["resized_from"] = list(self.resized_from)
         if self.working_size is not None:
             d["working_size"] = list(self.working_size)
-        d["alignment"] = self.alignment.record()
+        d[ALIGNMENT] = self.alignment.record()
         if self.editor_blur_px:
             d["editor_blur_px"] = self.editor_blur_px
         if self.stability is not None:
