@@ -20,6 +20,7 @@ nodes pass it on), so what is kept, and how much, is read here and nowhere else:
     heads         ... and its "last change" map per history
     object_turns  the additions after each turn of a history (respec/controller/object_turns.py)
     downscaled    history images shrunk to a controller's pixel budget (respec/controller/prompts.py)
+    request_words the object words a request added, by its text (respec/controller/restoration.py)
 
 `stats()` says how full each table is and how often it answered; `counts` keeps the provenance
 index's work counters (summaries made, masks computed, turns stamped). The model cache
@@ -109,6 +110,9 @@ class AnalysisCache:
     # History images shrunk to a controller's pixel budget, by (digest, budget): a conversation's
     # earlier images are shrunk once, not on every turn (the PIL images are shared, not copied).
     downscaled: LRU = field(default_factory=lambda: LRU(max_bytes=MAX_DOWNSCALED_BYTES, size_of=_pil_bytes))
+    # The object words each request added, by the request's text (respec/controller/restoration.py):
+    # every later turn of a conversation asks again about every earlier request.
+    request_words: LRU = field(default_factory=lambda: LRU(8192))
     # Work counters of the provenance index (summaries_made, masks_computed, turns_stamped).
     counts: Counters = field(default_factory=Counters)
 
