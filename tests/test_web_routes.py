@@ -512,7 +512,7 @@ def test_gc_is_bounded_per_request_and_one_at_a_time(pack, tmp_path, monkeypatch
     monkeypatch.setattr(web, "MAX_GC_FILES", 2)
     first = web.collect_garbage(store, b"{}").json()
     assert first["removed"] == 2 and first["more"] is True and sum(p.exists() for p in old) == 1
-    with web._GC_LOCK:                                               # another clean-up is running
+    with web.PANEL.gc_lock:                                          # another clean-up is running
         busy = web.collect_garbage(store, b"{}")
     assert busy.status == 409 and "already running" in busy.json()["error"] and sum(p.exists() for p in old) == 1
     second = web.collect_garbage(store, b"{}").json()

@@ -21,6 +21,7 @@ nodes pass it on), so what is kept, and how much, is read here and nowhere else:
     object_turns  the additions after each turn of a history (respec/controller/object_turns.py)
     downscaled    history images shrunk to a controller's pixel budget (respec/controller/prompts.py)
     request_words the object words a request added, by its text (respec/controller/restoration.py)
+    pngs          stored images encoded as PNG for the panel, by digest and box (respec/web.py)
 
 `stats()` says how full each table is and how often it answered; `counts` keeps the provenance
 index's work counters (summaries made, masks computed, turns stamped). The model cache
@@ -38,6 +39,7 @@ MAX_PACKED_BYTES = 256 << 20    # bit-packed computed masks kept (256 MiB: 2,000
 MAX_HEADS = 16                  # histories whose "last change" map is kept ...
 MAX_HEAD_BYTES = 256 << 20      # ... within this many bytes of maps (16 at 1024², 1 at 8192²)
 MAX_DOWNSCALED_BYTES = 256 << 20   # downscaled controller images (RGB bytes)
+MAX_PNG_BYTES = 32 << 20        # encoded images kept for the panel
 
 
 def _nbytes(a) -> int:
@@ -113,6 +115,9 @@ class AnalysisCache:
     # The object words each request added, by the request's text (respec/controller/restoration.py):
     # every later turn of a conversation asks again about every earlier request.
     request_words: LRU = field(default_factory=lambda: LRU(8192))
+    # Stored images encoded as PNG for the panel, by (digest, box) (respec/web.py): a verified
+    # image is not decoded and encoded again on every request.
+    pngs: LRU = field(default_factory=lambda: LRU(max_bytes=MAX_PNG_BYTES, size_of=len))
     # Work counters of the provenance index (summaries_made, masks_computed, turns_stamped).
     counts: Counters = field(default_factory=Counters)
 
