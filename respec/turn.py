@@ -93,7 +93,9 @@ class TurnParts:
     post_edit: tuple[PostEditStep, ...] = ()
     timing: TimingHook | None = None
     # The per-image analysis the turn's stages share (respec/pixels/analysis_cache.py): C_t is read
-    # from it in step 7, where the post-edit steps left it.
+    # from it in step 7, where the post-edit steps left it. Reveal Composite and the Drift Guard
+    # record their output's C_t in the default CACHE (respec/pixels/reveal.py, guard.py): give
+    # another cache only with steps that record into it, or step 7 measures C_t of their output anew.
     cache: AnalysisCache = CACHE
 
     def __post_init__(self):
