@@ -20,8 +20,12 @@ folders are taken out of a damaged store's message, which goes whole to the log)
 Nothing but the session store's own image files (looked up by digest, never by a path taken from
 the request) and the in-memory region masks published by `publish_region_masks` is ever served.
 An image file is decoded and its content hash checked before it is served (once per digest and
-size, then cached): a damaged or replaced file, or a link leading outside the store, is a JSON
-error naming the turn, never a 200 or a bare 500; any other failure is a JSON 500 too.
+size, then kept in the analysis cache): a damaged or replaced file, or a link leading outside the
+store, is a JSON error naming the turn, never a 200 or a bare 500; any other failure is a JSON 500 too.
+
+What the server remembers between requests (the stores History nodes announced, the published
+region masks, the latest scores) is one `PanelState`, made once (`PANEL`) and taken by the handlers
+and the event listener as a parameter.
 """
 from __future__ import annotations
 
