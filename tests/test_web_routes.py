@@ -572,3 +572,15 @@ def test_comfyuis_free_request_releases_the_packs_models(pack):
         assert released == [True]
     finally:
         remove()
+
+
+def test_the_panel_state_passed_in_keeps_its_own_scores_stores_and_masks(pack, tmp_path):
+    web = core(pack, "web")
+    panel, other = web.PanelState(), web.PanelState()
+    web.remember_event("respec.scores", {"session_id": "mine", "S_TC": 0.5}, panel)
+    web.remember_event("respec.history", {"session_id": "mine", "store": str(tmp_path)}, panel)
+    regions = web.publish_region_masks({"R_restore": np.ones((8, 8), bool)}, panel)
+    assert web.latest_scores("mine", panel)["S_TC"] == 0.5 and web.latest_scores("mine", other) is None
+    assert web.known_store_roots(panel) == [str(tmp_path.resolve())] and web.known_store_roots(other) == []
+    digest = regions["R_restore"]["digest"]
+    assert web.mask_image(digest, panel).status == 200 and web.mask_image(digest, other).status == 404
