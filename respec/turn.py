@@ -69,9 +69,10 @@ class Selector(Protocol):
 
 
 class PostEditStep(Protocol):
-    """A part run after the edit: it sees the turn so far (respec/post_edit/record.py: what it may
-    read; record.image is the image the earlier steps left) and returns a StepResult (respec/post_edit/result.py): its entry for the record,
-    the image it leaves (None: the same), the per-pixel records to keep with the turn."""
+    """A part run after the edit: it sees the turn so far (respec/post_edit/record.py says what it
+    may read; record.image is the image the earlier steps left) and returns a StepResult
+    (respec/post_edit/result.py): its entry for the record, the image it leaves (None: the same),
+    the per-pixel records to keep with the turn."""
 
     name: str
 
