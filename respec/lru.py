@@ -26,13 +26,16 @@ class LRU:
         self.max_items, self.max_bytes, self._size_of = max_items, max_bytes, size_of
         self._items: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()   # oldest first
         self._bytes = 0
+        self._hits = self._misses = 0     # of `get` (a `peek` is not counted)
         self._lock = threading.Lock()
 
     def get(self, key: Hashable, default: Any = None) -> Any:
         """The value under `key`, now the most recently used, or `default`."""
         with self._lock:
             if key not in self._items:
+                self._misses += 1
                 return default
+            self._hits += 1
             self._items.move_to_end(key)
             return self._items[key][0]
 
@@ -59,6 +62,14 @@ class LRU:
         """The keys, least recently used first."""
         with self._lock:
             return list(self._items)
+
+    def stats(self) -> dict:
+        """{items, bytes (when bounded by bytes), hits, misses}: how full it is and how often `get` found its key."""
+        with self._lock:
+            out = {"items": len(self._items), "hits": self._hits, "misses": self._misses}
+            if self.max_bytes is not None:
+                out["bytes"] = self._bytes
+            return out
 
     def clear(self) -> None:
         """Forget every item."""

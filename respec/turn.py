@@ -36,7 +36,10 @@ from .controller.selection import PlanSelector, Selection
 from .errors import InputError
 from .history import CHANGE, History, StoredImage, TurnMask
 from .plan import Plan
+from .pixels.analysis_cache import CACHE, AnalysisCache
 from .pixels.change_mask import change_for
+from .pixels.change_record import ALIGNMENT, ChangeRecord
+from .post_edit.record import TurnSoFar
 from .post_edit.result import StepResult, keep_step
 from .timing import StageTimer, TimingHook
 
@@ -66,13 +69,14 @@ class Selector(Protocol):
 
 
 class PostEditStep(Protocol):
-    """A part run after the edit: it sees the turn so far (record.image is the image the earlier
-    steps left) and returns a StepResult (respec/post_edit/result.py): its entry for the record,
-    the image it leaves (None: the same), the per-pixel records to keep with the turn."""
+    """A part run after the edit: it sees the turn so far (respec/post_edit/record.py says what it
+    may read; record.image is the image the earlier steps left) and returns a StepResult
+    (respec/post_edit/result.py): its entry for the record, the image it leaves (None: the same),
+    the per-pixel records to keep with the turn."""
 
     name: str
 
-    def __call__(self, history: History, record: "TurnRecord") -> StepResult:
+    def __call__(self, history: History, record: TurnSoFar) -> StepResult:
         ...
 
 
@@ -81,7 +85,7 @@ class TurnParts:
     """The parts a turn runs, named like a diffusers pipeline's components: the editor, the
     controller backend (None: no VLM), the planner and the selector (default: the paper's,
     VLMPlanner and PlanSelector), the post-edit steps in order, and a hook wrapped around each
-    stage (respec.timing)."""
+    stage (respec.timing), and the analysis cache the turn reads C_t from."""
 
     editor: Any
     backend: Any = None
@@ -89,6 +93,11 @@ class TurnParts:
     selector: Selector = field(default_factory=PlanSelector)
     post_edit: tuple[PostEditStep, ...] = ()
     timing: TimingHook | None = None
+    # The per-image analysis the turn's stages share (respec/pixels/analysis_cache.py): C_t is read
+    # from it in step 7, where the post-edit steps left it. Reveal Composite and the Drift Guard
+    # record their output's C_t in the default CACHE (respec/pixels/reveal.py, guard.py): give
+    # another cache only with steps that record into it, or step 7 measures C_t of their output anew.
+    cache: AnalysisCache = CACHE
 
     def __post_init__(self):
         object.__setattr__(self, "post_edit", tuple(self.post_edit))   # a list given is kept as it was
@@ -235,7 +244,7 @@ def run_turn(history: History, request: str, parts: TurnParts, switches: TurnSwi
     #    "provenance" stage, are in the record) and the record in the turn's meta.
     with stage("provenance"):
         record.image = StoredImage.of(record.image)   # a post-edit step's new image (else the same one)
-        change = change_for(history, record.image)
+        change = change_for(history, record.image, cache=parts.cache)
     record.seconds = seconds
     new = keep_turn(history, record.image, request, sent_instruction=record.sent_instruction, plan=record.plan,
                     editor_image_ids=record.editor_image_ids, meta={**(meta or {}), **record.meta()},
@@ -251,7 +260,8 @@ def keep_turn(history: History, image: Any, request: str, *, sent_instruction: s
     mask C_t beside `masks` (the post-edit steps' per-pixel records), and `meta` with the ids of
     the images the editor received (EDITOR_IMAGE_IDS) and C_t's alignment of I_{t-1} to I_t.
 
-    change: C_t when the caller computed it already (else respec.pixels.change_mask.change_for).
+    change: C_t when the caller computed it already (else respec.pixels.change_mask.change_for, from the
+    analysis cache CACHE: what a Reveal Composite or Drift Guard node of the same graph recorded).
     append: called as append(image, request, sent_instruction, plan, meta, masks=...), its history
     returned; default history.append (History Append passes its session store's append_once).
     A plan must be the one made for this turn of this history (plan.turn = history.next_turn)."""
@@ -262,7 +272,8 @@ def keep_turn(history: History, image: Any, request: str, *, sent_instruction: s
     meta = dict(meta or {})
     if editor_image_ids is not None:
         meta[EDITOR_IMAGE_IDS] = list(editor_image_ids)
-    if "alignment" in change.info:   # I_{t-1} -> I_t (respec/pixels/alignment.py)
-        meta["alignment"] = change.info["alignment"]
+    alignment = ChangeRecord.of(change).alignment_record()
+    if alignment is not None:   # I_{t-1} -> I_t (respec/pixels/alignment.py)
+        meta[ALIGNMENT] = alignment
     append = append if append is not None else history.append
     return append(image, request, sent_instruction, plan, meta, masks={CHANGE: change, **(masks or {})})

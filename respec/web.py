@@ -20,8 +20,12 @@ folders are taken out of a damaged store's message, which goes whole to the log)
 Nothing but the session store's own image files (looked up by digest, never by a path taken from
 the request) and the in-memory region masks published by `publish_region_masks` is ever served.
 An image file is decoded and its content hash checked before it is served (once per digest and
-size, then cached): a damaged or replaced file, or a link leading outside the store, is a JSON
-error naming the turn, never a 200 or a bare 500; any other failure is a JSON 500 too.
+size, then kept in the analysis cache): a damaged or replaced file, or a link leading outside the
+store, is a JSON error naming the turn, never a 200 or a bare 500; any other failure is a JSON 500 too.
+
+What the server remembers between requests (the stores History nodes announced, the published
+region masks, the latest scores) is one `PanelState`, made once (`PANEL`) and taken by the handlers
+and the event listener as a parameter.
 """
 from __future__ import annotations
 
@@ -41,6 +45,7 @@ from . import comfy, models, paths
 from .errors import InputError, ReSpecError, StoreError
 from .images import as_mask
 from .lru import LRU
+from .pixels.analysis_cache import CACHE, AnalysisCache
 from .records import json_safe
 from .text import message, read_json
 
@@ -55,8 +60,6 @@ MAX_GC_FILES = 1000    # image files one clean-up request removes at most (it sa
 IMMUTABLE = {"Cache-Control": "private, max-age=31536000, immutable"}  # digest-named content
 NO_CACHE = {"Cache-Control": "no-cache"}
 
-_LOCK = threading.Lock()   # guards the latest scores below (merged into, overall and per session)
-_GC_LOCK = threading.Lock()   # one clean-up at a time in this process
 _DIGITS = re.compile(r"[0-9]{1,9}")
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 
@@ -137,11 +140,6 @@ def fit_within(size: tuple[int, int], box: tuple[int, int]) -> tuple[int, int]:
 
 # --------------------------------------------------------------------------- image encoding
 
-# Encoded images by (digest, box), bounded by total bytes. Keys are content-addressed, so an
-# entry never goes stale.
-_PNG_CACHE = LRU(max_bytes=32 << 20, size_of=len)
-
-
 def _encode_png(arr: np.ndarray, box: tuple[int, int]) -> bytes:
     im = Image.fromarray(arr[:, :, 0] if arr.shape[2] == 1 else arr)
     target = fit_within(im.size, box)
@@ -152,13 +150,13 @@ def _encode_png(arr: np.ndarray, box: tuple[int, int]) -> bytes:
     return buf.getvalue()
 
 
-def _png(store, digest: str, box: tuple[int, int], what: str) -> bytes:
+def _png(store, digest: str, box: tuple[int, int], what: str, cache: AnalysisCache) -> bytes:
     """The stored image `digest` as a PNG fitted into `box`. The file is decoded and its content
-    hash checked (ImageFiles.get) the first time; the result is cached by digest and box, so a
-    verified image is not decoded again. A damaged, replaced or linked-away file is a StoreError
-    naming `what` (e.g. "turn 2's image"), without server paths."""
+    hash checked (ImageFiles.get) the first time; the result is kept by digest and box (the
+    analysis cache's `pngs`), so a verified image is not decoded again. A damaged, replaced or linked-away
+    file is a StoreError naming `what` (e.g. "turn 2's image"), without server paths."""
     key = (digest, box)
-    data = _PNG_CACHE.get(key)
+    data = cache.pngs.get(key)
     if data is None:
         try:
             arr = store.files.get(digest)
@@ -170,32 +168,56 @@ def _png(store, digest: str, box: tuple[int, int], what: str) -> bytes:
             raise StoreError(f"{what} (image {digest[:12]}...) cannot be served: its file {why}. Restore the "
                              "file from a backup, or rewind the session to before that turn.") from e
         data = _encode_png(arr, box)
-        _PNG_CACHE.put(key, data)
+        cache.pngs.put(key, data)
     return data
 
 
 # --------------------------------------------------------------------------- stores
 
 MAX_KNOWN_ROOTS = 16
-_KNOWN_ROOTS = LRU(MAX_KNOWN_ROOTS)   # stores History nodes announced
 
 
-def known_store_roots() -> list[str]:
+class PanelState:
+    """What this server remembers for the panel between requests (not a cache of the core's
+    analysis: the panel's own state, made from the events of this process's nodes). One object,
+    `PANEL`, made when the module loads; the handlers and the event listener take it as a
+    parameter (a test passes its own).
+
+        known_roots   the session-store directories History nodes announced (newest last): the
+                      only stores besides the default one a client may read
+        masks         the latest region masks published with the scores (PNG bytes by digest)
+        scores        the latest scores per session, and `latest` overall (under `lock`)
+        gc_lock       one clean-up of a store at a time in this process
+    """
+
+    def __init__(self):
+        self.known_roots = LRU(MAX_KNOWN_ROOTS)
+        self.masks = LRU(MAX_MASKS)      # read with peek: the latest published are kept
+        self.scores = LRU(64)            # per session; read and written under `lock` with `latest`
+        self.latest: dict = {}
+        self.lock = threading.Lock()     # guards the latest scores (merged into, overall and per session)
+        self.gc_lock = threading.Lock()
+
+
+PANEL = PanelState()
+
+
+def known_store_roots(panel: PanelState = PANEL) -> list[str]:
     """Session-store directories that History nodes of this process reported (newest last)."""
-    return _KNOWN_ROOTS.keys()
+    return panel.known_roots.keys()
 
 
-def remember_store(root: Any) -> None:
+def remember_store(root: Any, panel: PanelState = PANEL) -> None:
     """Allow the panel to read a store a History node used (called from the event listener,
     so only paths the server's own nodes opened become readable, never a client's path)."""
     if not isinstance(root, str) or not root:
         return
     from pathlib import Path
     key = str(Path(root).expanduser().resolve())
-    _KNOWN_ROOTS.put(key, None)
+    panel.known_roots.put(key, None)
 
 
-def resolve_store(param: Any, open_store: Callable[[str | None], Any]):
+def resolve_store(param: Any, open_store: Callable[[str | None], Any], panel: PanelState = PANEL):
     """The store a request names: the default one when `param` is empty, else a store root that
     is the default's or one a History node announced (compared as text: a client's path is never
     opened). InputError otherwise."""
@@ -205,7 +227,7 @@ def resolve_store(param: Any, open_store: Callable[[str | None], Any]):
         default = open_store(None)
         if param == str(default.root):
             return default
-        if param in known_store_roots():
+        if param in known_store_roots(panel):
             return open_store(param)
     raise InputError("unknown session store: only the default store and stores used by ReSpec "
                      "History nodes of this server can be read (use the 'store' value that "
@@ -236,12 +258,12 @@ class NotFound(ReSpecError):
     """The session, turn or image asked for does not exist (HTTP 404)."""
 
 
-def public(error: Exception, store: Any = None) -> str:
+def public(error: Exception, store: Any = None, panel: PanelState = PANEL) -> str:
     """An error's message as a client may see it: short, and without the folders of the session
     stores (a message about a damaged or busy store file names it for the server's owner, who
     finds it in the log)."""
     text = str(error)
-    roots = {str(getattr(store, "root", "") or ""), *known_store_roots()}
+    roots = {str(getattr(store, "root", "") or ""), *known_store_roots(panel)}
     try:
         roots.add(str(paths.sessions_dir().expanduser().resolve()))
     except (OSError, ValueError):
@@ -301,16 +323,17 @@ def _sessions(store) -> list[dict]:
     return store.list_sessions()
 
 
-def list_sessions(open_store: Callable[[str | None], Any], store_param: Any = None) -> Response:
+def list_sessions(open_store: Callable[[str | None], Any], store_param: Any = None,
+                  panel: PanelState = PANEL) -> Response:
     """GET /respec/sessions: every session of the default store and of the stores History nodes
     of this server used, newest change first; each names its store (pass it back as ?store=).
     With ?store=, only that store's sessions; a store that is not one of those is 400, as on the
     other routes (a client cannot name a directory to read)."""
     def run():
         out, seen = [], set()
-        roots = [None, *known_store_roots()]
+        roots = [None, *known_store_roots(panel)]
         if store_param is not None:
-            roots = [str(resolve_store(store_param, open_store).root)]
+            roots = [str(resolve_store(store_param, open_store, panel).root)]
         for root in roots:
             store = open_store(root)
             key = str(store.root)
@@ -323,18 +346,19 @@ def list_sessions(open_store: Callable[[str | None], Any], store_param: Any = No
     return _guard(run)
 
 
-def get_session(store, session_id: Any) -> Response:
+def get_session(store, session_id: Any, panel: PanelState = PANEL) -> Response:
     """GET /respec/sessions/{id}: the session's turns (JSON), the latest plan, and the latest
     scores seen for it in this process (or null)."""
     def run():
         hist = _load(store, session_id)
         body = hist.summary()
-        body["scores"] = latest_scores(hist.session_id)
+        body["scores"] = latest_scores(hist.session_id, panel)
         return json_response(body)
     return _guard(run, store)
 
 
-def turn_image(store, session_id: Any, turn: Any, width: Any = None, height: Any = None) -> Response:
+def turn_image(store, session_id: Any, turn: Any, width: Any = None, height: Any = None,
+               cache: AnalysisCache = CACHE) -> Response:
     """GET /respec/sessions/{id}/turns/{k}/image?w=&h=: turn k's image as PNG, fitted into w×h."""
     def run():
         k = parse_turn(turn)
@@ -344,17 +368,18 @@ def turn_image(store, session_id: Any, turn: Any, width: Any = None, height: Any
             raise NotFound(f"session {hist.session_id!r} has turns 0..{len(hist.turns) - 1}, not {k}")
         digest = hist.turns[k].image.digest
         # Turn k's content changes after a rewind and a new append: not cacheable.
-        return Response(200, "image/png", _png(store, digest, box, f"turn {k}'s image"), dict(NO_CACHE))
+        return Response(200, "image/png", _png(store, digest, box, f"turn {k}'s image", cache), dict(NO_CACHE))
     return _guard(run, store)
 
 
-def session_image(store, session_id: Any, digest: Any, width: Any = None, height: Any = None) -> Response:
+def session_image(store, session_id: Any, digest: Any, width: Any = None, height: Any = None,
+                  cache: AnalysisCache = CACHE) -> Response:
     """GET /respec/sessions/{id}/images/{digest}?w=&h=: an image of this session by digest."""
     def run():
         d = parse_digest(digest)
         box = (parse_side(width), parse_side(height))
         hist = _load(store, session_id)
-        return Response(200, "image/png", _png(store, d, box, _image_of(hist, d)), dict(IMMUTABLE))
+        return Response(200, "image/png", _png(store, d, box, _image_of(hist, d), cache), dict(IMMUTABLE))
     return _guard(run, store)
 
 
@@ -411,7 +436,7 @@ def branch(store, session_id: Any, body: bytes | str | None, notify: bool = True
     return _guard(run, store)
 
 
-def collect_garbage(store, body: bytes | str | None) -> Response:
+def collect_garbage(store, body: bytes | str | None, panel: PanelState = PANEL) -> Response:
     """POST /respec/sessions/gc with {} (or {"dry_run": true}): delete the store's image files that
     no turn refers to any more (after rewinds, deleted sessions, interrupted appends) and that are
     older than GC_MIN_AGE_S. Bounded: the request names no path and no age, one clean-up runs at
@@ -423,14 +448,14 @@ def collect_garbage(store, body: bytes | str | None) -> Response:
         if set(data) - {"dry_run"} or not isinstance(data.get("dry_run", False), bool):
             raise InputError('the body must be {} or {"dry_run": true} (nothing else is read)')
         dry = data.get("dry_run", False)
-        if not _GC_LOCK.acquire(blocking=False):
+        if not panel.gc_lock.acquire(blocking=False):
             return error_response(409, "a clean-up of the session store is already running; try again when it has finished")
         try:
             files: list[tuple[str, int]] = []
             n = store.gc(GC_MIN_AGE_S, dry_run=dry, limit=MAX_GC_FILES,
                          seen=lambda path, size: files.append((path.name, size)))
         finally:
-            _GC_LOCK.release()
+            panel.gc_lock.release()
         return json_response({"store": str(store.root), "dry_run": dry, "removed": n,
                               "bytes": sum(size for _, size in files), "files": [name for name, _ in files],
                               "more": n >= MAX_GC_FILES, "min_age_s": GC_MIN_AGE_S})
@@ -438,11 +463,6 @@ def collect_garbage(store, body: bytes | str | None) -> Response:
 
 
 # --------------------------------------------------------------------------- scores and region masks
-
-_MASKS = LRU(MAX_MASKS)   # read with peek: the latest published are kept
-_SCORES = LRU(64)         # per session; read and written under _LOCK with _LATEST_SCORES
-_LATEST_SCORES: dict = {}
-
 
 def _mask_png(mask: Any) -> tuple[bytes, tuple[int, int]]:
     inside = as_mask(mask, "region mask")
@@ -458,7 +478,7 @@ def _mask_png(mask: Any) -> tuple[bytes, tuple[int, int]]:
     return buf.getvalue(), size
 
 
-def publish_region_masks(masks: dict[str, Any]) -> dict[str, dict]:
+def publish_region_masks(masks: dict[str, Any], panel: PanelState = PANEL) -> dict[str, dict]:
     """Keep region masks (e.g. {"R_restore": bool H×W, "R_preserve": ...}) for the panel's
     overlays and return, per name, {"digest", "url", "width", "height"} (the mask's own size
     before the ≤512 px downscale) to put into a `respec.scores` event as `regions`.
@@ -471,16 +491,16 @@ def publish_region_masks(masks: dict[str, Any]) -> dict[str, dict]:
             continue
         data, (w, h) = _mask_png(mask)
         digest = hashlib.sha256(data).hexdigest()
-        _MASKS.put(digest, data)
+        panel.masks.put(digest, data)
         out[str(name)] = {"digest": digest, "url": f"/respec/masks/{digest}", "width": w, "height": h}
     return out
 
 
-def mask_image(digest: Any) -> Response:
+def mask_image(digest: Any, panel: PanelState = PANEL) -> Response:
     """GET /respec/masks/{digest}: a published region mask (L PNG, 255 inside)."""
     def run():
         d = parse_digest(digest)
-        data = _MASKS.peek(d)
+        data = panel.masks.peek(d)
         if data is None:
             return error_response(404, "no such region mask (masks are kept in memory for the "
                                        "latest scores only; run the OCCUR Score node again)")
@@ -500,40 +520,38 @@ def merge_scores(previous: dict | None, data: dict) -> dict:
     return {**(previous or {}), **payload}
 
 
-def remember_event(event: str, data: Any) -> None:
+def remember_event(event: str, data: Any, panel: PanelState = PANEL) -> None:
     """Event listener (respec.comfy.add_listener): note the stores History nodes use and keep the
     latest `respec.scores` (with the judge's S_IF from `respec.judge`), overall and per session,
     for panels opened after the run."""
     if not isinstance(data, dict):
         return
     if event == "respec.history":
-        remember_store(data.get("store"))
+        remember_store(data.get("store"), panel)
         return
     if event == "respec.judge" and "S_IF" in data:
         data = {"S_IF": data["S_IF"], **({"session_id": data["session_id"]} if "session_id" in data else {})}
     elif event != "respec.scores":
         return
     sid = data.get("session_id")
-    with _LOCK:
-        latest = merge_scores(dict(_LATEST_SCORES) or None, data)
-        _LATEST_SCORES.clear()
-        _LATEST_SCORES.update(latest)
+    with panel.lock:
+        panel.latest = merge_scores(dict(panel.latest) or None, data)
         if isinstance(sid, str):
-            _SCORES.put(sid, merge_scores(_SCORES.peek(sid), data))
+            panel.scores.put(sid, merge_scores(panel.scores.peek(sid), data))
 
 
-def latest_scores(session_id: str | None = None) -> dict | None:
+def latest_scores(session_id: str | None = None, panel: PanelState = PANEL) -> dict | None:
     """The latest scores payload for `session_id` (or overall when None), or None."""
-    with _LOCK:
+    with panel.lock:
         if session_id is None:
-            return dict(_LATEST_SCORES) or None
-        got = _SCORES.peek(session_id)
+            return dict(panel.latest) or None
+        got = panel.scores.peek(session_id)
         return dict(got) if got is not None else None
 
 
-def get_latest_scores() -> Response:
+def get_latest_scores(panel: PanelState = PANEL) -> Response:
     """GET /respec/scores/latest: the latest `respec.scores` payload seen by this server."""
-    return json_response({"scores": latest_scores()})
+    return json_response({"scores": latest_scores(None, panel)})
 
 
 def models_status() -> Response:

@@ -7,7 +7,8 @@ import pytest
 
 from respec.history import CHANGE, History, Turn
 from respec.pixels import change_mask as changes, provenance_index
-from respec.pixels.analysis_cache import CACHE
+from respec.lru import LRU
+from respec.pixels.analysis_cache import CACHE, MAX_HEADS, AnalysisCache
 from respec.pixels.change_mask import change_for
 from respec.pixels.provenance import provenance_of
 
@@ -95,7 +96,7 @@ def test_a_history_without_stored_masks_computes_each_missing_mask_once_past_64_
     assert len(calls) == 70, "the 64-entry cache must not make the index compute masks again"
     assert np.array_equal(again.last_change(), first.last_change())
     # A copy of the same turns (a session loaded again) finds the same summaries.
-    provenance_index._HEADS.clear()
+    CACHE.heads.clear()
     provenance_of(_bare(h))
     assert len(calls) == 70
 
@@ -142,11 +143,12 @@ def test_block_grid_marks_the_blocks_of_changed_pixels():
     assert provenance_index.block_grid(np.ones((3, 5), bool)).shape == (3, 3)
 
 
-def test_the_maps_kept_stay_within_their_byte_budget(monkeypatch):
-    monkeypatch.setattr(provenance_index, "MAX_HEAD_BYTES", 3 * SHAPE[0] * SHAPE[1] * 4)
+def test_the_maps_kept_stay_within_their_byte_budget():
+    cache = AnalysisCache(heads=LRU(max_items=MAX_HEADS, max_bytes=3 * SHAPE[0] * SHAPE[1] * 4,
+                                    size_of=lambda head: head.last.nbytes))
     h = _history(6)
     for k in range(1, 7):
-        provenance_of(h.rewind(k))
-    assert len(provenance_index._HEADS) == 3
+        provenance_of(h.rewind(k), cache=cache)
+    assert len(cache.heads) == 3
     masks, last = _reference(h)
-    assert np.array_equal(provenance_of(h).last_change(), last), "an evicted map is built again"
+    assert np.array_equal(provenance_of(h, cache=cache).last_change(), last), "an evicted map is built again"

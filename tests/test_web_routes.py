@@ -512,7 +512,7 @@ def test_gc_is_bounded_per_request_and_one_at_a_time(pack, tmp_path, monkeypatch
     monkeypatch.setattr(web, "MAX_GC_FILES", 2)
     first = web.collect_garbage(store, b"{}").json()
     assert first["removed"] == 2 and first["more"] is True and sum(p.exists() for p in old) == 1
-    with web._GC_LOCK:                                               # another clean-up is running
+    with web.PANEL.gc_lock:                                          # another clean-up is running
         busy = web.collect_garbage(store, b"{}")
     assert busy.status == 409 and "already running" in busy.json()["error"] and sum(p.exists() for p in old) == 1
     second = web.collect_garbage(store, b"{}").json()
@@ -572,3 +572,15 @@ def test_comfyuis_free_request_releases_the_packs_models(pack):
         assert released == [True]
     finally:
         remove()
+
+
+def test_the_panel_state_passed_in_keeps_its_own_scores_stores_and_masks(pack, tmp_path):
+    web = core(pack, "web")
+    panel, other = web.PanelState(), web.PanelState()
+    web.remember_event("respec.scores", {"session_id": "mine", "S_TC": 0.5}, panel)
+    web.remember_event("respec.history", {"session_id": "mine", "store": str(tmp_path)}, panel)
+    regions = web.publish_region_masks({"R_restore": np.ones((8, 8), bool)}, panel)
+    assert web.latest_scores("mine", panel)["S_TC"] == 0.5 and web.latest_scores("mine", other) is None
+    assert web.known_store_roots(panel) == [str(tmp_path.resolve())] and web.known_store_roots(other) == []
+    digest = regions["R_restore"]["digest"]
+    assert web.mask_image(digest, panel).status == 200 and web.mask_image(digest, other).status == 404

@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from ..history import History
-from ..lru import LRU
+from ..pixels.analysis_cache import CACHE, AnalysisCache
 from ..pixels.masks import dilate
 from ..pixels.provenance import Provenance, provenance_of
 from .restoration import (added_object_colours, added_object_words, colour_words, replacement_words,
@@ -177,9 +177,6 @@ def _best(adds: list[Addition], idx: list[int], words: set, colours: set) -> int
     return max(idx, key=lambda i: (adds[i].match(words, colours), adds[i].turn))
 
 
-_CACHE = LRU(4096)   # chain key after turn t -> the additions after turn t
-
-
 def _chain(history: History) -> list[str]:
     keys = [history.turns[0].image.digest]
     for turn in history.turns[1:]:
@@ -188,19 +185,20 @@ def _chain(history: History) -> list[str]:
     return keys
 
 
-def object_turns(history: History, prov: Provenance | None = None) -> ObjectTurns:
+def object_turns(history: History, prov: Provenance | None = None, cache: AnalysisCache = CACHE) -> ObjectTurns:
     """The additions of every turn of `history`, each live or consumed (see the module docstring).
-    Kept by content: a history extending one already read costs only its new turns."""
+    Kept by content in `cache.object_turns` (chain key after turn t -> the additions after turn t):
+    a history extending one already read costs only its new turns."""
     keys = _chain(history)
     j = len(keys) - 1
-    while j > 0 and _CACHE.get(keys[j]) is None:
+    while j > 0 and cache.object_turns.get(keys[j]) is None:
         j -= 1
-    adds: list[Addition] = list(_CACHE.get(keys[j]) or ()) if j else []
+    adds: list[Addition] = list(cache.object_turns.get(keys[j]) or ()) if j else []
     if j < len(keys) - 1:
-        prov = prov if prov is not None else provenance_of(history)
+        prov = prov if prov is not None else provenance_of(history, cache=cache)
         for t in range(j + 1, len(keys)):
             adds = _step(adds, history, prov, t)
-            _CACHE.put(keys[t], tuple(adds))
+            cache.object_turns.put(keys[t], tuple(adds))
     return ObjectTurns(tuple(adds), len(history.turns) - 1)
 
 

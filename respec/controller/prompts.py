@@ -12,9 +12,9 @@ import hashlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Mapping
 
 import numpy as np
 from PIL import Image
@@ -22,7 +22,7 @@ from PIL import Image
 from ..errors import InputError
 from ..history import History, StoredImage
 from ..images import as_rgb, downscale_to_budget
-from ..lru import LRU
+from ..pixels.analysis_cache import CACHE, AnalysisCache
 from ..text import clip
 
 RESTORATION = "restoration"
@@ -60,12 +60,16 @@ class Templates:
         return {"source": src, "sha256": hashlib.sha256(text.encode()).hexdigest()[:16]}
 
 
-@lru_cache(maxsize=None)
+# The shipped templates, read once when the module loads (they only change with the pack).
+BUILTIN_TEMPLATES: Mapping[str, str] = MappingProxyType(
+    {kind: (TEMPLATE_DIR / f"{kind}.txt").read_text(encoding="utf-8") for kind in (RESTORATION, MIDTURN)})
+
+
 def builtin_template(kind: str) -> str:
-    """The template text shipped with the pack (respec/controller/templates/<kind>.txt), read once."""
-    if kind not in (RESTORATION, MIDTURN):
+    """The template text shipped with the pack (respec/controller/templates/<kind>.txt)."""
+    if kind not in BUILTIN_TEMPLATES:
         raise ValueError(f"unknown prompt kind {kind!r}; use 'restoration' or 'midturn'")
-    return (TEMPLATE_DIR / f"{kind}.txt").read_text(encoding="utf-8")
+    return BUILTIN_TEMPLATES[kind]
 
 
 def _read_override(path: str, kind: str) -> str:
@@ -144,35 +148,29 @@ def checked_max_pixels(value: Any) -> int:
 
 
 def build_parts(history: History, user_instruction: str, max_pixels: int = DEFAULT_MAX_PIXELS,
-                shown: Sequence[int] | None = None) -> list:
+                shown: Sequence[int] | None = None, cache: AnalysisCache = CACHE) -> list:
     """The user message: "Image k:" then I_k for k = 0..t-1, or for the ids in `shown` (in
     history order; respec/controller/history_images.py chooses them), each downscaled to
-    `max_pixels`, then the edit history and the current request."""
+    `max_pixels` (kept in `cache`), then the edit history and the current request."""
     ids = range(history.next_turn) if shown is None else sorted(set(int(i) for i in shown))
     parts: list = []
     for k in ids:
         parts.append(f"Image {k}:")
-        parts.append(downscaled(history.image(k), max_pixels))
+        parts.append(downscaled(history.image(k), max_pixels, cache))
     parts.append(history_text(history, user_instruction, None if shown is None else ids))
     return parts
 
 
-# Downscaled copies of history images by (content hash, pixel budget): a conversation's earlier
-# images are shrunk once, not on every turn. Bounded by bytes; the PIL images are shared, not copied.
-MAX_DOWNSCALED_BYTES = 256 << 20
-_DOWNSCALED = LRU(max_bytes=MAX_DOWNSCALED_BYTES,
-                  size_of=lambda im: im.size[0] * im.size[1] * len(im.getbands()))
-
-
-def downscaled(img: StoredImage, max_pixels: int) -> Image.Image:
-    """`img` as RGB, shrunk (keeping aspect) to at most `max_pixels`; cached by content hash and
-    budget. Callers must not change the returned image."""
+def downscaled(img: StoredImage, max_pixels: int, cache: AnalysisCache = CACHE) -> Image.Image:
+    """`img` as RGB, shrunk (keeping aspect) to at most `max_pixels`; kept in `cache.downscaled` by
+    content hash and budget (a conversation's earlier images are shrunk once, not on every turn).
+    Callers must not change the returned image."""
     key = (img.digest, int(max_pixels))
-    hit = _DOWNSCALED.get(key)
+    hit = cache.downscaled.get(key)
     if hit is not None:
         return hit
     out = downscale_to_budget(as_rgb(img.array), max_pixels)
-    _DOWNSCALED.put(key, out)
+    cache.downscaled.put(key, out)
     return out
 
 

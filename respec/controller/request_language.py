@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 
 # The one verb table: each verb phrase and its class, in the order the restoration rule tries
 # them (it takes the first that occurs anywhere in a request; the clause reader takes the longest
@@ -367,7 +366,6 @@ def places_changed(request: str | None) -> int | None:
     return len(objs) + moves
 
 
-@lru_cache(maxsize=4096)
 def object_phrase(request: str | None) -> str | None:
     """The object phrase a request asks to change (its first), or None for a global or style
     request, or when no object can be read (an edit-region node then asks the user for a mask)."""

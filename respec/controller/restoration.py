@@ -21,10 +21,10 @@ manual override ("restoration" / "not restoration") settles any case it gets wro
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 
 from ..errors import InputError
 from ..history import History
+from ..pixels.analysis_cache import CACHE, AnalysisCache
 from ..text import clip
 from .request import check_request
 from .request_language import clauses, verbs_of
@@ -133,19 +133,16 @@ def replacement_words(request: str) -> set[str]:
     return set()
 
 
-def added_object_words(instruction: str) -> set[str]:
-    """Content words of the object an earlier request added (empty if it added nothing)."""
-    return set(_added_object_words(instruction if isinstance(instruction, str) else str(instruction)))
-
-
-@lru_cache(maxsize=8192)
-def _added_object_words(instruction: str) -> frozenset[str]:
-    # Read once per instruction: every later turn of a conversation asks again about every earlier one.
-    return frozenset(_read_added_object_words(instruction))
-
-
-def _read_added_object_words(instruction: str) -> set[str]:
-    return _content(_added_object_phrase(instruction))
+def added_object_words(instruction: str, cache: AnalysisCache = CACHE) -> set[str]:
+    """Content words of the object an earlier request added (empty if it added nothing). Read once
+    per instruction (kept in `cache.request_words`): every later turn of a conversation asks again
+    about every earlier one."""
+    text = instruction if isinstance(instruction, str) else str(instruction)
+    hit = cache.request_words.get(text)
+    if hit is None:
+        hit = frozenset(_content(_added_object_phrase(text)))
+        cache.request_words.put(text, hit)
+    return set(hit)
 
 
 def _added_object_phrase(instruction: str) -> list[str]:

@@ -26,6 +26,8 @@ Shared by all of them (one home for each rule):
       colour_fit        the robust colour fit I_t ≈ gain · I_{t-1} + bias and its one application
                         (`ColourFit.apply`, `ColourFit.from_info` for a stored record), robust scale
       work_images       a turn's images as float RGB at the working size (above 4 MP: scaled down)
-      analysis_cache    what the steps keep between them, in one object (`CACHE`): change records,
-                        working-size images, the stability figures per image and per turn
+      analysis_cache    what the steps keep between them, in one object (`AnalysisCache`, passed in;
+                        `CACHE` by default): alignments, change records, working-size images, the
+                        stability figures, the provenance index, object turns, controller images
+      change_record     C_t as a typed value (`ChangeRecord.of`): the one reader of its JSON
 """

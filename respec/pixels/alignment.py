@@ -48,7 +48,7 @@ from scipy import ndimage
 from ..errors import InputError
 from ..history import StoredImage
 from ..images import finite_pixels
-from ..lru import LRU
+from .analysis_cache import CACHE, AnalysisCache
 from .colour_fit import MAD_TO_SIGMA
 from .work_images import work_float, working_size
 
@@ -617,29 +617,27 @@ def at_full_size(al: Alignment, f: float, size: tuple[int, int]) -> Alignment:
     return Alignment(al.dx / f, al.dy / f, al.scale, al.residual_px / f, al.method, al.inliers, tuple(size))
 
 
-# The alignment of a pair of images, by their digests and the size it refers to: Reveal Composite,
-# the Drift Guard, the change record and History Append ask for one turn's alignment, estimated once.
-_ALIGN = LRU(64)
-
-
-def alignment_for(prev: StoredImage, cur: StoredImage, size: tuple[int, int]) -> Alignment:
-    """The alignment I_{t-1} (`prev`) -> I_t (`cur`) at the history's `size` (w, h), cached by
-    the two images' digests: Reveal Composite and History Append estimate it once per turn."""
-    hit = _ALIGN.get((prev.digest, cur.digest, tuple(size)))
+def alignment_for(prev: StoredImage, cur: StoredImage, size: tuple[int, int],
+                  cache: AnalysisCache = CACHE) -> Alignment:
+    """The alignment I_{t-1} (`prev`) -> I_t (`cur`) at the history's `size` (w, h), kept in
+    `cache.alignments` by the two images' digests: Reveal Composite, the Drift Guard, the change
+    record and History Append estimate it once per turn."""
+    hit = cache.alignments.get((prev.digest, cur.digest, tuple(size)))
     if hit is not None:
         return hit
     work = working_size(size)
     if prev.size == tuple(work) and cur.size == tuple(work):
         al = estimate_alignment(prev.array, cur.array)      # grey straight from uint8: no float RGB copies
     else:
-        al = estimate_alignment(work_float(prev, work), work_float(cur, work))
+        al = estimate_alignment(work_float(prev, work, cache), work_float(cur, work, cache))
     if work != tuple(size):
         al = at_full_size(al, work[0] / float(size[0]), size)
-    remember_alignment(prev, cur, size, al)
+    remember_alignment(prev, cur, size, al, cache)
     return al
 
 
-def remember_alignment(prev: StoredImage, cur: StoredImage, size: tuple[int, int], al: Alignment) -> None:
+def remember_alignment(prev: StoredImage, cur: StoredImage, size: tuple[int, int], al: Alignment,
+                       cache: AnalysisCache = CACHE) -> None:
     """Record a known alignment prev -> cur (e.g. Reveal Composite's output keeps the edit's
     geometry), so the turn's change record reuses it."""
-    _ALIGN.put((prev.digest, cur.digest, tuple(size)), al)
+    cache.alignments.put((prev.digest, cur.digest, tuple(size)), al)

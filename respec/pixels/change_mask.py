@@ -39,7 +39,8 @@ from PIL import Image
 from scipy import ndimage
 
 from .alignment import IDENTITY, Alignment, alignment_for, at_full_size, estimate_alignment, support, warp
-from .analysis_cache import CACHE
+from .analysis_cache import CACHE, AnalysisCache
+from .change_record import ALIGNMENT, ChangeRecord, grid_from_info
 from .colour_fit import FIT_SAMPLES, ColourFit, fit_colour, grey_of, residual, robust_scale, sample_grid, smooth
 from .masks import clean_mask, dilate, history_size
 from .work_images import as_float_rgb, working_size
@@ -111,7 +112,7 @@ class ChangeResult:
             d["resized_from"] = list(self.resized_from)
         if self.working_size is not None:
             d["working_size"] = list(self.working_size)
-        d["alignment"] = self.alignment.record()
+        d[ALIGNMENT] = self.alignment.record()
         if self.editor_blur_px:
             d["editor_blur_px"] = self.editor_blur_px
         if self.stability is not None:
@@ -261,11 +262,9 @@ class Stability:
 
     @staticmethod
     def grid_from_info(info: dict) -> np.ndarray | None:
-        """The unstable grid back from `info`'s record; None when the record has none."""
-        rows = info.get("unstable_grid") if isinstance(info, dict) else None
-        if not rows:
-            return None
-        return np.array([[ch == "1" for ch in row] for row in rows], bool)
+        """The unstable grid back from `info`'s record; None when the record has none
+        (respec/pixels/change_record.py reads it; ChangeRecord.unstable_grid is the typed way)."""
+        return grid_from_info(info)
 
 
 def unstable_mask(grid: np.ndarray | None, shape: tuple[int, int]) -> np.ndarray:
@@ -343,41 +342,50 @@ def stability(a: np.ndarray, b: np.ndarray, fit: ColourFit, mask: np.ndarray,
     return Stability(unstable, frac, rer, int(unstable.size), tfrac)
 
 
-def change_for(history: History, image: Any, params: ChangeParams = DEFAULT_PARAMS) -> TurnMask:
+def change_for(history: History, image: Any, params: ChangeParams = DEFAULT_PARAMS,
+               cache: AnalysisCache = CACHE) -> TurnMask:
     """The change mask of the turn about to be appended (I_{t-1} = history's latest image,
     I_t = `image`), at the history's size, as a TurnMask for History.append(masks=...)."""
-    return _cached_change(history.current.image, StoredImage.of(image), history_size(history), params)
+    return change_record_for(history, image, params, cache).stored
+
+
+def change_record_for(history: History, image: Any, params: ChangeParams = DEFAULT_PARAMS,
+                      cache: AnalysisCache = CACHE) -> ChangeRecord:
+    """`change_for`'s record, typed (respec/pixels/change_record.py)."""
+    return change_record_between(history.current.image, StoredImage.of(image), history_size(history), params, cache)
 
 
 def _change_key(prev: StoredImage, cur: StoredImage, size: tuple[int, int], params: ChangeParams) -> tuple:
-    """A change record's key in CACHE.changes (respec/pixels/analysis_cache.py): by content."""
+    """A change record's key in the analysis cache's `changes` (respec/pixels/analysis_cache.py): by content."""
     return (prev.digest, cur.digest, tuple(size), params)
 
 
-def _cached_change(prev: StoredImage, cur: StoredImage, size: tuple[int, int],
-                   params: ChangeParams) -> TurnMask:
+def change_record_between(prev: StoredImage, cur: StoredImage, size: tuple[int, int],
+                          params: ChangeParams = DEFAULT_PARAMS, cache: AnalysisCache = CACHE) -> ChangeRecord:
+    """The change record prev -> cur at `size` (aligned first), typed, computed once per pair of
+    images (kept in `cache.changes` by their digests; what remember_change recorded is returned as it is)."""
     key = _change_key(prev, cur, size, params)
-    hit = CACHE.changes.get(key)
+    hit = cache.changes.get(key)
     if hit is not None:
         return hit
-    tm = change_mask(prev, cur, size, params, alignment=alignment_for(prev, cur, size)).turn_mask()
-    CACHE.changes.put(key, tm)
-    return tm
+    tm = change_mask(prev, cur, size, params, alignment=alignment_for(prev, cur, size, cache)).turn_mask()
+    rec = ChangeRecord.of(tm)
+    cache.changes.put(key, rec)
+    return rec
 
 
 def change_between(prev: StoredImage, cur: StoredImage, size: tuple[int, int],
-                   params: ChangeParams = DEFAULT_PARAMS) -> TurnMask:
-    """The change record prev -> cur at `size` (aligned first), computed once per pair of images
-    (cached by their digests; what remember_change recorded is returned as it is)."""
-    return _cached_change(prev, cur, tuple(size), params)
+                   params: ChangeParams = DEFAULT_PARAMS, cache: AnalysisCache = CACHE) -> TurnMask:
+    """The change record prev -> cur at `size` as the store keeps it (`change_record_between`'s TurnMask)."""
+    return change_record_between(prev, cur, tuple(size), params, cache).stored
 
 
-def remember_change(prev: StoredImage, cur: StoredImage, size: tuple[int, int], tm: TurnMask,
-                    params: ChangeParams = DEFAULT_PARAMS) -> None:
+def remember_change(prev: StoredImage, cur: StoredImage, size: tuple[int, int], tm: "TurnMask | ChangeRecord",
+                    params: ChangeParams = DEFAULT_PARAMS, cache: AnalysisCache = CACHE) -> None:
     """Record a known change record prev -> cur (Reveal Composite computes the edit's C_t once;
     its output differs from the edit only inside C_t and on quiet seam pixels, so History Append
     and run_turn reuse it for the output instead of computing it again)."""
-    CACHE.changes.put(_change_key(prev, cur, size, params), tm)
+    cache.changes.put(_change_key(prev, cur, size, params), ChangeRecord.of(tm))
 
 
 def full_size_result(res: ChangeResult, size: tuple[int, int]) -> ChangeResult:

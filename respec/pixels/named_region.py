@@ -29,7 +29,8 @@ from scipy import ndimage
 
 from ..errors import InputError
 from ..history import StoredImage
-from .alignment import Alignment, warp
+from .alignment import warp
+from .change_record import ChangeRecord
 from .guard import guard_change
 from .masks import dilate, mask_at
 
@@ -67,8 +68,8 @@ def edit_region(previous: Any, edited: Any, phrase: str, object_masks: Sequence[
     masks = [mask_at(m, shape, "an object mask") for m in object_masks if m is not None]
     if len(masks) > 2:
         raise InputError(f"expected the object's masks in I_(t-1) and in I_t (2 at most), got {len(masks)}")
-    change = guard_change(p, e)
-    al = Alignment.from_record(change.info.get("alignment"))
+    change = ChangeRecord.of(guard_change(p, e))
+    al = change.alignment
     inv = None if al.is_identity else al.inverse()
     C = change.mask if inv is None else warp(change.mask, inv, order=0)
     if len(masks) == 2 and inv is not None:   # the object as found in I_t, carried into I_(t-1)'s frame

@@ -22,9 +22,11 @@ from scipy import ndimage
 
 from . import provenance_index
 from .alignment import IDENTITY, Alignment, compose_all, support, warp
-from .analysis_cache import CACHE
-from .change_mask import (DEFAULT_PARAMS, JUDGED_SHARE, STABILITY_BLOCK, TEXTURE_STD, ChangeParams, Stability,
+from .analysis_cache import CACHE, AnalysisCache
+from .change_mask import (DEFAULT_PARAMS, JUDGED_SHARE, STABILITY_BLOCK, TEXTURE_STD, ChangeParams,
                           block_tiles, change_between, stability_size, unstable_mask)
+from . import change_record
+from .change_record import grid_from_info
 from .colour_fit import grey_of
 from .masks import dilate, history_size
 from .work_images import as_float_rgb
@@ -98,7 +100,7 @@ class NearEvidence:
     def held(self, j: int) -> tuple[int, int, int] | None:
         """held_near(history, prov, k, j)."""
         prov, history = self.prov, self.history
-        grid = Stability.grid_from_info(prov.records[j]) if j < len(prov.records) else None
+        grid = grid_from_info(prov.records[j]) if j < len(prov.records) else None
         if grid is None:
             return None
         B = STABILITY_BLOCK
@@ -121,7 +123,7 @@ class NearEvidence:
         keep = (self.keep_k if not c_j[Y0:Y1, X0:X1].any()
                 else _keep_on_blocks(self.c_k | c_j, self.sbox, self.small, self.shape))
         return _count_held(history, j, near[sub], grid[sub], keep, self.bb, self.small, grid.shape,
-                           int(near.sum()))
+                           int(near.sum()), prov.cache)
 
     def _held_moved(self, j: int, grid: np.ndarray) -> tuple[int, int, int]:
         prov, history = self.prov, self.history
@@ -136,12 +138,13 @@ class NearEvidence:
         bb = (int(ys.min()), int(ys.max()) + 1, int(xs.min()), int(xs.max()) + 1)
         keep = _keep_on_blocks(c_k | c_j, (bb[0] * B, bb[1] * B, bb[2] * B, bb[3] * B), self.small, self.shape)
         sub = (slice(bb[0], bb[1]), slice(bb[2], bb[3]))
-        return _count_held(history, j, near[sub], grid[sub], keep, bb, self.small, grid.shape, int(near.sum()))
+        return _count_held(history, j, near[sub], grid[sub], keep, bb, self.small, grid.shape, int(near.sum()),
+                           prov.cache)
 
 
 def _count_held(history: History, j: int, near: np.ndarray, grid: np.ndarray, keep: np.ndarray,
                 bb: tuple[int, int, int, int], small: tuple[int, int], blocks: tuple[int, int],
-                around: int) -> tuple[int, int, int]:
+                around: int, cache: AnalysisCache) -> tuple[int, int, int]:
     """(held, textured, around) on the blocks `bb` (by0, by1, bx0, bx1): `near` and `grid` there,
     `keep` the pixels each block's texture is measured on (at the stability size)."""
     B = STABILITY_BLOCK
@@ -151,11 +154,11 @@ def _count_held(history: History, j: int, near: np.ndarray, grid: np.ndarray, ke
     partial = (n_keep < B * B) & (n_keep > 0) & near
 
     def block_std(img: StoredImage) -> np.ndarray:
-        std = _block_std_all(img, small, blocks)[by0:by1, bx0:bx1].copy()   # blocks kept whole: the image's own
+        std = _block_std_all(img, small, blocks, cache)[by0:by1, bx0:bx1].copy()   # blocks kept whole: the image's own
         if partial.any():
             ys, xs = np.nonzero(partial)
             py0, py1, px0, px1 = int(ys.min()), int(ys.max()) + 1, int(xs.min()), int(xs.max()) + 1
-            g = _small_grey(img, small)[(by0 + py0) * B:(by0 + py1) * B, (bx0 + px0) * B:(bx0 + px1) * B]
+            g = _small_grey(img, small, cache)[(by0 + py0) * B:(by0 + py1) * B, (bx0 + px0) * B:(bx0 + px1) * B]
             t = block_tiles(g, (py1 - py0, px1 - px0)).astype(np.float64)
             kk, nk = kt[py0:py1, px0:px1], n_keep[py0:py1, px0:px1]
             m = (t * kk).sum(-1) / np.maximum(nk, 1.0)
@@ -204,27 +207,28 @@ def _keep_on_blocks(changed: np.ndarray, sbox: tuple[int, int, int, int], small:
     return (_at_small(d, small, box=box, out=(x1 - x0, y1 - y0)) < 0.01).astype(np.float64)
 
 
-def _small_grey(img: StoredImage, small: tuple[int, int]) -> np.ndarray:
+def _small_grey(img: StoredImage, small: tuple[int, int], cache: AnalysisCache) -> np.ndarray:
     """An image's grey, BOX-resized to `small` and blurred (1 px), as `stability` measures texture;
     once per image."""
     key = (img.digest, tuple(small))
-    hit = CACHE.grey.get(key)
+    hit = cache.grey.get(key)
     if hit is None:
         hit = ndimage.gaussian_filter(grey_of(as_float_rgb(as_rgb(img.array).resize(small, Image.BOX))), 1.0)
         hit.flags.writeable = False
-        CACHE.grey.put(key, hit)
+        cache.grey.put(key, hit)
     return hit
 
 
-def _block_std_all(img: StoredImage, small: tuple[int, int], blocks: tuple[int, int]) -> np.ndarray:
+def _block_std_all(img: StoredImage, small: tuple[int, int], blocks: tuple[int, int],
+                   cache: AnalysisCache) -> np.ndarray:
     """Each stability block's grey std (`_small_grey`) over all its pixels; once per image."""
     key = ("std", img.digest, tuple(small), tuple(blocks))
-    hit = CACHE.small.get(key)
+    hit = cache.small.get(key)
     if hit is None:
-        t = block_tiles(_small_grey(img, small), blocks).astype(np.float64)
+        t = block_tiles(_small_grey(img, small, cache), blocks).astype(np.float64)
         hit = np.sqrt(((t - t.mean(-1)[..., None]) ** 2).mean(-1))
         hit.flags.writeable = False
-        CACHE.small.put(key, hit)
+        cache.small.put(key, hit)
     return hit
 
 
@@ -234,11 +238,11 @@ def _change_blocks(history: History, prov: "Provenance", t: int, small: tuple[in
     stored = history.turns[t].masks.get(CHANGE)
     key = ("change", stored.image.digest if stored is not None else
            (history.turns[t - 1].image.digest, history.turns[t].image.digest), tuple(small), tuple(blocks))
-    hit = CACHE.small.get(key)
+    hit = prov.cache.small.get(key)
     if hit is None:
         hit = block_tiles(_at_small(prov.changes[t], small), blocks).mean(-1)
         hit.flags.writeable = False
-        CACHE.small.put(key, hit)
+        prov.cache.small.put(key, hit)
     return hit
 
 
@@ -260,6 +264,7 @@ class Provenance:
     unstable: tuple[np.ndarray, ...] = ()
     records: tuple[dict, ...] = ()      # each turn's change-mask info (stable_fraction, rerendered, ...)
     index: Any = field(default=None, compare=False, repr=False)  # respec.pixels.provenance_index view, when made by it
+    cache: AnalysisCache = field(default=CACHE, compare=False, repr=False)   # where NearEvidence keeps per-image figures
 
     @property
     def turns(self) -> int:
@@ -364,44 +369,41 @@ def turn_alignment(history: History, t: int) -> Alignment:
     info; the identity for turn 0 and for turns stored before alignment existed)."""
     if not 0 <= t < len(history.turns):
         raise InputError(f"turn {t} is not in this history (turns 0..{len(history.turns) - 1})")
-    if t == 0:
-        return IDENTITY
-    turn = history.turns[t]
-    rec = (turn.meta or {}).get("alignment") if isinstance(turn.meta, dict) else None
-    if not rec:
-        tm = turn.masks.get(CHANGE)
-        rec = tm.info.get("alignment") if tm is not None else None
-    return Alignment.from_record(rec)
+    return IDENTITY if t == 0 else change_record.turn_alignment(history.turns[t])
 
 
-def turn_change(history: History, t: int, params: ChangeParams = DEFAULT_PARAMS) -> TurnMask:
+def turn_change(history: History, t: int, params: ChangeParams = DEFAULT_PARAMS,
+                cache: AnalysisCache = CACHE) -> TurnMask:
     """Turn t's change record (the stored `change` TurnMask: mask + info with alignment,
     stable_fraction, rerendered, unstable_grid), computed (and cached) when the turn has none."""
     if not 1 <= t < len(history.turns):
         raise InputError(f"turn {t} has no change record (turns 1..{len(history.turns) - 1} do)")
     tm = history.turns[t].masks.get(CHANGE)
     if tm is None:
-        tm = change_between(history.turns[t - 1].image, history.turns[t].image, history_size(history), params)
+        tm = change_between(history.turns[t - 1].image, history.turns[t].image, history_size(history), params, cache)
     return tm
 
 
-def provenance_of(history: History, params: ChangeParams = DEFAULT_PARAMS) -> Provenance:
+def provenance_of(history: History, params: ChangeParams = DEFAULT_PARAMS, cache: AnalysisCache = CACHE) -> Provenance:
     """The per-pixel change history of `history`: stored change masks where the turns have them
     (resized to the history's size if needed), computed for the turns that do not; with each
-    turn's alignment and unstable blocks."""
+    turn's alignment and unstable blocks. What it reads again on later calls is kept in `cache`."""
     # The index keeps the masks' summaries and a "last change" map per history (O(H·W) per new
     # turn, each missing mask computed once); its map counts a turn's unstable blocks too.
-    idx = provenance_index.index_for(history, params, change_between, stamp_mask=_changed_or_unstable)
+    def compute(prev: StoredImage, cur: StoredImage, size: tuple[int, int], p: ChangeParams) -> TurnMask:
+        return change_between(prev, cur, size, p, cache)
+
+    idx = provenance_index.index_for(history, params, compute, stamp_mask=_changed_or_unstable, cache=cache)
     w, h = idx.size
     records = [{}] + [idx.info(t) for t in range(1, idx.turns + 1)]
-    aligns = [IDENTITY] + [Alignment.from_record(((t.meta or {}).get("alignment") if isinstance(t.meta, dict) else None)
-                                                 or records[t.index].get("alignment")) for t in history.turns[1:]]
+    aligns = [IDENTITY] + [change_record.alignment_of(t.meta, records[t.index]) for t in history.turns[1:]]
     unstable = _UnstableMasks(records, (h, w))
-    return Provenance(idx.masks(), idx.size, idx.computed, tuple(aligns), unstable, tuple(records), index=idx)
+    return Provenance(idx.masks(), idx.size, idx.computed, tuple(aligns), unstable, tuple(records), index=idx,
+                      cache=cache)
 
 
 def _changed_or_unstable(history: History, t: int, m: np.ndarray, info: dict) -> np.ndarray:
-    grid = Stability.grid_from_info(info)
+    grid = grid_from_info(info)
     return m if grid is None or not grid.any() else m | unstable_mask(grid, m.shape)
 
 
@@ -417,4 +419,4 @@ class _UnstableMasks(Sequence):
     def __getitem__(self, i):
         if isinstance(i, slice):
             return tuple(self[j] for j in range(*i.indices(len(self))))
-        return unstable_mask(Stability.grid_from_info(self._records[i]), self._shape)
+        return unstable_mask(grid_from_info(self._records[i]), self._shape)

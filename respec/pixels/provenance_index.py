@@ -20,11 +20,12 @@ Guarantees:
   and the mask settings when it has none. A history rebuilt from the same turns (a session loaded
   again, a benchmark config repeating a prefix) finds its summaries; a rewind-and-branch reuses
   every summary of the common turns and restamps only the map.
-- Bounded memory: summaries of stored masks are a few hundred bytes and are all kept (up to
-  MAX_SUMMARIES, far above any conversation); computed masks are kept bit-packed up to
-  MAX_PACKED_BYTES (least recently used go first and would be computed again); the maps of the
-  MAX_HEADS most recently used histories are kept, within MAX_HEAD_BYTES.
-- Thread-safe (one lock; the work happens outside it).
+- Bounded memory: everything is kept in the analysis cache (respec/pixels/analysis_cache.py,
+  passed in; its bounds are set there): summaries of stored masks are a few hundred bytes and are
+  all kept (up to MAX_SUMMARIES, far above any conversation); computed masks are kept bit-packed
+  up to MAX_PACKED_BYTES (least recently used go first and would be computed again); the maps of
+  the MAX_HEADS most recently used histories are kept, within MAX_HEAD_BYTES.
+- Thread-safe (the cache's tables are; the work happens outside their locks).
 
 Beyond respec/pixels/provenance.py's own alignments and stability records (a later change), a turn's
 contribution to the map is whatever `stamp_mask` returns for it: C_t, or C_t united with the
@@ -34,8 +35,6 @@ pixels it destabilised; a non-identity alignment would carry the map into the ne
 from __future__ import annotations
 
 import hashlib
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -43,13 +42,11 @@ from typing import Any, Callable
 import numpy as np
 
 from ..history import CHANGE, History, TurnMask
+from ..lru import LRU
+from .analysis_cache import CACHE, AnalysisCache
 from .masks import history_size, mask_at
 
 GRID = 32                       # block grid of a mask summary (GRID x GRID blocks)
-MAX_SUMMARIES = 200_000         # mask summaries kept (a few hundred bytes each)
-MAX_PACKED_BYTES = 256 << 20    # bit-packed computed masks kept (256 MiB: 2,000 masks at 1024²)
-MAX_HEADS = 16                  # histories whose "last change" map is kept ...
-MAX_HEAD_BYTES = 256 << 20      # ... within this many bytes of maps (16 at 1024², 1 at 8192²)
 
 # compute(prev StoredImage, cur StoredImage, size (w, h), params) -> TurnMask: the change mask of a
 # turn that has none stored (respec/pixels/provenance.py passes change_mask.change_between, cached).
@@ -103,41 +100,7 @@ def stored_mask_at(tm: TurnMask, size: tuple[int, int]) -> np.ndarray:
     return mask_at(tm, (size[1], size[0]), "a stored change mask")
 
 
-# --------------------------------------------------------------------------- the caches
-
-class _Summaries:
-    """Mask summaries by turn key: every stored mask's, and computed masks up to a byte budget."""
-
-    def __init__(self):
-        self.items: "OrderedDict[tuple, MaskSummary]" = OrderedDict()
-        self.packed_bytes = 0
-
-    def get(self, key: tuple) -> MaskSummary | None:
-        s = self.items.get(key)
-        if s is not None:
-            self.items.move_to_end(key)
-        return s
-
-    def put(self, key: tuple, s: MaskSummary) -> None:
-        old = self.items.pop(key, None)
-        if old is not None and old.packed is not None:
-            self.packed_bytes -= old.packed.nbytes
-        self.items[key] = s
-        if s.packed is not None:
-            self.packed_bytes += s.packed.nbytes
-        while len(self.items) > MAX_SUMMARIES:
-            self._drop(next(iter(self.items)))
-        if self.packed_bytes > MAX_PACKED_BYTES:   # oldest computed masks first (they can be made again)
-            for k in [k for k, v in self.items.items() if v.packed is not None]:
-                if self.packed_bytes <= MAX_PACKED_BYTES:
-                    break
-                self._drop(k)
-
-    def _drop(self, key: tuple) -> None:
-        v = self.items.pop(key)
-        if v.packed is not None:
-            self.packed_bytes -= v.packed.nbytes
-
+# --------------------------------------------------------------------------- what is kept
 
 @dataclass(frozen=True, eq=False)
 class _Head:
@@ -149,25 +112,22 @@ class _Head:
     last: np.ndarray                           # int32 H×W, read-only
 
 
-_LOCK = threading.Lock()
-_SUMMARIES = _Summaries()
-_HEADS: "OrderedDict[str, _Head]" = OrderedDict()
-_STATS = {"summaries_made": 0, "masks_computed": 0, "turns_stamped": 0}
+def _summaries_of(cache: AnalysisCache, key: tuple) -> LRU:
+    """The table a turn key's summary lives in: stored masks' (all kept) or computed ones' (bit-packed, by bytes)."""
+    return cache.summaries if key[0] == "stored" else cache.packed
 
 
-def stats() -> dict:
-    """Counters since the process started (summaries made, masks computed, turns stamped): what the
-    index saved is what they do not grow by."""
-    with _LOCK:
-        return dict(_STATS)
+def stats(cache: AnalysisCache = CACHE) -> dict:
+    """The index's work counters since the process started (summaries made, masks computed, turns
+    stamped): what the index saved is what they do not grow by."""
+    counts = cache.counts.snapshot()
+    return {name: counts.get(name, 0) for name in ("summaries_made", "masks_computed", "turns_stamped")}
 
 
-def clear() -> None:
+def clear(cache: AnalysisCache = CACHE) -> None:
     """Forget every summary and map (tests; the next call rebuilds what it needs)."""
-    with _LOCK:
-        _SUMMARIES.items.clear()
-        _SUMMARIES.packed_bytes = 0
-        _HEADS.clear()
+    for lru in (cache.summaries, cache.packed, cache.heads):
+        lru.clear()
 
 
 # --------------------------------------------------------------------------- the index of a history
@@ -274,12 +234,13 @@ class IndexedMasks(Sequence):
 
 def index_for(history: History, params: Any, compute: Compute,
               stamp_mask: Callable[[History, int, np.ndarray, dict], np.ndarray] | None = None,
-              carry: Callable[[History, int, np.ndarray], np.ndarray] | None = None) -> ProvenanceIndex:
+              carry: Callable[[History, int, np.ndarray], np.ndarray] | None = None,
+              cache: AnalysisCache = CACHE) -> ProvenanceIndex:
     """The provenance index of `history` at its latest turn (see the module docstring): found, or
     extended from the longest indexed prefix of it, or built. `compute` makes a missing mask
     (once); `params` is part of a computed mask's key. stamp_mask(history, t, C_t, info) -> the
     pixels turn t counts as changed in the map (default C_t; info: the mask's info dict); carry(history, t, last) -> the map carried
-    into turn t's frame (default: unchanged)."""
+    into turn t's frame (default: unchanged). The summaries and maps are kept in `cache`."""
     size = history_size(history)
     w, h = size
     n = len(history.turns)
@@ -288,17 +249,15 @@ def index_for(history: History, params: Any, compute: Compute,
     for t in range(1, n):
         keys.append(_turn_key(history, t, size, params))
         chain.append(_chain(chain[-1], keys[-1]))
-    with _LOCK:
-        j, head = n - 1, None
-        while j >= 0:
-            head = _HEADS.get(chain[j])
-            if head is not None:
-                _HEADS.move_to_end(chain[j])
-                break
-            j -= 1
-        summaries = list(head.summaries) if head is not None else [None]
-        for t in range(len(summaries), n):
-            summaries.append(_SUMMARIES.get(keys[t]))
+    j, head = n - 1, None
+    while j >= 0:
+        head = cache.heads.get(chain[j])
+        if head is not None:
+            break
+        j -= 1
+    summaries = list(head.summaries) if head is not None else [None]
+    for t in range(len(summaries), n):
+        summaries.append(_summaries_of(cache, keys[t]).get(keys[t]))
     if head is not None and j == n - 1:
         return _view(history, size, keys, head.summaries, head.last)
     last = head.last.copy() if head is not None else np.zeros((h, w), np.int32)
@@ -307,7 +266,7 @@ def index_for(history: History, params: Any, compute: Compute,
         m = None
         s = summaries[t]
         if s is None:
-            m, s = _summarise_turn(history, t, size, params, keys[t], compute)
+            m, s = _summarise_turn(history, t, size, params, keys[t], compute, cache)
             summaries[t] = s
         if carry is not None:
             last = carry(history, t, last)
@@ -320,27 +279,22 @@ def index_for(history: History, params: Any, compute: Compute,
         last[m] = t
     last.flags.writeable = False
     new = _Head(tuple(chain), tuple(keys), tuple(summaries), last)
-    with _LOCK:
-        _HEADS[chain[-1]] = new
-        _STATS["turns_stamped"] += n - start
-        while len(_HEADS) > 1 and (len(_HEADS) > MAX_HEADS
-                                   or sum(hd.last.nbytes for hd in _HEADS.values()) > MAX_HEAD_BYTES):
-            _HEADS.popitem(last=False)
+    cache.heads.put(chain[-1], new)
+    cache.counts.add("turns_stamped", n - start)
     return _view(history, size, keys, new.summaries, last)
 
 
 def _summarise_turn(history: History, t: int, size: tuple[int, int], params: Any, key: tuple,
-                    compute: Compute) -> tuple[np.ndarray, MaskSummary]:
+                    compute: Compute, cache: AnalysisCache) -> tuple[np.ndarray, MaskSummary]:
     tm = history.turns[t].masks.get(CHANGE)
     stored = tm is not None
     if not stored:
         tm = compute(history.turns[t - 1].image, history.turns[t].image, size, params)
     m = stored_mask_at(tm, size)
     s = summarise(m, keep_mask=not stored, info=tm.info)
-    with _LOCK:
-        _SUMMARIES.put(key, s)
-        _STATS["summaries_made"] += 1
-        _STATS["masks_computed"] += 0 if stored else 1
+    _summaries_of(cache, key).put(key, s)
+    cache.counts.add("summaries_made")
+    cache.counts.add("masks_computed", 0 if stored else 1)
     return m, s
 
 

@@ -14,7 +14,7 @@ from PIL import Image
 
 from ..history import StoredImage
 from ..images import as_rgb
-from .analysis_cache import CACHE
+from .analysis_cache import CACHE, AnalysisCache
 
 WORK_PIXELS = 4_194_304       # images above this (4 MP) are analysed at a working resolution, masks upsampled
 
@@ -47,17 +47,17 @@ def working_size(size: tuple[int, int], max_pixels: int | None = None) -> tuple[
     return (max(1, int(w * f)), max(1, int(h * f)))
 
 
-def work_float(img: StoredImage, size: tuple[int, int]) -> np.ndarray:
+def work_float(img: StoredImage, size: tuple[int, int], cache: AnalysisCache = CACHE) -> np.ndarray:
     """as_float_rgb(img, size), cached for images resized to a working size (the turn's
     alignment, its change record and Reveal Composite read the same few large images); images
-    that need no resizing are converted each time (no cache: that is one pass)."""
+    that need no resizing are converted each time (no cache: that is one pass). Kept in `cache.work`."""
     if img.size == tuple(size):
         return as_float_rgb(img)
     key = (img.digest, tuple(size))
-    hit = CACHE.work.get(key)
+    hit = cache.work.get(key)
     if hit is not None:
         return hit
     out = as_float_rgb(img, size)
     out.flags.writeable = False
-    CACHE.work.put(key, out)
+    cache.work.put(key, out)
     return out

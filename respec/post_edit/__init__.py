@@ -13,6 +13,7 @@ both.
     guard_step    Drift Guard: the request's scope (a global edit or a new background steps aside
                   or takes its own route), then pixels.guard's rules keep I_{t-1} outside the edit
                   region (GuardStep, drift_guard, guard_images)
+    record        what a step may read of the turn so far (TurnSoFar, a Protocol run_turn's record meets)
     result        one result for a step (StepResult: entry, image, masks) and keep_step, which keeps
                   it with the turn: run_turn and the History Append node both call it
 """

@@ -36,6 +36,7 @@ from ..pixels.masks import dilate, history_size, mask_at
 from ..pixels.reveal import exact_patch
 from ..pixels.structure import BENT_FRAC, BENT_SHARE, StructureWarp, plain_warp
 from ..pixels.work_images import working_size
+from .record import TurnSoFar
 from .result import StepResult
 
 
@@ -531,7 +532,7 @@ class GuardStep:
     def __init__(self, params: GuardParams = DEFAULT_GUARD):
         self.params = params
 
-    def __call__(self, history: History, record: Any) -> StepResult:
+    def __call__(self, history: History, record: TurnSoFar) -> StepResult:
         prev = history.current.image
         size = prev.size
         img = record.image if isinstance(record.image, StoredImage) else StoredImage.of(np.asarray(record.image))

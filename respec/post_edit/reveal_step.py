@@ -22,10 +22,11 @@ from ..errors import InputError
 from ..history import History, StoredImage
 from ..images import to_uint8
 from ..plan import Plan
-from ..pixels.alignment import Alignment, warp
-from ..pixels.change_mask import change_for
+from ..pixels.alignment import warp
+from ..pixels.change_mask import change_record_for
 from ..pixels.masks import history_size
 from ..pixels.reveal import DEFAULT_REVEAL, RevealParams, RevealResult, reveal_for, reveal_masks
+from .record import TurnSoFar
 from .result import StepResult
 
 
@@ -42,7 +43,7 @@ class RevealStep:
     def __init__(self, params: RevealParams = DEFAULT_REVEAL):
         self.params = params
 
-    def __call__(self, history: History, record: Any) -> StepResult:
+    def __call__(self, history: History, record: TurnSoFar) -> StepResult:
         res, entry = reveal_turn(history, record.image, record.plan, record.request, record.is_restoration,
                                  self.params)
         return reveal_result(res, entry, image=res.image if res is not None and res.applied else None)
@@ -84,9 +85,9 @@ def _change_in_previous_frame(history: History, edited: Any) -> np.ndarray | Non
         to_uint8(edited) if np.asarray(edited).dtype.kind == "f" else edited)
     if img.size != history_size(history) or history.current.image.size != img.size:
         return None
-    tm = change_for(history, img)
-    al = Alignment.from_record(tm.info.get("alignment"))
-    return tm.mask if al.is_identity else warp(tm.mask, al.inverse(), order=0)
+    change = change_record_for(history, img)
+    al = change.alignment
+    return change.mask if al.is_identity else warp(change.mask, al.inverse(), order=0)
 
 
 def reveal_result(res: RevealResult | None, entry: dict, image: Any = None, exact: Any = None) -> StepResult:

@@ -121,7 +121,7 @@ def one_turn(s: int, zoom: float, trace: bool = False) -> dict:
     edited = _put(nxt, box, np.round(ring).astype(np.uint8))
     from respec.history import StoredImage
     prev_img, ed_img = h.current.image, StoredImage(edited)
-    CACHE.changes.clear(), alignment._ALIGN.clear()
+    CACHE.changes.clear(), CACHE.alignments.clear()
     out = {"size": s, "zoom": zoom}
 
     def stage(name, fn):
