@@ -1,4 +1,4 @@
-"""Drift Guard (respec/pixels/guard.py): outside the edit region the user's pixels come back, in
+"""Drift Guard (respec/pixels/guard/): outside the edit region the user's pixels come back, in
 I_{t-1}'s frame; global edits, re-renders and untrusted alignments are left alone; the user's
 mask wins; nothing is computed twice."""
 from __future__ import annotations
@@ -413,20 +413,22 @@ def test_a_local_request_with_a_global_word_is_guarded_and_a_global_one_is_not(s
 
 def test_a_pose_change_around_the_edit_is_left_alone(scene):
     from dataclasses import replace
-    from respec.post_edit.guard_step import drift_guard
+    from respec.pixels.change_record import ChangeRecord
+    from respec.pixels.guard import drift_guard
+    from respec.post_edit.guard_step import edit_scope
     prev = u8(scene)
     edited = realistic(draw_rect(scene, BOX, RED))
     p, e = StoredImage.of(prev), StoredImage.of(edited)
     change = changes.change_between(p, e, (SHAPE[1], SHAPE[0]))
     rows = change.info["unstable_grid"]
-    assert drift_guard(p, e, change, request="add a red hat").applied            # the scene around it held
+    assert drift_guard(p, e, ChangeRecord.of(change), scope=edit_scope("add a red hat")).applied            # the scene around it held
     # the editor moved what the hat sits on: the blocks around the edit no longer match I_(t-1)
     gh, gw = len(rows), len(rows[0])
     y0, x0, y1, x1 = BOX
     grid = [["1" if (y0 - 30) / SHAPE[0] * gh <= i < (y1 + 30) / SHAPE[0] * gh
              and (x0 - 30) / SHAPE[1] * gw <= j < (x1 + 30) / SHAPE[1] * gw else "0" for j in range(gw)] for i in range(gh)]
     moved = replace(change, info={**change.info, "unstable_grid": ["".join(r) for r in grid]})
-    res = drift_guard(p, e, moved, request="add a red hat")
+    res = drift_guard(p, e, ChangeRecord.of(moved), scope=edit_scope("add a red hat"))
     assert not res.applied and res.record["why"] == "moved" and res.record["moved_around"] > 0.3
     assert np.array_equal(res.image, edited)
 
