@@ -3,8 +3,6 @@ multiband or feather) and step 5 of drift_guard (`compose_edit`: the editor's pi
 output on that crop)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 from scipy import ndimage
 
@@ -13,11 +11,8 @@ from ..grade import grade_record, into_grade
 from ..masks import dilate
 from ..seam import spread_difference
 from .arrays import float_rgb, psnr
-
-if TYPE_CHECKING:       # the driver's values (run.py imports this module)
-    from .frame import Frame
-    from .run import GuardInputs
-    from .tiles import Tiles
+from .values import Frame, GuardInputs
+from .tiles import Tiles
 
 RIM_PX = 2              # the seam's colour difference is read on this many pixels just outside the region ...
 SEAM_CLIP = 0.06        # ... and corrected by at most this (15/255: an editor's colour drift, not content)
@@ -111,7 +106,7 @@ def _seam_colour(P: np.ndarray, E: np.ndarray, core: np.ndarray, reach: np.ndarr
     return np.clip(E + corr, 0.0, 1.0)
 
 
-def compose_edit(inputs: "GuardInputs", frame: "Frame", tiles: "Tiles", K: np.ndarray, sl: tuple[slice, slice],
+def compose_edit(inputs: GuardInputs, frame: Frame, tiles: Tiles, K: np.ndarray, sl: tuple[slice, slice],
                  out: np.ndarray, weight: np.ndarray, checks: dict) -> None:
     """Step 5, into `out` and `weight` on the crop `sl`: I_{t-1} outside K, the editor's (aligned,
     on a local edit mapped into I_{t-1}'s grade) pixels inside, a seam without a step."""

@@ -5,14 +5,12 @@ again in I_{t-1}'s frame (or, where pixel by pixel the re-render and the edit ar
 content at a coarse scale decides: routes.coarse_route)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
 
 import numpy as np
 from PIL import Image
 
-from ..alignment import IDENTITY, Alignment, support, warp_float
+from ..alignment import IDENTITY, Alignment
 from ..change_mask import change_of
 from ..edit_region import coarse_change, coarse_size, main_change
 from ..grade import GRADE_FROM, colour_shift, invertible
@@ -22,36 +20,12 @@ from .params import NEAR_FRAC
 from .result import GuardResult, stepped_aside
 from .routes import coarse_route
 from .trust import reframed, untrusted
-
-if TYPE_CHECKING:       # the driver's values (run.py imports this module)
-    from .run import GuardInputs, ScopeRead
+from .values import Frame, GuardInputs, ScopeRead
 
 MIN_CHANGE = 0.002        # a change mask this small after a re-render found the re-render's noise, not the edit
 STRUCTURE_HELD = 0.7      # a re-rendered scene is guarded when this share of its textured structure held
 FIRST_SIDE = 128          # where the content changed, for the structure warp not to measure there, is read this coarse
 AGAIN_SIDE = 512          # after a structure warp the change is measured again with the longer side at most this
-
-
-@dataclass(frozen=True, eq=False)
-class Frame:
-    """Step 3's value: how the editor's image is read in I_{t-1}'s frame. Without a structure warp
-    the turn's alignment is undone and the turn's record holds; after one (a re-render) the change
-    was measured again through it, in I_{t-1}'s frame: a new record, a new seed, no motion left."""
-
-    info: dict                          # the change record's figures the rules read
-    inv: Alignment                      # I_t's frame -> I_{t-1}'s (IDENTITY once the record is in I_{t-1}'s)
-    sw: StructureWarp | None            # the structure warp, when the turn's alignment alone does not do
-    seed: np.ndarray | None             # the change measured again through it (None: the turn's change mask)
-    base: dict                          # the record every result starts from
-    graded: bool                        # the edit is mapped into I_{t-1}'s grade (a local edit, an invertible shift)
-
-    def sample(self, cur3: np.ndarray, box: tuple[int, int, int, int]) -> np.ndarray:
-        """The editor's pixels (float RGB) on `box` (y0, y1, x0, x1) of I_{t-1}'s frame."""
-        return warp_float(cur3, self.inv, box=box) if self.sw is None else self.sw.sample(cur3, box)
-
-    def support(self, shape: tuple[int, int]) -> np.ndarray:
-        """bool H×W: where the editor's image, read in I_{t-1}'s frame, has pixels."""
-        return support(self.inv, shape) if self.sw is None else self.sw.support((0, shape[0], 0, shape[1]))
 
 
 def _graded(local: bool, info: dict) -> bool:
@@ -72,7 +46,7 @@ def read_structure(prev3: np.ndarray, cur3: np.ndarray, al: Alignment, user: np.
     return with_local_flow(structure_warp(prev3, cur3, al, edit=user), prev3, cur3, user)
 
 
-def read_frame(inputs: "GuardInputs", read: "ScopeRead") -> GuardResult | Frame:
+def read_frame(inputs: GuardInputs, read: ScopeRead) -> GuardResult | Frame:
     """Step 3, can the alignment be undone? (a misplaced paste would damage the edit) A re-framing
     cannot; a re-render, residual motion or a whole-picture colour move is read through the
     structure warp (_through_structure)."""
@@ -101,7 +75,7 @@ def read_frame(inputs: "GuardInputs", read: "ScopeRead") -> GuardResult | Frame:
     return _through_structure(inputs, read, why)
 
 
-def _through_structure(inputs: "GuardInputs", read: "ScopeRead", why: str) -> GuardResult | Frame:
+def _through_structure(inputs: GuardInputs, read: ScopeRead, why: str) -> GuardResult | Frame:
     """Step 3 on a re-render (`why`): the structure warp must hold; the change is measured again
     through it in I_{t-1}'s frame (the Frame's new seed and record), or, where pixel by pixel the
     re-render and the edit are one, the change of content decides (coarse_route)."""

@@ -9,7 +9,7 @@ change (tiles.py). Each function is one sub-step of drift_guard (run.py) and ret
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -30,17 +30,14 @@ from .result import GuardResult, stepped_aside
 from .routes import ring_changed
 from .thin_lines import thin_lines
 from .tiles import Tiles, padded, tiles_near
-
-if TYPE_CHECKING:       # the driver's values (run.py imports this module)
-    from .frame import Frame
-    from .run import GuardInputs, ScopeRead
+from .values import Frame, GuardInputs, ScopeRead
 
 THIN_FOLLOW = 4             # rounds of tiles a thin line is followed onto beyond those near the seed
 DRIFT_MIN_SHARE = 2e-4      # a piece of change drift does not explain below this share of the picture (and a
                             # pixel) is a drifted edge or an emblem's re-sampled detail, not an edit
 
 
-def seed_of(inputs: "GuardInputs", frame: "Frame", extra_region: Any) -> tuple[np.ndarray, np.ndarray | None]:
+def seed_of(inputs: GuardInputs, frame: Frame, extra_region: Any) -> tuple[np.ndarray, np.ndarray | None]:
     """Step 4a, in I_{t-1}'s frame: (what changed: the user's mask, else the change mask (measured
     again through the structure warp when step 3 did); the turn's pasted pixels, or None)."""
     al = inputs.al
@@ -54,7 +51,7 @@ def seed_of(inputs: "GuardInputs", frame: "Frame", extra_region: Any) -> tuple[n
     return seed, extra
 
 
-def warp_near(inputs: "GuardInputs", frame: "Frame", seed: np.ndarray, extra: np.ndarray | None,
+def warp_near(inputs: GuardInputs, frame: Frame, seed: np.ndarray, extra: np.ndarray | None,
               checks: dict) -> Tiles:
     """Step 4b: the editor's pixels warped on the tiles near the change, drift told on those near the
     seed; a faint area coherent in colour is not drift (a tint) when it stands out of the drift
@@ -80,7 +77,7 @@ def warp_near(inputs: "GuardInputs", frame: "Frame", seed: np.ndarray, extra: np
     return tiles
 
 
-def change_kept(inputs: "GuardInputs", read: "ScopeRead", frame: "Frame", tiles: Tiles, seed: np.ndarray,
+def change_kept(inputs: GuardInputs, read: ScopeRead, frame: Frame, tiles: Tiles, seed: np.ndarray,
                 extra: np.ndarray | None, checks: dict) -> tuple[np.ndarray, CoarseChange | None]:
     """Step 4c: (the change the edit made, the change of content at the coarse scale when a rule
     read it, else None): the seed joined with a coherent tint next to it, without what drift
@@ -127,7 +124,7 @@ def change_kept(inputs: "GuardInputs", read: "ScopeRead", frame: "Frame", tiles:
     return c_all, cc
 
 
-def edit_region(inputs: "GuardInputs", tiles: Tiles,
+def edit_region(inputs: GuardInputs, tiles: Tiles,
                 c_all: np.ndarray) -> tuple[tuple[slice, slice], np.ndarray, np.ndarray]:
     """Step 4d: (the crop around the change, K: the pixels that keep the editor's, the region: the
     change grown by the margin, holes filled), on the crop. In the margin the editor's pixels are
@@ -149,7 +146,7 @@ def edit_region(inputs: "GuardInputs", tiles: Tiles,
     return sl, K, region
 
 
-def pose(inputs: "GuardInputs", frame: "Frame", K: np.ndarray, sl: tuple[slice, slice], cc: CoarseChange | None,
+def pose(inputs: GuardInputs, frame: Frame, K: np.ndarray, sl: tuple[slice, slice], cc: CoarseChange | None,
          edit_fraction: float) -> GuardResult | None:
     """Step 4e: a global edit region, or a pose change around it, steps aside. The pose test reads the
     stability blocks of the turn's record; after a structure warp (a re-rendered scene, whose every

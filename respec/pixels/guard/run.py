@@ -12,7 +12,6 @@ that the driver passes on:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,7 +19,6 @@ import numpy as np
 from ...errors import InputError
 from ...history import StoredImage
 from ...images import as_array
-from ..alignment import Alignment
 from ..change_record import ChangeRecord
 from ..grade import colour_shift, invertible
 from ..masks import mask_at
@@ -29,9 +27,10 @@ from .compose import compose_edit
 from .frame import read_frame
 from .params import DEFAULT_GUARD, METHOD, SEAMS, GuardParams
 from .region import change_kept, edit_region, pose, seed_of, warp_near
-from .result import GuardResult, applied_result, stepped_aside
+from .result import GuardResult, applied_result
 from .routes import background_route
 from .scope import BACKGROUND, GLOBAL, EditScope
+from .values import GuardInputs, ScopeRead
 
 
 def drift_guard(previous: Any, edited: Any, change: ChangeRecord, *, user_mask: Any = None, extra_region: Any = None,
@@ -75,41 +74,6 @@ def drift_guard(previous: Any, edited: Any, change: ChangeRecord, *, user_mask: 
                                                      "edit_fraction": round(edit_fraction, 6), **checks}, inputs.al)
 
 
-@dataclass(frozen=True, eq=False)
-class GuardInputs:
-    """Step 1's value: what one drift_guard call was given, checked."""
-
-    prev: np.ndarray             # I_{t-1} and I_t as given (uint8 H×W×C, one size)
-    cur: np.ndarray
-    prev3: np.ndarray            # their RGB (arrays.rgb3)
-    cur3: np.ndarray
-    change: ChangeRecord         # the turn's change record, I_{t-1} -> I_t
-    user: np.ndarray | None      # the user's mask, in I_{t-1}'s frame (None: the change mask decides)
-    params: GuardParams
-    px: dict                     # margin and band in pixels (GuardParams.pixels)
-    base: dict                   # the record every result starts from
-    shift: float                 # the whole picture's colour shift (grade.colour_shift)
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        """(H, W) of both pictures."""
-        return self.prev.shape[:2]
-
-    @property
-    def al(self) -> Alignment:
-        """The turn's alignment I_{t-1} -> I_t."""
-        return self.change.alignment
-
-    @property
-    def info(self) -> dict:
-        """The turn's change record's figures (colour fit, stability grid) as the rules read them."""
-        return dict(self.change.info)
-
-    def aside(self, reason: str, **extra: Any) -> GuardResult:
-        """The guard steps aside on the record it started from (result.stepped_aside)."""
-        return stepped_aside(self.cur, self.base, reason, **extra)
-
-
 def read_inputs(previous: Any, edited: Any, change: ChangeRecord, user_mask: Any,
                 params: GuardParams) -> GuardInputs:
     """Step 1: the two images (one size), the seam, the turn's record, the user's mask."""
@@ -131,15 +95,6 @@ def read_inputs(previous: Any, edited: Any, change: ChangeRecord, user_mask: Any
             user = None     # an empty mask says nothing: the change mask decides
     return GuardInputs(prev, cur, rgb3(prev), rgb3(cur), change, user, params, px, base,
                        colour_shift(dict(change.info)))
-
-
-@dataclass(frozen=True)
-class ScopeRead:
-    """Step 2's value: how local the edit is, as the user's mask or the request's words say."""
-
-    local: bool                  # the edit is local (the user's mask or the request's words say so)
-    places: int | None           # how many places the request changes (None: not read)
-    named: bool                  # the request (or the user's mask) names what it changes
 
 
 def read_scope(inputs: GuardInputs, scope: EditScope) -> GuardResult | ScopeRead:

@@ -3,16 +3,12 @@ into I_{t-1}'s frame, and drift is told, on the TILE px squares within reach of 
 `Tiles` is that lazily filled store (region.warp_near, step 4b of drift_guard, makes it)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from ..masks import dilate
 from .arrays import float_rgb
 from .drift import drift_explained
-
-if TYPE_CHECKING:       # step 3's value (frame.py imports this module's users)
-    from .frame import Frame
+from .values import Frame
 
 TILE = 64           # the editor's pixels are warped and drift is told on the tiles near the change ...
 TILE_PAD = 8        # ... each read with this much context (the drift test's filters reach 5 px)
@@ -49,7 +45,7 @@ class Tiles:
     thin line followed, a coherent area growing): `warp` and `tell` add tiles, never change one
     already read. Outside the tiles read, E is 0, `explained` True and `faint` False."""
 
-    def __init__(self, prev3: np.ndarray, cur3: np.ndarray, frame: "Frame", drift_residual: float, test: set):
+    def __init__(self, prev3: np.ndarray, cur3: np.ndarray, frame: Frame, drift_residual: float, test: set):
         self.prev3, self.cur3, self.frame, self.drift_residual = prev3, cur3, frame, drift_residual
         shape = prev3.shape[:2]
         self.shape = shape
