@@ -568,3 +568,38 @@ def test_a_users_mask_of_zeros_and_ones_in_uint8_is_read_as_the_bool_mask(scene)
     as_01 = guard_images(prev, edited, user_mask=user.astype(np.uint8))
     assert as_01.record["region_from"] == "the user's mask"
     assert np.array_equal(as_01.image, as_bool.image) and np.array_equal(as_01.weight, as_bool.weight)
+
+
+def test_the_request_is_read_once_into_an_edit_scope():
+    from respec.pixels.guard import BACKGROUND, GLOBAL, LOCAL
+    from respec.post_edit.guard_step import edit_scope
+    assert edit_scope("make it night").kind == GLOBAL and edit_scope("make it night").words == "night"
+    assert edit_scope("change the background to a beach").kind == BACKGROUND
+    local = edit_scope("add a red box and a blue lamp")
+    assert local.kind == LOCAL and local.places == 2 and local.named
+    assert not edit_scope("").named and edit_scope("").kind == LOCAL
+
+
+def test_the_guards_change_record_comes_with_its_step_result(scene):
+    from respec.pixels.guard import METHOD
+    history = History.start(Image.fromarray(u8(scene)))
+    record = type("Record", (), {})()
+    record.image = StoredImage.of(realistic(draw_rect(scene, BOX, RED)))
+    record.masks, record.request, record.plan = {}, "add a red box", None
+    result = GuardStep()(history, record)
+    assert result.entry["applied"] and result.change is not None
+    assert result.change.info["derived_by"] == METHOD and result.change.mask.shape == SHAPE
+
+
+def test_history_append_keeps_the_change_record_the_guard_node_derived(pack, scene):
+    import torch
+    node = pack.NODE_CLASS_MAPPINGS["ReSpecDriftGuard"]()
+    t = lambda a: torch.from_numpy(a).float()[None] / 255.0      # noqa: E731
+    prev = u8(scene)
+    image, _, _, guard = node.guard(t(prev), t(realistic(draw_rect(scene, BOX, RED))), True,
+                                    instruction="add a red box")
+    hist = pack.NODE_CLASS_MAPPINGS["ReSpecHistoryStore"]().run("in-graph", "s", -1, "", "", image=t(prev))[0]
+    h, _ = pack.NODE_CLASS_MAPPINGS["ReSpecHistoryAppend"]().append(hist, image, "add a red box", guard=guard)
+    # the guard's output is in I_0's frame and changed only inside the kept edit: its record says so
+    change = h.current.masks[CHANGE].info
+    assert change["derived_by"] == "drift-guard-v2" and change["alignment"]["scale"] == 1.0

@@ -107,16 +107,18 @@ def _seam_colour(P: np.ndarray, E: np.ndarray, core: np.ndarray, reach: np.ndarr
 
 
 def compose_edit(inputs: GuardInputs, frame: Frame, tiles: Tiles, K: np.ndarray, sl: tuple[slice, slice],
-                 out: np.ndarray, weight: np.ndarray, checks: dict) -> None:
-    """Step 5, into `out` and `weight` on the crop `sl`: I_{t-1} outside K, the editor's (aligned,
-    on a local edit mapped into I_{t-1}'s grade) pixels inside, a seam without a step."""
+                 checks: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Step 5: (the output's RGB, uint8 H×W×3; the weight of the editor's pixels, H×W): I_{t-1}
+    outside K, the editor's (aligned, on a local edit mapped into I_{t-1}'s grade) pixels inside K,
+    on the crop `sl`, a seam without a step."""
+    out, weight = inputs.prev3.copy(), np.zeros(inputs.shape, np.float32)
     E = tiles.E[sl]
     if frame.graded:
         E = into_grade(E, frame.info)
         checks.update(graded=f"the edit mapped into the previous image's colours (a shift of "
                               f"{inputs.shift * 255:.0f}/255)", grade=grade_record(frame.info))
     if not K.any():
-        return
+        return out, weight
     comp, w = compose(float_rgb(inputs.prev3[sl]), E, K, tiles.src[sl], inputs.params.seam, inputs.px, checks)
     sel = w > 0
     view = out[sl]
@@ -126,3 +128,4 @@ def compose_edit(inputs: GuardInputs, frame: Frame, tiles: Tiles, K: np.ndarray,
     if kept.any():
         err = (view[kept].astype(np.float64) - E[kept] * 255.0) ** 2
         checks["edit_region_psnr"] = round(psnr(float(err.mean())), 2)
+    return out, weight

@@ -11,7 +11,8 @@ from ..edit_region import convex_hull
 from ..masks import dilate
 from .arrays import bbox
 
-DRIFT_SIGMAS = (0.0, 0.75, 1.5)
+DRIFT_SIGMAS = (0.0, 0.75, 1.5)     # the blurs of I_(t-1) an editor's softening is compared with (px)
+RANGE_SHARE = 0.5   # a pixel this share of the drift limit outside the range of I_(t-1) around it is no edge's drift
 FAINT = 0.5         # inside an edit's hull, a pixel differing by more than this share of the drift limit is the edit
 
 
@@ -23,7 +24,7 @@ def drift_explained(P: np.ndarray, E: np.ndarray, info: dict, limit: float) -> t
     After alignment, resampling, an editor's blur and a sub-pixel misfit leave residuals along
     sharp edges (an emblem, text) that the change mask marks. A pixel is drift when, after the
     turn's colour fit, E agrees within `limit` (3×3-mean RMS) with P blurred by one of DRIFT_SIGMAS,
-    or lies within `limit`/2 of the range P takes over its 3×3 neighbourhood (what any blur or
+    or lies within RANGE_SHARE × `limit` of the range P takes over its 3×3 neighbourhood (what any blur or
     shift of at most a pixel can produce, whatever the edge's contrast)."""
     Pf = ColourFit.from_info(info).apply(P)
     best = None
@@ -35,7 +36,7 @@ def drift_explained(P: np.ndarray, E: np.ndarray, info: dict, limit: float) -> t
     hi = ndimage.maximum_filter(Pf, (3, 3, 1), mode="nearest")
     out_of_range = np.maximum(np.maximum(lo - E, E - hi), 0.0)
     env = ndimage.uniform_filter(np.sqrt((out_of_range ** 2).mean(axis=2)), 3, mode="nearest")
-    return (best <= limit) | (env <= 0.5 * limit), best > FAINT * limit
+    return (best <= limit) | (env <= RANGE_SHARE * limit), best > FAINT * limit
 
 
 def drop_drift(c: np.ndarray, explained: np.ndarray, min_px: float,

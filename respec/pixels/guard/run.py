@@ -56,7 +56,7 @@ def drift_guard(previous: Any, edited: Any, change: ChangeRecord, *, user_mask: 
         return frame
     # 4. Region: K in I_{t-1}'s frame, read on the tiles near the change.
     seed, extra = seed_of(inputs, frame, extra_region)
-    out, weight, edit_fraction = inputs.prev3.copy(), np.zeros(inputs.shape, np.float32), 0.0
+    out, weight, edit_fraction = inputs.prev3.copy(), np.zeros(inputs.shape, np.float32), 0.0   # no change: I_{t-1}
     checks: dict = {}       # what the steps measured, for the record
     if (seed | extra if extra is not None else seed).any():
         tiles = warp_near(inputs, frame, seed, extra, checks)
@@ -67,7 +67,7 @@ def drift_guard(previous: Any, edited: Any, change: ChangeRecord, *, user_mask: 
         if ended is not None:
             return ended
         # 5. Compose: I_{t-1} outside K, the editor's pixels inside, a seam without a step.
-        compose_edit(inputs, frame, tiles, K, sl, out, weight, checks)
+        out, weight = compose_edit(inputs, frame, tiles, K, sl, checks)
     region_from = "the user's mask" if inputs.user is not None else "change mask" + (
         " + the turn's pasted pixels" if extra_region is not None else "")
     return applied_result(inputs.prev, out, weight, {**frame.base, "route": "pixels", "region_from": region_from,

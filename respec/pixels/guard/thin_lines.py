@@ -9,7 +9,8 @@ from scipy import ndimage
 from ..masks import dilate
 from .arrays import bbox
 
-THIN_OPEN = 11             # a change drift does not explain that an opening this wide (px) removes almost whole ...
+THIN_OPEN = 11             # a change drift does not explain that an opening this wide (px) removes almost whole
+THIN_SURVIVES = 0.1        # (at most this share of it survives: a line, not a re-drawn area's rim) ...
 THIN_REACH = 0.06          # ... and that reaches this share of the shorter side away from the edit it touches joins it,
 THIN_DELTA = 40.0 / 255.0  # ... unless the pixels beside it that have its colour (within this, largest channel) ...
 THIN_ALIKE = 0.25          # ... are more than this share of them (the moved edge of an area, not a line)
@@ -18,7 +19,7 @@ THIN_ALIKE = 0.25          # ... are more than this share of them (the moved edg
 def thin_lines(c: np.ndarray, explained: np.ndarray, E: np.ndarray) -> np.ndarray:
     """The lines the edit drew next to its change `c` that the change mask's threshold and opening
     missed (a necklace's chain next to its pendant): components of what drift does not explain
-    (`explained` False) that touch `c`, that a THIN_OPEN px opening removes (at most a tenth of
+    (`explained` False) that touch `c`, that a THIN_OPEN px opening removes (at most THIN_SURVIVES of
     them survives it: a line, not a re-drawn area's rim), that reach THIN_REACH of the shorter
     side away from `c` (a line leading away from the edit, not a streak along its rim) and that
     stand out of what lies along them in the editor's image `E` (at most
@@ -49,7 +50,7 @@ def thin_lines(c: np.ndarray, explained: np.ndarray, E: np.ndarray) -> np.ndarra
         pad = np.pad(comp, THIN_OPEN)
         opened = ndimage.maximum_filter(ndimage.minimum_filter(pad, THIN_OPEN, mode="constant"), THIN_OPEN,
                                         mode="constant")[THIN_OPEN:-THIN_OPEN, THIN_OPEN:-THIN_OPEN] & comp
-        if opened.sum() > 0.1 * comp.sum():
+        if opened.sum() > THIN_SURVIVES * comp.sum():
             continue
         # the distance to the change on the component's box grown by `reach` (exact for "reaches it")
         r = int(np.ceil(reach))
