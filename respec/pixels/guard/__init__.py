@@ -65,14 +65,15 @@ measured steps are in docs/drift-guard.md.
 
 The package, one module per part (the numbered steps are drift_guard's, run.py):
 
-    params.py          GuardParams, the shared constants        scope.py      EditScope (the request, read)
-    result.py          GuardResult, applied / stepped aside     run.py        drift_guard: steps 1-2, the driver
-    frame.py           step 3: alignment, structure warp        region.py     step 4: the edit region K
-    tiles.py           the tiles near the change (Tiles)        compose.py    step 5 and the seams
-    drift.py           what drift explains                      coherent.py   a faint coherent tint is an edit
-    thin_lines.py      lines the edit drew                      beyond_request.py  re-drawn detail far from the edit
-    routes.py          a new background; a coarse re-render     change.py     the change records it reads and makes
-    pair.py            guard_pair: the history's size, > 4 MP   full_size.py  the working-size result at full size
+    run.py             drift_guard: the driver, steps 1-2     values.py     the values its steps pass on
+    params.py          GuardParams, the shared constants      scope.py      EditScope (the request, as read)
+    result.py          GuardResult: applied or stepped aside  trust.py      can the alignment be undone?
+    frame.py           step 3: the frame, a structure warp    region.py     step 4: the edit region K
+    tiles.py           the tiles near the change (Tiles)      compose.py    step 5 and the seams
+    drift.py           what drift explains                    coherent.py   a faint coherent tint is an edit
+    thin_lines.py      lines the edit drew                    beyond_request.py   re-drawn detail far away
+    routes.py          a new background; a coarse re-render   change.py     the change records it reads, makes
+    pair.py            guard_pair: the history's size, >4 MP  full_size.py  the working-size result at full size
 """
 from __future__ import annotations
 
