@@ -39,6 +39,7 @@ from .plan import Plan
 from .pixels.analysis_cache import CACHE, AnalysisCache
 from .pixels.change_mask import change_for
 from .pixels.change_record import ALIGNMENT, ChangeRecord
+from .pixels.masks import history_size
 from .post_edit.record import TurnSoFar
 from .post_edit.result import StepResult, keep_step
 from .timing import StageTimer, TimingHook
@@ -229,7 +230,9 @@ def run_turn(history: History, request: str, parts: TurnParts, switches: TurnSwi
     record.editor_run = dict(getattr(parts.editor, "last_run", {}) or {})
 
     # 6. Post-edit steps: each may replace the image and says what it did (kept as History Append
-    #    keeps a node's: keep_step).
+    #    keeps a node's: keep_step). A step may also hand over C_t of the image it leaves (the Drift
+    #    Guard's, derived from the edit's); a later step that changes the image without one voids it.
+    derived: TurnMask | None = None
     for step in parts.post_edit:
         name = getattr(step, "name", type(step).__name__)
         with stage(f"post:{name}"):
@@ -238,13 +241,15 @@ def run_turn(history: History, request: str, parts: TurnParts, switches: TurnSwi
             raise InputError(f"the post-edit step {name!r} must return a StepResult (respec/post_edit/result.py), "
                              f"got {type(result).__name__}")
         record.image = result.image if result.image is not None else record.image
+        if result.image is not None or result.change is not None:
+            derived = result.change
         keep_step(record.post_edit, record.masks, result)
 
     # 7. Keep: H_t, with C_t (what this turn changed; computed here so that its seconds, the
     #    "provenance" stage, are in the record) and the record in the turn's meta.
     with stage("provenance"):
         record.image = StoredImage.of(record.image)   # a post-edit step's new image (else the same one)
-        change = change_for(history, record.image, cache=parts.cache)
+        change = derived if derived is not None else change_for(history, record.image, cache=parts.cache)
     record.seconds = seconds
     new = keep_turn(history, record.image, request, sent_instruction=record.sent_instruction, plan=record.plan,
                     editor_image_ids=record.editor_image_ids, meta={**(meta or {}), **record.meta()},
@@ -260,14 +265,17 @@ def keep_turn(history: History, image: Any, request: str, *, sent_instruction: s
     mask C_t beside `masks` (the post-edit steps' per-pixel records), and `meta` with the ids of
     the images the editor received (EDITOR_IMAGE_IDS) and C_t's alignment of I_{t-1} to I_t.
 
-    change: C_t when the caller computed it already (else respec.pixels.change_mask.change_for, from the
-    analysis cache CACHE: what a Reveal Composite or Drift Guard node of the same graph recorded).
+    change: C_t when the caller has it already (run_turn); else the one a post-edit step node left
+    for this image (the Drift Guard's, respec/pixels/analysis_cache.py AnalysisCache.step_change),
+    else respec.pixels.change_mask.change_for measures it.
     append: called as append(image, request, sent_instruction, plan, meta, masks=...), its history
     returned; default history.append (History Append passes its session store's append_once).
     A plan must be the one made for this turn of this history (plan.turn = history.next_turn)."""
     if plan is not None:
         plan.check_made_for(history.next_turn)
     image = StoredImage.of(image)
+    if change is None:
+        change = CACHE.step_change(history.current.image, image, history_size(history))
     change = change if change is not None else change_for(history, image)
     meta = dict(meta or {})
     if editor_image_ids is not None:

@@ -1,4 +1,4 @@
-"""Drift Guard (respec/pixels/guard.py): outside the edit region the user's pixels come back, in
+"""Drift Guard (respec/pixels/guard/): outside the edit region the user's pixels come back, in
 I_{t-1}'s frame; global edits, re-renders and untrusted alignments are left alone; the user's
 mask wins; nothing is computed twice."""
 from __future__ import annotations
@@ -413,20 +413,22 @@ def test_a_local_request_with_a_global_word_is_guarded_and_a_global_one_is_not(s
 
 def test_a_pose_change_around_the_edit_is_left_alone(scene):
     from dataclasses import replace
-    from respec.post_edit.guard_step import drift_guard
+    from respec.pixels.change_record import ChangeRecord
+    from respec.pixels.guard import drift_guard
+    from respec.post_edit.guard_step import edit_scope
     prev = u8(scene)
     edited = realistic(draw_rect(scene, BOX, RED))
     p, e = StoredImage.of(prev), StoredImage.of(edited)
     change = changes.change_between(p, e, (SHAPE[1], SHAPE[0]))
     rows = change.info["unstable_grid"]
-    assert drift_guard(p, e, change, request="add a red hat").applied            # the scene around it held
+    assert drift_guard(p, e, ChangeRecord.of(change), scope=edit_scope("add a red hat")).applied            # the scene around it held
     # the editor moved what the hat sits on: the blocks around the edit no longer match I_(t-1)
     gh, gw = len(rows), len(rows[0])
     y0, x0, y1, x1 = BOX
     grid = [["1" if (y0 - 30) / SHAPE[0] * gh <= i < (y1 + 30) / SHAPE[0] * gh
              and (x0 - 30) / SHAPE[1] * gw <= j < (x1 + 30) / SHAPE[1] * gw else "0" for j in range(gw)] for i in range(gh)]
     moved = replace(change, info={**change.info, "unstable_grid": ["".join(r) for r in grid]})
-    res = drift_guard(p, e, moved, request="add a red hat")
+    res = drift_guard(p, e, ChangeRecord.of(moved), scope=edit_scope("add a red hat"))
     assert not res.applied and res.record["why"] == "moved" and res.record["moved_around"] > 0.3
     assert np.array_equal(res.image, edited)
 
@@ -566,3 +568,38 @@ def test_a_users_mask_of_zeros_and_ones_in_uint8_is_read_as_the_bool_mask(scene)
     as_01 = guard_images(prev, edited, user_mask=user.astype(np.uint8))
     assert as_01.record["region_from"] == "the user's mask"
     assert np.array_equal(as_01.image, as_bool.image) and np.array_equal(as_01.weight, as_bool.weight)
+
+
+def test_the_request_is_read_once_into_an_edit_scope():
+    from respec.pixels.guard import BACKGROUND, GLOBAL, LOCAL
+    from respec.post_edit.guard_step import edit_scope
+    assert edit_scope("make it night").kind == GLOBAL and edit_scope("make it night").words == "night"
+    assert edit_scope("change the background to a beach").kind == BACKGROUND
+    local = edit_scope("add a red box and a blue lamp")
+    assert local.kind == LOCAL and local.places == 2 and local.named
+    assert not edit_scope("").named and edit_scope("").kind == LOCAL
+
+
+def test_the_guards_change_record_comes_with_its_step_result(scene):
+    from respec.pixels.guard import METHOD
+    history = History.start(Image.fromarray(u8(scene)))
+    record = type("Record", (), {})()
+    record.image = StoredImage.of(realistic(draw_rect(scene, BOX, RED)))
+    record.masks, record.request, record.plan = {}, "add a red box", None
+    result = GuardStep()(history, record)
+    assert result.entry["applied"] and result.change is not None
+    assert result.change.info["derived_by"] == METHOD and result.change.mask.shape == SHAPE
+
+
+def test_history_append_keeps_the_change_record_the_guard_node_derived(pack, scene):
+    import torch
+    node = pack.NODE_CLASS_MAPPINGS["ReSpecDriftGuard"]()
+    t = lambda a: torch.from_numpy(a).float()[None] / 255.0      # noqa: E731
+    prev = u8(scene)
+    image, _, _, guard = node.guard(t(prev), t(realistic(draw_rect(scene, BOX, RED))), True,
+                                    instruction="add a red box")
+    hist = pack.NODE_CLASS_MAPPINGS["ReSpecHistoryStore"]().run("in-graph", "s", -1, "", "", image=t(prev))[0]
+    h, _ = pack.NODE_CLASS_MAPPINGS["ReSpecHistoryAppend"]().append(hist, image, "add a red box", guard=guard)
+    # the guard's output is in I_0's frame and changed only inside the kept edit: its record says so
+    change = h.current.masks[CHANGE].info
+    assert change["derived_by"] == "drift-guard-v2" and change["alignment"]["scale"] == 1.0

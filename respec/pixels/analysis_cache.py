@@ -121,6 +121,23 @@ class AnalysisCache:
     # Work counters of the provenance index (summaries_made, masks_computed, turns_stamped).
     counts: Counters = field(default_factory=Counters)
 
+    # The change record a post-edit step made for the image it leaves, by (I_{t-1} digest, that
+    # image's digest, size): the Drift Guard node writes it (respec/post_edit/guard_step.py
+    # guard_images), History Append's change lookup reads it (respec/turn.py keep_turn). In a graph
+    # the guard's image reaches History Append through another node; run_turn needs no cache (the
+    # record comes with the step's StepResult).
+    step_records: LRU = field(default_factory=lambda: LRU(64))
+
+    def remember_step_change(self, previous, image, size: tuple[int, int], change) -> None:
+        """Keep `change` (a TurnMask), the change record of `previous` -> `image` (StoredImages) at
+        `size` that a post-edit step derived, for History Append (`step_change`)."""
+        self.step_records.put((previous.digest, image.digest, tuple(size)), change)
+
+    def step_change(self, previous, image, size: tuple[int, int]):
+        """The change record a post-edit step left for `previous` -> `image` at `size`
+        (remember_step_change), or None: then the change is measured (change_mask.change_for)."""
+        return self.step_records.get((previous.digest, image.digest, tuple(size)))
+
     def tables(self) -> dict[str, LRU]:
         """The tables by name."""
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "counts"}

@@ -95,6 +95,7 @@ from .change_mask import DEFAULT_PARAMS, ChangeResult, change_of, full_size_resu
 from .colour_fit import FIT_SAMPLES, fit_colour, grey_of, residual, robust_scale, sample_grid, smooth
 from .masks import clean_mask, dilate, history_size, mask_at
 from .provenance import provenance_of
+from .seam import spread_difference
 from .work_images import as_float_rgb, work_float, working_size
 
 METHOD = "reveal-composite-v2"
@@ -451,22 +452,19 @@ def seam_correction(pasted: np.ndarray, cur: np.ndarray, region: np.ndarray, qui
     """Seam-aware colour matching: the difference I_t - pasted on a band of quiet pixels just
     outside R is spread smoothly over R (normalised convolution, a membrane-like correction), so a
     local colour or shading drift the global fit missed leaves no seam. Only R's bounding box is
-    touched; the correction is bounded to ±0.1. Returns (the correction over R's bounding box,
-    float32 h×w×3, and that box (y0, y1, x0, x1)), or None when there is no band. The wide blur
-    runs at a reduced size (it keeps nothing finer than its sigma)."""
+    touched; the correction is bounded to ±SPREAD_CLIP (respec/pixels/seam.py). Returns (the
+    correction over R's bounding box, float32 h×w×3, and that box (y0, y1, x0, x1)), or None when
+    there is no band. The wide blur runs at a reduced size (it keeps nothing finer than its sigma)."""
     width = max(2, 2 * feather)
     band = _dilate_near(region, width) & ~region & quiet
     if band.sum() < 16:
         return None
     ry0, ry1, rx0, rx1 = _box(region, 0)
     y0, y1, x0, x1 = _box(region, 4 * width)
-    b = band[y0:y1, x0:x1].astype(np.float32)
-    diff = (cur[y0:y1, x0:x1] - pasted[y0:y1, x0:x1]) * b[..., None]
+    b = band[y0:y1, x0:x1]
     sig = max(3.0, (ry1 - ry0 - 1 + rx1 - rx0 - 1) / 8.0)
-    den, _ = _gauss_small(b, sig)
-    num = [_gauss_small(diff[..., c], sig)[0] for c in range(3)]
-    corr = np.stack([np.where(den > 1e-3, n / np.maximum(den, 1e-3), 0.0) for n in num], axis=2)
-    corr = np.clip(np.stack([_up(corr[..., c], b.shape) for c in range(3)], axis=2), -0.1, 0.1)
+    corr = spread_difference(cur[y0:y1, x0:x1] - pasted[y0:y1, x0:x1], b, lambda x: _gauss_small(x, sig)[0],
+                             up=lambda x: _up(x, b.shape))
     checks["seam_correction_max"] = round(float(np.abs(corr[region[y0:y1, x0:x1]]).max()) if region.any() else 0.0, 4)
     return corr, (int(y0), int(y1), int(x0), int(x1))
 

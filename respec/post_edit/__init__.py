@@ -10,9 +10,8 @@ both.
     reveal_step   Reveal Composite: on a restoration turn, the covering turn k (the plan's, else
                   provenance's) and whether the request removes what k added; then
                   pixels.reveal.reveal_for pastes I_{k-1}'s pixels (RevealStep, reveal_turn)
-    guard_step    Drift Guard: the request's scope (a global edit or a new background steps aside
-                  or takes its own route), then pixels.guard's rules keep I_{t-1} outside the edit
-                  region (GuardStep, drift_guard, guard_images)
+    guard_step    Drift Guard: the request read once into the guard's EditScope (edit_scope), then
+                  respec/pixels/guard/ keeps I_{t-1} outside the edit region (GuardStep, guard_images)
     record        what a step may read of the turn so far (TurnSoFar, a Protocol run_turn's record meets)
     result        one result for a step (StepResult: entry, image, masks) and keep_step, which keeps
                   it with the turn: run_turn and the History Append node both call it

@@ -6,9 +6,10 @@ keeps it with the turn about to be appended (run_turn and the History Append nod
 
 A step says what it did in one shape, whoever runs it: its name, its `meta.post_edit` entry, the
 image it leaves (a StoredImage: hashed once, kept as it is by the append; None when it left the
-image it was given), the per-pixel records to keep with the turn (name -> TurnMask) and, for a later
-step in a graph, its core result and what the next step reads of it (Reveal Composite's ExactPatch
-for the Drift Guard).
+image it was given), the per-pixel records to keep with the turn (name -> TurnMask), the change
+record C_t of the image it leaves when it derived one (the Drift Guard's: run_turn keeps it instead
+of measuring C_t again) and, for a later step in a graph, its core result and what the next step
+reads of it (Reveal Composite's ExactPatch for the Drift Guard).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InputError
-from ..history import StoredImage
+from ..history import StoredImage, TurnMask
 
 
 @dataclass(frozen=True, eq=False)
@@ -29,6 +30,7 @@ class StepResult:
     masks: dict = field(default_factory=dict)   # name -> TurnMask, kept with the turn
     result: Any = None               # the core's own result (RevealResult, GuardResult), None when it did not run
     exact: Any = None                # Reveal Composite's ExactPatch, for a Drift Guard after it (else None)
+    change: TurnMask | None = None   # C_t of I_{t-1} -> the image it leaves, when the step derived it (else None)
 
     def __post_init__(self):
         if self.image is not None and not isinstance(self.image, StoredImage):

@@ -8,7 +8,7 @@ and the cost.
 
 chain: one sim scene (the sim editor with --sim-defects realistic, a SIMULATION) edited for N turns
 (an object added, then moved a little on every turn), without the guard, with it (the default
-membrane seam) and with the multiband seam (respec.pixels.guard.GuardStep in run_turn); after every turn
+membrane seam) and with the multiband seam (respec.post_edit.guard_step.GuardStep in run_turn); after every turn
 the untouched PSNR (the image against I_0 on the pixels no turn's ground-truth edit touched,
 respec.sim.measures), how many untouched pixels differ from I_0 and the edit's fidelity (the guard's
 output against the editor's on the turn's true edit region). Writes chain.csv and
@@ -141,8 +141,9 @@ def run_cost(size: int, repeats: int) -> list[dict]:
     import os
     from synthetic_scenes import background, draw_rect, drift, moved, u8   # tests/ helpers
     from scipy import ndimage
-    from respec.pixels.guard import guard_change, remember_guarded
-    from respec.post_edit.guard_step import drift_guard
+    from respec.pixels.change_record import ChangeRecord
+    from respec.pixels.guard import drift_guard, guard_change, guarded_change
+    from respec.post_edit.guard_step import edit_scope
     from respec.history import StoredImage
     scene = background(0, (size, size))
     fine = scene.copy()
@@ -180,8 +181,8 @@ def run_cost(size: int, repeats: int) -> list[dict]:
         cpu, wall = [], []
         for _ in range(repeats):
             c0, w0 = time.process_time(), time.perf_counter()
-            res = drift_guard(prev, cur, change, request=request)
-            remember_guarded(prev, StoredImage.of(res.image), res, change)
+            res = drift_guard(prev, cur, ChangeRecord.of(change), scope=edit_scope(request))
+            guarded_change(res, ChangeRecord.of(change), prev.size)     # History Append's record of the output
             cpu.append(time.process_time() - c0)
             wall.append(time.perf_counter() - w0)
         c, w = float(np.min(cpu)), float(np.min(wall))     # the least disturbed of the repeats

@@ -1,0 +1,29 @@
+"""The small array helpers every part of the Drift Guard uses (uint8 pictures in, float RGB out)."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def float_rgb(img: np.ndarray) -> np.ndarray:
+    """The first three channels of a uint8 H×W×C picture (C >= 3) as float32 0..1."""
+    return np.asarray(img[:, :, :3], np.float32) / 255.0
+
+
+def rgb3(img: np.ndarray) -> np.ndarray:
+    """A uint8 H×W×C picture as H×W×3: its RGB (alpha dropped), a grey one repeated."""
+    return img[:, :, :3] if img.shape[2] >= 3 else np.repeat(img[:, :, :1], 3, axis=2)
+
+
+def bbox(mask: np.ndarray, pad: int) -> tuple[slice, slice]:
+    """The bounding box of a non-empty mask grown by `pad` px (within the picture), as slices."""
+    ys, xs = np.nonzero(mask)
+    h, w = mask.shape
+    return (slice(max(0, ys.min() - pad), min(h, ys.max() + 1 + pad)),
+            slice(max(0, xs.min() - pad), min(w, xs.max() + 1 + pad)))
+
+PSNR_SAME = 100.0       # the PSNR reported for identical pixels (no error: the log has no value)
+
+
+def psnr(mse: float) -> float:
+    """PSNR in dB of a mean squared error on the 0..255 scale."""
+    return PSNR_SAME if mse <= 0 else float(10.0 * np.log10(255.0 ** 2 / mse))
