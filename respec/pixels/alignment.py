@@ -66,7 +66,7 @@ EDIT_K = 4.0             # second pass: a fine-size residual above median + this
 EDIT_GROW = 7            # ... grown by a 7×7 max filter (3 px around: its gradients would read as motion) ...
 EDIT_MAX_SHARE = 0.6     # ... and left out only while it covers less than this share: more is no edit but a
                          #     motion the first pass got wrong, and too little would be left to refine on
-AGREE_PX = 1.0           # a block whose residual motion is within this (fine pixels) agrees with the fit
+FIT_AGREE_PX = 1.0       # a block whose residual motion is within this (fine pixels) agrees with the fit
 MIN_INLIERS = 0.3        # fewer agreeing textured blocks than this share: no consistent motion (a re-render),
                          # the identity is returned. Looser than the Drift Guard's min_inliers (0.5), which
                          # must trust the alignment to paste pixels; this only decides whether to warp at all.
@@ -599,7 +599,7 @@ def estimate_alignment(prev: Any, cur: Any, ignore: np.ndarray | None = None,
         ig_f = out if ig_f is None else (ig_f | out)
         a_f = _refine(f0, f1, a_f, ig_f, rounds=3)
     d, tex = residual_motion(warp(f0, a_f), f1, BLOCK, ig_f)
-    agree = tex & (d <= AGREE_PX)
+    agree = tex & (d <= FIT_AGREE_PX)
     inliers = float(agree.sum()) / max(1, int(tex.sum()))
     residual = float(np.median(d[agree])) / ff if agree.any() else float("inf")
     full = _scaled(a_f, ff, METHOD, residual if np.isfinite(residual) else 99.0, min(inliers, 1.0), size)

@@ -52,7 +52,7 @@ METHOD = "drift-robust-v2"   # recorded in every mask's info: what computed it (
 STABILITY_SIDE = 512          # the stability measure works with the longer side at most this ...
 STABILITY_BLOCK = 16          # ... on blocks of this many pixels there
 STABLE_NCC = 0.8              # a textured block whose structure correlates less than this after alignment moved
-TEXTURE_STD = 0.015           # a block whose grey std (blurred) is below this in both images is flat ...
+STABILITY_TEXTURE_STD = 0.015 # a block whose grey std (blurred) is below this in both images is flat ...
 FLAT_DELTA = 0.03             # ... and stable when its mean agrees within this after the colour fit
 NOISE_FLOOR = 16.0 / 255.0    # fixed floor: outside the change mask a residual (3×3 mean) above it is a change
 RERENDER_SHARE = 0.3          # more than this share of the pixels outside the change mask unstable: a re-render
@@ -321,7 +321,7 @@ def stability(a: np.ndarray, b: np.ndarray, fit: ColourFit, mask: np.ndarray,
     va, vb = (da * da * tw).sum(-1) / nn, (db * db * tw).sum(-1) / nn
     cov = (da * db * tw).sum(-1) / nn
     ncc = cov / np.sqrt(np.maximum(va * vb, 1e-12))
-    textured = np.sqrt(np.maximum(va, vb)) >= TEXTURE_STD
+    textured = np.sqrt(np.maximum(va, vb)) >= STABILITY_TEXTURE_STD
     held = np.where(textured, ncc >= STABLE_NCC, np.abs(ma - mb) <= FLAT_DELTA)
     if res is not None:     # a block whose unchanged pixels mostly exceed the fixed floor did not hold either
         over = block_tiles(sm((res > NOISE_FLOOR).astype(np.float32)) > 0.5, blocks).astype(np.float64)

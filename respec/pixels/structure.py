@@ -14,7 +14,7 @@ structure: the outlines of the cat, the sign, the trees. `structure_warp` measur
    editor's colour shift barely move.
 2. Coarse to fine (PASSES: 64-px blocks, then 32-px blocks, half overlapping), each block's
    displacement by phase correlation; a block is kept when its correlation peak is clear and it
-   agrees with the median of its neighbours within AGREE_PX (robust: an edit, a new pose or a
+   agrees with the median of its neighbours within NEIGHBOUR_AGREE_PX (robust: an edit, a new pose or a
    flat area gives a block that disagrees or no peak); the kept ones are spread into a smooth field
    by normalised convolution. Each pass measures what the previous one left.
 3. The field is capped at MAX_FIELD (a share of the shorter side): a larger motion is not an
@@ -43,14 +43,14 @@ WORK_SIDE = 384
 EDGE_SIGMA = 1.5
 PASSES = ((64, 32), (32, 16))     # (block, stride) at the working size
 MIN_PEAK = 0.15                   # a phase-correlation peak below this is no measurement
-AGREE_PX = 1.5                    # a block farther than this from its neighbours' median is an outlier
+NEIGHBOUR_AGREE_PX = 1.5          # a block farther than this from its neighbours' median is an outlier
 MAX_FIELD = 0.03                  # the field is capped at this share of the shorter side
 HELD_BLOCK = 32                   # the structure check's blocks (working px) ...
 HELD_SIGMA = 2.0                  # ... compare the grey blurred by this ...
-HELD_NCC = 0.6                    # ... and hold from this correlation
+HELD_NCC = 0.6                    # ... and hold from this correlation ...
+HELD_TEXTURE_STD = 0.02           # ... unless flatter than this (grey std) in both images: then not judged
 FLOW_SIDE = 512                   # the local motion field is measured with the longer side at most this ...
 FLOW_PAD = 0.1                    # ... around the edit grown by this share of the side (where its pixels are pasted)
-TEXTURE_STD = 0.02                # a block flatter than this in both images is not judged
 BENT_FRAC = 0.02                  # a field departing from one affine map by more than this share of the shorter side ...
 BENT_SHARE = 0.01                 # ... over more than this share of the picture: part of the scene moved on its own
 
@@ -202,7 +202,7 @@ def _pass(A: np.ndarray, B: np.ndarray, block: int, stride: int,
     ok = (bm.textured & (bm.peaks > MIN_PEAK)).reshape(ny, nx)
     # the median of each block's measured neighbours (3×3, itself included)
     mx, my = _neighbour_median(sx, ok), _neighbour_median(sy, ok)
-    kept = ok & (np.hypot(sx - mx, sy - my) <= AGREE_PX)
+    kept = ok & (np.hypot(sx - mx, sy - my) <= NEIGHBOUR_AGREE_PX)
     return _spread(sx, kept), _spread(sy, kept), kept
 
 
@@ -252,7 +252,7 @@ def _held(A: np.ndarray, B: np.ndarray, ignore: np.ndarray | None) -> float:
     ta, tb = tiles(a), tiles(b)
     da, db = ta - ta.mean(1, keepdims=True), tb - tb.mean(1, keepdims=True)
     sa, sb = np.sqrt((da ** 2).mean(1)), np.sqrt((db ** 2).mean(1))
-    judged = np.maximum(sa, sb) >= TEXTURE_STD
+    judged = np.maximum(sa, sb) >= HELD_TEXTURE_STD
     if ignore is not None:
         judged &= tiles(ignore.astype(np.float32)).mean(1) <= 0.3
     if not judged.any():
