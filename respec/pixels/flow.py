@@ -56,7 +56,7 @@ from scipy import ndimage
 
 from ..errors import InputError
 from .alignment import IDENTITY, Alignment
-from .blend import _expand, levels_for, push_pull
+from .blend import expand, levels_for, push_pull
 
 METHOD = "pyramid-lk-fb-v1"
 MAX_FLOW_PX = 2.0          # the residual local motion the field is built for (px); beyond it: a reframing or a re-render
@@ -189,7 +189,7 @@ def _reduce(x: np.ndarray) -> np.ndarray:
 def _upsample_field(d: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     """A coarse level's field at the next finer level's `shape` (its samples on the even rows and
     columns, linear in between; values doubled)."""
-    return _expand(d, shape) * np.float32(2.0)
+    return expand(d, shape) * np.float32(2.0)
 
 
 def _levels(shape: tuple[int, int], max_px: float) -> int:
@@ -211,7 +211,7 @@ def _half_filter(planes: list[np.ndarray], sigma: float) -> list[np.ndarray]:
     small = np.stack([(np.pad(p, ((0, ph), (0, pw)), mode="edge") if ph or pw else p)
                       .reshape((h + ph) // 2, 2, (w + pw) // 2, 2).mean(axis=(1, 3)) for p in planes])
     small = ndimage.gaussian_filter(small, (0, sigma / 2, sigma / 2), mode="nearest")
-    return [_expand(p, (h, w)) for p in small]
+    return [expand(p, (h, w)) for p in small]
 
 
 def _highpass(g: np.ndarray, valid: np.ndarray) -> np.ndarray:
