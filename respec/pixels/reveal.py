@@ -111,7 +111,10 @@ FLOW_MAX_PX = 2.0           # ... and the source warped by it when it is consist
 MOTION_BLOCK_FRAC = 1 / 32  # local_motion's blocks: this share of the shorter side ...
 MOTION_BLOCK_MIN = 8        # ... at least this many pixels
 MOTION_REACH = 2            # ... within this many blocks of R
-MIN_MOTION_BLOCKS = 3
+MIN_MOTION_BLOCKS = 3       # fewer textured blocks than this around R: no local motion measured
+MOTION_QUIET_SHARE = 0.5    # a block is used when at least this share of it is quiet pixels outside R
+MOTION_GREY_SIGMA = 1.0     # px: both greys are blurred by this before the blocks' Lucas-Kanade step (noise)
+RING_NCC_SIGMA = 1.0    # px: the ring's greys are blurred by this before the correlation (noise, JPEG)
 RING_TEXTURE = 0.02     # a ring whose grey std in I_t is below this is flat (no NCC test) ...
 FLAT_SOURCE = 0.33      # ... and a source ring with less than this share of I_t's texture is flat
 CUMULATIVE_STABLE = 0.5   # turns k..t together must have kept this share of the scene (product of stable fractions)
@@ -123,6 +126,13 @@ BLEND_METHOD = "multiband"   # respec/pixels/blend.py: Burt & Adelson's Laplacia
 BLEND_REACH = 3              # a blend of L levels is computed on a box grown by BLEND_REACH * 2^L px (at 3 the
                              # change it leaves at the box edge is below 0.5/255: under the output's rounding)
 SHIFT_SAMPLES = 1024    # ring pixels the shift search compares (an even subsample of the ring; grey)
+MIN_GAP_PX = 3          # the ring starts at least this far out from R (px) ...
+MIN_RING_WIDTH_PX = 3   # ... and is at least this wide
+MIN_SHIFT_PX = 4        # the shift search reaches at least this far (px) ...
+MAX_SHIFT_PX = 12       # ... and at most this far (it compares (2 * 12 + 1)² shifts)
+MIN_BLEND_PX = 4        # the blend's coarse colour spreads over at least this many px
+PASTE_WEIGHT_EPS = 1e-3  # a paste weight within this of 0 is no paste, within this of 1 the pasted core
+BLUR_SUBSAMPLE = 3      # _gauss_small: a Gaussian of sigma px runs at 1/(sigma // 3) of the size (nothing finer)
 RING_SIGMAS = 3.0       # the ring's exceedance rate may pass the background's by this many binomial standard errors
 OTHER_CHANGE_MARGIN = 2  # px: this edit's other changes are left out of the ring with this margin (their soft rims)
 
@@ -152,11 +162,11 @@ class RevealParams:
     def pixels(self, shape: tuple[int, int]) -> dict[str, int]:
         """Ring width, largest shift and feather width in pixels for an image of `shape`."""
         side = min(shape)
-        gap = max(3, round(self.gap_frac * side))
-        return {"gap": gap, "ring": gap + max(3, round(self.ring_frac * side)),
-                "max_shift": int(min(12, max(4, round(self.shift_frac * side)))),
+        gap = max(MIN_GAP_PX, round(self.gap_frac * side))
+        return {"gap": gap, "ring": gap + max(MIN_RING_WIDTH_PX, round(self.ring_frac * side)),
+                "max_shift": int(min(MAX_SHIFT_PX, max(MIN_SHIFT_PX, round(self.shift_frac * side)))),
                 "feather": max(1, round(self.feather_frac * side)),
-                "blend": max(4, round(self.blend_frac * side))}
+                "blend": max(MIN_BLEND_PX, round(self.blend_frac * side))}
 
 
 DEFAULT_REVEAL = RevealParams()
@@ -217,7 +227,7 @@ def _best_shift(a: np.ndarray, b: np.ndarray, ring: np.ndarray, max_shift: int) 
     return (int(d[iy]), int(d[ix])), float(errs[iy, ix]), zero
 
 
-TEXTURE_BINS = 10
+TEXTURE_BINS = 10       # the background's exceedance rate is measured per texture decile
 
 
 def _sobel_at(grey: np.ndarray, ys: np.ndarray, xs: np.ndarray) -> np.ndarray:
@@ -253,18 +263,22 @@ def _expected_exceedance(src: np.ndarray, bg_residual: tuple, tau: float, bg: np
 
 
 BLUR_CANDIDATES = (0.0, 0.5, 0.75, 1.0, 1.5, 2.0)   # px; 3 sigma stays inside the box B's margin
+RING_BLUR_SAMPLES = 256      # ring pixels the blur match compares (spread evenly) ...
+RING_BLUR_PATCH_RADIUS = 8   # ... each blurred on its own (2r+1)² patch: 3 sigma of the widest candidate fits in it
+RING_BLUR_MIN_POINTS = 16    # fewer ring pixels than this with a whole patch inside B: no blur measured
+RING_BLUR_GAIN = 0.95        # a blur is taken only when it lowers the ring's residual to this share (5 % better)
 
 
 def _match_blur(src: np.ndarray, cur: np.ndarray, fit, ring: np.ndarray, B: tuple[int, int, int, int],
-                samples: int = 256) -> float:
+                samples: int = RING_BLUR_SAMPLES) -> float:
     """The Gaussian sigma (of BLUR_CANDIDATES) that, applied to the colour-fitted source, best
     matches I_t on the ring (mean residual at up to `samples` ring pixels spread evenly, each
     blurred on its own 17×17 patch); 0 unless it beats the unblurred source by 5 %."""
     ys, xs = np.nonzero(ring)
-    r = 8
+    r = RING_BLUR_PATCH_RADIUS
     ok = (ys >= B[0] + r) & (ys < B[1] - r) & (xs >= B[2] + r) & (xs < B[3] - r)
     ys, xs = ys[ok], xs[ok]
-    if len(ys) < 16:
+    if len(ys) < RING_BLUR_MIN_POINTS:
         return 0.0
     step = max(1, len(ys) // samples)
     ys, xs = ys[::step], xs[::step]
@@ -278,7 +292,7 @@ def _match_blur(src: np.ndarray, cur: np.ndarray, fit, ring: np.ndarray, B: tupl
         d = fit.apply(g) - target
         errs.append(float(np.sqrt(np.einsum("nc,nc->n", d, d) / 3.0).mean()))
     i = int(np.argmin(errs))
-    return float(BLUR_CANDIDATES[i]) if i and errs[i] < 0.95 * errs[0] else 0.0
+    return float(BLUR_CANDIDATES[i]) if i and errs[i] < RING_BLUR_GAIN * errs[0] else 0.0
 
 
 def _sobel_grid(g: dict) -> np.ndarray:
@@ -338,8 +352,8 @@ def absolute_check(src: np.ndarray, cur: np.ndarray, fit, ring: np.ndarray, chec
         return (f"the source is unrelated to I_t: its colours map onto I_t's only with gains "
                 f"{[round(g, 2) for g in fit.gain]} and offsets {[round(b, 2) for b in fit.bias]}")
     y0, y1, x0, x1 = _box(ring, 0)
-    gs = ndimage.gaussian_filter(fit.apply(src[y0:y1, x0:x1]).mean(axis=2), 1.0)
-    gc = ndimage.gaussian_filter(cur[y0:y1, x0:x1].mean(axis=2), 1.0)
+    gs = ndimage.gaussian_filter(fit.apply(src[y0:y1, x0:x1]).mean(axis=2), RING_NCC_SIGMA)
+    gc = ndimage.gaussian_filter(cur[y0:y1, x0:x1].mean(axis=2), RING_NCC_SIGMA)
     rm = ring[y0:y1, x0:x1]
     a, b = gs[rm] - gs[rm].mean(), gc[rm] - gc[rm].mean()
     sa, sb = float(a.std()), float(b.std())
@@ -372,14 +386,15 @@ def block_motion_px(src: np.ndarray, cur: np.ndarray, fit, region: np.ndarray, q
     blk = max(MOTION_BLOCK_MIN, round(min(shape) * MOTION_BLOCK_FRAC))
     near = _dilate_near(region, MOTION_REACH * blk)
     y0, y1, x0, x1 = _box(near, 0)
-    gs = ndimage.gaussian_filter(fit.apply(src[y0:y1, x0:x1]) @ np.full(3, 1.0 / 3.0, np.float32), 1.0)
-    gc = ndimage.gaussian_filter(grey_of(cur[y0:y1, x0:x1]), 1.0)
+    gs = ndimage.gaussian_filter(fit.apply(src[y0:y1, x0:x1]) @ np.full(3, 1.0 / 3.0, np.float32),
+                                 MOTION_GREY_SIGMA)
+    gc = ndimage.gaussian_filter(grey_of(cur[y0:y1, x0:x1]), MOTION_GREY_SIGMA)
     ux, uy, tex = residual_flow(gs, gc, blk)
     nby, nbx = gs.shape[0] // blk, gs.shape[1] // blk
     if not (nby and nbx):
         return None
     on = (quiet & ~region)[y0:y0 + nby * blk, x0:x0 + nbx * blk].astype(np.float32)
-    use = tex & (on.reshape(nby, blk, nbx, blk).mean(axis=(1, 3)).ravel() >= 0.5)
+    use = tex & (on.reshape(nby, blk, nbx, blk).mean(axis=(1, 3)).ravel() >= MOTION_QUIET_SHARE)
     checks["local_motion_blocks"] = int(use.sum())
     if use.sum() < MIN_MOTION_BLOCKS:
         return None
@@ -433,7 +448,7 @@ def align_locally(src: np.ndarray, cur: np.ndarray, fit, region: np.ndarray, qui
 def _gauss_small(x: np.ndarray, sig: float) -> tuple[np.ndarray, int]:
     """x (H×W float) blurred by a Gaussian of `sig` px, computed at 1/q of the size (q ≈ sig / 3;
     a wide Gaussian has nothing finer to keep): (the blurred image at the small size, q)."""
-    q = max(1, int(sig // 3))
+    q = max(1, int(sig // BLUR_SUBSAMPLE))
     if q == 1:
         return ndimage.gaussian_filter(x, sig), 1
     h, w = x.shape
@@ -682,7 +697,7 @@ def _revealed(inp: _Inputs, colour: _ColourMatch, whole: Any, checks: dict) -> _
     B, src = (), None
     if anchor.any():
         pad = max(2 * (o + c) + inp.params.compare_size + 2, px["ring"] + px["max_shift"] + 3,
-                  4 * max(2, 2 * px["feather"]) + 2,
+                  _seam_reach(px["feather"]) + 2,
                   MOTION_REACH * max(MOTION_BLOCK_MIN, round(min(shape) * MOTION_BLOCK_FRAC)) + 2)
         B = _box(anchor, pad)
         src = np.zeros(shape + (3,), np.float32)   # the warped source, filled on B only
@@ -857,7 +872,7 @@ def _seam(inp: _Inputs, colour: _ColourMatch, found: _Revealed, aligned: _Aligne
     """The seam colour correction on the box around R (seam_correction's), or None when it is
     within the drift's own noise (below SEAM_MIN: R keeps I_{k-1}'s colour-fitted pixels exactly)."""
     B, src, sharp, px = found.B, aligned.src, aligned.sharp, inp.px
-    py0, py1, px0, px1 = _box(found.region, 4 * max(2, 2 * px["feather"]) + 1)    # seam_correction's box around R
+    py0, py1, px0, px1 = _box(found.region, _seam_reach(px["feather"]) + 1)    # seam_correction's box around R
     pasted_w = np.zeros_like(inp.cur)
     pasted_w[py0:py1, px0:px1] = np.clip(colour.fit_src.apply(src[py0:py1, px0:px1] if blurred or sharp is None
                                                               else sharp[py0 - B[0]:py1 - B[0], px0 - B[2]:px1 - B[2]]),
@@ -866,6 +881,12 @@ def _seam(inp: _Inputs, colour: _ColourMatch, found: _Revealed, aligned: _Aligne
     if seam is not None and checks.get("seam_correction_max", 0.0) < SEAM_MIN:
         return None
     return seam
+
+
+def _seam_reach(feather: int) -> int:
+    """How far (px) seam_correction reads around R for a plateau of `feather` px: its box is four
+    band widths, its band two plateaus wide (at least 2 px)."""
+    return 4 * max(2, 2 * feather)
 
 
 def _paste_at_work_size(inp: _Inputs, fit_src: ColourFit, region: np.ndarray, aligned: _Aligned, blurred: bool,
@@ -948,7 +969,7 @@ def _paste(e_arr: np.ndarray, cur: np.ndarray, top: np.ndarray, region: np.ndarr
     wb[core] = 1.0
     wb[keep_t] = 0.0
     weight = np.zeros(e_arr.shape[:2], np.float32)
-    weight[y0:y1, x0:x1] = np.where(wb > 1e-3, wb, 0.0)
+    weight[y0:y1, x0:x1] = np.where(wb > PASTE_WEIGHT_EPS, wb, 0.0)
     return out, weight
 
 
@@ -1179,11 +1200,11 @@ def exact_patch(history: History, weight: Any, info: dict) -> ExactPatch | None:
     if src.ndim != 3 or src.shape[2] < 3:
         return None
     back = Alignment.from_record(info.get("turn_alignment")).inverse()
-    core = w_t >= 1.0 - 1e-3
+    core = w_t >= 1.0 - PASTE_WEIGHT_EPS
     if not back.is_identity:    # into I_{t-1}'s frame, where the guard's output is
         w_t, core = warp(w_t, back), warp(core, back, order=0)
     w = np.where(core, 1.0, np.clip(w_t, 0.0, 1.0)).astype(np.float32)
-    box = _box(w > 1e-3, 0)
+    box = _box(w > PASTE_WEIGHT_EPS, 0)
     y0, y1, x0, x1 = box
     a = provenance_of(history).alignment(source_id, history.next_turn - 1)
     if a.is_identity:
