@@ -23,6 +23,7 @@ from ..errors import InputError
 
 REDUCE_SIGMA = 1.0   # the pyramid's low-pass (close to Burt & Adelson's 5-tap binomial kernel)
 MIN_TOP_SIDE = 4     # the coarsest level keeps at least this many pixels per side
+PULL_TRUST = 2.0     # push_pull: above level 0, a pixel whose known density reaches 1 / this keeps its own estimate
 
 
 def levels_for(transition_px: float, shape: tuple[int, int]) -> int:
@@ -125,6 +126,6 @@ def push_pull(values: np.ndarray, known: np.ndarray, levels: int) -> np.ndarray:
         up = expand(est, shapes[lvl])
         d = dens[lvl]
         local = nums[lvl] / np.maximum(d, 1e-6)[..., None]
-        a = np.clip(d * (2.0 if lvl else 1.0), 0.0, 1.0)[..., None]   # level 0: exactly the known values
+        a = np.clip(d * (PULL_TRUST if lvl else 1.0), 0.0, 1.0)[..., None]   # level 0: exactly the known values
         est = a * local + (1.0 - a) * up
     return est.astype(np.float32)

@@ -23,8 +23,9 @@ from scipy import ndimage
 from . import provenance_index
 from .alignment import IDENTITY, Alignment, compose_all, support, warp
 from .analysis_cache import CACHE
-from .change_mask import (DEFAULT_PARAMS, JUDGED_SHARE, STABILITY_BLOCK, STABILITY_TEXTURE_STD, ChangeParams,
-                          Stability, block_tiles, change_between, stability_size, unstable_mask)
+from .change_mask import (DEFAULT_PARAMS, JUDGED_SHARE, NEAR_CHANGE_SHARE, STABILITY_BLOCK, STABILITY_MARGIN,
+                          STABILITY_TEXTURE_STD, ChangeParams, Stability, block_tiles, change_between, stability_size,
+                          unstable_mask)
 from .colour_fit import grey_of
 from .masks import dilate, history_size
 from .work_images import as_float_rgb
@@ -200,9 +201,9 @@ def _keep_on_blocks(changed: np.ndarray, sbox: tuple[int, int, int, int], small:
     (at full size) from `changed`, as at_small(dilate(changed, 2)) < 0.01 would give it there; the
     dilation and the resize are made on the box's footprint at full size only."""
     (Y0, Y1, X0, X1), box = _footprint(sbox, small, shape, 3)
-    d = dilate(changed[Y0:Y1, X0:X1], 2).astype(np.float32)
+    d = dilate(changed[Y0:Y1, X0:X1], STABILITY_MARGIN).astype(np.float32)
     y0, y1, x0, x1 = sbox
-    return (_at_small(d, small, box=box, out=(x1 - x0, y1 - y0)) < 0.01).astype(np.float64)
+    return (_at_small(d, small, box=box, out=(x1 - x0, y1 - y0)) < NEAR_CHANGE_SHARE).astype(np.float64)
 
 
 def _small_grey(img: StoredImage, small: tuple[int, int]) -> np.ndarray:
