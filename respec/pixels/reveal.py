@@ -533,21 +533,30 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
         return _refuse(inp.e_arr, "turn k's change mask is empty: nothing was covered", source_id,
                        _full(np.zeros(inp.shape, bool), inp.size), {})
     checks: dict = {}
-    colour = _colour_match(inp, change, checks)                                           # 1
-    found = _revealed(inp, colour, whole, checks)                                         # 2
+
+    # 1. Colour match: C_t (once per turn) and T_src, fitted on the quiet pixels
+    colour = _colour_match(inp, change, checks)
+
+    # 2. Revealed region R, with the source warped on the box B around it
+    found = _revealed(inp, colour, whole, checks)
     if not found.region.any():
         return _refused(inp, found.region, checks, "nothing revealed: where turn k covered the scene, I_t still "
                         "shows what I_{t-1} showed (or agrees better with it than with I_{k-1})")
-    ring, why = _ring(inp, colour, found.region, checks)                                  # 3a
+
+    # 3. Geometry check: the ring around R; the source blur-matched and locally aligned; the ring's
+    #    exceedance, its best shift, the absolute checks and the local motion. The first reason refuses.
+    ring, why = _ring(inp, colour, found.region, checks)
     aligned = None
     if not why:
-        aligned, why = _sharpness_and_flow(inp, colour, found, ring, checks)              # 3b
+        aligned, why = _sharpness_and_flow(inp, colour, found, ring, checks)
     if not why:
-        why = (_ring_exceedance(inp, colour, ring, aligned.src, checks)                   # 3c
-               or _ring_shift(inp, colour, found.region, ring, aligned.src, checks))      # 3d
+        why = (_ring_exceedance(inp, colour, ring, aligned.src, checks)
+               or _ring_shift(inp, colour, found.region, ring, aligned.src, checks))
     if why:
         return _refused(inp, found.region, checks, why)
-    return _paste_step(inp, colour, found, aligned, checks)                               # 4
+
+    # 4. Paste: I_{k-1}'s pixels colour-fitted, seam-corrected, blended into I_t
+    return _paste_step(inp, colour, found, aligned, checks)
 
 
 @dataclass(frozen=True, eq=False)
@@ -991,7 +1000,7 @@ class PasteSource:
 
     source: Any
     alignment: Alignment
-    fit: Any
+    fit: ColourFit
     blur_px: float = 0.0
     flow: LocalFlow | None = None
 
