@@ -132,7 +132,6 @@ MIN_SHIFT_PX = 4        # the shift search reaches at least this far (px) ...
 MAX_SHIFT_PX = 12       # ... and at most this far (it compares (2 * 12 + 1)² shifts)
 MIN_BLEND_PX = 4        # the blend's coarse colour spreads over at least this many px
 PASTE_WEIGHT_EPS = 1e-3  # a paste weight within this of 0 is no paste, within this of 1 the pasted core
-BLUR_SUBSAMPLE = 3      # _gauss_small: a Gaussian of sigma px runs at 1/(sigma // 3) of the size (nothing finer)
 RING_SIGMAS = 3.0       # the ring's exceedance rate may pass the background's by this many binomial standard errors
 OTHER_CHANGE_MARGIN = 2  # px: this edit's other changes are left out of the ring with this margin (their soft rims)
 
@@ -448,7 +447,7 @@ def align_locally(src: np.ndarray, cur: np.ndarray, fit, region: np.ndarray, qui
 def _gauss_small(x: np.ndarray, sig: float) -> tuple[np.ndarray, int]:
     """x (H×W float) blurred by a Gaussian of `sig` px, computed at 1/q of the size (q ≈ sig / 3;
     a wide Gaussian has nothing finer to keep): (the blurred image at the small size, q)."""
-    q = max(1, int(sig // BLUR_SUBSAMPLE))
+    q = max(1, int(sig // 3))
     if q == 1:
         return ndimage.gaussian_filter(x, sig), 1
     h, w = x.shape
