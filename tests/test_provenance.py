@@ -207,7 +207,7 @@ def _held_near_directly(history, prov, k, j):
     """held_near's definition computed on whole images each time (the reference it must equal)."""
     from scipy import ndimage
     from respec.pixels.colour_fit import grey_of
-    from respec.pixels.change_mask import STABILITY_BLOCK, STABILITY_SIDE, TEXTURE_STD, Stability
+    from respec.pixels.change_mask import STABILITY_BLOCK, STABILITY_SIDE, STABILITY_TEXTURE_STD, Stability
     from respec.pixels.provenance import NEAR_BLOCKS
     from respec.pixels.work_images import as_float_rgb
     from respec.images import as_rgb
@@ -238,7 +238,7 @@ def _held_near_directly(history, prov, k, j):
         m = (t * keep).sum(-1) / np.maximum(n_keep, 1.0)
         return np.sqrt(((t - m[..., None]) ** 2 * keep).sum(-1) / np.maximum(n_keep, 1.0))
 
-    textured = (block_std(history.turns[j].image) >= TEXTURE_STD) | (block_std(history.turns[j - 1].image) >= TEXTURE_STD)
+    textured = (block_std(history.turns[j].image) >= STABILITY_TEXTURE_STD) | (block_std(history.turns[j - 1].image) >= STABILITY_TEXTURE_STD)
     n = near & textured & (n_keep >= 0.25 * B * B)
     return int((n & ~grid).sum()), int(n.sum()), int(near.sum())
 

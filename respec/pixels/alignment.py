@@ -66,11 +66,24 @@ EDIT_K = 4.0             # second pass: a fine-size residual above median + this
 EDIT_GROW = 7            # ... grown by a 7×7 max filter (3 px around: its gradients would read as motion) ...
 EDIT_MAX_SHARE = 0.6     # ... and left out only while it covers less than this share: more is no edit but a
                          #     motion the first pass got wrong, and too little would be left to refine on
-AGREE_PX = 1.0           # a block whose residual motion is within this (fine pixels) agrees with the fit
+FIT_AGREE_PX = 1.0       # a block whose residual motion is within this (fine pixels) agrees with the fit
 MIN_INLIERS = 0.3        # fewer agreeing textured blocks than this share: no consistent motion (a re-render),
                          # the identity is returned. Looser than the Drift Guard's min_inliers (0.5), which
                          # must trust the alignment to paste pixels; this only decides whether to warp at all.
                          # (change_mask.RERENDER_SHARE = 0.3 is another measure: unstable pixels, not blocks.)
+MIN_GREY_SIDE = 8        # a grey resized for the motion keeps at least this many pixels per side ...
+MIN_BLOCK_SIDE = 8       # ... and a block at least this many (an image smaller than BLOCK gets one such block)
+MIN_BLOCK_STD = 0.01     # a block whose grey std is below this in either image has no texture to measure
+BLOCK_IGNORE_SHARE = 0.3  # a block with more than this share of its pixels ignored (the edit) is not measured
+COARSE_BLUR = 0.7        # px: the coarse greys are blurred by this before the block motion ...
+FINE_BLUR = 1.0          # ... and the fine ones by this before Gauss-Newton (noise, JPEG)
+FIRST_ROUNDS = 5         # Gauss-Newton rounds of the first fine pass ...
+SECOND_ROUNDS = 3        # ... and of the second, without the edit (starting from the first's answer)
+IRLS_ROUNDS = 3          # Tukey reweightings per Gauss-Newton round
+REFINE_SAMPLES = 60_000  # pixels a Gauss-Newton round samples (an even grid): enough for 5 numbers ...
+REFINE_MIN_PIXELS = 100  # ... and fewer usable than this: the round is not made
+REFINE_DONE_PX = 1e-3    # a round that moves every corner by less than this (px) ends the refinement
+UNMEASURED_RESIDUAL_PX = 99.0   # the residual recorded when no block agrees with the fit (beyond any limit)
 
 
 @dataclass(frozen=True)
@@ -334,7 +347,7 @@ def resize_grey(g: np.ndarray, max_side: int) -> tuple[np.ndarray, float]:
     f = min(1.0, max_side / float(max(h, w)))
     if f >= 1.0:
         return g, 1.0
-    nw, nh = max(8, round(w * f)), max(8, round(h * f))
+    nw, nh = max(MIN_GREY_SIDE, round(w * f)), max(MIN_GREY_SIDE, round(h * f))
     small = np.asarray(Image.fromarray(g).resize((nw, nh), Image.BOX), np.float32)
     return small, nw / float(w)
 
@@ -352,7 +365,7 @@ class BlockMotion:
 
 
 def block_motion(ref: np.ndarray, cur: np.ndarray, block: int = BLOCK, stride: int | None = None,
-                 ignore: np.ndarray | None = None, min_std: float = 0.01) -> BlockMotion:
+                 ignore: np.ndarray | None = None, min_std: float = MIN_BLOCK_STD) -> BlockMotion:
     """Phase-correlation displacement of each block of `cur` against `ref` (grey H×W of one
     size). Blocks with too little texture (std < min_std in either image) or mostly inside
     `ignore` are marked untextured (their shift is 0 and means nothing). All blocks are cut out
@@ -360,7 +373,7 @@ def block_motion(ref: np.ndarray, cur: np.ndarray, block: int = BLOCK, stride: i
     h, w = ref.shape
     stride = stride or block
     if h < block or w < block:
-        block = max(8, min(h, w))
+        block = max(MIN_BLOCK_SIDE, min(h, w))
         stride = block
     if h < block or w < block:      # smaller than one block: nothing to measure
         return BlockMotion(np.zeros((0, 2)), np.zeros((0, 2)), np.zeros(0), np.zeros(0, bool), block)
@@ -373,7 +386,7 @@ def block_motion(ref: np.ndarray, cur: np.ndarray, block: int = BLOCK, stride: i
     tex = (sa >= min_std) & (sb >= min_std)
     if ignore is not None:
         iv = np.lib.stride_tricks.sliding_window_view(np.asarray(ignore, np.float32), (block, block))[::stride, ::stride]
-        tex &= iv.reshape(ny * nx, -1).mean(axis=1) <= 0.3
+        tex &= iv.reshape(ny * nx, -1).mean(axis=1) <= BLOCK_IGNORE_SHARE
     yy, xx = np.meshgrid(np.arange(ny) * stride, np.arange(nx) * stride, indexing="ij")
     cents = np.stack([xx.ravel() + (block - 1) / 2.0, yy.ravel() + (block - 1) / 2.0], axis=1)
     win = np.outer(np.hanning(block), np.hanning(block)).astype(np.float32)
@@ -461,12 +474,12 @@ def fit_similarity(bm: BlockMotion, shape: tuple[int, int], inlier_px: float = I
 
 
 def _refine(ref: np.ndarray, cur: np.ndarray, a: Alignment, ignore: np.ndarray | None,
-            rounds: int = 3) -> Alignment:
+            rounds: int) -> Alignment:
     """Gauss-Newton refinement of (scale, dx, dy) with a grey gain/offset and Tukey weights, at
     the grid of `ref`/`cur` (one size); `a` in that grid's pixels."""
     h, w = ref.shape
     cy, cx = (h - 1) / 2.0, (w - 1) / 2.0
-    step = max(1, int(np.sqrt(h * w / 60_000)))      # enough pixels for 5 numbers
+    step = max(1, int(np.sqrt(h * w / REFINE_SAMPLES)))
     sl = (slice(None, None, step), slice(None, None, step))
     yy, xx = np.mgrid[0:h, 0:w][(slice(None),) + sl].astype(np.float32)
     ry, rx = yy - cy, xx - cx
@@ -478,14 +491,14 @@ def _refine(ref: np.ndarray, cur: np.ndarray, a: Alignment, ignore: np.ndarray |
         use = sup if ignore is None else sup & ~ignore
         u_s = use[sl]
         W, C = wp[sl][u_s], cur_s[u_s]
-        if W.size < 100:
+        if W.size < REFINE_MIN_PIXELS:
             return a
         Ix, Iy = gx[sl][u_s], gy[sl][u_s]
         Rx, Ry = rx[u_s], ry[u_s]
         # cur ≈ g · W(p - δ(p)) + b, δ = (da · rx + ddx, da · ry + ddy): linear in (g, b, g·δ...).
         M = np.stack([W, np.ones_like(W), -(Ix * Rx + Iy * Ry), -Ix, -Iy], axis=1).astype(np.float64)
         wts = np.ones(len(W))
-        for _k in range(3):     # IRLS with Tukey weights on the normal equations (5×5)
+        for _k in range(IRLS_ROUNDS):     # IRLS with Tukey weights on the normal equations (5×5)
             Mw = M * wts[:, None]
             sol = np.linalg.lstsq(Mw.T @ M, Mw.T @ C, rcond=None)[0]
             r = C - M @ sol
@@ -496,7 +509,7 @@ def _refine(ref: np.ndarray, cur: np.ndarray, a: Alignment, ignore: np.ndarray |
         da, ddx, ddy = sol[2] / g, sol[3] / g, sol[4] / g
         corr = Alignment(float(ddx), float(ddy), float(1.0 + da))
         a = a.compose(corr)
-        if max(abs(ddx), abs(ddy), abs(da) * max(h, w)) < 1e-3:
+        if max(abs(ddx), abs(ddy), abs(da) * max(h, w)) < REFINE_DONE_PX:
             break
     return a
 
@@ -541,7 +554,7 @@ def residual_flow(ref: np.ndarray, cur: np.ndarray, block: int = BLOCK, ignore: 
     ux = (syy * bx - sxy * by) / safe
     uy = (sxx * by - sxy * bx) / safe
     if ignore is not None:
-        tex &= tiles(np.asarray(ignore, np.float32)).mean(1) <= 0.3
+        tex &= tiles(np.asarray(ignore, np.float32)).mean(1) <= BLOCK_IGNORE_SHARE
     return np.where(tex, ux, 0.0), np.where(tex, uy, 0.0), tex
 
 
@@ -567,7 +580,7 @@ def estimate_alignment(prev: Any, cur: Any, ignore: np.ndarray | None = None,
     # Coarse: block motion + robust similarity.
     c0, f = resize_grey(g0, COARSE_SIDE)
     c1, _ = resize_grey(g1, COARSE_SIDE)
-    c0, c1 = ndimage.gaussian_filter(c0, 0.7), ndimage.gaussian_filter(c1, 0.7)
+    c0, c1 = ndimage.gaussian_filter(c0, COARSE_BLUR), ndimage.gaussian_filter(c1, COARSE_BLUR)
     ig_c = None if ignore is None else (resize_grey(np.asarray(ignore, np.float32), COARSE_SIDE)[0] > 0.5)
     bm = block_motion(c0, c1, BLOCK, BLOCK // 2, ig_c)
     n_tex = int(bm.textured.sum())
@@ -579,7 +592,7 @@ def estimate_alignment(prev: Any, cur: Any, ignore: np.ndarray | None = None,
     # Fine: Gauss-Newton at up to FINE_SIDE, then the block residual on that grid.
     f0, ff = resize_grey(g0, FINE_SIDE)
     f1, _ = resize_grey(g1, FINE_SIDE)
-    f0, f1 = ndimage.gaussian_filter(f0, 1.0), ndimage.gaussian_filter(f1, 1.0)
+    f0, f1 = ndimage.gaussian_filter(f0, FINE_BLUR), ndimage.gaussian_filter(f1, FINE_BLUR)
     ig_f = None if ignore is None else (resize_grey(np.asarray(ignore, np.float32), FINE_SIDE)[0] > 0.5)
     a_f = Alignment(a_c.dx * ff / f, a_c.dy * ff / f, a_c.scale)
     if a_c.max_motion(c0.shape[::-1]) < FAST_MOTION_PX and coarse_inliers >= FAST_INLIERS:
@@ -588,7 +601,7 @@ def estimate_alignment(prev: Any, cur: Any, ignore: np.ndarray | None = None,
         step = _refine(f0, f1, IDENTITY, ig_f, rounds=1)
         if _scaled(step, ff, METHOD, 0.0, 1.0, size).max_motion(size) < snap_px:
             return Alignment(residual_px=0.0, method="identity", inliers=coarse_inliers, size=size)
-    a_f = _refine(f0, f1, a_f, ig_f, rounds=5)
+    a_f = _refine(f0, f1, a_f, ig_f, rounds=FIRST_ROUNDS)
     # Second pass without the edit: pixels the fitted motion leaves far off (and 3 px around
     # them: their gradients would explain part of the change as motion) are left out.
     r = np.abs(f1 - warp(f0, a_f))
@@ -597,12 +610,13 @@ def estimate_alignment(prev: Any, cur: Any, ignore: np.ndarray | None = None,
     out = ndimage.maximum_filter((r > med + EDIT_K * sig).astype(np.uint8), EDIT_GROW) > 0
     if 0.0 < out.mean() < EDIT_MAX_SHARE:
         ig_f = out if ig_f is None else (ig_f | out)
-        a_f = _refine(f0, f1, a_f, ig_f, rounds=3)
+        a_f = _refine(f0, f1, a_f, ig_f, rounds=SECOND_ROUNDS)
     d, tex = residual_motion(warp(f0, a_f), f1, BLOCK, ig_f)
-    agree = tex & (d <= AGREE_PX)
+    agree = tex & (d <= FIT_AGREE_PX)
     inliers = float(agree.sum()) / max(1, int(tex.sum()))
     residual = float(np.median(d[agree])) / ff if agree.any() else float("inf")
-    full = _scaled(a_f, ff, METHOD, residual if np.isfinite(residual) else 99.0, min(inliers, 1.0), size)
+    full = _scaled(a_f, ff, METHOD, residual if np.isfinite(residual) else UNMEASURED_RESIDUAL_PX, min(inliers, 1.0),
+                   size)
     if inliers < MIN_INLIERS:
         return Alignment(method="identity (no consistent motion: the editor re-rendered)", residual_px=full.residual_px,
                          inliers=inliers, size=size)

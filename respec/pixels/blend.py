@@ -23,6 +23,7 @@ from ..errors import InputError
 
 REDUCE_SIGMA = 1.0   # the pyramid's low-pass (close to Burt & Adelson's 5-tap binomial kernel)
 MIN_TOP_SIDE = 4     # the coarsest level keeps at least this many pixels per side
+PULL_TRUST = 2.0     # push_pull: above level 0, a pixel whose known density reaches 1 / this keeps its own estimate
 
 
 def levels_for(transition_px: float, shape: tuple[int, int]) -> int:
@@ -42,10 +43,12 @@ def _reduce(x: np.ndarray) -> np.ndarray:
     return ndimage.gaussian_filter1d(x, REDUCE_SIGMA, axis=1, mode="nearest")[:, ::2]
 
 
-def _expand(x: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
-    """`x` (a reduced level) back at `shape`: linear interpolation between its samples, which sit
-    on the even rows and columns (the last odd row / column, when `shape` is even, repeats the
-    last sample). Any expand reconstructs exactly (each band is defined with the same one); this
+def expand(x: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """Burt & Adelson's EXPAND, the inverse of the pyramid's reduction (the blend's bands and
+    respec/pixels/flow.py's coarse-to-fine fields use it): `x` (a reduced level, H×W or H×W×C)
+    back at `shape` (h, w) as float32, by linear interpolation between its samples, which sit on
+    the even rows and columns (the last odd row / column, when `shape` is even, repeats the last
+    sample). Any expand reconstructs exactly (each band is defined with the same one); this
     one is a few array passes where a Gaussian on a zero-inserted grid costs two filters."""
     return _up_axis(_up_axis(np.asarray(x, np.float32), shape[0], 0), shape[1], 1)
 
@@ -90,12 +93,12 @@ def multiband_blend(base: np.ndarray, top: np.ndarray, weight: np.ndarray, level
             break
         nd = _reduce(gd)
         shp = gd.shape[:2]
-        bands.append((gd - _expand(nd, shp)) * gw[..., None])
+        bands.append((gd - expand(nd, shp)) * gw[..., None])
         shapes.append(shp)
         gd, gw = nd, _reduce(gw)
     out = gd * gw[..., None]
     for band, shp in zip(reversed(bands), reversed(shapes)):
-        out = band + _expand(out, shp)
+        out = band + expand(out, shp)
     return np.clip(base + out, 0.0, 1.0).astype(np.float32)
 
 
@@ -120,9 +123,9 @@ def push_pull(values: np.ndarray, known: np.ndarray, levels: int) -> np.ndarray:
         shapes.append(dens[-1].shape)
     est = np.where(dens[-1][..., None] > 1e-6, nums[-1] / np.maximum(dens[-1], 1e-6)[..., None], 0.0)
     for lvl in range(len(nums) - 2, -1, -1):
-        up = _expand(est, shapes[lvl])
+        up = expand(est, shapes[lvl])
         d = dens[lvl]
         local = nums[lvl] / np.maximum(d, 1e-6)[..., None]
-        a = np.clip(d * (2.0 if lvl else 1.0), 0.0, 1.0)[..., None]   # level 0: exactly the known values
+        a = np.clip(d * (PULL_TRUST if lvl else 1.0), 0.0, 1.0)[..., None]   # level 0: exactly the known values
         est = a * local + (1.0 - a) * up
     return est.astype(np.float32)

@@ -52,7 +52,7 @@ METHOD = "drift-robust-v2"   # recorded in every mask's info: what computed it (
 STABILITY_SIDE = 512          # the stability measure works with the longer side at most this ...
 STABILITY_BLOCK = 16          # ... on blocks of this many pixels there
 STABLE_NCC = 0.8              # a textured block whose structure correlates less than this after alignment moved
-TEXTURE_STD = 0.015           # a block whose grey std (blurred) is below this in both images is flat ...
+STABILITY_TEXTURE_STD = 0.015 # a block whose grey std (blurred) is below this in both images is flat ...
 FLAT_DELTA = 0.03             # ... and stable when its mean agrees within this after the colour fit
 NOISE_FLOOR = 16.0 / 255.0    # fixed floor: outside the change mask a residual (3×3 mean) above it is a change
 RERENDER_SHARE = 0.3          # more than this share of the pixels outside the change mask unstable: a re-render
@@ -60,6 +60,10 @@ TEXTURED_HELD = 0.6           # ... or fewer than this share of the textured blo
 TEXTURED_MIN_BLOCKS = 8       #     a flat backdrop: the flat blocks hold whatever happened), given this many
 JUDGED_SHARE = 0.25           # a stability block is judged when at least this share of its pixels is unchanged
 OVER_FLOOR_SHARE = 0.25       # a block whose unchanged pixels exceed NOISE_FLOOR on more than this share moved
+STABILITY_SIGMA = 1.0         # px (stability size): both greys are blurred by this before the blocks compare them
+STABILITY_MARGIN = 2          # px: pixels this near the change mask (its soft rim) are no evidence of stability ...
+NEAR_CHANGE_SHARE = 0.01      # ... and a stability-size pixel with more than this share of them is left out
+OPEN_RADIUS_SIDE = 256        # the default opening radius: 1 px per this many px of the shorter side
 
 
 @dataclass(frozen=True)
@@ -75,7 +79,7 @@ class ChangeParams:
 
     def radii(self, shape: tuple[int, int]) -> tuple[int, int]:
         """(opening, closing) radii in pixels for an image of `shape` (H, W)."""
-        o = self.open_radius if self.open_radius is not None else max(1, round(min(shape) / 256))
+        o = self.open_radius if self.open_radius is not None else max(1, round(min(shape) / OPEN_RADIUS_SIDE))
         c = self.close_radius if self.close_radius is not None else 2 * o
         return int(o), int(c)
 
@@ -192,6 +196,10 @@ BLUR_SAMPLES = 1024                  # textured sample points the test compares
 BLUR_QUANTILE = 0.9                  # the residual quantile compared: edges (a blur shows there; the median of
                                      # a lossless editor's residual is 0 whatever the blur)
 BLUR_GAIN = 0.85                     # a softening is taken when it lowers that quantile to this share
+BLUR_PATCH_RADIUS = 6                # each point is blurred on its own (2r+1)² patch (3 sigma of every step fits)
+BLUR_MIN_POINTS = 32                 # fewer textured (or explained) points than this: no blur measured
+BLUR_MIN_GRADIENT = 0.01             # the textured points' median gradient (grey, 0..1) must reach this
+BLUR_OUTLIER_K = 4.0                 # a point no softening explains within this many robust sigmas is the edit's
 
 
 def editor_blur(a: np.ndarray, b: np.ndarray, fit: ColourFit) -> float:
@@ -202,7 +210,7 @@ def editor_blur(a: np.ndarray, b: np.ndarray, fit: ColourFit) -> float:
     out); a sigma is taken only when it lowers that to BLUR_GAIN of the unblurred one. A
     sharpening, a re-render or JPEG (which keeps strong edges) finds none."""
     h, w = a.shape[:2]
-    r = 6
+    r = BLUR_PATCH_RADIUS
     if h <= 4 * r or w <= 4 * r:
         return 0.0
     step = max(1, int(np.sqrt((h - 2 * r) * (w - 2 * r) / (2.0 * BLUR_SAMPLES))))
@@ -212,7 +220,7 @@ def editor_blur(a: np.ndarray, b: np.ndarray, fit: ColourFit) -> float:
     g2 = grey_of(a[ys[:, None], xs[:, None] + np.array([-1, 0, 1])[None, :]])      # horizontal neighbours
     grad = np.abs(g[:, 2] - g[:, 0]) + np.abs(g2[:, 2] - g2[:, 0])
     keep = grad >= np.median(grad)
-    if keep.sum() < 32 or float(np.median(grad[keep])) < 0.01:
+    if keep.sum() < BLUR_MIN_POINTS or float(np.median(grad[keep])) < BLUR_MIN_GRADIENT:
         return 0.0
     ys, xs = ys[keep], xs[keep]
     off = np.arange(-r, r + 1)
@@ -229,8 +237,8 @@ def editor_blur(a: np.ndarray, b: np.ndarray, fit: ColourFit) -> float:
     # The edit's points: no softening explains them (their smallest residual is an outlier)
     best_each = errs.min(axis=0)
     med, sig = robust_scale(best_each)
-    explained = best_each <= med + 4.0 * max(sig, 1e-3)
-    if explained.sum() < 32:
+    explained = best_each <= med + BLUR_OUTLIER_K * max(sig, 1e-3)
+    if explained.sum() < BLUR_MIN_POINTS:
         return 0.0
     q = np.quantile(errs[:, explained], BLUR_QUANTILE, axis=1)
     i = int(np.argmin(q))
@@ -305,9 +313,9 @@ def stability(a: np.ndarray, b: np.ndarray, fit: ColourFit, mask: np.ndarray,
 
     def sm(x, mode=Image.BOX):
         return np.asarray(Image.fromarray(np.asarray(x, np.float32)).resize(small, mode), np.float32)
-    ga, gb = ndimage.gaussian_filter(sm(ga), 1.0), ndimage.gaussian_filter(sm(gb), 1.0)
-    near_mask = dilate(mask, 2)
-    keep = sm((~near_mask).astype(np.float32)) > 0.99
+    ga, gb = ndimage.gaussian_filter(sm(ga), STABILITY_SIGMA), ndimage.gaussian_filter(sm(gb), STABILITY_SIGMA)
+    near_mask = dilate(mask, STABILITY_MARGIN)
+    keep = sm((~near_mask).astype(np.float32)) > 1.0 - NEAR_CHANGE_SHARE
     supp = np.ones_like(keep) if sup is None else sm(sup.astype(np.float32)) > 0.5
     B = STABILITY_BLOCK
     blocks = (max(1, small[1] // B), max(1, small[0] // B))
@@ -319,7 +327,7 @@ def stability(a: np.ndarray, b: np.ndarray, fit: ColourFit, mask: np.ndarray,
     va, vb = (da * da * tw).sum(-1) / nn, (db * db * tw).sum(-1) / nn
     cov = (da * db * tw).sum(-1) / nn
     ncc = cov / np.sqrt(np.maximum(va * vb, 1e-12))
-    textured = np.sqrt(np.maximum(va, vb)) >= TEXTURE_STD
+    textured = np.sqrt(np.maximum(va, vb)) >= STABILITY_TEXTURE_STD
     held = np.where(textured, ncc >= STABLE_NCC, np.abs(ma - mb) <= FLAT_DELTA)
     if res is not None:     # a block whose unchanged pixels mostly exceed the fixed floor did not hold either
         over = block_tiles(sm((res > NOISE_FLOOR).astype(np.float32)) > 0.5, blocks).astype(np.float64)

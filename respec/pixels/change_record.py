@@ -17,7 +17,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..history import CHANGE, TurnMask
-from .alignment import IDENTITY, Alignment
+from .alignment import Alignment
 from .colour_fit import ColourFit
 
 ALIGNMENT = "alignment"   # the key of the alignment record, in a change record's info and in a turn's meta

@@ -33,8 +33,9 @@ from scipy.spatial import ConvexHull, QhullError
 from .colour_fit import IDENTITY_FIT, ColourFit, fit_colour
 from .masks import dilate, erode
 
-COARSE_SIDE = 256
-COARSE_SIGMA = 1.5
+COARSE_SIDE = 256               # the coarse grid: the longer side at most this (px) ...
+COARSE_MIN_SIDE = 8             # ... and at least this many px per side
+COARSE_SIGMA = 1.5              # coarse px: both pictures are blurred by this before they are compared
 REACH = 2                       # coarse px: a re-drawn detail this far off is no change
 CHANGE_LEVEL = 16.0 / 255.0     # a coarse residual above this ...
 OVER_MEDIAN = 4.0               # ... and this many times the median residual is a change of content
@@ -80,7 +81,7 @@ def coarse_size(shape: tuple[int, int], side: int = COARSE_SIDE) -> tuple[tuple[
     side at most `side`."""
     h, w = shape
     f = min(1.0, side / float(max(h, w)))
-    return (max(8, round(h * f)), max(8, round(w * f))), f
+    return (max(COARSE_MIN_SIDE, round(h * f)), max(COARSE_MIN_SIDE, round(w * f))), f
 
 
 def coarse_change(previous: np.ndarray, edit_coarse: np.ndarray, valid: np.ndarray | None = None) -> CoarseChange:
@@ -204,6 +205,9 @@ def hulls(m: np.ndarray, reach: int) -> np.ndarray:
 SUBJECT_LEVEL = 12.0 / 255.0    # a new background: where the edit stays within this of the previous image (blurred,
                                 # after a colour fit on those pixels) is the subject the request kept
 MIN_SUBJECT = 0.01              # ... which covers at least this share of the picture
+SUBJECT_MEDIAN_SHARE = 0.5      # when the editor moved every colour, the level is this share of the median difference
+MIN_SUBJECT_SEED = 64           # fewer agreeing coarse pixels than this (before the fit): no subject
+SUBJECT_OPENING = 5             # coarse px: the subject is opened by a square this wide (specks, thin rims)
 
 
 def kept_subject(P: np.ndarray, E: np.ndarray, valid: np.ndarray | None = None) -> tuple[np.ndarray, ColourFit]:
@@ -218,12 +222,12 @@ def kept_subject(P: np.ndarray, E: np.ndarray, valid: np.ndarray | None = None) 
     Pb = ndimage.gaussian_filter(P, (COARSE_SIGMA, COARSE_SIGMA, 0), mode="nearest")
     Eb = ndimage.gaussian_filter(E, (COARSE_SIGMA, COARSE_SIGMA, 0), mode="nearest")
     r0 = np.sqrt(((Eb - Pb) ** 2).mean(axis=2))
-    first = (r0 < max(SUBJECT_LEVEL, 0.5 * float(np.median(r0[ok])))) & ok
-    if first.sum() < 64:
+    first = (r0 < max(SUBJECT_LEVEL, SUBJECT_MEDIAN_SHARE * float(np.median(r0[ok])))) & ok
+    if first.sum() < MIN_SUBJECT_SEED:
         return np.zeros(P.shape[:2], bool), IDENTITY_FIT
     fit = fit_colour(Pb, Eb, use=first)
     r = np.sqrt(((Eb - fit.apply(Pb)) ** 2).mean(axis=2))
-    m = ndimage.binary_opening((r < SUBJECT_LEVEL) & ok, np.ones((5, 5), bool))
+    m = ndimage.binary_opening((r < SUBJECT_LEVEL) & ok, np.ones((SUBJECT_OPENING, SUBJECT_OPENING), bool))
     labels, n = ndimage.label(m)
     if not n:
         return m, fit

@@ -56,7 +56,7 @@ from scipy import ndimage
 
 from ..errors import InputError
 from .alignment import IDENTITY, Alignment
-from .blend import _expand, levels_for, push_pull
+from .blend import expand, levels_for, push_pull
 
 METHOD = "pyramid-lk-fb-v1"
 MAX_FLOW_PX = 2.0          # the residual local motion the field is built for (px); beyond it: a reframing or a re-render
@@ -72,6 +72,9 @@ FB_TOLERANCE_REL = 0.1     # ... plus this share of |d_f(p)|
 MIN_EVIDENCE = 64          # fewer evidence pixels than this: nothing measured
 MIN_CONSISTENT = 0.7       # usable: at least this share of the evidence pixels is consistent
 MIN_SIDE = 16              # the pyramid's coarsest level keeps at least this many pixels per side
+MIN_MEASURE_SIDE = 4       # a box to measure on must be at least this many pixels per side
+COARSE_VALID = 0.95        # a coarse pixel is evidence only when at least this share of it is valid
+LEVEL_LIMIT = 1.5          # a level's field is clipped to this many times max_px (at its scale), plus 1 px
 
 
 @dataclass(frozen=True, eq=False)
@@ -160,8 +163,9 @@ def _check_box(box, shape) -> tuple[int, int, int, int]:
         return (0, h, 0, w)
     y0, y1, x0, x1 = (int(v) for v in box)
     y0, y1, x0, x1 = max(0, y0), min(h, y1), max(0, x0), min(w, x1)
-    if y1 - y0 < 4 or x1 - x0 < 4:
-        raise InputError(f"the local motion box {tuple(box)} leaves less than 4×4 pixels of a {w}x{h} image")
+    if y1 - y0 < MIN_MEASURE_SIDE or x1 - x0 < MIN_MEASURE_SIDE:
+        raise InputError(f"the local motion box {tuple(box)} leaves less than {MIN_MEASURE_SIDE}×{MIN_MEASURE_SIDE} "
+                         f"pixels of a {w}x{h} image")
     return (y0, y1, x0, x1)
 
 
@@ -189,7 +193,7 @@ def _reduce(x: np.ndarray) -> np.ndarray:
 def _upsample_field(d: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     """A coarse level's field at the next finer level's `shape` (its samples on the even rows and
     columns, linear in between; values doubled)."""
-    return _expand(d, shape) * np.float32(2.0)
+    return expand(d, shape) * np.float32(2.0)
 
 
 def _levels(shape: tuple[int, int], max_px: float) -> int:
@@ -211,7 +215,7 @@ def _half_filter(planes: list[np.ndarray], sigma: float) -> list[np.ndarray]:
     small = np.stack([(np.pad(p, ((0, ph), (0, pw)), mode="edge") if ph or pw else p)
                       .reshape((h + ph) // 2, 2, (w + pw) // 2, 2).mean(axis=(1, 3)) for p in planes])
     small = ndimage.gaussian_filter(small, (0, sigma / 2, sigma / 2), mode="nearest")
-    return [_expand(p, (h, w)) for p in small]
+    return [expand(p, (h, w)) for p in small]
 
 
 def _highpass(g: np.ndarray, valid: np.ndarray) -> np.ndarray:
@@ -244,7 +248,7 @@ def _lk(ref: list[np.ndarray], cur: list[np.ndarray], w: list[np.ndarray], max_p
     for lvl in range(len(ref) - 1, finest - 1, -1):
         r, c, ww = ref[lvl], cur[lvl], w[lvl]
         if lvl:     # a coarse pixel that mixes invalid ones (an edit's texture) is no evidence at all
-            ww = (ww >= 0.95).astype(np.float32)
+            ww = (ww >= COARSE_VALID).astype(np.float32)
         h, wd = r.shape
         if dx is None:
             dx, dy = np.zeros((h, wd), np.float32), np.zeros((h, wd), np.float32)
@@ -252,7 +256,7 @@ def _lk(ref: list[np.ndarray], cur: list[np.ndarray], w: list[np.ndarray], max_p
             dx, dy = _upsample_field(dx, (h, wd)), _upsample_field(dy, (h, wd))
         yy, xx = np.mgrid[0:h, 0:wd].astype(np.float32)
         gcy, gcx = np.gradient(c)
-        limit = np.float32(1.5 * max_px / 2 ** lvl + 1.0)
+        limit = np.float32(LEVEL_LIMIT * max_px / 2 ** lvl + 1.0)
         for _ in range(ITERATIONS[0] if lvl == 0 else ITERATIONS[1]):
             warped = _sample(r, yy + dy, xx + dx)
             gy, gx = np.gradient(warped)

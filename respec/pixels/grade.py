@@ -19,13 +19,14 @@ from .colour_fit import ColourFit
 
 GRADE_FROM = 10.0 / 255.0     # a shift of a grey level beyond this is mapped back (below: the seam's job)
 MIN_GAIN = 0.2                # a channel's gain below this cannot be inverted without blowing up noise
+SHIFT_PROBES = (0.1, 0.5, 0.9)  # the grey levels colour_shift moves: dark, middle, light
 
 
 def colour_shift(info: dict) -> float:
     """How far the change record's whole-picture colour map moves a grey level (0..1): the largest
     |gain · v + bias - v| over channels at v = 0.1, 0.5, 0.9."""
     g, b = _fit(info)
-    return float(max(np.abs((g - 1.0) * v + b).max() for v in (0.1, 0.5, 0.9)))
+    return float(max(np.abs((g - 1.0) * v + b).max() for v in SHIFT_PROBES))
 
 
 def _fit(info: dict) -> tuple[np.ndarray, np.ndarray]:

@@ -34,7 +34,8 @@ from .change_record import ChangeRecord
 from .guard import guard_change
 from .masks import dilate, mask_at
 
-MARGIN_FRAC = 0.03   # the object mask is grown by this share of the shorter side (at least 2 px)
+MARGIN_FRAC = 0.03   # the object mask is grown by this share of the shorter side ...
+MIN_MARGIN_PX = 2    # ... and by at least this many px (a mask's edge is a pixel or two off)
 
 
 @dataclass
@@ -75,7 +76,7 @@ def edit_region(previous: Any, edited: Any, phrase: str, object_masks: Sequence[
     if len(masks) == 2 and inv is not None:   # the object as found in I_t, carried into I_(t-1)'s frame
         masks[1] = warp(masks[1], inv, order=0)
     O = np.logical_or.reduce(masks) if masks else empty
-    margin = max(2, round(float(margin_frac) * min(shape)))
+    margin = max(MIN_MARGIN_PX, round(float(margin_frac) * min(shape)))
     record.update(margin_px=margin, object_px=int(O.sum()), change_px=int(C.sum()))
     if not O.any():
         return EditRegion(empty, {**record, "used": False, "reason": f"{phrase!r} was not found: the guard "

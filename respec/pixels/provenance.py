@@ -23,8 +23,9 @@ from scipy import ndimage
 from . import provenance_index
 from .alignment import IDENTITY, Alignment, compose_all, support, warp
 from .analysis_cache import CACHE, AnalysisCache
-from .change_mask import (DEFAULT_PARAMS, JUDGED_SHARE, STABILITY_BLOCK, TEXTURE_STD, ChangeParams,
-                          block_tiles, change_between, stability_size, unstable_mask)
+from .change_mask import (DEFAULT_PARAMS, JUDGED_SHARE, NEAR_CHANGE_SHARE, STABILITY_BLOCK, STABILITY_MARGIN,
+                          STABILITY_TEXTURE_STD, ChangeParams, block_tiles, change_between, stability_size,
+                          unstable_mask)
 from . import change_record
 from .change_record import grid_from_info
 from .colour_fit import grey_of
@@ -41,7 +42,7 @@ def held_near(history: History, prov: "Provenance", k: int, j: int) -> tuple[int
     """Turn j's evidence about the surroundings of C_k: (held, textured), the textured stability
     blocks within NEAR_BLOCKS blocks of C_k (carried into I_j's frame), not mostly inside C_k or
     C_j, and how many of them turn j did not mark unstable. Textured: the block's grey std
-    (blurred, as `stability` measures it) reaches TEXTURE_STD in I_{j-1} or I_j. A flat block
+    (blurred, as `stability` measures it) reaches STABILITY_TEXTURE_STD in I_{j-1} or I_j. A flat block
     holds whatever the editor did to a subject next to it (a figure redrawn on a white backdrop
     inside its own change mask): it is no evidence, so it is not counted. None when turn j's
     record has no block grid (stored before it existed). (`NearEvidence(history, prov, k).held(j)`:
@@ -169,7 +170,8 @@ def _count_held(history: History, j: int, near: np.ndarray, grid: np.ndarray, ke
         std[n_keep == 0] = 0.0
         return std
 
-    textured = (block_std(history.turns[j].image) >= TEXTURE_STD) | (block_std(history.turns[j - 1].image) >= TEXTURE_STD)
+    textured = ((block_std(history.turns[j].image) >= STABILITY_TEXTURE_STD)
+                | (block_std(history.turns[j - 1].image) >= STABILITY_TEXTURE_STD))
     n = near & textured & (n_keep >= JUDGED_SHARE * B * B)
     return int((n & ~grid).sum()), int(n.sum()), around
 
@@ -202,9 +204,9 @@ def _keep_on_blocks(changed: np.ndarray, sbox: tuple[int, int, int, int], small:
     (at full size) from `changed`, as at_small(dilate(changed, 2)) < 0.01 would give it there; the
     dilation and the resize are made on the box's footprint at full size only."""
     (Y0, Y1, X0, X1), box = _footprint(sbox, small, shape, 3)
-    d = dilate(changed[Y0:Y1, X0:X1], 2).astype(np.float32)
+    d = dilate(changed[Y0:Y1, X0:X1], STABILITY_MARGIN).astype(np.float32)
     y0, y1, x0, x1 = sbox
-    return (_at_small(d, small, box=box, out=(x1 - x0, y1 - y0)) < 0.01).astype(np.float64)
+    return (_at_small(d, small, box=box, out=(x1 - x0, y1 - y0)) < NEAR_CHANGE_SHARE).astype(np.float64)
 
 
 def _small_grey(img: StoredImage, small: tuple[int, int], cache: AnalysisCache) -> np.ndarray:

@@ -92,7 +92,7 @@ from . import work_images
 from .blend import levels_for, multiband_blend
 from .flow import LocalFlow, estimate_flow, warp_by_flow
 from .change_mask import DEFAULT_PARAMS, ChangeResult, change_of, full_size_result, remember_change
-from .colour_fit import FIT_SAMPLES, fit_colour, grey_of, residual, robust_scale, sample_grid, smooth
+from .colour_fit import FIT_SAMPLES, ColourFit, fit_colour, grey_of, residual, robust_scale, sample_grid, smooth
 from .masks import clean_mask, dilate, history_size, mask_at
 from .provenance import provenance_of
 from .seam import spread_difference
@@ -112,7 +112,10 @@ FLOW_MAX_PX = 2.0           # ... and the source warped by it when it is consist
 MOTION_BLOCK_FRAC = 1 / 32  # local_motion's blocks: this share of the shorter side ...
 MOTION_BLOCK_MIN = 8        # ... at least this many pixels
 MOTION_REACH = 2            # ... within this many blocks of R
-MIN_MOTION_BLOCKS = 3
+MIN_MOTION_BLOCKS = 3       # fewer textured blocks than this around R: no local motion measured
+MOTION_QUIET_SHARE = 0.5    # a block is used when at least this share of it is quiet pixels outside R
+MOTION_GREY_SIGMA = 1.0     # px: both greys are blurred by this before the blocks' Lucas-Kanade step (noise)
+RING_NCC_SIGMA = 1.0    # px: the ring's greys are blurred by this before the correlation (noise, JPEG)
 RING_TEXTURE = 0.02     # a ring whose grey std in I_t is below this is flat (no NCC test) ...
 FLAT_SOURCE = 0.33      # ... and a source ring with less than this share of I_t's texture is flat
 CUMULATIVE_STABLE = 0.5   # turns k..t together must have kept this share of the scene (product of stable fractions)
@@ -124,6 +127,14 @@ BLEND_METHOD = "multiband"   # respec/pixels/blend.py: Burt & Adelson's Laplacia
 BLEND_REACH = 3              # a blend of L levels is computed on a box grown by BLEND_REACH * 2^L px (at 3 the
                              # change it leaves at the box edge is below 0.5/255: under the output's rounding)
 SHIFT_SAMPLES = 1024    # ring pixels the shift search compares (an even subsample of the ring; grey)
+MIN_GAP_PX = 3          # the ring starts at least this far out from R (px) ...
+MIN_RING_WIDTH_PX = 3   # ... and is at least this wide
+MIN_SHIFT_PX = 4        # the shift search reaches at least this far (px) ...
+MAX_SHIFT_PX = 12       # ... and at most this far (it compares (2 * 12 + 1)² shifts)
+MIN_BLEND_PX = 4        # the blend's coarse colour spreads over at least this many px
+PASTE_WEIGHT_EPS = 1e-3  # a paste weight within this of 0 is no paste, within this of 1 the pasted core
+RING_SIGMAS = 3.0       # the ring's exceedance rate may pass the background's by this many binomial standard errors
+OTHER_CHANGE_MARGIN = 2  # px: this edit's other changes are left out of the ring with this margin (their soft rims)
 
 
 @dataclass(frozen=True)
@@ -151,11 +162,11 @@ class RevealParams:
     def pixels(self, shape: tuple[int, int]) -> dict[str, int]:
         """Ring width, largest shift and feather width in pixels for an image of `shape`."""
         side = min(shape)
-        gap = max(3, round(self.gap_frac * side))
-        return {"gap": gap, "ring": gap + max(3, round(self.ring_frac * side)),
-                "max_shift": int(min(12, max(4, round(self.shift_frac * side)))),
+        gap = max(MIN_GAP_PX, round(self.gap_frac * side))
+        return {"gap": gap, "ring": gap + max(MIN_RING_WIDTH_PX, round(self.ring_frac * side)),
+                "max_shift": int(min(MAX_SHIFT_PX, max(MIN_SHIFT_PX, round(self.shift_frac * side)))),
                 "feather": max(1, round(self.feather_frac * side)),
-                "blend": max(4, round(self.blend_frac * side))}
+                "blend": max(MIN_BLEND_PX, round(self.blend_frac * side))}
 
 
 DEFAULT_REVEAL = RevealParams()
@@ -216,7 +227,7 @@ def _best_shift(a: np.ndarray, b: np.ndarray, ring: np.ndarray, max_shift: int) 
     return (int(d[iy]), int(d[ix])), float(errs[iy, ix]), zero
 
 
-TEXTURE_BINS = 10
+TEXTURE_BINS = 10       # the background's exceedance rate is measured per texture decile
 
 
 def _sobel_at(grey: np.ndarray, ys: np.ndarray, xs: np.ndarray) -> np.ndarray:
@@ -252,18 +263,22 @@ def _expected_exceedance(src: np.ndarray, bg_residual: tuple, tau: float, bg: np
 
 
 BLUR_CANDIDATES = (0.0, 0.5, 0.75, 1.0, 1.5, 2.0)   # px; 3 sigma stays inside the box B's margin
+RING_BLUR_SAMPLES = 256      # ring pixels the blur match compares (spread evenly) ...
+RING_BLUR_PATCH_RADIUS = 8   # ... each blurred on its own (2r+1)² patch: 3 sigma of the widest candidate fits in it
+RING_BLUR_MIN_POINTS = 16    # fewer ring pixels than this with a whole patch inside B: no blur measured
+RING_BLUR_GAIN = 0.95        # a blur is taken only when it lowers the ring's residual to this share (5 % better)
 
 
 def _match_blur(src: np.ndarray, cur: np.ndarray, fit, ring: np.ndarray, B: tuple[int, int, int, int],
-                samples: int = 256) -> float:
+                samples: int = RING_BLUR_SAMPLES) -> float:
     """The Gaussian sigma (of BLUR_CANDIDATES) that, applied to the colour-fitted source, best
     matches I_t on the ring (mean residual at up to `samples` ring pixels spread evenly, each
     blurred on its own 17×17 patch); 0 unless it beats the unblurred source by 5 %."""
     ys, xs = np.nonzero(ring)
-    r = 8
+    r = RING_BLUR_PATCH_RADIUS
     ok = (ys >= B[0] + r) & (ys < B[1] - r) & (xs >= B[2] + r) & (xs < B[3] - r)
     ys, xs = ys[ok], xs[ok]
-    if len(ys) < 16:
+    if len(ys) < RING_BLUR_MIN_POINTS:
         return 0.0
     step = max(1, len(ys) // samples)
     ys, xs = ys[::step], xs[::step]
@@ -277,7 +292,7 @@ def _match_blur(src: np.ndarray, cur: np.ndarray, fit, ring: np.ndarray, B: tupl
         d = fit.apply(g) - target
         errs.append(float(np.sqrt(np.einsum("nc,nc->n", d, d) / 3.0).mean()))
     i = int(np.argmin(errs))
-    return float(BLUR_CANDIDATES[i]) if i and errs[i] < 0.95 * errs[0] else 0.0
+    return float(BLUR_CANDIDATES[i]) if i and errs[i] < RING_BLUR_GAIN * errs[0] else 0.0
 
 
 def _sobel_grid(g: dict) -> np.ndarray:
@@ -337,8 +352,8 @@ def absolute_check(src: np.ndarray, cur: np.ndarray, fit, ring: np.ndarray, chec
         return (f"the source is unrelated to I_t: its colours map onto I_t's only with gains "
                 f"{[round(g, 2) for g in fit.gain]} and offsets {[round(b, 2) for b in fit.bias]}")
     y0, y1, x0, x1 = _box(ring, 0)
-    gs = ndimage.gaussian_filter(fit.apply(src[y0:y1, x0:x1]).mean(axis=2), 1.0)
-    gc = ndimage.gaussian_filter(cur[y0:y1, x0:x1].mean(axis=2), 1.0)
+    gs = ndimage.gaussian_filter(fit.apply(src[y0:y1, x0:x1]).mean(axis=2), RING_NCC_SIGMA)
+    gc = ndimage.gaussian_filter(cur[y0:y1, x0:x1].mean(axis=2), RING_NCC_SIGMA)
     rm = ring[y0:y1, x0:x1]
     a, b = gs[rm] - gs[rm].mean(), gc[rm] - gc[rm].mean()
     sa, sb = float(a.std()), float(b.std())
@@ -371,14 +386,15 @@ def block_motion_px(src: np.ndarray, cur: np.ndarray, fit, region: np.ndarray, q
     blk = max(MOTION_BLOCK_MIN, round(min(shape) * MOTION_BLOCK_FRAC))
     near = _dilate_near(region, MOTION_REACH * blk)
     y0, y1, x0, x1 = _box(near, 0)
-    gs = ndimage.gaussian_filter(fit.apply(src[y0:y1, x0:x1]) @ np.full(3, 1.0 / 3.0, np.float32), 1.0)
-    gc = ndimage.gaussian_filter(grey_of(cur[y0:y1, x0:x1]), 1.0)
+    gs = ndimage.gaussian_filter(fit.apply(src[y0:y1, x0:x1]) @ np.full(3, 1.0 / 3.0, np.float32),
+                                 MOTION_GREY_SIGMA)
+    gc = ndimage.gaussian_filter(grey_of(cur[y0:y1, x0:x1]), MOTION_GREY_SIGMA)
     ux, uy, tex = residual_flow(gs, gc, blk)
     nby, nbx = gs.shape[0] // blk, gs.shape[1] // blk
     if not (nby and nbx):
         return None
     on = (quiet & ~region)[y0:y0 + nby * blk, x0:x0 + nbx * blk].astype(np.float32)
-    use = tex & (on.reshape(nby, blk, nbx, blk).mean(axis=(1, 3)).ravel() >= 0.5)
+    use = tex & (on.reshape(nby, blk, nbx, blk).mean(axis=(1, 3)).ravel() >= MOTION_QUIET_SHARE)
     checks["local_motion_blocks"] = int(use.sum())
     if use.sum() < MIN_MOTION_BLOCKS:
         return None
@@ -488,15 +504,17 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
     """Paste I_{k-1}'s pixels (`source`) into the region of I_t (`edited`) that turn k covered
     (`covered` = C_k) and that the edit revealed, colour-matched to I_t and feathered at the seam,
     if the geometry held around it; otherwise return I_t unchanged and say why. In four steps (the
-    module docstring says what each measures):
+    module docstring says what each measures), each returning a frozen value the next ones read:
 
         1. colour match      the inputs at the analysis size; C_t once; T_src on quiet pixels
-                             (_reveal_inputs, _colour_match)
-        2. revealed region   R in C_k ∩ C_t, plus a removed object's whole region (_revealed)
-        3. geometry check    the ring around R (_ring, _sharpness_and_flow, _ring_exceedance, _ring_shift)
+                             (_reveal_inputs -> _Inputs, _colour_match -> _ColourMatch)
+        2. revealed region   R in C_k ∩ C_t, plus a removed object's whole region (_revealed -> _Revealed)
+        3. geometry check    the ring around R (_ring -> _Ring), the source blur-matched and locally
+                             aligned (_sharpness_and_flow -> _Aligned), then _ring_exceedance, _ring_shift
         4. paste             I_{k-1}'s pixels colour-fitted, seam-corrected, blended into I_t (_paste_step)
 
-    Steps 2 and 3 may refuse (I_t unchanged, with the reason and the checks so far).
+    Steps 2 and 3 may refuse (I_t unchanged, with the reason and the checks so far). `checks` is
+    the result's record: each step adds the figures it measured, in this order.
 
     previous: I_{t-1} (in I_t's frame). stable: optional H×W mask of the pixels no turn from k to
     t-1 changed (provenance's `unchanged_since(k-1)`); None = every pixel outside C_k. Masks of
@@ -507,22 +525,41 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
     the part of C_k no later turn changed (I_t's frame): pasted whole, the pixels the editor left
     of the object too (`editor_left_fraction` in the checks). Above WORK_PIXELS the analysis runs
     at the working resolution and only the paste is made at I_t's size."""
-    run = _reveal_inputs(source, previous, edited, covered, stable, source_id, params, source_alignment)
-    if not run.cov.any():
-        return _refuse(run.e_arr, "turn k's change mask is empty: nothing was covered", source_id,
-                       _full(np.zeros(run.shape, bool), run.size), {})
-    _colour_match(run, change)                                                              # 1
-    for step in (_revealed, _ring, _sharpness_and_flow, _ring_exceedance, _ring_shift):     # 2, 3
-        refused = step(run, whole) if step is _revealed else step(run)
-        if refused is not None:
-            return refused
-    return _paste_step(run)                                                                 # 4
+    inp = _reveal_inputs(source, previous, edited, covered, stable, source_id, params, source_alignment)
+    if not inp.cov.any():
+        return _refuse(inp.e_arr, "turn k's change mask is empty: nothing was covered", source_id,
+                       _full(np.zeros(inp.shape, bool), inp.size), {})
+    checks: dict = {}
+
+    # 1. Colour match: C_t (once per turn) and T_src, fitted on the quiet pixels
+    colour = _colour_match(inp, change, checks)
+
+    # 2. Revealed region R, with the source warped on the box B around it
+    found = _revealed(inp, colour, whole, checks)
+    if not found.region.any():
+        return _refused(inp, found.region, checks, "nothing revealed: where turn k covered the scene, I_t still "
+                        "shows what I_{t-1} showed (or agrees better with it than with I_{k-1})")
+
+    # 3. Geometry check: the ring around R; the source blur-matched and locally aligned; the ring's
+    #    exceedance, its best shift, the absolute checks and the local motion. The first reason refuses.
+    ring, why = _ring(inp, colour, found.region, checks)
+    aligned = None
+    if not why:
+        aligned, why = _sharpness_and_flow(inp, colour, found, ring, checks)
+    if not why:
+        why = (_ring_exceedance(inp, colour, ring, aligned.src, checks)
+               or _ring_shift(inp, colour, found.region, ring, aligned.src, checks))
+    if why:
+        return _refused(inp, found.region, checks, why)
+
+    # 4. Paste: I_{k-1}'s pixels colour-fitted, seam-corrected, blended into I_t
+    return _paste_step(inp, colour, found, aligned, checks)
 
 
-@dataclass
-class _RevealRun:
-    """One reveal_composite call at the analysis size (`work`, H×W `shape`): its inputs and what the
-    steps found so far (the colour fit, R, the ring, the warped source `src` on the box B, ...)."""
+@dataclass(frozen=True, eq=False)
+class _Inputs:
+    """One reveal_composite call's inputs, I_{k-1}, I_{t-1}, I_t and the masks at the analysis size
+    (`work`, H×W `shape`; `big` when that is below I_t's size), and the params' pixel sizes there."""
 
     source: Any                  # I_{k-1} as given (the full-size paste reads it again)
     e_arr: np.ndarray            # I_t as given (uint8)
@@ -537,47 +574,72 @@ class _RevealRun:
     stab: np.ndarray
     source_id: int | None
     params: RevealParams
-    checks: dict = field(default_factory=dict)
-    # step 1: C_t's mask, the quiet pixels (stable, unchanged now), the fit grid and the colour fits
-    changed_now: Any = None
-    quiet_now: Any = None
-    rows: Any = None                   # the grid's rows and columns, their 3×3 neighbours (nbr), and
-    cols: Any = None                   # the warped source (s_grid) and I_t (c_grid) sampled there
-    nbr: dict = field(default_factory=dict)
-    s_grid: dict = field(default_factory=dict)
-    c_grid: dict = field(default_factory=dict)
-    fit_src: Any = None                # T_src (I_{k-1} -> I_t) and T_prev (I_{t-1} -> I_t)
-    fit_prev: Any = None
-    # step 2: R, the box B around it and the source warped on B (zero elsewhere)
-    region: Any = None
-    B: tuple = ()
-    src: Any = None
-    # step 3: the quiet pixels around R, its neighbourhood (near, inner), the background, the ring
-    quiet: Any = None
-    near: Any = None
-    inner: Any = None
-    bg: Any = None
-    ring: Any = None
-    n_ring: int = 0
-    sig_b: float = 0.0                 # the blur that matches I_{k-1} to I_t on the ring
-    sharp: Any = None                  # the source on B before that blur
-    flow: LocalFlow | None = None      # the local field, when the source was aligned locally
-    big: bool = field(init=False)      # analysed at a working size below I_t's
-    shape: tuple[int, int] = field(init=False)   # (H, W) of the analysis
-    px: dict = field(init=False)       # the params' pixel sizes at the analysis size
+    big: bool
+    shape: tuple[int, int]       # (H, W) of the analysis
+    px: dict                     # params.pixels(shape)
 
-    def __post_init__(self) -> None:
-        self.big = self.work != self.size
-        self.shape = (self.work[1], self.work[0])
-        self.px = self.params.pixels(self.shape)
 
-    def refuse(self, reason: str) -> RevealResult:
-        """I_t unchanged, with R (at I_t's size) and the checks so far."""
-        return _refuse(self.e_arr, reason, self.source_id, _full(self.region, self.size), self.checks)
+@dataclass(frozen=True, eq=False)
+class _ColourMatch:
+    """Step 1's result: C_t's mask (`changed_now`), the quiet pixels (stable and unchanged now), the
+    fit grid's rows and columns with their 3×3 neighbours (`nbr`), the warped source (`s_grid`) and
+    I_t (`c_grid`) sampled there (the background's noise in step 3 reads them again), and the
+    colour fits T_src (I_{k-1} -> I_t) and T_prev (I_{t-1} -> I_t)."""
+
+    changed_now: np.ndarray
+    quiet_now: np.ndarray
+    rows: np.ndarray
+    cols: np.ndarray
+    nbr: dict
+    s_grid: dict
+    c_grid: dict
+    fit_src: ColourFit
+    fit_prev: ColourFit
+
+
+@dataclass(frozen=True, eq=False)
+class _Revealed:
+    """Step 2's result: R, and the box B around what can be revealed with the source warped on it
+    (`src`, zero elsewhere; None with B = () when nothing can be)."""
+
+    region: np.ndarray
+    B: tuple
+    src: np.ndarray | None
+
+
+@dataclass(frozen=True, eq=False)
+class _Ring:
+    """Step 3a's result: the quiet pixels (stable, away from this edit's other changes), R's
+    neighbourhood out to the ring's outer edge (`near`) and to its gap (`inner`), the background
+    beyond it (`bg`) and the ring of quiet pixels between (`ring`, `n_ring` pixels)."""
+
+    quiet: np.ndarray
+    near: np.ndarray
+    inner: np.ndarray
+    bg: np.ndarray
+    ring: np.ndarray
+    n_ring: int
+
+
+@dataclass(frozen=True, eq=False)
+class _Aligned:
+    """Step 3b's result: the source on B as the ring checks see it (`src`: blur-matched, locally
+    aligned), the same before that blur (`sharp`; None when not blurred or when it is `src`'s own
+    crop), the blur `sig_b` (px) and the local field `flow` (None: not aligned locally)."""
+
+    src: np.ndarray
+    sharp: np.ndarray | None
+    sig_b: float
+    flow: LocalFlow | None
+
+
+def _refused(inp: _Inputs, region: np.ndarray, checks: dict, reason: str) -> RevealResult:
+    """I_t unchanged, with R (at I_t's size) and the checks so far."""
+    return _refuse(inp.e_arr, reason, inp.source_id, _full(region, inp.size), checks)
 
 
 def _reveal_inputs(source: Any, previous: Any, edited: Any, covered: Any, stable: Any, source_id: int | None,
-                   params: RevealParams, source_alignment: Alignment | None) -> _RevealRun:
+                   params: RevealParams, source_alignment: Alignment | None) -> _Inputs:
     """The inputs at the analysis size. The source is warped only where it is needed (later): an
     even grid of samples (with their 3×3 neighbours) for the colour fit and the background's noise,
     and R's neighbourhood."""
@@ -594,227 +656,252 @@ def _reveal_inputs(source: Any, previous: Any, edited: Any, covered: Any, stable
         src_arr = work_float(source, work) if isinstance(source, StoredImage) else as_float_rgb(src_arr, work)
     prev = as_float_rgb(previous, work)
     cur = work_float(edited, work) if isinstance(edited, StoredImage) else as_float_rgb(e_arr, work)
-    cov = mask_at(covered, (work[1], work[0]), "covered (turn k's change mask)")
-    stab = ~cov if stable is None else mask_at(stable, (work[1], work[0]), "stable") & ~cov
-    return _RevealRun(source, e_arr, size, work, a_src, a_src_w, src_arr, prev, cur, cov, stab, source_id, params)
+    shape = (work[1], work[0])
+    cov = mask_at(covered, shape, "covered (turn k's change mask)")
+    stab = ~cov if stable is None else mask_at(stable, shape, "stable") & ~cov
+    return _Inputs(source, e_arr, size, work, a_src, a_src_w, src_arr, prev, cur, cov, stab, source_id, params,
+                   big, shape, params.pixels(shape))
 
 
-def _colour_match(run: _RevealRun, change: ChangeResult | None) -> None:
+def _colour_match(inp: _Inputs, change: ChangeResult | None, checks: dict) -> _ColourMatch:
     """Step 1: C_t (what this edit changed, drift ignored; computed once per turn), and T_src fitted
     on an even grid of the quiet pixels (the source warped there with its 3×3 neighbours, which the
     background's noise in step 3 reads again)."""
-    shape = run.shape
-    c_t = change if change is not None and change.mask.shape == shape else change_of(run.prev, run.cur)
-    run.changed_now = c_t.mask
-    run.quiet_now = run.stab & ~run.changed_now
+    shape = inp.shape
+    c_t = change if change is not None and change.mask.shape == shape else change_of(inp.prev, inp.cur)
+    quiet_now = inp.stab & ~c_t.mask
     gy, gx = sample_grid(shape, FIT_SAMPLES)
-    run.rows, run.cols = np.arange(shape[0])[gy], np.arange(shape[1])[gx]
-    run.nbr = {(dy, dx): (np.clip(run.rows + dy, 0, shape[0] - 1), np.clip(run.cols + dx, 0, shape[1] - 1))
-               for dy in (-1, 0, 1) for dx in (-1, 0, 1)}
-    run.s_grid = {d: warp_float(run.src_arr, run.a_src_w, rows=r, cols=c_) for d, (r, c_) in run.nbr.items()}
-    run.c_grid = {d: run.cur[r][:, c_] for d, (r, c_) in run.nbr.items()}
-    run.fit_src = fit_colour(run.s_grid[0, 0], run.c_grid[0, 0], use=run.quiet_now[run.rows][:, run.cols],
-                             sampled=True)
-    run.fit_prev = c_t.fit
-    run.checks.update({"colour_fit": run.fit_src.info(), **{f"{k}_px": v for k, v in run.px.items()}})
-    if run.big:
-        run.checks["working_size"] = list(run.work)
+    rows, cols = np.arange(shape[0])[gy], np.arange(shape[1])[gx]
+    nbr = {(dy, dx): (np.clip(rows + dy, 0, shape[0] - 1), np.clip(cols + dx, 0, shape[1] - 1))
+           for dy in (-1, 0, 1) for dx in (-1, 0, 1)}
+    s_grid = {d: warp_float(inp.src_arr, inp.a_src_w, rows=r, cols=c_) for d, (r, c_) in nbr.items()}
+    c_grid = {d: inp.cur[r][:, c_] for d, (r, c_) in nbr.items()}
+    fit_src = fit_colour(s_grid[0, 0], c_grid[0, 0], use=quiet_now[rows][:, cols], sampled=True)
+    checks.update({"colour_fit": fit_src.info(), **{f"{k}_px": v for k, v in inp.px.items()}})
+    if inp.big:
+        checks["working_size"] = list(inp.work)
     if c_t.stability is not None:
-        run.checks["turn_stability"] = {"stable_fraction": round(c_t.stability.stable_fraction, 4),
-                                        "rerendered": c_t.stability.rerendered}
+        checks["turn_stability"] = {"stable_fraction": round(c_t.stability.stable_fraction, 4),
+                                    "rerendered": c_t.stability.rerendered}
+    return _ColourMatch(c_t.mask, quiet_now, rows, cols, nbr, s_grid, c_grid, fit_src, c_t.fit)
 
 
-def _revealed(run: _RevealRun, whole: Any) -> RevealResult | None:
+def _revealed(inp: _Inputs, colour: _ColourMatch, whole: Any, checks: dict) -> _Revealed:
     """Step 2: R, computed on the bounding box of C_k ∩ C_t (nothing else can be revealed); on a
     removal, also the removed object's whole region. The source is warped once on the box B around
     them, where everything below happens (R, its ring, the shift search, the seam)."""
-    shape, params, px, cov = run.shape, run.params, run.px, run.cov
+    shape, px, cov = inp.shape, inp.px, inp.cov
     o, c = DEFAULT_PARAMS.radii(shape)
-    cand = cov & run.changed_now
-    run.checks["covered_fraction"] = round(float(cov.mean()), 6)
-    run.region = np.zeros(shape, bool)
+    cand = cov & colour.changed_now
+    checks["covered_fraction"] = round(float(cov.mean()), 6)
+    region = np.zeros(shape, bool)
     full = None
     if whole is not None:
         full = clean_mask(mask_at(whole, shape, "whole (the removed object's region)") & cov, o, c,
                           DEFAULT_PARAMS.min_area)
     anchor = cand | full if full is not None else cand
+    B, src = (), None
     if anchor.any():
-        pad = max(2 * (o + c) + params.compare_size + 2, px["ring"] + px["max_shift"] + 3,
-                  4 * max(2, 2 * px["feather"]) + 2,
+        pad = max(2 * (o + c) + inp.params.compare_size + 2, px["ring"] + px["max_shift"] + 3,
+                  _seam_reach(px["feather"]) + 2,
                   MOTION_REACH * max(MOTION_BLOCK_MIN, round(min(shape) * MOTION_BLOCK_FRAC)) + 2)
-        B = run.B = _box(anchor, pad)
-        run.src = np.zeros(shape + (3,), np.float32)   # the warped source, filled on B only
-        run.src[B[0]:B[1], B[2]:B[3]] = warp_float(run.src_arr, run.a_src_w, box=B)
+        B = _box(anchor, pad)
+        src = np.zeros(shape + (3,), np.float32)   # the warped source, filled on B only
+        src[B[0]:B[1], B[2]:B[3]] = warp_float(inp.src_arr, inp.a_src_w, box=B)
     if cand.any():
-        _agrees_with_source(run, cand, o, c)
+        region = _agrees_with_source(inp, colour, src, cand, (o, c))
     if full is not None:
         # A removal: the object's whole region comes back, the parts the editor left of it too.
-        left = full & ~run.region
-        run.checks["editor_left_fraction"] = round(float(left.sum()) / max(1, int(full.sum())), 4)
-        run.checks["editor_left_px"] = int(left.sum())
-        run.region = run.region | full
-    if not run.region.any():
-        return run.refuse("nothing revealed: where turn k covered the scene, I_t still shows "
-                          "what I_{t-1} showed (or agrees better with it than with I_{k-1})")
-    return None
+        left = full & ~region
+        checks["editor_left_fraction"] = round(float(left.sum()) / max(1, int(full.sum())), 4)
+        checks["editor_left_px"] = int(left.sum())
+        region = region | full
+    return _Revealed(region, B, src)
 
 
-def _agrees_with_source(run: _RevealRun, cand: np.ndarray, o: int, c: int) -> None:
-    """R within C_k ∩ C_t (`cand`): where I_t agrees better with I_{k-1} than with I_{t-1}, cleaned up
-    like a change mask (radii o, c), small enclosed holes filled. "Agrees better" compares local mean
-    colours (compare_size² windows): a re-invented region has the right colours but not the texture,
-    and the mean of |texture differences| would call it closer to whatever occluder is nearest in colour."""
-    params, cur = run.params, run.cur
+def _agrees_with_source(inp: _Inputs, colour: _ColourMatch, src: np.ndarray, cand: np.ndarray,
+                        radii: tuple[int, int]) -> np.ndarray:
+    """R within C_k ∩ C_t (`cand`): where I_t agrees better with I_{k-1} (`src`, warped) than with
+    I_{t-1}, cleaned up like a change mask (`radii` o, c), small enclosed holes filled. "Agrees better"
+    compares local mean colours (compare_size² windows): a re-invented region has the right colours but
+    not the texture, and the mean of |texture differences| would call it closer to whatever occluder is
+    nearest in colour."""
+    params, cur = inp.params, inp.cur
+    o, c = radii
     by = _box(cand, 2 * (o + c) + params.compare_size + 2)
     sl = (slice(by[0], by[1]), slice(by[2], by[3]))
     cs = (params.compare_size, params.compare_size, 0)      # (the mean of a difference is the difference of the means)
-    d_src = _rms(ndimage.uniform_filter(cur[sl] - run.fit_src.apply(run.src[sl]), cs, mode="nearest"))
-    d_occ = _rms(ndimage.uniform_filter(cur[sl] - run.fit_prev.apply(run.prev[sl]), cs, mode="nearest"))
-    run.region[sl] = _fill_small_holes(clean_mask(cand[sl] & (d_src < params.agree_ratio * d_occ), o, c,
-                                                  DEFAULT_PARAMS.min_area * cand.size / float(cand[sl].size)),
-                                       cand[sl], params.hole_frac)
+    d_src = _rms(ndimage.uniform_filter(cur[sl] - colour.fit_src.apply(src[sl]), cs, mode="nearest"))
+    d_occ = _rms(ndimage.uniform_filter(cur[sl] - colour.fit_prev.apply(inp.prev[sl]), cs, mode="nearest"))
+    region = np.zeros(inp.shape, bool)
+    region[sl] = _fill_small_holes(clean_mask(cand[sl] & (d_src < params.agree_ratio * d_occ), o, c,
+                                              DEFAULT_PARAMS.min_area * cand.size / float(cand[sl].size)),
+                                   cand[sl], params.hole_frac)
+    return region
 
 
-def _ring(run: _RevealRun) -> RevealResult | None:
-    """Step 3a: the ring of stable pixels around R and the background beyond it. This edit's other
-    changes (a replacing object, the occluder's new place) and their soft rims are no evidence about
-    the geometry: they are left out with a 2 px margin."""
-    run.quiet = run.stab & ~dilate(run.changed_now & ~run.region, 2)
-    run.near = _dilate_near(run.region, run.px["ring"])
-    run.inner = _dilate_near(run.region, run.px["gap"])
-    run.bg = run.quiet & ~run.near
-    run.ring = run.near & ~run.inner & run.quiet
-    run.n_ring = n_ring = int(run.ring.sum())
-    run.checks["ring_pixels"] = n_ring
-    if n_ring < run.params.min_ring or run.bg.sum() < run.params.min_ring:
-        return run.refuse(f"geometry not checkable: only {n_ring} unchanged pixels around the revealed "
-                          "region (later turns changed its surroundings)")
-    return None
+def _ring(inp: _Inputs, colour: _ColourMatch, region: np.ndarray, checks: dict) -> tuple[_Ring, str]:
+    """Step 3a: the ring of stable pixels around R and the background beyond it, and the reason to
+    refuse when either is too small to check ('' = ok). This edit's other changes (a replacing
+    object, the occluder's new place) and their soft rims are no evidence about the geometry: they
+    are left out with a margin of OTHER_CHANGE_MARGIN px."""
+    quiet = inp.stab & ~dilate(colour.changed_now & ~region, OTHER_CHANGE_MARGIN)
+    near = _dilate_near(region, inp.px["ring"])
+    inner = _dilate_near(region, inp.px["gap"])
+    bg = quiet & ~near
+    ring = near & ~inner & quiet
+    n_ring = int(ring.sum())
+    checks["ring_pixels"] = n_ring
+    why = ""
+    if n_ring < inp.params.min_ring or bg.sum() < inp.params.min_ring:
+        why = (f"geometry not checkable: only {n_ring} unchanged pixels around the revealed "
+               "region (later turns changed its surroundings)")
+    return _Ring(quiet, near, inner, bg, ring, n_ring), why
 
 
-def _sharpness_and_flow(run: _RevealRun) -> RevealResult | None:
+def _on_box(plane: np.ndarray, box: tuple, pixels: np.ndarray) -> np.ndarray:
+    """A copy of `plane` with its crop `box` (y0, y1, x0, x1) replaced by `pixels`."""
+    out = plane.copy()
+    out[box[0]:box[1], box[2]:box[3]] = pixels
+    return out
+
+
+def _sharpness_and_flow(inp: _Inputs, colour: _ColourMatch, found: _Revealed, ring: _Ring,
+                        checks: dict) -> tuple[_Aligned | None, str]:
     """Step 3b. Sharpness match: an editor that blurs on every call leaves I_t softer than I_{k-1};
     for the ring checks the source is blurred (within the box B) by the sigma that best explains I_t
     on the ring, so they compare like with like. The paste stays sharp: it is I_{k-1}'s own pixels
     (the restoration the paper's S_restore asks for) unless I_t is much softer (paste_blur_px).
     Local alignment: a residual warp around R after the global one (a face warped by a pixel) is
     measured as a dense field and the source is warped by it (from I_{k-1} itself: one resampling);
-    a motion no consistent field within FLOW_MAX_PX explains is refused. Every check below then runs
-    on the locally aligned source (none of them is loosened)."""
-    B, src = run.B, run.src
-    sig_b = run.sig_b = _match_blur(src, run.cur, run.fit_src, run.ring, B)
-    run.checks["source_blur_px"] = sig_b
+    a motion no consistent field within FLOW_MAX_PX explains is refused (None, the reason). Every
+    check below then runs on the locally aligned source (none of them is loosened)."""
+    B, src = found.B, found.src
+    sig_b = _match_blur(src, inp.cur, colour.fit_src, ring.ring, B)
+    checks["source_blur_px"] = sig_b
+    sharp = None
     if sig_b > 0:
-        run.sharp = src[B[0]:B[1], B[2]:B[3]].copy()
-        src[B[0]:B[1], B[2]:B[3]] = ndimage.gaussian_filter(run.sharp, (sig_b, sig_b, 0), mode="nearest")
-    flow, why = align_locally(src, run.cur, run.fit_src, run.region, run.quiet, B, run.checks)
+        sharp = src[B[0]:B[1], B[2]:B[3]].copy()
+        src = _on_box(src, B, ndimage.gaussian_filter(sharp, (sig_b, sig_b, 0), mode="nearest"))
+    flow, why = align_locally(src, inp.cur, colour.fit_src, found.region, ring.quiet, B, checks)
     if why:
-        return run.refuse(why)
+        return None, why
     if flow is not None:
-        moved = warp_by_flow(run.src_arr, flow, run.a_src_w, box=B)
-        run.sharp = moved if sig_b > 0 else None
-        src[B[0]:B[1], B[2]:B[3]] = (ndimage.gaussian_filter(moved, (sig_b, sig_b, 0), mode="nearest")
-                                     if sig_b > 0 else moved)
-    run.flow = flow
-    run.checks["local_flow_applied"] = flow is not None
-    return None
+        moved = warp_by_flow(inp.src_arr, flow, inp.a_src_w, box=B)
+        sharp = moved if sig_b > 0 else None
+        src = _on_box(src, B, ndimage.gaussian_filter(moved, (sig_b, sig_b, 0), mode="nearest")
+                      if sig_b > 0 else moved)
+    checks["local_flow_applied"] = flow is not None
+    return _Aligned(src, sharp, sig_b, flow), ""
 
 
-def _ring_exceedance(run: _RevealRun) -> RevealResult | None:
+def _ring_exceedance(inp: _Inputs, colour: _ColourMatch, ring: _Ring, src: np.ndarray, checks: dict) -> str:
     """Step 3c: the ring's residual exceeds the background's noise level τ no more often than the
-    background's texture predicts. The residual (3×3 mean) is needed on R's neighbourhood (the ring)
-    and on an even sample of the background only."""
-    params, src, cur, fit_src = run.params, run.src, run.cur, run.fit_src
-    nb = _box(run.near, 2)
+    background's texture predicts (the reason to refuse, '' = ok). The residual (3×3 mean) is needed
+    on R's neighbourhood (the ring) and on an even sample of the background only."""
+    params, cur, fit_src = inp.params, inp.cur, colour.fit_src
+    nb = _box(ring.near, 2)
     sl = (slice(nb[0], nb[1]), slice(nb[2], nb[3]))
-    r3_ring = smooth(residual(src[sl], cur[sl], fit_src), 3)[run.ring[sl]]
-    bgs = run.bg[run.rows][:, run.cols]
+    r3_ring = smooth(residual(src[sl], cur[sl], fit_src), 3)[ring.ring[sl]]
+    bgs = ring.bg[colour.rows][:, colour.cols]
     if bgs.sum() < params.min_ring:
-        return run.refuse("geometry not checkable: too little unchanged background to measure the noise")
-    r3_bg = sum(residual(run.s_grid[d], run.c_grid[d], fit_src) for d in run.nbr)[bgs] / 9.0
+        return "geometry not checkable: too little unchanged background to measure the noise"
+    r3_bg = sum(residual(colour.s_grid[d], colour.c_grid[d], fit_src) for d in colour.nbr)[bgs] / 9.0
     med, sig = robust_scale(r3_bg)
     tau = max(med + params.k * sig, DEFAULT_PARAMS.min_delta)
-    g_grid = {d: grey_of(v) for d, v in run.s_grid.items()}
+    g_grid = {d: grey_of(v) for d, v in colour.s_grid.items()}
     grad_bg = _sobel_grid(g_grid)[bgs]
-    p_bg = _expected_exceedance(src, (grad_bg, r3_bg), tau, run.bg, run.ring)
+    p_bg = _expected_exceedance(src, (grad_bg, r3_bg), tau, ring.bg, ring.ring)
     p_ring = float((r3_ring > tau).mean())
-    limit = p_bg + 3.0 * np.sqrt(max(p_bg * (1 - p_bg), 1e-12) / max(1.0, run.n_ring / 9.0)) + params.allowance
-    run.checks.update({"tau": round(tau, 6), "ring_exceed": round(p_ring, 4), "background_exceed": round(p_bg, 4),
-                       "ring_limit": round(float(limit), 4)})
+    limit = p_bg + RING_SIGMAS * np.sqrt(max(p_bg * (1 - p_bg), 1e-12) / max(1.0, ring.n_ring / 9.0)) \
+        + params.allowance
+    checks.update({"tau": round(tau, 6), "ring_exceed": round(p_ring, 4), "background_exceed": round(p_bg, 4),
+                   "ring_limit": round(float(limit), 4)})
     if p_ring > limit:
-        return run.refuse(f"geometry moved: {p_ring:.0%} of the pixels around the revealed region differ "
-                          f"from I_{{k-1}} beyond the noise (limit {limit:.0%})")
-    return None
+        return (f"geometry moved: {p_ring:.0%} of the pixels around the revealed region differ "
+                f"from I_{{k-1}} beyond the noise (limit {limit:.0%})")
+    return ""
 
 
-def _ring_shift(run: _RevealRun) -> RevealResult | None:
+def _ring_shift(inp: _Inputs, colour: _ColourMatch, region: np.ndarray, ring: _Ring, src: np.ndarray,
+                checks: dict) -> str:
     """Step 3d: a local shift around R (the alignment undid the frame's): the ring's best integer
     shift, this edit's changes included (a scene that moved is all "changed": leaving C_t out, as
     the exceedance test must for new objects, would hide it), on R's neighbourhood only; then the
-    absolute checks and the block-wise local motion."""
-    src, cur = run.src, run.cur
-    wide_ring = run.near & ~run.inner & run.stab
-    mshift = run.px["max_shift"]
-    y0, y1, x0, x1 = _box(run.near, mshift)
+    absolute checks and the block-wise local motion. The reason to refuse ('' = ok)."""
+    cur = inp.cur
+    wide_ring = ring.near & ~ring.inner & inp.stab
+    mshift = inp.px["max_shift"]
+    y0, y1, x0, x1 = _box(ring.near, mshift)
     shift, err_best, err_zero = _best_shift(src[y0:y1, x0:x1].mean(axis=2), cur[y0:y1, x0:x1].mean(axis=2),
                                             wide_ring[y0:y1, x0:x1], mshift)
-    run.checks.update({"scene_shift": [-int(shift[1]), -int(shift[0])],
-                       "ring_residual_zero": round(err_zero, 6), "ring_residual_best": round(err_best, 6)})
-    if shift != (0, 0) and err_zero > run.params.shift_ratio * err_best:
-        return run.refuse(f"geometry moved: around the revealed region the scene moved by dx={-shift[1]}, "
-                          f"dy={-shift[0]} px after alignment")
-    why = absolute_check(src, cur, run.fit_src, run.ring, run.checks) or local_motion(
-        src, cur, run.fit_src, run.region, run.quiet, run.checks)
-    return run.refuse(why) if why else None
+    checks.update({"scene_shift": [-int(shift[1]), -int(shift[0])],
+                   "ring_residual_zero": round(err_zero, 6), "ring_residual_best": round(err_best, 6)})
+    if shift != (0, 0) and err_zero > inp.params.shift_ratio * err_best:
+        return (f"geometry moved: around the revealed region the scene moved by dx={-shift[1]}, "
+                f"dy={-shift[0]} px after alignment")
+    return absolute_check(src, cur, colour.fit_src, ring.ring, checks) or local_motion(
+        src, cur, colour.fit_src, region, ring.quiet, checks)
 
 
-def _paste_step(run: _RevealRun) -> RevealResult:
+def _paste_step(inp: _Inputs, colour: _ColourMatch, found: _Revealed, aligned: _Aligned,
+                checks: dict) -> RevealResult:
     """Step 4: I_{k-1}'s pixels (sharp, Keys-cubic warped; blurred only when I_t is much softer),
     colour-fitted, seam-corrected, multi-band blended into I_t across quiet pixels just outside R
     (at I_t's size from the analysis size when it is big: _paste_full)."""
-    params, px, region, size = run.params, run.px, run.region, run.size
-    blurred = run.sig_b >= params.paste_blur_px
-    run.checks["paste_blur_px"] = run.sig_b if blurred else 0.0
-    levels = levels_for(px["blend"], run.shape)
-    core = region | (_dilate_near(region, px["feather"]) & run.quiet_now)
-    keep_t = ~core & ~run.quiet_now      # I_t's own pixels the paste must not reach (other changes, unstable)
-    seam = _seam(run, blurred) if params.seam_colour else None
-    if run.big:
-        f = size[0] / float(run.work[0])
-        top = PasteSource(run.source, run.a_src, run.fit_src, run.sig_b * f if blurred else 0.0,
-                          run.flow.scaled(f, (size[1], size[0])) if run.flow is not None else None)
-        region_f, weight_f, out, levels = _paste_full(run.e_arr, top, region, core, keep_t, seam, size, params)
+    params, px, region, size, sig_b = inp.params, inp.px, found.region, inp.size, aligned.sig_b
+    blurred = sig_b >= params.paste_blur_px
+    checks["paste_blur_px"] = sig_b if blurred else 0.0
+    levels = levels_for(px["blend"], inp.shape)
+    core = region | (_dilate_near(region, px["feather"]) & colour.quiet_now)
+    keep_t = ~core & ~colour.quiet_now      # I_t's own pixels the paste must not reach (other changes, unstable)
+    seam = _seam(inp, colour, found, aligned, blurred, checks) if params.seam_colour else None
+    if inp.big:
+        f = size[0] / float(inp.work[0])
+        top = PasteSource(inp.source, inp.a_src, colour.fit_src, sig_b * f if blurred else 0.0,
+                          aligned.flow.scaled(f, (size[1], size[0])) if aligned.flow is not None else None)
+        region_f, weight_f, out, levels = _paste_full(inp.e_arr, top, region, core, keep_t, seam, size, params)
     else:
         region_f = region
-        out, weight_f = _paste_at_work_size(run, blurred, levels, core, keep_t, seam)
-    run.checks["blend"] = {"method": BLEND_METHOD, "levels": int(levels), "plateau_px": px["feather"],
-                           "seam_colour": seam is not None}
+        out, weight_f = _paste_at_work_size(inp, colour.fit_src, region, aligned, blurred,
+                                            (levels, core, keep_t), seam)
+    checks["blend"] = {"method": BLEND_METHOD, "levels": int(levels), "plateau_px": px["feather"],
+                       "seam_colour": seam is not None}
     out.flags.writeable = False
-    return RevealResult(out, True, f"pasted I_{run.source_id if run.source_id is not None else 'k-1'} into "
+    return RevealResult(out, True, f"pasted I_{inp.source_id if inp.source_id is not None else 'k-1'} into "
                                    f"{region.mean():.1%} of the image; the geometry held",
-                        run.source_id, region_f, weight_f, run.checks)
+                        inp.source_id, region_f, weight_f, checks)
 
 
-def _seam(run: _RevealRun, blurred: bool) -> Any:
+def _seam(inp: _Inputs, colour: _ColourMatch, found: _Revealed, aligned: _Aligned, blurred: bool,
+          checks: dict) -> Any:
     """The seam colour correction on the box around R (seam_correction's), or None when it is
     within the drift's own noise (below SEAM_MIN: R keeps I_{k-1}'s colour-fitted pixels exactly)."""
-    B, src, sharp, px = run.B, run.src, run.sharp, run.px
-    py0, py1, px0, px1 = _box(run.region, 4 * max(2, 2 * px["feather"]) + 1)    # seam_correction's box around R
-    pasted_w = np.zeros_like(run.cur)
-    pasted_w[py0:py1, px0:px1] = np.clip(run.fit_src.apply(src[py0:py1, px0:px1] if blurred or sharp is None
-                                                           else sharp[py0 - B[0]:py1 - B[0], px0 - B[2]:px1 - B[2]]),
+    B, src, sharp, px = found.B, aligned.src, aligned.sharp, inp.px
+    py0, py1, px0, px1 = _box(found.region, _seam_reach(px["feather"]) + 1)    # seam_correction's box around R
+    pasted_w = np.zeros_like(inp.cur)
+    pasted_w[py0:py1, px0:px1] = np.clip(colour.fit_src.apply(src[py0:py1, px0:px1] if blurred or sharp is None
+                                                              else sharp[py0 - B[0]:py1 - B[0], px0 - B[2]:px1 - B[2]]),
                                          0.0, 1.0)
-    seam = seam_correction(pasted_w, run.cur, run.region, run.quiet_now, px["feather"], run.checks)
-    if seam is not None and run.checks.get("seam_correction_max", 0.0) < SEAM_MIN:
+    seam = seam_correction(pasted_w, inp.cur, found.region, colour.quiet_now, px["feather"], checks)
+    if seam is not None and checks.get("seam_correction_max", 0.0) < SEAM_MIN:
         return None
     return seam
 
 
-def _paste_at_work_size(run: _RevealRun, blurred: bool, levels: int, core: np.ndarray, keep_t: np.ndarray,
-                        seam: Any) -> tuple[np.ndarray, np.ndarray]:
+def _seam_reach(feather: int) -> int:
+    """How far (px) seam_correction reads around R for a plateau of `feather` px: its box is four
+    band widths, its band two plateaus wide (at least 2 px)."""
+    return 4 * max(2, 2 * feather)
+
+
+def _paste_at_work_size(inp: _Inputs, fit_src: ColourFit, region: np.ndarray, aligned: _Aligned, blurred: bool,
+                        blend: tuple[int, np.ndarray, np.ndarray], seam: Any) -> tuple[np.ndarray, np.ndarray]:
     """The paste when I_t is analysed at its own size: the source warped on the blend's box P (which
-    reaches beyond B, where it was warped for the checks), colour-fitted, the seam added."""
-    src_arr, a_src_w, flow, sig_b, cur, region = run.src_arr, run.a_src_w, run.flow, run.sig_b, run.cur, run.region
+    reaches beyond B, where it was warped for the checks), colour-fitted, the seam added. blend: the
+    blend's (levels, core, pixels to keep)."""
+    src_arr, a_src_w, flow, sig_b, cur = inp.src_arr, inp.a_src_w, aligned.flow, aligned.sig_b, inp.cur
+    levels, core, keep_t = blend
     P = _box(core, blend_reach(levels))
     if blurred:
         top = (warp_by_flow(src_arr, flow, a_src_w, box=P) if flow is not None
@@ -823,10 +910,10 @@ def _paste_at_work_size(run: _RevealRun, blurred: bool, levels: int, core: np.nd
     else:
         top = (warp_by_flow(src_arr, flow, a_src_w, box=P, order=3) if flow is not None
                else warp_float(src_arr, a_src_w, box=P, order=3))
-    top = run.fit_src.apply(top)
+    top = fit_src.apply(top)
     if seam is not None:
         _add_box(top, seam, P)
-    return _paste(run.e_arr, cur[P[0]:P[1], P[2]:P[3]], top, region[P[0]:P[1], P[2]:P[3]],
+    return _paste(inp.e_arr, cur[P[0]:P[1], P[2]:P[3]], top, region[P[0]:P[1], P[2]:P[3]],
                   core[P[0]:P[1], P[2]:P[3]], keep_t[P[0]:P[1], P[2]:P[3]], levels, P)
 
 
@@ -888,7 +975,7 @@ def _paste(e_arr: np.ndarray, cur: np.ndarray, top: np.ndarray, region: np.ndarr
     wb[core] = 1.0
     wb[keep_t] = 0.0
     weight = np.zeros(e_arr.shape[:2], np.float32)
-    weight[y0:y1, x0:x1] = np.where(wb > 1e-3, wb, 0.0)
+    weight[y0:y1, x0:x1] = np.where(wb > PASTE_WEIGHT_EPS, wb, 0.0)
     return out, weight
 
 
@@ -910,7 +997,7 @@ class PasteSource:
 
     source: Any
     alignment: Alignment
-    fit: Any
+    fit: ColourFit
     blur_px: float = 0.0
     flow: LocalFlow | None = None
 
@@ -1117,11 +1204,11 @@ def exact_patch(history: History, weight: Any, info: dict) -> ExactPatch | None:
     if src.ndim != 3 or src.shape[2] < 3:
         return None
     back = Alignment.from_record(info.get("turn_alignment")).inverse()
-    core = w_t >= 1.0 - 1e-3
+    core = w_t >= 1.0 - PASTE_WEIGHT_EPS
     if not back.is_identity:    # into I_{t-1}'s frame, where the guard's output is
         w_t, core = warp(w_t, back), warp(core, back, order=0)
     w = np.where(core, 1.0, np.clip(w_t, 0.0, 1.0)).astype(np.float32)
-    box = _box(w > 1e-3, 0)
+    box = _box(w > PASTE_WEIGHT_EPS, 0)
     y0, y1, x0, x1 = box
     a = provenance_of(history).alignment(source_id, history.next_turn - 1)
     if a.is_identity:

@@ -14,7 +14,7 @@ structure: the outlines of the cat, the sign, the trees. `structure_warp` measur
    editor's colour shift barely move.
 2. Coarse to fine (PASSES: 64-px blocks, then 32-px blocks, half overlapping), each block's
    displacement by phase correlation; a block is kept when its correlation peak is clear and it
-   agrees with the median of its neighbours within AGREE_PX (robust: an edit, a new pose or a
+   agrees with the median of its neighbours within NEIGHBOUR_AGREE_PX (robust: an edit, a new pose or a
    flat area gives a block that disagrees or no peak); the kept ones are spread into a smooth field
    by normalised convolution. Each pass measures what the previous one left.
 3. The field is capped at MAX_FIELD (a share of the shorter side): a larger motion is not an
@@ -39,18 +39,22 @@ from scipy import ndimage
 from .alignment import Alignment, block_motion, grey, resize_grey, warp
 from .flow import estimate_flow
 
-WORK_SIDE = 384
-EDGE_SIGMA = 1.5
+WORK_SIDE = 384                   # the field is measured with the longer side at most this (px)
+EDGE_SIGMA = 1.5                  # px: the grey is blurred by this before its gradient (edge strength)
 PASSES = ((64, 32), (32, 16))     # (block, stride) at the working size
 MIN_PEAK = 0.15                   # a phase-correlation peak below this is no measurement
-AGREE_PX = 1.5                    # a block farther than this from its neighbours' median is an outlier
+NEIGHBOUR_AGREE_PX = 1.5          # a block farther than this from its neighbours' median is an outlier
 MAX_FIELD = 0.03                  # the field is capped at this share of the shorter side
 HELD_BLOCK = 32                   # the structure check's blocks (working px) ...
 HELD_SIGMA = 2.0                  # ... compare the grey blurred by this ...
-HELD_NCC = 0.6                    # ... and hold from this correlation
+HELD_NCC = 0.6                    # ... and hold from this correlation ...
+HELD_TEXTURE_STD = 0.02           # ... unless flatter than this (grey std) in both images: then not judged ...
+HELD_IGNORE_SHARE = 0.3           # ... or more than this share of the block lies in the ignored region
+SPREAD_PASSES = ((4.0, 1e-4), (1.0, 0.05))   # (sigma in blocks, density floor) of the field's normalised
+                                  # convolution: the wide fill first, the near one over it
 FLOW_SIDE = 512                   # the local motion field is measured with the longer side at most this ...
 FLOW_PAD = 0.1                    # ... around the edit grown by this share of the side (where its pixels are pasted)
-TEXTURE_STD = 0.02                # a block flatter than this in both images is not judged
+FLOW_MIN_WORK_SIDE = 16           # ... at a working size of at least this many px per side
 BENT_FRAC = 0.02                  # a field departing from one affine map by more than this share of the shorter side ...
 BENT_SHARE = 0.01                 # ... over more than this share of the picture: part of the scene moved on its own
 
@@ -202,7 +206,7 @@ def _pass(A: np.ndarray, B: np.ndarray, block: int, stride: int,
     ok = (bm.textured & (bm.peaks > MIN_PEAK)).reshape(ny, nx)
     # the median of each block's measured neighbours (3×3, itself included)
     mx, my = _neighbour_median(sx, ok), _neighbour_median(sy, ok)
-    kept = ok & (np.hypot(sx - mx, sy - my) <= AGREE_PX)
+    kept = ok & (np.hypot(sx - mx, sy - my) <= NEIGHBOUR_AGREE_PX)
     return _spread(sx, kept), _spread(sy, kept), kept
 
 
@@ -222,7 +226,7 @@ def _spread(v: np.ndarray, kept: np.ndarray) -> np.ndarray:
     4 blocks; where none at all, 0)."""
     w = kept.astype(np.float64)
     out = np.zeros_like(v, dtype=np.float64)
-    for sigma, floor in ((4.0, 1e-4), (1.0, 0.05)):      # the wide fill first, the near one over it
+    for sigma, floor in SPREAD_PASSES:      # the wide fill first, the near one over it
         den = ndimage.gaussian_filter(w, sigma, mode="nearest")
         num = ndimage.gaussian_filter(np.where(kept, v, 0.0), sigma, mode="nearest")
         out = np.where(den > floor, num / np.maximum(den, floor), out)
@@ -252,9 +256,9 @@ def _held(A: np.ndarray, B: np.ndarray, ignore: np.ndarray | None) -> float:
     ta, tb = tiles(a), tiles(b)
     da, db = ta - ta.mean(1, keepdims=True), tb - tb.mean(1, keepdims=True)
     sa, sb = np.sqrt((da ** 2).mean(1)), np.sqrt((db ** 2).mean(1))
-    judged = np.maximum(sa, sb) >= TEXTURE_STD
+    judged = np.maximum(sa, sb) >= HELD_TEXTURE_STD
     if ignore is not None:
-        judged &= tiles(ignore.astype(np.float32)).mean(1) <= 0.3
+        judged &= tiles(ignore.astype(np.float32)).mean(1) <= HELD_IGNORE_SHARE
     if not judged.any():
         return 1.0
     ncc = (da * db).mean(1) / np.maximum(sa * sb, 1e-12)
@@ -313,7 +317,7 @@ def with_local_flow(sw: StructureWarp, previous: np.ndarray, edited: np.ndarray,
     field is zero."""
     h, w = sw.shape
     f = min(1.0, FLOW_SIDE / float(max(h, w)))
-    shape = (max(16, round(h * f)), max(16, round(w * f)))
+    shape = (max(FLOW_MIN_WORK_SIDE, round(h * f)), max(FLOW_MIN_WORK_SIDE, round(w * f)))
     small = np.asarray(Image.fromarray(np.ascontiguousarray(np.asarray(previous)[..., :3])).resize(
         (shape[1], shape[0]), Image.BOX), np.float32) / 255.0
     e_small, ok = sw.sample_coarse(edited, shape)

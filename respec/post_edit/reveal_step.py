@@ -18,10 +18,8 @@ from ..controller.covering import locate_covering_turn
 from ..controller.object_turns import object_turns, request_clauses
 from ..controller.request import check_request
 from ..controller.restoration import request_words, revealing_action
-from ..errors import InputError
 from ..history import History, StoredImage
 from ..images import to_uint8
-from ..plan import Plan
 from ..pixels.alignment import warp
 from ..pixels.change_mask import change_record_for
 from ..pixels.masks import history_size
