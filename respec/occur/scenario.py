@@ -30,7 +30,6 @@ import json
 import os
 import re
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -40,6 +39,7 @@ from PIL import Image
 from .. import paths
 from ..errors import InputError
 from ..images import clip_text, image_file_problem, open_image, rgb_array
+from ..pixels.analysis_cache import CACHE, AnalysisCache
 from . import geometry
 
 FORMAT = "occur-scenarios"
@@ -322,8 +322,7 @@ def image_ref_problem(ref: Any, base_dir: str | Path | None) -> str | None:
     return f"image file {str(p)!r} {problem}" if problem else None
 
 
-@lru_cache(maxsize=32)
-def _load_ref_cached(ref: str, base_dir: str) -> np.ndarray:
+def _decode_ref(ref: str, base_dir: str) -> np.ndarray:
     if ref.startswith(SAMPLE_PREFIX):
         arr = np.asarray(open_image(SAMPLE_PHOTOS_DIR / ref[len(SAMPLE_PREFIX):], "shipped photo").convert("RGB"))
     elif ref.startswith("skimage:"):
@@ -348,13 +347,19 @@ def _load_ref_cached(ref: str, base_dir: str) -> np.ndarray:
     return out
 
 
-def load_image_ref(ref: str, base_dir: str | Path | None = None) -> Image.Image:
+def load_image_ref(ref: str, base_dir: str | Path | None = None, cache: AnalysisCache = CACHE) -> Image.Image:
     """An image reference -> RGB PIL image ('sample:astronaut.png', 'skimage:astronaut',
-    'matplotlib:grace_hopper.jpg', or a path, relative paths against `base_dir`)."""
+    'matplotlib:grace_hopper.jpg', or a path, relative paths against `base_dir`); decoded once,
+    kept in `cache.decoded` (read-only arrays, shared)."""
     problem = image_ref_problem(ref, base_dir)
     if problem:
         raise InputError(f"image {ref!r}: {problem}")
-    return Image.fromarray(_load_ref_cached(ref, str(base_dir or "")))
+    key = (ref, str(base_dir or ""))
+    arr = cache.decoded.get(key)
+    if arr is None:
+        arr = _decode_ref(*key)
+        cache.decoded.put(key, arr)
+    return Image.fromarray(arr)
 
 
 # ------------------------------------------------------------------------------ validation

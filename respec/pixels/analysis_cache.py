@@ -98,6 +98,13 @@ class AnalysisCache:
     # for the blocks a change cuts through; 256 MB keep a conversation of 256 images (more: the
     # oldest are made again).
     grey: LRU = field(default_factory=lambda: LRU(max_bytes=256 << 20, size_of=_nbytes))
+    # Decoded images that scenarios name (respec/occur/scenario.py load_image_ref), by (ref, base
+    # folder), and the shipped photos' content hashes (respec/sim/generate.py): a benchmark's 63
+    # scenarios share about ten photos, each decoded once.
+    decoded: LRU = field(default_factory=lambda: LRU(32))
+    # The simulated world's drawings (respec/sim: sprites by label and size, objects with their tint
+    # and styles): a SIMULATION's pictures are drawn from a few shapes, again on every turn.
+    sprites: LRU = field(default_factory=lambda: LRU(1536))
     # The provenance index (respec/pixels/provenance_index.py): every stored mask's summary (far
     # above any conversation), the computed masks' bit-packed up to a byte budget (the oldest would
     # be computed again), and the "last change" maps of the most recently used histories.

@@ -25,8 +25,8 @@ import os
 import random
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -36,6 +36,7 @@ from ..occur.scenario import (FORMAT, FORMAT_VERSION, REVELATION_TYPES, TEMPLATE
                               validate_dataset)
 from ..errors import InputError
 from ..images import content_hash
+from ..pixels.analysis_cache import CACHE
 from .sprites import COLOURS
 
 OCCLUDERS = ("wooden crate", "bouquet", "beach umbrella", "cardboard box", "suitcase", "stack of books",
@@ -100,12 +101,17 @@ def shipped_photo_refs() -> list[str]:
     return [r if ":" in r else sample_photo_ref(r) for r in refs]
 
 
-@lru_cache(maxsize=1)
 def _shipped_by_content() -> dict[str, str]:
-    """The content hash of each photo that ships with the pack -> its name ('astronaut')."""
+    """The content hash of each photo that ships with the pack -> its name ('astronaut'); hashed
+    once, kept with the decoded images in the analysis cache (a read-only mapping)."""
     from ..occur.scenario import SAMPLE_PHOTOS_DIR, sample_photo_ref
-    return {content_hash(np.asarray(load_image_ref(sample_photo_ref(p)))): p.stem
-            for p in sorted(SAMPLE_PHOTOS_DIR.iterdir()) if p.suffix.lower() in PHOTO_SUFFIXES}
+    key = ("shipped photos by content", str(SAMPLE_PHOTOS_DIR))
+    known = CACHE.decoded.get(key)
+    if known is None:
+        known = MappingProxyType({content_hash(np.asarray(load_image_ref(sample_photo_ref(p)))): p.stem
+                                  for p in sorted(SAMPLE_PHOTOS_DIR.iterdir()) if p.suffix.lower() in PHOTO_SUFFIXES})
+        CACHE.decoded.put(key, known)
+    return known
 
 
 def shipped_photo_name(ref: str, base_dir: str | Path | None = None) -> str | None:

@@ -8,9 +8,10 @@ binary on purpose: a pixel is either covered or not, so "hidden" and "revealed" 
 from __future__ import annotations
 
 import zlib
-from functools import lru_cache
 
 import numpy as np
+
+from ..pixels.analysis_cache import CACHE
 
 COLOURS = {
     "red": (0.80, 0.12, 0.12), "orange": (0.95, 0.55, 0.10), "yellow": (0.95, 0.85, 0.15),
@@ -38,8 +39,18 @@ def label_colour(label: str) -> tuple[float, float, float]:
     return _PALETTE[zlib.crc32(label.encode()) % len(_PALETTE)]
 
 
-@lru_cache(maxsize=512)
 def draw_sprite(label: str, width: int, height: int, occluder: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """`label` drawn into a width × height box (_drawn_sprite), drawn once and kept in the analysis
+    cache's `sprites` (shared: callers copy before they change them)."""
+    key = ("sprite", label, int(width), int(height), bool(occluder))
+    hit = CACHE.sprites.get(key)
+    if hit is None:
+        hit = _drawn_sprite(label, width, height, occluder)
+        CACHE.sprites.put(key, hit)
+    return hit
+
+
+def _drawn_sprite(label: str, width: int, height: int, occluder: bool) -> tuple[np.ndarray, np.ndarray]:
     """(rgb float32 H×W×3 in 0..1, alpha bool H×W) of `label` drawn into a width × height box.
 
     Occluders use the shapes that fill their box (rounded rectangle, superellipse: > 90 % of the

@@ -11,11 +11,11 @@ that the editor (respec/sim/editor.py) and the tests use the same ones.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
 import numpy as np
 
 from ..occur.geometry import Action, Box
+from ..pixels.analysis_cache import CACHE
 from .sprites import draw_sprite, hex_colour
 
 BACKGROUND = -1
@@ -126,9 +126,19 @@ def layer_map(state: WorldState, size: tuple[int, int]) -> np.ndarray:
     return out
 
 
-@lru_cache(maxsize=1024)
 def object_pixels(obj: SimObject, width: int, height: int) -> tuple[np.ndarray, np.ndarray]:
-    """The object's rgb patch (tint and styles applied) and alpha at a pixel size."""
+    """The object's rgb patch (tint and styles applied) and alpha at a pixel size; drawn once, kept in
+    the analysis cache's `sprites` (shared: callers copy before they change them)."""
+    key = ("object", obj, width, height)
+    hit = CACHE.sprites.get(key)
+    if hit is None:
+        hit = _draw_object(obj, width, height)
+        CACHE.sprites.put(key, hit)
+    return hit
+
+
+def _draw_object(obj: SimObject, width: int, height: int) -> tuple[np.ndarray, np.ndarray]:
+    """object_pixels' drawing: the sprite, then its tint and styles."""
     rgb, alpha = draw_sprite(obj.label, width, height, obj.role == "occluder")
     if obj.tint:
         rgb = tint(rgb, obj.tint)
