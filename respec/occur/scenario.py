@@ -39,7 +39,6 @@ from PIL import Image
 from .. import paths
 from ..errors import InputError
 from ..images import clip_text, image_file_problem, open_image, rgb_array
-from ..pixels.analysis_cache import CACHE, AnalysisCache
 from . import geometry
 
 FORMAT = "occur-scenarios"
@@ -347,19 +346,15 @@ def _decode_ref(ref: str, base_dir: str) -> np.ndarray:
     return out
 
 
-def load_image_ref(ref: str, base_dir: str | Path | None = None, cache: AnalysisCache = CACHE) -> Image.Image:
+def load_image_ref(ref: str, base_dir: str | Path | None = None) -> Image.Image:
     """An image reference -> RGB PIL image ('sample:astronaut.png', 'skimage:astronaut',
-    'matplotlib:grace_hopper.jpg', or a path, relative paths against `base_dir`); decoded once,
-    kept in `cache.decoded` (read-only arrays, shared)."""
+    'matplotlib:grace_hopper.jpg', or a path, relative paths against `base_dir`), decoded on every
+    call (the runner loads a scenario's I_0 once for all its configs; the scenario generator keeps
+    its photos in the analysis cache, respec/sim/generate.py)."""
     problem = image_ref_problem(ref, base_dir)
     if problem:
         raise InputError(f"image {ref!r}: {problem}")
-    key = (ref, str(base_dir or ""))
-    arr = cache.decoded.get(key)
-    if arr is None:
-        arr = _decode_ref(*key)
-        cache.decoded.put(key, arr)
-    return Image.fromarray(arr)
+    return Image.fromarray(_decode_ref(ref, str(base_dir or "")))
 
 
 # ------------------------------------------------------------------------------ validation

@@ -98,9 +98,8 @@ class AnalysisCache:
     # for the blocks a change cuts through; 256 MB keep a conversation of 256 images (more: the
     # oldest are made again).
     grey: LRU = field(default_factory=lambda: LRU(max_bytes=256 << 20, size_of=_nbytes))
-    # Decoded images that scenarios name (respec/occur/scenario.py load_image_ref), by (ref, base
-    # folder), and the shipped photos' content hashes (respec/sim/generate.py): a benchmark's 63
-    # scenarios share about ten photos, each decoded once.
+    # The scenario generator's photos, decoded, by (ref, base folder), and the shipped photos'
+    # content hashes (respec/sim/generate.py): a set's scenarios share about ten photos.
     decoded: LRU = field(default_factory=lambda: LRU(32))
     # The simulated world's drawings (respec/sim: sprites by label and size, objects with their tint
     # and styles): a SIMULATION's pictures are drawn from a few shapes, again on every turn.

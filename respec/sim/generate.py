@@ -84,7 +84,7 @@ class Photo:
 
     def load(self):
         """The photo's image, its ref resolved against base_dir."""
-        return load_image_ref(self.ref, self.base_dir or None)
+        return photo_image(self.ref, self.base_dir or None)
 
 
 def photo_name(ref: str) -> str:
@@ -101,6 +101,17 @@ def shipped_photo_refs() -> list[str]:
     return [r if ":" in r else sample_photo_ref(r) for r in refs]
 
 
+def photo_image(ref: str, base_dir: str | Path | None = None):
+    """A photo as load_image_ref gives it, decoded once and kept in the analysis cache's `decoded`
+    (generating a set renders each photo again for every scenario drawn on it)."""
+    key = (ref, str(base_dir or ""))
+    img = CACHE.decoded.get(key)
+    if img is None:
+        img = load_image_ref(ref, base_dir)
+        CACHE.decoded.put(key, img)
+    return img.copy()
+
+
 def _shipped_by_content() -> dict[str, str]:
     """The content hash of each photo that ships with the pack -> its name ('astronaut'); hashed
     once, kept with the decoded images in the analysis cache (a read-only mapping)."""
@@ -108,7 +119,7 @@ def _shipped_by_content() -> dict[str, str]:
     key = ("shipped photos by content", str(SAMPLE_PHOTOS_DIR))
     known = CACHE.decoded.get(key)
     if known is None:
-        known = MappingProxyType({content_hash(np.asarray(load_image_ref(sample_photo_ref(p)))): p.stem
+        known = MappingProxyType({content_hash(np.asarray(photo_image(sample_photo_ref(p)))): p.stem
                                   for p in sorted(SAMPLE_PHOTOS_DIR.iterdir()) if p.suffix.lower() in PHOTO_SUFFIXES})
         CACHE.decoded.put(key, known)
     return known
@@ -120,7 +131,7 @@ def shipped_photo_name(ref: str, base_dir: str | Path | None = None) -> str | No
     user's own photo called astronaut.png never gets the shipped one's occludees or credit."""
     if re.match(r"^(sample|skimage|matplotlib):", ref):
         return photo_name(ref)
-    return _shipped_by_content().get(content_hash(np.asarray(load_image_ref(ref, base_dir))))
+    return _shipped_by_content().get(content_hash(np.asarray(photo_image(ref, base_dir))))
 
 
 def shipped_sources(refs: list[str], base_dir: str | Path | None = None) -> dict:
@@ -161,7 +172,7 @@ def load_photos(refs: list[str], seed: int = 0, base_dir: str | Path | None = No
         if shipped in SHIPPED_OCCLUDEES:
             out.append(Photo(ref, name, SHIPPED_OCCLUDEES[shipped], base))
         else:
-            img = load_image_ref(ref, base_dir)
+            img = photo_image(ref, base_dir)
             boxes = tuple((f"textured region {i + 1}", textured_box(img, rng)) for i in range(2))
             out.append(Photo(ref, name, boxes, base))
     if not out:
