@@ -1,5 +1,5 @@
 """Beyond the paper: Drift Guard, after any editor. The logic lives in respec/post_edit/guard_step.py
-(over the pixel rules of respec/pixels/guard.py); this class only translates."""
+(over the pixel rules of respec/pixels/guard/); this class only translates."""
 from __future__ import annotations
 
 import json

@@ -275,7 +275,7 @@ def run_turns(scenario: Scenario, config: BenchConfig, models: BenchModels, sett
                                    guidance=settings.guidance, plan_meta={"restoration_flag": "ground_truth"},
                                    meta={"stage": turn.stage})
         if record.image is not record.edited:
-            # The Drift Guard's output is in I_(t-1)'s frame, not the edit's (respec/pixels/guard.py).
+            # The Drift Guard's output is in I_(t-1)'s frame, not the edit's (respec/pixels/guard/).
             guarded = any(e.get("step") == "drift_guard" and e.get("applied") for e in record.post_edit)
             tell_editor_the_derived_image(models.editor, scenario, history.current.image, record.edited,
                                           frame_of=history.turns[-2].image if guarded else None)

@@ -9,7 +9,7 @@ weight is 1 over the whole support of every level, the result is the top image e
 rounding), so a paste keeps its own pixels away from the seam; where it is 0, the base image.
 
 Used by Reveal Composite (respec/pixels/reveal.py: I_{k-1}'s pixels into I_t) and the drift guard
-(respec/pixels/guard.py: the editor's pixels into I_{t-1}). Callers pass the crop around the seam: the
+(respec/pixels/guard/: the editor's pixels into I_{t-1}). Callers pass the crop around the seam: the
 cost is that of a few Gaussian filters on the crop.
 """
 from __future__ import annotations

@@ -6,7 +6,7 @@ shift. Real editors also warp parts of the picture a little on their own (a face
 wall behind it not at all), and a paste or a guard that takes the global alignment as the whole
 truth either refuses or leaves a seam. `estimate_flow` measures that residual, local motion on a
 region's neighbourhood; `warp_by_flow` resamples an image by it. Reveal Composite
-(respec/pixels/reveal.py) and the Drift Guard (respec/pixels/guard.py) share it.
+(respec/pixels/reveal.py) and the Drift Guard (respec/pixels/guard/) share it.
 
 The field. For every pixel p of the box, d(p) = (dx, dy) says where `ref` shows what `cur` shows:
 

@@ -65,7 +65,7 @@ Inside a guarded chain (issue 32): the Drift Guard puts the picture back into I_
 keeps I_{t-1}'s own pixels around the edit, so the colour fit and the seam correction towards the
 editor's drifted ring would only tint the paste; `exact_patch` gives the guard I_{k-1}'s own
 pixels aligned into that frame for the pasted core, with the seam band's weights
-(respec/pixels/guard.py `with_exact_paste`).
+(respec/pixels/guard/change.py `with_exact_paste`).
 
 Where it fails (by construction): when R is wrong (an occluder whose colour matches the
 background leaves C_k incomplete, so part of the revealed area is not pasted; a "replace" whose
