@@ -15,6 +15,7 @@ from ..respec.controller.textgen import ControllerCall
 from ..respec.errors import InputError
 from ..respec.history import History
 from ..respec.plan import Plan
+from ..respec.post_edit.result import StepResult
 
 HISTORY_NODES = "a History Store or Append node"
 PLAN_NODES = ("a controller node (RESPEC_PLAN: Preservation Target VLM, Plan from Text or the provenance "
@@ -76,3 +77,20 @@ def generated_text_in(call: ControllerCall, text: Any) -> Any:
         raise InputError(f"turn {call.turn} needs the controller's answer: connect TextGenerate's "
                          "generated_text to Plan from Text")
     return text
+
+
+def step_in(value: Any, step: str, node: str, name: str) -> StepResult:
+    """The socket's StepResult of the post-edit step `step` (a node's output, connected to input
+    `name`); InputError naming the `node` it must come from."""
+    if not isinstance(value, StepResult) or value.step != step:
+        got = value.step if isinstance(value, StepResult) else type(value).__name__
+        raise InputError(f"'{name}' must come from a {node} node, got {got}")
+    return value
+
+
+def editor_images_in(images: Any) -> Any:
+    """The editor_images socket's batch; InputError naming the node that makes it when it is empty."""
+    if images is None or getattr(images, "shape", (1,))[0] == 0:
+        raise InputError("the editor got no images: connect the Reference Selector's editor_images (on a "
+                         "non-restoration turn it holds just the current image)")
+    return images

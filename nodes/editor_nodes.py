@@ -9,6 +9,7 @@ from ..respec.editors import FLUX2_DEFAULT_SOURCE, KLEIN_VARIANTS, OFFLOAD_MODES
 from ..respec.editors.image_slots import image_slots
 from ..respec.editors.omnigen2 import DEFAULT_SOURCE as OMNIGEN2_DEFAULT_SOURCE
 from ..respec.errors import InputError
+from .boundary import editor_images_in
 from .common import EDITOR, image_from_comfy, images_from_comfy, images_to_comfy
 from .conditioning import append_reference_latents
 
@@ -49,7 +50,7 @@ def _edit(editor, family: str, editor_images, current_image, instruction, seed, 
     if getattr(editor, "family", None) != family:
         raise InputError(f"This node drives a {family} editor but got {editor!r}; connect the matching loader.")
     size = _output_size(current_image, width, height)
-    image = editor.edit(images_from_comfy(editor_images), instruction, output_size=size, seed=seed, steps=steps,
+    image = editor.edit(images_from_comfy(editor_images_in(editor_images)), instruction, output_size=size, seed=seed, steps=steps,
                         guidance=guidance, **extra)
     return (images_to_comfy([image]), json.dumps({**editor.describe(), **editor.last_run}))
 
@@ -285,6 +286,7 @@ class ReSpecEditorImageSlots:
         }}
 
     def slots(self, editor_images):
+        editor_images = editor_images_in(editor_images)
         return tuple(image_slots([editor_images[i:i + 1] for i in range(editor_images.shape[0])]))
 
 

@@ -7,9 +7,8 @@ import json
 import numpy as np
 
 from ..respec.post_edit.guard_step import guard_images, guard_result
-from ..respec.post_edit.result import step_value
 from ..respec.post_edit.reveal_step import RevealStep
-from .boundary import optional_plan_in
+from .boundary import optional_plan_in, step_in
 from .common import PLAN, image_from_comfy, images_to_comfy, mask_from_comfy, masks_to_comfy, read_only
 
 CATEGORY = "ReSpec/provenance"
@@ -85,7 +84,7 @@ def _guarded(previous, edited, mask, instruction, plan, reveal):
     converted pictures are let go when it returns, before the output is made (64 MP: 384 MB).
     reveal: Reveal Composite's value; when it pasted, its paste is the earlier image's own pixels."""
     user = mask_from_comfy(mask, "mask") if mask is not None else None
-    pasted_by = step_value(reveal, RevealStep.name, "Reveal Composite", "reveal").result if reveal is not None else None
+    pasted_by = step_in(reveal, RevealStep.name, "Reveal Composite", "reveal").result if reveal is not None else None
     pasted = pasted_by.source_weight if getattr(pasted_by, "applied", False) else None
     return guard_images(read_only(image_from_comfy(previous, "previous")),
                         read_only(image_from_comfy(edited, "edited")),

@@ -12,13 +12,13 @@ from ..respec.errors import InputError
 from ..respec.gallery import FITS, history_images
 from ..respec.history import History
 from ..respec.post_edit.guard_step import GuardStep
-from ..respec.post_edit.result import keep_step, step_value
+from ..respec.post_edit.result import keep_step
 from ..respec.post_edit.reveal_step import RevealStep
 from ..respec.store import open_store, workflow_store_root
 from ..respec.store.turns import MAX_META_BYTES
 from ..respec.text import clip, read_json
 from ..respec.turn import keep_turn
-from .boundary import history_in, plan_for_history
+from .boundary import history_in, plan_for_history, step_in
 from .common import HISTORY, PLAN, image_from_comfy, images_to_comfy
 
 CATEGORY = "ReSpec/history"
@@ -204,7 +204,7 @@ class ReSpecHistoryAppend:
         ids = self._ids(editor_image_ids) if (editor_image_ids or "").strip() else None
         masks: dict = {}
         # Reveal, then the guard, as run_turn's post-edit steps run; kept as run_turn keeps them.
-        steps = [step_value(value, step, node, name) for value, step, node, name in (
+        steps = [step_in(value, step, node, name) for value, step, node, name in (
             (reveal, RevealStep.name, "Reveal Composite", "reveal"), (guard, GuardStep.name, "Drift Guard", "guard"))
             if value is not None]
         if steps:

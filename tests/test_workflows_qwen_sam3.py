@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import load_script
+from conftest import core, load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / "workflows"
@@ -269,9 +269,11 @@ def test_the_editor_images_go_in_as_image1_to_3_in_the_plans_order_and_a_fourth_
     assert image_slots(["source", "anchor"]) == ["source", "anchor", None]
     with pytest.raises(InputError, match="3 at most"):
         image_slots([1, 2, 3, 4])
-    with pytest.raises(InputError, match="editor_images"):
+    with pytest.raises(InputError, match="no editor images"):
         image_slots([])
     node = pack.NODE_CLASS_MAPPINGS["ReSpecEditorImageSlots"]()
+    with pytest.raises(core(pack, "errors").InputError, match="connect the Reference Selector's editor_images"):
+        node.slots(torch.zeros((0, 8, 8, 3)))
     batch = torch.stack([torch.full((8, 8, 3), v) for v in (0.1, 0.9)])
     one, two, three = node.slots(batch)
     assert one.shape == (1, 8, 8, 3) and float(one.mean()) == pytest.approx(0.1)

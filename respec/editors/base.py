@@ -103,8 +103,8 @@ def prepare_references(images: Sequence, gen_size: tuple[int, int], *, multiple:
     image below the model's minimum raises InputError.
     """
     if not images:
-        raise InputError("The editor got no images. Connect the Reference Selector's editor_images "
-                         "(on a non-restoration turn it holds just the current image).")
+        raise InputError("the editor got no images: give it at least the current image (the selector's "
+                         "images, in the plan's order)")
     area = gen_size[0] * gen_size[1]
     out = []
     for i, img in enumerate(images):

@@ -21,7 +21,7 @@ def image_slots(images: Sequence[T], slots: int = QWEN_EDIT_SLOTS) -> list[T | N
     more than the editor takes (it would silently drop a reference the plan chose)."""
     images = list(images)
     if not images:
-        raise InputError("no editor images: connect the Reference Selector's editor_images")
+        raise InputError("no editor images: give at least the current image (the selector's images)")
     if len(images) > slots:
         raise InputError(f"the plan gives the editor {len(images)} images, but this editor takes {slots} at most "
                          f"(image1..image{slots}); switch HRS off or use an editor that reads more references")

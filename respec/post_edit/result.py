@@ -41,15 +41,6 @@ class StepResult:
         return {"step": self.step, **self.entry}
 
 
-def step_value(value: Any, step: str, node: str, name: str) -> StepResult:
-    """`value` when it is the StepResult of the post-edit step `step` (a node's output, connected to
-    input `name`); else a clear error naming the `node` it must come from."""
-    if not isinstance(value, StepResult) or value.step != step:
-        got = value.step if isinstance(value, StepResult) else type(value).__name__
-        raise InputError(f"'{name}' must come from a {node} node, got {got}")
-    return value
-
-
 def keep_step(post_edit: list, masks: dict, result: StepResult) -> None:
     """Keep one step's result with the turn about to be appended: its entry after the earlier steps'
     in `post_edit` (the turn's meta.post_edit list) and its per-pixel records in `masks`."""
