@@ -17,6 +17,17 @@ agree (the composed alignment of turns k..t-1 is the identity), else I_{k-1} war
 frame by that alignment (Keys cubic). No editor is needed; the step that reads the request is
 respec/post_edit/undo_step.py.
 
+When the frames agree, U also holds every other pixel turn k changed at all (I_k != I_{k-1}: the
+editor's drift below the change mask's threshold, a Drift Guard's seam band and colour correction)
+that no turn since changed (`unchanged_since(k)`): turn k is taken back whole, so the kept picture
+is I_{k-1} wherever the history allows, not I_{k-1} inside C_k with turn k's drift around it (on
+the real Kontext chains that drift alone held a removal near 50 dB; with it taken back, at 100).
+When turn k is the latest turn (k = t-1), turn k taken back whole is I_{k-1} itself, in its own
+frame: an add turn that also re-framed the picture (a re-rendering editor whose output the Drift
+Guard left: Gemini shifts and zooms) is taken back with its frame, where warping I_{k-1} into
+I_k's frame would leave a border it never showed. (With the frames agreeing it is the same
+picture as the rule above.)
+
 The history cannot answer alone (`applied` False, the reason says which) when:
 - a later turn j (k < j < t) changed part of U (its change mask C_j or its unstable blocks, carried
   into I_{t-1}'s frame): I_{k-1}'s pixels there would take back turn j's edit too; `touched` gives
@@ -32,7 +43,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..history import History, TurnMask
-from .alignment import Alignment, support, warp_float
+from .alignment import IDENTITY, Alignment, support, warp_float
 from .masks import dilate, history_size
 from .provenance import Provenance, provenance_of
 
@@ -162,6 +173,13 @@ def undo_from_history(history: History, covering_turn: int, params: UndoParams =
         return UndoResult(False, f"a later turn changed the region turn {k} covered (grown by {margin} px): {turns}",
                           k, region=region, margin_px=margin, touched=touched)
     a = prov.alignment(k - 1, t - 1)
+    if k == t - 1:
+        whole = np.ones(region.shape, bool)
+        return UndoResult(True, f"turn {k} is the latest: taken back whole, I_{k - 1} itself", k,
+                          image=np.array(history.image(k - 1).array[..., :3], copy=True), region=whole,
+                          alignment=IDENTITY, margin_px=margin)
+    if prov.alignment(k - 1, k).is_identity and prov.alignment(k, t - 1).is_identity:
+        region = region | (turn_pixels(history, k) & prov.unchanged_since(k, t - 1))
     unseen = region & ~support(a, region.shape)
     if unseen.any():
         return UndoResult(False, f"I_{k - 1} does not show {int(unseen.sum())} px of the region (the frame moved "
@@ -170,6 +188,12 @@ def undo_from_history(history: History, covering_turn: int, params: UndoParams =
     how = "exactly (the frames agree)" if a.is_identity else "aligned (I_{k-1} warped into I_{t-1}'s frame)"
     return UndoResult(True, f"I_{t - 1} with turn {k}'s region taken from I_{k - 1} {how}", k, image=image,
                       region=region, alignment=a, margin_px=margin)
+
+
+def turn_pixels(history: History, k: int) -> np.ndarray:
+    """bool H×W: the pixels turn k changed at all (I_k != I_{k-1}, same frame and size)."""
+    before, after = history.image(k - 1).array, history.image(k).array
+    return np.any(before[..., :3] != after[..., :3], axis=-1)
 
 
 def take_from(current: np.ndarray, source: np.ndarray, region: np.ndarray, alignment: Alignment) -> np.ndarray:
