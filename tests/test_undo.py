@@ -11,6 +11,7 @@ from respec.controller.provenance_selector import selector_parts
 from respec.errors import InputError
 from respec.history import History
 from respec.pixels.alignment import Alignment, warp_float
+from respec.pixels.masks import dilate
 from respec.pixels.undo import UNDO_SOURCE, UndoParams, undo_from_history
 from respec.post_edit.undo_step import added_object_phrase, takes_back
 from respec.turn import TurnParts, TurnSwitches, run_turn
@@ -110,6 +111,17 @@ def test_only_the_region_the_addition_covered_comes_from_before_it_a_later_edit_
     assert np.array_equal(h.image(3).array[hat], h.image(0).array[hat])      # exact, not a composite
     assert np.array_equal(h.image(3).array[far], h.image(2).array[far])      # turn 2's frame is kept
     assert _undo_entry(records[2])["exact"] is True
+
+
+def test_turn_k_is_taken_back_whole_its_drift_below_the_change_threshold_too():
+    scene = background(3, SHAPE)
+    h, _, _, _ = converse([("Add a hat to the person", paint(HAT, RED, 1)),
+                           ("Add a green frame in the corner", paint(FAR, GREEN, 2)),
+                           ("Remove the hat", unpaint(scene, HAT, 3))])
+    drifted = np.any(h.image(1).array != h.image(0).array, axis=-1)       # what turn 1 changed at all
+    elsewhere = drifted & ~dilate(rect_mask(SHAPE, HAT) | rect_mask(SHAPE, FAR), 8)
+    assert elsewhere.sum() > 100
+    assert np.array_equal(h.image(3).array[elsewhere], h.image(0).array[elsewhere])   # taken back too
 
 
 def test_add_remove_add_again_remove_takes_back_the_second_addition():
