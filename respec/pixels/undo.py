@@ -60,6 +60,7 @@ class UndoParams:
     margin_frac: float = MARGIN_FRAC    # U = C_k grown by this share of the shorter side ...
     min_margin_px: int = MIN_MARGIN_PX  # ... at least this many px
     with_unstable: bool = True          # turn k's unstable blocks belong to what it changed
+    latest_whole: bool = True           # k = t-1: I_{k-1} itself (off: the region rule, for measuring it)
 
     def __post_init__(self):
         if not 0.0 <= float(self.margin_frac) < 0.5:
@@ -88,6 +89,7 @@ class UndoResult:
     alignment: Alignment | None = None               # I_{k-1} -> I_{t-1}
     margin_px: int = 0
     touched: dict = field(default_factory=dict)      # {j: share of U turn j changed}, k < j < t
+    whole: bool = False                              # k = t-1: the kept image is I_{k-1} itself
 
     @property
     def source_id(self) -> int:
@@ -104,7 +106,7 @@ class UndoResult:
         the alignment and the later turns that changed the region."""
         out = {"method": METHOD, "applied": self.applied, "reason": self.reason,
                "covering_turn": self.covering_turn, "source_id": self.source_id, "margin_px": self.margin_px,
-               "exact": self.exact}
+               "exact": self.exact, "whole": self.whole}
         if self.region is not None:
             out["region_px"] = int(self.region.sum())
             out["region_share"] = round(float(self.region.mean()), 6)
@@ -173,11 +175,10 @@ def undo_from_history(history: History, covering_turn: int, params: UndoParams =
         return UndoResult(False, f"a later turn changed the region turn {k} covered (grown by {margin} px): {turns}",
                           k, region=region, margin_px=margin, touched=touched)
     a = prov.alignment(k - 1, t - 1)
-    if k == t - 1:
-        whole = np.ones(region.shape, bool)
+    if k == t - 1 and params.latest_whole:
         return UndoResult(True, f"turn {k} is the latest: taken back whole, I_{k - 1} itself", k,
-                          image=np.array(history.image(k - 1).array[..., :3], copy=True), region=whole,
-                          alignment=IDENTITY, margin_px=margin)
+                          image=np.array(history.image(k - 1).array[..., :3], copy=True),
+                          region=np.ones(region.shape, bool), alignment=IDENTITY, margin_px=margin, whole=True)
     if prov.alignment(k - 1, k).is_identity and prov.alignment(k, t - 1).is_identity:
         region = region | (turn_pixels(history, k) & prov.unchanged_since(k, t - 1))
     unseen = region & ~support(a, region.shape)

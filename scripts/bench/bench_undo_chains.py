@@ -13,6 +13,9 @@ the provenance planner and selector (no VLM), the restoration flag from the requ
 Composite and the Drift Guard; with `history_first` on, a removal that history can answer is
 answered before the edit and the replay editor is not called.
 
+A third run turns UndoParams.latest_whole off (the region rule answers the removal right after its
+addition too), to measure that rule alone.
+
 Per removal turn: whole-image PSNR against I_0 of the kept picture (100 dB for identical) with
 history first on and off, the editor's own output's, and whether the editor was called. Totals: how
 many reach 60 dB, how many are worse than the editor's, how many skipped the editor; per editor.
@@ -33,7 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from respec.controller.provenance_selector import selector_parts  # noqa: E402
 from respec.history import History  # noqa: E402
 from respec.post_edit.guard_step import GuardStep  # noqa: E402
+from respec.pixels.undo import UndoParams  # noqa: E402
 from respec.post_edit.reveal_step import RevealStep  # noqa: E402
+from respec.post_edit.undo_step import UndoStep  # noqa: E402
 from respec.turn import TurnParts, TurnSwitches, run_turn  # noqa: E402
 
 CAP_DB = 100.0
@@ -65,14 +70,16 @@ class ReplayEditor:
         return out if out.size == tuple(output_size) else out.resize(tuple(output_size), Image.BICUBIC)
 
 
-def run_chain(folder: Path, chain: dict, history_first: bool) -> list[dict]:
-    """Replay one chain; a row per removal turn."""
+def run_chain(folder: Path, chain: dict, history_first: bool, latest_whole: bool = True) -> list[dict]:
+    """Replay one chain; a row per removal turn. latest_whole off: the region rule answers the
+    removal right after its addition too (UndoParams.latest_whole), to measure that rule alone."""
     turns = chain["turns"]
     i0 = Image.open(folder / turns[0]["file"]).convert("RGB")
     outputs = [Image.open(folder / t["file"]).convert("RGB") for t in turns[1:]]
     editor = ReplayEditor(outputs)
     planner, selector = selector_parts("provenance")
-    parts = TurnParts(editor=editor, planner=planner, selector=selector, post_edit=[RevealStep(), GuardStep()])
+    parts = TurnParts(editor=editor, planner=planner, selector=selector, post_edit=[RevealStep(), GuardStep()],
+                      undo=UndoStep(UndoParams(latest_whole=latest_whole)))
     switches = TurnSwitches(restoration_mode="auto", history_first=history_first)
     h = History.start(np.asarray(i0))
     truth = np.asarray(i0)
@@ -92,7 +99,8 @@ def run_chain(folder: Path, chain: dict, history_first: bool) -> list[dict]:
                      "editor_db": psnr(own, truth), "editor_called": t in editor.calls,
                      "answered": bool(undo.get("applied")), "undo_reason": undo.get("reason", ""),
                      "words": undo.get("words", ""), "steps": steps, "seconds": seconds,
-                     "covering": undo.get("covering_turn")})
+                     "covering": undo.get("covering_turn"), "whole": bool(undo.get("whole")),
+                     "exact": bool(undo.get("exact"))})
     return rows
 
 
@@ -118,8 +126,10 @@ def totals(label: str, rows: list[dict]) -> str:
     answered_called = sum(r["answered"] and r["editor_called"] for r in rows)
     gain = statistics.median(r["kept_db"] - r["editor_db"] for r in rows) if rows else float("nan")
     secs = statistics.median(r["seconds"] for r in rows) if rows else float("nan")
+    whole = sum(r["answered"] and r["whole"] for r in rows)
+    region = sum(r["answered"] and not r["whole"] for r in rows)
     return (f"| {label} | {n} | {at} | {sum(r['kept_db'] >= 40 for r in rows)} | {worse} | {skipped} | "
-            f"{answered_called} | {gain:+.1f} | {secs:.2f} |")
+            f"{answered_called} | {whole} / {region} | {gain:+.1f} | {secs:.2f} |")
 
 
 def main(argv=None) -> int:
@@ -130,25 +140,33 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     index = json.loads((args.chains / "index.json").read_text())
     chains = [c for c in index["chains"] if c["chain_id"].startswith("convergebench_") and args.only in c["chain_id"]]
-    on, off = [], []
+    on, off, region_only = [], [], []
     for c in chains:
         on += run_chain(args.chains, c, True)
+        region_only += run_chain(args.chains, c, True, latest_whole=False)
         off += run_chain(args.chains, c, False)
         print(f"# {c['chain_id']}: done", file=sys.stderr, flush=True)
     print("## Removal turns, history first on and off (whole-image PSNR against I_0, cap 100 dB)\n")
     table(on, off)
+    print("\n## The region rule alone (UndoParams.latest_whole off): removals it did not bring to 60 dB\n")
+    for r in region_only:
+        if r["kept_db"] < TARGET_DB:
+            print(f"- {r['chain'].replace('convergebench_', '')} turn {r['turn']}: {r['kept_db']:.1f} dB "
+                  f"(editor {r['editor_db']:.1f}); {'answered' if r['answered'] else 'not answered: ' + r['undo_reason'][:160]}")
     print("\n## Totals\n")
     print("| run | removal turns | at 60 dB | at 40 dB | worse than the editor's | editor not called | "
-          "answered but editor called | median gain over the editor (dB) | median turn seconds |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for name, rows in (("history first", on), ("history first off (today)", off)):
+          "answered but editor called | answered whole (I_{k-1}) / by the region rule | "
+          "median gain over the editor (dB) | median turn seconds |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name, rows in (("history first", on), ("history first, region rule only", region_only),
+                       ("history first off (today)", off)):
         print(totals(name, rows))
         for ed in ("Kontext", "Gemini"):
             sub = [r for r in rows if editor_of(r["chain"]) == ed]
             if sub:
                 print(totals(f"{name}: {ed}", sub))
     if args.json:
-        args.json.write_text(json.dumps({"on": on, "off": off}, indent=1))
+        args.json.write_text(json.dumps({"on": on, "region_only": region_only, "off": off}, indent=1))
     return 0
 
 
