@@ -222,3 +222,39 @@ def test_the_covering_turn_must_be_an_earlier_edit():
         UndoParams(margin_frac=-0.1)
     with pytest.raises(InputError):
         TurnSwitches(history_first="yes")
+
+
+def test_the_benchmark_config_skips_the_edit_counts_it_and_the_report_has_its_own_table(tmp_path):
+    from respec.bench.report import build_tables
+    from respec.bench.runner import run_benchmark
+    from respec.bench.settings import BenchModels, BenchSettings
+    from respec.eval.metric_models import build_tiny_scorer
+    from respec.sim import SimEditor
+    sid = "sim0028_grace_hopper_2turn_remove"      # add, then remove: answered from history
+    settings = BenchSettings(dataset="occur_sim", out=str(tmp_path), editor="sim", size=128, scenario_ids=[sid],
+                             configs="respec-prov+reveal+guard,respec-prov+undo+reveal+guard", save_images=False)
+    models = BenchModels(editor=SimEditor(), backend=None, scorer=build_tiny_scorer(0), masks="oracle",
+                         describe={"controller": "none", "masks": "oracle", "scorer": "tiny"})
+    rows = []
+    run_benchmark(settings, models, on_row=rows.append)
+    by = {r["config"]: r for r in rows}
+    undo, today = by["respec-prov+undo+reveal+guard"], by["respec-prov+reveal+guard"]
+    assert undo["edits_skipped"] == 1 and "edits_skipped" not in today     # old configs' rows keep their keys
+    assert undo["turns"][-1]["editor_run"] is False and "editor_run" not in today["turns"][-1]
+    assert undo["S_restore"] >= today["S_restore"] - 1e-9 and undo["vlm_calls"] == 0
+    tables = {t.name: t for t in build_tables(rows)}
+    beyond = tables["table_beyond"]
+    assert [r[1] for r in beyond.md_rows] == ["respec-prov+reveal+guard", "respec-prov+undo+reveal+guard"]
+    assert beyond.md_rows[1][4] == "1 of 2 turns"
+    assert not tables["table2_ablation"].md_rows       # the paper's tables hold the paper's configs only
+
+
+def test_the_main_job_runs_the_beyond_group_by_default_real_editors_keep_the_papers_four():
+    from argparse import Namespace
+    from respec.__main__ import _config_spec
+    from respec.bench.configs import parse_configs
+    sim = Namespace(config=None, editor="sim", selector=None, reveal_composite=False)
+    assert parse_configs(_config_spec(sim)) == ["baseline", "hrs", "pti", "respec", "respec-prov+reveal+guard",
+                                                "respec-prov+undo+reveal+guard"]
+    assert _config_spec(Namespace(config=None, editor="flux2", selector=None, reveal_composite=False)) == "all"
+    assert _config_spec(Namespace(config="respec", editor="sim", selector=None, reveal_composite=False)) == "respec"
