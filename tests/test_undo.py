@@ -258,3 +258,17 @@ def test_the_main_job_runs_the_beyond_group_by_default_real_editors_keep_the_pap
                                                 "respec-prov+undo+reveal+guard"]
     assert _config_spec(Namespace(config=None, editor="flux2", selector=None, reveal_composite=False)) == "all"
     assert _config_spec(Namespace(config="respec", editor="sim", selector=None, reveal_composite=False)) == "respec"
+
+
+def test_a_turn_that_added_two_things_or_a_request_that_asks_for_more_goes_to_the_editor():
+    scene = background(3, SHAPE)
+    # turn 1 added two objects: taking it back whole would remove the frame too
+    _, records, editor, _ = converse([("Add a hat to the person and a green frame in the corner",
+                                       lambda cur: paint(FAR, GREEN, 9)(paint(HAT, RED, 1)(cur))),
+                                      ("Remove the hat", unpaint(scene, HAT, 2))])
+    assert records[1].editor_was_run and "did more than add the hat" in _undo_entry(records[1])["reason"]
+    # the removal comes with a move: the editor must do the move
+    _, records, editor, _ = converse([("Add a hat to the person", paint(HAT, RED, 1)),
+                                      ("Add a green frame in the corner", paint(FAR, GREEN, 2)),
+                                      ("Remove the hat and make the sky brighter", unpaint(scene, HAT, 3))])
+    assert records[2].editor_was_run and "also asks for 'make the sky brighter'" in _undo_entry(records[2])["reason"]

@@ -18,9 +18,9 @@ import re
 from typing import Any
 
 from ..controller.covering import locate_covering_turn
-from ..controller.object_turns import object_turns
+from ..controller.object_turns import object_turns, request_clauses
 from ..controller.request import check_request
-from ..controller.restoration import request_words
+from ..controller.restoration import request_words, revealing_action
 from ..history import History
 from ..pixels.undo import DEFAULT_UNDO, METHOD, UNDO_SOURCE, UndoParams, UndoResult, undo_from_history
 from .record import TurnSoFar
@@ -67,11 +67,34 @@ def undo_turn(history: History, plan: Any, request: str, is_restoration: bool,
         return None, {"method": METHOD, "applied": False, "covering_turn": k,
                       "reason": f"the request does not remove what turn {k} added (a move or a replace puts "
                                 f"something there): the editor answers"}
+    why_not = only_takes_back(history, request, k)
+    if why_not:
+        return None, {"method": METHOD, "applied": False, "covering_turn": k,
+                      "reason": f"history could not answer: {why_not}; the editor answers"}
     res = undo_from_history(history, k, params)
     entry = {**res.record(), "covering_turn_from": found_by, "words": undo_words(history, res)}
     if not res.applied:
         entry["reason"] = f"history could not answer: {res.reason}; the editor was run"
     return res, entry
+
+
+def only_takes_back(history: History, request: str, k: int) -> str:
+    """Why taking back turn k whole would not be what the request asks ("" when it would): turn k
+    did more than add one object (a second object or another edit in its request, a move or a
+    replace, whose taking back would put the old object back), or the request asks for more than
+    its removal (another clause: "remove the lamp and move the toolbox")."""
+    added = next((a for a in object_turns(history).additions if a.turn == k), None)
+    if added is None or added.how != "added":
+        how = added.how if added is not None else "added nothing"
+        return f"turn {k} did not add an object ({how}): taking it back would not remove it"
+    made = request_clauses(history.turns[k].instruction or "")
+    if len(made) != 1:
+        return f"turn {k}'s request did more than add the {added_object_phrase(history, k)} ({' / '.join(made)})"
+    for clause in request_clauses(request):
+        action = revealing_action(clause)
+        if not takes_back(clause) and (action is None or action[0] != "remove"):
+            return f"the request also asks for '{clause}'"
+    return ""
 
 
 def undo_words(history: History, res: UndoResult) -> str:
