@@ -14,6 +14,9 @@
     5. edit                             (the editor part, at the current image's size)
     6. post-edit steps                  (optional parts that may change the image, each recorded:
                                          Reveal Composite, then the Drift Guard, respec/post_edit/)
+       history first                    (TurnSwitches.history_first, issue 43: after the plan, a request
+                                         that takes back what turn k added is answered from the history,
+                                         parts.undo; then steps 3-6 are not run and the record says so)
     7. keep                             (keep_turn: the new history; the turn's meta holds the record,
                                          its masks the change mask C_t and the post-edit steps' masks)
 
@@ -42,6 +45,7 @@ from .pixels.change_record import ALIGNMENT, ChangeRecord
 from .pixels.masks import history_size
 from .post_edit.record import TurnSoFar
 from .post_edit.result import StepResult, keep_step
+from .post_edit.undo_step import UndoStep
 from .timing import StageTimer, TimingHook
 
 # The turn-meta key that says which history images the editor received, in order. keep_turn
@@ -94,6 +98,9 @@ class TurnParts:
     selector: Selector = field(default_factory=PlanSelector)
     post_edit: tuple[PostEditStep, ...] = ()
     timing: TimingHook | None = None
+    # History first (TurnSwitches.history_first): answers a take-back request from the history
+    # before the edit (respec/post_edit/undo_step.py); a StepResult with an image skips the editor.
+    undo: PostEditStep = field(default_factory=UndoStep)
     # The per-image analysis the turn's stages share (respec/pixels/analysis_cache.py): C_t is read
     # from it in step 7, where the post-edit steps left it. Reveal Composite and the Drift Guard
     # record their output's C_t in the default CACHE (respec/pixels/reveal.py, guard.py): give
@@ -114,9 +121,10 @@ class TurnSwitches:
     use_hrs: bool = True                 # HRS: give the editor the plan's reference images, else I_{t-1}
     skip_non_restoration: bool = False   # non-restoration turns make no controller call (pass-through plan)
     restoration_mode: str = "auto"       # no flag given: "auto" | "restoration" | "not restoration"
+    history_first: bool = False          # beyond the paper (issue 43): take back from history, editor not run
 
     def __post_init__(self):
-        for name in ("use_controller", "use_pti", "use_hrs", "skip_non_restoration"):
+        for name in ("use_controller", "use_pti", "use_hrs", "skip_non_restoration", "history_first"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"TurnSwitches.{name} must be True or False, got {getattr(self, name)!r}")
         if self.restoration_mode not in RESTORATION_MODES:
@@ -141,6 +149,7 @@ class TurnRecord:
     post_edit: list[dict] = field(default_factory=list)
     masks: dict = field(default_factory=dict)   # per-pixel records the post-edit steps add
     seconds: dict[str, float] = field(default_factory=dict)
+    editor_was_run: bool = True                 # False: history first answered, the editor was not run
 
     @property
     def editor_image_ids(self) -> list[int]:
@@ -166,6 +175,8 @@ class TurnRecord:
                "seconds": {k: round(v, 4) for k, v in self.seconds.items() if v > 0}}
         if self.post_edit:
             out["post_edit"] = [dict(e) for e in self.post_edit]
+        if not self.editor_was_run:     # only then: the rows of runs without history first stay as they were
+            out["editor_run"] = False
         return out
 
 
@@ -205,6 +216,39 @@ def run_turn(history: History, request: str, parts: TurnParts, switches: TurnSwi
                 record.plan = parts.planner.plan(history, request, record.is_restoration, backend=parts.backend,
                                                  meta=plan_meta)
 
+    # History first (issue 43): a request that takes back what turn k added is answered from the
+    # history (I_{t-1} with C_k from I_{k-1}); the editor and the post-edit steps are not run.
+    answered = None
+    if switches.history_first:
+        with stage("history"):
+            answered = parts.undo(history, record)
+        if not isinstance(answered, StepResult):
+            raise InputError(f"the history-first part must return a StepResult (respec/post_edit/result.py), "
+                             f"got {type(answered).__name__}")
+        keep_step(record.post_edit, record.masks, answered)
+    if answered is not None and answered.image is not None:
+        record.image, record.edited, record.editor_was_run = answered.image, None, False
+        record.selection = Selection([], [], history.current.image)    # the editor got nothing
+        derived = answered.change
+    else:
+        derived = _edit_and_post_edit(history, record, parts, switches, stage, steps=steps, guidance=guidance)
+
+    # 7. Keep: H_t, with C_t (what this turn changed; computed here so that its seconds, the
+    #    "provenance" stage, are in the record) and the record in the turn's meta.
+    with stage("provenance"):
+        record.image = StoredImage.of(record.image)   # a post-edit step's new image (else the same one)
+        change = derived if derived is not None else change_for(history, record.image, cache=parts.cache)
+    record.seconds = seconds
+    new = keep_turn(history, record.image, request, sent_instruction=record.sent_instruction, plan=record.plan,
+                    editor_image_ids=record.editor_image_ids, meta={**(meta or {}), **record.meta()},
+                    masks=record.masks, change=change)
+    return record, new
+
+
+def _edit_and_post_edit(history: History, record: TurnRecord, parts: TurnParts, switches: TurnSwitches,
+                        stage: Callable, *, steps: int | None, guidance: float | None) -> TurnMask | None:
+    """Steps 3-6 of run_turn on `record` (its selection, sent instruction, image, editor run and
+    post-edit entries); returns the C_t a post-edit step handed over (None: step 7 measures it)."""
     # 3. Select references: the history images the editor gets, in order.
     if record.plan is not None:
         with stage("select"):
@@ -217,7 +261,7 @@ def run_turn(history: History, request: str, parts: TurnParts, switches: TurnSwi
         with stage("rewrite"):
             record.sent_instruction = rewrite_instruction(record.plan, use_pti=switches.use_pti)
     else:
-        record.sent_instruction = request
+        record.sent_instruction = record.request
 
     # 5. Edit, at the current image's size (so masks of I_{t-1} and I_t line up).
     with stage("editor"):
@@ -244,17 +288,7 @@ def run_turn(history: History, request: str, parts: TurnParts, switches: TurnSwi
         if result.image is not None or result.change is not None:
             derived = result.change
         keep_step(record.post_edit, record.masks, result)
-
-    # 7. Keep: H_t, with C_t (what this turn changed; computed here so that its seconds, the
-    #    "provenance" stage, are in the record) and the record in the turn's meta.
-    with stage("provenance"):
-        record.image = StoredImage.of(record.image)   # a post-edit step's new image (else the same one)
-        change = derived if derived is not None else change_for(history, record.image, cache=parts.cache)
-    record.seconds = seconds
-    new = keep_turn(history, record.image, request, sent_instruction=record.sent_instruction, plan=record.plan,
-                    editor_image_ids=record.editor_image_ids, meta={**(meta or {}), **record.meta()},
-                    masks=record.masks, change=change)
-    return record, new
+    return derived
 
 
 def keep_turn(history: History, image: Any, request: str, *, sent_instruction: str | None = None,

@@ -32,6 +32,7 @@ BASELINE = TurnSwitches(use_controller=False, use_pti=False, use_hrs=False)
 HRS = TurnSwitches(use_pti=False, skip_non_restoration=True)
 PTI = TurnSwitches(use_hrs=False)
 RESPEC = TurnSwitches()
+RESPEC_HISTORY_FIRST = TurnSwitches(history_first=True)   # issue 43: take back from history, the editor not run
 # The paper's four (table 2), then beyond the paper (docs/provenance.md): the provenance selector
 # (0 VLM calls), the hybrid (provenance picks, the VLM writes) and Reveal Composite after the edit.
 CONFIGS: dict[str, BenchConfig] = {
@@ -50,6 +51,11 @@ CONFIGS: dict[str, BenchConfig] = {
     "respec-prov+reveal+guard": BenchConfig("respec-prov+reveal+guard", RESPEC, selector="provenance", reveal=True,
                                             guard=True, label="ReSpec, provenance selector + Reveal Composite + "
                                                               "Drift Guard (the conversational_provenance graph)"),
+    "respec-prov+undo+reveal+guard": BenchConfig("respec-prov+undo+reveal+guard", RESPEC_HISTORY_FIRST,
+                                                 selector="provenance", reveal=True, guard=True,
+                                                 label="ReSpec, provenance selector + history first (undo from "
+                                                       "history, the editor not run) + Reveal Composite + "
+                                                       "Drift Guard"),
     "hrs+reveal": BenchConfig("hrs+reveal", HRS, reveal=True, label="+ HRS + Reveal Composite"),
     "pti+reveal": BenchConfig("pti+reveal", PTI, reveal=True, label="+ PTI + Reveal Composite"),
     "respec+reveal": BenchConfig("respec+reveal", RESPEC, reveal=True, label="+ PTI + HRS (ReSpec) + Reveal Composite"),
@@ -64,6 +70,8 @@ CONFIG_GROUPS = {
     "prov": ("respec-prov", "respec-prov+reveal", "respec-hybrid", "respec-hybrid+reveal"),
     "reveal": ("hrs+reveal", "pti+reveal", "respec+reveal"),
     "guard": ("baseline+guard", "respec+guard"),
+    # beyond the paper, the main job's own table (report.py): the conversational graph and history first
+    "beyond": ("respec-prov+reveal+guard", "respec-prov+undo+reveal+guard"),
 }
 EDITORS = ("flux2", "omnigen2", "sim")
 # Where the A.5 masks come from: "detect" = YOLO-World + SAM on the generated images (the paper);

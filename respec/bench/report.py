@@ -9,6 +9,7 @@ One call (`write_report(results, out_dir)`, or `python -m respec report RESULTS`
     table5_reference_distance.csv, table6_area_tertile.csv, table7_reference_accuracy.csv,
     table7b_reference_right_wrong.csv,
     figure7_turns.csv, figure7_turns.png
+    table_beyond.csv   beyond the paper (when the run has the "beyond" configs: the main job does)
 
 Means skip NaN (a region that was empty, a judge that did not answer) and every table says how
 many values were left out. In the score tables a row without all of S_restore, S_preserve and
@@ -25,10 +26,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ..eval.metrics import reference_accuracy
+from .configs import CONFIG_GROUPS
 from .results import ResultsFile
 
 log = logging.getLogger("respec")
 
+BEYOND_CONFIGS = tuple(CONFIG_GROUPS["beyond"])   # reported in their own table, not in the paper's
 CONFIG_ORDER = ("baseline", "hrs", "pti", "respec", "hrs+reveal", "pti+reveal", "respec+reveal",
                 "respec-prov", "respec-prov+reveal", "respec-hybrid", "respec-hybrid+reveal")
 CONFIG_SUFFIX = {"baseline": "", "hrs": " + HRS", "pti": " + PTI", "respec": " + PTI + HRS",
@@ -360,7 +363,8 @@ def _grouped_table(name: str, title: str, rows: list[dict], cols: list[tuple[str
 def build_tables(all_rows: list[dict]) -> list[Table]:
     """Every table of the report from results rows (status ok, one per key; scores as headline_rows
     gives them)."""
-    rows = headline_rows(ok_rows(all_rows))
+    everything = headline_rows(ok_rows(all_rows))
+    rows = paper_rows(everything)      # the beyond-the-paper group has its own table (beyond_table)
     cols = _columns(rows)
     tables = [
         _score_table("table1_main", "Table 1: main results (without vs with ReSpec)", rows,
@@ -397,7 +401,46 @@ def build_tables(all_rows: list[dict]) -> list[Table]:
     tables.append(_right_wrong_table(rows, cols))
     tables.append(_turns_table(rows, cols))
     tables.append(drift_table(rows))
+    if len(rows) < len(everything):
+        tables.append(beyond_table(everything))
     return tables
+
+
+def paper_rows(rows: list[dict]) -> list[dict]:
+    """The rows the paper's tables (and the drift table, figure 7) are built from: every config but
+    the "beyond" group (configs.CONFIG_GROUPS), which the main job adds and beyond_table reports."""
+    return [r for r in rows if r.get("config") not in BEYOND_CONFIGS]
+
+
+def beyond_table(rows: list[dict]) -> Table:
+    """Beyond the paper: the conversational configs (provenance selector + Reveal + Drift Guard, and
+    history first) beside ReSpec, per editor: reference accuracy, VLM calls, edits skipped (turns
+    history answered, the editor not run), S_restore and the untouched pixels' PSNR."""
+    configs = ("respec",) + BEYOND_CONFIGS
+    header = ["Editor", "Config", "Ref. Acc.", "VLM calls (per scenario)", "edits skipped", "S_restore",
+              "untouched PSNR (median dB)", "N"]
+    md, csv_rows = [], []
+    for e, c in _columns(rows, configs):
+        sub = [r for r in rows if (r.get("editor", "?"), r.get("config")) == (e, c)]
+        acc = reference_accuracy(r.get("reference_correct") for r in sub)
+        calls = stat(r.get("vlm_calls") for r in sub)
+        skipped = sum(int(r.get("edits_skipped") or 0) for r in sub)
+        turns = sum(len(r.get("turns") or []) for r in sub)
+        restore = stat(r.get("S_restore") for r in sub)
+        vals = sorted(_num(r.get("untouched_psnr")) for r in sub if math.isfinite(_num(r.get("untouched_psnr"))))
+        med = _median(vals) if vals else float("nan")
+        md.append([editor_label(e), c, f"{100 * acc['accuracy']:.1f}%" if acc["n"] else "–", calls.cell(2),
+                   f"{skipped} of {turns} turns", restore.cell(), f"{med:.2f} (n={len(vals)})" if vals else "–",
+                   str(len(sub))])
+        csv_rows.append([e, c, acc["accuracy"], calls.mean, skipped, turns, restore.mean, med, len(sub)])
+    return Table("table_beyond", "Beyond the paper: the conversational configs beside ReSpec", header, md,
+                 ["editor", "config", "reference_accuracy", "vlm_calls_mean", "edits_skipped", "turns",
+                  "S_restore", "untouched_psnr_median", "N"], csv_rows,
+                 "respec-prov+reveal+guard: the provenance selector (0 VLM calls) with Reveal Composite and the "
+                 "Drift Guard (the conversational_provenance graph). respec-prov+undo+reveal+guard: the same with "
+                 "history first: a request that takes back what an earlier turn added is answered from the "
+                 "history (I_{t-1} with C_k's region from I_{k-1}) and the editor is not run (edits skipped). "
+                 "untouched PSNR: the final image against I_0 where no turn's ground-truth edit touched (sim only).")
 
 
 def drift_table(rows: list[dict]) -> Table:
@@ -664,7 +707,7 @@ def write_report(results: str | Path | list[dict], out_dir: str | Path) -> dict:
             w.writerow(["" if v is None or (isinstance(v, float) and not math.isfinite(v)) else v for v in r])
     paths["scenarios"] = str(sp)
     try:
-        paths["figure7"] = str(plot_turns(rows, out / "figure7_turns.png"))
+        paths["figure7"] = str(plot_turns(paper_rows(rows), out / "figure7_turns.png"))
         figure = ["![Figure 7: S_restore by number of turns](figure7_turns.png)", ""]
     except ImportError:
         # matplotlib is optional: the figure's data is in figure7_turns.csv either way.

@@ -70,6 +70,8 @@ def turn_records(history: History, scenario: Scenario | None = None) -> list[dic
                     "fallbacks": list(meta.get("fallbacks", plan.fallbacks if plan is not None else [])),
                     "seed": meta.get("seed"), "plan": plan.to_dict() if plan is not None else None,
                     "post_edit": meta.get("post_edit", []), "seconds": meta.get("seconds", {})})
+        if meta.get("editor_run") is False:     # history first answered (issue 43); absent otherwise
+            out[-1]["editor_run"] = False
     return out
 
 
@@ -152,6 +154,8 @@ def make_row(scenario: Scenario, history: History, score: dict, run: RowRun, *, 
         "judge_records": judge.get("judge_records"),
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+    if cfg is not None and cfg.switches.history_first:    # only then: the other configs' rows stay as they were
+        row["edits_skipped"] = sum(1 for tr in turns if tr.get("editor_run") is False)
     row["key"] = row_key(row)
     return row
 

@@ -39,6 +39,7 @@ from ..turn import TimingHook, TurnParts, run_turn
 from ..controller.provenance_selector import selector_parts
 from ..post_edit.guard_step import GuardStep
 from ..post_edit.reveal_step import RevealStep
+from ..pixels.undo import UNDO_SOURCE
 from ..store.files import save_png
 from .configs import CONFIGS, BenchConfig, turn_seed
 from .results import ResultsFile, check_run_identity, row_key
@@ -274,7 +275,9 @@ def run_turns(scenario: Scenario, config: BenchConfig, models: BenchModels, sett
                                    seed=turn_seed(settings.seed, scenario.id, t), steps=settings.steps,
                                    guidance=settings.guidance, plan_meta={"restoration_flag": "ground_truth"},
                                    meta={"stage": turn.stage})
-        if record.image is not record.edited:
+        if not record.editor_was_run:      # history first answered: no edit, the sim is told what was kept
+            tell_editor_history_answered(models.editor, scenario, history, record)
+        elif record.image is not record.edited:
             # The Drift Guard's output is in I_(t-1)'s frame, not the edit's (respec/pixels/guard/).
             guarded = any(e.get("step") == "drift_guard" and e.get("applied") for e in record.post_edit)
             tell_editor_the_derived_image(models.editor, scenario, history.current.image, record.edited,
@@ -294,6 +297,18 @@ def tell_editor_the_derived_image(editor: Any, scenario: Scenario, image: Any, e
             register(scenario, image, edited)
         else:
             register(scenario, image, edited, frame_of=frame_of)
+
+
+def tell_editor_history_answered(editor: Any, scenario: Scenario, history: History, record: Any) -> None:
+    """History first answered the turn just appended to `history` (no edit ran): the sim editor is
+    told which image was kept, from which images (I_(t-1), I_(k-1)) and where (the undo_source mask),
+    so it keeps that image's ground truth; real editors have no such hook."""
+    register = getattr(editor, "register_from_history", None)
+    if register is None:
+        return
+    entry = next(e for e in record.post_edit if e.get("step") == "history_undo")
+    region = history.current.masks[UNDO_SOURCE].mask
+    register(scenario, history.current.image, history.turns[-2].image, history.image(int(entry["source_id"])), region)
 
 
 def tell_editor_the_turn(editor: Any, scenario: Scenario, t: int) -> None:

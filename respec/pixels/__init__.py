@@ -8,6 +8,9 @@ In the order a turn uses them (the numbered steps of respec/turn.py's run_turn):
                         turn took it away: respec/controller/object_turns.py)
       provenance_index  what those masks say, kept incrementally per history (shares, block grids,
                         the last turn that changed each pixel), so a long conversation costs O(H·W)
+    History first, before the edit (TurnSwitches.history_first; the step: respec/post_edit/undo_step.py):
+      undo              a request that removes what turn k added: I_{t-1} with turn k's region taken
+                        from I_{k-1}, exact where the frames agree; the editor is not run
     Step 6, post-edit steps on the editor's image (the steps that read the request and the plan
     are in respec/post_edit/; the pixel rules they apply are here):
       reveal            Reveal Composite: I_{k-1}'s own pixels back where the edit revealed them

@@ -12,6 +12,9 @@ both.
                   pixels.reveal.reveal_for pastes I_{k-1}'s pixels (RevealStep, reveal_turn)
     guard_step    Drift Guard: the request read once into the guard's EditScope (edit_scope), then
                   respec/pixels/guard/ keeps I_{t-1} outside the edit region (GuardStep, guard_images)
+    undo_step     history first (TurnSwitches.history_first), before the edit: a request that removes
+                  what turn k added is answered by pixels.undo.undo_from_history, the editor not run
+                  (UndoStep, undo_turn)
     record        what a step may read of the turn so far (TurnSoFar, a Protocol run_turn's record meets)
     result        one result for a step (StepResult: entry, image, masks) and keep_step, which keeps
                   it with the turn: run_turn and the History Append node both call it

@@ -270,6 +270,34 @@ class SimEditor(Editor):
         self._remember(scenario, content_hash(arr), fr)
         return fr
 
+    def register_from_history(self, scenario, image, previous, source, region) -> Frame:
+        """Register an image the pack took from the history instead of an edit (history first,
+        respec/pixels/undo.py): the turn begin_turn named is executed on `previous`'s scene (its actions
+        applied) with no edit; the pixels it reveals inside `region` (bool, I_(t-1)'s frame) come from
+        `source` (I_(k-1)) where that image shows the background, the rest count as re-invented. An
+        image this editor knows already (I_(k-1) itself, taken back whole) keeps its frame."""
+        if self._context is None:
+            raise InputError("register_from_history needs the turn: call begin_turn(scenario, t) first")
+        _, t = self._context
+        self._context = None
+        arr = np.asarray(as_rgb(as_array(getattr(image, "array", image))))
+        known = self.frame(scenario, arr)
+        if known is not None:
+            return known
+        base, src = self.frame(scenario, previous), self.frame(scenario, source)
+        if base is None or src is None:
+            raise InputError(f"the sim editor did not make the images history first used (scenario {scenario.id!r})")
+        new_state, _ = apply_actions(base.state, scenario.turns[t - 1].actions, scenario.occluders)
+        size = base.size
+        revealed = (layer_map(base.state, size) != BACKGROUND) & (layer_map(new_state, size) == BACKGROUND)
+        inside = np.asarray(region, bool)
+        inside = inside if base.alignment.is_identity else warp(inside, base.alignment.inverse(), order=0)
+        shows = revealed & inside & (layer_map(src.state, size) == BACKGROUND)
+        filled = np.where(shows, np.int8(src.turn), np.where(revealed, np.int8(REINVENTED), np.int8(NOT_REVEALED)))
+        frame = Frame(t, new_state, size, filled.astype(np.int8) if revealed.any() else None, base.alignment)
+        self._remember(scenario, content_hash(arr), frame)
+        return frame
+
     def _to_world(self, arr: np.ndarray, frame: Frame | None) -> np.ndarray:
         """An image of `frame` warped back into the world frame (identity: itself)."""
         if frame is None or frame.alignment.is_identity:

@@ -1,0 +1,142 @@
+"""History first: the step that answers a take-back request from the history (issue 43), over the
+pixel rule of respec/pixels/undo.py (whose module docstring describes it).
+
+    undo_turn      reads the request: a restoration turn that removes (or takes back) what an
+                   earlier turn k added, k the covering turn (the plan's provenance record, else
+                   located now); then pixels.undo.undo_from_history
+    UndoStep       the part respec/turn.py's run_turn asks first when TurnSwitches.history_first is
+                   on: when it answers, the editor and the post-edit steps are not run
+    undo_result    its StepResult (respec/post_edit/result.py)
+    undo_words     the words the turn's record (the panel) says
+
+Unlike Reveal Composite and the Drift Guard it runs before the edit: what the history knows, the
+pack does not ask the editor.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..controller.covering import locate_covering_turn
+from ..controller.object_turns import object_turns, request_clauses
+from ..controller.request import check_request
+from ..controller.restoration import request_words, revealing_action
+from ..history import History
+from ..pixels.undo import DEFAULT_UNDO, METHOD, UNDO_SOURCE, UndoParams, UndoResult, undo_from_history
+from .record import TurnSoFar
+from .result import StepResult
+from .reveal_step import removes_addition
+
+# Words that take back an earlier edit without a removing verb ("undo the hat", "take the hat back").
+_TAKE_BACK = re.compile(r"\b(undo|revert|take (?:\w+ )*?back)\b", re.IGNORECASE)
+
+
+def takes_back(request: str) -> bool:
+    """Whether the request asks to undo or take back an earlier edit ("undo the hat")."""
+    return bool(_TAKE_BACK.search(request or ""))
+
+
+def covering_for_undo(history: History, plan: Any, request: str) -> tuple[int | None, str]:
+    """(k, where it came from, or why none): the plan's provenance record when it located one turn,
+    else the covering turn located now; None when the request could mean several turns (the
+    history does not guess: the editor and Reveal answer)."""
+    rec = plan.provenance if plan is not None else None
+    if rec is not None and rec.turn is not None and (not rec.ambiguous or len(rec.candidates) <= 1):
+        return rec.turn, "plan (provenance)"
+    found = locate_covering_turn(history, request)
+    if found.turn is None:
+        return None, f"no covering turn ({found.reason})"
+    if found.ambiguous and len(found.candidates) > 1:
+        return None, f"the request could mean turns {list(found.candidates)} ({found.reason})"
+    return found.turn, f"provenance ({found.reason})"
+
+
+def undo_turn(history: History, plan: Any, request: str, is_restoration: bool,
+              params: UndoParams = DEFAULT_UNDO) -> tuple[UndoResult | None, dict]:
+    """History first for one turn: (the undo's result, or None when it did not apply to this
+    request, and the record entry saying what happened and why, in words)."""
+    check_request(request or "", "the instruction")
+    if history.next_turn < 2:
+        return None, {"method": METHOD, "applied": False, "reason": "turn 1: nothing to take back"}
+    if not (is_restoration or takes_back(request)):
+        return None, {"method": METHOD, "applied": False, "reason": "not a restoration turn"}
+    k, found_by = covering_for_undo(history, plan, request)
+    if k is None:
+        return None, {"method": METHOD, "applied": False, "reason": f"history could not answer: {found_by}"}
+    if not (removes_addition(history, request, k) or takes_back(request)):
+        return None, {"method": METHOD, "applied": False, "covering_turn": k,
+                      "reason": f"the request does not remove what turn {k} added (a move or a replace puts "
+                                f"something there): the editor answers"}
+    why_not = only_takes_back(history, request, k)
+    if why_not:
+        return None, {"method": METHOD, "applied": False, "covering_turn": k,
+                      "reason": f"history could not answer: {why_not}; the editor answers"}
+    res = undo_from_history(history, k, params)
+    entry = {**res.record(), "covering_turn_from": found_by, "words": undo_words(history, res)}
+    if not res.applied:
+        entry["reason"] = f"history could not answer: {res.reason}; the editor was run"
+    return res, entry
+
+
+def only_takes_back(history: History, request: str, k: int) -> str:
+    """Why taking back turn k whole would not be what the request asks ("" when it would): turn k
+    did more than add one object (a second object or another edit in its request, a move or a
+    replace, whose taking back would put the old object back), or the request asks for more than
+    its removal (another clause: "remove the lamp and move the toolbox")."""
+    added = next((a for a in object_turns(history).additions if a.turn == k), None)
+    if added is None or added.how != "added":
+        how = added.how if added is not None else "added nothing"
+        return f"turn {k} did not add an object ({how}): taking it back would not remove it"
+    made = request_clauses(history.turns[k].instruction or "")
+    if len(made) != 1:
+        return f"turn {k}'s request did more than add the {added_object_phrase(history, k)} ({' / '.join(made)})"
+    for clause in request_clauses(request):
+        action = revealing_action(clause)
+        if not takes_back(clause) and (action is None or action[0] != "remove"):
+            return f"the request also asks for '{clause}'"
+    return ""
+
+
+def undo_words(history: History, res: UndoResult) -> str:
+    """What the turn's record says, in words: "taken back from history: the hat added at turn 2;
+    the editor was not run" (or why the history could not answer)."""
+    what = added_object_phrase(history, res.covering_turn)
+    if res.applied:
+        how = "" if res.exact else " (aligned: the frame had moved)"
+        return f"taken back from history: the {what} added at turn {res.covering_turn}{how}; the editor was not run"
+    return f"history could not take back the {what} added at turn {res.covering_turn} ({res.reason}); the editor was run"
+
+
+def added_object_phrase(history: History, k: int) -> str:
+    """The object turn k added, in the words of its own request ("hat", "red ball"); "edit" when
+    the request names none."""
+    added = next((a for a in object_turns(history).additions if a.turn == k), None)
+    if added is None:
+        return "edit"
+    words = re.findall(r"[a-z]+", (history.turns[k].instruction or "").lower())
+    picked: list[str] = []
+    for w in words:
+        if (w in added.colours or request_words(w) & added.words) and w not in picked:
+            picked.append(w)
+    return " ".join(picked) or " ".join(sorted(added.words)) or "edit"
+
+
+def undo_result(res: UndoResult | None, entry: dict) -> StepResult:
+    """The undo's StepResult: `entry`, the `undo_source` mask and the kept image when it answered."""
+    applied = res is not None and res.applied
+    return StepResult(UndoStep.name, dict(entry), image=res.image if applied else None,
+                      masks={UNDO_SOURCE: res.turn_mask()} if applied else {}, result=res)
+
+
+class UndoStep:
+    """History first (TurnSwitches.history_first): run_turn asks it after the plan and before the
+    edit; when its StepResult has an image, the turn keeps it and the editor is not run."""
+
+    name = "history_undo"
+
+    def __init__(self, params: UndoParams = DEFAULT_UNDO):
+        self.params = params
+
+    def __call__(self, history: History, record: TurnSoFar) -> StepResult:
+        res, entry = undo_turn(history, record.plan, record.request, record.is_restoration, self.params)
+        return undo_result(res, entry)
