@@ -130,7 +130,7 @@ class Alignment:
     def untrusted_reason(self) -> str:
         """Why estimate_alignment refused its fit and returned no motion instead ('' = it did not):
         the fit did not beat the null model or was a re-framing (module docstring, step 6)."""
-        return self.method[len(UNTRUSTED):].strip(" )") if self.method.startswith(UNTRUSTED) else ""
+        return self.method[len(UNTRUSTED):-1].strip() if self.method.startswith(UNTRUSTED) else ""
 
     def max_motion(self, size: tuple[int, int] | None = None) -> float:
         """The largest displacement it causes at any image corner (pixels)."""
@@ -618,10 +618,11 @@ def _block_match(ref: np.ndarray, cur: np.ndarray, block: int) -> np.ndarray:
     return (tiles(ref) * tiles(cur)).sum(1)
 
 
-def beats_null(ref: np.ndarray, cur: np.ndarray, a: Alignment, ignore: np.ndarray | None) -> str:
-    """Why the fit `a` (of grey `ref` -> `cur`, one size) does not beat the null model ('' = it does):
-    on the textured blocks inside the warped frame (not mostly in `ignore`), the upper quartile of
-    the blocks' match (normalised correlation) of `cur` against `ref` warped by the fit must exceed
+def beats_null(ref: np.ndarray, warped: np.ndarray, cur: np.ndarray, a: Alignment, ignore: np.ndarray | None) -> str:
+    """Why the fit `a` (`warped` = grey `ref` warped by it into `cur`'s frame, one size) does not beat
+    the null model ('' = it does): on the textured blocks inside the warped frame (not mostly in
+    `ignore`), the upper quartile of
+    the blocks' match (normalised correlation) of `cur` against `warped` must exceed
     that against an unrelated pair (`ref` rolled by half its size) by NULL_MARGIN, and not fall below
     that against the unaligned pair by more than ID_SLACK. Too few blocks to judge: ''."""
     h, w = cur.shape
@@ -642,7 +643,7 @@ def beats_null(ref: np.ndarray, cur: np.ndarray, a: Alignment, ignore: np.ndarra
     def match(img):
         return float(np.quantile(_block_match(img, cur, BLOCK)[judged], MATCH_QUANTILE))
 
-    fit, unaligned, unrelated = match(warp(ref, a)), match(ref), match(np.roll(ref, (h // 2, w // 2), axis=(0, 1)))
+    fit, unaligned, unrelated = match(warped), match(ref), match(np.roll(ref, (h // 2, w // 2), axis=(0, 1)))
     if fit < unrelated + NULL_MARGIN:
         return (f"it matches the picture no better than an unrelated pair does (correlation {fit:.2f} against "
                 f"{unrelated:.2f}, margin {NULL_MARGIN})")
@@ -705,7 +706,8 @@ def estimate_alignment(prev: Any, cur: Any, ignore: np.ndarray | None = None,
     if 0.0 < out.mean() < EDIT_MAX_SHARE:
         ig_f = out if ig_f is None else (ig_f | out)
         a_f = _refine(f0, f1, a_f, ig_f, rounds=SECOND_ROUNDS)
-    d, tex = residual_motion(warp(f0, a_f), f1, BLOCK, ig_f)
+    w0 = warp(f0, a_f)
+    d, tex = residual_motion(w0, f1, BLOCK, ig_f)
     agree = tex & (d <= FIT_AGREE_PX)
     inliers = float(agree.sum()) / max(1, int(tex.sum()))
     residual = float(np.median(d[agree])) / ff if agree.any() else float("inf")
@@ -714,7 +716,7 @@ def estimate_alignment(prev: Any, cur: Any, ignore: np.ndarray | None = None,
     if inliers < MIN_INLIERS:
         return Alignment(method="identity (no consistent motion: the editor re-rendered)", residual_px=full.residual_px,
                          inliers=inliers, size=size)
-    why = fit_refused(full, size) or beats_null(f0, f1, a_f, ig_f0)
+    why = fit_refused(full, size) or beats_null(f0, w0, f1, a_f, ig_f0)
     if why:
         return Alignment(method=f"{UNTRUSTED} {why})", residual_px=full.residual_px, inliers=inliers, size=size)
     if full.max_motion(size) < snap_px:

@@ -47,9 +47,6 @@ def background_route(prev: np.ndarray, cur: np.ndarray, al: Alignment, base: dic
     framing = reframed(al, shape, params)
     if framing:
         return aside(framing, why="alignment", **extra)
-    if al.untrusted_reason:
-        return aside(f"a new background, but the alignment is not trusted: {al.untrusted_reason}", why="alignment",
-                     **extra)
     if al.residual_px > params.max_residual_px or al.method.startswith(NO_MOTION_FOUND):
         return aside(f"a new background, but the subject's alignment is not trusted "
                      f"({al.residual_px:.2f} px of residual motion)", why="alignment", **extra)
