@@ -97,8 +97,10 @@ UNTRUSTED = "identity (untrusted fit:"   # how the method of a fit the null mode
 MAX_SHIFT_FRAC = 0.25    # a fit moving a corner by more than this share of the shorter side is no editor's drift
                          # (real editors shift by at most ~9 px and zoom by 1-3 %, index_more.json) and beyond what
                          # the block motion measures (BLOCK / 2 coarse pixels): untrusted
-MIN_COVERAGE = 0.5       # a fit whose warped previous frame covers less than this share of the picture left the
-                         # previous frame (a re-framing): most of I_t would have no source in I_(t-1)
+MIN_COVERAGE = 0.7       # a fit whose warped previous frame covers less than this share of the picture left the
+                         # previous frame (a re-framing: a zoom-out beyond 16 %, which MAX_SHIFT_FRAC alone allows);
+                         # real editors' frames cover at least 0.94 (index_more.json), Kontext's re-framed turns in
+                         # the ConvergeBench chains 0.76 (their zoom is the Drift Guard's max_scale_dev's to refuse)
 MATCH_QUANTILE = 0.75    # the null test reads the upper quartile of the blocks' match: the best-matching quarter
                          # of the picture, so an edit may cover up to 3/4 of the textured blocks
 NULL_MARGIN = 0.2        # ... the fit's must exceed an unrelated pair's (I_(t-1) rolled by half its size) by this
