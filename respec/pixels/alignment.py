@@ -31,7 +31,8 @@ How `estimate_alignment` finds it, robust to the edited region and to photometri
    editor that keeps the frame gets no resampling blur).
 6. The fit must beat a null model (issue 43): on the fine grid's textured blocks, its match
    (normalised correlation, upper quartile) must clearly exceed that of an unrelated pair (I_{t-1}
-   rolled by half its size) and not fall below that of the unaligned pair; a motion beyond
+   rolled by half its size) and not fall below that of the unaligned pair (when it does, and the
+   unaligned pair beats the unrelated one, no motion is returned: the frame was kept); a motion beyond
    MAX_SHIFT_FRAC of the shorter side, or a warped frame covering less than MIN_COVERAGE of the
    picture, is a re-framing. A refused fit returns no motion with the method
    "identity (untrusted fit: <why>)" (`Alignment.untrusted_reason`): the steps that would undo it
@@ -107,7 +108,8 @@ NULL_MARGIN = 0.2        # ... the fit's must exceed an unrelated pair's (I_(t-1
                          # (correlation): unrelated noise and a 40 % shift reach at most 0.1 over it, real editors'
                          # fits at least 0.2 (the lowest, 0.09 and 0.14, are MTC re-renders whose fit is no motion)
 ID_SLACK = 0.05          # ... and may fall below the unaligned pair's by at most this: a sub-pixel fit ties with
-                         # the identity (no margin can be asked of it), one that matches worse explains nothing
+                         # the identity (no margin can be asked of it); one that matches worse is wrong, and the
+                         # identity (when it beats the unrelated pair) is returned instead
 
 
 @dataclass(frozen=True)
@@ -620,38 +622,44 @@ def _block_match(ref: np.ndarray, cur: np.ndarray, block: int) -> np.ndarray:
     return (tiles(ref) * tiles(cur)).sum(1)
 
 
-def beats_null(ref: np.ndarray, warped: np.ndarray, cur: np.ndarray, a: Alignment, ignore: np.ndarray | None) -> str:
-    """Why the fit `a` (`warped` = grey `ref` warped by it into `cur`'s frame, one size) does not beat
-    the null model ('' = it does): on the textured blocks inside the warped frame (not mostly in
-    `ignore`), the upper quartile of
-    the blocks' match (normalised correlation) of `cur` against `warped` must exceed
-    that against an unrelated pair (`ref` rolled by half its size) by NULL_MARGIN, and not fall below
-    that against the unaligned pair by more than ID_SLACK. Too few blocks to judge: ''."""
+def beats_null(ref: np.ndarray, warped: np.ndarray, cur: np.ndarray, a: Alignment,
+               ignore: np.ndarray | None) -> tuple[str, str]:
+    """The null-model test of the fit `a` (`warped` = grey `ref` warped by it into `cur`'s frame, one
+    size): on the textured blocks mostly inside the warped frame (and not mostly in `ignore`), the
+    upper quartile of the blocks' match (normalised correlation) of `cur` against the fit, against
+    the unaligned pair (`ref` itself) and against an unrelated pair (`ref` rolled by half its size).
+    Returns (what holds, why): ("fit", "") when the fit matches no worse than the unaligned pair
+    (ID_SLACK) and beats the unrelated one by NULL_MARGIN; ("identity", why) when the unaligned pair
+    matches better and itself beats the unrelated one (the fit is wrong, the frame was kept);
+    ("none", why) when neither beats the unrelated pair. Too few blocks to judge: ("fit", "")."""
     h, w = cur.shape
     nby, nbx = h // BLOCK, w // BLOCK
     if nby * nbx < MIN_BLOCKS:
-        return ""
+        return "fit", ""
 
     def tile_mean(x):
         return x[:nby * BLOCK, :nbx * BLOCK].reshape(nby, BLOCK, nbx, BLOCK).mean(axis=(1, 3)).ravel()
 
     sq = tile_mean(cur * cur) - tile_mean(cur) ** 2
-    judged = (sq >= MIN_BLOCK_STD ** 2) & (tile_mean(support(a, (h, w), margin=-1.0).astype(np.float32)) >= 1.0)
+    # a block partly outside the warped frame (its edge repeated) is judged, as a partly ignored one is
+    sourced = tile_mean(support(a, (h, w), margin=-1.0).astype(np.float32)) >= 1.0 - BLOCK_IGNORE_SHARE
+    judged = (sq >= MIN_BLOCK_STD ** 2) & sourced
     if ignore is not None:
         judged &= tile_mean(ignore.astype(np.float32)) <= BLOCK_IGNORE_SHARE
     if judged.sum() < MIN_BLOCKS:
-        return ""
+        return "fit", ""
 
     def match(img):
         return float(np.quantile(_block_match(img, cur, BLOCK)[judged], MATCH_QUANTILE))
 
     fit, unaligned, unrelated = match(warped), match(ref), match(np.roll(ref, (h // 2, w // 2), axis=(0, 1)))
-    if fit < unrelated + NULL_MARGIN:
-        return (f"it matches the picture no better than an unrelated pair does (correlation {fit:.2f} against "
-                f"{unrelated:.2f}, margin {NULL_MARGIN})")
-    if fit < unaligned - ID_SLACK:
-        return f"it matches the picture worse than no motion does (correlation {fit:.2f} against {unaligned:.2f})"
-    return ""
+    best, choice = (fit, "fit") if fit >= unaligned - ID_SLACK else (unaligned, "identity")
+    if best < unrelated + NULL_MARGIN:
+        return "none", (f"it matches the picture no better than an unrelated pair does (correlation {best:.2f} "
+                        f"against {unrelated:.2f}, margin {NULL_MARGIN})")
+    if choice == "identity":
+        return "identity", f"the unaligned pair matches better than the fit (correlation {unaligned:.2f} against {fit:.2f})"
+    return "fit", ""
 
 
 def _scaled(a: Alignment, f: float, method: str, residual: float, inliers: float,
@@ -718,9 +726,13 @@ def estimate_alignment(prev: Any, cur: Any, ignore: np.ndarray | None = None,
     if inliers < MIN_INLIERS:
         return Alignment(method="identity (no consistent motion: the editor re-rendered)", residual_px=full.residual_px,
                          inliers=inliers, size=size)
-    why = fit_refused(full, size) or beats_null(f0, w0, f1, a_f, ig_f0)
-    if why:
-        return Alignment(method=f"{UNTRUSTED} {why})", residual_px=full.residual_px, inliers=inliers, size=size)
+    held, null_why = beats_null(f0, w0, f1, a_f, ig_f0)
+    refused = fit_refused(full, size) or (null_why if held == "none" else "")
+    if refused:
+        return Alignment(method=f"{UNTRUSTED} {refused})", residual_px=full.residual_px, inliers=inliers, size=size)
+    if held == "identity":      # the editor kept the frame; the fit followed the edit or noise
+        return Alignment(residual_px=full.residual_px, method=f"identity (no motion: {null_why})", inliers=inliers,
+                         size=size)
     if full.max_motion(size) < snap_px:
         return Alignment(residual_px=full.residual_px, method="identity", inliers=full.inliers, size=size)
     return full
