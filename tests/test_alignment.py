@@ -167,3 +167,14 @@ def test_a_cubic_warp_for_pastes_is_sharper_than_bilinear_and_exact_at_the_ident
     assert np.array_equal(warp_float(img, a, box=box, order=3), warp_float(img, a, order=3)[10:40, 20:70])
     same = warp_float(img, Alignment(), order=3)          # the identity: the pixels themselves, no kernel
     assert np.array_equal(same, warp_float(img, Alignment())) and np.abs(same - img / 255.0).max() < 1e-6
+
+
+def test_a_fit_the_unaligned_pair_beats_is_replaced_by_no_motion():
+    from respec.pixels.alignment import beats_null, grey
+    ref = grey(u8(_scene()))
+    cur = grey(u8(drift(draw_rect(_scene(), BOX, (0.9, 0.1, 0.1)), noise=0.006)))      # the frame was kept
+    wrong = Alignment(1.5, -0.5, 0.998)                                                    # a fit that followed noise
+    held, why = beats_null(ref, warp(ref, wrong), cur, wrong, None)
+    assert held == "identity" and "unaligned pair matches better" in why
+    right, _ = beats_null(ref, ref, cur, Alignment(), None)
+    assert right == "fit"
