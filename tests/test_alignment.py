@@ -21,13 +21,50 @@ def _scene():
     return background(4, SHAPE)
 
 
-@pytest.mark.parametrize("dx,dy,scale", [(0.5, -0.25, 1.0), (3.3, 1.7, 1.0), (0.0, 0.0, 0.985), (1.2, -0.6, 0.975)])
+@pytest.mark.parametrize("dx,dy,scale", [(0.25, 0.0, 1.0), (0.5, -0.25, 1.0), (3.3, 1.7, 1.0), (8.0, 0.0, 1.0),
+                                         (0.0, 0.0, 0.9975), (0.0, 0.0, 0.985), (1.2, -0.6, 0.975), (0.0, 0.0, 0.97)])
 def test_a_sub_pixel_shift_and_a_zoom_out_are_recovered_despite_an_edit_and_drift(dx, dy, scale):
     scene = _scene()
     cur = drift(draw_rect(moved(scene, dx, dy, scale), BOX, (0.9, 0.1, 0.1)), noise=0.006)
     a = estimate_alignment(u8(scene), u8(cur))
     assert abs(a.dx - dx) < 0.08 and abs(a.dy - dy) < 0.08 and abs(a.scale - scale) < 5e-4
     assert a.residual_px < 0.3 and a.inliers > 0.8
+    assert not a.untrusted_reason            # the fit beats the null model: trusted
+
+
+def _noise(seed: int) -> np.ndarray:
+    return (np.random.default_rng(seed).random(SHAPE + (3,)) * 255).astype(np.uint8)
+
+
+def test_a_fit_between_unrelated_images_is_untrusted_and_the_guard_steps_aside_naming_it():
+    from respec.pixels.guard.params import DEFAULT_GUARD
+    from respec.pixels.guard.trust import untrusted
+    from respec.post_edit.guard_step import guard_images
+    prev, cur = _noise(0), _noise(1)
+    a = estimate_alignment(prev, cur)
+    # block agreement alone calls unrelated noise aligned (every block's residual motion is small)
+    assert a.is_identity and "unrelated pair" in a.untrusted_reason
+    assert "not trusted" in untrusted(a, SHAPE, DEFAULT_GUARD)
+    res = guard_images(prev, cur, request="add a red hat")
+    assert not res.applied and "alignment is not trusted" in res.reason
+
+
+@pytest.mark.parametrize("seed", [1, 4, 7])
+def test_a_forty_percent_shift_is_untrusted(seed):
+    scene = background(seed, SHAPE)
+    cur = drift(draw_rect(moved(scene, 0.4 * min(SHAPE), 0.0, 1.0), BOX, (0.9, 0.1, 0.1)), noise=0.006)
+    a = estimate_alignment(u8(scene), u8(cur))
+    assert a.is_identity and a.untrusted_reason
+
+
+def test_a_re_framing_that_leaves_the_previous_frame_is_untrusted():
+    from respec.pixels.alignment import fit_refused
+    size = (SHAPE[1], SHAPE[0])
+    assert "shorter side" in fit_refused(Alignment(0.3 * SHAPE[0], 0.0, 1.0), size)
+    assert "covers" in fit_refused(Alignment(0.0, 0.0, 0.8), size)          # 64 % of the picture has a source
+    assert fit_refused(Alignment(9.0, -2.0, 0.97), size) == ""             # an editor's drift
+    rec = Alignment(method="identity (untrusted fit: a reason)")
+    assert Alignment.from_record(rec.record()).untrusted_reason == "a reason"
 
 
 def test_an_editor_that_keeps_the_frame_gets_the_identity():
@@ -130,3 +167,14 @@ def test_a_cubic_warp_for_pastes_is_sharper_than_bilinear_and_exact_at_the_ident
     assert np.array_equal(warp_float(img, a, box=box, order=3), warp_float(img, a, order=3)[10:40, 20:70])
     same = warp_float(img, Alignment(), order=3)          # the identity: the pixels themselves, no kernel
     assert np.array_equal(same, warp_float(img, Alignment())) and np.abs(same - img / 255.0).max() < 1e-6
+
+
+def test_a_fit_the_unaligned_pair_beats_is_replaced_by_no_motion():
+    from respec.pixels.alignment import beats_null, grey
+    ref = grey(u8(_scene()))
+    cur = grey(u8(drift(draw_rect(_scene(), BOX, (0.9, 0.1, 0.1)), noise=0.006)))      # the frame was kept
+    wrong = Alignment(1.5, -0.5, 0.998)                                                    # a fit that followed noise
+    held, why = beats_null(ref, warp(ref, wrong), cur, wrong, None)
+    assert held == "identity" and "unaligned pair matches better" in why
+    right, _ = beats_null(ref, ref, cur, Alignment(), None)
+    assert right == "fit"

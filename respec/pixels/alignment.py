@@ -29,6 +29,16 @@ How `estimate_alignment` finds it, robust to the edited region and to photometri
    grey gain and offset, with Tukey weights (the edit's pixels get weight 0), a few rounds.
 5. Motions below SNAP_PX at every image corner are no motion: the identity is returned (an
    editor that keeps the frame gets no resampling blur).
+6. The fit must beat a null model (issue 43): on the fine grid's textured blocks, its match
+   (normalised correlation, upper quartile) must clearly exceed that of an unrelated pair (I_{t-1}
+   rolled by half its size) and not fall below that of the unaligned pair (when it does, and the
+   unaligned pair beats the unrelated one, no motion is returned: the frame was kept); a motion beyond
+   MAX_SHIFT_FRAC of the shorter side, or a warped frame covering less than MIN_COVERAGE of the
+   picture, is a re-framing. A refused fit returns no motion with the method
+   "identity (untrusted fit: <why>)" (`Alignment.untrusted_reason`): the steps that would undo it
+   (the Drift Guard, Reveal Composite) step aside and name the reason. Unrelated images (where
+   every block's Lucas-Kanade residual is small, so the block agreement alone calls them aligned)
+   and a shift beyond what the blocks measure are refused here.
 
 `residual_px` is the median distance between the block displacements and the fitted model on
 the inlier blocks after refinement (how well one similarity explains the motion); `inliers` the
@@ -84,6 +94,23 @@ REFINE_SAMPLES = 60_000  # pixels a Gauss-Newton round samples (an even grid): e
 REFINE_MIN_PIXELS = 100  # ... and fewer usable than this: the round is not made
 REFINE_DONE_PX = 1e-3    # a round that moves every corner by less than this (px) ends the refinement
 UNMEASURED_RESIDUAL_PX = 99.0   # the residual recorded when no block agrees with the fit (beyond any limit)
+UNTRUSTED = "identity (untrusted fit:"   # how the method of a fit the null model refused starts
+MAX_SHIFT_FRAC = 0.25    # a fit moving a corner by more than this share of the shorter side is no editor's drift
+                         # (real editors shift by at most ~9 px and zoom by 1-3 %, index_more.json) and beyond what
+                         # the block motion measures (BLOCK / 2 coarse pixels): untrusted
+MIN_COVERAGE = 0.7       # a fit whose warped previous frame covers less than this share of the picture left the
+                         # previous frame (a re-framing: a zoom-out beyond 16 %, which MAX_SHIFT_FRAC alone allows);
+                         # real editors' frames cover at least 0.94 (index_more.json), Kontext's re-framed turns in
+                         # the ConvergeBench chains 0.76 (their zoom is the Drift Guard's max_scale_dev's to refuse)
+MATCH_QUANTILE = 0.75    # the null test reads the upper quartile of the blocks' match: the best-matching quarter
+                         # of the picture, so an edit may cover up to 3/4 of the textured blocks
+NULL_MARGIN = 0.2        # ... the fit's must exceed an unrelated pair's (I_(t-1) rolled by half its size) by this
+                         # (correlation): unrelated noise and a 40 % shift reach at most 0.1 over it; of 321 real
+                         # editor calls (../shared/realdata) all clear 0.2 but two MTC turns that re-drew the scene
+                         # (0.09, 0.15)
+ID_SLACK = 0.05          # ... and may fall below the unaligned pair's by at most this: a sub-pixel fit ties with
+                         # the identity (no margin can be asked of it); one that matches worse is wrong, and the
+                         # identity (when it beats the unrelated pair) is returned instead
 
 
 @dataclass(frozen=True)
@@ -103,6 +130,12 @@ class Alignment:
     def is_identity(self) -> bool:
         """Whether it moves nothing (no shift, scale 1)."""
         return self.dx == 0.0 and self.dy == 0.0 and self.scale == 1.0
+
+    @property
+    def untrusted_reason(self) -> str:
+        """Why estimate_alignment refused its fit and returned no motion instead ('' = it did not):
+        the fit did not beat the null model or was a re-framing (module docstring, step 6)."""
+        return self.method[len(UNTRUSTED):-1].strip() if self.method.startswith(UNTRUSTED) else ""
 
     def max_motion(self, size: tuple[int, int] | None = None) -> float:
         """The largest displacement it causes at any image corner (pixels)."""
@@ -558,6 +591,78 @@ def residual_flow(ref: np.ndarray, cur: np.ndarray, block: int = BLOCK, ignore: 
     return np.where(tex, ux, 0.0), np.where(tex, uy, 0.0), tex
 
 
+def fit_refused(al: Alignment, size: tuple[int, int]) -> str:
+    """Why a fitted alignment (pixels of `size` = (w, h)) is no editor's drift but a re-framing
+    ('' = it may be one): a motion beyond MAX_SHIFT_FRAC of the shorter side, or a warped previous
+    frame covering less than MIN_COVERAGE of the picture."""
+    w, h = size
+    motion = al.max_motion(size)
+    if motion > MAX_SHIFT_FRAC * min(w, h):
+        return f"a motion of {motion:.1f} px is over {MAX_SHIFT_FRAC:.0%} of the picture's shorter side"
+    # the previous frame [0, w) × [0, h) lands on scale · (p - c) + c + d; its overlap with the picture
+    cx, cy = (w - 1) / 2.0, (h - 1) / 2.0
+    x0, x1 = (np.array([-0.5, w - 0.5]) - cx) * al.scale + cx + al.dx
+    y0, y1 = (np.array([-0.5, h - 0.5]) - cy) * al.scale + cy + al.dy
+    cover = max(0.0, min(x1, w - 0.5) - max(x0, -0.5)) * max(0.0, min(y1, h - 0.5) - max(y0, -0.5)) / (w * h)
+    if cover < MIN_COVERAGE:
+        return f"the previous frame covers {cover:.0%} of the picture (limit {MIN_COVERAGE:.0%})"
+    return ""
+
+
+def _block_match(ref: np.ndarray, cur: np.ndarray, block: int) -> np.ndarray:
+    """Per block×block tile (row-major, as residual_flow's), the normalised cross-correlation of
+    `ref` and `cur` (a gain and an offset per block do not change it)."""
+    h, w = cur.shape
+    nby, nbx = h // block, w // block
+
+    def tiles(x):
+        t = x[:nby * block, :nbx * block].reshape(nby, block, nbx, block).transpose(0, 2, 1, 3).reshape(nby * nbx, -1)
+        t = t - t.mean(1, keepdims=True)
+        return t / np.maximum(np.sqrt((t * t).sum(1, keepdims=True)), 1e-9)
+
+    return (tiles(ref) * tiles(cur)).sum(1)
+
+
+def beats_null(ref: np.ndarray, warped: np.ndarray, cur: np.ndarray, a: Alignment,
+               ignore: np.ndarray | None) -> tuple[str, str]:
+    """The null-model test of the fit `a` (`warped` = grey `ref` warped by it into `cur`'s frame, one
+    size): on the textured blocks mostly inside the warped frame (and not mostly in `ignore`), the
+    upper quartile of the blocks' match (normalised correlation) of `cur` against the fit, against
+    the unaligned pair (`ref` itself) and against an unrelated pair (`ref` rolled by half its size).
+    Returns (what holds, why): ("fit", "") when the fit matches no worse than the unaligned pair
+    (ID_SLACK) and beats the unrelated one by NULL_MARGIN; ("identity", why) when the unaligned pair
+    matches better and itself beats the unrelated one (the fit is wrong, the frame was kept);
+    ("none", why) when neither beats the unrelated pair. Too few blocks to judge: ("fit", "")."""
+    h, w = cur.shape
+    nby, nbx = h // BLOCK, w // BLOCK
+    if nby * nbx < MIN_BLOCKS:
+        return "fit", ""
+
+    def tile_mean(x):
+        return x[:nby * BLOCK, :nbx * BLOCK].reshape(nby, BLOCK, nbx, BLOCK).mean(axis=(1, 3)).ravel()
+
+    sq = tile_mean(cur * cur) - tile_mean(cur) ** 2
+    # a block partly outside the warped frame (its edge repeated) is judged, as a partly ignored one is
+    sourced = tile_mean(support(a, (h, w), margin=-1.0).astype(np.float32)) >= 1.0 - BLOCK_IGNORE_SHARE
+    judged = (sq >= MIN_BLOCK_STD ** 2) & sourced
+    if ignore is not None:
+        judged &= tile_mean(ignore.astype(np.float32)) <= BLOCK_IGNORE_SHARE
+    if judged.sum() < MIN_BLOCKS:
+        return "fit", ""
+
+    def match(img):
+        return float(np.quantile(_block_match(img, cur, BLOCK)[judged], MATCH_QUANTILE))
+
+    fit, unaligned, unrelated = match(warped), match(ref), match(np.roll(ref, (h // 2, w // 2), axis=(0, 1)))
+    best, choice = (fit, "fit") if fit >= unaligned - ID_SLACK else (unaligned, "identity")
+    if best < unrelated + NULL_MARGIN:
+        return "none", (f"it matches the picture no better than an unrelated pair does (correlation {best:.2f} "
+                        f"against {unrelated:.2f}, margin {NULL_MARGIN})")
+    if choice == "identity":
+        return "identity", f"the unaligned pair matches better than the fit (correlation {unaligned:.2f} against {fit:.2f})"
+    return "fit", ""
+
+
 def _scaled(a: Alignment, f: float, method: str, residual: float, inliers: float,
             size: tuple[int, int] | None) -> Alignment:
     """An alignment measured on a grid f times the full size, in full-size pixels (the centre
@@ -594,6 +699,7 @@ def estimate_alignment(prev: Any, cur: Any, ignore: np.ndarray | None = None,
     f1, _ = resize_grey(g1, FINE_SIDE)
     f0, f1 = ndimage.gaussian_filter(f0, FINE_BLUR), ndimage.gaussian_filter(f1, FINE_BLUR)
     ig_f = None if ignore is None else (resize_grey(np.asarray(ignore, np.float32), FINE_SIDE)[0] > 0.5)
+    ig_f0 = ig_f        # the caller's known changes only: the null test must not leave out what the fit fails on
     a_f = Alignment(a_c.dx * ff / f, a_c.dy * ff / f, a_c.scale)
     if a_c.max_motion(c0.shape[::-1]) < FAST_MOTION_PX and coarse_inliers >= FAST_INLIERS:
         # Identity fast path (most editors keep the frame): one Gauss-Newton step about the
@@ -611,7 +717,8 @@ def estimate_alignment(prev: Any, cur: Any, ignore: np.ndarray | None = None,
     if 0.0 < out.mean() < EDIT_MAX_SHARE:
         ig_f = out if ig_f is None else (ig_f | out)
         a_f = _refine(f0, f1, a_f, ig_f, rounds=SECOND_ROUNDS)
-    d, tex = residual_motion(warp(f0, a_f), f1, BLOCK, ig_f)
+    w0 = warp(f0, a_f)
+    d, tex = residual_motion(w0, f1, BLOCK, ig_f)
     agree = tex & (d <= FIT_AGREE_PX)
     inliers = float(agree.sum()) / max(1, int(tex.sum()))
     residual = float(np.median(d[agree])) / ff if agree.any() else float("inf")
@@ -620,6 +727,13 @@ def estimate_alignment(prev: Any, cur: Any, ignore: np.ndarray | None = None,
     if inliers < MIN_INLIERS:
         return Alignment(method="identity (no consistent motion: the editor re-rendered)", residual_px=full.residual_px,
                          inliers=inliers, size=size)
+    held, null_why = beats_null(f0, w0, f1, a_f, ig_f0)
+    refused = fit_refused(full, size) or (null_why if held == "none" else "")
+    if refused:
+        return Alignment(method=f"{UNTRUSTED} {refused})", residual_px=full.residual_px, inliers=inliers, size=size)
+    if held == "identity":      # the editor kept the frame; the fit followed the edit or noise
+        return Alignment(residual_px=full.residual_px, method=f"identity (no motion: {null_why})", inliers=inliers,
+                         size=size)
     if full.max_motion(size) < snap_px:
         return Alignment(residual_px=full.residual_px, method="identity", inliers=full.inliers, size=size)
     return full

@@ -1079,6 +1079,12 @@ def reveal_for(history: History, edited: Any, covering_turn: int,
                            k - 1, np.zeros(edited_img.array.shape[:2], bool), {"rerendered_turn": j})
     same = edited_img.size == tuple(size)
     al_t = alignment_for(prev_img, edited_img, size) if same else IDENTITY   # another size: unaligned
+    untrusted = [(j, a.untrusted_reason) for j, a in [(j, prov.alignment(j - 1, j)) for j in range(k, t)] + [(t, al_t)]
+                 if a.untrusted_reason]
+    if untrusted:       # I_{k-1}'s pixels cannot be placed in I_t's frame (alignment.py, step 6)
+        j, why = untrusted[0]
+        return _refuse(edited_img.array, f"the alignment of turn {j} is not trusted: {why}", k - 1,
+                       np.zeros(edited_img.array.shape[:2], bool), {"untrusted_turn": j})
     a_src = prov.alignment(k - 1, t - 1).compose(al_t)
     covered, stable, whole = _masks_now(prov, k, t, al_t, size, complete)
     if same:

@@ -3,7 +3,8 @@ the guard). Each step returns a small frozen value (or the GuardResult that ends
 that the driver passes on:
 
     1. inputs    GuardInputs   two pictures of one size, a known seam, the turn's record, the user's mask
-    2. scope     ScopeRead     a global edit steps aside, a new background takes its own route
+    2. scope     ScopeRead     a global edit steps aside, a new background takes its own route, an
+                               untrusted alignment (alignment.py's null model) steps aside
     3. frame     Frame         a re-framing steps aside; a re-render is read through the structure warp
                                (frame.py)
     4. region    the edit region K in I_{t-1}'s frame, read on the tiles near the change (region.py:
@@ -30,6 +31,7 @@ from .region import change_kept, edit_region, pose, seed_of, warp_near
 from .result import GuardResult, applied_result
 from .routes import background_route
 from .scope import BACKGROUND, GLOBAL, EditScope
+from .trust import untrusted
 from .values import GuardInputs, ScopeRead
 
 
@@ -111,6 +113,10 @@ def read_scope(inputs: GuardInputs, scope: EditScope) -> GuardResult | ScopeRead
         return aside(f"a global edit by the keyword rule ({read.words!r})", why="global")
     if read is not None and read.kind == BACKGROUND:
         return background_route(inputs.prev, inputs.cur, inputs.al, inputs.base, params, inputs.aside, read.words)
+    if inputs.al.untrusted_reason:
+        # the fit did not beat the null model (alignment.py, step 6): the change record compared
+        # pixels that do not correspond, so its colour shift and coverage say nothing either
+        return aside(untrusted(inputs.al, inputs.shape, params), why="alignment")
     places = read.places if read is not None else None
     found = ScopeRead(local=read is not None, places=places, named=places is not None)
     if inputs.shift > params.global_colour and not (found.places is not None and invertible(inputs.info)):

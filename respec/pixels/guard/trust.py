@@ -19,6 +19,8 @@ def reframed(al: Alignment, shape: tuple[int, int], p: GuardParams) -> str:
 
 def untrusted(al: Alignment, shape: tuple[int, int], p: GuardParams) -> str:
     """Why the alignment is not trusted ('' = trusted; a re-framing: `reframed`)."""
+    if al.untrusted_reason:     # the fit did not beat the null model (alignment.py, step 6): nothing to undo
+        return f"the alignment is not trusted: {al.untrusted_reason}"
     if al.method.startswith(NO_MOTION_FOUND):
         return "the editor re-rendered the scene: no consistent motion to undo"
     if al.is_identity:
