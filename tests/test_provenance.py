@@ -207,11 +207,12 @@ def _held_near_directly(history, prov, k, j):
     """held_near's definition computed on whole images each time (the reference it must equal)."""
     from scipy import ndimage
     from respec.pixels.colour_fit import grey_of
-    from respec.pixels.change_mask import STABILITY_BLOCK, STABILITY_SIDE, STABILITY_TEXTURE_STD, Stability
+    from respec.pixels.change_mask import STABILITY_BLOCK, STABILITY_SIDE, STABILITY_TEXTURE_STD
+    from respec.pixels.change_record import grid_from_info
     from respec.pixels.provenance import NEAR_BLOCKS
     from respec.pixels.work_images import as_float_rgb
     from respec.images import as_rgb
-    grid = Stability.grid_from_info(prov.records[j])
+    grid = grid_from_info(prov.records[j])
     w, h = prov.size
     f = min(1.0, STABILITY_SIDE / float(max(h, w)))
     small = (max(STABILITY_BLOCK, round(w * f)), max(STABILITY_BLOCK, round(h * f)))

@@ -172,11 +172,3 @@ def downscaled(img: StoredImage, max_pixels: int, cache: AnalysisCache = CACHE) 
     out = downscale_to_budget(as_rgb(img.array), max_pixels)
     cache.downscaled.put(key, out)
     return out
-
-
-def part_summary(parts: list) -> list:
-    """A JSON-able outline of a parts list (text, or the size of each image) for logs."""
-    out = []
-    for p in parts:
-        out.append({"image": list(p.size)} if isinstance(p, Image.Image) else {"text": p})
-    return out

@@ -449,11 +449,6 @@ def _parabola_v(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     return np.where(np.abs(d) < 1e-12, 0.0, np.clip(0.5 * (a - c) / safe, -0.5, 0.5))
 
 
-def _parabola(a: float, b: float, c: float) -> float:
-    d = a - 2 * b + c
-    return 0.0 if abs(d) < 1e-12 else float(np.clip(0.5 * (a - c) / d, -0.5, 0.5))
-
-
 def _fit_lsq(c: np.ndarray, s: np.ndarray, centre: tuple[float, float]) -> tuple[float, float, float]:
     """Least-squares (a = scale - 1, dx, dy) with s = a · (c - centre) + d."""
     rx, ry = c[:, 0] - centre[0], c[:, 1] - centre[1]

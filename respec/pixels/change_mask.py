@@ -40,7 +40,7 @@ from scipy import ndimage
 
 from .alignment import IDENTITY, Alignment, alignment_for, at_full_size, estimate_alignment, support, warp
 from .analysis_cache import CACHE, AnalysisCache
-from .change_record import ALIGNMENT, ChangeRecord, grid_from_info
+from .change_record import ALIGNMENT, ChangeRecord
 from .colour_fit import FIT_SAMPLES, ColourFit, fit_colour, grey_of, residual, robust_scale, sample_grid, smooth
 from .masks import clean_mask, dilate, history_size
 from .work_images import as_float_rgb, working_size
@@ -267,12 +267,6 @@ class Stability:
         if self.textured_stable_fraction is not None:
             d["textured_stable_fraction"] = round(self.textured_stable_fraction, 4)
         return d
-
-    @staticmethod
-    def grid_from_info(info: dict) -> np.ndarray | None:
-        """The unstable grid back from `info`'s record; None when the record has none
-        (respec/pixels/change_record.py reads it; ChangeRecord.unstable_grid is the typed way)."""
-        return grid_from_info(info)
 
 
 def unstable_mask(grid: np.ndarray | None, shape: tuple[int, int]) -> np.ndarray:

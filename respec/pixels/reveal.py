@@ -485,18 +485,6 @@ def seam_correction(pasted: np.ndarray, cur: np.ndarray, region: np.ndarray, qui
     return corr, (int(y0), int(y1), int(x0), int(x1))
 
 
-def seam_match(pasted: np.ndarray, cur: np.ndarray, region: np.ndarray, quiet: np.ndarray, feather: int,
-               checks: dict) -> np.ndarray:
-    """`pasted` with seam_correction's correction added (clipped to 0..1)."""
-    got = seam_correction(pasted, cur, region, quiet, feather, checks)
-    if got is None:
-        return pasted
-    corr, (y0, y1, x0, x1) = got
-    out = pasted.copy()
-    out[y0:y1, x0:x1] = np.clip(pasted[y0:y1, x0:x1] + corr, 0.0, 1.0)
-    return out
-
-
 def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stable: Any = None,
                      source_id: int | None = None, params: RevealParams = DEFAULT_REVEAL,
                      change: ChangeResult | None = None, source_alignment: Alignment | None = None,

@@ -16,7 +16,8 @@ from PIL import Image
 from scipy import ndimage
 
 from ..alignment import Alignment, warp
-from ..change_mask import Stability, unstable_mask
+from ..change_mask import unstable_mask
+from ..change_record import grid_from_info
 from ..edit_region import CoarseChange, coarse_change, coarse_size
 from ..masks import dilate, mask_at
 from ..structure import plain_warp
@@ -181,7 +182,7 @@ def moved_around(K: np.ndarray, sl: tuple[slice, slice], shape: tuple[int, int],
     change record's stability grid out) that lies in blocks whose structure moved or was redrawn
     after alignment (the record's `unstable_grid`, in I_(t-1)'s frame): high when the editor
     changed the pose of what the edit is part of (a cat whose head turned under its new hat)."""
-    grid = Stability.grid_from_info(info)
+    grid = grid_from_info(info)
     if grid is None or not grid.any():
         return 0.0
     block = max(shape[0] / grid.shape[0], shape[1] / grid.shape[1])
