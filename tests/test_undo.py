@@ -272,3 +272,31 @@ def test_a_turn_that_added_two_things_or_a_request_that_asks_for_more_goes_to_th
                                       ("Add a green frame in the corner", paint(FAR, GREEN, 2)),
                                       ("Remove the hat and make the sky brighter", unpaint(scene, HAT, 3))])
     assert records[2].editor_was_run and "also asks for 'make the sky brighter'" in _undo_entry(records[2])["reason"]
+
+
+def test_a_warped_answer_refuses_when_the_add_turn_redrew_blocks_beyond_its_edit():
+    """A re-rendering editor's add turn (its change record marks blocks it redrew far from the hat)
+    that also moved the frame: I_0's blocks warped into the re-rendered rest would leave a block
+    patchwork, so the history does not answer (seen on a real Gemini chain); without the redrawn
+    blocks the same turn is answered."""
+    from respec.history import CHANGE, TurnMask
+    from respec.pixels.analysis_cache import CACHE
+    i0 = u8(background(3, SHAPE))
+    a = Alignment(dx=3.0, dy=2.0)
+    hat = rect_mask(SHAPE, HAT)
+    i1 = i0.astype(np.float64) / 255.0
+    i1[hat] = RED
+    i1 = u8(moved(i1, dx=3.0, dy=2.0))
+    hat_now = warp_float(hat.astype(np.float64), a, order=0) > 0.5
+
+    def answer(grid):
+        info = {"alignment": a.record(), "fraction": float(hat_now.mean()), "unstable_grid": grid}
+        h = History.start(i0).append(i1, "Add a hat to the person", meta={"alignment": a.record()},
+                                     masks={CHANGE: TurnMask.from_mask(hat_now, info)})
+        CACHE.clear()
+        return undo_from_history(h, 1, UndoParams(latest_whole=False))
+
+    calm = answer(["0000", "0000", "0000", "0000"])
+    assert calm.applied and not calm.exact
+    redrawn = answer(["0000", "0000", "0001", "0001"])     # the lower right quarter, far from the hat
+    assert not redrawn.applied and "redrew" in redrawn.reason and "block" in redrawn.reason

@@ -33,6 +33,8 @@ The history cannot answer alone (`applied` False, the reason says which) when:
   into I_{t-1}'s frame): I_{k-1}'s pixels there would take back turn j's edit too; `touched` gives
   the share of U each such turn changed;
 - I_{k-1} does not show part of U (a zoom-out or shift since exposed a border it never had);
+- turn k redrew blocks beyond its edit (a re-rendering editor) and the frame moved since: I_{k-1}'s
+  blocks warped into the re-rendered rest would leave block edges (`redrawn_beyond`);
 - I_{k-1}, I_k or I_{t-1} has another size than the history (masks and pixels would not line up).
 """
 from __future__ import annotations
@@ -135,6 +137,18 @@ def undo_region(prov: Provenance, k: int, frame: int, margin: int, with_unstable
     return prov.in_frame(dilate(changed, margin), k, frame)
 
 
+def redrawn_beyond(prov: Provenance, k: int, frame: int, margin: int) -> int:
+    """How many px of I_frame's frame lie in blocks turn k redrew (its unstable blocks) beyond its
+    change mask grown by `margin`: a re-rendering editor's add turn. Pasting I_{k-1}'s pixels back
+    on those blocks while the rest keeps the re-render leaves a block patchwork (seen on a Gemini
+    chain), so a warped answer refuses then; with agreeing frames the whole turn comes back instead."""
+    unstable = prov.unstable[k] if k < len(prov.unstable) else None
+    if unstable is None:
+        return 0
+    beyond = unstable & ~dilate(prov.changes[k], margin)
+    return int(prov.in_frame(beyond, k, frame).sum()) if beyond.any() else 0
+
+
 def later_changes(prov: Provenance, k: int, frame: int, region: np.ndarray) -> dict[int, float]:
     """{j: the share of `region` (I_frame's frame) that turn j changed or redrew}, for the turns
     k < j <= frame that touched it."""
@@ -181,6 +195,12 @@ def undo_from_history(history: History, covering_turn: int, params: UndoParams =
                           region=np.ones(region.shape, bool), alignment=IDENTITY, margin_px=margin, whole=True)
     if prov.alignment(k - 1, k).is_identity and prov.alignment(k, t - 1).is_identity:
         region = region | (turn_pixels(history, k) & prov.unchanged_since(k, t - 1))
+    if not a.is_identity:
+        redrawn = redrawn_beyond(prov, k, t - 1, margin)
+        if redrawn:
+            return UndoResult(False, f"turn {k} redrew {redrawn} px beyond its edit and the frame moved since: I_{k - 1}'s "
+                                     f"blocks warped in would stand out of the re-rendered rest as block edges",
+                              k, region=region, alignment=a, margin_px=margin)
     unseen = region & ~support(a, region.shape)
     if unseen.any():
         return UndoResult(False, f"I_{k - 1} does not show {int(unseen.sum())} px of the region (the frame moved "
