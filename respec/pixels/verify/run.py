@@ -1,0 +1,52 @@
+"""The verification's driver: run every check on a step's result, mend once where a check says
+how, check the mended picture again, and say whether it may be handed back."""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import numpy as np
+
+from .values import CheckRead, Composite, Verdict
+
+# Each check reads one Composite and returns a CheckRead; the order is the order of the record.
+Check = Callable[[Composite], CheckRead]
+CHECKS: tuple[tuple[str, Check], ...] = ()
+
+
+def _run_checks(c: Composite, checks: tuple[tuple[str, Check], ...]) -> tuple[dict, list, np.ndarray | None]:
+    measured, findings, mend = {}, [], None
+    for name, check in checks:
+        read = check(c)
+        measured[name] = read.measured
+        if read.finding is not None:
+            findings.append(read.finding)
+        if read.mend is not None and read.mend.any():
+            mend = read.mend if mend is None else (mend | read.mend)
+    return measured, findings, mend
+
+
+def mended(c: Composite, mend: np.ndarray) -> Composite:
+    """`c` with the fallback's pixels where `mend` is set: that old content joins the edit."""
+    kept = c.kept.copy()
+    kept[mend] = c.fallback[mend]
+    written = np.where(mend, 0.0, c.written).astype(np.float32)
+    return Composite(c.step, kept, c.fallback, c.old, written, c.old_valid)
+
+
+def verify(c: Composite, checks: tuple[tuple[str, Check], ...] | None = None) -> Verdict:
+    """Verify one step's result (the package docstring lists the checks). Passes when no check
+    found anything; when the only findings come with mends, the mended picture is checked again
+    and passes only if nothing is found then."""
+    t0 = time.perf_counter()
+    checks = CHECKS if checks is None else checks
+    measured, findings, mend = _run_checks(c, checks)
+    if not findings:
+        return Verdict(c.kept, True, measured=measured, seconds=time.perf_counter() - t0)
+    if mend is not None:
+        fixed = mended(c, mend)
+        measured2, findings2, _ = _run_checks(fixed, checks)
+        if not findings2:
+            return Verdict(fixed.kept, True, tuple(findings), True, {"before_mend": measured, **measured2},
+                           time.perf_counter() - t0)
+    return Verdict(c.fallback, False, tuple(findings), False, measured, time.perf_counter() - t0)
