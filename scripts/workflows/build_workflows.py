@@ -247,7 +247,9 @@ Enter (or type it in *Your request* and queue). The session (`session_id`) is ke
 between prompts: every queue adds one turn, starting from the image in *Load Image* the first
 time. Queueing the same request again does not add it twice. To undo, press *Undo to here* on a
 turn card in the panel (or set History Store's mode to `rewind`, which rewinds and runs nothing
-else). Start another conversation with another `session_id`, or *Branch from here*.
+else). Start another conversation with another `session_id`, or *Branch from here*. A request
+that takes back what an earlier turn added ("remove the hat") is answered from the history,
+exactly, and the editor does not run (the Drift Guard's `history_first`; off: it always runs).
 
 The controller (Qwen3-VL by default, or an OpenAI-compatible server) reads the history and,
 on a turn that uncovers something an earlier edit hid, picks the past image that still shows
