@@ -175,3 +175,13 @@ def test_history_append_refuses_an_answered_turn_with_another_image_or_a_reveal_
     for bad in ("a record", (value, value, value), ()):
         with pytest.raises(errors.InputError, match="Drift Guard"):
             append.append(hist, image, REMOVE, plan=plan, guard=bad)
+
+
+def test_the_panel_reads_history_firsts_step_and_mask_by_the_cores_names(pack):
+    """js/lib/respec_view.js shows the words of the meta.post_edit entry named HISTORY_STEP and the
+    undo_source overlay (its tests: js/tests/respec_view.test.mjs): the names the core records."""
+    from pathlib import Path
+    js = (Path(__file__).resolve().parent.parent / "js" / "lib" / "respec_view.js").read_text(encoding="utf-8")
+    assert f'export const HISTORY_STEP = "{core(pack, "post_edit.undo_step").UndoStep.name}";' in js
+    overlays = js.split("export const TURN_OVERLAYS = {", 1)[1].split("};", 1)[0]
+    assert f"  {core(pack, 'pixels.undo').UNDO_SOURCE}: {{" in overlays
