@@ -40,7 +40,8 @@ WORDS = "taken back from history: the hat added at turn 1; the editor was not ru
 EDITOR_BRANCH = {"ReSpecFlux2Edit", "ReSpecFlux2Loader", "ReSpecRevealComposite"}
 ANSWER = {"ReSpecHistoryStore", "ReSpecProvenanceSelector", "ReSpecDriftGuard", "ReSpecHistoryAppend", "SaveImage"}
 # (session, picture size w×h, history_first): the undo at two sizes, and the control at the small one.
-SESSIONS = (("check-undo-1024", (1024, 768), True), ("check-undo-256", (256, 192), True),
+# The small one first: the first answered prompt of a server also pays its first imports.
+SESSIONS = (("check-undo-256", (256, 192), True), ("check-undo-1024", (1024, 768), True),
             ("check-undo-off", (256, 192), False))
 
 
@@ -84,12 +85,14 @@ def seed_session(root: Path, session: str, size: tuple[int, int]) -> str:
 async def _watched(url: str, prompt: dict, timeout: float) -> dict:
     """Queue `prompt` and follow it on the websocket: {"ran": node ids in order, "cached": ids,
     "seconds": POST -> execution_success, "server_seconds": execution_start -> success by the server's
-    timestamps, "error": '' or why it did not finish}."""
+    timestamps, "node_seconds": [(id, s)]: from a node's `executing` message to the next message of the
+    prompt (its run, as this client sees it), "error": '' or why it did not finish}."""
     import websockets
 
     client = uuid.uuid4().hex
     ws_url = url.replace("http://", "ws://", 1) + f"/ws?clientId={client}"
-    out = {"ran": [], "cached": [], "seconds": None, "server_seconds": None, "error": ""}
+    out = {"ran": [], "cached": [], "seconds": None, "server_seconds": None, "node_seconds": [], "error": ""}
+    running = None   # (node id, when its executing message came)
     async with websockets.connect(ws_url, max_size=None) as ws:
         t0 = time.perf_counter()
         status, body = await asyncio.to_thread(http_json, "POST", f"{url}/prompt",
@@ -108,14 +111,19 @@ async def _watched(url: str, prompt: dict, timeout: float) -> dict:
             kind, data = msg.get("type"), msg.get("data") or {}
             if data.get("prompt_id") != pid:
                 continue
+            now = time.perf_counter()
+            if running is not None and kind in ("executing", "execution_success"):
+                out["node_seconds"].append((running[0], now - running[1]))
+                running = None
             if kind == "execution_start":
                 started = data.get("timestamp")
             elif kind == "execution_cached":
                 out["cached"] += [str(n) for n in data.get("nodes") or []]
             elif kind == "executing" and data.get("node") is not None:
                 out["ran"].append(str(data["node"]))
+                running = (str(data["node"]), now)
             elif kind == "execution_success":
-                out["seconds"] = time.perf_counter() - t0
+                out["seconds"] = now - t0
                 if started is not None and data.get("timestamp") is not None:
                     out["server_seconds"] = (data["timestamp"] - started) / 1000.0
                 return out
@@ -168,7 +176,9 @@ def execute_history_first(url: str, base: Path, tiny: dict, helpers: dict) -> li
         ran = [prompt[n]["class_type"] for n in run["ran"]]
         log(f"      {session} ({size[0]}x{size[1]}, history_first {history_first}): prompt queued -> done "
             f"{run['seconds']:.3f} s (server: execution_start -> success {run['server_seconds']:.3f} s); nodes that "
-            f"ran, in order: {ran}; from cache: {sorted(prompt[n]['class_type'] for n in run['cached'])}")
+            f"ran, in order, with their seconds: "
+            f"{[(prompt[n]['class_type'], round(sec, 3)) for n, sec in run['node_seconds']]}; "
+            f"from cache: {sorted(prompt[n]['class_type'] for n in run['cached'])}")
         _, body = http_json("GET", f"{url}/respec/sessions/{session}")
         turns = body.get("turns") or [] if isinstance(body, dict) else []
         last = turns[-1] if len(turns) == 3 else {}
