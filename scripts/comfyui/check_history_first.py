@@ -10,12 +10,13 @@ store API (SessionStore.create, then respec.turn.keep_turn, as History Append ke
 change mask with it) into the store ComfyUI reads (<base>/user/respec/sessions): I_0 is one of the
 pack's shipped sample photos, I_1 the same photo with the simulated world's "hat" sprite drawn on its
 left (respec/sim/sprites.py), a real, local addition. Turn 2 ("remove the hat") is then queued with
-the shipped conversational_provenance_flux2 graph (History Store mode 'load', the tiny klein editor),
+the shipped conversational_provenance_flux2 graph (and conversational_flux2_diffusers) (History Store mode 'load', the tiny klein editor),
 followed on ComfyUI's websocket: the nodes that ran in order (`executing`), those taken from its cache
 (`execution_cached`), and the time from the POST /prompt to `execution_success`.
 
 Checks: on the removal turn the editor (ReSpecFlux2Edit), its loader and Reveal Composite did not
-run, the Drift Guard and History Append did; the session's turn 2 is I_0 byte for byte (its digest),
+run, the Drift Guard and History Append did (in the provenance graph, and in the VLM graph
+conversational_flux2_diffusers with the tiny controller); the session's turn 2 is I_0 byte for byte (its digest),
 with editor_run false, no editor images, the undo_source mask and the words "taken back from history:
 the hat added at turn 1; the editor was not run". A control session, the same turns with the guard's
 history_first off, must run the editor (so the check can see it run).
@@ -34,15 +35,16 @@ from pathlib import Path
 from comfyui_harness import http_json, log
 
 ROOT = Path(__file__).resolve().parents[2]
-GRAPH = "conversational_provenance_flux2"
+PROVENANCE, VLM = "conversational_provenance_flux2", "conversational_flux2_diffusers"
 ADD, REMOVE = "add a hat on the left", "remove the hat"
 WORDS = "taken back from history: the hat added at turn 1; the editor was not run"
 EDITOR_BRANCH = {"ReSpecFlux2Edit", "ReSpecFlux2Loader", "ReSpecRevealComposite"}
-ANSWER = {"ReSpecHistoryStore", "ReSpecProvenanceSelector", "ReSpecDriftGuard", "ReSpecHistoryAppend", "SaveImage"}
-# (session, picture size w×h, history_first): the undo at two sizes, and the control at the small one.
-# The small one first: the first answered prompt of a server also pays its first imports.
-SESSIONS = (("check-undo-256", (256, 192), True), ("check-undo-1024", (1024, 768), True),
-            ("check-undo-off", (256, 192), False))
+ANSWER = {"ReSpecHistoryStore", "ReSpecDriftGuard", "ReSpecHistoryAppend", "SaveImage"}
+# (session, picture size w×h, history_first, graph): the undo at two sizes, the control at the small
+# one, and the VLM graph (the tiny controller plans; the covering turn is then located from the
+# request). The small one first: the first answered prompt of a server also pays its first imports.
+SESSIONS = (("check-undo-256", (256, 192), True, PROVENANCE), ("check-undo-1024", (1024, 768), True, PROVENANCE),
+            ("check-undo-off", (256, 192), False, PROVENANCE), ("check-undo-vlm", (256, 192), True, VLM))
 
 
 def store_root(base: Path) -> Path:
@@ -157,11 +159,10 @@ def execute_history_first(url: str, base: Path, tiny: dict, helpers: dict) -> li
     if image_name is None:
         check("upload", False, why)
         return problems
-    wf = helpers["use_tiny_models"](workflow.load_api_workflow(workflow.shipped_workflow(GRAPH)), tiny)
-    for node in wf.values():
-        if node["class_type"] == "ReSpecFlux2Edit":
-            node["inputs"]["steps"] = 2
-    for session, size, history_first in SESSIONS:
+    graphs = {name: helpers["use_tiny_models"](workflow.load_api_workflow(workflow.shipped_workflow(name)), tiny)
+              for name in (PROVENANCE, VLM)}
+    for session, size, history_first, graph in SESSIONS:
+        wf = graphs[graph]
         i0 = seed_session(store_root(base), session, size)
         status, body = http_json("GET", f"{url}/respec/sessions/{session}")
         seeded = [t.get("index") for t in body.get("turns") or []] if isinstance(body, dict) else None
@@ -174,7 +175,7 @@ def execute_history_first(url: str, base: Path, tiny: dict, helpers: dict) -> li
             check(f"{session}: turn 2 ran", False, run["error"])
             continue
         ran = [prompt[n]["class_type"] for n in run["ran"]]
-        log(f"      {session} ({size[0]}x{size[1]}, history_first {history_first}): prompt queued -> done "
+        log(f"      {session} ({graph}, {size[0]}x{size[1]}, history_first {history_first}): prompt queued -> done "
             f"{run['seconds']:.3f} s (server: execution_start -> success {run['server_seconds']:.3f} s); nodes that "
             f"ran, in order, with their seconds: "
             f"{[(prompt[n]['class_type'], round(sec, 3)) for n, sec in run['node_seconds']]}; "
