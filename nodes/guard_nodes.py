@@ -106,19 +106,23 @@ class ReSpecDriftGuard:
                     undo.entry["words"] + "\n" + json.dumps(undo.record()), undo)
         if edited is None:
             raise InputError("the Drift Guard needs 'edited': connect the editor's image")
-        # History first's record, when it ran, goes to History Append before the guard's (as run_turn keeps them).
-        with_undo = (lambda value: (undo, value)) if undo is not None else (lambda value: value)
         if not switch_in(enabled, "enabled"):
             cur = image_from_comfy(edited, "edited")
             image_from_comfy(previous, "previous")
             entry = {"applied": False, "reason": "switched off"}
             return (edited, masks_to_comfy([np.ones(cur.shape[:2], np.float32)]),
-                    "Drift Guard switched off\n" + json.dumps(entry), with_undo(guard_result(None, entry)))
+                    "Drift Guard switched off\n" + json.dumps(entry), _record(undo, guard_result(None, entry)))
         res = _guarded(previous, edited, mask, instruction, optional_plan_in(plan), reveal)
         # The weight has the size of the image returned (the editor's own when it stepped aside).
         image = images_to_comfy([res.image]) if res.applied else edited
         return (image, masks_to_comfy([res.weight]), res.line() + "\n" + json.dumps(res.record),
-                with_undo(guard_result(res)))
+                _record(undo, guard_result(res)))
+
+
+def _record(undo, guarded):
+    """The `guard` output: history first's record (when its switch is on) before the guard's, the
+    order run_turn keeps them in (History Append reads both)."""
+    return guarded if undo is None else (undo, guarded)
 
 
 def _history_first(previous, history, switch, plan, instruction):
