@@ -366,6 +366,8 @@ const STYLE = `
 .respec-card .t{font-weight:600;font-size:11px}
 .respec-card .u,.respec-card .s{font-size:11px;line-height:1.25;overflow-wrap:anywhere}
 .respec-card .s{opacity:.75;font-style:italic}
+.respec-card .hist{font-size:11px;line-height:1.25;overflow-wrap:anywhere;opacity:.85}
+.respec-card .hist.applied{color:#1abc9c;opacity:1}
 .respec-badges{display:flex;gap:3px;flex-wrap:wrap}
 .respec-badge{font-size:10px;padding:0 4px;border-radius:3px;color:#111}
 .respec-badge.restoration-source{background:#2ecc71}
@@ -463,7 +465,7 @@ function mount(el) {
   );
   shadow.append(root);
   const view = { el, parts, cards: new Map(), drawn: "", focus: null,
-    overlaysOn: { R_restore: true, R_preserve: true, change: true, reveal_source: true } };
+    overlaysOn: { R_restore: true, R_preserve: true, change: true, reveal_source: true, undo_source: true } };
   views.add(view);
   scanGraph();
   loadSessions(true);
@@ -684,7 +686,7 @@ function renderGrid(view, sid, cards) {
   const wanted = [];
   for (const c of cards) {
     const busy = C.isBusy(composer);
-    const key = `${sid}|${state.stores[sid] ?? ""}|${c.index}|${c.image}|${c.instruction}|${c.sentInstruction}|${c.roles.join()}|${c.canRewind}|${c.latest}|${busy}|${side}|${Object.values(c.masks).join()}|${view.focus === c.index}`;
+    const key = `${sid}|${state.stores[sid] ?? ""}|${c.index}|${c.image}|${c.instruction}|${c.sentInstruction}|${c.roles.join()}|${c.canRewind}|${c.latest}|${busy}|${side}|${Object.values(c.masks).join()}|${c.history?.text ?? ""}|${view.focus === c.index}`;
     let el = view.cards.get(key);
     if (!el) {
       el = buildCard(view, sid, c, side, layout.height);
@@ -712,8 +714,9 @@ function buildCard(view, sid, c, side, height) {
     badges,
     c.index > 0 ? h("div", { class: "u" }, `“${c.instruction}”`) : null,
     c.rewritten ? h("div", { class: "s", title: "instruction sent to the editor" }, `→ ${c.sentInstruction}`) : null,
+    c.history ? h("div", { class: `hist${c.history.applied ? " applied" : ""}`, title: "history first" }, c.history.text) : null,
   );
-  if (c.masks.change || c.masks.reveal_source) {
+  if (c.masks.change || c.masks.reveal_source || c.masks.undo_source) {
     const on = view.focus === c.index;
     card.append(h("button", {
       title: on ? "Show the latest image again" : `Show turn ${c.index} above with the pixels it changed`,

@@ -15,9 +15,16 @@ from ..respec.controller.textgen import ControllerCall
 from ..respec.errors import InputError
 from ..respec.history import History
 from ..respec.plan import Plan
+from ..respec.post_edit.guard_step import GuardStep
 from ..respec.post_edit.result import StepResult
+from ..respec.post_edit.undo_step import UndoStep
+from ..respec.text import clip
 
 HISTORY_NODES = "a History Store or Append node"
+# The default of a lazy optional input in a check_lazy_status: ComfyUI passes None for a connected
+# input it has not evaluated yet and leaves out one that is not connected (asking for that one is an
+# error), so "not connected" needs a value of its own.
+UNCONNECTED = object()
 PLAN_NODES = ("a controller node (RESPEC_PLAN: Preservation Target VLM, Plan from Text or the provenance "
               "Reference Selector)")
 
@@ -94,3 +101,29 @@ def editor_images_in(images: Any) -> Any:
         raise InputError("the editor got no images: connect the Reference Selector's editor_images (on a "
                          "non-restoration turn it holds just the current image)")
     return images
+
+
+def unevaluated(**inputs: Any) -> list[str]:
+    """The names of the lazy inputs ComfyUI has not evaluated yet (None), for a check_lazy_status to
+    ask for; an optional one left UNCONNECTED is never asked for."""
+    return [name for name, value in inputs.items() if value is None]
+
+
+def guard_steps_in(value: Any, name: str = "guard") -> list[StepResult]:
+    """The Drift Guard socket's StepResults in the order run_turn keeps them: history first's (when its
+    `history_first` was on), then the guard's own (absent when history first answered the turn)."""
+    items = value if isinstance(value, tuple) and value else (value,)
+    if len(items) > 2:
+        raise InputError(f"'{name}' must come from a Drift Guard node, got {len(items)} values")
+    out = []
+    for item in items:
+        step = UndoStep.name if isinstance(item, StepResult) and item.step == UndoStep.name else GuardStep.name
+        out.append(step_in(item, step, "Drift Guard", name))
+    return out
+
+
+def switch_in(value: Any, name: str) -> bool:
+    """A BOOLEAN switch's value; InputError unless it is true or false (an API prompt can send anything)."""
+    if not isinstance(value, bool):
+        raise InputError(f"'{name}' must be true or false, got {clip(value)}")
+    return value

@@ -10,15 +10,15 @@ from ..respec import web
 from ..respec.controller.request import check_request
 from ..respec.errors import InputError
 from ..respec.gallery import FITS, history_images
-from ..respec.history import History
-from ..respec.post_edit.guard_step import GuardStep
+from ..respec.history import History, StoredImage
 from ..respec.post_edit.result import keep_step
 from ..respec.post_edit.reveal_step import RevealStep
+from ..respec.post_edit.undo_step import UndoStep, answers_turn
 from ..respec.store import open_store, workflow_store_root
 from ..respec.store.turns import MAX_META_BYTES
 from ..respec.text import clip, read_json
 from ..respec.turn import keep_turn
-from .boundary import history_in, plan_for_history, step_in
+from .boundary import UNCONNECTED, guard_steps_in, history_in, plan_for_history, step_in, unevaluated
 from .common import HISTORY, PLAN, image_from_comfy, images_to_comfy
 
 CATEGORY = "ReSpec/history"
@@ -183,13 +183,22 @@ class ReSpecHistoryAppend:
                 "editor_image_ids": ("STRING", {"default": "", "forceInput": True, "tooltip":
                                      "The Reference Selector's image_ids: which history images the editor got, "
                                      "kept with the turn (results rows report them)."}),
-                "reveal": ("RESPEC_REVEAL", {"tooltip": "Reveal Composite's record: which pixels were pasted "
-                           "from which past image, kept with the turn (connect its image output to 'image')."}),
+                "reveal": ("RESPEC_REVEAL", {"lazy": True, "tooltip": "Reveal Composite's record: which pixels were "
+                           "pasted from which past image, kept with the turn (connect its image output to 'image'). "
+                           "Not asked for on a turn the Drift Guard's history first answered (no edit was made)."}),
                 "guard": ("RESPEC_GUARD", {"tooltip": "Drift Guard's record: what it kept of the edit, kept with the "
-                          "turn after Reveal's (connect its image output to 'image')."}),
+                          "turn after Reveal's (connect its image output to 'image'). When its history first "
+                          "answered the turn: the turn is kept as taken back from history, the editor not run."}),
             },
             "hidden": {"prompt": "PROMPT", "unique_id": "UNIQUE_ID"},
         }
+
+    def check_lazy_status(self, reveal=UNCONNECTED, guard=None, **_inputs):
+        """Ask ComfyUI for Reveal Composite's record unless the Drift Guard's history first answered the
+        turn (Reveal then never runs: it needs the editor's image)."""
+        if any(answers_turn(v) for v in (guard if isinstance(guard, tuple) else (guard,))):
+            return []
+        return unevaluated(reveal=reveal)
 
     def append(self, history, image, instruction, sent_instruction="", plan=None, meta="", editor_image_ids="",
                reveal=None, guard=None, prompt=None, unique_id=None):
@@ -203,10 +212,15 @@ class ReSpecHistoryAppend:
         meta_d = self._meta(meta)
         ids = self._ids(editor_image_ids) if (editor_image_ids or "").strip() else None
         masks: dict = {}
-        # Reveal, then the guard, as run_turn's post-edit steps run; kept as run_turn keeps them.
-        steps = [step_in(value, step, node, name) for value, step, node, name in (
-            (reveal, RevealStep.name, "Reveal Composite", "reveal"), (guard, GuardStep.name, "Drift Guard", "guard"))
-            if value is not None]
+        # History first, Reveal, then the guard, as run_turn runs them; kept as run_turn keeps them.
+        guarded = guard_steps_in(guard) if guard is not None else []
+        revealed = [step_in(reveal, RevealStep.name, "Reveal Composite", "reveal")] if reveal is not None else []
+        undo = [s for s in guarded if s.step == UndoStep.name]
+        steps = undo + revealed + [s for s in guarded if s.step != UndoStep.name]
+        if any(answers_turn(s) for s in undo):
+            # Taken back from history: no edit was made, so the editor got nothing and was sent nothing.
+            arr = self._answered(arr, undo[0], revealed)
+            sent, ids, meta_d["editor_run"] = "", [], False
         if steps:
             meta_d["post_edit"] = meta_d.get("post_edit", [])
             for result in steps:
@@ -220,6 +234,20 @@ class ReSpecHistoryAppend:
                         meta=meta_d, masks=masks, append=append)
         web.send_history(new, "append", unique_id)
         return (new, images_to_comfy([new.current.image]))
+
+    @staticmethod
+    def _answered(arr, undo, revealed) -> StoredImage:
+        """The image of a turn history first answered (hashed once, for the append too), checked: it is
+        the answer, and no record of an edit goes with it."""
+        if revealed:
+            raise InputError("the Drift Guard answered this turn from history (the editor was not run), but "
+                             "'reveal' holds Reveal Composite's record of an edit that was not kept: on such a "
+                             "turn leave 'reveal' unevaluated (in a graph its lazy input is not asked for)")
+        image = StoredImage.of(arr)
+        if image.digest != undo.image.digest:
+            raise InputError("the Drift Guard answered this turn from history, but 'image' is not its image: "
+                             "connect the Drift Guard's image output to History Append's 'image'")
+        return image
 
     @staticmethod
     def _ids(text: str) -> list[int]:

@@ -73,10 +73,27 @@ export function normalizeSession(data) {
       plan: t.plan && typeof t.plan === "object" ? t.plan : null,
       masks: turnMasks(t.masks),
       maskFractions: turnMaskFractions(t.masks),
+      history: historyNote(t.meta),
     }))
     .sort((a, b) => a.index - b.index);
   const latest = data.latest_plan && typeof data.latest_plan === "object" ? data.latest_plan : null;
   return { session_id: data.session_id, version: numberOr(data.version, 0), turns, latest_plan: latest };
+}
+
+export const HISTORY_STEP = "history_undo"; // respec/post_edit/undo_step.py UndoStep.name
+const MAX_NOTE = 400; // characters of the core's words a card shows (the record is the store's, not the panel's)
+
+/**
+ * What history first said about a turn, from its meta.post_edit entry (respec/post_edit/undo_step.py
+ * undo_words): {text, applied} ("taken back from history: the hat added at turn 2; the editor was not
+ * run", or why the history could not answer), or null when the turn has no such words.
+ */
+export function historyNote(meta) {
+  const steps = Array.isArray(meta?.post_edit) ? meta.post_edit : [];
+  const entry = steps.find((e) => e && typeof e === "object" && e.step === HISTORY_STEP);
+  if (!entry || typeof entry.words !== "string" || entry.words.trim() === "") return null;
+  const text = entry.words.length > MAX_NOTE ? `${entry.words.slice(0, MAX_NOTE - 1)}…` : entry.words;
+  return { text, applied: entry.applied === true };
 }
 
 /** A turn's stored masks as {name: digest} (only the known names with a valid digest). */
@@ -472,6 +489,7 @@ export function turnCards(state) {
       roles,
       masks: t.masks ?? {},
       maskFractions: t.maskFractions ?? {},
+      history: t.history ?? null,
       canRewind: i < last,
       latest: i === last,
     };
@@ -520,6 +538,7 @@ export function overlayList(scores) {
 export const TURN_OVERLAYS = {
   change: { label: "changed by this turn", color: [241, 196, 15] },
   reveal_source: { label: "pasted from history (Reveal Composite)", color: [155, 89, 182] },
+  undo_source: { label: "taken back from history (the editor was not run)", color: [26, 188, 156] },
 };
 
 /**

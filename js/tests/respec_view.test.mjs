@@ -26,6 +26,7 @@ import {
   gcPath,
   gcQuestion,
   highlights,
+  historyNote,
   imagePath,
   initialState,
   isDigest,
@@ -551,4 +552,34 @@ test("the template browser gets the pack's own list in A-Z order, conversations 
   assert.equal(packFolder("http://127.0.0.1:8188/extensions/ReSpec-ComfyUI/respec_panel.js"), "ReSpec-ComfyUI");
   assert.equal(packFolder("http://h/extensions/My%20Pack/respec_panel.js"), "My Pack");
   assert.equal(packFolder("http://h/scripts/app.js"), null);
+});
+
+test("a turn taken back from history says so in words on its card, with the pixels it took", () => {
+  const words = "taken back from history: the hat added at turn 2; the editor was not run";
+  const data = sessionData("p", 4, 4);
+  data.turns[3].meta = { editor_run: false, editor_image_ids: [],
+    post_edit: [{ step: "history_undo", applied: true, words, covering_turn: 2 }] };
+  data.turns[3].masks = { change: { image: D("c") }, undo_source: { image: D("f"), info: { fraction: 0.1 } } };
+  data.turns[3].sent_instruction = "";
+  const cards = turnCards(run([{ type: "session/pinned", sessionId: "p" }, { type: "session/loaded", data }]));
+  assert.deepEqual(cards[3].history, { text: words, applied: true });
+  assert.equal(cards[3].rewritten, false);                            // the editor was sent nothing
+  assert.deepEqual(cards[2].history, null);
+  assert.deepEqual(turnOverlays("p", cards[3]).map((o) => o.name), ["change", "undo_source"]);
+  assert.equal(maskLegend("undo_source", 0.1), "taken back from history (the editor was not run) (10 % of the image)");
+});
+
+test("history first's words: a refusal is shown too, anything malformed or absent is not", () => {
+  const refused = "history could not take back the hat added at turn 2 (a later turn changed it); the editor was run";
+  assert.deepEqual(historyNote({ post_edit: [{ step: "reveal_composite", applied: true },
+    { step: "history_undo", applied: false, words: refused }] }), { text: refused, applied: false });
+  for (const meta of [null, {}, { post_edit: "x" }, { post_edit: [null, 3] },
+    { post_edit: [{ step: "history_undo", applied: false, reason: "not a restoration turn" }] },
+    { post_edit: [{ step: "history_undo", words: { html: "<b>" } }] },
+    { post_edit: [{ step: "history_undo", words: "   " }] }]) {
+    assert.equal(historyNote(meta), null, JSON.stringify(meta));
+  }
+  const long = historyNote({ post_edit: [{ step: "history_undo", applied: true, words: "w".repeat(5000) }] });
+  assert.equal(long.text.length, 400);
+  assert.ok(long.text.endsWith("…"));
 });

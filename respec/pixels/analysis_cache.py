@@ -22,6 +22,7 @@ nodes pass it on), so what is kept, and how much, is read here and nowhere else:
     downscaled    history images shrunk to a controller's pixel budget (respec/controller/prompts.py)
     request_words the object words a request added, by its text (respec/controller/restoration.py)
     pngs          stored images encoded as PNG for the panel, by digest and box (respec/web.py)
+    undo_answers  history first's answer to a graph's turn (respec/post_edit/undo_step.py history_answer)
 
 `stats()` says how full each table is and how often it answered; `counts` keeps the provenance
 index's work counters (summaries made, masks computed, turns stamped). The model cache
@@ -124,6 +125,10 @@ class AnalysisCache:
     # Stored images encoded as PNG for the panel, by (digest, box) (respec/web.py): a verified
     # image is not decoded and encoded again on every request.
     pngs: LRU = field(default_factory=lambda: LRU(max_bytes=MAX_PNG_BYTES, size_of=len))
+    # History first's StepResult for one turn of a graph, by (the history's fingerprint, the plan,
+    # the request, UndoParams) (respec/post_edit/undo_step.py history_answer): ComfyUI asks the Drift
+    # Guard node twice, whether it needs the editor's image (check_lazy_status) and then its outputs.
+    undo_answers: LRU = field(default_factory=lambda: LRU(8))
     # Work counters of the provenance index (summaries_made, masks_computed, turns_stamped).
     counts: Counters = field(default_factory=Counters)
 

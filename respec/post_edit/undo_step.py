@@ -8,20 +8,26 @@ pixel rule of respec/pixels/undo.py (whose module docstring describes it).
                    on: when it answers, the editor and the post-edit steps are not run
     undo_result    its StepResult (respec/post_edit/result.py)
     undo_words     the words the turn's record (the panel) says
+    history_answer the graph's way in (the Drift Guard node's `history_first`): undo_turn's StepResult,
+                   computed once per turn and kept in the analysis cache, since ComfyUI asks the node
+                   twice (whether it needs the editor's image, then its outputs)
+    answers_turn   whether a StepResult is history first's answer (the editor is not needed)
 
 Unlike Reveal Composite and the Drift Guard it runs before the edit: what the history knows, the
 pack does not ask the editor.
 """
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 from ..controller.covering import locate_covering_turn
 from ..controller.object_turns import object_turns, request_clauses
 from ..controller.request import check_request
-from ..controller.restoration import request_words, revealing_action
+from ..controller.restoration import decide_restoration, request_words, revealing_action
 from ..history import History
+from ..pixels.analysis_cache import CACHE, AnalysisCache
 from ..pixels.undo import DEFAULT_UNDO, METHOD, UNDO_SOURCE, UndoParams, UndoResult, undo_from_history
 from .record import TurnSoFar
 from .result import StepResult
@@ -140,3 +146,29 @@ class UndoStep:
     def __call__(self, history: History, record: TurnSoFar) -> StepResult:
         res, entry = undo_turn(history, record.plan, record.request, record.is_restoration, self.params)
         return undo_result(res, entry)
+
+
+def answers_turn(value: Any) -> bool:
+    """Whether `value` is history first's StepResult with an answer: the turn keeps its image and the
+    editor's image is not needed (in a graph: the editor is not run)."""
+    return isinstance(value, StepResult) and value.step == UndoStep.name and value.image is not None
+
+
+def history_answer(history: History, plan: Any, request: str, params: UndoParams = DEFAULT_UNDO,
+                   cache: AnalysisCache = CACHE) -> StepResult:
+    """History first for one turn of a graph: undo_turn's StepResult (`answers_turn` tells whether the
+    history answered), the restoration flag the plan's (else decided from the request, 'auto').
+    Computed once per (history, plan, request, params) and kept in `cache.undo_answers`: ComfyUI asks
+    the node twice, whether it needs the editor's image (check_lazy_status), then for its outputs."""
+    key = (history.fingerprint, _plan_key(plan), request or "", params)
+    found = cache.undo_answers.get(key)
+    if found is None:
+        flag = plan.is_restoration if plan is not None else decide_restoration("auto", history, request)[0]
+        found = undo_result(*undo_turn(history, plan, request, flag, params))
+        cache.undo_answers.put(key, found)
+    return found
+
+
+def _plan_key(plan: Any) -> str:
+    # The plan's whole wire form: its flag and its provenance record both decide the answer.
+    return "" if plan is None else json.dumps(plan.to_dict(), sort_keys=True, default=str)

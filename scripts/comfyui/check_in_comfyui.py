@@ -25,7 +25,11 @@ What it does, touching nothing inside the checkout:
    gives turns 0..1; the identical prompt queued again adds nothing; a new request gives turns
    0..2 with a controller call in turn 2's plan; POST .../rewind {"turn": 1} leaves turns 0..1.
    Each prompt's History Store must re-run exactly when the session changed since the previous
-   prompt (ComfyUI's execution_cached message in /history says whether it ran);
+   prompt (ComfyUI's execution_cached message in /history says whether it ran); then history
+   first (check_history_first.py): on sessions whose turn 1 added a hat (written through the
+   pack's session store), the removal turn queued in the provenance graph must not run the
+   editor, its loader or Reveal Composite (the nodes that ran, from the websocket), must keep I_0
+   exactly and say so in words; the same with the guard's history_first off runs the editor;
 6. with --frontend, opens ComfyUI's own frontend in headless Chromium (DevTools protocol) and
    loads every UI workflow with app.loadGraphData, as drag-and-drop or the template browser
    does: no node may be missing or flagged, no error may be logged, and the frontend's own
@@ -51,6 +55,7 @@ from pathlib import Path
 
 import check_composer
 import check_first_hour
+import check_history_first
 import check_native
 import check_vue_nodes
 from comfyui_harness import (HarnessError, Page, build_tiny_models, checker, free_port, http_json, log,
@@ -376,6 +381,11 @@ def execute_provenance(url: str, tiny: dict) -> list[str]:
         return problems
     wf = use_tiny_models(workflow.load_api_workflow(workflow.shipped_workflow("conversational_provenance_flux2")), tiny)
     wanted = {"ReSpecProvenanceSelector", "ReSpecRevealComposite"}
+    for node in wf.values():
+        if node["class_type"] == "ReSpecDriftGuard":
+            # This check is Reveal Composite's: history first (check_history_first.py) would answer the
+            # removal and leave Reveal unrun.
+            node["inputs"]["history_first"] = False
     for label, request in (("turn 1", "add a red box on the left"), ("turn 2", "remove the red box")):
         prompt = conversation_prompt(wf, image_name, PROV_SESSION, request)
         entry, why = queue_and_wait(url, prompt)
@@ -391,7 +401,7 @@ def execute_provenance(url: str, tiny: dict) -> list[str]:
         return problems
     t2 = turns[2]
     plan, meta = t2.get("plan") or {}, t2.get("meta") or {}
-    reveal = (meta.get("post_edit") or [{}])[0]
+    reveal = next((e for e in meta.get("post_edit") or [] if e.get("step") == "reveal_composite"), {})
     check("turn 2 planned by provenance, no VLM call",
           plan.get("controller") == "provenance" and plan.get("vlm_called") is False and plan.get("is_restoration"),
           f"plan controller {plan.get('controller')!r}, vlm_called {plan.get('vlm_called')}, restoration source "
@@ -940,9 +950,10 @@ def check_nodes_2(args, url: str, python: str, base: Path, tiny: dict | None, ui
     return failures
 
 
-def execute_all(args, url: str, pid: int, tiny: dict, info: dict) -> list[str]:
-    """--execute: the benchmark, conversational and provenance graphs with tiny models, then the
-    opt-in native OmniGen2 / SAM3 / Qwen-Image-Edit / klein / TextGenerate routes. Returns the failures."""
+def execute_all(args, url: str, pid: int, tiny: dict, info: dict, base: Path) -> list[str]:
+    """--execute: the benchmark, conversational and provenance graphs with tiny models, history first
+    (check_history_first.py, on sessions seeded in `base`'s store), then the opt-in native OmniGen2 /
+    SAM3 / Qwen-Image-Edit / klein / TextGenerate routes. Returns the failures."""
     failures: list[str] = []
     problems, prompt, row = execute_benchmark(url, tiny)
     failures += [f"execute: {p}" for p in problems]
@@ -957,6 +968,8 @@ def execute_all(args, url: str, pid: int, tiny: dict, info: dict) -> list[str]:
     helpers = {"upload_picture": upload_picture, "conversation_prompt": conversation_prompt,
                "queue_and_wait": queue_and_wait, "use_tiny_models": use_tiny_models,
                "run_benchmark": run_benchmark, "checker": checker, "ui_to_api": ui_to_api}
+    failures += [f"execute/history-first: {p}" for p in
+                 check_history_first.execute_history_first(url, base, tiny, helpers)]
     if args.native_sam3 and "SAM3_Detect" in info:
         t0 = time.monotonic()
         failures += [f"execute/sam3: {p}" for p in
@@ -1017,7 +1030,7 @@ def run(args) -> int:
             if args.vue_nodes:
                 failures += check_nodes_2(args, url, python, base, tiny, usable_ui, info)
         if tiny is not None:
-            failures += execute_all(args, url, proc.pid, tiny, info)
+            failures += execute_all(args, url, proc.pid, tiny, info, base)
     finally:
         stop(proc, signal.SIGINT)
         if args.keep:

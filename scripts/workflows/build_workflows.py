@@ -247,7 +247,9 @@ Enter (or type it in *Your request* and queue). The session (`session_id`) is ke
 between prompts: every queue adds one turn, starting from the image in *Load Image* the first
 time. Queueing the same request again does not add it twice. To undo, press *Undo to here* on a
 turn card in the panel (or set History Store's mode to `rewind`, which rewinds and runs nothing
-else). Start another conversation with another `session_id`, or *Branch from here*.
+else). Start another conversation with another `session_id`, or *Branch from here*. A request
+that takes back what an earlier turn added ("remove the hat") is answered from the history,
+exactly, and the editor does not run (the Drift Guard's `history_first`; off: it always runs).
 
 The controller (Qwen3-VL by default, or an OpenAI-compatible server) reads the history and,
 on a turn that uncovers something an earlier edit hid, picks the past image that still shows
@@ -279,11 +281,15 @@ def _session_controller(g: wg.Graph, request_default: str) -> SimpleNamespace:
     return c
 
 
-def _guard(g, previous, image, request, **optional):
-    """Drift Guard after the editor (on by default: its `enabled` widget says so); `optional`: its
-    optional inputs the graph feeds: `reveal` (Reveal Composite's record), `mask` (the edit region
-    option's MASK, `_edit_region_option`)."""
-    return g.node("ReSpecDriftGuard", previous=previous, edited=image, enabled=True, instruction=request[0], **optional)
+def _guard(g, previous, image, request, history, plan, **optional):
+    """Drift Guard after the editor (on by default: its `enabled` widget says so), with history first on
+    (issue 43): a request that takes back what an earlier turn added is answered from `history`, and
+    the editor's image (its lazy `edited` input, and `mask` and `reveal`, made from it) is then not
+    asked for, so ComfyUI runs none of the editor's branch. `optional`: its optional inputs the graph
+    feeds: `reveal` (Reveal Composite's record), `mask` (the edit region option's MASK,
+    `_edit_region_option`). No output node may hang on the editor's branch (tests/test_workflows.py)."""
+    return g.node("ReSpecDriftGuard", previous=previous, edited=image, enabled=True, instruction=request[0],
+                  plan=plan, history=history, history_first=True, **optional)
 
 
 def _models(name: str, directory: str, url: str) -> dict:
@@ -330,7 +336,8 @@ def _append_and_save(g, c: SimpleNamespace, image, editor_name: str, reveal=None
     c.append, c.save)."""
     record = {"reveal": reveal["reveal"]} if reveal is not None else {}
     region = {"mask": mask} if mask is not None else {}
-    c.guard = _guard(g, c.select["current_image"], image, c.request, **record, **region)
+    c.guard = _guard(g, c.select["current_image"], image, c.request, c.store["history"], c.plan["plan"], **record,
+                     **region)
     c.append = g.node("ReSpecHistoryAppend", history=c.store["history"], image=c.guard["image"],
                       instruction=c.request[0], sent_instruction=c.rewrite["instruction"], plan=c.plan["plan"],
                       meta=json.dumps({"editor": editor_name}), editor_image_ids=c.select["image_ids"],
@@ -394,7 +401,8 @@ def conversational_provenance_flux2(specs):
     reveal = g.node("ReSpecRevealComposite", history=store["history"], image=edit["image"], instruction=request[0],
                     plan=select["plan"])
     region, option = _edit_region_option(g, select["current_image"], reveal["image"], request, select["plan"])
-    guard = _guard(g, select["current_image"], reveal["image"], request, reveal=reveal["reveal"], mask=region)
+    guard = _guard(g, select["current_image"], reveal["image"], request, store["history"], select["plan"],
+                   reveal=reveal["reveal"], mask=region)
     append = g.node("ReSpecHistoryAppend", history=store["history"], image=guard["image"], instruction=request[0],
                     sent_instruction=select["instruction"], plan=select["plan"],
                     meta=json.dumps({"editor": "flux2-klein", "selector": "provenance"}),
