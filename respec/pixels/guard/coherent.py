@@ -11,7 +11,7 @@ from scipy import ndimage
 
 from ..colour_fit import ColourFit
 from ..masks import dilate, erode
-from .arrays import bbox, dot3, float_rgb, sq_sum
+from .arrays import bbox, dot3, float_rgb, open_square, sq_sum
 from .params import GuardParams
 from .tiles import tiles_near
 
@@ -79,7 +79,7 @@ def coherent_join(prev3: np.ndarray, E_all: np.ndarray, anchor: np.ndarray, src_
         f[sl] = coherent_residual(float_rgb(prev3[sl]), E_all[sl], info, level, params.coherent_ratio,
                                   params.coherent_sigma)
         f &= have & erode(src_all, SUPPORT_EDGE) & ~anchor
-        f = ndimage.binary_opening(f, np.ones((params.coherent_open,) * 2, bool))
+        f = open_square(f, params.coherent_open)
         labels, n = ndimage.label(f)
         if not n:
             return None, ""

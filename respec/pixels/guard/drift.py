@@ -9,7 +9,7 @@ from scipy import ndimage
 from ..colour_fit import ColourFit
 from ..edit_region import convex_hull
 from ..masks import dilate
-from .arrays import bbox, sq_mean
+from .arrays import bbox, open_square, sq_mean
 
 DRIFT_SIGMAS = (0.0, 0.75, 1.5)     # the blurs of I_(t-1) an editor's softening is compared with (px)
 RANGE_SHARE = 0.5   # a pixel this share of the drift limit outside the range of I_(t-1) around it is no edge's drift
@@ -57,7 +57,7 @@ def drop_drift(c: np.ndarray, explained: np.ndarray, min_px: float,
     dropped: negative when faint pixels joined)."""
     if not c.any():
         return c, 0
-    m = ndimage.binary_opening(c & ~explained, np.ones((3, 3), bool))
+    m = open_square(c & ~explained, 3)
     labels, n = ndimage.label(m)
     if n:
         sizes = np.bincount(labels.ravel())
