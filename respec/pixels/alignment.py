@@ -516,7 +516,7 @@ def _refine(ref: np.ndarray, cur: np.ndarray, a: Alignment, ignore: np.ndarray |
     cy, cx = (h - 1) / 2.0, (w - 1) / 2.0
     step = max(1, int(np.sqrt(h * w / REFINE_SAMPLES)))
     sl = (slice(None, None, step), slice(None, None, step))
-    yy, xx = np.mgrid[0:h, 0:w][(slice(None),) + sl].astype(np.float32)
+    yy, xx = np.mgrid[0:h:step, 0:w:step].astype(np.float32)     # the sampled pixels' coordinates
     ry, rx = yy - cy, xx - cx
     cur_s = cur[sl]
     for _ in range(rounds):
