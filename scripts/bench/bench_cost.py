@@ -4,7 +4,8 @@
     OMP_NUM_THREADS=1 python scripts/bench/bench_cost.py --pairs ../shared/realdata/pairs \\
         --chains ../shared/realdata/chains [--repeats 3] [--profile 40]
 
-Three figures, each per call, wall seconds (time.perf_counter) on one thread:
+Three figures, each per call, in CPU seconds (time.process_time: on a shared machine the wall
+seconds read the other processes' load too; the wall seconds are given beside them) on one thread:
 
 1. **The Drift Guard, cold**, at 1024²: every real pair of `pairs/index.json` (Step1X-Edit,
    OmniEraser) and `pairs/index_more.json` (Qwen-Image-Edit, FLUX.2 [klein], LongCat-Image-Edit),
@@ -31,7 +32,8 @@ Three figures, each per call, wall seconds (time.perf_counter) on one thread:
 
 3. **An undo turn** in the pack: `run_turn` with TurnSwitches.history_first on a ConvergeBench
    chain (as scripts/bench/bench_undo_chains.py replays them), the seconds of each removal turn
-   history answered (the editor not called), the cache warm as a conversation leaves it.
+   history answered (the editor not called), the cache warm as a conversation leaves it (run_turn's
+   CPU seconds; run_chain's wall seconds beside them).
 
 `--profile N` prints cProfile's N most expensive functions (own time) over one cold pass of 1.
 Reads the folders it is given and copies nothing out of them; writes numbers only.
@@ -175,12 +177,27 @@ def run_guard(pairs: list[dict], repeats: int) -> list[dict]:
 def undo_turns(chains: Path, only: str) -> list[dict]:
     """Measure 3: the removal turns history answered, with their seconds (bench_undo_chains.run_chain)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_undo_chains import run_chain
+    import bench_undo_chains
     index = json.loads((chains / "index.json").read_text())
     rows = []
-    for c in index["chains"]:
-        if c["chain_id"].startswith("convergebench_") and only in c["chain_id"]:
-            rows += [r for r in run_chain(chains, c, True) if r["answered"] and not r["editor_called"]]
+    plain = bench_undo_chains.run_turn
+    cpu: dict[int, float] = {}
+
+    def timed(history, request, *a, **k):       # each turn's CPU seconds, by its index
+        c0 = time.process_time()
+        try:
+            return plain(history, request, *a, **k)
+        finally:
+            cpu[len(history.turns)] = time.process_time() - c0
+    bench_undo_chains.run_turn = timed
+    try:
+        for c in index["chains"]:
+            if c["chain_id"].startswith("convergebench_") and only in c["chain_id"]:
+                cpu.clear()
+                rows += [{**r, "cpu_s": cpu[r["turn"]]} for r in bench_undo_chains.run_chain(chains, c, True)
+                         if r["answered"] and not r["editor_called"]]
+    finally:
+        bench_undo_chains.run_turn = plain
     return rows
 
 
@@ -197,7 +214,7 @@ def report(rows: list[dict], undo: list[dict] | None) -> None:
     print("| what | median / p90 / max (s per call) | what the number is |")
     print("|---|---|---|")
     print(f"| guard, cold, total | {spread([r['seconds'] for r in rows])} | guard_images with the analysis cache "
-          f"cleared, least disturbed of the repeats |")
+          f"cleared, least disturbed of the repeats; wall {spread([r['wall'] for r in rows])} |")
     for stage in list(STAGES) + ["rest"]:
         print(f"| · {stage} | {spread([r['stages'][stage] for r in rows])} | that stage's own seconds in the call |")
     applied = [r["seconds"] for r in rows if r["applied"]]
@@ -205,8 +222,8 @@ def report(rows: list[dict], undo: list[dict] | None) -> None:
     print(f"| verification | {spread([r['verify_s'] for r in rows])} | verify() on the guard's result as a "
           f"Composite ({sum(r['verify_passed'] for r in rows)} of {len(rows)} passed) |")
     if undo is not None:
-        print(f"| undo turn ({len(undo)} turns) | {spread([r['seconds'] for r in undo])} | run_turn, history_first, "
-              f"a removal answered from history (editor not called) |")
+        print(f"| undo turn ({len(undo)} turns) | {spread([r['cpu_s'] for r in undo])} | run_turn, history_first, "
+              f"a removal answered from history (editor not called); wall {spread([r['seconds'] for r in undo])} |")
     print("\n| pair | s | alignment | change mask | inputs | frame | tiles | region | compose | output record | rest "
           "| applied | verify ms |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
