@@ -534,9 +534,9 @@ def _refine(ref: np.ndarray, cur: np.ndarray, a: Alignment, ignore: np.ndarray |
         Rx, Ry = rx[u_s], ry[u_s]
         # cur ≈ g · W(p - δ(p)) + b, δ = (da · rx + ddx, da · ry + ddy): linear in (g, b, g·δ...).
         M = np.stack([W, np.ones_like(W), -(Ix * Rx + Iy * Ry), -Ix, -Iy], axis=1).astype(np.float64)
-        wts = np.ones(len(W))
+        wts = None
         for k in range(IRLS_ROUNDS):      # IRLS with Tukey weights on the normal equations (5×5)
-            Mw = M * wts[:, None]
+            Mw = M if wts is None else M * wts[:, None]     # the first round's weights are all 1
             sol = np.linalg.lstsq(Mw.T @ M, Mw.T @ C, rcond=None)[0]
             if k == IRLS_ROUNDS - 1:    # the last round's weights would not be used
                 break

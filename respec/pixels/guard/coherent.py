@@ -70,6 +70,7 @@ def coherent_join(prev3: np.ndarray, E_all: np.ndarray, anchor: np.ndarray, src_
     `level`: coherent_level's."""
     shape = anchor.shape
     near = dilate(anchor, px["margin"] + params.coherent_open)
+    readable = erode(src_all, SUPPORT_EDGE) & ~anchor       # the same every round
     for _ in range(COHERENT_ROUNDS):
         have = np.zeros(shape, bool)
         for y0, y1, x0, x1 in done:
@@ -78,7 +79,7 @@ def coherent_join(prev3: np.ndarray, E_all: np.ndarray, anchor: np.ndarray, src_
         f = np.zeros(shape, bool)
         f[sl] = coherent_residual(float_rgb(prev3[sl]), E_all[sl], info, level, params.coherent_ratio,
                                   params.coherent_sigma)
-        f &= have & erode(src_all, SUPPORT_EDGE) & ~anchor
+        f &= have & readable
         f = open_square(f, params.coherent_open)
         labels, n = ndimage.label(f)
         if not n:

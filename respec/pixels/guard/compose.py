@@ -49,7 +49,8 @@ def compose(P: np.ndarray, E: np.ndarray, K: np.ndarray, src: np.ndarray, seam: 
     if seam == "membrane":
         taper_px = px["band"]
         w = K.astype(np.float32)
-        rim = dilate(K, RIM_PX) & ~K & src & (np.abs(P - E).max(axis=2) <= SEAM_CLIP)
+        d = np.abs(P - E)       # its largest channel (np.maximum: the same as max(axis=2), far faster)
+        rim = dilate(K, RIM_PX) & ~K & src & (np.maximum(np.maximum(d[..., 0], d[..., 1]), d[..., 2]) <= SEAM_CLIP)
         if rim.sum() < MIN_RIM_PX:
             return np.where(K[..., None], E, P), w
         inside = ndimage.distance_transform_edt(K)
