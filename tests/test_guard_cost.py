@@ -71,9 +71,12 @@ def test_dilate_on_the_masks_box_is_the_whole_pictures_maximum_filter():
     for _ in range(60):
         h, w = (int(v) for v in rng.integers(1, 60, 2))
         m = rng.random((h, w)) > rng.uniform(0.9, 1.0)
+        soft = m * rng.random((h, w)) * 1.5       # a float mask: read as uint8, as before (below 1 is unset)
         for r in (1, 2, 7):
             want = ndimage.maximum_filter(m.astype(np.uint8), 2 * r + 1, mode="nearest") > 0
             assert np.array_equal(dilate(m, r), want) and np.array_equal(dilate(m.astype(np.uint8), r), want)
+            assert np.array_equal(dilate(soft, r),
+                                  ndimage.maximum_filter(np.asarray(soft, np.uint8), 2 * r + 1, mode="nearest") > 0)
 
 
 def test_the_tiles_read_run_by_run_are_the_tiles_read_one_by_one():

@@ -32,7 +32,7 @@ def dilate(mask: np.ndarray, radius: int) -> np.ndarray:
     """Binary dilation by a (2r+1)² square (a separable max filter; the border repeats)."""
     if radius <= 0:
         return np.asarray(mask, bool)
-    m = np.asarray(mask, bool)
+    m = np.asarray(mask, np.uint8)
     rows, cols = np.nonzero(m.any(axis=1))[0], np.nonzero(m.any(axis=0))[0]
     if rows.size == 0:
         return np.zeros(m.shape, bool)
@@ -41,7 +41,7 @@ def dilate(mask: np.ndarray, radius: int) -> np.ndarray:
     r = int(radius) + 1
     sl = (slice(max(0, rows[0] - r), rows[-1] + 1 + r), slice(max(0, cols[0] - r), cols[-1] + 1 + r))
     out = np.zeros(m.shape, bool)
-    out[sl] = ndimage.maximum_filter(m[sl].view(np.uint8), 2 * int(radius) + 1, mode="nearest") > 0
+    out[sl] = ndimage.maximum_filter(m[sl], 2 * int(radius) + 1, mode="nearest") > 0
     return out
 
 
