@@ -295,10 +295,17 @@ def _resample(img: np.ndarray, rows: np.ndarray, cols: np.ndarray, inv: float, o
     ft = np.float64 if img.dtype == np.float64 else np.float32
     ey = (slice(None),) + (None,) * (img.ndim - 1)
     ex = (None, slice(None)) + (None,) * (img.ndim - 2)
-    a, b = img[iy0].astype(ft, copy=False), img[iy1].astype(ft, copy=False)
-    rws = a + (b - a) * wy[ey].astype(ft)
-    left, right = rws[:, ix0], rws[:, ix1]
-    out = left + (right - left) * wx[ex].astype(ft)
+    # a + (b - a)·wy, then left + (right - left)·wx, in place on the fresh gathers (the same float
+    # operations in the same order, a quarter of the time of the expression's temporaries and of a
+    # fancy index along axis 1: np.take)
+    a, b = img[iy0].astype(ft, copy=False), img[iy1].astype(ft, copy=False)   # fancy indexing copied them
+    b -= a
+    b *= wy[ey].astype(ft)
+    b += a
+    left, out = np.take(b, ix0, axis=1), np.take(b, ix1, axis=1)
+    out -= left
+    out *= wx[ex].astype(ft)
+    out += left
     if img.dtype == bool:
         return out >= 0.5
     if img.dtype.kind in "ui":
@@ -509,26 +516,30 @@ def _refine(ref: np.ndarray, cur: np.ndarray, a: Alignment, ignore: np.ndarray |
     cy, cx = (h - 1) / 2.0, (w - 1) / 2.0
     step = max(1, int(np.sqrt(h * w / REFINE_SAMPLES)))
     sl = (slice(None, None, step), slice(None, None, step))
-    yy, xx = np.mgrid[0:h, 0:w][(slice(None),) + sl].astype(np.float32)
+    yy, xx = np.mgrid[0:h:step, 0:w:step].astype(np.float32)     # the sampled pixels' coordinates
     ry, rx = yy - cy, xx - cx
     cur_s = cur[sl]
     for _ in range(rounds):
         wp = warp(ref, a)
         sup = support(a, (h, w), margin=-1.0)
-        gy, gx = np.gradient(wp)
         use = sup if ignore is None else sup & ~ignore
         u_s = use[sl]
         W, C = wp[sl][u_s], cur_s[u_s]
         if W.size < REFINE_MIN_PIXELS:
             return a
-        Ix, Iy = gx[sl][u_s], gy[sl][u_s]
+        # the gradients on the sampled pixels only (np.gradient of the sampled rows along x, of the
+        # sampled columns along y: the same differences as of the whole picture, a fraction of it)
+        Ix = np.gradient(wp[::step], axis=1)[:, ::step][u_s]
+        Iy = np.gradient(wp[:, ::step], axis=0)[::step][u_s]
         Rx, Ry = rx[u_s], ry[u_s]
         # cur ≈ g · W(p - δ(p)) + b, δ = (da · rx + ddx, da · ry + ddy): linear in (g, b, g·δ...).
         M = np.stack([W, np.ones_like(W), -(Ix * Rx + Iy * Ry), -Ix, -Iy], axis=1).astype(np.float64)
-        wts = np.ones(len(W))
-        for _k in range(IRLS_ROUNDS):     # IRLS with Tukey weights on the normal equations (5×5)
-            Mw = M * wts[:, None]
+        wts = None
+        for k in range(IRLS_ROUNDS):      # IRLS with Tukey weights on the normal equations (5×5)
+            Mw = M if wts is None else M * wts[:, None]     # the first round's weights are all 1
             sol = np.linalg.lstsq(Mw.T @ M, Mw.T @ C, rcond=None)[0]
+            if k == IRLS_ROUNDS - 1:    # the last round's weights would not be used
+                break
             r = C - M @ sol
             sig = MAD_TO_SIGMA * np.median(np.abs(r - np.median(r))) + 1e-6
             u = r / (TUKEY_C * sig)

@@ -231,9 +231,12 @@ def editor_blur(a: np.ndarray, b: np.ndarray, fit: ColourFit) -> float:
         d = fit.apply(p) - target
         return np.sqrt(np.einsum("nc,nc->n", d, d) / 3.0)
 
+    def centre(sg):     # gaussian_filter(patches, (0, sg, sg, 0))[:, r, r]: the second pass on the centre row only
+        rows = ndimage.gaussian_filter1d(patches, sg, axis=1, mode="nearest")[:, r]
+        return ndimage.gaussian_filter1d(rows, sg, axis=1, mode="nearest")[:, r]
+
     sigmas = (0.0,) + BLUR_STEPS
-    errs = np.stack([err(ndimage.gaussian_filter(patches, (0, sg, sg, 0), mode="nearest")[:, r, r] if sg
-                         else patches[:, r, r]) for sg in sigmas])
+    errs = np.stack([err(centre(sg) if sg else patches[:, r, r]) for sg in sigmas])
     # The edit's points: no softening explains them (their smallest residual is an outlier)
     best_each = errs.min(axis=0)
     med, sig = robust_scale(best_each)

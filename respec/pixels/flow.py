@@ -147,7 +147,11 @@ def _grey(img: Any) -> np.ndarray:
     a = np.asarray(img)
     scale = np.float32(1.0 / 255.0) if a.dtype == np.uint8 else np.float32(1.0)
     if a.ndim == 3:
-        a = a[..., :3].astype(np.float32).mean(axis=2) if a.shape[2] >= 3 else a[..., 0]
+        if a.shape[2] >= 3:     # the channel mean as three adds (the same numbers as mean(axis=2), far faster)
+            a = a[..., :3].astype(np.float32)
+            a = (a[..., 0] + a[..., 1] + a[..., 2]) / np.float32(3)
+        else:
+            a = a[..., 0]
     return a.astype(np.float32) * scale
 
 

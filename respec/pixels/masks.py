@@ -32,7 +32,17 @@ def dilate(mask: np.ndarray, radius: int) -> np.ndarray:
     """Binary dilation by a (2r+1)² square (a separable max filter; the border repeats)."""
     if radius <= 0:
         return np.asarray(mask, bool)
-    return ndimage.maximum_filter(np.asarray(mask, np.uint8), 2 * int(radius) + 1, mode="nearest") > 0
+    m = np.asarray(mask, np.uint8)
+    rows, cols = np.nonzero(m.any(axis=1))[0], np.nonzero(m.any(axis=0))[0]
+    if rows.size == 0:
+        return np.zeros(m.shape, bool)
+    # on the mask's bounding box grown by the radius (+1) only: nothing farther is reached, and the
+    # box's own edge pixels are unset, as the ones beyond it are
+    r = int(radius) + 1
+    sl = (slice(max(0, rows[0] - r), rows[-1] + 1 + r), slice(max(0, cols[0] - r), cols[-1] + 1 + r))
+    out = np.zeros(m.shape, bool)
+    out[sl] = ndimage.maximum_filter(m[sl], 2 * int(radius) + 1, mode="nearest") > 0
+    return out
 
 
 def erode(mask: np.ndarray, radius: int) -> np.ndarray:

@@ -11,7 +11,7 @@ from scipy import ndimage
 from ..colour_fit import ColourFit
 from ..edit_region import CoarseChange, main_change, rerendered_components
 from ..masks import dilate
-from .arrays import bbox, float_rgb
+from .arrays import bbox, float_rgb, sq_mean
 from .params import NEAR_FRAC
 
 UNNAMED_NEAR = 4          # a request that names nothing: re-drawn detail is judged this many times farther out
@@ -48,7 +48,7 @@ def beyond_request(prev3: np.ndarray, E_all: np.ndarray, c_all: np.ndarray, info
     sl = bbox(c_all, 1)
     fine = np.zeros(shape, np.float32)
     R = E_all[sl] - ColourFit.from_info(info).apply(float_rgb(prev3[sl]))
-    fine[sl] = ndimage.uniform_filter(np.sqrt((R ** 2).mean(axis=2)), 3, mode="nearest")    # a 3x3 mean: not noise
+    fine[sl] = ndimage.uniform_filter(np.sqrt(sq_mean(R)), 3, mode="nearest")    # a 3x3 mean: not noise
     near = round(NEAR_FRAC * min(shape))
     # a request that names nothing may have asked for the re-drawn detail (an expression): only
     # what lies far from its change is judged

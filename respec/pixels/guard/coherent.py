@@ -11,7 +11,7 @@ from scipy import ndimage
 
 from ..colour_fit import ColourFit
 from ..masks import dilate, erode
-from .arrays import bbox, float_rgb
+from .arrays import bbox, dot3, float_rgb, open_square, sq_sum
 from .params import GuardParams
 from .tiles import tiles_near
 
@@ -33,11 +33,11 @@ def coherent_residual(P: np.ndarray, E: np.ndarray, info: dict, level: float, ra
     out; a strong change's smoothing leaks onto its neighbours, whose own residual is small)."""
     R = E - ColourFit.from_info(info).apply(P)
     Rs = ndimage.gaussian_filter(R, (sigma, sigma, 0), mode="nearest")
-    amp = np.sqrt((Rs ** 2).sum(axis=2))
-    mag = ndimage.gaussian_filter(np.sqrt((R ** 2).sum(axis=2)), sigma, mode="nearest")
+    amp = np.sqrt(sq_sum(Rs))
+    mag = ndimage.gaussian_filter(np.sqrt(sq_sum(R)), sigma, mode="nearest")
     own = ndimage.uniform_filter(R, (3, 3, 1), mode="nearest")     # the pixel's own change, not its neighbours'
-    oamp = np.sqrt((own ** 2).sum(axis=2))
-    along = (own * Rs).sum(axis=2) >= ratio * oamp * amp
+    oamp = np.sqrt(sq_sum(own))
+    along = dot3(own, Rs) >= ratio * oamp * amp
     return (amp > level) & (amp >= ratio * mag) & (oamp > level) & along
 
 
@@ -51,8 +51,8 @@ def coherent_level(prev3: np.ndarray, E_all: np.ndarray, seed: np.ndarray, tiles
     amps = []
     for y0, y1, x0, x1 in tiles:
         R = E_all[y0:y1, x0:x1] - fit.apply(float_rgb(prev3[y0:y1, x0:x1]))
-        a = np.sqrt((ndimage.gaussian_filter(R, (params.coherent_sigma, params.coherent_sigma, 0),
-                                             mode="nearest") ** 2).sum(axis=2))
+        a = np.sqrt(sq_sum(ndimage.gaussian_filter(R, (params.coherent_sigma, params.coherent_sigma, 0),
+                                                   mode="nearest")))
         amps.append(a[away[y0:y1, x0:x1]])
     a = np.concatenate(amps) if amps else np.zeros(0)
     return max(params.coherent_level, COHERENT_OVER_DRIFT * float(np.median(a))) if a.size >= COHERENT_MIN_PX else 0.0
@@ -70,6 +70,7 @@ def coherent_join(prev3: np.ndarray, E_all: np.ndarray, anchor: np.ndarray, src_
     `level`: coherent_level's."""
     shape = anchor.shape
     near = dilate(anchor, px["margin"] + params.coherent_open)
+    readable = erode(src_all, SUPPORT_EDGE) & ~anchor       # the same every round
     for _ in range(COHERENT_ROUNDS):
         have = np.zeros(shape, bool)
         for y0, y1, x0, x1 in done:
@@ -78,8 +79,8 @@ def coherent_join(prev3: np.ndarray, E_all: np.ndarray, anchor: np.ndarray, src_
         f = np.zeros(shape, bool)
         f[sl] = coherent_residual(float_rgb(prev3[sl]), E_all[sl], info, level, params.coherent_ratio,
                                   params.coherent_sigma)
-        f &= have & erode(src_all, SUPPORT_EDGE) & ~anchor
-        f = ndimage.binary_opening(f, np.ones((params.coherent_open,) * 2, bool))
+        f &= have & readable
+        f = open_square(f, params.coherent_open)
         labels, n = ndimage.label(f)
         if not n:
             return None, ""

@@ -9,7 +9,7 @@ from scipy import ndimage
 from ..colour_fit import ColourFit
 from ..edit_region import convex_hull
 from ..masks import dilate
-from .arrays import bbox
+from .arrays import bbox, open_square, sq_mean
 
 DRIFT_SIGMAS = (0.0, 0.75, 1.5)     # the blurs of I_(t-1) an editor's softening is compared with (px)
 RANGE_SHARE = 0.5   # a pixel this share of the drift limit outside the range of I_(t-1) around it is no edge's drift
@@ -30,12 +30,12 @@ def drift_explained(P: np.ndarray, E: np.ndarray, info: dict, limit: float) -> t
     best = None
     for s in DRIFT_SIGMAS:
         bl = Pf if s == 0 else ndimage.gaussian_filter(Pf, (s, s, 0), mode="nearest")
-        r = ndimage.uniform_filter(np.sqrt(((bl - E) ** 2).mean(axis=2)), 3, mode="nearest")
+        r = ndimage.uniform_filter(np.sqrt(sq_mean(bl - E)), 3, mode="nearest")
         best = r if best is None else np.minimum(best, r)
     lo = ndimage.minimum_filter(Pf, (3, 3, 1), mode="nearest")
     hi = ndimage.maximum_filter(Pf, (3, 3, 1), mode="nearest")
     out_of_range = np.maximum(np.maximum(lo - E, E - hi), 0.0)
-    env = ndimage.uniform_filter(np.sqrt((out_of_range ** 2).mean(axis=2)), 3, mode="nearest")
+    env = ndimage.uniform_filter(np.sqrt(sq_mean(out_of_range)), 3, mode="nearest")
     return (best <= limit) | (env <= RANGE_SHARE * limit), best > FAINT * limit
 
 
@@ -57,7 +57,7 @@ def drop_drift(c: np.ndarray, explained: np.ndarray, min_px: float,
     dropped: negative when faint pixels joined)."""
     if not c.any():
         return c, 0
-    m = ndimage.binary_opening(c & ~explained, np.ones((3, 3), bool))
+    m = open_square(c & ~explained, 3)
     labels, n = ndimage.label(m)
     if n:
         sizes = np.bincount(labels.ravel())

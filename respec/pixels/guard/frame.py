@@ -39,11 +39,18 @@ def read_structure(prev3: np.ndarray, cur3: np.ndarray, al: Alignment, user: np.
     field (respec/pixels/flow.py, up to 2 px at its working size), neither measured where the
     content changed (the user's mask, or the coarse change of content under the turn's alignment: a
     sign's new text would move its blocks' correlation peaks)."""
+    edit = _edit_near(prev3, cur3, al, user)
+    return with_local_flow(structure_warp(prev3, cur3, al, edit=edit), prev3, cur3, edit)
+
+
+def _edit_near(prev3: np.ndarray, cur3: np.ndarray, al: Alignment, user: np.ndarray | None) -> np.ndarray:
+    """Where neither the structure warp nor the local flow measures: the user's mask, or the coarse
+    change of content under the turn's alignment (grown by half of NEAR_FRAC of the shorter side)."""
+    if user is not None:
+        return user
     shape = prev3.shape[:2]
-    if user is None:
-        first = coarse_change(prev3, *plain_warp(al, shape).sample_coarse(cur3, coarse_size(shape, FIRST_SIDE)[0]))
-        user = dilate(first.at(shape, main_change(first)), round(NEAR_FRAC * min(shape) / 2))
-    return with_local_flow(structure_warp(prev3, cur3, al, edit=user), prev3, cur3, user)
+    first = coarse_change(prev3, *plain_warp(al, shape).sample_coarse(cur3, coarse_size(shape, FIRST_SIDE)[0]))
+    return dilate(first.at(shape, main_change(first)), round(NEAR_FRAC * min(shape) / 2))
 
 
 def read_frame(inputs: GuardInputs, read: ScopeRead) -> GuardResult | Frame:
@@ -80,18 +87,15 @@ def _through_structure(inputs: GuardInputs, read: ScopeRead, why: str) -> GuardR
     through it in I_{t-1}'s frame (the Frame's new seed and record), or, where pixel by pixel the
     re-render and the edit are one, the change of content decides (coarse_route)."""
     params, shape, al = inputs.params, inputs.shape, inputs.al
-    sw = read_structure(inputs.prev3, inputs.cur3, al, inputs.user)
+    edit = _edit_near(inputs.prev3, inputs.cur3, al, inputs.user)
+    sw = structure_warp(inputs.prev3, inputs.cur3, al, edit=edit)
+    moved = _moved(sw, why)
+    if moved:       # decided by the structure warp alone: the local motion field (read_structure's) is not measured
+        record = {**sw.record(), "local_flow": {"used": False, "why": "not measured: the structure warp decided"}}
+        return stepped_aside(inputs.cur, {**inputs.base, "structure": record}, moved, why="moved", route_why=why)
+    sw = with_local_flow(sw, inputs.prev3, inputs.cur3, edit)
     base = {**inputs.base, "structure": sw.record()}
     aside = partial(stepped_aside, inputs.cur, base)
-    if sw.held < STRUCTURE_HELD:
-        return aside(f"{why}, and the scene's structure did not hold: after a structure warp only {sw.held:.0%} "
-                     f"of its textured blocks agree (limit {STRUCTURE_HELD:.0%}): a new pose or a re-framing",
-                     why="moved", route_why=why)
-    if sw.bent > BENT_SHARE:
-        return aside(f"{why}, and part of the scene moved on its own: after a structure warp {sw.bent:.1%} of the "
-                     f"picture still moves by more than {BENT_FRAC:.0%} of its side where the rest does not (limit "
-                     f"{BENT_SHARE:.0%}): a new pose, which restoring around the edit would break",
-                     why="moved", route_why=why)
     # the change again, with the edit read through the structure warp, in I_(t-1)'s frame, at a
     # working size (the tiles read the edit at full size where they need it)
     wshape, _ = coarse_size(shape, AGAIN_SIDE)
@@ -114,3 +118,16 @@ def _through_structure(inputs: GuardInputs, read: ScopeRead, why: str) -> GuardR
     # the record and the seed are now in I_(t-1)'s frame: no motion left to undo
     return Frame(info, IDENTITY, sw, seed, {**base, "route_why": why, "change_fraction": round(again.fraction, 6)},
                  _graded(read.local, info))
+
+
+def _moved(sw: StructureWarp, why: str) -> str:
+    """Why the scene moved beyond what the guard may restore around the edit ('' = it did not): the
+    structure warp did not hold (a new pose or a re-framing), or part of the scene moved on its own."""
+    if sw.held < STRUCTURE_HELD:
+        return (f"{why}, and the scene's structure did not hold: after a structure warp only {sw.held:.0%} "
+                f"of its textured blocks agree (limit {STRUCTURE_HELD:.0%}): a new pose or a re-framing")
+    if sw.bent > BENT_SHARE:
+        return (f"{why}, and part of the scene moved on its own: after a structure warp {sw.bent:.1%} of the "
+                f"picture still moves by more than {BENT_FRAC:.0%} of its side where the rest does not (limit "
+                f"{BENT_SHARE:.0%}): a new pose, which restoring around the edit would break")
+    return ""

@@ -21,7 +21,7 @@ from ..change_record import grid_from_info
 from ..edit_region import CoarseChange, coarse_change, coarse_size
 from ..masks import dilate, mask_at
 from ..structure import plain_warp
-from .arrays import bbox, float_rgb
+from .arrays import bbox, float_rgb, open_square
 from .beyond_request import beyond_request, spread_out
 from .coherent import coherent_join, coherent_level, coherent_residual
 from .compose import seam_reach
@@ -73,7 +73,7 @@ def warp_near(inputs: GuardInputs, frame: Frame, seed: np.ndarray, extra: np.nda
             ex = tiles.explained[Y0:Y1, X0:X1].copy()
             co = coherent_residual(float_rgb(inputs.prev3[Y0:Y1, X0:X1]), tiles.E[Y0:Y1, X0:X1], info, level,
                                    params.coherent_ratio, params.coherent_sigma)
-            ex &= ~ndimage.binary_opening(ex & co, np.ones((params.coherent_open,) * 2, bool))
+            ex &= ~open_square(ex & co, params.coherent_open)
             tiles.explained[y0:y1, x0:x1] = ex[inner]
     return tiles
 
