@@ -74,8 +74,8 @@ def test_a_step_that_stepped_aside_for_its_verification_is_flagged_with_its_chec
                                     [Image.open(p).convert("RGB") for p in conv.outputs], list(conv.instructions),
                                     history_first=False))
     guard = next(e for e in turns[0].record.post_edit if e["step"] == "drift_guard")
-    guard.update(applied=False, verify={"passed": False, "mended": False,
-                                        "failed": [{"check": "frame_border", "detail": "old pixels outside the frame"}]})
+    failed = [{"check": "frame_border", "detail": "old pixels outside the frame"}]
+    guard.update(applied=False, verify={"passed": False, "mended": False, "failed": failed})
     reveal = next(e for e in turns[1].record.post_edit if e["step"] == "reveal_composite")
     reveal["checks"] = {"verify": {"passed": True, "mended": True,
                                    "failed": [{"check": "islands", "detail": "a sliver joined the edit"}]}}
