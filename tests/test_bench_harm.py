@@ -98,7 +98,7 @@ def test_before_counts_the_convergebench_turns_the_pack_still_changes():
               {"sequence": "convergebench_a", "turn": "3", "changed_by": "none"},
               {"sequence": "mcedit_x", "turn": "1", "changed_by": "guard"}]
     now = [{"sequence": "convergebench_a", "turn": 1, "changed_by": "none", "failed_checks": "guard:seams",
-            "guard_reason": "", "reveal_reason": ""},
+            "guard": "aside", "guard_reason": "the result failed its verification", "reveal_reason": ""},
            {"sequence": "convergebench_a", "turn": 2, "changed_by": "undo", "failed_checks": "",
             "guard_reason": "", "reveal_reason": ""},
            {"sequence": "convergebench_a", "turn": 3, "changed_by": "guard", "failed_checks": "",
@@ -108,7 +108,7 @@ def test_before_counts_the_convergebench_turns_the_pack_still_changes():
     text = harm.compare(before, now)
     assert text.splitlines()[0] == ("of the 2 ConvergeBench turns where the pack changed the editor's picture "
                                     "before, 1 still change it (50.0 %)")
-    assert "convergebench_a turn 1" in text and "guard:seams" in text
+    assert "convergebench_a turn 1 (was guard; now guard aside: failed seams)" in text
 
 
 def test_a_wrong_folder_or_an_earlier_run_that_is_not_one_is_a_clear_error(tmp_path, capsys):

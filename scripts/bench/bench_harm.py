@@ -356,9 +356,15 @@ def compare(before: list[dict], rows: list[dict]) -> str:
              f"change it ({100.0 * m / n if n else 0.0:.1f} %)"]
     for b in lost:
         r = now[(b["sequence"], str(b["turn"]))]
-        lines.append(f"  no longer: {b['sequence']} turn {b['turn']} (was {b['changed_by']}; now: "
-                     f"{r['failed_checks'] or r['guard_reason'][:100] or r['reveal_reason'][:100]})")
+        why = "; ".join(f"{s} {r.get(s, '?')}: {_why(r, s)}" for s in b["changed_by"].split("+"))
+        lines.append(f"  no longer: {b['sequence']} turn {b['turn']} (was {b['changed_by']}; now {why})")
     return "\n".join(lines)
+
+
+def _why(row: dict, step: str) -> str:
+    """The failed checks of `step` in `row`, else its reason (shortened)."""
+    failed = [x.split(":", 1)[1] for x in row.get("failed_checks", "").split(";") if x.startswith(step + ":")]
+    return ("failed " + ", ".join(failed)) if failed else row.get(f"{step}_reason", "")[:120]
 
 
 def write_csv(path: Path, rows: list[dict], columns) -> None:
