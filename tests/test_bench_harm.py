@@ -88,7 +88,8 @@ def test_a_step_that_stepped_aside_for_its_verification_is_flagged_with_its_chec
     table = "\n".join(harm.editor_counts([row1, row2]))
     assert "| Synthetic | 2 |" in table and "frame_border 1" in table and "islands" not in table
     text = harm.summary([row1, row2], flags1, True, 1.0)
-    assert "guard stepped aside, frame_border" in text and "sheets/t1.png" in text
+    assert "(1 turns, 1 failed checks)" in text
+    assert "turn 1: guard stepped aside: frame_border (old pixels outside the frame) -> sheets/t1.png" in text
 
 
 def test_before_counts_the_convergebench_turns_the_pack_still_changes():

@@ -334,13 +334,17 @@ def summary(rows: list[dict], flags: list[dict], history_first: bool, seconds: f
              + (f" ({cpu:.0f} s CPU)" if cpu is not None else ""), "",
              "## Counts per editor", "", *editor_counts(rows), "",
              "## The undo figure per ConvergeBench removal turn (whole-image PSNR against I_0, cap 100 dB)", "",
-             *undo_figure(rows), "", f"## Turns where a check made a step step aside ({len(flags)})", ""]
+             *undo_figure(rows), ""]
+    by_turn: dict[tuple, list[dict]] = defaultdict(list)
+    for f in flags:
+        by_turn[(f["editor"], f["sequence"], f["turn"], f["step"], f["sheet"])].append(f)
+    lines += [f"## Turns where a check made a step step aside ({len(by_turn)} turns, {len(flags)} failed checks)", ""]
     if not flags:
         lines.append("none" + ("" if verified else " (no step recorded a verification: the checks are not in "
                                                    "this code)"))
-    for f in flags:
-        lines.append(f"- {f['editor']} | {f['sequence']} turn {f['turn']}: {f['step']} stepped aside, "
-                     f"{f['check']} ({str(f['detail'])[:160]}) -> {f['sheet']}")
+    for (editor, sequence, turn, step, sheet), fs in by_turn.items():
+        checks = "; ".join(f"{f['check']} ({str(f['detail'])[:120]})" for f in fs)
+        lines.append(f"- {editor} | {sequence} turn {turn}: {step} stepped aside: {checks} -> {sheet}")
     return "\n".join(lines) + "\n"
 
 
