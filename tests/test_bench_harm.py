@@ -86,7 +86,7 @@ def test_a_step_that_stepped_aside_for_its_verification_is_flagged_with_its_chec
                        "check": "frame_border", "detail": "old pixels outside the frame", "sheet": "sheets/t1.png"}]
     assert flags2 == [] and row2["mended"] == "reveal"          # a mend that passed is not a step aside
     table = "\n".join(harm.editor_counts([row1, row2]))
-    assert "| Synthetic | 2 |" in table and "frame_border 1" in table and "islands" not in table
+    assert "| Synthetic | 2 |" in table and "| 1 | frame_border 1 |" in table and "islands" not in table
     text = harm.summary([row1, row2], flags1, True, 1.0)
     assert "(1 turns, 1 failed checks)" in text
     assert "turn 1: guard stepped aside: frame_border (old pixels outside the frame) -> sheets/t1.png" in text

@@ -291,7 +291,8 @@ def run(convs: list[Conversation], out: Path | None, history_first: bool = True,
 def editor_counts(rows: list[dict]) -> list[str]:
     """The table of counts per editor (markdown lines)."""
     lines = ["| editor | turns | changed by undo | by reveal | by guard | by reveal+guard | unchanged | "
-             "editor not called | stepped aside per check |", "|---|---|---|---|---|---|---|---|---|"]
+             "editor not called | mended and passed | stepped aside per check |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     by: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         by[r["editor"]].append(r)
@@ -301,7 +302,8 @@ def editor_counts(rows: list[dict]) -> list[str]:
                         if r[x.split(":", 1)[0]] == "aside")
         checks = ", ".join(f"{k} {n}" for k, n in sorted(aside.items())) or "-"
         lines.append(f"| {ed} | {len(rs)} | {c['undo']} | {c['reveal']} | {c['guard']} | {c['reveal+guard']} | "
-                     f"{c['none']} | {sum(str(r['editor_called']) == '0' for r in rs)} | {checks} |")
+                     f"{c['none']} | {sum(str(r['editor_called']) == '0' for r in rs)} | "
+                     f"{sum(bool(r['mended']) for r in rs)} | {checks} |")
     return lines
 
 
