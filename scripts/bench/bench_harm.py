@@ -344,7 +344,7 @@ def summary(rows: list[dict], flags: list[dict], history_first: bool, seconds: f
     if not flags:
         lines.append("none" + ("" if verified else " (no step recorded a verification: the checks are not in "
                                                    "this code)"))
-    for (editor, sequence, turn, step, sheet), fs in by_turn.items():
+    for (editor, sequence, turn, step, sheet), fs in sorted(by_turn.items(), key=lambda kv: kv[0][0]):   # per editor
         checks = "; ".join(f"{f['check']} ({str(f['detail'])[:120]})" for f in fs)
         lines.append(f"- {editor} | {sequence} turn {turn}: {step} stepped aside: {checks} -> {sheet}")
     return "\n".join(lines) + "\n"
