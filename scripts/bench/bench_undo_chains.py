@@ -11,7 +11,8 @@ editor's recorded output, scaled to I_{t-1}'s size (bicubic) as the chat graphs 
 "replay" editor, through the pack's conversational steps as `conversational_provenance` runs them:
 the provenance planner and selector (no VLM), the restoration flag from the request's words, Reveal
 Composite and the Drift Guard; with `history_first` on, a removal that history can answer is
-answered before the edit and the replay editor is not called.
+answered before the edit and the replay editor is not called (scripts/bench/chat_replay.py, shared
+with bench_harm.py).
 
 A third run turns UndoParams.latest_whole off (the region rule answers the removal right after its
 addition too), to measure that rule alone.
@@ -26,48 +27,16 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from respec.controller.provenance_selector import selector_parts  # noqa: E402
-from respec.history import History  # noqa: E402
-from respec.post_edit.guard_step import GuardStep  # noqa: E402
-from respec.pixels.undo import UndoParams  # noqa: E402
-from respec.post_edit.reveal_step import RevealStep  # noqa: E402
-from respec.post_edit.undo_step import UndoStep  # noqa: E402
-from respec.turn import TurnParts, TurnSwitches, run_turn  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from chat_replay import psnr, replay  # noqa: E402
 
-CAP_DB = 100.0
 TARGET_DB = 60.0
 REMOVALS = (2, 4, 6)
-
-
-def psnr(a: np.ndarray, b: np.ndarray) -> float:
-    """Whole-image PSNR (dB, 8-bit), CAP_DB for identical images."""
-    e = float(((a.astype(np.float64) - b.astype(np.float64)) ** 2).mean())
-    return CAP_DB if e == 0 else min(CAP_DB, 10 * np.log10(255.0 ** 2 / e))
-
-
-class ReplayEditor:
-    """Returns turn t's recorded output, scaled to the current image's size; counts its calls."""
-
-    name = "replay"
-
-    def __init__(self, outputs: list[Image.Image]):
-        self.outputs, self.t, self.last_run, self.calls = outputs, 0, {}, []
-
-    def seek(self, t: int) -> None:
-        """The next edit is turn t's."""
-        self.t = t
-
-    def edit(self, images, instruction, *, output_size, seed, steps=None, guidance=None):
-        self.calls.append(self.t)
-        out = self.outputs[self.t - 1]
-        return out if out.size == tuple(output_size) else out.resize(tuple(output_size), Image.BICUBIC)
 
 
 def run_chain(folder: Path, chain: dict, history_first: bool, latest_whole: bool = True) -> list[dict]:
@@ -76,29 +45,18 @@ def run_chain(folder: Path, chain: dict, history_first: bool, latest_whole: bool
     turns = chain["turns"]
     i0 = Image.open(folder / turns[0]["file"]).convert("RGB")
     outputs = [Image.open(folder / t["file"]).convert("RGB") for t in turns[1:]]
-    editor = ReplayEditor(outputs)
-    planner, selector = selector_parts("provenance")
-    parts = TurnParts(editor=editor, planner=planner, selector=selector, post_edit=[RevealStep(), GuardStep()],
-                      undo=UndoStep(UndoParams(latest_whole=latest_whole)))
-    switches = TurnSwitches(restoration_mode="auto", history_first=history_first)
-    h = History.start(np.asarray(i0))
     truth = np.asarray(i0)
     rows = []
-    for t, turn in enumerate(turns[1:], start=1):
-        editor.seek(t)
-        start = time.perf_counter()
-        record, h = run_turn(h, turn["instruction"], parts, switches, seed=t)
-        seconds = time.perf_counter() - start
-        if t not in REMOVALS:
+    for rt in replay(i0, outputs, [t["instruction"] for t in turns[1:]], history_first, latest_whole):
+        if rt.t not in REMOVALS:
             continue
-        own = np.asarray(outputs[t - 1].resize(i0.size, Image.BICUBIC) if outputs[t - 1].size != i0.size
-                         else outputs[t - 1])
+        record = rt.record
         undo = next((e for e in record.post_edit if e.get("step") == "history_undo"), {})
         steps = [f"{e['step']}:{'applied' if e.get('applied') else 'aside'}" for e in record.post_edit]
-        rows.append({"chain": chain["chain_id"], "turn": t, "kept_db": psnr(h.current.image.array, truth),
-                     "editor_db": psnr(own, truth), "editor_called": t in editor.calls,
+        rows.append({"chain": chain["chain_id"], "turn": rt.t, "kept_db": psnr(rt.kept, truth),
+                     "editor_db": psnr(rt.editor_image, truth), "editor_called": rt.editor_called,
                      "answered": bool(undo.get("applied")), "undo_reason": undo.get("reason", ""),
-                     "words": undo.get("words", ""), "steps": steps, "seconds": seconds,
+                     "words": undo.get("words", ""), "steps": steps, "seconds": rt.seconds,
                      "covering": undo.get("covering_turn"), "whole": bool(undo.get("whole")),
                      "exact": bool(undo.get("exact"))})
     return rows
