@@ -7,11 +7,13 @@ from typing import Callable
 
 import numpy as np
 
+from .borders import borders
+from .islands import islands
 from .values import CheckRead, Composite, Verdict
 
 # Each check reads one Composite and returns a CheckRead; the order is the order of the record.
 Check = Callable[[Composite], CheckRead]
-CHECKS: tuple[tuple[str, Check], ...] = ()
+CHECKS: tuple[tuple[str, Check], ...] = (("borders", borders), ("islands", islands))
 
 
 def _run_checks(c: Composite, checks: tuple[tuple[str, Check], ...]) -> tuple[dict, list, np.ndarray | None]:
@@ -31,7 +33,7 @@ def mended(c: Composite, mend: np.ndarray) -> Composite:
     kept = c.kept.copy()
     kept[mend] = c.fallback[mend]
     written = np.where(mend, 0.0, c.written).astype(np.float32)
-    return Composite(c.step, kept, c.fallback, c.old, written, c.old_valid)
+    return Composite(c.step, kept, c.fallback, c.old, written, c.old_valid, c.fallback_valid)
 
 
 def verify(c: Composite, checks: tuple[tuple[str, Check], ...] | None = None) -> Verdict:

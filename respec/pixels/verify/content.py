@@ -1,0 +1,182 @@
+"""What a step's result shows, read once for the checks that look at content (borders.py,
+islands.py): where the kept picture holds old content the fallback does not have, where it holds
+new content that old does not have, and the pieces of old content with what surrounds them.
+
+The reading is made on a grid whose longer side is at most GRID_SIDE (a box mean), so that it
+costs a few hundredths of a second at 1024²:
+
+    d      the content difference |fallback − fit(old)| (largest channel, then a 3×3 mean): `fit`
+           is a per-channel gain and offset from old to fallback, fitted where the two sources meet
+           (a robust fit on an even sample of the whole picture), so an editor's colour drift is not
+           content
+    τ      the level that is content, not drift: median(d) + NOISE_K robust sigmas, at least CONTENT_MIN
+    S      old content kept: written ≥ WRITTEN_FROM, d > τ and kept differs from the fallback by τ,
+           where old has pixels
+    N      new content kept (the kept edit): written < WRITTEN_FROM, d > τ and kept differs from
+           fit(old) by τ, where the fallback has pixels
+
+A piece is one 8-connected component of S; around it a ring RING_PX grid pixels wide (inside the
+frame) says what surrounds it: its share of N is how much of it the kept edit surrounds.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image
+from scipy import ndimage
+
+GRID_SIDE = 512         # the checks read the pictures with the longer side at most this: at 1024² a 2 px rim
+                        # is still a 1 px line, and the reading costs ~0.03 s
+NOISE_K = 4.0           # content, not drift: d above median + 4 robust sigmas (as the change masks' τ) ...
+CONTENT_MIN = 24 / 255  # ... and above this: an editor's drift and JPEG stay under ~15/255 after the colour fit,
+                        # an object's rim (a hat brim, a leaf) is 30/255 and more
+WRITTEN_FROM = 0.5      # a pixel holds old content where the written weight reaches this (half of a seam)
+FIT_STEP = 4            # grid px: the colour fit old -> fallback reads every 4th pixel each way (~16k at 512²)
+MIN_FIT_PX = 64         # with fewer such pixels the fit is the identity
+RING_PX = 2             # grid px: a piece's ring (what surrounds it) is this wide
+EDGE_PX = 1             # grid px: a piece within this of the frame's edge touches it
+THIN_PX = 2             # grid px: a piece that an erosion by this many px removes is thin (at most ~4 grid px wide)
+
+
+@dataclass(frozen=True, eq=False)
+class Pieces:
+    """The pieces of old content kept (S's components), one row per label 1..n: `area` (grid px),
+    `ring` (ring px inside the frame), `ring_new` (ring px of new content), `edge` (px touching the
+    frame's edge), `thin` (an erosion by THIN_PX removes it)."""
+
+    labels: np.ndarray
+    area: np.ndarray
+    ring: np.ndarray
+    ring_new: np.ndarray
+    edge: np.ndarray
+    thin: np.ndarray
+
+    @property
+    def surround(self) -> np.ndarray:
+        """The share of each piece's ring that is new content (the kept edit around it)."""
+        return self.ring_new / np.maximum(self.ring, 1)
+
+
+@dataclass(frozen=True, eq=False)
+class ContentRead:
+    """A Composite read on the grid (see the module docstring): the grid's factor, the difference
+    d and its level τ, old content kept (S), new content kept (N), the written weight on the grid,
+    and S's pieces."""
+
+    factor: int
+    shape: tuple[int, int]
+    d: np.ndarray
+    tau: float
+    old_kept: np.ndarray
+    new_kept: np.ndarray
+    written: np.ndarray
+    pieces: Pieces
+
+    def record(self) -> dict:
+        """JSON-able: the grid's factor, τ (0..255) and the shares of old and new content kept."""
+        return {"grid_factor": self.factor, "content_level": round(self.tau * 255.0, 2),
+                "old_kept_share": round(float(self.old_kept.mean()), 6),
+                "new_kept_share": round(float(self.new_kept.mean()), 6)}
+
+    def at_grid(self, mask: np.ndarray) -> np.ndarray:
+        """A full-size bool mask on the grid: set where any of a cell's pixels is."""
+        return mask.copy() if self.factor == 1 else on_grid(mask, self.factor) > 0.0
+
+    def at_full(self, mask: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+        """A grid mask at the full size `shape` (H, W) (nearest)."""
+        if self.factor == 1:
+            return mask.copy()
+        return np.asarray(Image.fromarray(mask).resize((shape[1], shape[0]), Image.NEAREST), bool)
+
+
+def grid_factor(shape: tuple[int, int]) -> int:
+    """The integer factor that brings the longer side of `shape` to at most GRID_SIDE."""
+    return max(1, math.ceil(max(shape) / GRID_SIDE))
+
+
+def on_grid(a: np.ndarray, factor: int) -> np.ndarray:
+    """A uint8 picture (H×W×3 -> float 0..1) or a float/bool plane (-> float32) on the grid (box mean)."""
+    h, w = a.shape[:2]
+    size = (math.ceil(w / factor), math.ceil(h / factor))
+    if a.ndim == 3:
+        im = Image.fromarray(np.ascontiguousarray(a))
+        if factor > 1:
+            im = im.resize(size, Image.BOX)
+        return np.asarray(im, np.float32) / 255.0
+    plane = np.ascontiguousarray(a, np.float32)
+    if factor == 1:
+        return plane
+    return np.asarray(Image.fromarray(plane, "F").resize(size, Image.BOX), np.float32)
+
+
+def colour_fit(old: np.ndarray, fallback: np.ndarray, sample: np.ndarray) -> np.ndarray:
+    """`old` (float H×W×3) mapped per channel onto `fallback` by a gain and offset fitted on the
+    `sample` pixels, three times (each refit on the better half of the last: what the edit changed
+    is not drift; the editor's drift covers the whole picture, the edit a part)."""
+    if int(sample.sum()) < MIN_FIT_PX:
+        return old
+    x, y = old[sample], fallback[sample]
+    out = np.empty_like(old)
+    for ch in range(3):
+        keep = np.ones(len(x), bool)
+        gain, bias = 1.0, 0.0
+        for _ in range(3):
+            xs, ys = x[keep, ch], y[keep, ch]
+            var = float(xs.var())
+            gain = float(np.clip(((xs - xs.mean()) * (ys - ys.mean())).mean() / var, 0.5, 2.0)) if var > 1e-6 else 1.0
+            bias = float(ys.mean() - gain * xs.mean())
+            r = np.abs(y[:, ch] - (gain * x[:, ch] + bias))
+            keep = r <= np.median(r)
+        out[..., ch] = gain * old[..., ch] + bias
+    return out
+
+
+def largest(a: np.ndarray) -> np.ndarray:
+    """The largest of an H×W×3 array's channels (H×W)."""
+    return np.maximum(np.maximum(a[..., 0], a[..., 1]), a[..., 2])
+
+
+def read_content(c) -> ContentRead:
+    """Read a Composite `c` on the grid (the module docstring): d, τ, S, N and S's pieces."""
+    shape = c.kept.shape[:2]
+    f = grid_factor(shape)
+    old, fb, w = on_grid(c.old, f), on_grid(c.fallback, f), on_grid(c.written, f)
+    gshape = w.shape
+    old_ok = np.ones(gshape, bool) if c.old_valid is None else on_grid(c.old_valid, f) >= 0.999
+    fb_ok = np.ones(gshape, bool) if c.fallback_valid is None else on_grid(c.fallback_valid, f) >= 0.999
+    held = w >= WRITTEN_FROM
+    both = old_ok & fb_ok
+    sample = np.zeros(gshape, bool)
+    sample[::FIT_STEP, ::FIT_STEP] = True
+    old = colour_fit(old, fb, sample & both)
+    d = ndimage.uniform_filter(largest(np.abs(fb - old)), size=3, mode="nearest")
+    vals = d[both] if both.any() else d.ravel()
+    med = float(np.median(vals))
+    tau = max(CONTENT_MIN, med + NOISE_K * 1.4826 * float(np.median(np.abs(vals - med))))
+    big = d > tau
+    # the 3×3 mean carries a difference a pixel across the written edge: each side must show it itself
+    kept = on_grid(c.kept, f)
+    S = held & big & old_ok & (largest(np.abs(kept - fb)) > tau)
+    N = ~held & big & fb_ok & (largest(np.abs(kept - old)) > tau)
+    return ContentRead(f, gshape, d, tau, S, N, w, pieces_of(S, N))
+
+
+def pieces_of(S: np.ndarray, N: np.ndarray) -> Pieces:
+    """S's 8-connected pieces with what surrounds each (Pieces' fields)."""
+    labels, n = ndimage.label(S, np.ones((3, 3), bool))
+    if n == 0:
+        z = np.zeros(1, np.int64)
+        return Pieces(labels, z, z, z, z, np.zeros(1, bool))
+    area = np.bincount(labels.ravel(), minlength=n + 1)
+    grown = ndimage.grey_dilation(labels, size=(2 * RING_PX + 1, 2 * RING_PX + 1))
+    ring = (labels == 0) & (grown > 0)
+    ring_all = np.bincount(grown[ring], minlength=n + 1)
+    ring_new = np.bincount(grown[ring & N], minlength=n + 1)
+    border = np.zeros(S.shape, bool)
+    border[:EDGE_PX], border[-EDGE_PX:], border[:, :EDGE_PX], border[:, -EDGE_PX:] = True, True, True, True
+    edge = np.bincount(labels[border & S], minlength=n + 1)
+    core = ndimage.binary_erosion(S, np.ones((3, 3), bool), iterations=THIN_PX, border_value=1)
+    thin = np.bincount(labels[core], minlength=n + 1) == 0
+    return Pieces(labels, area, ring_all, ring_new, edge, thin)
