@@ -10,8 +10,8 @@ costs a few hundredths of a second at 1024²:
            (a robust fit on an even sample of the whole picture), so an editor's colour drift is not
            content
     τ      the level that is content, not drift: median(d) + NOISE_K robust sigmas, at least CONTENT_MIN
-    S      old content kept: written ≥ WRITTEN_FROM, d > τ and kept differs from the fallback by τ,
-           where old has pixels
+    S      old content kept: written ≥ WRITTEN_FROM, d > τ and fit(kept) differs from the fallback
+           by τ, where old has pixels
     N      new content kept (the kept edit): written < WRITTEN_FROM, d > τ and kept differs from
            fit(old) by τ, where the fallback has pixels
 
@@ -111,26 +111,25 @@ def on_grid(a: np.ndarray, factor: int) -> np.ndarray:
     return np.asarray(Image.fromarray(plane, "F").resize(size, Image.BOX), np.float32)
 
 
-def colour_fit(old: np.ndarray, fallback: np.ndarray, sample: np.ndarray) -> np.ndarray:
-    """`old` (float H×W×3) mapped per channel onto `fallback` by a gain and offset fitted on the
-    `sample` pixels, three times (each refit on the better half of the last: what the edit changed
-    is not drift; the editor's drift covers the whole picture, the edit a part)."""
+def colour_fit(old: np.ndarray, fallback: np.ndarray, sample: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(gain, bias) per channel mapping `old` (float H×W×3) onto `fallback`, fitted on the `sample`
+    pixels three times (each refit on the better half of the last: what the edit changed is not
+    drift; the editor's drift covers the whole picture, the edit a part). The identity when fewer
+    than MIN_FIT_PX pixels are sampled."""
+    gain, bias = np.ones(3, np.float32), np.zeros(3, np.float32)
     if int(sample.sum()) < MIN_FIT_PX:
-        return old
+        return gain, bias
     x, y = old[sample], fallback[sample]
-    out = np.empty_like(old)
     for ch in range(3):
         keep = np.ones(len(x), bool)
-        gain, bias = 1.0, 0.0
         for _ in range(3):
             xs, ys = x[keep, ch], y[keep, ch]
             var = float(xs.var())
-            gain = float(np.clip(((xs - xs.mean()) * (ys - ys.mean())).mean() / var, 0.5, 2.0)) if var > 1e-6 else 1.0
-            bias = float(ys.mean() - gain * xs.mean())
-            r = np.abs(y[:, ch] - (gain * x[:, ch] + bias))
+            g = float(np.clip(((xs - xs.mean()) * (ys - ys.mean())).mean() / var, 0.5, 2.0)) if var > 1e-6 else 1.0
+            gain[ch], bias[ch] = g, float(ys.mean() - g * xs.mean())
+            r = np.abs(y[:, ch] - (gain[ch] * x[:, ch] + bias[ch]))
             keep = r <= np.median(r)
-        out[..., ch] = gain * old[..., ch] + bias
-    return out
+    return gain, bias
 
 
 def largest(a: np.ndarray) -> np.ndarray:
@@ -150,7 +149,8 @@ def read_content(c) -> ContentRead:
     both = old_ok & fb_ok
     sample = np.zeros(gshape, bool)
     sample[::FIT_STEP, ::FIT_STEP] = True
-    old = colour_fit(old, fb, sample & both)
+    gain, bias = colour_fit(old, fb, sample & both)
+    old = old * gain + bias
     d = ndimage.uniform_filter(largest(np.abs(fb - old)), size=3, mode="nearest")
     vals = d[both] if both.any() else d.ravel()
     med = float(np.median(vals))
@@ -158,7 +158,7 @@ def read_content(c) -> ContentRead:
     big = d > tau
     # the 3×3 mean carries a difference a pixel across the written edge: each side must show it itself
     kept = on_grid(c.kept, f)
-    S = held & big & old_ok & (largest(np.abs(kept - fb)) > tau)
+    S = held & big & old_ok & (largest(np.abs(kept * gain + bias - fb)) > tau)   # held: kept is in old's colours
     N = ~held & big & fb_ok & (largest(np.abs(kept - old)) > tau)
     return ContentRead(f, gshape, d, tau, S, N, w, pieces_of(S, N))
 

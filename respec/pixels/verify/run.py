@@ -44,11 +44,11 @@ def verify(c: Composite, checks: tuple[tuple[str, Check], ...] | None = None) ->
     checks = CHECKS if checks is None else checks
     measured, findings, mend = _run_checks(c, checks)
     if not findings:
-        return Verdict(c.kept, True, measured=measured, seconds=time.perf_counter() - t0)
+        return Verdict(c.kept, True, measured=measured, seconds=time.perf_counter() - t0, written=c.written)
     if mend is not None:
         fixed = mended(c, mend)
         measured2, findings2, _ = _run_checks(fixed, checks)
         if not findings2:
             return Verdict(fixed.kept, True, tuple(findings), True, {"before_mend": measured, **measured2},
-                           time.perf_counter() - t0)
+                           time.perf_counter() - t0, fixed.written)
     return Verdict(c.fallback, False, tuple(findings), False, measured, time.perf_counter() - t0)

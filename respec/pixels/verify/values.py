@@ -95,7 +95,8 @@ class CheckRead:
 class Verdict:
     """What the verification said of one step's result: the picture to hand back (`image`, the
     mended one when a mend passed), whether it passed, the findings that made it fail, whether a
-    mend was applied, and the measurements per check."""
+    mend was applied, the measurements per check, and the written weight of `image` (the
+    Composite's, mended; None when it failed: the fallback holds no old pixel)."""
 
     image: np.ndarray
     passed: bool
@@ -103,6 +104,7 @@ class Verdict:
     mended: bool = False
     measured: dict = field(default_factory=dict)
     seconds: float = 0.0
+    written: np.ndarray | None = None
 
     @property
     def failed_check(self) -> str | None:
