@@ -180,3 +180,79 @@ def pieces_of(S: np.ndarray, N: np.ndarray) -> Pieces:
     core = ndimage.binary_erosion(S, np.ones((3, 3), bool), iterations=THIN_PX, border_value=1)
     thin = np.bincount(labels[core], minlength=n + 1) == 0
     return Pieces(labels, area, ring_all, ring_new, edge, thin)
+
+
+OUTLINE_PX = 2          # full-size px: an outline is looked for this far outside the kept edit (an object's
+                        # anti-aliased rim is 1-2 px) ...
+BEYOND_IN, BEYOND_OUT = 4, 8   # ... and compared with the difference 4-8 px further out (the background's drift)
+RIM_WINDOW = 17         # full-size px: both are averaged along the edge over windows this wide (a faint rim is
+                        # a broken chain of pixels; averaged along it, it stands out of the drift beyond)
+RIM_PIXEL_MIN = 8 / 255  # a rim pixel differs from the fallback by at least this ...
+RIM_LEVEL = 4 / 255     # ... the rim's windowed mean by at least this (a brim ring left at 512²: 6-8/255) ...
+OUTLINE_RATIO = 2.0     # ... and this many times the windowed difference beyond it (drift differs alike on both)
+OUTLINE_LEN_FRAC = 0.025  # a rim runs at least this share of the shorter side along the edge (a brim ring at 512²
+                          # shows over ~20 px of its ~70 where it is faintest; the drift's odd pixels a few)
+RIM_BRIDGE = 2          # full-size px: rim pixels this close belong to one run (a faint rim is broken)
+
+
+def rim_outline(c) -> np.ndarray:
+    """bool H×W (full size): the rims of old content left along the kept edit's edge. On the band
+    OUTLINE_PX wide just outside the edit (where old is written), the pixels where old has an edge
+    the fallback has not (old's grey gradient is the larger) and that differ from the fallback by
+    RIM_PIXEL_MIN; averaged along the edge (RIM_WINDOW), their difference reaches RIM_LEVEL and
+    OUTLINE_RATIO times the difference BEYOND_IN..BEYOND_OUT px further out; runs of them (gaps up
+    to RIM_BRIDGE bridged) at least OUTLINE_LEN_FRAC of the shorter side long, with the fainter
+    pixels (half of RIM_PIXEL_MIN) of the same run. A faint brim ring, one pixel wide, that the
+    grid's box mean would dilute below τ."""
+    h, w = c.written.shape
+    held = c.written >= WRITTEN_FROM
+    out = np.zeros((h, w), bool)
+    edge = held & ~ndimage.binary_erosion(held, border_value=1)
+    if not edge.any() or held.all():
+        return out
+    ys, xs = np.nonzero(edge)
+    m = BEYOND_OUT + RIM_WINDOW
+    y0, y1, x0, x1 = max(0, ys.min() - m), min(h, ys.max() + 1 + m), max(0, xs.min() - m), min(w, xs.max() + 1 + m)
+    sl = (slice(y0, y1), slice(x0, x1))
+    held_c = held[sl]
+    new = ~held_c
+    near = ndimage.binary_dilation(new, iterations=OUTLINE_PX) & held_c
+    beyond = ndimage.binary_dilation(new, iterations=BEYOND_OUT) & ~ndimage.binary_dilation(new, iterations=BEYOND_IN) \
+        & held_c
+    kept, fb, old = (np.asarray(a[sl], np.float32) / 255.0 for a in (c.kept, c.fallback, c.old))
+    dk = largest(np.abs(kept - fb))
+    own = near & (gradient(old) > gradient(fb)) & (dk >= RIM_PIXEL_MIN)
+    if c.old_valid is not None:
+        own &= c.old_valid[sl]
+    if not own.any():
+        return out
+    rim_level = windowed(dk * own, near)
+    beyond_level = windowed(dk * beyond, beyond)
+    rim = own & (rim_level >= RIM_LEVEL) & (rim_level >= OUTLINE_RATIO * beyond_level)
+    labels, n = ndimage.label(ndimage.binary_dilation(rim, iterations=RIM_BRIDGE) & near, np.ones((3, 3), bool))
+    if n == 0:
+        return out
+    length = np.bincount(labels[rim], minlength=n + 1)
+    long_ = np.nonzero(length >= OUTLINE_LEN_FRAC * min(h, w))[0]
+    runs = np.isin(labels, long_[long_ > 0]) & rim
+    if runs.any():
+        # the whole rim is mended: its fainter pixels (half the pixel limit) along the same run of the
+        # edge too, not only where it stood out of the drift
+        faint = near & (gradient(old) > gradient(fb)) & (dk >= RIM_PIXEL_MIN / 2)
+        along, _ = ndimage.label(ndimage.binary_dilation(faint, iterations=RIM_BRIDGE) & near, np.ones((3, 3), bool))
+        ids = np.unique(along[runs])
+        out[sl] = runs | (faint & np.isin(along, ids[ids > 0]))
+    return out
+
+
+def windowed(values: np.ndarray, where: np.ndarray) -> np.ndarray:
+    """The mean of `values` over the pixels `where` within RIM_WINDOW (0 where none)."""
+    num = ndimage.uniform_filter(np.asarray(values, np.float32), RIM_WINDOW)
+    den = ndimage.uniform_filter(where.astype(np.float32), RIM_WINDOW)
+    return np.where(den > 1e-6, num / np.maximum(den, 1e-6), 0.0)
+
+
+def gradient(rgb: np.ndarray) -> np.ndarray:
+    """The grey gradient magnitude (Sobel) of a float H×W×3 picture."""
+    g = rgb.mean(axis=2)
+    return np.hypot(ndimage.sobel(g, 0), ndimage.sobel(g, 1))

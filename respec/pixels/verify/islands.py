@@ -11,6 +11,9 @@ when
     an outline    it is thin (THIN_PX, content.py) and the kept edit makes up OUTLINE_SURROUND of its
                   ring: the rim of a removed hat brim, ball or cone left along the edit's edge (its
                   one side is the edit, the other the unchanged picture)
+    a rim         a run of pixels just outside the kept edit that differ from the fallback twice as
+                  much as the picture beyond them, where old has an edge the fallback has not
+                  (content.rim_outline, at full size: a one-pixel brim ring the grid would dilute)
 
 Pieces that touch the frame's edge are borders.py's. When the flagged pieces hold at most
 MEND_SHARE of the content the result holds (old content kept and new), they join the edit (the
@@ -21,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import ndimage
 
-from .content import ContentRead
+from .content import ContentRead, rim_outline
 from .values import CheckRead, Composite, Finding
 
 NAME = "islands"
@@ -33,6 +36,7 @@ OUTLINE_SURROUND = 0.3  # a thin piece whose ring is this much the kept edit lie
 MEND_SHARE = 0.5        # the flagged pieces join the edit when they are at most this share of the content the
                         # result holds (old and new kept): more, and the result is mostly what failed
 MEND_GROW = 1           # grid px: a mend reaches this far beyond the piece (its soft rim, the grid's rounding)
+RIM_GROW = 1            # full-size px: a rim's mend reaches this far beyond it (its anti-aliased neighbours)
 
 
 def flagged(read: ContentRead, at_edge: bool) -> np.ndarray:
@@ -71,5 +75,17 @@ def mend_or_aside(c: Composite, ids: np.ndarray, check: str, what: str) -> Check
 
 def islands(c: Composite) -> CheckRead:
     """The islands check (the module docstring): pieces of old content inside the frame that the
-    kept edit surrounds, and thin ones along its edge."""
-    return mend_or_aside(c, flagged(c.content, at_edge=False), NAME, "island(s) or outline(s)")
+    kept edit surrounds, thin ones along its edge, and one-pixel rims along it (content.rim_outline)."""
+    read = mend_or_aside(c, flagged(c.content, at_edge=False), NAME, "island(s) or outline(s)")
+    if read.finding is not None and read.mend is None:
+        return read
+    rim = rim_outline(c)
+    n = int(rim.sum())
+    measured = {**read.measured, "rim_px": n}
+    if n == 0:
+        return CheckRead(measured, read.finding, read.mend)
+    mend = ndimage.binary_dilation(rim, iterations=RIM_GROW) & (c.written > 0)
+    detail = f"a rim of old content along the edit's edge ({n} px, differing from the fallback more than beyond it)"
+    if read.finding is not None:
+        return CheckRead(measured, Finding(NAME, f"{read.finding.detail}; {detail}"), read.mend | mend)
+    return CheckRead(measured, Finding(NAME, detail), mend)
