@@ -9,7 +9,8 @@ costs a few hundredths of a second at 1024²:
            is a per-channel gain and offset from old to fallback, fitted where the two sources meet
            (a robust fit on an even sample of the whole picture), so an editor's colour drift is not
            content
-    τ      the level that is content, not drift: median(d) + NOISE_K robust sigmas, at least CONTENT_MIN
+    τ      the level that is content, not drift: median(d) + NOISE_K robust sigmas on the quieter side
+           of the written edge (held or not), at least CONTENT_MIN
     S      old content kept: written ≥ WRITTEN_FROM, d > τ and fit(kept) differs from the fallback
            by τ, where old has pixels
     N      new content kept (the kept edit): written < WRITTEN_FROM, d > τ and kept differs from
@@ -35,6 +36,8 @@ CONTENT_MIN = 24 / 255  # ... and above this: an editor's drift and JPEG stay un
 WRITTEN_FROM = 0.5      # a pixel holds old content where the written weight reaches this (half of a seam)
 FIT_STEP = 4            # grid px: the colour fit old -> fallback reads every 4th pixel each way (~16k at 512²)
 MIN_FIT_PX = 64         # with fewer such pixels the fit is the identity
+FIT_GAIN = (0.8, 1.25)  # the fit is an editor's drift, not a new picture: gains within this (a 5 % per call
+FIT_BIAS = 0.1          # drift over a few calls), offsets within ±this (0..1): a new background is content
 RING_PX = 2             # grid px: a piece's ring (what surrounds it) is this wide
 EDGE_PX = 1             # grid px: a piece within this of the frame's edge touches it
 THIN_PX = 2             # grid px: a piece that an erosion by this many px removes is thin (at most ~4 grid px wide)
@@ -114,8 +117,8 @@ def on_grid(a: np.ndarray, factor: int) -> np.ndarray:
 def colour_fit(old: np.ndarray, fallback: np.ndarray, sample: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(gain, bias) per channel mapping `old` (float H×W×3) onto `fallback`, fitted on the `sample`
     pixels three times (each refit on the better half of the last: what the edit changed is not
-    drift; the editor's drift covers the whole picture, the edit a part). The identity when fewer
-    than MIN_FIT_PX pixels are sampled."""
+    drift; the editor's drift covers the whole picture, the edit a part), within FIT_GAIN and
+    FIT_BIAS. The identity when fewer than MIN_FIT_PX pixels are sampled."""
     gain, bias = np.ones(3, np.float32), np.zeros(3, np.float32)
     if int(sample.sum()) < MIN_FIT_PX:
         return gain, bias
@@ -125,11 +128,17 @@ def colour_fit(old: np.ndarray, fallback: np.ndarray, sample: np.ndarray) -> tup
         for _ in range(3):
             xs, ys = x[keep, ch], y[keep, ch]
             var = float(xs.var())
-            g = float(np.clip(((xs - xs.mean()) * (ys - ys.mean())).mean() / var, 0.5, 2.0)) if var > 1e-6 else 1.0
-            gain[ch], bias[ch] = g, float(ys.mean() - g * xs.mean())
+            g = float(np.clip(((xs - xs.mean()) * (ys - ys.mean())).mean() / var, *FIT_GAIN)) if var > 1e-6 else 1.0
+            gain[ch], bias[ch] = g, float(np.clip(ys.mean() - g * xs.mean(), -FIT_BIAS, FIT_BIAS))
             r = np.abs(y[:, ch] - (gain[ch] * x[:, ch] + bias[ch]))
             keep = r <= np.median(r)
     return gain, bias
+
+
+def noise_level(vals: np.ndarray) -> float:
+    """median + NOISE_K robust sigmas (1.4826 MAD) of a difference's values."""
+    med = float(np.median(vals))
+    return med + NOISE_K * 1.4826 * float(np.median(np.abs(vals - med)))
 
 
 def largest(a: np.ndarray) -> np.ndarray:
@@ -152,9 +161,11 @@ def read_content(c) -> ContentRead:
     gain, bias = colour_fit(old, fb, sample & both)
     old = old * gain + bias
     d = ndimage.uniform_filter(largest(np.abs(fb - old)), size=3, mode="nearest")
-    vals = d[both] if both.any() else d.ravel()
-    med = float(np.median(vals))
-    tau = max(CONTENT_MIN, med + NOISE_K * 1.4826 * float(np.median(np.abs(vals - med))))
+    # the drift's level is read on either side of the written edge, whichever is quieter: the side
+    # the step kept from old (the guard: where the editor only drifted) or the side it kept from the
+    # fallback (Reveal: the editor's picture around the paste; the undo: I_{t-1} beyond the region)
+    levels = [noise_level(d[both & side]) for side in (held, ~held) if int((both & side).sum()) >= MIN_FIT_PX]
+    tau = max(CONTENT_MIN, min(levels) if levels else noise_level(d.ravel()))
     big = d > tau
     # the 3×3 mean carries a difference a pixel across the written edge: each side must show it itself
     kept = on_grid(c.kept, f)
