@@ -6,9 +6,9 @@ The reading is made on a grid whose longer side is at most GRID_SIDE (a box mean
 costs a few hundredths of a second at 1024²:
 
     d      the content difference |fallback − fit(old)| (largest channel, then a 3×3 mean): `fit`
-           is a per-channel gain and offset from old to fallback, fitted where the two sources meet
-           (a robust fit on an even sample of the whole picture), so an editor's colour drift is not
-           content
+           is a per-channel gain and offset from old to fallback (a robust fit on an even sample of
+           the quieter side of the written edge, where the two sources show one scene), so an
+           editor's colour drift is not content
     τ      the level that is content, not drift: median(d) + NOISE_K robust sigmas on the quieter side
            of the written edge (held or not), at least CONTENT_MIN
     S      old content kept: written ≥ WRITTEN_FROM, d > τ and fit(kept) differs from the fallback
@@ -22,12 +22,14 @@ frame) says what surrounds it: its share of N is how much of it the kept edit su
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from PIL import Image
 from scipy import ndimage
 
+CROP_MARGIN_FRAC = 0.06  # the checks read the box around the written edge grown by this share of the shorter side
+CROP_MIN_PX = 32        # ... at least this many px (the ring, the rim's window, the drift beside the edit)
 GRID_SIDE = 512         # the checks read the pictures with the longer side at most this: at 1024² a 2 px rim
                         # is still a 1 px line, and the reading costs ~0.03 s
 NOISE_K = 4.0           # content, not drift: d above median + 4 robust sigmas (as the change masks' τ) ...
@@ -66,16 +68,19 @@ class Pieces:
 class ContentRead:
     """A Composite read on the grid (see the module docstring): the grid's factor, the difference
     d and its level τ, old content kept (S), new content kept (N), the written weight on the grid,
-    and S's pieces."""
+    and S's pieces, all on the box around the written edge."""
 
     factor: int
-    shape: tuple[int, int]
+    shape: tuple[int, int]              # the grid's (H, W): the box's, read on the grid
+    box: tuple[int, int, int, int]      # (y0, y1, x0, x1): the part of the picture read (full-size px)
+    full: tuple[int, int]               # the picture's (H, W)
     d: np.ndarray
     tau: float
     old_kept: np.ndarray
     new_kept: np.ndarray
     written: np.ndarray
-    pieces: Pieces
+    pieces: Pieces | None
+    has_edge: bool = True               # False: the step kept old everywhere or nowhere (nothing read)
 
     def record(self) -> dict:
         """JSON-able: the grid's factor, τ (0..255) and the shares of old and new content kept."""
@@ -84,14 +89,47 @@ class ContentRead:
                 "new_kept_share": round(float(self.new_kept.mean()), 6)}
 
     def at_grid(self, mask: np.ndarray) -> np.ndarray:
-        """A full-size bool mask on the grid: set where any of a cell's pixels is."""
-        return mask.copy() if self.factor == 1 else on_grid(mask, self.factor) > 0.0
+        """A full-size bool mask on the grid (the box's part): set where any of a cell's pixels is."""
+        y0, y1, x0, x1 = self.box
+        crop = mask[y0:y1, x0:x1]
+        return crop.copy() if self.factor == 1 else on_grid(crop, self.factor) > 0.0
 
-    def at_full(self, mask: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
-        """A grid mask at the full size `shape` (H, W) (nearest)."""
+    def at_full(self, mask: np.ndarray) -> np.ndarray:
+        """A grid mask at the picture's full size (nearest; False beyond the box)."""
+        y0, y1, x0, x1 = self.box
+        out = np.zeros(self.full, bool)
         if self.factor == 1:
-            return mask.copy()
-        return np.asarray(Image.fromarray(mask).resize((shape[1], shape[0]), Image.NEAREST), bool)
+            out[y0:y1, x0:x1] = mask
+        else:
+            out[y0:y1, x0:x1] = np.asarray(Image.fromarray(mask).resize((x1 - x0, y1 - y0), Image.NEAREST), bool)
+        return out
+
+    @property
+    def frame_edges(self) -> tuple[bool, bool, bool, bool]:
+        """Whether the box's top, bottom, left and right sides are the frame's edges."""
+        y0, y1, x0, x1 = self.box
+        return y0 == 0, y1 == self.full[0], x0 == 0, x1 == self.full[1]
+
+
+def edit_box(written: np.ndarray, margin: int) -> tuple[int, int, int, int] | None:
+    """(y0, y1, x0, x1): the box around the written edge (where written crosses WRITTEN_FROM between
+    neighbours) grown by `margin` px, within the picture; None when there is no such edge (the step
+    kept old everywhere, or nothing of it)."""
+    held = written >= WRITTEN_FROM
+    rows = np.zeros(held.shape[0], bool)
+    cols = np.zeros(held.shape[1], bool)
+    dv = held[1:] != held[:-1]
+    dh = held[:, 1:] != held[:, :-1]
+    rows[1:] |= dv.any(axis=1)
+    rows |= dh.any(axis=1)
+    cols |= dv.any(axis=0)
+    cols[1:] |= dh.any(axis=0)
+    if not rows.any():
+        return None
+    ys, xs = np.nonzero(rows)[0], np.nonzero(cols)[0]
+    h, w = held.shape
+    return (max(0, int(ys[0]) - margin), min(h, int(ys[-1]) + 1 + margin),
+            max(0, int(xs[0]) - margin), min(w, int(xs[-1]) + 1 + margin))
 
 
 def grid_factor(shape: tuple[int, int]) -> int:
@@ -147,35 +185,55 @@ def largest(a: np.ndarray) -> np.ndarray:
 
 
 def read_content(c) -> ContentRead:
-    """Read a Composite `c` on the grid (the module docstring): d, τ, S, N and S's pieces."""
-    shape = c.kept.shape[:2]
-    f = grid_factor(shape)
-    old, fb, w = on_grid(c.old, f), on_grid(c.fallback, f), on_grid(c.written, f)
+    """Read a Composite `c` on the grid (the module docstring): d, τ, S, N and S's pieces, on the
+    box around the written edge (CROP_MARGIN_FRAC beyond it): a piece of old content the kept edit
+    surrounds or runs along lies at that edge, and the cost follows the edit's size, not the picture's."""
+    full = c.kept.shape[:2]
+    f = grid_factor(full)
+    box = edit_box(c.written, max(CROP_MIN_PX, round(CROP_MARGIN_FRAC * min(full)), (RING_PX + 2) * f))
+    if box is None:     # old everywhere, or nowhere: nothing kept from one side can surround the other's
+        z = np.zeros((1, 1), bool)
+        return ContentRead(f, (1, 1), (0, 1, 0, 1), full, np.zeros((1, 1), np.float32), CONTENT_MIN, z, z,
+                           np.zeros((1, 1), np.float32), pieces_of(z, z, (False,) * 4), False)
+    y0, y1, x0, x1 = box
+    sl = (slice(y0, y1), slice(x0, x1))
+    old, fb, w = on_grid(c.old[sl], f), on_grid(c.fallback[sl], f), on_grid(c.written[sl], f)
     gshape = w.shape
-    old_ok = np.ones(gshape, bool) if c.old_valid is None else on_grid(c.old_valid, f) >= 0.999
-    fb_ok = np.ones(gshape, bool) if c.fallback_valid is None else on_grid(c.fallback_valid, f) >= 0.999
+    old_ok = np.ones(gshape, bool) if c.old_valid is None else on_grid(c.old_valid[sl], f) >= 0.999
+    fb_ok = np.ones(gshape, bool) if c.fallback_valid is None else on_grid(c.fallback_valid[sl], f) >= 0.999
     held = w >= WRITTEN_FROM
     both = old_ok & fb_ok
     sample = np.zeros(gshape, bool)
     sample[::FIT_STEP, ::FIT_STEP] = True
-    gain, bias = colour_fit(old, fb, sample & both)
+    # the drift is read on the quieter side of the written edge: the side the step kept from old
+    # (the guard: where the editor only drifted) or the side it kept from the fallback (Reveal: the
+    # editor's picture around the paste; the undo: I_{t-1} beyond the region); the other side holds
+    # the edit, which is content
+    best = None
+    for side in (held, ~held):
+        if int((sample & both & side).sum()) < MIN_FIT_PX:
+            continue
+        gain, bias = colour_fit(old, fb, sample & both & side)
+        level = noise_level(largest(np.abs(fb[both & side] - (old[both & side] * gain + bias))))
+        if best is None or level < best[0]:
+            best = (level, gain, bias)
+    _, gain, bias = best if best is not None else (0.0, np.ones(3, np.float32), np.zeros(3, np.float32))
     old = old * gain + bias
     d = ndimage.uniform_filter(largest(np.abs(fb - old)), size=3, mode="nearest")
-    # the drift's level is read on either side of the written edge, whichever is quieter: the side
-    # the step kept from old (the guard: where the editor only drifted) or the side it kept from the
-    # fallback (Reveal: the editor's picture around the paste; the undo: I_{t-1} beyond the region)
     levels = [noise_level(d[both & side]) for side in (held, ~held) if int((both & side).sum()) >= MIN_FIT_PX]
     tau = max(CONTENT_MIN, min(levels) if levels else noise_level(d.ravel()))
     big = d > tau
     # the 3×3 mean carries a difference a pixel across the written edge: each side must show it itself
-    kept = on_grid(c.kept, f)
+    kept = on_grid(c.kept[sl], f)
     S = held & big & old_ok & (largest(np.abs(kept * gain + bias - fb)) > tau)   # held: kept is in old's colours
     N = ~held & big & fb_ok & (largest(np.abs(kept - old)) > tau)
-    return ContentRead(f, gshape, d, tau, S, N, w, pieces_of(S, N))
+    read = ContentRead(f, gshape, box, full, d, tau, S, N, w, None)
+    return replace(read, pieces=pieces_of(S, N, read.frame_edges))
 
 
-def pieces_of(S: np.ndarray, N: np.ndarray) -> Pieces:
-    """S's 8-connected pieces with what surrounds each (Pieces' fields)."""
+def pieces_of(S: np.ndarray, N: np.ndarray, edges: tuple[bool, bool, bool, bool]) -> Pieces:
+    """S's 8-connected pieces with what surrounds each (Pieces' fields); `edges`: which of the
+    grid's top, bottom, left and right sides are the frame's edges."""
     labels, n = ndimage.label(S, np.ones((3, 3), bool))
     if n == 0:
         z = np.zeros(1, np.int64)
@@ -186,7 +244,11 @@ def pieces_of(S: np.ndarray, N: np.ndarray) -> Pieces:
     ring_all = np.bincount(grown[ring], minlength=n + 1)
     ring_new = np.bincount(grown[ring & N], minlength=n + 1)
     border = np.zeros(S.shape, bool)
-    border[:EDGE_PX], border[-EDGE_PX:], border[:, :EDGE_PX], border[:, -EDGE_PX:] = True, True, True, True
+    top, bottom, left, right = edges
+    border[:EDGE_PX] |= top
+    border[-EDGE_PX:] |= bottom
+    border[:, :EDGE_PX] |= left
+    border[:, -EDGE_PX:] |= right
     edge = np.bincount(labels[border & S], minlength=n + 1)
     core = ndimage.binary_erosion(S, np.ones((3, 3), bool), iterations=THIN_PX, border_value=1)
     thin = np.bincount(labels[core], minlength=n + 1) == 0
@@ -216,16 +278,15 @@ def rim_outline(c) -> np.ndarray:
     pixels (half of RIM_PIXEL_MIN) of the same run. A faint brim ring, one pixel wide, that the
     grid's box mean would dilute below τ."""
     h, w = c.written.shape
-    held = c.written >= WRITTEN_FROM
     out = np.zeros((h, w), bool)
-    edge = held & ~ndimage.binary_erosion(held, border_value=1)
-    if not edge.any() or held.all():
+    read = c.content
+    if not read.has_edge:
         return out
-    ys, xs = np.nonzero(edge)
-    m = BEYOND_OUT + RIM_WINDOW
-    y0, y1, x0, x1 = max(0, ys.min() - m), min(h, ys.max() + 1 + m), max(0, xs.min() - m), min(w, xs.max() + 1 + m)
+    y0, y1, x0, x1 = read.box
     sl = (slice(y0, y1), slice(x0, x1))
-    held_c = held[sl]
+    held_c = c.written[sl] >= WRITTEN_FROM
+    if held_c.all() or not held_c.any():
+        return out
     new = ~held_c
     near = ndimage.binary_dilation(new, iterations=OUTLINE_PX) & held_c
     beyond = ndimage.binary_dilation(new, iterations=BEYOND_OUT) & ~ndimage.binary_dilation(new, iterations=BEYOND_IN) \

@@ -69,7 +69,7 @@ def mend_or_aside(c: Composite, ids: np.ndarray, check: str, what: str) -> Check
         return CheckRead(measured, Finding(check, detail + f": more than {MEND_SHARE:.0%} of what the step kept"))
     grid = np.isin(p.labels, ids)
     grid = ndimage.binary_dilation(grid, iterations=MEND_GROW) & (read.written > 0)
-    mend = read.at_full(grid, c.kept.shape[:2]) & (c.written > 0)
+    mend = read.at_full(grid) & (c.written > 0)
     return CheckRead(measured, Finding(check, detail), mend)
 
 
