@@ -12,7 +12,7 @@ that the driver passes on:
     5. compose   I_{t-1} outside K, the editor's aligned pixels inside, a seam without a step (compose.py)
     6. verify    the result, read against I_{t-1} and the editor's picture in I_{t-1}'s frame
                  (respec/pixels/verify): a failure steps aside and names the check, a mend is handed
-                 back mended; the background route is verified too (the coarse route records why not)
+                 back mended; the background and coarse routes are verified too
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from ..masks import mask_at
 from ..verify import Composite, verify
 from .arrays import bbox, float_rgb, rgb3
 from .compose import compose_edit
-from .frame import read_frame
+from .frame import read_frame, read_structure
 from .params import DEFAULT_GUARD, METHOD, SEAMS, GuardParams
 from .region import change_kept, edit_region, pose, seed_of, warp_near
 from .result import GuardResult, applied_result, mended_result, stepped_aside
@@ -65,7 +65,7 @@ def drift_guard(previous: Any, edited: Any, change: ChangeRecord, *, user_mask: 
     # 3. Frame: can the alignment be undone? A re-render is read through the structure warp.
     frame = read_frame(inputs, read)
     if isinstance(frame, GuardResult):
-        return verified(inputs, frame, None) if frame.applied else frame
+        return verified(inputs, frame, structure_view(inputs)) if frame.applied else frame
     # 4. Region: K in I_{t-1}'s frame, read on the tiles near the change.
     seed, extra = seed_of(inputs, frame, extra_region)
     out, weight, edit_fraction = inputs.prev3.copy(), np.zeros(inputs.shape, np.float32), 0.0   # no change: I_{t-1}
@@ -117,15 +117,19 @@ def background_view(inputs: GuardInputs, res: GuardResult) -> EditorView:
     return EditorView(lambda cur3, box: warp_float(cur3, inv, box=box), support(inv, inputs.shape))
 
 
-def verified(inputs: GuardInputs, res: GuardResult, view: EditorView | None) -> GuardResult:
+def structure_view(inputs: GuardInputs) -> EditorView:
+    """The coarse route's view of the editor's picture: through the structure warp, read again (the
+    route does not keep it; read_structure is deterministic, and the route is taken on re-renders only)."""
+    sw = read_structure(inputs.prev3, inputs.cur3, inputs.al, inputs.user)
+    h, w = inputs.shape
+    return EditorView(sw.sample, sw.support((0, h, 0, w)))
+
+
+def verified(inputs: GuardInputs, res: GuardResult, view: EditorView) -> GuardResult:
     """The applied result `res` after its verification (respec/pixels/verify): kept = its image,
     fallback = the editor's picture read in I_{t-1}'s frame (`view`) around the kept edit (I_{t-1}
     beyond VERIFY_REACH_FRAC of it: nothing was kept from the editor there), old = I_{t-1}, written
-    = 1 − weight. A failure steps aside and names the check; a mend hands back the mended picture.
-    view None (the coarse route: its structure warp is not kept) records that nothing was verified."""
-    if view is None:
-        return replace(res, record={**res.record, "verify": {"skipped": "the coarse route's structure warp "
-                                                                       "is not kept for the verification"}})
+    = 1 − weight. A failure steps aside and names the check; a mend hands back the mended picture."""
     shape = inputs.shape
     edited = res.weight > 0
     fallback = inputs.prev3.copy()
