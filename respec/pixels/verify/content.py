@@ -287,13 +287,14 @@ def rim_outline(c) -> np.ndarray:
     held_c = c.written[sl] >= WRITTEN_FROM
     if held_c.all() or not held_c.any():
         return out
-    new = ~held_c
-    near = ndimage.binary_dilation(new, iterations=OUTLINE_PX) & held_c
-    beyond = ndimage.binary_dilation(new, iterations=BEYOND_OUT) & ~ndimage.binary_dilation(new, iterations=BEYOND_IN) \
-        & held_c
-    kept, fb, old = (np.asarray(a[sl], np.float32) / 255.0 for a in (c.kept, c.fallback, c.old))
-    dk = largest(np.abs(kept - fb))
-    own = near & (gradient(old) > gradient(fb)) & (dk >= RIM_PIXEL_MIN)
+    # the city-block distance from the kept edit (one pass: the bands below are its level sets)
+    dist = ndimage.distance_transform_cdt(held_c, metric="taxicab")
+    near = held_c & (dist <= OUTLINE_PX)
+    beyond = (dist > BEYOND_IN) & (dist <= BEYOND_OUT)
+    kept, fb = c.kept[sl].astype(np.int16), c.fallback[sl].astype(np.int16)
+    dk = largest(np.abs(kept - fb)).astype(np.float32) / 255.0
+    old_edge = gradient(c.old[sl]) > gradient(c.fallback[sl])
+    own = near & old_edge & (dk >= RIM_PIXEL_MIN)
     if c.old_valid is not None:
         own &= c.old_valid[sl]
     if not own.any():
@@ -310,7 +311,7 @@ def rim_outline(c) -> np.ndarray:
     if runs.any():
         # the whole rim is mended: its fainter pixels (half the pixel limit) along the same run of the
         # edge too, not only where it stood out of the drift
-        faint = near & (gradient(old) > gradient(fb)) & (dk >= RIM_PIXEL_MIN / 2)
+        faint = near & old_edge & (dk >= RIM_PIXEL_MIN / 2)
         along, _ = ndimage.label(ndimage.binary_dilation(faint, iterations=RIM_BRIDGE) & near, np.ones((3, 3), bool))
         ids = np.unique(along[runs])
         out[sl] = runs | (faint & np.isin(along, ids[ids > 0]))
@@ -325,6 +326,7 @@ def windowed(values: np.ndarray, where: np.ndarray) -> np.ndarray:
 
 
 def gradient(rgb: np.ndarray) -> np.ndarray:
-    """The grey gradient magnitude (Sobel) of a float H×W×3 picture."""
-    g = rgb.mean(axis=2)
-    return np.hypot(ndimage.sobel(g, 0), ndimage.sobel(g, 1))
+    """The grey gradient magnitude (Sobel, squared: only compared) of a uint8 H×W×3 picture."""
+    g = rgb[..., 0].astype(np.float32) + rgb[..., 1] + rgb[..., 2]
+    gy, gx = ndimage.sobel(g, 0), ndimage.sobel(g, 1)
+    return gy * gy + gx * gx
