@@ -10,7 +10,7 @@ costs a few hundredths of a second at 1024²:
            the quieter side of the written edge, where the two sources show one scene), so an
            editor's colour drift is not content
     τ      the level that is content, not drift: median(d) + NOISE_K robust sigmas on the quieter side
-           of the written edge (held or not), at least CONTENT_MIN
+           of the written edge (held or not; on the fit's even sample), at least CONTENT_MIN
     S      old content kept: written ≥ WRITTEN_FROM, d > τ and fit(kept) differs from the fallback
            by τ, where old has pixels
     N      new content kept (the kept edit): written < WRITTEN_FROM, d > τ and kept differs from
@@ -211,16 +211,18 @@ def read_content(c) -> ContentRead:
     # the edit, which is content
     best = None
     for side in (held, ~held):
-        if int((sample & both & side).sum()) < MIN_FIT_PX:
+        on = sample & both & side
+        if int(on.sum()) < MIN_FIT_PX:
             continue
-        gain, bias = colour_fit(old, fb, sample & both & side)
-        level = noise_level(largest(np.abs(fb[both & side] - (old[both & side] * gain + bias))))
+        gain, bias = colour_fit(old, fb, on)
+        level = noise_level(largest(np.abs(fb[on] - (old[on] * gain + bias))))
         if best is None or level < best[0]:
             best = (level, gain, bias)
     _, gain, bias = best if best is not None else (0.0, np.ones(3, np.float32), np.zeros(3, np.float32))
     old = old * gain + bias
     d = ndimage.uniform_filter(largest(np.abs(fb - old)), size=3, mode="nearest")
-    levels = [noise_level(d[both & side]) for side in (held, ~held) if int((both & side).sum()) >= MIN_FIT_PX]
+    levels = [noise_level(d[sample & both & side]) for side in (held, ~held)
+              if int((sample & both & side).sum()) >= MIN_FIT_PX]
     tau = max(CONTENT_MIN, min(levels) if levels else noise_level(d.ravel()))
     big = d > tau
     # the 3×3 mean carries a difference a pixel across the written edge: each side must show it itself
