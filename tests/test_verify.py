@@ -11,6 +11,7 @@ from PIL import Image
 from scipy import ndimage
 
 import respec.pixels.guard.run as guard_run
+import respec.pixels.reveal as reveal_module
 import respec.pixels.undo as undo_module
 from respec.controller.provenance_selector import selector_parts
 from respec.errors import InputError
@@ -18,6 +19,7 @@ from respec.history import History
 from respec.pixels.verify import Composite, Finding, Verdict, verify
 from respec.pixels.verify.borders import borders
 from respec.pixels.verify.islands import islands
+from respec.pixels.reveal import reveal_composite
 from respec.post_edit.guard_step import guard_images
 from respec.turn import TurnParts, TurnSwitches, run_turn
 from synthetic_scenes import background, draw_rect, rect_mask, u8
@@ -227,3 +229,17 @@ def test_an_undo_that_fails_its_verification_does_not_answer_and_the_editor_runs
     assert not entry["applied"] and record.editor_was_run and len(editor.calls) == 2
     assert "the result failed its verification (islands: a test's finding)" in entry["reason"]
     assert entry["verify"]["failed"][0]["check"] == "islands"
+
+
+def test_a_reveal_that_fails_its_verification_hands_back_the_editors_picture(monkeypatch):
+    scene = u8(background(12, (120, 160)))
+    occ = (35, 50, 85, 110)
+    i1 = u8(draw_rect(scene / 255.0, occ, (0.85, 0.2, 0.15)))
+    i2 = u8(draw_rect(i1 / 255.0, occ, scene[rect_mask((120, 160), occ)].mean(axis=0) / 255.0))   # re-invented
+    res = reveal_composite(scene, i1, i2, rect_mask((120, 160), occ), source_id=0)
+    assert res.applied and res.checks["verify"]["passed"]
+    monkeypatch.setattr(reveal_module, "verify", failing)
+    res = reveal_composite(scene, i1, i2, rect_mask((120, 160), occ), source_id=0)
+    assert not res.applied and np.array_equal(res.image, i2) and not res.source_weight.any()
+    assert res.reason == "the result failed its verification (islands: a test's finding)"
+    assert res.record()["verify"]["failed"][0]["check"] == "islands"
