@@ -277,7 +277,8 @@ def rim_outline(c) -> np.ndarray:
     RIM_PIXEL_MIN; averaged along the edge (RIM_WINDOW), their difference reaches RIM_LEVEL and
     OUTLINE_RATIO times the difference BEYOND_IN..BEYOND_OUT px further out; runs of them (gaps up
     to RIM_BRIDGE bridged) at least OUTLINE_LEN_FRAC of the shorter side long, with the fainter
-    pixels (half of RIM_PIXEL_MIN) of the same run. A faint brim ring, one pixel wide, that the
+    pixels (half of RIM_PIXEL_MIN) of the same run; not where that line of old content goes on
+    beyond BEYOND_OUT (`continuing`: an object beside the edit, a lamp's pole). A faint brim ring, one pixel wide, that the
     grid's box mean would dilute below τ."""
     h, w = c.written.shape
     out = np.zeros((h, w), bool)
@@ -311,6 +312,8 @@ def rim_outline(c) -> np.ndarray:
     long_ = np.nonzero(length >= OUTLINE_LEN_FRAC * min(h, w))[0]
     runs = np.isin(labels, long_[long_ > 0]) & rim
     if runs.any():
+        runs &= ~continuing(held_c & old_edge & (dk >= RIM_PIXEL_MIN), runs, dist)
+    if runs.any():
         # the whole rim is mended: its fainter pixels (half the pixel limit) along the same run of the
         # edge too, not only where it stood out of the drift
         faint = near & old_edge & (dk >= RIM_PIXEL_MIN / 2)
@@ -318,6 +321,19 @@ def rim_outline(c) -> np.ndarray:
         ids = np.unique(along[runs])
         out[sl] = runs | (faint & np.isin(along, ids[ids > 0]))
     return out
+
+
+def continuing(lines: np.ndarray, runs: np.ndarray, dist: np.ndarray) -> np.ndarray:
+    """The pixels of `runs` whose line of old content (`lines`: old has an edge the fallback has
+    not, 8-connected) reaches beyond BEYOND_OUT px from the kept edit: an object that goes on (a
+    lamp's pole beside the edit), not the rim a removed object left along it."""
+    labels, n = ndimage.label(lines | runs, np.ones((3, 3), bool))
+    ids = np.unique(labels[runs])
+    ids = ids[ids > 0]
+    if len(ids) == 0:
+        return np.zeros(runs.shape, bool)
+    far = np.asarray(ndimage.maximum(dist, labels, ids)) > BEYOND_OUT
+    return np.isin(labels, ids[far]) & runs
 
 
 def windowed(values: np.ndarray, where: np.ndarray) -> np.ndarray:
