@@ -268,13 +268,16 @@ OUTLINE_RATIO = 2.0     # ... and this many times the windowed difference beyond
 OUTLINE_LEN_FRAC = 0.025  # a rim runs at least this share of the shorter side along the edge (a brim ring at 512²
                           # shows over ~20 px of its ~70 where it is faintest; the drift's odd pixels a few)
 RIM_BRIDGE = 2          # full-size px: rim pixels this close belong to one run (a faint rim is broken)
+RIM_EDGE_RATIO = 9.0    # old has an edge the fallback has not: its squared Sobel gradient is this many times the
+                        # fallback's (3× the magnitude): an editor's blur weakens an edge by less; a removed
+                        # object's rim against a flat background has next to none in the fallback
 
 
 def rim_outline(c) -> np.ndarray:
     """bool H×W (full size): the rims of old content left along the kept edit's edge. On the band
     OUTLINE_PX wide just outside the edit (where old is written), the pixels where old has an edge
-    the fallback has not (old's grey gradient is the larger) and that differ from the fallback by
-    RIM_PIXEL_MIN; averaged along the edge (RIM_WINDOW), their difference reaches RIM_LEVEL and
+    the fallback has not (old's squared grey gradient is RIM_EDGE_RATIO times the fallback's) and
+    that differ from the fallback by RIM_PIXEL_MIN; averaged along the edge (RIM_WINDOW), their difference reaches RIM_LEVEL and
     OUTLINE_RATIO times the difference BEYOND_IN..BEYOND_OUT px further out; runs of them (gaps up
     to RIM_BRIDGE bridged) at least OUTLINE_LEN_FRAC of the shorter side long, with the fainter
     pixels (half of RIM_PIXEL_MIN) of the same run; not where that line of old content goes on
@@ -296,7 +299,7 @@ def rim_outline(c) -> np.ndarray:
     beyond = (dist > BEYOND_IN) & (dist <= BEYOND_OUT)
     kept, fb = c.kept[sl].astype(np.int16), c.fallback[sl].astype(np.int16)
     dk = largest(np.abs(kept - fb)).astype(np.float32) / 255.0
-    old_edge = gradient(c.old[sl]) > gradient(c.fallback[sl])
+    old_edge = gradient(c.old[sl]) > RIM_EDGE_RATIO * gradient(c.fallback[sl])
     own = near & old_edge & (dk >= RIM_PIXEL_MIN)
     if c.old_valid is not None:
         own &= c.old_valid[sl]
