@@ -277,12 +277,12 @@ def rim_outline(c) -> np.ndarray:
     """bool H×W (full size): the rims of old content left along the kept edit's edge. On the band
     OUTLINE_PX wide just outside the edit (where old is written), the pixels where old has an edge
     the fallback has not (old's squared grey gradient is RIM_EDGE_RATIO times the fallback's) and
-    that differ from the fallback by RIM_PIXEL_MIN; averaged along the edge (RIM_WINDOW), their difference reaches RIM_LEVEL and
-    OUTLINE_RATIO times the difference BEYOND_IN..BEYOND_OUT px further out; runs of them (gaps up
-    to RIM_BRIDGE bridged) at least OUTLINE_LEN_FRAC of the shorter side long, with the fainter
-    pixels (half of RIM_PIXEL_MIN) of the same run; not where that line of old content goes on
-    beyond BEYOND_OUT (`continuing`: an object beside the edit, a lamp's pole). A faint brim ring, one pixel wide, that the
-    grid's box mean would dilute below τ."""
+    that differ from the fallback by RIM_PIXEL_MIN; averaged along the edge (RIM_WINDOW), their
+    difference reaches RIM_LEVEL and OUTLINE_RATIO times the difference BEYOND_IN..BEYOND_OUT px
+    further out; runs of them (gaps up to RIM_BRIDGE bridged) at least OUTLINE_LEN_FRAC of the
+    shorter side long, with the fainter pixels (half of RIM_PIXEL_MIN) of the same run; not where
+    that line of old content goes on beyond BEYOND_OUT (`continuing`: an object beside the edit, a
+    lamp's pole). A faint brim ring, one pixel wide, that the grid's box mean would dilute below τ."""
     h, w = c.written.shape
     out = np.zeros((h, w), bool)
     read = c.content
