@@ -96,6 +96,7 @@ from .colour_fit import FIT_SAMPLES, ColourFit, fit_colour, grey_of, residual, r
 from .masks import clean_mask, dilate, history_size, mask_at
 from .provenance import provenance_of
 from .seam import spread_difference
+from .verify import Composite, verify
 from .work_images import as_float_rgb, work_float, working_size
 
 METHOD = "reveal-composite-v2"
@@ -135,6 +136,8 @@ MIN_BLEND_PX = 4        # the blend's coarse colour spreads over at least this m
 PASTE_WEIGHT_EPS = 1e-3  # a paste weight within this of 0 is no paste, within this of 1 the pasted core
 RING_SIGMAS = 3.0       # the ring's exceedance rate may pass the background's by this many binomial standard errors
 OTHER_CHANGE_MARGIN = 2  # px: this edit's other changes are left out of the ring with this margin (their soft rims)
+VERIFY_REACH_FRAC = 0.06  # the verification reads I_{k-1} this share of the shorter side around the paste (an
+VERIFY_MIN_REACH_PX = 16  # island, a rim, a speck beside it), at least this many px; beyond, nothing was written
 
 
 @dataclass(frozen=True)
@@ -855,10 +858,54 @@ def _paste_step(inp: _Inputs, colour: _ColourMatch, found: _Revealed, aligned: _
                                             (levels, core, keep_t), seam)
     checks["blend"] = {"method": BLEND_METHOD, "levels": int(levels), "plateau_px": px["feather"],
                        "seam_colour": seam is not None}
+    # 5. Verification (respec/pixels/verify): the result, read against I_t and I_{k-1}; a failure refuses
+    verdict = verify(reveal_composite_of(inp, colour.fit_src, aligned, out, weight_f))
+    checks["verify"] = verdict.record()
+    if not verdict.passed:
+        return _refuse(inp.e_arr, verdict.reason(), inp.source_id, region_f, checks)
+    if verdict.mended:
+        out = np.array(inp.e_arr, copy=True)
+        out[..., :3] = verdict.image
+        weight_f = (weight_f * (verdict.written > 0)).astype(np.float32)
+        region_f = region_f & (weight_f > 0)
     out.flags.writeable = False
+    mended = f"; {verdict.findings[0].check} mended" if verdict.mended else ""
     return RevealResult(out, True, f"pasted I_{inp.source_id if inp.source_id is not None else 'k-1'} into "
-                                   f"{region.mean():.1%} of the image; the geometry held",
+                                   f"{region.mean():.1%} of the image; the geometry held{mended}",
                         inp.source_id, region_f, weight_f, checks)
+
+
+def reveal_composite_of(inp: _Inputs, fit_src: ColourFit, aligned: _Aligned, out: np.ndarray,
+                        weight: np.ndarray) -> Composite:
+    """The paste as the verification reads it (I_t's frame and size): kept = the output, fallback =
+    I_t, old = I_{k-1} warped (bilinear, with the local field when the analysis aligned locally) and
+    colour-fitted into I_t's colours on the box around the pasted pixels grown by VERIFY_REACH_FRAC
+    (I_t elsewhere: no content differs there), old_valid = where I_{k-1}'s warped frame has pixels."""
+    w, h = inp.size
+    e3 = _rgb3(inp.e_arr)
+    reach = max(VERIFY_MIN_REACH_PX, round(VERIFY_REACH_FRAC * min(h, w)))
+    box = _box(weight > 0, reach)
+    y0, y1, x0, x1 = box
+    src = as_array(inp.source.array if isinstance(inp.source, StoredImage) else inp.source)
+    src = _rgb3(src) if (src.shape[1], src.shape[0]) == tuple(inp.size) else \
+        np.clip(np.round(np.asarray(as_float_rgb(src, inp.size)) * 255.0), 0, 255).astype(np.uint8)
+    if aligned.flow is not None:
+        flow = aligned.flow if not inp.big else aligned.flow.scaled(w / float(inp.work[0]), (h, w))
+        top = warp_by_flow(src, flow, inp.a_src, box=box)
+    else:
+        top = warp_float(src, inp.a_src, box=box)
+    old = e3.copy()
+    old[y0:y1, x0:x1] = np.clip(np.round(fit_src.apply(top) * 255.0), 0, 255).astype(np.uint8)
+    valid = None if inp.a_src.is_identity else support(inp.a_src, (h, w))
+    return Composite("reveal", _rgb3(out), e3, old, np.asarray(weight, np.float32), valid)
+
+
+def _rgb3(a: np.ndarray) -> np.ndarray:
+    """uint8 H×W×3 of an H×W×C picture (grey repeated, alpha dropped)."""
+    a = np.asarray(a)
+    if a.ndim == 2:
+        a = a[..., None]
+    return np.ascontiguousarray(a[..., :3] if a.shape[2] >= 3 else np.repeat(a[..., :1], 3, axis=2))
 
 
 def _seam(inp: _Inputs, colour: _ColourMatch, found: _Revealed, aligned: _Aligned, blurred: bool,

@@ -35,11 +35,14 @@ The history cannot answer alone (`applied` False, the reason says which) when:
 - I_{k-1} does not show part of U (a zoom-out or shift since exposed a border it never had);
 - turn k redrew blocks beyond its edit (a re-rendering editor) and the frame moved since: I_{k-1}'s
   blocks warped into the re-rendered rest would leave block edges (`redrawn_beyond`);
-- I_{k-1}, I_k or I_{t-1} has another size than the history (masks and pixels would not line up).
+- I_{k-1}, I_k or I_{t-1} has another size than the history (masks and pixels would not line up);
+- the answer fails its verification (respec/pixels/verify: old pixels where I_{k-1}'s frame has
+  none, an island or an outline of old content; the reason names the check). A verification that
+  mends hands back the mended picture, and the record says so (`verify`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -48,6 +51,7 @@ from ..history import History, TurnMask
 from .alignment import IDENTITY, Alignment, support, warp_float
 from .masks import dilate, history_size
 from .provenance import Provenance, provenance_of
+from .verify import Composite, verify
 
 METHOD = "history-undo-v1"
 UNDO_SOURCE = "undo_source"     # the turn's mask: the pixels taken from I_{k-1}
@@ -92,6 +96,7 @@ class UndoResult:
     margin_px: int = 0
     touched: dict = field(default_factory=dict)      # {j: share of U turn j changed}, k < j < t
     whole: bool = False                              # k = t-1: the kept image is I_{k-1} itself
+    verify: dict = field(default_factory=dict)       # the verification's record (respec/pixels/verify)
 
     @property
     def source_id(self) -> int:
@@ -116,6 +121,8 @@ class UndoResult:
             out["alignment"] = self.alignment.record()
         if self.touched:
             out["touched_by"] = {str(j): round(s, 6) for j, s in self.touched.items()}
+        if self.verify:
+            out["verify"] = self.verify
         return out
 
     def turn_mask(self) -> TurnMask | None:
@@ -190,9 +197,10 @@ def undo_from_history(history: History, covering_turn: int, params: UndoParams =
                           k, region=region, margin_px=margin, touched=touched)
     a = prov.alignment(k - 1, t - 1)
     if k == t - 1 and params.latest_whole:
-        return UndoResult(True, f"turn {k} is the latest: taken back whole, I_{k - 1} itself", k,
-                          image=np.array(history.image(k - 1).array[..., :3], copy=True),
-                          region=np.ones(region.shape, bool), alignment=IDENTITY, margin_px=margin, whole=True)
+        return verified(history, UndoResult(True, f"turn {k} is the latest: taken back whole, I_{k - 1} itself", k,
+                                            image=np.array(history.image(k - 1).array[..., :3], copy=True),
+                                            region=np.ones(region.shape, bool), alignment=IDENTITY,
+                                            margin_px=margin, whole=True))
     if prov.alignment(k - 1, k).is_identity and prov.alignment(k, t - 1).is_identity:
         region = region | (turn_pixels(history, k) & prov.unchanged_since(k, t - 1))
     if not a.is_identity:
@@ -207,8 +215,30 @@ def undo_from_history(history: History, covering_turn: int, params: UndoParams =
                                  f"since)", k, region=region, alignment=a, margin_px=margin)
     image = take_from(history.image(t - 1).array, history.image(k - 1).array, region, a)
     how = "exactly (the frames agree)" if a.is_identity else "aligned (I_{k-1} warped into I_{t-1}'s frame)"
-    return UndoResult(True, f"I_{t - 1} with turn {k}'s region taken from I_{k - 1} {how}", k, image=image,
-                      region=region, alignment=a, margin_px=margin)
+    return verified(history, UndoResult(True, f"I_{t - 1} with turn {k}'s region taken from I_{k - 1} {how}", k,
+                                        image=image, region=region, alignment=a, margin_px=margin))
+
+
+def verified(history: History, res: UndoResult) -> UndoResult:
+    """The applied undo `res` after its verification (respec/pixels/verify): kept = its image,
+    fallback = I_{t-1} (the editor then runs), old = I_{k-1} warped into I_{t-1}'s frame, written =
+    U. A failure is a refusal that names the check (the editor answers); a mend hands back the
+    mended picture with U less the mended pixels. The verdict's record is `res.verify`."""
+    t, k = history.next_turn, res.covering_turn
+    prev = np.ascontiguousarray(history.image(t - 1).array[..., :3])
+    src = np.ascontiguousarray(history.image(k - 1).array[..., :3])
+    a = res.alignment if res.alignment is not None else IDENTITY
+    old = src if a.is_identity else np.clip(np.round(warp_float(src, a) * 255.0), 0, 255).astype(np.uint8)
+    valid = None if a.is_identity else support(a, res.region.shape)
+    verdict = verify(Composite("undo", np.ascontiguousarray(res.image[..., :3]), prev, old,
+                               res.region.astype(np.float32), valid))
+    if not verdict.passed:
+        return replace(res, applied=False, reason=verdict.reason(), image=None, verify=verdict.record())
+    if not verdict.mended:
+        return replace(res, verify=verdict.record())
+    region = res.region & (verdict.written > 0)
+    return replace(res, reason=f"{res.reason}; {verdict.findings[0].check} mended", image=verdict.image,
+                   region=region, verify=verdict.record())
 
 
 def turn_pixels(history: History, k: int) -> np.ndarray:

@@ -62,3 +62,20 @@ def applied_result(prev: np.ndarray, out: np.ndarray, weight: np.ndarray, rec: d
            "alignment_undone": undone or ("no motion" if al.is_identity else
                                           f"undid dx={al.dx:+.2f}, dy={al.dy:+.2f} px, scale {al.scale:.4f}")}
     return GuardResult(out, weight, True, rec["reason"], rec)
+
+
+def mended_result(res: GuardResult, verdict: Any) -> GuardResult:
+    """The applied result `res` with the verification's mended picture (verdict.image, RGB) and
+    its weights (1 − verdict.written: the mended pixels are the editor's), the record saying so."""
+    out = np.array(res.image, copy=True)
+    if out.shape[2] >= 3:
+        out[:, :, :3] = verdict.image
+    else:   # a grey picture stays grey
+        out[:, :, 0] = np.round(verdict.image.mean(axis=2)).astype(np.uint8)
+    out.flags.writeable = False
+    weight = (1.0 - verdict.written).astype(np.float32)
+    found = verdict.findings[0]
+    reason = f"{res.reason}; {found.check} mended"
+    rec = {**res.record, "reason": reason, "kept_fraction": round(float((weight > 0).mean()), 6),
+           "verify": verdict.record()}
+    return GuardResult(out, weight, True, reason, rec, res.change)

@@ -10,10 +10,14 @@ that the driver passes on:
     4. region    the edit region K in I_{t-1}'s frame, read on the tiles near the change (region.py:
                  seed_of, warp_near, change_kept, edit_region, pose; the tiles: tiles.py)
     5. compose   I_{t-1} outside K, the editor's aligned pixels inside, a seam without a step (compose.py)
+    6. verify    the result, read against I_{t-1} and the editor's picture in I_{t-1}'s frame
+                 (respec/pixels/verify): a failure steps aside and names the check, a mend is handed
+                 back mended; the background and coarse routes are verified too
 """
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Callable
 
 import numpy as np
 
@@ -21,18 +25,24 @@ from ...errors import InputError
 from ...history import StoredImage
 from ...images import as_array
 from ..change_record import ChangeRecord
-from ..grade import colour_shift, invertible
+from ..alignment import IDENTITY, support, warp_float
+from ..grade import colour_shift, into_grade, invertible
 from ..masks import mask_at
-from .arrays import rgb3
+from ..verify import Composite, verify
+from .arrays import bbox, float_rgb, rgb3
 from .compose import compose_edit
-from .frame import read_frame
+from .frame import read_frame, read_structure
 from .params import DEFAULT_GUARD, METHOD, SEAMS, GuardParams
 from .region import change_kept, edit_region, pose, seed_of, warp_near
-from .result import GuardResult, applied_result
+from .result import GuardResult, applied_result, mended_result, stepped_aside
 from .routes import background_route
 from .scope import BACKGROUND, GLOBAL, EditScope
 from .trust import untrusted
 from .values import GuardInputs, ScopeRead
+
+VERIFY_REACH_FRAC = 0.06    # the verification reads the editor's picture this share of the shorter side around
+VERIFY_MIN_REACH_PX = 16    # the kept edit (a rim, an island, a speck beside it), at least this many px
+VIEW_STEP = 8               # px: the background route's view is chosen on every 8th pixel of the kept edit's core
 
 
 def drift_guard(previous: Any, edited: Any, change: ChangeRecord, *, user_mask: Any = None, extra_region: Any = None,
@@ -51,11 +61,11 @@ def drift_guard(previous: Any, edited: Any, change: ChangeRecord, *, user_mask: 
     # 2. Scope: a global edit steps aside, a new background takes its own route.
     read = read_scope(inputs, scope)
     if isinstance(read, GuardResult):
-        return read
+        return verified(inputs, read, background_view(inputs, read)) if read.applied else read
     # 3. Frame: can the alignment be undone? A re-render is read through the structure warp.
     frame = read_frame(inputs, read)
     if isinstance(frame, GuardResult):
-        return frame
+        return verified(inputs, frame, structure_view(inputs)) if frame.applied else frame
     # 4. Region: K in I_{t-1}'s frame, read on the tiles near the change.
     seed, extra = seed_of(inputs, frame, extra_region)
     out, weight, edit_fraction = inputs.prev3.copy(), np.zeros(inputs.shape, np.float32), 0.0   # no change: I_{t-1}
@@ -72,8 +82,70 @@ def drift_guard(previous: Any, edited: Any, change: ChangeRecord, *, user_mask: 
         out, weight = compose_edit(inputs, frame, tiles, K, sl, checks)
     region_from = "the user's mask" if inputs.user is not None else "change mask" + (
         " + the turn's pasted pixels" if extra_region is not None else "")
-    return applied_result(inputs.prev, out, weight, {**frame.base, "route": "pixels", "region_from": region_from,
-                                                     "edit_fraction": round(edit_fraction, 6), **checks}, inputs.al)
+    res = applied_result(inputs.prev, out, weight, {**frame.base, "route": "pixels", "region_from": region_from,
+                                                    "edit_fraction": round(edit_fraction, 6), **checks}, inputs.al)
+    # 6. Verify: the result read against I_{t-1} and the editor's picture in I_{t-1}'s frame
+    return verified(inputs, res, EditorView(frame.sample, frame.support(inputs.shape),
+                                            frame.info if frame.graded else None))
+
+
+@dataclass(frozen=True)
+class EditorView:
+    """How the verification reads the editor's picture in I_{t-1}'s frame: `sample(cur3, box)` (float
+    RGB on the box), where it has pixels, and the colour record to map it into I_{t-1}'s grade with
+    (None: not graded), as the guard's composite did."""
+
+    sample: Callable[[np.ndarray, tuple[int, int, int, int]], np.ndarray]
+    support: np.ndarray
+    grade: dict | None = None
+
+
+def background_view(inputs: GuardInputs, res: GuardResult) -> EditorView:
+    """The background route's view of the editor's picture: the turn's alignment undone, or none,
+    whichever its composite used (the one whose pixels agree with the kept edit's core)."""
+    h, w = inputs.shape
+    rows, cols = np.arange(0, h, VIEW_STEP), np.arange(0, w, VIEW_STEP)
+    core = (res.weight >= 1.0)[::VIEW_STEP, ::VIEW_STEP]
+    kept = float_rgb(rgb3(res.image)[::VIEW_STEP, ::VIEW_STEP])[core]
+    best = None
+    for inv in (inputs.al.inverse(), IDENTITY):
+        seen = warp_float(inputs.cur3, inv, rows=rows, cols=cols)[core]
+        err = float(np.abs(seen - kept).mean()) if len(kept) else 0.0
+        if best is None or err < best[0]:
+            best = (err, inv)
+    inv = best[1]
+    return EditorView(lambda cur3, box: warp_float(cur3, inv, box=box), support(inv, inputs.shape))
+
+
+def structure_view(inputs: GuardInputs) -> EditorView:
+    """The coarse route's view of the editor's picture: through the structure warp, read again (the
+    route does not keep it; read_structure is deterministic, and the route is taken on re-renders only)."""
+    sw = read_structure(inputs.prev3, inputs.cur3, inputs.al, inputs.user)
+    h, w = inputs.shape
+    return EditorView(sw.sample, sw.support((0, h, 0, w)))
+
+
+def verified(inputs: GuardInputs, res: GuardResult, view: EditorView) -> GuardResult:
+    """The applied result `res` after its verification (respec/pixels/verify): kept = its image,
+    fallback = the editor's picture read in I_{t-1}'s frame (`view`) around the kept edit (I_{t-1}
+    beyond VERIFY_REACH_FRAC of it: nothing was kept from the editor there), old = I_{t-1}, written
+    = 1 − weight. A failure steps aside and names the check; a mend hands back the mended picture."""
+    shape = inputs.shape
+    edited = res.weight > 0
+    fallback = inputs.prev3.copy()
+    if edited.any():
+        sl = bbox(edited, max(VERIFY_MIN_REACH_PX, round(VERIFY_REACH_FRAC * min(shape))))
+        box = (sl[0].start, sl[0].stop, sl[1].start, sl[1].stop)
+        E = view.sample(inputs.cur3, box)
+        if view.grade is not None:
+            E = into_grade(E, view.grade)
+        fallback[sl] = np.clip(np.round(E * 255.0), 0, 255).astype(np.uint8)
+    verdict = verify(Composite("guard", np.ascontiguousarray(rgb3(res.image)), fallback, inputs.prev3,
+                               (1.0 - res.weight).astype(np.float32), None, view.support))
+    if not verdict.passed:
+        return stepped_aside(inputs.cur, inputs.base, verdict.reason(), why="verify", verify=verdict.record())
+    return mended_result(res, verdict) if verdict.mended else replace(
+        res, record={**res.record, "verify": verdict.record()})
 
 
 def read_inputs(previous: Any, edited: Any, change: ChangeRecord, user_mask: Any,

@@ -13,7 +13,8 @@ history) ends with one verification. It looks at the result, not at the inputs' 
 
 A result that fails is not handed back: the step steps aside and names the check that failed
 (`Verdict.reason`). The verification never changes a picture it cannot check again: a mend is
-checked once more, whole.
+checked once more, whole (and mended again, up to run.MEND_ROUNDS mends in all). docs/verify.md
+says what each check reads.
 """
 from __future__ import annotations
 

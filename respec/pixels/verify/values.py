@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
 from ...errors import InputError
+from .content import ContentRead, read_content
 
 STEPS = ("reveal", "guard", "undo")
 
@@ -24,6 +26,8 @@ class Composite:
     written:   float32 in [0, 1], how much of `old` kept holds at each pixel (kept ≈ written·old +
                (1 − written)·fallback, up to the step's colour fit and seam correction).
     old_valid: bool, where `old`'s warped frame holds real pixels; None when the frames agree.
+    fallback_valid: bool, where the fallback, read in kept's frame, holds real pixels (the Drift
+               Guard: the editor's picture aligned into I_{t-1}'s frame); None everywhere.
     """
 
     step: str
@@ -32,21 +36,39 @@ class Composite:
     old: np.ndarray
     written: np.ndarray
     old_valid: np.ndarray | None = None
+    fallback_valid: np.ndarray | None = None
 
     def __post_init__(self):
         if self.step not in STEPS:
             raise InputError(f"Composite.step must be one of {STEPS}, got {self.step!r}")
+        for name in ("kept", "fallback", "old", "written"):
+            if not isinstance(getattr(self, name), np.ndarray):
+                raise InputError(f"Composite.{name} must be a numpy array, got {type(getattr(self, name)).__name__}")
         shape = self.kept.shape
-        if len(shape) != 3 or shape[2] != 3 or self.kept.dtype != np.uint8:
+        if len(shape) != 3 or shape[2] != 3 or self.kept.dtype != np.uint8 or min(shape[:2]) < 1:
             raise InputError(f"Composite.kept must be uint8 H×W×3, got {self.kept.dtype} {shape}")
         for name in ("fallback", "old"):
             a = getattr(self, name)
             if a.shape != shape or a.dtype != np.uint8:
                 raise InputError(f"Composite.{name} must be uint8 {shape} like kept, got {a.dtype} {a.shape}")
-        for name in ("written", "old_valid"):
+        for name in ("written", "old_valid", "fallback_valid"):
             a = getattr(self, name)
-            if a is not None and a.shape != shape[:2]:
-                raise InputError(f"Composite.{name} must be {shape[:2]} (kept's H×W), got {a.shape}")
+            if a is None:
+                continue
+            if not isinstance(a, np.ndarray) or a.shape != shape[:2]:
+                raise InputError(f"Composite.{name} must be an array of {shape[:2]} (kept's H×W), got "
+                                 f"{getattr(a, 'shape', type(a).__name__)}")
+            if name != "written" and a.dtype != bool:
+                raise InputError(f"Composite.{name} must be a bool mask, got {a.dtype}")
+        if self.written.dtype.kind != "f" or not np.isfinite(self.written).all() \
+                or float(self.written.min()) < 0.0 or float(self.written.max()) > 1.0:
+            raise InputError(f"Composite.written must be float weights in [0, 1], got {self.written.dtype} "
+                             f"(pass the step's source weight as float32)")
+
+    @cached_property
+    def content(self) -> ContentRead:
+        """What the result shows, read once on the grid for the checks that look at content (content.py)."""
+        return read_content(self)
 
 
 @dataclass(frozen=True)
@@ -73,7 +95,8 @@ class CheckRead:
 class Verdict:
     """What the verification said of one step's result: the picture to hand back (`image`, the
     mended one when a mend passed), whether it passed, the findings that made it fail, whether a
-    mend was applied, and the measurements per check."""
+    mend was applied, the measurements per check, and the written weight of `image` (the
+    Composite's, mended; None when it failed: the fallback holds no old pixel)."""
 
     image: np.ndarray
     passed: bool
@@ -81,6 +104,7 @@ class Verdict:
     mended: bool = False
     measured: dict = field(default_factory=dict)
     seconds: float = 0.0
+    written: np.ndarray | None = None
 
     @property
     def failed_check(self) -> str | None:
