@@ -7,11 +7,16 @@ from typing import Callable
 
 import numpy as np
 
+from .colour import check_colour
+from .seams import check_seams
 from .values import CheckRead, Composite, Verdict
 
 # Each check reads one Composite and returns a CheckRead; the order is the order of the record.
 Check = Callable[[Composite], CheckRead]
-CHECKS: tuple[tuple[str, Check], ...] = ()
+CHECKS: tuple[tuple[str, Check], ...] = (
+    ("seam", check_seams),
+    ("colour", check_colour),
+)
 
 
 def _run_checks(c: Composite, checks: tuple[tuple[str, Check], ...]) -> tuple[dict, list, np.ndarray | None]:
