@@ -106,7 +106,10 @@ def check_seams(c: Composite) -> CheckRead:
     if c.old_valid is not None:
         # old's gradient counts only where its warped frame is whole (frame borders are borders.py's check)
         valid = block_mean(np.asarray(c.old_valid, np.float32), b)[:hb, :wb] >= 1.0
-        g_old = np.where(valid, g_old, 0.0)
+        whole = valid.copy()            # a forward difference reads the cell and its right and lower neighbours
+        whole[:, :-1] &= valid[:, 1:]
+        whole[:-1] &= valid[1:]
+        g_old = np.where(whole, g_old, 0.0)
     excess = np.where(band, g_kept - SOURCE_SLACK * np.maximum(g_src, g_old), 0.0)
     seam = excess > SEAM_STEP
     longest = 0
