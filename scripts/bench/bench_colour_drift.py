@@ -10,12 +10,19 @@ two regions: `object`, the pixels any add turn's editor output changed (grey dif
 dilated 8 px; after a removal the right picture there is I_0 too), and `rest`, every other pixel
 (no turn asked to change them). A colour fit chained turn on turn shows as a signed offset that
 grows over turns 2, 4, 6. --save writes the kept pictures (outside git: they show the fixtures).
+
+--verify also reads every applied Reveal Composite and Drift Guard result as the verification does
+(respec/pixels/verify: the seam and colour checks) and lists what they found, with each check's
+cost: Reveal's composite is (kept, I_t, I_{k-1} where its frame agrees, the paste's weight); the
+guard's is (kept, the picture after Reveal, I_{t-1}, 1 - the edit's weight), only where the
+guard's alignment is the identity (its frames agree).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +36,9 @@ from respec.controller.provenance_selector import selector_parts  # noqa: E402
 from respec.history import History  # noqa: E402
 from respec.post_edit.guard_step import GuardStep  # noqa: E402
 from respec.post_edit.reveal_step import RevealStep  # noqa: E402
+from respec.pixels.verify import Composite  # noqa: E402
+from respec.pixels.verify.colour import check_colour  # noqa: E402
+from respec.pixels.verify.seams import check_seams  # noqa: E402
 from respec.turn import TurnParts, TurnSwitches, run_turn  # noqa: E402
 
 
@@ -61,14 +71,49 @@ def drift(kept: np.ndarray, i0: np.ndarray, region: np.ndarray) -> dict:
     return {"rgb": [round(float(v), 4) for v in d.mean(axis=0)], "dE": round(float(de.mean()), 3)}
 
 
-def run_chain(folder: Path, chain: dict, save: Path | None) -> list[dict]:
+class Verified:
+    """A post-edit step that runs the seam and colour checks on its applied results (--verify)."""
+
+    def __init__(self, step, found: list):
+        self.step, self.name, self.found = step, step.name, found
+
+    def __call__(self, history, record):
+        res = self.step(history, record)
+        r = res.result
+        if r is None or not getattr(r, "applied", False) or res.image is None:
+            return res
+        fallback = np.asarray(record.image.array if hasattr(record.image, "array") else record.image)[..., :3]
+        kept = res.image.array[..., :3]
+        if self.name == "reveal_composite":
+            old, written = history.image(r.source_id).array[..., :3], r.source_weight
+        else:
+            if r.record.get("alignment", {}).get("dx", 0) or r.record.get("alignment", {}).get("dy", 0):
+                return res      # frames differ: the guard's composite needs its warped old (the wiring's job)
+            old, written = history.current.image.array[..., :3], 1.0 - r.weight
+        if old.shape != kept.shape or fallback.shape != kept.shape:
+            return res
+        c = Composite("reveal" if self.name == "reveal_composite" else "guard", kept, fallback, old,
+                      np.asarray(written, np.float32))
+        for name, check in (("seam", check_seams), ("colour", check_colour)):
+            t0 = time.perf_counter()
+            read = check(c)
+            self.found.append({"turn": history.next_turn, "step": self.name, "check": name,
+                               "seconds": time.perf_counter() - t0, "measured": read.measured,
+                               "finding": read.finding.detail if read.finding else ""})
+        return res
+
+
+def run_chain(folder: Path, chain: dict, save: Path | None, found: list | None = None) -> list[dict]:
     """Replay one chain with history first off; a row per turn."""
     turns = chain["turns"]
     i0 = Image.open(folder / turns[0]["file"]).convert("RGB")
     outs = [Image.open(folder / t["file"]).convert("RGB") for t in turns[1:]]
     editor = ReplayEditor(outs)
     planner, selector = selector_parts("provenance")
-    parts = TurnParts(editor=editor, planner=planner, selector=selector, post_edit=[RevealStep(), GuardStep()])
+    steps = [RevealStep(), GuardStep()]
+    if found is not None:
+        steps = [Verified(st, found) for st in steps]
+    parts = TurnParts(editor=editor, planner=planner, selector=selector, post_edit=steps)
     switches = TurnSwitches(restoration_mode="auto", history_first=False)
     h = History.start(np.asarray(i0))
     truth = np.asarray(i0)
@@ -91,31 +136,52 @@ def run_chain(folder: Path, chain: dict, save: Path | None) -> list[dict]:
     return rows
 
 
+def verified(found: list) -> None:
+    """The findings of --verify, and each check's cost."""
+    print("\n## The seam and colour checks on the applied steps\n")
+    for f in found:
+        if f["finding"]:
+            print(f"- {f['chain'].replace('convergebench_', '')} turn {f['turn']} {f['step']}: {f['check']}: {f['finding']}")
+    for name in ("seam", "colour"):
+        sub = [f for f in found if f["check"] == name]
+        if sub:
+            secs = sorted(f["seconds"] for f in sub)
+            print(f"{name}: {sum(bool(f['finding']) for f in sub)} of {len(sub)} applied steps flagged; "
+                  f"seconds median {secs[len(secs) // 2]:.4f}, max {secs[-1]:.4f}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--chains", required=True, type=Path, help="the realdata/chains folder (read only)")
     ap.add_argument("--only", default="", help="chain ids containing this text only")
     ap.add_argument("--save", type=Path, default=None, help="write the kept pictures here (outside git)")
     ap.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    ap.add_argument("--verify", action="store_true", help="also run the seam and colour checks on every applied step")
     args = ap.parse_args(argv)
     index = json.loads((args.chains / "index.json").read_text())
     chains = [c for c in index["chains"] if c["chain_id"].startswith("convergebench_") and args.only in c["chain_id"]]
     rows = []
     print("| chain | turn | object ΔE | object mean RGB (/255) | rest ΔE | rest mean RGB | editor's rest ΔE | steps |")
     print("|---|---|---|---|---|---|---|---|")
+    found: list | None = [] if args.verify else None
     for c in chains:
-        for r in run_chain(args.chains, c, args.save):
+        start = len(found) if found is not None else 0
+        for r in run_chain(args.chains, c, args.save, found):
             rows.append(r)
             print(f"| {r['chain'].replace('convergebench_', '')} | {r['turn']} | {r['object']['dE']:.2f} | "
                   f"{r['object']['rgb']} | {r['rest']['dE']:.2f} | {r['rest']['rgb']} | {r['editor_rest']['dE']:.2f} | "
                   f"{' '.join(r['steps'])} |", flush=True)
+        for f in (found or [])[start:]:
+            f["chain"] = c["chain_id"]
     for t in range(1, 7):
         sub = [r for r in rows if r["turn"] == t]
         if sub:
             print(f"turn {t}: mean object ΔE {np.mean([r['object']['dE'] for r in sub]):.2f}, "
                   f"rest ΔE {np.mean([r['rest']['dE'] for r in sub]):.2f} over {len(sub)} chains")
+    if found is not None:
+        verified(found)
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
+        args.json.write_text(json.dumps({"rows": rows, "verify": found}, indent=1))
     return 0
 
 

@@ -25,8 +25,8 @@ from .values import CheckRead, Composite, Finding
 
 NAME = "seam"
 GRID_SIDE = 256          # the grid's longer side at most (cells); the block is the smallest integer that fits
-SEAM_STEP = 0.05         # 13/255 per cell of a block-mean gradient beyond both sources': above the Drift
-                         # Guard's GRADE_FROM (10/255), the shift it leaves to the seam on purpose
+SEAM_STEP = 0.05         # 13/255 per cell of a block-mean gradient beyond both sources': a step a viewer
+                         # sees as a line; an editor's noise in a 4×4 mean stays far below it
 SOURCE_SLACK = 1.25      # the sources' gradient may be 25 % steeper in kept: a colour fit's gain (≤ 1.5 in
                          # Reveal's checks, near 1 on real turns) scales old's edges
 SEAM_MIN_CELLS = 8       # a connected run of seam cells this long is a line (1/32 of the grid's side)
