@@ -29,6 +29,7 @@ from .values import CheckRead, Composite, Finding
 NAME = "colour"
 GRID_SIDE = 128          # colour is coarse: 8×8 blocks at 1024²
 WRITTEN_FULL = 0.99      # a cell whose mean weight of `old` is at least this is wholly written
+FIT_CELLS = 4096         # cells a fit samples (evenly): plenty for 6 numbers
 MIN_CELLS = 16           # fewer wholly written cells than this: nothing to fit, nothing to check
 FIT_TOL = 0.04           # 10/255 at a probe grey level: the written pixels' map beyond both allowed ones
 PATCH_TOL = 0.06         # 15/255 RMS over channels of a cell's mean beyond T(old): a local tint; above the
@@ -55,20 +56,25 @@ def _grid(x: np.ndarray, b: int) -> np.ndarray:
     return g / np.float32(255.0) if x.ndim == 3 else g
 
 
+def _sample(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """At most FIT_CELLS evenly spaced rows of two N×3 cell lists, as N×1×3 images for fit_colour."""
+    step = max(1, int(np.ceil(len(src) / FIT_CELLS)))
+    return src[::step, None, :], dst[::step, None, :]
+
+
 def check_colour(c: Composite) -> CheckRead:
     """The colour check (module docstring): the wholly written cells' colours are old's up to one map
     (the identity or this turn's fit old -> fallback), with no off-colour patch."""
     b = grid_block(c.kept.shape[:2])
-    written = np.nan_to_num(np.asarray(c.written, np.float32), nan=0.0)
-    full = _grid(written, b) >= WRITTEN_FULL
+    full = _grid(np.asarray(c.written, np.float32), b) >= WRITTEN_FULL     # (a NaN cell compares False)
     if c.old_valid is not None:
         full &= _grid(np.asarray(c.old_valid, np.float32), b) >= 1.0
     n = int(full.sum())
     if n < MIN_CELLS:
         return CheckRead({"written_cells": n, "block": b})
     K, O, E = _grid(c.kept, b), _grid(c.old, b), _grid(c.fallback, b)
-    T = fit_colour(O[full][:, None, :], K[full][:, None, :], sampled=True)
-    F = fit_colour(O, E, sampled=True)
+    T = fit_colour(*_sample(O[full], K[full]), sampled=True)
+    F = fit_colour(*_sample(O.reshape(-1, 3), E.reshape(-1, 3)), sampled=True)
     fit_off = min(map_distance(T, IDENTITY_FIT), map_distance(T, F))
     d = K - T.apply(O)
     r = np.sqrt((d * d).mean(axis=2))
