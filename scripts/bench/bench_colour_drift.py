@@ -13,9 +13,9 @@ grows over turns 2, 4, 6. --save writes the kept pictures (outside git: they sho
 
 --verify also reads every applied Reveal Composite and Drift Guard result as the verification does
 (respec/pixels/verify: the seam and colour checks) and lists what they found, with each check's
-cost: Reveal's composite is (kept, I_t, I_{k-1} where its frame agrees, the paste's weight); the
-guard's is (kept, the picture after Reveal, I_{t-1}, 1 - the edit's weight), only where the
-guard's alignment is the identity (its frames agree).
+cost: Reveal's composite is (kept, I_t, I_{k-1}, the paste's weight); the guard's is (kept, the
+picture after Reveal, I_{t-1}, 1 - the edit's weight); only where the step's alignment is the
+identity (old then needs no warp into kept's frame).
 """
 from __future__ import annotations
 
@@ -71,6 +71,13 @@ def drift(kept: np.ndarray, i0: np.ndarray, region: np.ndarray) -> dict:
     return {"rgb": [round(float(v), 4) for v in d.mean(axis=0)], "dE": round(float(de.mean()), 3)}
 
 
+def identity(record: dict | None) -> bool:
+    """Whether an alignment record (Alignment.record()) is the identity: no shift, no scale."""
+    record = record or {}
+    return abs(record.get("dx", 0.0)) < 1e-6 and abs(record.get("dy", 0.0)) < 1e-6 and \
+        abs(record.get("scale", 1.0) - 1.0) < 1e-6
+
+
 class Verified:
     """A post-edit step that runs the seam and colour checks on its applied results (--verify)."""
 
@@ -84,11 +91,12 @@ class Verified:
             return res
         fallback = np.asarray(record.image.array if hasattr(record.image, "array") else record.image)[..., :3]
         kept = res.image.array[..., :3]
+        al = r.checks.get("alignment") if self.name == "reveal_composite" else r.record.get("alignment")
+        if not identity(al):
+            return res          # frames differ: the composite needs old warped into kept's frame (the wiring's job)
         if self.name == "reveal_composite":
             old, written = history.image(r.source_id).array[..., :3], r.source_weight
         else:
-            if r.record.get("alignment", {}).get("dx", 0) or r.record.get("alignment", {}).get("dy", 0):
-                return res      # frames differ: the guard's composite needs its warped old (the wiring's job)
             old, written = history.current.image.array[..., :3], 1.0 - r.weight
         if old.shape != kept.shape or fallback.shape != kept.shape:
             return res
