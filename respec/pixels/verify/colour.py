@@ -23,7 +23,7 @@ from scipy import ndimage
 
 from ..colour_fit import IDENTITY_FIT, ColourFit, fit_colour
 from ..grade import SHIFT_PROBES
-from .seams import block_mean
+from .seams import block_mean, block_of
 from .values import CheckRead, Composite, Finding
 
 NAME = "colour"
@@ -35,11 +35,6 @@ FIT_TOL = 0.04           # 10/255 at a probe grey level: the written pixels' map
 PATCH_TOL = 0.06         # 15/255 RMS over channels of a cell's mean beyond T(old): a local tint; above the
                          # 10/255 Reveal's seam correction reaches on real turns, below SPREAD_CLIP (25/255)
 PATCH_MIN_CELLS = 16     # a connected run of off-colour cells this large is a patch (at 1024², 32×32 px)
-
-
-def grid_block(shape: tuple[int, int]) -> int:
-    """The block side (px) of the grid for an H×W picture: the smallest with at most GRID_SIDE cells a side."""
-    return max(1, int(np.ceil(max(shape) / GRID_SIDE)))
 
 
 def map_distance(a: ColourFit, b: ColourFit) -> float:
@@ -65,7 +60,7 @@ def _sample(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def check_colour(c: Composite) -> CheckRead:
     """The colour check (module docstring): the wholly written cells' colours are old's up to one map
     (the identity or this turn's fit old -> fallback), with no off-colour patch."""
-    b = grid_block(c.kept.shape[:2])
+    b = block_of(c.kept.shape[:2], GRID_SIDE)
     full = _grid(np.asarray(c.written, np.float32), b) >= WRITTEN_FULL     # (a NaN cell compares False)
     if c.old_valid is not None:
         full &= _grid(np.asarray(c.old_valid, np.float32), b) >= 1.0

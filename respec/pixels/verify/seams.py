@@ -33,9 +33,9 @@ SEAM_MIN_CELLS = 8       # a connected run of seam cells this long is a line (1/
 WRITTEN_EPS = 1.0 / 255.0  # `written` below this is 0: the fallback's pixel
 
 
-def block_of(shape: tuple[int, int]) -> int:
-    """The block side (px) of the grid for an H×W picture: the smallest with at most GRID_SIDE cells a side."""
-    return max(1, int(np.ceil(max(shape) / GRID_SIDE)))
+def block_of(shape: tuple[int, int], side: int = GRID_SIDE) -> int:
+    """The block side (px) of the grid for an H×W picture: the smallest with at most `side` cells a side."""
+    return max(1, int(np.ceil(max(shape) / side)))
 
 
 def block_mean(x: np.ndarray, b: int) -> np.ndarray:
