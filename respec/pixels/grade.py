@@ -10,6 +10,10 @@ hat and the jacket sit in the picture's own colours.
 The map is the turn's colour fit (the change record's per-channel `gain`, `bias`: edit ≈ gain ·
 previous + bias, fitted robustly on the pixels that did not change), inverted: the same map the
 change record and the seam compare with. `colour_shift` says how far it moves a grey level.
+
+No compounding (issue 43): the map is measured against the picture the guard restores (I_{t-1}),
+on this turn, and undone on every local edit, however small: a cast left in the edit region would
+be the next turn's input there, and the next turn's cast would be chained onto it.
 """
 from __future__ import annotations
 
@@ -17,7 +21,10 @@ import numpy as np
 
 from .colour_fit import ColourFit
 
-GRADE_FROM = 10.0 / 255.0     # a shift of a grey level beyond this is mapped back (below: the seam's job)
+GRADE_FROM = 1.0 / 255.0      # a shift of a grey level beyond one 8-bit level (below: the fit's own noise) is mapped
+                              # back. It was 10/255, the rest left to the seam: a cast kept in the edit region is
+                              # re-drawn from on the next turn, so up to 10/255 a turn piled up where turns keep
+                              # re-drawing (issue 43: hair maroon by turn 6)
 MIN_GAIN = 0.2                # a channel's gain below this cannot be inverted without blowing up noise
 SHIFT_PROBES = (0.1, 0.5, 0.9)  # the grey levels colour_shift moves: dark, middle, light
 
