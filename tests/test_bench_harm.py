@@ -77,8 +77,8 @@ def test_a_step_that_stepped_aside_for_its_verification_is_flagged_with_its_chec
     failed = [{"check": "frame_border", "detail": "old pixels outside the frame"}]
     guard.update(applied=False, verify={"passed": False, "mended": False, "failed": failed})
     reveal = next(e for e in turns[1].record.post_edit if e["step"] == "reveal_composite")
-    reveal["checks"] = {"verify": {"passed": True, "mended": True,
-                                   "failed": [{"check": "islands", "detail": "a sliver joined the edit"}]}}
+    reveal["verify"] = {"passed": True, "mended": True,      # Reveal's record spreads its checks: verify on top
+                        "failed": [{"check": "islands", "detail": "a sliver joined the edit"}]}
     i0 = np.asarray(Image.open(conv.source).convert("RGB"))
     (row1, flags1), (row2, flags2) = (harm.turn_row(conv, rt, i0, f"sheets/t{rt.t}.png") for rt in turns)
     assert row1["guard"] == "aside" and row1["failed_checks"] == "guard:frame_border"

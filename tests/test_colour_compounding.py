@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from PIL import Image
 
 from respec.controller.provenance_selector import selector_parts
+from respec.errors import InputError
 from respec.history import History
 from respec.pixels.colour_fit import ColourFit
 from respec.pixels.verify import Composite, verify
@@ -144,14 +146,21 @@ def test_the_colour_check_is_registered():
     assert NAME in dict(CHECKS)
 
 
-@pytest.mark.parametrize("written", ["none", "nan", "few"])
-def test_too_few_or_nan_written_pixels_are_not_judged(written):
+@pytest.mark.parametrize("written", ["none", "few"])
+def test_too_few_written_pixels_are_not_judged(written):
     scene = _scene()
     c = _composite(scene + 0.2, scene)
-    w = {"none": np.zeros(scene.shape[:2], np.float32), "nan": np.full(scene.shape[:2], np.nan, np.float32),
+    w = {"none": np.zeros(scene.shape[:2], np.float32),
          "few": rect_mask(scene.shape[:2], (0, 0, 4, 4)).astype(np.float32)}[written]
     read = check_colour(Composite("reveal", c.kept, c.fallback, c.old, w))
     assert read.finding is None and read.measured["written_cells"] < 16
+
+
+def test_nan_weights_are_refused_before_any_check():
+    scene = _scene()
+    c = _composite(scene + 0.2, scene)
+    with pytest.raises(InputError, match="written"):
+        Composite("reveal", c.kept, c.fallback, c.old, np.full(scene.shape[:2], np.nan, np.float32))
 
 
 def test_tiny_pictures_are_read():

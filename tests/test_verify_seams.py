@@ -99,13 +99,18 @@ def test_the_seam_check_is_registered():
     assert NAME in dict(CHECKS)
 
 
-@pytest.mark.parametrize("written", [np.zeros(SHAPE, np.float32), np.ones(SHAPE, np.float32),
-                                     np.full(SHAPE, np.nan, np.float32)])
-def test_nothing_written_everything_written_or_nan_weights_find_no_seam(written):
+@pytest.mark.parametrize("written", [np.zeros(SHAPE, np.float32), np.ones(SHAPE, np.float32)])
+def test_nothing_written_or_everything_written_finds_no_seam(written):
     old, fallback = _pair(step=(0.1, 0.1, 0.1))
     c = Composite("guard", fallback.copy(), fallback, old, written)
     read = check_seams(c)
     assert read.finding is None and read.measured["seam_cells"] == 0
+
+
+def test_nan_weights_are_refused_before_the_seam_is_read():
+    old, fallback = _pair(step=(0.1, 0.1, 0.1))
+    with pytest.raises(InputError, match="written"):
+        Composite("guard", fallback.copy(), fallback, old, np.full(SHAPE, np.nan, np.float32))
 
 
 def test_tiny_and_odd_sized_pictures_are_read():
