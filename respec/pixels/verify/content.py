@@ -235,7 +235,8 @@ def read_content(c) -> ContentRead:
 
 
 CUT_LEVEL = CONTENT_MIN  # a cut: old and the fallback differ by at least the content floor on both sides of the
-                         # written edge (an editor's drift after the fit stays under ~15/255)
+                         # written edge (an editor's drift after the fit stays under ~15/255) ...
+CUT_TAU_SHARE = 0.0      # ... and half of τ: a noisy editor's drift (τ high on a quiet side) is not a cut
 CUT_REACH = 2            # grid px: the new side of a cut is read this far into the kept edit
 
 
@@ -243,8 +244,9 @@ CUT_REACH = 2            # grid px: the new side of a cut is read this far into 
 class EditPieces:
     """The pieces of the kept edit (8-connected components of written < WRITTEN_FROM), one row per
     label 1..n: `area` (grid px), `edge` (the old side's px along the piece's written edge) and
-    `cut` (of those, the px where old and the fallback differ by CUT_LEVEL on both sides: the
-    written edge runs through content the two pictures do not share)."""
+    `cut` (of those, the px where old and the fallback differ by CUT_LEVEL (and CUT_TAU_SHARE of τ)
+    on both sides: the written edge runs through content the two pictures do not share; not along a
+    thin piece of old content or a strip at the frame's edge, which a mend joins)."""
 
     labels: np.ndarray
     area: np.ndarray
@@ -272,8 +274,21 @@ def edit_pieces(read: ContentRead) -> EditPieces:
     edge = held & (near > 0)
     if read.valid is not None:
         edge &= read.valid
-    new_side = ndimage.maximum_filter(np.where(held, 0.0, read.d), 2 * CUT_REACH + 1)
-    cut = edge & (read.d > CUT_LEVEL) & (new_side > CUT_LEVEL)
+    # the 3×3 mean carries a difference a pixel across the written edge: each side is read from its
+    # second pixel on, within CUT_REACH of the edge
+    inner_new = ~held & ~ndimage.binary_dilation(held, eight)
+    inner_old = held & ~ndimage.binary_dilation(~held, eight)
+    reach = 2 * CUT_REACH + 1
+    new_side = ndimage.maximum_filter(np.where(inner_new, read.d, 0.0), reach)
+    old_side = ndimage.maximum_filter(np.where(inner_old, read.d, 0.0), reach)
+    level = max(CUT_LEVEL, CUT_TAU_SHARE * read.tau)
+    cut = edge & (old_side > level) & (new_side > level)
+    p = read.pieces
+    if p is not None and len(p.area) > 1:
+        # a thin piece of old content, or one at the frame's edge, is a rim or a strip that a mend
+        # joins to the edit (islands.py, borders.py): the edge along it is not a cut
+        owned = np.nonzero(p.thin | (p.edge > 0))[0]
+        cut &= ~np.isin(p.labels, owned[owned > 0])
     return EditPieces(labels, area, np.bincount(near[edge], minlength=n + 1),
                       np.bincount(near[cut], minlength=n + 1))
 

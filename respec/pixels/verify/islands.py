@@ -56,9 +56,11 @@ MEND_MARGIN_FRAC = 0.01  # ... grown by this share of the shorter side (grid px,
 PATCH_MIN_SHARE = 0.0025  # a kept-edit piece counts toward patchwork from this share of the picture (a block
                           # of a face at 512²: 650 grid px); the specks of a removal's soft edge are smaller
 CUT_SHARE = 0.25        # a piece is cut when this share of its edge runs through content (on the real chains a
-                        # Kontext or Gemini edit's piece reaches 0.38 at most, alone; a re-posed girl's 0.26-0.68)
+                        # Kontext or Gemini edit's piece reaches 0.24 at most, alone; a re-posed girl's blocks 0.26-0.69)
 PATCH_PIECES = 2        # this many cut pieces are a patchwork (a Kontext or Gemini edit has one cut piece at most)
-CUT_WHOLE = 0.6         # one piece cut along this share of its edge is a patch of a re-drawn subject by itself
+CUT_WHOLE = 0.9         # one piece cut along this share of its edge is a patch of a re-drawn subject by itself
+                        # (MC-Edit direct's hair, half old half new: 0.92; a clean FLUX.2 klein replacement beside a
+                        # rectangle the editor lightened: 0.87)
 
 
 def flagged(read: ContentRead, at_edge: bool) -> np.ndarray:
@@ -130,18 +132,19 @@ def patchwork(c: Composite) -> CheckRead:
 
 def islands(c: Composite) -> CheckRead:
     """The islands check (the module docstring): pieces of old content inside the frame that the
-    kept edit surrounds, thin ones along its edge, one-pixel rims along it (content.rim_outline), and
-    a kept edit in cut blocks (patchwork: the step steps aside)."""
-    cuts = patchwork(c)
-    if cuts.finding is not None:
-        return cuts
+    kept edit surrounds, thin ones along its edge, one-pixel rims along it (content.rim_outline), and,
+    where none is left to mend, a kept edit in cut blocks (patchwork: the step steps aside)."""
     read = mend_or_aside(c, flagged(c.content, at_edge=False), NAME, "island(s) or outline(s)")
-    read = CheckRead({**read.measured, **cuts.measured}, read.finding, read.mend)
     if read.finding is not None and read.mend is None:
         return read
     rim = rim_outline(c)
     n = int(rim.sum())
     measured = {**read.measured, "rim_px": n}
+    if n == 0 and read.finding is None:
+        # nothing to mend: is the kept edit itself in cut blocks? (after a mend, the mended picture is
+        # read here again: a piece still cut steps aside)
+        cuts = patchwork(c)
+        return CheckRead({**measured, **cuts.measured}, cuts.finding)
     if n == 0:
         return CheckRead(measured, read.finding, read.mend)
     mend = ndimage.binary_dilation(rim, iterations=RIM_GROW) & (c.written > 0)
