@@ -56,7 +56,7 @@ MEND_MARGIN_FRAC = 0.01  # ... grown by this share of the shorter side (grid px,
 PATCH_MIN_SHARE = 0.0025  # a kept-edit piece counts toward patchwork from this share of the picture (a block
                           # of a face at 512²: 650 grid px); the specks of a removal's soft edge are smaller
 CUT_SHARE = 0.25        # a piece is cut when this share of its edge runs through content (on the real chains a
-                        # Kontext or Gemini edit's piece reaches 0.24 at most, alone; a re-posed girl's blocks 0.26-0.69)
+                        # Kontext or Gemini edit's piece reaches 0.29 at most, alone; a re-posed girl's blocks 0.26-0.69)
 PATCH_PIECES = 2        # this many cut pieces are a patchwork (a Kontext or Gemini edit has one cut piece at most)
 CUT_WHOLE = 0.9         # one piece cut along this share of its edge is a patch of a re-drawn subject by itself
                         # (MC-Edit direct's hair, half old half new: 0.92; a clean FLUX.2 klein replacement beside a
