@@ -235,8 +235,8 @@ def read_content(c) -> ContentRead:
 
 
 CUT_LEVEL = CONTENT_MIN  # a cut: old and the fallback differ by at least the content floor on both sides of the
-                         # written edge (an editor's drift after the fit stays under ~15/255) ...
-CUT_TAU_SHARE = 0.0      # ... and half of τ: a noisy editor's drift (τ high on a quiet side) is not a cut
+                         # written edge (an editor's drift after the fit stays under ~15/255; τ itself would miss
+                         # the re-posed subjects: their τ is 50-120/255, the quieter side holding content too)
 CUT_REACH = 2            # grid px: the new side of a cut is read this far into the kept edit
 
 
@@ -244,8 +244,8 @@ CUT_REACH = 2            # grid px: the new side of a cut is read this far into 
 class EditPieces:
     """The pieces of the kept edit (8-connected components of written < WRITTEN_FROM), one row per
     label 1..n: `area` (grid px), `edge` (the old side's px along the piece's written edge) and
-    `cut` (of those, the px where old and the fallback differ by CUT_LEVEL (and CUT_TAU_SHARE of τ)
-    on both sides: the written edge runs through content the two pictures do not share; not along a
+    `cut` (of those, the px where old and the fallback differ by CUT_LEVEL on both
+    sides: the written edge runs through content the two pictures do not share; not along a
     thin piece of old content or a strip at the frame's edge, which a mend joins)."""
 
     labels: np.ndarray
@@ -281,8 +281,7 @@ def edit_pieces(read: ContentRead) -> EditPieces:
     reach = 2 * CUT_REACH + 1
     new_side = ndimage.maximum_filter(np.where(inner_new, read.d, 0.0), reach)
     old_side = ndimage.maximum_filter(np.where(inner_old, read.d, 0.0), reach)
-    level = max(CUT_LEVEL, CUT_TAU_SHARE * read.tau)
-    cut = edge & (old_side > level) & (new_side > level)
+    cut = edge & (old_side > CUT_LEVEL) & (new_side > CUT_LEVEL)
     p = read.pieces
     if p is not None and len(p.area) > 1:
         # a thin piece of old content, or one at the frame's edge, is a rim or a strip that a mend
