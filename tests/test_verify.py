@@ -243,3 +243,55 @@ def test_a_reveal_that_fails_its_verification_hands_back_the_editors_picture(mon
     assert not res.applied and np.array_equal(res.image, i2) and not res.source_weight.any()
     assert res.reason == "the result failed its verification (islands: a test's finding)"
     assert res.record()["verify"]["failed"][0]["check"] == "islands"
+
+
+def stripes(period: int, phase: int, a=(200, 150, 110), b=(90, 50, 40)) -> np.ndarray:
+    """A striped subject (uint8 SIZE×SIZE×3): a face's or a fur's structure the cut runs through."""
+    yy, xx = np.mgrid[:SIZE, :SIZE]
+    on = ((xx + yy + phase) // period) % 2 == 0
+    return np.where(on[..., None], np.array(a, np.uint8), np.array(b, np.uint8)).astype(np.uint8)
+
+
+def test_a_redrawn_subject_kept_in_blocks_is_patchwork_and_steps_aside():
+    # the editor re-drew the subject (its stripes moved); the guard kept three square blocks of the
+    # new subject on the old one: each block meets the old subject along straight cuts
+    scene = textured()
+    subject = disc(90)
+    old, fallback = scene.copy(), with_noise(scene, 1)
+    old[subject] = stripes(12, 0)[subject]
+    fallback[subject] = stripes(12, 6)[subject]
+    blocks = np.zeros((SIZE, SIZE), bool)
+    for y, x in ((70, 70), (70, 150), (150, 110)):
+        blocks[y:y + 36, x:x + 36] = True
+    c = guarded(old, fallback, blocks)
+    v = verify(c)
+    assert not v.passed and v.failed_check == "islands" and "patchwork" in v.findings[0].detail
+    assert np.array_equal(v.image, c.fallback)
+
+
+def test_an_edit_that_holds_the_whole_change_is_not_patchwork():
+    # the same re-drawn subject, kept whole by the edit (a margin beyond it): nothing is cut
+    scene = textured()
+    old, fallback = scene.copy(), with_noise(scene, 1)
+    old[disc(60)] = stripes(12, 0)[disc(60)]
+    fallback[disc(60)] = stripes(12, 6)[disc(60)]
+    v = verify(guarded(old, fallback, disc(66)))
+    assert v.passed and v.record()["measured"]["islands"]["cut_pieces"] == 0
+
+
+def test_a_mend_joins_the_whole_piece_of_old_content_not_only_its_core():
+    # a noisy editor (the content level τ is high): the island's core stands out of τ, the rest of
+    # the same piece of old content (a bridge and a blob, 32/255 off: under τ, over half of it) does
+    # not; a mend of the core alone would leave the blob visible inside the edit
+    old = textured()
+    fallback = with_noise(old, 1, 20)
+    fallback[disc(60)] = with_noise(np.full_like(old, (200, 40, 40)), 2, 20)[disc(60)]
+    core, blob = disc(6), disc(8, (CENTRE, CENTRE + 28))
+    bridge = np.zeros((SIZE, SIZE), bool)
+    bridge[CENTRE - 2:CENTRE + 3, CENTRE:CENTRE + 24] = True
+    held = core | bridge | blob
+    old[held] = np.clip(fallback[held].astype(int) - 32, 0, 255)
+    old[core] = (30, 160, 30)
+    read = islands(guarded(old, fallback, disc(60) & ~held))
+    assert read.finding is not None and "island" in read.finding.detail
+    assert read.mend[core].all() and read.mend[bridge].all() and read.mend[blob].all()

@@ -81,6 +81,7 @@ class ContentRead:
     written: np.ndarray
     pieces: Pieces | None
     has_edge: bool = True               # False: the step kept old everywhere or nowhere (nothing read)
+    valid: np.ndarray | None = None     # where both old and the fallback hold real pixels (None: everywhere)
 
     def record(self) -> dict:
         """JSON-able: the grid's factor, τ (0..255) and the shares of old and new content kept."""
@@ -229,8 +230,66 @@ def read_content(c) -> ContentRead:
     kept = on_grid(c.kept[sl], f)
     S = held & big & old_ok & (largest(np.abs(kept * gain + bias - fb)) > tau)   # held: kept is in old's colours
     N = ~held & big & fb_ok & (largest(np.abs(kept - old)) > tau)
-    read = ContentRead(f, gshape, box, full, d, tau, S, N, w, None)
+    read = ContentRead(f, gshape, box, full, d, tau, S, N, w, None, valid=both)
     return replace(read, pieces=pieces_of(S, N, read.frame_edges))
+
+
+CUT_LEVEL = CONTENT_MIN  # a cut: old and the fallback differ by at least the content floor on both sides of the
+                         # written edge (an editor's drift after the fit stays under ~15/255; τ itself would miss
+                         # the re-posed subjects: their τ is 50-120/255, the quieter side holding content too)
+CUT_REACH = 2            # grid px: the new side of a cut is read this far into the kept edit
+
+
+@dataclass(frozen=True, eq=False)
+class EditPieces:
+    """The pieces of the kept edit (8-connected components of written < WRITTEN_FROM), one row per
+    label 1..n: `area` (grid px), `edge` (the old side's px along the piece's written edge) and
+    `cut` (of those, the px where old and the fallback differ by CUT_LEVEL on both
+    sides: the written edge runs through content the two pictures do not share; not along a
+    thin piece of old content or a strip at the frame's edge, which a mend joins)."""
+
+    labels: np.ndarray
+    area: np.ndarray
+    edge: np.ndarray
+    cut: np.ndarray
+
+    @property
+    def cut_share(self) -> np.ndarray:
+        """The share of each piece's written edge that is cut."""
+        return self.cut / np.maximum(self.edge, 1)
+
+
+def edit_pieces(read: ContentRead) -> EditPieces:
+    """The kept edit's pieces and how much of each one's edge cuts through content (EditPieces).
+    A kept edit that holds what the editor changed meets the old picture where the two agree; a
+    patch of a re-drawn subject meets it where they differ (a block of a new face on the old one)."""
+    held = read.written >= WRITTEN_FROM
+    eight = np.ones((3, 3), bool)
+    labels, n = ndimage.label(~held, eight)
+    if n == 0:
+        z = np.zeros(1, np.int64)
+        return EditPieces(labels, z, z, z)
+    area = np.bincount(labels.ravel(), minlength=n + 1)
+    near = ndimage.grey_dilation(labels, size=(3, 3))           # the old side's px beside each piece
+    edge = held & (near > 0)
+    if read.valid is not None:
+        edge &= read.valid
+    # the 3×3 mean carries a difference a pixel across the written edge: each side is read from its
+    # second pixel on, within CUT_REACH of the edge
+    inner_new = ~held & ~ndimage.binary_dilation(held, eight)
+    inner_old = held & ~ndimage.binary_dilation(~held, eight)
+    reach = 2 * CUT_REACH + 1
+    new_side = ndimage.maximum_filter(np.where(inner_new, read.d, 0.0), reach)
+    old_side = ndimage.maximum_filter(np.where(inner_old, read.d, 0.0), reach)
+    cut = edge & (old_side > CUT_LEVEL) & (new_side > CUT_LEVEL)
+    p = read.pieces
+    if p is not None and len(p.area) > 1:
+        # a thin piece of old content, or one at the frame's edge, is a rim or a strip that a mend
+        # joins to the edit (islands.py, borders.py): the edge along it is not a cut
+        owned = np.nonzero(p.thin | (p.edge > 0))[0]
+        cut &= ~np.isin(p.labels, owned[owned > 0])
+    return EditPieces(labels, area, np.bincount(near[edge], minlength=n + 1),
+                      np.bincount(near[cut], minlength=n + 1))
 
 
 def pieces_of(S: np.ndarray, N: np.ndarray, edges: tuple[bool, bool, bool, bool]) -> Pieces:
