@@ -108,6 +108,23 @@ def test_an_island_of_old_content_that_the_edit_surrounds_joins_the_edit():
     assert np.array_equal(v.image[disc(7)], fallback[disc(7)])
 
 
+def test_reveals_restored_region_inside_the_editors_picture_is_not_an_island():
+    # Reveal pastes I_{k-1}'s hidden region into I_t: the editor's picture surrounds it by design.
+    # Read as an island, the mend would hand the editor's invention back (S_restore fell 0.979 -> 0.957).
+    truth = textured()
+    editor = with_noise(truth, 1)
+    editor[disc(50)] = (200, 40, 40)                # the editor's new object, drawn over ...
+    hidden = disc(12)
+    truth[hidden] = (30, 160, 30)                   # ... the hidden content Reveal pastes back inside it
+    kept = np.where(hidden[..., None], truth, editor).astype(np.uint8)
+    c = Composite("reveal", kept, editor, truth, hidden.astype(np.float32))
+    assert islands(c).finding is None and islands(c).mend is None
+    v = verify(c)
+    assert v.passed and not v.mended and np.array_equal(v.image, kept)
+    guard = Composite("guard", kept, editor, truth, hidden.astype(np.float32))
+    assert islands(guard).finding is not None       # the same pixels in a guard's result are an island
+
+
 def test_a_result_that_is_mostly_an_island_steps_aside_and_names_the_check():
     old = textured()
     fallback = with_noise(old, 1)
