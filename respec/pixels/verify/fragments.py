@@ -10,35 +10,73 @@ the old strokes of a word between the letters of the new one; a pale patch of ol
 where the new object's shadow begins. What the edit's pixels continue into must be the editor's
 picture on both sides of the cut, so the whole piece joins the edit.
 
-A piece is a fragment when at least CONTACT_PX of its ring is the kept edit's new content; pieces
-smaller than islands.MIN_PIECE_PX are noise. The mend and the step aside are islands' rule
-(islands.mend_or_aside): the pieces join the edit while they hold at most islands.MEND_SHARE of the
-content the result holds.
+A piece is a fragment when it holds FRAGMENT_MIN_PX and at least CONTACT_PX of its ring is the kept
+edit's new content. The step aside is islands' rule (islands.mend_or_aside): the pieces join the
+edit while they hold at most islands.MEND_SHARE of the content the result holds. The mend is the
+whole fragment: the piece, and its fainter rest next to it (its anti-aliased sides, a thinner end
+the content read dilutes), where the kept picture still differs from the fallback (`faint_rest`).
 """
 from __future__ import annotations
 
 import numpy as np
+from scipy import ndimage
 
-from .islands import MIN_PIECE_PX, mend_or_aside
+from .content import WRITTEN_FROM, ContentRead, largest, on_grid
+from .islands import MEND_GROW, mend_or_aside
 from .values import CheckRead, Composite
 
 NAME = "fragments"
-CONTACT_PX = 3      # grid px of a piece's ring that are the kept edit's new content: the object runs on into the
-                    # edit over at least this (a lamp's 2-3 px arc at 512² meets the edit over ~3-6 ring px; one or
-                    # two are the 3×3 mean carrying a difference across the written edge)
+EIGHT = np.ones((3, 3), bool)     # a line of old content one pixel wide runs on diagonally too
+FRAGMENT_MIN_PX = 2     # grid px: a piece this small is content when the edit cuts it (a lamp shade's 1-px rim
+                        # against the wall reads as 2-3 grid px); alone it would be noise (islands' 4)
+CONTACT_PX = 3          # grid px of a piece's ring that are the kept edit's new content: the object runs on into the
+                        # edit over at least this (a lamp's 2-3 px arc at 512² meets the edit over ~3-6 ring px; one or
+                        # two are the 3×3 mean carrying a difference across the written edge)
+FAINT_SHARE = 0.5       # the mend follows the fragment's object where the kept picture differs from the fallback by
+                        # this share of τ: the arc's anti-aliased sides and its thinner end (a line the 3×3 mean of
+                        # the content read dilutes below τ) ...
+FAINT_REACH = 4         # ... up to this many grid px beyond the piece (drift beyond it differs alike: at 12 px a
+                        # window's re-drawn leaves came with the arc, a blocky patch) ...
+ALONG_EDGE_PX = 2       # ... and, within this many grid px of the kept edit, along its edge as far as it goes (a
+ALONG_REACH = 24        # lamp shade's 1-px rim runs ~15 px on from where the content read cut it), at most this far
 
 
 def fragment_ids(c: Composite) -> np.ndarray:
     """The labels of the pieces of old content kept (content.Pieces) that the kept edit cuts: at
-    least MIN_PIECE_PX grid px, and at least CONTACT_PX of their ring the edit's new content."""
+    least FRAGMENT_MIN_PX grid px, and at least CONTACT_PX of their ring the edit's new content."""
     p = c.content.pieces
     ids = np.arange(len(p.area))
-    return ids[(ids > 0) & (p.area >= MIN_PIECE_PX) & (p.ring_new >= CONTACT_PX)]
+    return ids[(ids > 0) & (p.area >= FRAGMENT_MIN_PX) & (p.ring_new >= CONTACT_PX)]
+
+
+def faint_rest(c: Composite, read: ContentRead, ids: np.ndarray) -> np.ndarray:
+    """bool H×W (full size): the fainter rest of the fragments `ids`, where old was written and the
+    kept picture differs from the fallback by FAINT_SHARE of τ (on the grid, each pixel its own):
+    within FAINT_REACH grid px of the pieces, and along the kept edit's edge (ALONG_EDGE_PX) up to
+    ALONG_REACH px on (over gaps of a pixel); grown by islands.MEND_GROW."""
+    y0, y1, x0, x1 = read.box
+    sl = (slice(y0, y1), slice(x0, x1))
+    own = largest(np.abs(on_grid(c.kept[sl], read.factor) - on_grid(c.fallback[sl], read.factor)))
+    faint = (read.written > 0) & (own > FAINT_SHARE * read.tau)
+    pieces = np.isin(read.pieces.labels, ids)
+    edge = ndimage.binary_dilation(read.written < WRITTEN_FROM, iterations=ALONG_EDGE_PX)
+    grown = ndimage.binary_dilation(pieces, EIGHT, iterations=FAINT_REACH, mask=faint)
+    # a faint rim is a broken chain of pixels: gaps of a pixel are bridged, the bridges not mended
+    along = ndimage.binary_dilation(faint & edge, EIGHT)
+    grown |= ndimage.binary_dilation(grown, EIGHT, iterations=ALONG_REACH, mask=grown | along) & faint
+    grown = ndimage.binary_dilation(grown, iterations=MEND_GROW) & (read.written > 0)
+    return read.at_full(grown) & (c.written > 0)
 
 
 def fragments(c: Composite) -> CheckRead:
     """The fragments check (the module docstring): pieces of old content whose object runs on into
-    the kept edit join it (a mend), or the step steps aside when they are most of what it kept."""
-    if not c.content.has_edge:
-        return CheckRead(c.content.record())
-    return mend_or_aside(c, fragment_ids(c), NAME, "fragment(s) of objects the edit cut")
+    the kept edit join it with their fainter rest (a mend), or the step steps aside when they are
+    most of what it kept."""
+    read = c.content
+    if not read.has_edge:
+        return CheckRead(read.record())
+    ids = fragment_ids(c)
+    out = mend_or_aside(c, ids, NAME, "fragment(s) of objects the edit cut")
+    if out.mend is None:
+        return out
+    return CheckRead(out.measured, out.finding, out.mend | faint_rest(c, read, ids))
