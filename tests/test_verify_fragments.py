@@ -90,3 +90,13 @@ def test_a_result_that_is_mostly_a_cut_fragment_steps_aside_and_names_the_check(
     v = verify(guarded(old, fallback, edit))
     assert not v.passed and v.failed_check == "fragments" and v.image is not None
     assert "fragments" in v.reason()
+
+
+def test_a_fragments_faint_rim_along_the_edits_edge_joins_the_edit_with_it():
+    old, fallback, edit, stub = cut_lamp()
+    # the lamp's shade left a faint 1-px rim on the wall, running on from the arm down the edit's edge
+    rim = box(70, 90, 129, 130)
+    old[rim] = np.clip(old[rim].astype(int) + 22, 0, 255).astype(np.uint8)
+    v = verify(guarded(old, fallback, edit))
+    assert v.passed and v.mended
+    assert np.abs(v.image[rim].astype(int) - fallback[rim]).max() <= 6
