@@ -100,3 +100,17 @@ def test_a_fragments_faint_rim_along_the_edits_edge_joins_the_edit_with_it():
     v = verify(guarded(old, fallback, edit))
     assert v.passed and v.mended
     assert np.abs(v.image[rim].astype(int) - fallback[rim]).max() <= 6
+
+
+def test_an_object_the_editor_redrew_beside_the_edit_is_not_a_fragment():
+    wall = scene()
+    old = wall.copy()
+    chair = box(60, 140, 60, 131)               # a striped chair that runs into the edit
+    yy, xx = np.mgrid[:SIZE, :SIZE]
+    old[chair] = np.where((xx[chair] // 4) % 2 == 0, 200, 120)[:, None]
+    fallback = reencoded(wall)
+    fallback[chair] = np.where((yy[chair] // 4) % 2 == 0, 200, 120)[:, None]     # re-drawn: its stripes turned
+    edit = box(40, 200, 130, 220)
+    fallback[edit] = (40, 160, 60)
+    read = fragments(guarded(old, fallback, edit))
+    assert read.finding is None

@@ -10,8 +10,9 @@ the old strokes of a word between the letters of the new one; a pale patch of ol
 where the new object's shadow begins. What the edit's pixels continue into must be the editor's
 picture on both sides of the cut, so the whole piece joins the edit.
 
-A piece is a fragment when it holds FRAGMENT_MIN_PX and at least CONTACT_PX of its ring is the kept
-edit's new content. The step aside is islands' rule (islands.mend_or_aside): the pieces join the
+A piece is a fragment when it holds FRAGMENT_MIN_PX, at least CONTACT_PX of its ring is the kept
+edit's new content, and the editor dropped its object (old's edges over it are DROPPED_RATIO times
+the fallback's: a re-drawn chair beside a new plant has edges in both and is drift, not a fragment). The step aside is islands' rule (islands.mend_or_aside): the pieces join the
 edit while they hold at most islands.MEND_SHARE of the content the result holds. The mend is the
 whole fragment: the piece, and its fainter rest next to it (its anti-aliased sides, a thinner end
 the content read dilutes), where the kept picture still differs from the fallback (`faint_rest`).
@@ -32,6 +33,8 @@ FRAGMENT_MIN_PX = 2     # grid px: a piece this small is content when the edit c
 CONTACT_PX = 3          # grid px of a piece's ring that are the kept edit's new content: the object runs on into the
                         # edit over at least this (a lamp's 2-3 px arc at 512² meets the edit over ~3-6 ring px; one or
                         # two are the 3×3 mean carrying a difference across the written edge)
+DROPPED_RATIO = 2.0     # the piece's object is gone from the editor's picture: old's edges over it carry twice the
+                        # fallback's gradient energy (a lamp's arc over a plain window: ~10x; a re-drawn chair: ~1)
 FAINT_SHARE = 0.5       # the mend follows the fragment's object where the kept picture differs from the fallback by
                         # this share of τ: the arc's anti-aliased sides and its thinner end (a line the 3×3 mean of
                         # the content read dilutes below τ) ...
@@ -43,10 +46,31 @@ ALONG_REACH = 24        # lamp shade's 1-px rim runs ~15 px on from where the co
 
 def fragment_ids(c: Composite) -> np.ndarray:
     """The labels of the pieces of old content kept (content.Pieces) that the kept edit cuts: at
-    least FRAGMENT_MIN_PX grid px, and at least CONTACT_PX of their ring the edit's new content."""
+    least FRAGMENT_MIN_PX grid px, at least CONTACT_PX of their ring the edit's new content, and
+    dropped by the editor (`dropped`)."""
     p = c.content.pieces
     ids = np.arange(len(p.area))
-    return ids[(ids > 0) & (p.area >= FRAGMENT_MIN_PX) & (p.ring_new >= CONTACT_PX)]
+    ids = ids[(ids > 0) & (p.area >= FRAGMENT_MIN_PX) & (p.ring_new >= CONTACT_PX)]
+    return ids[dropped(c, c.content, ids)] if len(ids) else ids
+
+
+def dropped(c: Composite, read: ContentRead, ids: np.ndarray) -> np.ndarray:
+    """bool per label of `ids`: the editor's picture does not show the piece's object: over the
+    piece (grown by a grid px: a line's edges lie on its sides) old's squared grey gradient sums to
+    DROPPED_RATIO times the fallback's (a re-drawn chair has edges in both)."""
+    y0, y1, x0, x1 = read.box
+    sl = (slice(y0, y1), slice(x0, x1))
+    grown = ndimage.grey_dilation(read.pieces.labels, footprint=EIGHT)
+    g_old = ndimage.sum(grid_gradient(on_grid(c.old[sl], read.factor)), grown, ids)
+    g_fb = ndimage.sum(grid_gradient(on_grid(c.fallback[sl], read.factor)), grown, ids)
+    return np.asarray(g_old) >= DROPPED_RATIO * np.asarray(g_fb)
+
+
+def grid_gradient(rgb: np.ndarray) -> np.ndarray:
+    """The squared Sobel gradient of a float H×W×3 picture's grey (the channels' sum)."""
+    g = rgb.sum(axis=2)
+    gy, gx = ndimage.sobel(g, 0), ndimage.sobel(g, 1)
+    return gy * gy + gx * gx
 
 
 def faint_rest(c: Composite, read: ContentRead, ids: np.ndarray) -> np.ndarray:
