@@ -114,3 +114,15 @@ def test_an_object_the_editor_redrew_beside_the_edit_is_not_a_fragment():
     fallback[edit] = (40, 160, 60)
     read = fragments(guarded(old, fallback, edit))
     assert read.finding is None
+
+
+def test_a_sliver_of_old_content_poking_into_the_edit_joins_it():
+    wall = scene()
+    old = wall.copy()
+    old[:] = (70, 50, 35)                        # dark hair
+    fallback = reencoded(np.full_like(wall, 50))  # the editor's dark hat over it
+    edit = box(30, 200, 30, 220) & ~box(30, 120, 120, 126)   # the guard left a 6-px tongue of hair in the hat
+    tongue = box(30, 118, 120, 126)
+    v = verify(guarded(old, fallback, edit))
+    assert v.passed and v.mended
+    assert np.abs(v.image[tongue].astype(int) - fallback[tongue]).max() <= 6

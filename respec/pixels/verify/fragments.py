@@ -24,7 +24,7 @@ from scipy import ndimage
 
 from .content import WRITTEN_FROM, ContentRead, largest, on_grid
 from .islands import MEND_GROW, mend_or_aside
-from .values import CheckRead, Composite
+from .values import CheckRead, Composite, Finding
 
 NAME = "fragments"
 EIGHT = np.ones((3, 3), bool)     # a line of old content one pixel wide runs on diagonally too
@@ -42,6 +42,11 @@ FAINT_REACH = 4         # ... up to this many grid px beyond the piece (drift be
                         # window's re-drawn leaves came with the arc, a blocky patch) ...
 ALONG_EDGE_PX = 2       # ... and, within this many grid px of the kept edit, along its edge as far as it goes (a
 ALONG_REACH = 24        # lamp shade's 1-px rim runs ~15 px on from where the content read cut it), at most this far
+SLIVER_PX = 4           # grid px: a part of the written region that an opening by this removes (at most ~8 grid px
+                        # wide) and that the kept edit surrounds on SLIVER_SURROUND of its ring is a sliver of old
+SLIVER_SURROUND = 0.5   # content poking into the edit (a tongue of old hair 6-8 px wide into a new hat's crown) ...
+SLIVER_MIN_PX = 16      # ... of at least this many grid px, whose kept pixels differ from the fallback's by
+                        # FAINT_SHARE of τ on average (dark hair on a dark hat: 15-38/255 where τ is 24)
 
 
 def fragment_ids(c: Composite) -> np.ndarray:
@@ -92,6 +97,30 @@ def faint_rest(c: Composite, read: ContentRead, ids: np.ndarray) -> np.ndarray:
     return read.at_full(grown) & (c.written > 0)
 
 
+def slivers(c: Composite, read: ContentRead) -> np.ndarray:
+    """bool H×W (full size): slivers of the written region poking into the kept edit (SLIVER_PX,
+    SLIVER_SURROUND, SLIVER_MIN_PX) that show old content (the kept picture differs from the
+    fallback by FAINT_SHARE of τ on average over the sliver), grown by islands.MEND_GROW."""
+    held = read.written >= WRITTEN_FROM
+    thin = held & ~ndimage.binary_opening(held, np.ones((2 * SLIVER_PX + 1,) * 2, bool))
+    labels, n = ndimage.label(thin, EIGHT)
+    if n == 0:
+        return np.zeros(c.written.shape, bool)
+    y0, y1, x0, x1 = read.box
+    sl = (slice(y0, y1), slice(x0, x1))
+    own = largest(np.abs(on_grid(c.kept[sl], read.factor) - on_grid(c.fallback[sl], read.factor)))
+    ids = np.arange(1, n + 1)
+    area = np.bincount(labels.ravel(), minlength=n + 1)[1:]
+    ring = ndimage.grey_dilation(labels, size=(3, 3)) * (labels == 0)
+    ring_all = np.bincount(ring.ravel(), minlength=n + 1)[1:]
+    ring_edit = np.bincount(ring[~held].ravel(), minlength=n + 1)[1:]
+    mean = np.asarray(ndimage.mean(own, labels, ids))
+    hit = (area >= SLIVER_MIN_PX) & (ring_edit >= SLIVER_SURROUND * np.maximum(ring_all, 1)) \
+        & (mean > FAINT_SHARE * read.tau)
+    grid = ndimage.binary_dilation(np.isin(labels, ids[hit]), iterations=MEND_GROW) & (read.written > 0)
+    return read.at_full(grid) & (c.written > 0)
+
+
 def fragments(c: Composite) -> CheckRead:
     """The fragments check (the module docstring): pieces of old content whose object runs on into
     the kept edit join it with their fainter rest (a mend), or the step steps aside when they are
@@ -101,6 +130,14 @@ def fragments(c: Composite) -> CheckRead:
         return CheckRead(read.record())
     ids = fragment_ids(c)
     out = mend_or_aside(c, ids, NAME, "fragment(s) of objects the edit cut")
-    if out.mend is None:
+    if out.finding is not None and out.mend is None:
         return out
-    return CheckRead(out.measured, out.finding, out.mend | faint_rest(c, read, ids))
+    poking = slivers(c, read)
+    n = int(poking.sum())
+    measured = {**out.measured, "sliver_px": n}
+    if out.finding is None and n == 0:
+        return CheckRead(measured)
+    mend = poking if out.mend is None else (out.mend | faint_rest(c, read, ids) | poking)
+    words = "; ".join(w for w in (out.finding.detail if out.finding else "",
+                                  f"slivers of old content poking into the edit ({n} px)" if n else "") if w)
+    return CheckRead(measured, Finding(NAME, words), mend)
