@@ -126,3 +126,15 @@ def test_a_sliver_of_old_content_poking_into_the_edit_joins_it():
     v = verify(guarded(old, fallback, edit))
     assert v.passed and v.mended
     assert np.abs(v.image[tongue].astype(int) - fallback[tongue]).max() <= 6
+
+
+def test_a_guard_result_over_a_picture_the_editor_redrew_whole_steps_aside():
+    wall = scene()
+    rng = np.random.default_rng(5)
+    restyled = np.clip(wall.astype(int) + rng.normal(0, 45, wall.shape), 0, 255).astype(np.uint8)  # a new rendering
+    edit = box(100, 160, 100, 160)
+    v = verify(guarded(wall, restyled, edit))
+    assert not v.passed and v.failed_check == "fragments" and "re-drew" in v.reason()
+    v = verify(Composite("reveal", guarded(wall, restyled, edit).kept, restyled, wall,
+                         np.where(edit, 0.0, 1.0).astype(np.float32)), (("fragments", fragments),))
+    assert "re-drew" not in (v.reason() if not v.passed else "")       # the guard's rule: Reveal is not read so
