@@ -9,6 +9,7 @@ import numpy as np
 
 from .borders import borders
 from .colour import check_colour
+from .fragments import fragments
 from .islands import islands
 from .seams import check_seams
 from .values import CheckRead, Composite, Verdict
@@ -16,7 +17,7 @@ from .values import CheckRead, Composite, Verdict
 # Each check reads one Composite and returns a CheckRead; the order is the order of the record.
 Check = Callable[[Composite], CheckRead]
 CHECKS: tuple[tuple[str, Check], ...] = (("borders", borders), ("islands", islands), ("seam", check_seams),
-                                         ("colour", check_colour))
+                                         ("colour", check_colour), ("fragments", fragments))
 MEND_ROUNDS = 3     # a mend moves the kept edit's edge; what lay just beyond it (a rim's fainter outer pixel, a
                     # speck beside an island) may then show: on the real chains a third round found nothing more
 
