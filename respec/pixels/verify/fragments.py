@@ -138,7 +138,7 @@ def fragments(c: Composite) -> CheckRead:
         return CheckRead(read.record(), Finding(NAME, f"the editor re-drew the whole picture (drift {read.tau * 255:.0f}/255 "
                                                       f"where the guard kept the previous one, limit "
                                                       f"{RESTYLE_LEVEL * 255:.0f}/255): what it keeps is a fragment of "
-                                                      f"another rendering"))
+                                                      f"another rendering", whole=True))
     ids = fragment_ids(c)
     out = mend_or_aside(c, ids, NAME, "fragment(s) of objects the edit cut")
     if out.finding is not None and out.mend is None:

@@ -23,15 +23,18 @@ MEND_ROUNDS = 3     # a mend moves the kept edit's edge; what lay just beyond it
 
 
 def _run_checks(c: Composite, checks: tuple[tuple[str, Check], ...]) -> tuple[dict, list, np.ndarray | None]:
-    measured, findings, mend = {}, [], None
+    measured, refusals, mendable, mend = {}, [], [], None
     for name, check in checks:
         read = check(c)
         measured[name] = read.measured
+        mends = read.mend is not None and read.mend.any()
         if read.finding is not None:
-            findings.append(read.finding)
-        if read.mend is not None and read.mend.any():
+            (mendable if mends else refusals).append(read.finding)
+        if mends:
             mend = read.mend if mend is None else (mend | read.mend)
-    return measured, findings, mend
+    # the verdict names its first finding: one about the whole picture (a restyle), then one no mend can cure
+    refusals.sort(key=lambda f: not f.whole)
+    return measured, refusals + mendable, mend
 
 
 def mended(c: Composite, mend: np.ndarray) -> Composite:

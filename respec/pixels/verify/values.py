@@ -73,10 +73,12 @@ class Composite:
 
 @dataclass(frozen=True)
 class Finding:
-    """One failed check: its name (one of checks.CHECK_NAMES) and the words for the record."""
+    """One failed check: its name (one of checks.CHECK_NAMES), the words for the record, and whether
+    it is about the whole picture rather than a place in it (named first: the other findings follow from it)."""
 
     check: str
     detail: str
+    whole: bool = False
 
 
 @dataclass(frozen=True, eq=False)
