@@ -12,7 +12,7 @@ from .colour import check_colour
 from .fragments import fragments
 from .islands import islands
 from .seams import check_seams
-from .values import CheckRead, Composite, Verdict
+from .values import CheckRead, Composite, Finding, Verdict
 
 # Each check reads one Composite and returns a CheckRead; the order is the order of the record.
 Check = Callable[[Composite], CheckRead]
@@ -23,18 +23,22 @@ MEND_ROUNDS = 3     # a mend moves the kept edit's edge; what lay just beyond it
 
 
 def _run_checks(c: Composite, checks: tuple[tuple[str, Check], ...]) -> tuple[dict, list, np.ndarray | None]:
-    measured, refusals, mendable, mend = {}, [], [], None
+    measured, findings, mend = {}, [], None
     for name, check in checks:
         read = check(c)
         measured[name] = read.measured
         mends = read.mend is not None and read.mend.any()
         if read.finding is not None:
-            (mendable if mends else refusals).append(read.finding)
+            findings.append((read.finding, mends))
         if mends:
             mend = read.mend if mend is None else (mend | read.mend)
-    # the verdict names its first finding: one about the whole picture (a restyle), then one no mend can cure
-    refusals.sort(key=lambda f: not f.whole)
-    return measured, refusals + mendable, mend
+    return measured, findings, mend
+
+
+def named_first(findings: list[tuple[Finding, bool]]) -> tuple[Finding, ...]:
+    """A failed verdict's findings in the order it names them: one about the whole picture (a restyle),
+    then those no mend could cure, then the rest, each group in the checks' order."""
+    return tuple(f for f, _ in sorted(findings, key=lambda fm: (not fm[0].whole, fm[1])))
 
 
 def mended(c: Composite, mend: np.ndarray) -> Composite:
@@ -61,6 +65,6 @@ def verify(c: Composite, checks: tuple[tuple[str, Check], ...] | None = None) ->
         fixed = mended(fixed, mend)
         measured, found, mend = _run_checks(fixed, checks)
         if not found:
-            return Verdict(fixed.kept, True, tuple(findings), True, {"before_mend": first, **measured},
+            return Verdict(fixed.kept, True, tuple(f for f, _ in findings), True, {"before_mend": first, **measured},
                            time.perf_counter() - t0, fixed.written)
-    return Verdict(c.fallback, False, tuple(findings), False, first, time.perf_counter() - t0)
+    return Verdict(c.fallback, False, named_first(findings), False, first, time.perf_counter() - t0)
