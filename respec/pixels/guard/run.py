@@ -61,7 +61,7 @@ def drift_guard(previous: Any, edited: Any, change: ChangeRecord, *, user_mask: 
     # 2. Scope: a global edit steps aside, a new background takes its own route.
     read = read_scope(inputs, scope)
     if isinstance(read, GuardResult):
-        return verified(inputs, read, background_view(inputs, read)) if read.applied else read
+        return verified(inputs, read, background_view(inputs, read), cutout=True) if read.applied else read
     # 3. Frame: can the alignment be undone? A re-render is read through the structure warp.
     frame = read_frame(inputs, read)
     if isinstance(frame, GuardResult):
@@ -125,11 +125,12 @@ def structure_view(inputs: GuardInputs) -> EditorView:
     return EditorView(sw.sample, sw.support((0, h, 0, w)))
 
 
-def verified(inputs: GuardInputs, res: GuardResult, view: EditorView) -> GuardResult:
+def verified(inputs: GuardInputs, res: GuardResult, view: EditorView, cutout: bool = False) -> GuardResult:
     """The applied result `res` after its verification (respec/pixels/verify): kept = its image,
     fallback = the editor's picture read in I_{t-1}'s frame (`view`) around the kept edit (I_{t-1}
     beyond VERIFY_REACH_FRAC of it: nothing was kept from the editor there), old = I_{t-1}, written
-    = 1 − weight. A failure steps aside and names the check; a mend hands back the mended picture."""
+    = 1 − weight; cutout: the background route's (the subject kept whole). A failure steps aside and
+    names the check; a mend hands back the mended picture."""
     shape = inputs.shape
     edited = res.weight > 0
     fallback = inputs.prev3.copy()
@@ -141,7 +142,7 @@ def verified(inputs: GuardInputs, res: GuardResult, view: EditorView) -> GuardRe
             E = into_grade(E, view.grade)
         fallback[sl] = np.clip(np.round(E * 255.0), 0, 255).astype(np.uint8)
     verdict = verify(Composite("guard", np.ascontiguousarray(rgb3(res.image)), fallback, inputs.prev3,
-                               (1.0 - res.weight).astype(np.float32), None, view.support))
+                               (1.0 - res.weight).astype(np.float32), None, view.support, cutout))
     if not verdict.passed:
         return stepped_aside(inputs.cur, inputs.base, verdict.reason(), why="verify", verify=verdict.record())
     return mended_result(res, verdict) if verdict.mended else replace(

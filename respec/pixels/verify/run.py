@@ -46,7 +46,7 @@ def mended(c: Composite, mend: np.ndarray) -> Composite:
     kept = c.kept.copy()
     kept[mend] = c.fallback[mend]
     written = np.where(mend, 0.0, c.written).astype(np.float32)
-    return Composite(c.step, kept, c.fallback, c.old, written, c.old_valid, c.fallback_valid)
+    return Composite(c.step, kept, c.fallback, c.old, written, c.old_valid, c.fallback_valid, c.cutout)
 
 
 def verify(c: Composite, checks: tuple[tuple[str, Check], ...] | None = None) -> Verdict:

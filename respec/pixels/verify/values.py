@@ -28,6 +28,8 @@ class Composite:
     old_valid: bool, where `old`'s warped frame holds real pixels; None when the frames agree.
     fallback_valid: bool, where the fallback, read in kept's frame, holds real pixels (the Drift
                Guard: the editor's picture aligned into I_{t-1}'s frame); None everywhere.
+    cutout:    the old pixels kept are a subject cut out whole and set on the editor's new picture (the
+               Drift Guard's background route), not the scene around an edit.
     """
 
     step: str
@@ -37,6 +39,7 @@ class Composite:
     written: np.ndarray
     old_valid: np.ndarray | None = None
     fallback_valid: np.ndarray | None = None
+    cutout: bool = False
 
     def __post_init__(self):
         if self.step not in STEPS:
