@@ -128,3 +128,19 @@ def test_a_wrong_folder_or_an_earlier_run_that_is_not_one_is_a_clear_error(tmp_p
     assert harm.main(["--realdata", str(tmp_path), "--out", str(harm.ROOT / "docs" / "harm_out")]) == 2
     assert "outside the checkout" in capsys.readouterr().err and not (harm.ROOT / "docs" / "harm_out").exists()
     assert harm.main(["--realdata", str(tmp_path), "--out", str(tmp_path / "o"), "--limit", "0"]) == 2
+
+
+def test_the_cost_benchmark_times_the_removal_turns_history_answered(tmp_path):
+    # scripts/bench/bench_cost.py's third figure replays the chains through chat_replay and times each
+    # turn's run_turn: it broke unseen when the replay moved out of bench_undo_chains.py
+    import json
+
+    harm = _harm()
+    conv = _conversation(harm, tmp_path)
+    turns = [{"file": p.name, "instruction": text} for p, text in
+             zip((conv.source, *conv.outputs), ("(source)", *conv.instructions))]
+    (tmp_path / "index.json").write_text(json.dumps({"chains": [{"chain_id": conv.name, "turns": turns}]}))
+    cost = load_script("scripts/bench/bench_cost.py")
+    rows = cost.undo_turns(tmp_path, "")
+    assert [r["turn"] for r in rows] == [2] and rows[0]["answered"] and not rows[0]["editor_called"]
+    assert rows[0]["cpu_s"] > 0.0 and rows[0]["kept_db"] == 100.0

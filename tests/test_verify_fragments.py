@@ -155,3 +155,21 @@ def test_a_picture_redrawn_around_the_edit_steps_the_guard_aside_from_30_of_255(
     read = fragments(guarded(wall, redrawn.astype(np.uint8), box(100, 160, 100, 160)))
     assert (read.finding is not None and "re-drew the picture" in read.finding.detail) == steps_aside
     assert (read.measured["content_level"] >= 30) == steps_aside
+
+
+def test_reveals_restored_content_is_not_read_as_a_fragment():
+    # Reveal pastes I_{k-1}'s hidden region where the editor invented something: the object the editor
+    # "dropped" there is what Reveal restores, and a mend would hand the invention back (sim: S_restore
+    # 1.000 -> 0.879 on one scenario); the same pixels in a guard's result are a fragment, mended
+    wall = scene()
+    old = wall.copy()
+    lamp = box(60, 140, 100, 104)                  # a thin dark lamp post the editor dropped ...
+    old[lamp] = (30, 30, 30)
+    fallback = reencoded(wall)
+    edit = box(40, 200, 104, 200)                  # ... that runs on into the editor's new content
+    fallback[edit] = (40, 160, 60)
+    c = guarded(old, fallback, edit)
+    assert fragments(c).mend is not None and fragments(c).mend.any()
+    reveal = replace(c, step="reveal")
+    read = fragments(reveal)
+    assert read.finding is None and read.mend is None and read.measured["read"] is False

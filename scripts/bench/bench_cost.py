@@ -175,12 +175,14 @@ def run_guard(pairs: list[dict], repeats: int) -> list[dict]:
 
 
 def undo_turns(chains: Path, only: str) -> list[dict]:
-    """Measure 3: the removal turns history answered, with their seconds (bench_undo_chains.run_chain)."""
+    """Measure 3: the removal turns history answered, with their seconds (bench_undo_chains.run_chain;
+    its turns run in chat_replay.replay, whose run_turn is timed here)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import bench_undo_chains
+    import chat_replay
     index = json.loads((chains / "index.json").read_text())
     rows = []
-    plain = bench_undo_chains.run_turn
+    plain = chat_replay.run_turn
     cpu: dict[int, float] = {}
 
     def timed(history, request, *a, **k):       # each turn's CPU seconds, by its index
@@ -189,7 +191,7 @@ def undo_turns(chains: Path, only: str) -> list[dict]:
             return plain(history, request, *a, **k)
         finally:
             cpu[len(history.turns)] = time.process_time() - c0
-    bench_undo_chains.run_turn = timed
+    chat_replay.run_turn = timed
     try:
         for c in index["chains"]:
             if c["chain_id"].startswith("convergebench_") and only in c["chain_id"]:
@@ -197,7 +199,7 @@ def undo_turns(chains: Path, only: str) -> list[dict]:
                 rows += [{**r, "cpu_s": cpu[r["turn"]]} for r in bench_undo_chains.run_chain(chains, c, True)
                          if r["answered"] and not r["editor_called"]]
     finally:
-        bench_undo_chains.run_turn = plain
+        chat_replay.run_turn = plain
     return rows
 
 
