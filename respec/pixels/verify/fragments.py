@@ -148,7 +148,7 @@ def fragments(c: Composite) -> CheckRead:
         return CheckRead(read.record(), Finding(NAME, f"the editor re-drew the picture around the edit (drift "
                                                       f"{read.tau * 255:.0f}/255 where the guard kept the previous one, "
                                                       f"limit {RESTYLE_LEVEL * 255:.0f}/255): what it keeps is a fragment "
-                                                      f"of another rendering", whole=True))
+                                                      f"of another rendering", final=True))
     ids = fragment_ids(c)
     out = mend_or_aside(c, ids, NAME, "fragment(s) of objects the edit cut")
     if out.finding is not None and out.mend is None:

@@ -13,7 +13,8 @@ when
                   one side is the edit, the other the unchanged picture)
     a rim         a run of pixels just outside the kept edit that differ from the fallback twice as
                   much as the picture beyond them, where old has an edge the fallback has not
-                  (content.rim_outline, at full size: a one-pixel brim ring the grid would dilute)
+                  (content.rim_outline, at full size: a one-pixel brim ring the grid would dilute);
+                  one of RIM_FINAL_PX or more is final (Finding.final): the step steps aside unmended
 
 Reveal Composite is not read here: its old content is the hidden region it restores, which the
 editor's picture surrounds by design (a piece of I_{k-1} inside I_t is the paste itself, not a
@@ -55,6 +56,13 @@ MEND_SHARE = 0.5        # the flagged pieces join the edit when they are at most
                         # result holds (old and new kept): more, and the result is mostly what failed
 MEND_GROW = 1           # grid px: a mend reaches this far beyond the piece (its soft rim, the grid's rounding)
 RIM_GROW = 1            # full-size px: a rim's mend reaches this far beyond it (its anti-aliased neighbours)
+RIM_FINAL_PX = 40       # a rim this long (full-size px) is not mended: the edit's boundary runs along something the
+                        # two pictures draw differently, and a mend moves the boundary, not the mismatch (a final
+                        # finding). Looked at one by one (docs/harm.md), the guard results whose first read found a
+                        # rim of 55 px or more were damaged in 8 of 11 (2 unsure, 1 clean: patchwork beside the rim,
+                        # a cut ear, a cushion block); the 3 with 25 px were clean, and so was the simulated
+                        # benchmark's one rim, 26 px at 256² (a share of the side would have caught it: 10 %, beside
+                        # the real damaged ones' 11 % and up)
 MEND_LEVEL = 0.5        # a mend joins the piece's component where the difference reaches this share of τ: its
                         # soft part (a face's shading, a fur's tips) below τ shows as much as its core
 MEND_MARGIN_FRAC = 0.01  # ... grown by this share of the shorter side (grid px, at least MEND_GROW): the few
@@ -156,8 +164,12 @@ def islands(c: Composite) -> CheckRead:
         return CheckRead({**measured, **cuts.measured}, cuts.finding)
     if n == 0:
         return CheckRead(measured, read.finding, read.mend)
-    mend = ndimage.binary_dilation(rim, iterations=RIM_GROW) & (c.written > 0)
     detail = f"a rim of old content along the edit's edge ({n} px, differing from the fallback more than beyond it)"
+    if n >= RIM_FINAL_PX:
+        return CheckRead(measured, Finding(NAME, f"{detail}: from {RIM_FINAL_PX} px on, the edit's boundary runs "
+                                                 "along something the two pictures draw differently, which a mend "
+                                                 "moves but does not close", final=True))
+    mend = ndimage.binary_dilation(rim, iterations=RIM_GROW) & (c.written > 0)
     if read.finding is not None:
         return CheckRead(measured, Finding(NAME, f"{read.finding.detail}; {detail}"), read.mend | mend)
     return CheckRead(measured, Finding(NAME, detail), mend)

@@ -36,9 +36,9 @@ def _run_checks(c: Composite, checks: tuple[tuple[str, Check], ...]) -> tuple[di
 
 
 def named_first(findings: list[tuple[Finding, bool]]) -> tuple[Finding, ...]:
-    """A failed verdict's findings in the order it names them: one about the whole picture (a restyle),
-    then those no mend could cure, then the rest, each group in the checks' order."""
-    return tuple(f for f, _ in sorted(findings, key=lambda fm: (not fm[0].whole, fm[1])))
+    """A failed verdict's findings in the order it names them: a final one (Finding.final), then those
+    no mend could cure, then the rest, each group in the checks' order."""
+    return tuple(f for f, _ in sorted(findings, key=lambda fm: (not fm[0].final, fm[1])))
 
 
 def mended(c: Composite, mend: np.ndarray) -> Composite:
@@ -51,16 +51,17 @@ def mended(c: Composite, mend: np.ndarray) -> Composite:
 
 def verify(c: Composite, checks: tuple[tuple[str, Check], ...] | None = None) -> Verdict:
     """Verify one step's result (the package docstring lists the checks). Passes when no check
-    found anything; when the only findings come with mends, the mended picture is checked again,
-    whole, and mended again up to MEND_ROUNDS times in all: it passes only if nothing is found then."""
+    found anything; when findings come with mends, the mended picture is checked again, whole, and
+    mended again up to MEND_ROUNDS times in all: it passes only if nothing is found then. A final
+    finding (Finding.final: no mend can cure it) ends it at once."""
     t0 = time.perf_counter()
     checks = CHECKS if checks is None else checks
     measured, findings, mend = _run_checks(c, checks)
     if not findings:
         return Verdict(c.kept, True, measured=measured, seconds=time.perf_counter() - t0, written=c.written)
-    fixed, first = c, measured
+    fixed, first, found = c, measured, findings
     for _ in range(MEND_ROUNDS):
-        if mend is None:
+        if mend is None or any(f.final for f, _ in found):
             break
         fixed = mended(fixed, mend)
         measured, found, mend = _run_checks(fixed, checks)

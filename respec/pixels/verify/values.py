@@ -77,11 +77,12 @@ class Composite:
 @dataclass(frozen=True)
 class Finding:
     """One failed check: its name (one of checks.CHECK_NAMES), the words for the record, and whether
-    it is about the whole picture rather than a place in it (named first: the other findings follow from it)."""
+    it is final: no mend can cure it (the editor re-drew the picture around the edit, a long rim along
+    the edit's edge), so the verification fails at once and names it first."""
 
     check: str
     detail: str
-    whole: bool = False
+    final: bool = False
 
 
 @dataclass(frozen=True, eq=False)
