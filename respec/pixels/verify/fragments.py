@@ -30,7 +30,7 @@ import numpy as np
 from scipy import ndimage
 
 from .content import WRITTEN_FROM, ContentRead, largest, on_grid
-from .islands import MEND_GROW, mend_or_aside
+from .islands import MEND_GROW, mend_or_aside, reveal_not_read
 from .values import CheckRead, Composite, Finding
 
 NAME = "fragments"
@@ -140,7 +140,7 @@ def fragments(c: Composite) -> CheckRead:
     the kept edit join it with their fainter rest (a mend), or the step steps aside when they are
     most of what it kept. Reveal's paste is not read (the module docstring)."""
     if c.step == "reveal":
-        return CheckRead({"read": False, "why": "Reveal's old content is the hidden region it restores"})
+        return reveal_not_read()
     read = c.content
     if not read.has_edge:
         return CheckRead(read.record())

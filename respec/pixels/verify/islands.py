@@ -144,13 +144,18 @@ def patchwork(c: Composite) -> CheckRead:
         "a re-drawn subject kept in blocks, which joining old content to the edit cannot close")))
 
 
+def reveal_not_read() -> CheckRead:
+    """What the checks that do not read Reveal's paste (this one and fragments.py) record for it."""
+    return CheckRead({"read": False, "why": "Reveal's old content is the hidden region it restores"})
+
+
 def islands(c: Composite) -> CheckRead:
     """The islands check (the module docstring): pieces of old content inside the frame that the
     kept edit surrounds, thin ones along its edge, one-pixel rims along it (content.rim_outline), and,
     where none is left to mend, a kept edit in cut blocks (patchwork: the step steps aside). Reveal's
     paste is not read (the module docstring)."""
     if c.step == "reveal":
-        return CheckRead({"read": False, "why": "Reveal's old content is the hidden region it restores"})
+        return reveal_not_read()
     read = mend_or_aside(c, flagged(c.content, at_edge=False), NAME, "island(s) or outline(s)")
     if read.finding is not None and read.mend is None:
         return read

@@ -3,6 +3,7 @@ check the mended picture again (up to MEND_ROUNDS mends), and say whether it may
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Callable
 
 import numpy as np
@@ -46,7 +47,7 @@ def mended(c: Composite, mend: np.ndarray) -> Composite:
     kept = c.kept.copy()
     kept[mend] = c.fallback[mend]
     written = np.where(mend, 0.0, c.written).astype(np.float32)
-    return Composite(c.step, kept, c.fallback, c.old, written, c.old_valid, c.fallback_valid, c.cutout)
+    return replace(c, kept=kept, written=written)
 
 
 def verify(c: Composite, checks: tuple[tuple[str, Check], ...] | None = None) -> Verdict:
