@@ -28,7 +28,7 @@ API_FILES = sorted(API_DIR.glob("*.api.json"))
 INDEX = json.loads((API_DIR / "index.json").read_text(encoding="utf-8"))["workflows"]
 # Nodes a shipped graph may hold bypassed (UI mode 4): options a user switches on with Ctrl+B.
 BYPASSED_OPTIONS = {"ReSpecEditRegionFromText", "CheckpointLoaderSimple", "CLIPTextEncode", "ImageBatch", "SAM3_Detect",
-                    "ReSpecEditRegionMask", "LoraLoaderModelOnly"}
+                    "ReSpecEditRegionMask", "LoraLoaderModelOnly", "ReSpecVLMLoader", "ReSpecPreservationTarget"}
 
 
 def _script(name: str):
@@ -233,7 +233,8 @@ def test_ui_file_has_the_fields_the_frontend_reads(path):
         for key in ("id", "type", "pos", "size", "flags", "order", "mode", "properties", "inputs",
                     "outputs", "widgets_values"):
             assert key in n, f"node {n.get('id')} lacks {key}"
-        # Bypassed (4) only the options a user switches on: the edit region group, the Lightning LoRA.
+        # Bypassed (4) only the options a user switches on: the edit region group, the Lightning LoRA,
+            # the VLM controller.
         assert n["mode"] == 0 or (n["mode"] == 4 and n["type"] in BYPASSED_OPTIONS), \
             f"node {n['id']} ({n['type']}) is muted or bypassed"
     for l in ui["links"]:

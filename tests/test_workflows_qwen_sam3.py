@@ -48,6 +48,12 @@ def _of(wf, cls):
 
 # ------------------------------------------------------------------------------ the Qwen graphs
 
+SELECTOR = {"conversational_qwen_image_edit_2511": "ReSpecProvenanceSelector",
+            "benchmark_native_qwen_image_edit_2511": "ReSpecReferenceSelector"}
+SENT_BY = {"conversational_qwen_image_edit_2511": "ReSpecProvenanceSelector",
+           "benchmark_native_qwen_image_edit_2511": "ReSpecInstructionRewriter"}
+
+
 @pytest.mark.parametrize("name", ["conversational_qwen_image_edit_2511", "benchmark_native_qwen_image_edit_2511"])
 def test_qwen_graphs_give_the_selectors_images_as_image1_to_3_and_the_rewritten_request_as_prompt(name):
     wf = _api(name)
@@ -55,10 +61,11 @@ def test_qwen_graphs_give_the_selectors_images_as_image1_to_3_and_the_rewritten_
         slots = wf[enc["inputs"]["image1"][0]]
         assert slots["class_type"] == "ReSpecEditorImageSlots"
         assert [enc["inputs"][f"image{i}"] for i in (1, 2, 3)] == [[enc["inputs"]["image1"][0], i] for i in range(3)]
-        assert wf[slots["inputs"]["editor_images"][0]]["class_type"] == "ReSpecReferenceSelector"
+        # the conversation plans from provenance (the VLM is its option), the benchmark from the VLM
+        assert wf[slots["inputs"]["editor_images"][0]]["class_type"] == SELECTOR[name]
     prompts = [e["inputs"]["prompt"] for e in _of(wf, "TextEncodeQwenImageEditPlus")]
     sent = [p for p in prompts if isinstance(p, list)]
-    assert sent and all(wf[p[0]]["class_type"] == "ReSpecInstructionRewriter" for p in sent)
+    assert sent and all(wf[p[0]]["class_type"] == SENT_BY[name] for p in sent)
     assert sorted(p for p in prompts if not isinstance(p, list)) == [""] * len(sent)   # the negative
 
 
@@ -95,7 +102,7 @@ def test_qwen_conversation_keeps_reveal_and_the_guard_on_and_the_edit_region_as_
     assert json.loads(append["inputs"]["meta"])["editor"] == "qwen-image-edit-2511-native"
     option = {n["type"] for n in ui["nodes"] if n["mode"] == 4} - {"LoraLoaderModelOnly"}
     assert option == {"ReSpecEditRegionFromText", "CheckpointLoaderSimple", "CLIPTextEncode", "ImageBatch",
-                      "SAM3_Detect", "ReSpecEditRegionMask"}
+                      "SAM3_Detect", "ReSpecEditRegionMask", "ReSpecVLMLoader", "ReSpecPreservationTarget"}
     ui_guard = next(n for n in ui["nodes"] if n["type"] == "ReSpecDriftGuard")
     link = next(s["link"] for s in ui_guard["inputs"] if s["name"] == "mask")
     src = next(l for l in ui["links"] if l[0] == link)[1]
@@ -118,9 +125,10 @@ def test_the_option_is_one_titled_group_of_collapsed_bypassed_nodes(key):
     """Switched off, the option takes little room (the conversation must open whole and readable):
     its nodes are collapsed; the group around them (and only them, and its note) says how to switch it on."""
     ui = _ui(key)
-    option = [n for n in ui["nodes"] if n["mode"] == 4 and n["type"] != "LoraLoaderModelOnly"]
+    option = [n for n in ui["nodes"] if n["mode"] == 4 and n["type"] not in
+              {"LoraLoaderModelOnly", "ReSpecVLMLoader", "ReSpecPreservationTarget"}]
     assert len(option) == 6 and all(n["flags"].get("collapsed") for n in option)
-    (group,) = [g for g in ui["groups"] if "Ctrl+B" in g["title"]]
+    (group,) = [g for g in ui["groups"] if g["title"].startswith("Option: edit region")]
     x, y, w, h = group["bounding"]
     inside = {n["id"] for n in ui["nodes"] if x <= n["pos"][0] and n["pos"][0] + n["size"][0] <= x + w
               and y <= n["pos"][1] - 30 and n["pos"][1] <= y + h}

@@ -462,14 +462,16 @@ class NativeParts:
                 if n]
 
 
-def qwen_edit(g: wg.Graph, parts: NativeParts, images, current, instruction, seed: int) -> list:
+def qwen_edit(g: wg.Graph, parts: NativeParts, images, current, instruction, seed: int, slots=None) -> list:
     """Qwen-Image-Edit 2511 on ComfyUI's own nodes, as its template wires them: the editor images as
     image1..image3 of TextEncodeQwenImageEditPlus (positive: the instruction; negative: empty), their
     reference latents (Reference Latents (ReSpec), 1 megapixel as the template) with the 2511 method
     index_timestep_zero, KSampler (euler / simple, Steps, CFG) on an empty latent of the current
-    image's size -> VAEDecode -> back to the current size. Returns the new nodes; the last one's
-    IMAGE is the edit."""
-    slots = g.node("ReSpecEditorImageSlots", editor_images=images)
+    image's size -> VAEDecode -> back to the current size. `slots`: an Editor Images as image1..3
+    node the graph already has (else one is made, first of the new nodes). Returns the new nodes;
+    the last one's IMAGE is the edit."""
+    made = [] if slots is not None else [g.node("ReSpecEditorImageSlots", editor_images=images)]
+    slots = slots if slots is not None else made[0]
     encoded = []
     for title, text in (("Instruction", instruction), ("Negative", "")):
         enc = g.node("TextEncodeQwenImageEditPlus", title=title, clip=parts.clip[0], prompt=text,
@@ -486,7 +488,7 @@ def qwen_edit(g: wg.Graph, parts: NativeParts, images, current, instruction, see
     decoded = g.node("VAEDecode", samples=sample[0], vae=parts.vae[0])
     resized = g.node("ImageScale", title="Edited image (current size)", image=decoded[0], upscale_method="lanczos",
                      width=size["width"], height=size["height"], crop="disabled")
-    return [slots, *(n for trio in encoded for n in trio), size, latent, sample, decoded, resized]
+    return [*made, *(n for trio in encoded for n in trio), size, latent, sample, decoded, resized]
 
 
 def native_edit(g: wg.Graph, parts: NativeParts, images, current, instruction, seed: int) -> list:
@@ -598,32 +600,10 @@ def _conversation_native(name: str, editor: str, specs) -> wg.Graph:
     return g
 
 
-def _conversation_qwen(g: wg.Graph, c: SimpleNamespace, steps, parts: "NativeParts", edit: list) -> wg.Graph:
-    """The rest of the Qwen-Image-Edit 2511 conversation: it re-renders and re-frames on every call, so
-    Reveal Composite and the Drift Guard are on (the guard reads Reveal's record), and the edit region
-    from the request's words is a bypassed option feeding the guard's mask."""
-    reveal = g.node("ReSpecRevealComposite", history=c.store["history"], image=edit[-1][0], instruction=c.request[0],
-                    plan=c.plan["plan"])
-    region, option = _edit_region_option(g, c.select["current_image"], reveal["image"], c.request, c.plan["plan"])
-    _append_and_save(g, c, reveal["image"], f"{QWEN}-native", reveal=reveal, mask=region)
-    readme = g.note(SESSION_NOTE + "\n\n" + POST_EDIT_NOTE, title="Read me", size=README_SIZE)
-    # No room for a note of its own (the graph must open whole, readable): the option's words go
-    # with the models' (its SAM3 file), in the note beside the group.
-    models = g.note(NATIVE_NOTE[QWEN] + "\n\n" + EDIT_REGION_NOTE, title="Models; the edit-region option",
-                    size=(280, 220))
-    slots, *encoded, size, latent, sample, decoded, resized = edit
-    shift, norm, lora, cfg = parts.extra
-    g.columns([[readme, c.image, c.request], [c.store, c.vlm, steps, parts.unet, parts.clip, parts.vae],
-               [shift, norm, lora, cfg, c.plan, c.select, c.rewrite], [c.preview, slots, *encoded[:3]],
-               [*encoded[3:], size, latent, sample], [decoded, resized, reveal, *_option_group(g, option), c.guard],
-               [c.append, c.save, models]], gap_x=CHAT_GAP)
-    return g
-
-
-def _option_group(g: wg.Graph, option: list, *notes) -> list:
-    """The edit-region option's nodes (and `notes`) in a titled group: a column's worth of items for
-    `g.columns`, with room for the group's box above and below."""
-    g.group(EDIT_REGION_GROUP, [*option, *notes], font_size=20)
+def _option_group(g: wg.Graph, option: list, *notes, title: str = EDIT_REGION_GROUP) -> list:
+    """An option's nodes (and `notes`) in a titled group (default: the edit-region option): a
+    column's worth of items for `g.columns`, with room for the group's box above and below."""
+    g.group(title, [*option, *notes], font_size=20)
     return [30, *option, *notes, 20]
 
 
@@ -637,14 +617,92 @@ def conversational_omnigen2(specs):
     return _conversation_native("conversational_omnigen2", "omnigen2", specs)
 
 
+# ------------------------------------------------------------------------------ any editor (issue 44)
+
+# The editor as one block: a group whose only sockets are those of ComfyUI's "Image Edit (...)"
+# blueprints (0.24+): the instruction text, the current image and the references in, IMAGE out.
+# Deleting the group and dropping in any blueprint or editor node, wired to the same sockets, keeps
+# the conversation working (docs/any-editor.md; scripts/workflows/editor_block.py swaps it in code).
+EDITOR_GROUP = "Editor: %s (swap in any Image Edit block)"
+VLM_GROUP = "Option: VLM controller (Ctrl+B)"
+VLM_OPTION_NOTE = """\
+**Option: the VLM controller** (the paper's ReSpec). The group *%s* is bypassed: turns are
+planned from the history's own pixels, with no model (*Reference Selector, provenance*). Switched
+on (select the group, Ctrl+B) and with a VLM in *VLM Loader*, the VLM reads the history and writes
+the instruction (Preservation Target, one call per restoration turn), and provenance still picks
+the images.""" % VLM_GROUP.split(" (")[0]
+ANY_EDITOR_NOTE = """\
+**The best conversation on ComfyUI's own files.** One prompt per turn on a persistent session;
+no VLM by default. *Reference Selector, provenance* finds the earlier turn that hid what your
+request reveals and gives the editor that turn's image with the current one. After the edit,
+*Reveal Composite* pastes the hidden pixels back exactly, and the *Drift Guard* keeps the
+previous image wherever the edit did not change it. A request that takes back what an earlier
+turn added ("remove the hat") is answered from the history, exactly: the editor does not run.
+
+**Any editor.** The editor is one group with the sockets of ComfyUI's *Image Edit* blocks: the
+instruction, the current image and the references (*Editor inputs*: image1..3) in, IMAGE out.
+Delete the group, add another editor (a core *Image Edit* blueprint or your own nodes), and
+connect it the same way. docs/any-editor.md shows how, editor by editor."""
+
+
+def _conversation_any_editor(name: str, editor: str, specs) -> wg.Graph:
+    """The conversation without a VLM on ComfyUI's own files of `editor` (the template's): provenance
+    selector (the VLM controller as a bypassed option feeding its plan) -> the editor block -> Reveal
+    Composite -> Drift Guard (history first; the edit-region option feeds its mask) -> History Append."""
+    label = LABELS[editor]
+    g = wg.Graph(name, specs, summary=f"ReSpec conversational editing without a VLM ({label}, ComfyUI's own files)",
+                 description=f"One prompt per turn on a persistent session: history -> provenance reference selector "
+                             f"(no VLM; a VLM controller as an option) -> the {label} editor block -> Reveal Composite "
+                             f"-> Drift Guard (history first) -> append -> save.")
+    image = g.node("LoadImage", image="example.png")
+    store = g.node("ReSpecHistoryStore", mode="new", session_id="my-session", image=image["IMAGE"])
+    request = g.node("PrimitiveStringMultiline", title="Your request", value=FIRST_REQUEST)
+    vlm = g.node("ReSpecVLMLoader", **OPTION)
+    target = g.node("ReSpecPreservationTarget", history=store["history"], instruction=request[0], vlm=vlm["vlm"],
+                    **OPTION)
+    select = g.node("ReSpecProvenanceSelector", history=store["history"], instruction=request[0],
+                    plan=target["plan"])
+    preview = g.node("PreviewImage", title="References given to the editor", images=select["editor_images"])
+    slots = g.node("ReSpecEditorImageSlots", title="Editor inputs: image1..3", editor_images=select["editor_images"])
+    steps = g.node("PrimitiveInt", title="Steps", value=EDITORS[editor][2]["steps"])
+    parts = NativeParts(g, editor, steps[0])
+    if editor == QWEN:
+        edit = qwen_edit(g, parts, select["editor_images"], select["current_image"], select["instruction"], 42,
+                         slots=slots)
+    else:
+        edit = native_edit(g, parts, select["editor_images"], select["current_image"], select["instruction"], 42)
+    block = [steps, *parts.nodes(), *edit]
+    reveal = g.node("ReSpecRevealComposite", history=store["history"], image=edit[-1][0], instruction=request[0],
+                    plan=select["plan"])
+    region, option = _edit_region_option(g, select["current_image"], reveal["image"], request, select["plan"])
+    guard = _guard(g, select["current_image"], reveal["image"], request, store["history"], select["plan"],
+                   reveal=reveal["reveal"], mask=region)
+    append = g.node("ReSpecHistoryAppend", history=store["history"], image=guard["image"], instruction=request[0],
+                    sent_instruction=select["instruction"], plan=select["plan"],
+                    meta=json.dumps({"editor": f"{editor}-native", "selector": "provenance"}),
+                    editor_image_ids=select["image_ids"], reveal=reveal["reveal"], guard=guard["guard"])
+    save = g.node("SaveImage", images=append["current_image"], filename_prefix="respec/turn")
+    readme = g.note(ANY_EDITOR_NOTE, title="Read me", size=README_SIZE)
+    models = g.note(NATIVE_NOTE[editor] + "\n\n" + VLM_OPTION_NOTE + "\n\n" + EDIT_REGION_NOTE,
+                    title="Models and options", size=MODELS_SIZE)
+    g.group(EDITOR_GROUP % label, block)
+    g.editor_block = block
+    third = -(-len(block) // 3)
+    g.columns([[readme, image, request], [store, *_option_group(g, [vlm, target], title=VLM_GROUP), select, slots,
+                                          preview],
+               [30, *block[:third]], [30, *block[third:2 * third]], [30, *block[2 * third:]],
+               [reveal, *_option_group(g, option), guard], [append, models, save]], gap_x=CHAT_GAP)
+    return g
+
+
 @graph
 def conversational_flux2_klein4b(specs):
-    return _conversation_native("conversational_flux2_klein4b", "flux2-klein4b", specs)
+    return _conversation_any_editor("conversational_flux2_klein4b", "flux2-klein4b", specs)
 
 
 @graph
 def conversational_qwen_image_edit_2511(specs):
-    return _conversation_native("conversational_qwen_image_edit_2511", QWEN, specs)
+    return _conversation_any_editor("conversational_qwen_image_edit_2511", QWEN, specs)
 
 
 # The controller on ComfyUI's own TextGenerate (0.24+): Qwen3.5 4B of Comfy-Org's repackaged

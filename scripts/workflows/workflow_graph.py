@@ -343,6 +343,7 @@ class Graph:
         self.notes: list[Note] = []
         self.groups: list[tuple[str, list, int]] = []
         self.main_chain: list[Node] = []   # what the saved view shows (default: every node)
+        self.editor_block: list[Node] = []  # the editor as one replaceable group (editor_block.py)
 
     # -- building ---------------------------------------------------------------------
     def node(self, class_type: str, title: str | None = None, control: dict | None = None,
@@ -573,5 +574,7 @@ class Graph:
                 "extra": {"ds": self.saved_view({m.id: (by_id[m.id]["pos"], m.drawn())
                                                  for m in self.nodes + self.notes}),
                           "respec": {"title": self.title, "summary": self.summary,
-                                     "description": self.description}},
+                                     "description": self.description,
+                                     **({"editor_block": [n.id for n in self.editor_block]}
+                                        if self.editor_block else {})}},
                 "version": 0.4}
