@@ -22,7 +22,7 @@ def _harness():
 
 
 def _third_party_imports(path: Path) -> set[str]:
-    local = {p.stem for p in SCRIPTS.glob("*.py")}
+    local = {p.stem for p in [*SCRIPTS.glob("*.py"), *(SCRIPTS.parent / "workflows").glob("*.py")]}   # the repo's own
     mods = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):

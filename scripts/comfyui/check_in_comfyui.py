@@ -53,6 +53,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import check_blueprints
 import check_composer
 import check_first_hour
 import check_history_first
@@ -950,6 +951,13 @@ def check_nodes_2(args, url: str, python: str, base: Path, tiny: dict | None, ui
     return failures
 
 
+def _helpers() -> dict:
+    """What the check modules take from this one (they cannot import it: it imports them)."""
+    return {"upload_picture": upload_picture, "conversation_prompt": conversation_prompt,
+            "queue_and_wait": queue_and_wait, "use_tiny_models": use_tiny_models, "run_benchmark": run_benchmark,
+            "checker": checker, "ui_to_api": ui_to_api, "open_frontend": _open_frontend, "load_graph": _load_graph}
+
+
 def execute_all(args, url: str, pid: int, tiny: dict, info: dict, base: Path) -> list[str]:
     """--execute: the benchmark, conversational and provenance graphs with tiny models, history first
     (check_history_first.py, on sessions seeded in `base`'s store), then the opt-in native OmniGen2 /
@@ -965,9 +973,7 @@ def execute_all(args, url: str, pid: int, tiny: dict, info: dict, base: Path) ->
     if args.omnigen2_files:
         failures += [f"execute/native: {p}" for p in
                      check_native.execute_native_omnigen2(url, pid, tiny, run_benchmark)]
-    helpers = {"upload_picture": upload_picture, "conversation_prompt": conversation_prompt,
-               "queue_and_wait": queue_and_wait, "use_tiny_models": use_tiny_models,
-               "run_benchmark": run_benchmark, "checker": checker, "ui_to_api": ui_to_api}
+    helpers = _helpers()
     failures += [f"execute/history-first: {p}" for p in
                  check_history_first.execute_history_first(url, base, tiny, helpers)]
     if args.native_sam3 and "SAM3_Detect" in info:
@@ -984,6 +990,11 @@ def execute_all(args, url: str, pid: int, tiny: dict, info: dict, base: Path) ->
         t0 = time.monotonic()
         failures += [f"execute/native-klein: {p}" for p in
                      check_native.execute_native_klein(url, pid, tiny, helpers)]
+        failures += [f"execute/native-klein4b: {p}" for p in
+                     check_native.execute_native_klein4b(url, pid, tiny, helpers, info)]
+        if args.native_qwen:
+            failures += [f"execute/editor-swap: {p}" for p in
+                         check_native.execute_editor_swap(url, pid, tiny, helpers)]
         if "TextGenerate" in info:
             failures += [f"execute/textgen: {p}" for p in
                          check_native.execute_textgen(url, pid, tiny, helpers)]
@@ -1031,6 +1042,9 @@ def run(args) -> int:
                 failures += check_nodes_2(args, url, python, base, tiny, usable_ui, info)
         if tiny is not None:
             failures += execute_all(args, url, proc.pid, tiny, info, base)
+        failures += check_blueprints.check_blueprints(
+            url, PACK_DIR_NAME, args.chromium if args.frontend else None, _helpers(), execute=bool(
+                tiny is not None and args.native_klein), shots=Path(args.screenshots) if args.screenshots else None)
     finally:
         stop(proc, signal.SIGINT)
         if args.keep:

@@ -199,11 +199,13 @@ def execute_native_klein(url: str, pid: int, tiny: dict, helpers: dict) -> list[
 
 
 def _execute_native(url: str, pid: int, tiny: dict, helpers: dict, label: str, conversation: str,
-                    benchmark: str, session: str, row_editor: str, sampler: set[str], turn_check=None) -> list[str]:
-    """The `conversation` graph for two turns on `session` (the tiny controller) and the `benchmark`
-    graph on one 2-turn scenario (its row labelled `row_editor`; the slots' controller, selector, `sampler`
-    nodes and append must run in slots 1-2 only), with native files already linked, 64-96 px images,
-    1 step. `turn_check(check, turns)`: more checks on the session's turns. Returns the problems."""
+                    benchmark: str, session: str, row_editor: str, sampler: set[str], turn_check=None,
+                    requests=("add a red box on the left", "remove the red box"), vlm: bool = True) -> list[str]:
+    """The `conversation` graph for two turns (`requests`) on `session` (the tiny controller; `vlm`: whether
+    turn 2 is planned by it) and the `benchmark` graph on one 2-turn scenario (its row labelled
+    `row_editor`; the slots' controller, selector, `sampler` nodes and append must run in slots 1-2
+    only), with native files already linked, 64-96 px images, 1 step. `turn_check(check, turns)`: more
+    checks on the session's turns. Returns the problems."""
     import sys
     sys.path.insert(0, str(HERE.parents[1]))
     from respec.bench import workflow
@@ -215,7 +217,7 @@ def _execute_native(url: str, pid: int, tiny: dict, helpers: dict, label: str, c
         return problems
     wf = _native_tiny(helpers["use_tiny_models"](workflow.load_api_workflow(workflow.shipped_workflow(conversation)), tiny))
     rss0 = rss_mb(pid)
-    for turn_label, request in (("turn 1", "add a red box on the left"), ("turn 2", "remove the red box")):
+    for turn_label, request in zip(("turn 1", "turn 2"), requests):
         prompt = helpers["conversation_prompt"](wf, image_name, session, request)
         t0 = time.monotonic()
         entry, why = helpers["queue_and_wait"](url, prompt, timeout=3600)
@@ -229,7 +231,7 @@ def _execute_native(url: str, pid: int, tiny: dict, helpers: dict, label: str, c
     last = (turns or [{}])[-1]
     check(f"{conversation}: two turns on ComfyUI's own loaders",
           status == 200 and [t.get("index") for t in turns or []] == [0, 1, 2]
-          and (last.get("plan") or {}).get("vlm_called") is True,
+          and (last.get("plan") or {}).get("vlm_called") is vlm,
           f"session turns {[t.get('index') for t in turns or []]}, turn 2 plan vlm_called "
           f"{(last.get('plan') or {}).get('vlm_called')}, meta {last.get('meta')}, image "
           f"{last.get('width')}x{last.get('height')}")
@@ -273,12 +275,116 @@ def _qwen_turn_check(check, turns: list[dict]) -> None:
 
 
 def execute_native_qwen(url: str, pid: int, tiny: dict, helpers: dict) -> list[str]:
-    """conversational_qwen_image_edit_2511 for two turns and benchmark_native_qwen_image_edit_2511 on one
-    2-turn scenario, on ComfyUI's own Qwen-Image loaders with the files install_qwen_files linked
-    (64-96 px images; TextEncodeQwenImageEditPlus reads each image at 384 x 384 whatever its size), 1 step."""
+    """conversational_qwen_image_edit_2511 for two edit turns (no VLM: provenance plans them) and
+    benchmark_native_qwen_image_edit_2511 on one 2-turn scenario, on ComfyUI's own Qwen-Image loaders with
+    the files install_qwen_files linked (64-96 px images; TextEncodeQwenImageEditPlus reads each image at
+    384 x 384 whatever its size), 1 step."""
     return _execute_native(url, pid, tiny, helpers, "execute/native-qwen", "conversational_qwen_image_edit_2511",
                            "benchmark_native_qwen_image_edit_2511", QWEN_SESSION, "qwen-image-edit-2511-native",
-                           {"KSampler", "ReSpecDriftGuard"}, _qwen_turn_check)
+                           {"KSampler", "ReSpecDriftGuard"}, _qwen_turn_check,
+                           requests=("add a red box on the left", "put a blue ball on the right"), vlm=False)
+
+
+# ------------------------------------------------------------------------------ any editor (issue 44)
+
+KLEIN4B = "conversational_flux2_klein4b"
+KLEIN4B_SESSION = "check-native-klein4b"
+SAMPLERS = {"SamplerCustomAdvanced", "KSampler"}
+VLM_OPTION = {"ReSpecVLMLoader", "ReSpecPreservationTarget"}
+
+
+def _turns(url: str, session: str, image_name: str, helpers: dict, turns) -> tuple[list[set], list[dict], str]:
+    """Queue `turns` ((request, API prompt) pairs) on `session`: ([the classes that ran, per turn], the
+    session's turns, '' or why a turn did not finish)."""
+    ran = []
+    for request, wf in turns:
+        prompt = helpers["conversation_prompt"](wf, image_name, session, request)
+        t0 = time.monotonic()
+        entry, why = helpers["queue_and_wait"](url, prompt, timeout=3600)
+        if why:
+            return ran, [], f"{request!r}: {why}"
+        cached = {str(n) for kind, d in (entry.get("status") or {}).get("messages") or []
+                  if kind == "execution_cached" for n in d.get("nodes") or []}
+        ran.append({prompt[n]["class_type"] for n in set(prompt) - cached})
+        log(f"      {session} {request!r}: {time.monotonic() - t0:.1f} s")
+    status, body = http_json("GET", f"{url}/respec/sessions/{session}")
+    return ran, (body.get("turns") or []) if status == 200 and isinstance(body, dict) else [], ""
+
+
+def _steps(turn: dict) -> list[str]:
+    return [e.get("step") for e in (turn.get("meta") or {}).get("post_edit") or []]
+
+
+def execute_native_klein4b(url: str, pid: int, tiny: dict, helpers: dict, info: dict) -> list[str]:
+    """conversational_flux2_klein4b on the small random klein files, three turns: 'add a red box on the
+    left' (no VLM: the sampler, Reveal Composite and the Drift Guard run), 'remove the red box'
+    (whatever the random editor drew at turn 1 is taken back from the history: the sampler does not
+    run, the image is I_0), then with the VLM option switched on (its group made active, converted as the
+    frontend converts it; the tiny controller) 'put a blue ball on the right'. Returns the problems."""
+    import sys
+    sys.path.insert(0, str(HERE.parents[1]))
+    from respec.bench import workflow
+    problems: list[str] = []
+    check = helpers["checker"]("execute/native-klein4b", problems)
+    image_name, why = helpers["upload_picture"](url)
+    if image_name is None:
+        check("upload", False, why)
+        return problems
+    plain = _native_tiny(helpers["use_tiny_models"](workflow.load_api_workflow(workflow.shipped_workflow(KLEIN4B)), tiny))
+    ui = json.loads((HERE.parents[1] / "workflows" / workflow.shipped_workflows()[KLEIN4B]["ui"]).read_text("utf-8"))
+    for node in ui["nodes"]:
+        if node["type"] in VLM_OPTION:
+            node["mode"] = 0                 # the user switches the VLM option on (Ctrl+B on its group)
+    with_vlm = _native_tiny(helpers["use_tiny_models"](helpers["ui_to_api"](ui, info), tiny))
+    ran, turns, why = _turns(url, KLEIN4B_SESSION, image_name, helpers, (
+        ("add a red box on the left", plain), ("remove the red box", plain), ("put a blue ball on the right", with_vlm)))
+    if why:
+        check("three turns", False, why)
+        return problems
+    steps = [_steps(t) for t in turns[1:]]
+    plans = [t.get("plan") or {} for t in turns[1:]]
+    check("turn 1 (no VLM): the sampler, Reveal Composite and the Drift Guard ran",
+          bool(ran[0] & SAMPLERS) and {"ReSpecProvenanceSelector", "ReSpecRevealComposite", "ReSpecDriftGuard"} <= ran[0]
+          and not ran[0] & VLM_OPTION and plans[0].get("vlm_called") is False,
+          f"sampler {sorted(ran[0] & SAMPLERS)}; post-edit steps {steps[0]}; vlm_called {plans[0].get('vlm_called')}")
+    check("turn 2 is taken back from the history: the sampler did not run, the image is I_0",
+          not ran[1] & SAMPLERS and "history_undo" in steps[1] and turns[2].get("image") == turns[0].get("image"),
+          f"sampler {sorted(ran[1] & SAMPLERS)}; steps {steps[1]}; image {str(turns[2].get('image'))[:12]}, "
+          f"I_0 {str(turns[0].get('image'))[:12]}")
+    check("turn 3 with the VLM option on: the controller planned, the sampler ran",
+          VLM_OPTION <= ran[2] and bool(ran[2] & SAMPLERS) and plans[2].get("vlm_called") is True,
+          f"ran {sorted(ran[2] & (VLM_OPTION | SAMPLERS))}; vlm_called {plans[2].get('vlm_called')}")
+    return problems
+
+
+def execute_editor_swap(url: str, pid: int, tiny: dict, helpers: dict) -> list[str]:
+    """The editor block swapped in a real server: conversational_flux2_klein4b with the Qwen-Image-Edit 2511
+    block (scripts/workflows/editor_block.py), and the Qwen graph with the klein block, one edit turn
+    each on the small random files of both: the other editor's sampler runs, and the turn is kept with
+    Reveal Composite's and the Drift Guard's records. Returns the problems."""
+    import sys
+    sys.path.insert(0, str(HERE.parents[1] / "scripts" / "workflows"))
+    import editor_block
+    problems: list[str] = []
+    check = helpers["checker"]("execute/editor-swap", problems)
+    image_name, why = helpers["upload_picture"](url)
+    if image_name is None:
+        check("upload", False, why)
+        return problems
+    for key, donor, marker in ((KLEIN4B, "conversational_qwen_image_edit_2511", "TextEncodeQwenImageEditPlus"),
+                               ("conversational_qwen_image_edit_2511", KLEIN4B, "SamplerCustomAdvanced")):
+        api, block = editor_block.shipped(key)
+        wf = _native_tiny(editor_block.swap_editor(api, block, *editor_block.shipped(donor)))
+        ran, turns, why = _turns(url, f"check-swap-{len(problems)}-{key[-6:]}", image_name, helpers,
+                                 (("add a red box on the left", wf),))
+        if why:
+            check(f"{key} with the block of {donor}", False, why)
+            continue
+        steps = _steps(turns[-1]) if len(turns) == 2 else []
+        check(f"{key} with the editor block of {donor}: one turn, the other editor ran",
+              marker in ran[0] and {"reveal_composite", "drift_guard"} <= set(steps),
+              f"ran {sorted(ran[0] & (SAMPLERS | {marker}))}; post-edit steps {steps}")
+    return problems
 
 
 TEXTGEN_SESSION = "check-textgen"

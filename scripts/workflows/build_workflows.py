@@ -28,6 +28,7 @@ if str(HERE) not in sys.path:   # a script, not part of the pack: its sibling mo
     sys.path.insert(0, str(HERE))
 
 import workflow_graph as wg  # noqa: E402
+from blueprint import Blueprint  # noqa: E402
 
 ROOT = wg.ROOT
 WORKFLOWS = ROOT / "workflows"
@@ -281,14 +282,14 @@ def _session_controller(g: wg.Graph, request_default: str) -> SimpleNamespace:
     return c
 
 
-def _guard(g, previous, image, request, history, plan, **optional):
+def _guard(g, previous, image, instruction, history, plan, **optional):
     """Drift Guard after the editor (on by default: its `enabled` widget says so), with history first on
     (issue 43): a request that takes back what an earlier turn added is answered from `history`, and
     the editor's image (its lazy `edited` input, and `mask` and `reveal`, made from it) is then not
     asked for, so ComfyUI runs none of the editor's branch. `optional`: its optional inputs the graph
     feeds: `reveal` (Reveal Composite's record), `mask` (the edit region option's MASK,
     `_edit_region_option`). No output node may hang on the editor's branch (tests/test_workflows.py)."""
-    return g.node("ReSpecDriftGuard", previous=previous, edited=image, enabled=True, instruction=request[0],
+    return g.node("ReSpecDriftGuard", previous=previous, edited=image, enabled=True, instruction=instruction,
                   plan=plan, history=history, history_first=True, **optional)
 
 
@@ -336,7 +337,7 @@ def _append_and_save(g, c: SimpleNamespace, image, editor_name: str, reveal=None
     c.append, c.save)."""
     record = {"reveal": reveal["reveal"]} if reveal is not None else {}
     region = {"mask": mask} if mask is not None else {}
-    c.guard = _guard(g, c.select["current_image"], image, c.request, c.store["history"], c.plan["plan"], **record,
+    c.guard = _guard(g, c.select["current_image"], image, c.request[0], c.store["history"], c.plan["plan"], **record,
                      **region)
     c.append = g.node("ReSpecHistoryAppend", history=c.store["history"], image=c.guard["image"],
                       instruction=c.request[0], sent_instruction=c.rewrite["instruction"], plan=c.plan["plan"],
@@ -401,7 +402,7 @@ def conversational_provenance_flux2(specs):
     reveal = g.node("ReSpecRevealComposite", history=store["history"], image=edit["image"], instruction=request[0],
                     plan=select["plan"])
     region, option = _edit_region_option(g, select["current_image"], reveal["image"], request, select["plan"])
-    guard = _guard(g, select["current_image"], reveal["image"], request, store["history"], select["plan"],
+    guard = _guard(g, select["current_image"], reveal["image"], request[0], store["history"], select["plan"],
                    reveal=reveal["reveal"], mask=region)
     append = g.node("ReSpecHistoryAppend", history=store["history"], image=guard["image"], instruction=request[0],
                     sent_instruction=select["instruction"], plan=select["plan"],
@@ -645,6 +646,19 @@ Delete the group, add another editor (a core *Image Edit* blueprint or your own 
 connect it the same way. docs/any-editor.md shows how, editor by editor."""
 
 
+def editor_block(g: wg.Graph, editor: str, instruction, current, images, slots) -> list:
+    """`editor`'s nodes on ComfyUI's own files, as one block with the blueprints' sockets: `instruction`
+    (STRING), `current` (the image edited), the references as `images` (one batch, for reference
+    latents) and `slots` (image1..3, for Qwen-Image-Edit). Returns its nodes, the IMAGE-giving last."""
+    steps = g.node("PrimitiveInt", title="Steps", value=EDITORS[editor][2]["steps"])
+    parts = NativeParts(g, editor, steps[0])
+    if editor == QWEN:
+        edit = qwen_edit(g, parts, images, current, instruction, 42, slots=slots)
+    else:
+        edit = native_edit(g, parts, images, current, instruction, 42)
+    return [steps, *parts.nodes(), *edit]
+
+
 def _conversation_any_editor(name: str, editor: str, specs) -> wg.Graph:
     """The conversation without a VLM on ComfyUI's own files of `editor` (the template's): provenance
     selector (the VLM controller as a bypassed option feeding its plan) -> the editor block -> Reveal
@@ -664,18 +678,11 @@ def _conversation_any_editor(name: str, editor: str, specs) -> wg.Graph:
                     plan=target["plan"])
     preview = g.node("PreviewImage", title="References given to the editor", images=select["editor_images"])
     slots = g.node("ReSpecEditorImageSlots", title="Editor inputs: image1..3", editor_images=select["editor_images"])
-    steps = g.node("PrimitiveInt", title="Steps", value=EDITORS[editor][2]["steps"])
-    parts = NativeParts(g, editor, steps[0])
-    if editor == QWEN:
-        edit = qwen_edit(g, parts, select["editor_images"], select["current_image"], select["instruction"], 42,
-                         slots=slots)
-    else:
-        edit = native_edit(g, parts, select["editor_images"], select["current_image"], select["instruction"], 42)
-    block = [steps, *parts.nodes(), *edit]
-    reveal = g.node("ReSpecRevealComposite", history=store["history"], image=edit[-1][0], instruction=request[0],
+    block = editor_block(g, editor, select["instruction"], select["current_image"], select["editor_images"], slots)
+    reveal = g.node("ReSpecRevealComposite", history=store["history"], image=block[-1][0], instruction=request[0],
                     plan=select["plan"])
     region, option = _edit_region_option(g, select["current_image"], reveal["image"], request, select["plan"])
-    guard = _guard(g, select["current_image"], reveal["image"], request, store["history"], select["plan"],
+    guard = _guard(g, select["current_image"], reveal["image"], request[0], store["history"], select["plan"],
                    reveal=reveal["reveal"], mask=region)
     append = g.node("ReSpecHistoryAppend", history=store["history"], image=guard["image"], instruction=request[0],
                     sent_instruction=select["instruction"], plan=select["plan"],
@@ -790,6 +797,103 @@ def occluder_mask_sam3(specs):
     readme = g.note(SAM3_NOTE % SAM3_FILE[0], title="Read me", size=README_SIZE)
     g.columns([[readme, image], [query, sam3, text], [found, mask], [preview]], gap_x=CHAT_GAP)
     return g
+
+
+# ------------------------------------------------------------------------------ the pack's blueprints
+
+# subgraphs/<name>.json: ComfyUI (0.24+) lists a pack's subgraphs/*.json at GET /global_subgraphs, and
+# the frontend's node library offers them. The two halves of a ReSpec turn around any editor.
+SUBGRAPHS = ROOT / "subgraphs"
+BLUEPRINT_CATEGORY = "ReSpec"
+BLUEPRINTS = {}
+
+
+def blueprint(fn):
+    BLUEPRINTS[fn.__name__] = fn
+    return fn
+
+
+@blueprint
+def respec_before_the_edit(specs) -> Blueprint:
+    g = wg.Graph("respec_before_the_edit", specs)
+    bp = Blueprint(g, "ReSpec: before the edit", category=BLUEPRINT_CATEGORY, description=(
+        "History -> plan -> the editor's inputs, with no VLM: the session's history (History Store), the "
+        "provenance Reference Selector's plan, the instruction to send and the editor's images, as image1..3 "
+        "for editors with numbered image inputs and as one batch for reference latents. Connect a VLM "
+        "controller's plan to 'plan' to let it write the instruction."))
+    image, request = bp.input("image", "IMAGE"), bp.input("request", "STRING")
+    session, plan = bp.input("session_id", "STRING"), bp.input("plan", "RESPEC_PLAN", optional=True)
+    store = g.node("ReSpecHistoryStore", mode="new", image=image, session_id=session)
+    select = g.node("ReSpecProvenanceSelector", history=store["history"], instruction=request, plan=plan)
+    slots = g.node("ReSpecEditorImageSlots", title="Editor inputs: image1..3", editor_images=select["editor_images"])
+    g.columns([[store], [select], [slots]], gap_x=CHAT_GAP)
+    for name, out in (("instruction", select["instruction"]), ("current_image", select["current_image"]),
+                      ("image1", slots["image1"]), ("image2", slots["image2"]), ("image3", slots["image3"]),
+                      ("editor_images", select["editor_images"]), ("history", store["history"]),
+                      ("plan", select["plan"]), ("image_ids", select["image_ids"])):
+        bp.output(name, out)
+    return bp
+
+
+@blueprint
+def respec_after_the_edit(specs) -> Blueprint:
+    g = wg.Graph("respec_after_the_edit", specs)
+    bp = Blueprint(g, "ReSpec: after the edit", category=BLUEPRINT_CATEGORY, description=(
+        "Reveal Composite -> Drift Guard (history first) -> History Append, after any editor: pastes back "
+        "exactly what the edit revealed, keeps the previous image where the edit did not change it, answers "
+        "'remove what you added' from the history (the editor then does not run), and keeps the turn. "
+        "Connect the outputs of 'ReSpec: before the edit' and your editor's IMAGE to 'edited'."))
+    history, plan = bp.input("history", "RESPEC_HISTORY"), bp.input("plan", "RESPEC_PLAN")
+    request, current = bp.input("request", "STRING"), bp.input("current_image", "IMAGE")
+    edited, sent = bp.input("edited", "IMAGE"), bp.input("instruction", "STRING")
+    ids = bp.input("image_ids", "STRING")
+    reveal = g.node("ReSpecRevealComposite", history=history, image=edited, instruction=request, plan=plan)
+    guard = _guard(g, current, reveal["image"], request, history, plan, reveal=reveal["reveal"])
+    append = g.node("ReSpecHistoryAppend", history=history, image=guard["image"], instruction=request,
+                    sent_instruction=sent, plan=plan, meta=json.dumps({"editor": "any", "selector": "provenance"}),
+                    editor_image_ids=ids, reveal=reveal["reveal"], guard=guard["guard"])
+    g.columns([[reveal], [guard], [append]], gap_x=CHAT_GAP)
+    bp.output("image", append["current_image"])
+    bp.output("history", append["history"])
+    return bp
+
+
+def blueprint_example(editor: str = "flux2-klein4b", specs: dict | None = None) -> dict:
+    """A UI graph that wraps `editor`'s block (ComfyUI's own files) with the two blueprints, as a user
+    wires it: Load Image, the request and the session -> before -> the editor -> after -> Save Image.
+    Carries the blueprints' definitions (definitions.subgraphs), as the frontend saves a graph that uses
+    them. Not shipped: the checker loads it in a real frontend and runs it."""
+    specs = dict(specs if specs is not None else wg.all_specs())
+    made = {name: fn(specs) for name, fn in BLUEPRINTS.items()}
+    for bp in made.values():
+        specs[bp.spec()["name"]] = bp.spec()
+    before_id, after_id = (made[k].spec()["name"] for k in ("respec_before_the_edit", "respec_after_the_edit"))
+    g = wg.Graph(f"blueprint_example_{editor}", specs)
+    image = g.node("LoadImage", image="example.png")
+    request = g.node("PrimitiveStringMultiline", title="Your request", value=FIRST_REQUEST)
+    session = g.node("PrimitiveString", title="Session", value="my-session")
+    before = g.node(before_id, image=image["IMAGE"], request=request[0], session_id=session[0])
+    block = editor_block(g, editor, before["instruction"], before["current_image"], before["editor_images"], before)
+    after = g.node(after_id, history=before["history"], plan=before["plan"], request=request[0],
+                   current_image=before["current_image"], edited=block[-1][0], instruction=before["instruction"],
+                   image_ids=before["image_ids"])
+    save = g.node("SaveImage", images=after["image"], filename_prefix="respec/turn")
+    third = -(-len(block) // 3)
+    g.columns([[image, request, session], [before], block[:third], block[third:2 * third], block[2 * third:],
+               [after, save]], gap_x=CHAT_GAP)
+    ui = g.to_ui()
+    ui["definitions"] = {"subgraphs": [bp.to_json()["definitions"]["subgraphs"][0] for bp in made.values()]}
+    return ui
+
+
+def blueprint_files(specs: dict | None = None) -> dict[Path, str]:
+    """subgraphs/<name>.json of every blueprint, as written to disk."""
+    specs = specs if specs is not None else wg.all_specs()
+    out = {}
+    for fn in BLUEPRINTS.values():
+        bp = fn(specs)
+        out[SUBGRAPHS / f"{bp.name.replace(':', '')}.json"] = json.dumps(bp.to_json(), indent=1) + "\n"
+    return out
 
 
 # ------------------------------------------------------------------------------ benchmark graphs
@@ -1055,6 +1159,8 @@ def main(argv=None) -> int:
     files = {API_DIR / INDEX: index_text()}
     for key, g in build_all().items():
         files.update(zip(paths(key), render(g)))
+    SUBGRAPHS.mkdir(exist_ok=True)
+    files.update(blueprint_files())
     for path, text in files.items():
         current = path.read_text(encoding="utf-8") if path.exists() else None
         if current != text:
@@ -1062,7 +1168,8 @@ def main(argv=None) -> int:
             if not args.check:
                 path.write_text(text, encoding="utf-8")
     known = set(files)
-    extra = [p for p in list(WORKFLOWS.glob("*.json")) + list(API_DIR.glob("*.json")) if p not in known]
+    extra = [p for p in [*WORKFLOWS.glob("*.json"), *API_DIR.glob("*.json"), *SUBGRAPHS.glob("*.json")]
+             if p not in known]
     for p in stale:
         print(("out of date: " if args.check else "wrote: ") + str(p.relative_to(ROOT)))
     for p in extra:

@@ -490,7 +490,7 @@ class Graph:
         depth: dict[int, int] = {}
         for n in self.nodes:   # nodes are created after their inputs, so one pass suffices
             parents = [v.node.id for v in n.inputs.values() if isinstance(v, Out)]
-            depth[n.id] = 1 + max((depth[p] for p in parents), default=-1)
+            depth[n.id] = 1 + max((depth.get(p, -1) for p in parents), default=-1)   # a blueprint's input: -1
         return depth
 
     def to_ui(self) -> dict:
