@@ -450,6 +450,22 @@ def test_every_graph_has_a_thumbnail_kind_and_a_new_key_gets_one_or_a_clear_erro
         thumbs.kind_of("inpainting_flux2")
 
 
+def test_the_chat_cards_thumbnails_tell_the_graphs_apart():
+    """Each conversation's card says what it does differently (its editor, files and route): no two
+    chat thumbnails, nor their words, are alike (issue 44: seven cards shared one)."""
+    import itertools
+
+    import numpy as np
+    from PIL import Image
+    thumbs = _thumbnails_module()
+    chats = [k for k in INDEX if k.startswith("conversational_")]
+    words = {k: tuple(thumbs.card_of(k)["text"]) for k in chats}
+    assert len(set(words.values())) == len(chats), words
+    pics = {k: np.asarray(Image.open(WORKFLOWS / f"{INDEX[k]['title']}.jpg"), np.float32) for k in chats}
+    for a, b in itertools.combinations(chats, 2):
+        assert np.abs(pics[a] - pics[b]).max() > 100, (a, b)
+
+
 @pytest.mark.slow
 def test_the_thumbnails_are_what_the_renderer_draws_now(tmp_path):
     """Re-running the renderer gives the committed thumbnails (the sim world is seeded), and a

@@ -10,7 +10,8 @@ benchmark runner: scenario SCENARIO of occur_sim (an umbrella added over the ast
 a cup, then "remove the umbrella"), cropped around the patch, as a 2 x 2 grid: 1 the photo, 2 the
 umbrella added, 3 the turn that removes it as this graph's configuration makes it, 4 what that shows,
 with the run's own S_restore. A graph's KIND (by its key, the builder's name in build_workflows.py)
-decides the configuration and the words; a new graph of an existing kind needs nothing but this
+decides the configuration and the words, and a conversation's own entry in CHAT_CARDS says what it
+does differently (its editor, files and route); a new graph of an existing kind needs nothing but this
 command. Same inputs, same pictures: the sim world is seeded.
 """
 from __future__ import annotations
@@ -63,6 +64,31 @@ KINDS = {
              "score": "the sim's own mask",
              "text": ["SAM3 masks:", "the object you", "name, by the", "paper's B.1 rules"]},
 }
+
+
+# The chat graphs differ in their editor, their files and their route, not in the picture: each says
+# what it does differently (its config and words override its kind's; issue 44: seven cards looked alike).
+ORANGE, TEAL = (230, 126, 34), (26, 188, 156)
+CHAT_CARDS = {
+    "conversational_flux2": {"text": ["klein 9B:", "a VLM plans;", "ComfyUI's own", "klein 9B files"]},
+    "conversational_flux2_klein4b": {
+        "config": "respec-prov+undo+reveal+guard", "outline": TEAL,
+        "text": ["klein 4B:", "no VLM; undo,", "Reveal + guard;", "ComfyUI 4B files"]},
+    "conversational_omnigen2": {"outline": ORANGE, "text": ["OmniGen2:", "a VLM plans;", "ComfyUI's own", "OmniGen2 files"]},
+    "conversational_textgen_flux2": {"outline": BLUE,
+                                     "text": ["TextGenerate:", "ComfyUI's own", "LLM plans; klein", "9B files"]},
+    "conversational_flux2_diffusers": {"text": ["Paper-exact:", "a VLM plans;", "the pack's own", "diffusers klein 9B"]},
+    "conversational_qwen_image_edit_2511": {
+        "config": "respec-prov+undo+reveal+guard", "outline": TEAL,
+        "text": ["Qwen Edit 2511:", "no VLM; undo,", "Reveal + guard;", "ComfyUI's files"]},
+    "conversational_provenance_flux2": {"text": ["No VLM:", "Reveal pastes the", "hidden pixels;",
+                                                 "diffusers klein 9B"]},
+}
+
+
+def card_of(key: str) -> dict:
+    """What `key`'s thumbnail shows: its kind's spec (KINDS), with CHAT_CARDS' overrides."""
+    return {**KINDS[kind_of(key)], **CHAT_CARDS.get(key, {})}
 
 
 def kind_of(key: str) -> str:
@@ -137,11 +163,10 @@ def text_tile(side: int, lines: list[str], score: str, colour) -> Image.Image:
     return out
 
 
-def thumbnail(kind: str, rows: dict[str, dict], r_restore: np.ndarray, out: Path, scenario,
+def thumbnail(spec: dict, rows: dict[str, dict], r_restore: np.ndarray, out: Path, scenario,
               occluders: list | None = None) -> Image.Image:
-    """The 2 x 2 grid of `kind` from the sim run's rows (their images are under `out`; `occluders`:
-    the occluder masks of turns 1..N, for the mask kind)."""
-    spec = KINDS[kind]
+    """The 2 x 2 grid of a card `spec` (card_of) from the sim run's rows (their images are under `out`;
+    `occluders`: the occluder masks of turns 1..N, for the mask kind)."""
     row = rows[spec["config"]]
     frames = [Image.open(out / p) for p in row["images"]]
     box = crop_box(scenario, frames[0].size)
@@ -175,15 +200,15 @@ def main(argv=None) -> int:
     unknown = [k for k in keys if k not in index]
     if unknown:
         raise SystemExit(f"not a shipped graph: {unknown} (run scripts/workflows/build_workflows.py after adding it)")
-    kinds = {k: kind_of(k) for k in keys}
+    cards = {k: card_of(k) for k in keys}
     scenario = load_dataset("occur_sim").by_id(SCENARIO)
     with tempfile.TemporaryDirectory(prefix="respec-thumbs-") as tmp:
-        rows, r_restore, occluders = run_sim(Path(tmp), scenario, sorted({KINDS[k]["config"] for k in kinds.values()}))
+        rows, r_restore, occluders = run_sim(Path(tmp), scenario, sorted({c["config"] for c in cards.values()}))
         a.out.mkdir(parents=True, exist_ok=True)
-        for key, kind in kinds.items():
+        for key, card in cards.items():
             path = a.out / f"{index[key]['title']}.jpg"
-            thumbnail(kind, rows, r_restore, Path(tmp), scenario, occluders).save(path, quality=88, optimize=True)
-            print(f"{kind:<8} {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+            thumbnail(card, rows, r_restore, Path(tmp), scenario, occluders).save(path, quality=88, optimize=True)
+            print(f"{kind_of(key):<8} {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
     return 0
 
 
