@@ -586,6 +586,16 @@ def test_a_node_that_shows_a_picture_has_room_to_grow_below_it(path):
         assert not covered, f"{path.name}: node {b[0]} ({b[1]}) would cover nodes {covered} when it shows a picture"
 
 
+@pytest.mark.parametrize("path", UI_FILES, ids=_ids(UI_FILES))
+def test_no_two_group_boxes_overlap(path):
+    """Groups in neighbouring columns (the editor block beside an option) are drawn apart."""
+    groups = _load(path).get("groups") or []
+    for i, a in enumerate(groups):
+        for b in groups[i + 1:]:
+            (ax, ay, aw, ah), (bx, by, bw, bh) = a["bounding"], b["bounding"]
+            assert not (ax < bx + bw and bx < ax + aw and ay < by + bh and by < ay + ah), (a["title"], b["title"])
+
+
 def _fit(x0, y0, x1, y1):
     """The zoom the frontend's fitView gives these bounds (LGraphCanvas.fitToBounds fills 75 %)."""
     return min(0.75 * VIEWPORT[0] / max(x1 - x0, 300), 0.75 * VIEWPORT[1] / max(y1 - y0, 300))

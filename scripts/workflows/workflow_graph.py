@@ -58,6 +58,9 @@ MULTILINE_EXTRA = 60      # a text box a few lines taller than the frontend's mi
 # 8 px / 14 px = 0.57 (its default "level of detail" threshold).
 REFERENCE_VIEWPORT = (1920, 960)
 READABLE_SCALE = 0.6
+# A group's box reaches this far beside its nodes: less than half the narrowest gap between columns, so
+# the boxes of groups in neighbouring columns do not overlap.
+GROUP_PAD_X = 12
 FIT_ZOOM = 0.75           # the frontend's own fitView fills 75 % of the canvas (LGraphCanvas.fitToBounds)
 
 
@@ -562,9 +565,9 @@ class Graph:
         groups = []
         for title, members, font_size in self.groups:
             boxes = [(by_id[m.id]["pos"], m.drawn()) for m in members]
-            x0 = min(p[0] for p, _ in boxes) - 20
+            x0 = min(p[0] for p, _ in boxes) - GROUP_PAD_X
             y0 = min(p[1] for p, _ in boxes) - 60
-            x1 = max(p[0] + s[0] for p, s in boxes) + 20
+            x1 = max(p[0] + s[0] for p, s in boxes) + GROUP_PAD_X
             y1 = max(p[1] + s[1] for p, s in boxes) + 20
             groups.append({"title": title, "bounding": [x0, y0, x1 - x0, y1 - y0], "color": "#3f789e",
                            "font_size": font_size, "flags": {}})
