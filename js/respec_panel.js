@@ -124,7 +124,7 @@ function listen() {
   for (const name of ["execution_start", "executing", "progress", "execution_success", "execution_error",
     "execution_interrupted"]) {
     api.addEventListener(name, (e) => {
-      if (e.detail && typeof e.detail === "object") dispatchComposer({ type: name, data: e.detail });
+      if (e.detail && typeof e.detail === "object") dispatchComposer({ type: name, data: withNodeTitle(e.detail) });
     });
   }
   // Every event the pack's nodes send has a listener, so none is reported as unhandled.
@@ -205,6 +205,15 @@ function setWidget(graph, nodeId, name, value) {
   return true;
 }
 
+/** An event's data with the title its node has in the graph (`node_title`), so that a failed turn's
+ * card names the node as the user sees it, not its class. */
+function withNodeTitle(data) {
+  if (data.node_id === undefined || data.node_id === null) return data;
+  const { graph } = graphNow();
+  const node = graph?.getNodeById?.(Number(data.node_id)) ?? graph?.getNodeById?.(data.node_id);
+  return node?.title ? { ...data, node_title: node.title } : data;
+}
+
 async function findPromptId(target, request) {
   // app.queuePrompt does not return the prompt's id: find the prompt that carries this request.
   const q = await getJson("/queue");
@@ -244,10 +253,9 @@ async function sendTurn(request, { newSeed = false } = {}) {
     if (!id) throw new Error(C.refusalMessage(graphNow().nodes));
     dispatchComposer({ type: "queued", promptId: id });
     if (done) {
-      // It finished before its events could be matched (e.g. everything cached).
-      const ok = done.status_str === "success";
-      dispatchComposer(ok ? { type: "execution_success", data: { prompt_id: id } }
-        : { type: "execution_error", data: { prompt_id: id, exception_message: `the prompt ended with ${done.status_str}` } });
+      // It had finished already: its events were replayed on "queued". Should the socket have lost
+      // them, /history keeps the prompt's own messages, its execution_error among them.
+      for (const [type, data] of C.historyEvents(done, id)) dispatchComposer({ type, data: withNodeTitle(data) });
     }
     return true;
   } catch (e) {
@@ -376,6 +384,7 @@ const STYLE = `
 .respec-card.pending{border:2px dashed #f1c40f}
 .respec-card.pending.failed{border-color:#c0392b}
 .respec-card .err{font-size:12px;font-weight:600;color:#e74c3c;overflow-wrap:anywhere}
+.respec-card .err.more{font-weight:400;opacity:.9}
 .respec-slot{display:flex;align-items:center;justify-content:center;opacity:.6;background:rgba(0,0,0,.15);border-radius:3px}
 .respec-card .st{font-size:11px;opacity:.85}
 .respec-bar{height:4px;border-radius:2px;background:rgba(127,127,127,.3);overflow:hidden}
@@ -753,7 +762,8 @@ function buildPending(p, height) {
   if (p.error) {
     card.append(
       h("div", { class: "t" }, `✕ ${p.title} not made`),
-      h("div", { class: "err", title: p.errorDetail ?? p.error }, p.error),
+      ...(p.errorLines.length ? p.errorLines : [p.error]).map((line, i) =>
+        h("div", { class: i ? "err more" : "err", title: p.errorDetail ?? p.error }, line)),
       h("div", { class: "st" }, p.status),
       h("div", { class: "u" }, `“${p.request}”`),
       h("button", { onclick: () => dispatchComposer({ type: "dismiss" }) }, "Dismiss"));

@@ -186,8 +186,15 @@ export function nextSeed(previous, random = Math.random()) {
 /** The composer before anything was sent. */
 export function initialComposer() {
   return { phase: "idle", request: "", sessionId: null, turn: null, promptId: null, progress: null,
-    node: null, plan: null, error: null, unavailable: [] };
+    node: null, plan: null, error: null, unavailable: [], early: [] };
 }
+
+// ComfyUI's events of a prompt. Those that come while the composer does not know its prompt's id yet
+// (it learns it after queueing) are kept, and replayed once the id is known: a prompt that fails or
+// finishes at once has sent every event by then.
+const PROMPT_EVENTS = new Set(["execution_start", "executing", "progress", "execution_success", "execution_error",
+  "execution_interrupted"]);
+const EARLY_MAX = 200;
 
 const LIVE = new Set(["queueing", "queued", "running"]);
 
@@ -211,14 +218,21 @@ function mine(c, data) {
  */
 export function reduceComposer(c, action) {
   const d = action?.data ?? {};
+  if (PROMPT_EVENTS.has(action?.type) && c.phase === "queueing" && c.promptId === null && d.prompt_id) {
+    return { ...c, early: [...(c.early ?? []), { type: action.type, data: d }].slice(-EARLY_MAX) };
+  }
   switch (action?.type) {
     case "send":
       if (isBusy(c)) return c;
       return { ...initialComposer(), phase: "queueing", request: action.request, sessionId: action.sessionId ?? null,
         turn: Number.isInteger(action.turn) ? action.turn : null,
         unavailable: Array.isArray(action.unavailable) ? action.unavailable : [] };
-    case "queued":
-      return c.phase === "queueing" ? { ...c, phase: "queued", promptId: action.promptId ?? null } : c;
+    case "queued": {
+      if (c.phase !== "queueing") return c;
+      const id = action.promptId ?? null;
+      const early = (c.early ?? []).filter((e) => e.data.prompt_id === id);
+      return early.reduce(reduceComposer, { ...c, phase: "queued", promptId: id, early: [] });
+    }
     case "refused":
       return c.phase === "queueing" || c.phase === "queued" ? { ...c, phase: "error", error: String(action.message) } : c;
     case "execution_start":
@@ -235,8 +249,8 @@ export function reduceComposer(c, action) {
       return c.turn === null || plan.turn === c.turn ? { ...c, plan } : c;
     }
     case "execution_error":
-      if (!mine(c, d)) return c;
-      return { ...c, phase: "error", error: `${d.node_type ? `${d.node_type}: ` : ""}${String(d.exception_message ?? "the prompt failed").trim()}` };
+      if (!mine(c, d) || !isBusy(c)) return c;
+      return { ...c, phase: "error", error: errorText(d) };
     case "execution_interrupted":
       return mine(c, d) ? { ...c, phase: "cancelled", error: "Cancelled: the prompt was interrupted; no turn was added." } : c;
     case "execution_success":
@@ -254,6 +268,36 @@ export function reduceComposer(c, action) {
     default:
       return c;
   }
+}
+
+/** A failed prompt's error in words, from ComfyUI's execution_error data: the node's title (the panel
+ * adds `node_title` from the graph; else its type) and the exception's message. */
+export function errorText(d) {
+  const who = d?.node_title || d?.node_type;
+  const message = String(d?.exception_message ?? "").trim() || `the prompt failed (${d?.exception_type ?? "no message"})`;
+  return `${who ? `${who}: ` : ""}${message}`;
+}
+
+/** The lines of an error a card shows: its first line, then where the pack looked ("Looked in:",
+ * at most three folders) and how to get the file ("How to get it:"), when the error says them; the
+ * traceback is left out. */
+export function errorLines(text, max = 200) {
+  const lines = String(text ?? "").split(/\r?\n/);
+  const stop = lines.findIndex((l) => l.startsWith("Traceback"));
+  const body = (stop < 0 ? lines : lines.slice(0, stop)).map((l) => l.trim());
+  const out = [firstLine(body.join("\n"), max)];
+  const looked = body.findIndex((l) => /^Looked in:?$/i.test(l));
+  if (looked >= 0) {
+    const places = [];
+    for (const l of body.slice(looked + 1)) {
+      if (!l || /^(How to get it:|It is not in|Downloads are off)/i.test(l)) break;
+      places.push(l);
+    }
+    if (places.length) out.push(`Looked in: ${places.slice(0, 3).join(", ")}${places.length > 3 ? `, … (${places.length} folders)` : ""}`);
+  }
+  const how = body.find((l) => /^How to get it:/i.test(l));
+  if (how) out.push(how.length > max ? `${how.slice(0, max - 1)}…` : how);
+  return out.filter(Boolean);
 }
 
 /** The first non-empty line of an error text, at most `max` characters (the card shows it; the
@@ -289,7 +333,23 @@ export function pendingCard(c) {
   ].filter(Boolean) : [];
   const failed = c.phase === "error" || c.phase === "cancelled";
   return { title: c.turn === null ? "next turn" : `I${c.turn}`, request: c.request, status, percent: pct, plan,
-    error: failed ? firstLine(c.error) : null, errorDetail: failed ? String(c.error ?? "") : null, cancel: isBusy(c) };
+    error: failed ? firstLine(c.error) : null, errorLines: failed ? errorLines(c.error) : [],
+    errorDetail: failed ? String(c.error ?? "") : null, cancel: isBusy(c) };
+}
+
+/** The events of a finished prompt's /history status ({status_str, messages: [[type, data]]}), for a
+ * prompt whose socket events were lost: its own messages, then, when none says how it ended, an end
+ * that agrees with status_str ("error" with no message: say so, in words). */
+export function historyEvents(status, promptId) {
+  const kept = (Array.isArray(status?.messages) ? status.messages : [])
+    .filter((m) => Array.isArray(m) && PROMPT_EVENTS.has(m[0]))
+    .map(([type, data]) => [type, { ...(data ?? {}), prompt_id: promptId }]);
+  const ended = kept.some(([type]) => ["execution_success", "execution_error", "execution_interrupted"].includes(type));
+  if (!ended) {
+    kept.push(status?.status_str === "success" ? ["execution_success", { prompt_id: promptId }]
+      : ["execution_error", { prompt_id: promptId, exception_message: `ComfyUI reports the prompt as "${status?.status_str ?? "unknown"}" and kept no error message for it; see ComfyUI's log` }]);
+  }
+  return kept;
 }
 
 /** The queue entry of the prompt the composer queued: ComfyUI's /queue items ([number, prompt_id,

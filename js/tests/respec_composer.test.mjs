@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 
 import {
   branchPath, cardAction, cardActions, findQueuedPrompt, findRequestTarget, graphEdits, initialComposer, isBusy,
-  firstLine, keyAction, nextSeed, notAddedMessage, pendingCard, pickerRows, reduceComposer, refusalMessage, requestProblem,
+  firstLine, historyEvents, keyAction, nextSeed, notAddedMessage, pendingCard, pickerRows, reduceComposer, refusalMessage, requestProblem,
   unavailableChoices, utf8Length,
 } from "../lib/respec_composer.js";
 
@@ -267,4 +267,77 @@ test("a prompt that ends without History Append announcing the turn added nothin
   c = reduceComposer(c, { type: "execution_success", data: { prompt_id: "p3" } });
   assert.equal(c.phase, "done");
   assert.equal(notAddedMessage(undefined).startsWith("The prompt ended"), true);
+});
+
+// --------------------------------------------------------------------------- events before the id (issue 45)
+
+const MISSING = "Missing model weights: no file named flux-2-klein-base-9b in diffusers\nLooked in:\n  /c/models/diffusers\n" +
+  "  /c/models/diffusion_models\n  /home/u/.cache/huggingface\n  /x/4th\nHow to get it: download black-forest-labs/FLUX.2-klein-base-9B " +
+  "into models/diffusers\nTraceback (most recent call last):\n  File \"x\"";
+
+test("a prompt that fails before its id is known still ends its card in words: the early events are replayed", () => {
+  // The event orders a fast-failing prompt gives: every event arrives before /queue or /history names it.
+  const orders = [
+    ["execution_start", "execution_error"],
+    ["execution_start", "executing", "execution_error"],
+    ["execution_error"],
+  ];
+  for (const order of orders) {
+    let c = sent({ turn: 1 });
+    c = reduceComposer(c, { type: "execution_start", data: { prompt_id: "other" } });   // another tab's
+    for (const type of order) {
+      const data = { prompt_id: "p1", node: "4" };
+      if (type === "execution_error") Object.assign(data, { node_id: "4", node_type: "ReSpecFlux2Loader",
+        node_title: "Flux.2 [klein] Loader (ReSpec)", exception_message: MISSING });
+      c = reduceComposer(c, { type, data });
+    }
+    assert.equal(c.phase, "queueing");                       // nothing is decided before the id is known
+    c = reduceComposer(c, { type: "queued", promptId: "p1" });
+    assert.equal(c.phase, "error", order.join(","));
+    const card = pendingCard(c);
+    assert.equal(card.error, "Flux.2 [klein] Loader (ReSpec): Missing model weights: no file named flux-2-klein-base-9b in diffusers");
+    assert.deepEqual(card.errorLines.slice(1), [
+      "Looked in: /c/models/diffusers, /c/models/diffusion_models, /home/u/.cache/huggingface, … (4 folders)",
+      "How to get it: download black-forest-labs/FLUX.2-klein-base-9B into models/diffusers"]);
+    assert.equal(c.early.length, 0);
+  }
+});
+
+test("a prompt that succeeds before its id is known, without a turn, says nothing was added; another's events do nothing", () => {
+  let c = sent({ turn: 2 });
+  for (const type of ["execution_start", "execution_success"]) c = reduceComposer(c, { type, data: { prompt_id: "p1" } });
+  c = reduceComposer(c, { type: "execution_error", data: { prompt_id: "p9", exception_message: "not mine" } });
+  c = reduceComposer(c, { type: "queued", promptId: "p1" });
+  assert.equal(c.phase, "error");
+  assert.match(pendingCard(c).error, /ended without adding a turn/);
+  // the turn announced before the prompt's end: done, whatever order the rest comes in
+  let d = sent({ turn: 1, sessionId: "s" });
+  d = reduceComposer(d, { type: "execution_start", data: { prompt_id: "p2" } });
+  d = reduceComposer(d, { type: "queued", promptId: "p2" });
+  d = reduceComposer(d, { type: "history", data: { session_id: "s", action: "append", turns: [{}, {}] } });
+  d = reduceComposer(d, { type: "execution_success", data: { prompt_id: "p2" } });
+  assert.equal(d.phase, "done");
+});
+
+test("the early buffer is bounded, and the name of the node falls back to its type", () => {
+  let c = sent();
+  for (let i = 0; i < 500; i++) c = reduceComposer(c, { type: "progress", data: { prompt_id: `x${i}`, value: 1, max: 2 } });
+  assert.equal(c.early.length, 200);
+  c = reduceComposer(c, { type: "queued", promptId: "p1" });
+  c = reduceComposer(c, { type: "execution_error", data: { prompt_id: "p1", node_type: "UNETLoader", exception_message: "" } });
+  assert.equal(pendingCard(c).error, "UNETLoader: the prompt failed (no message)");
+});
+
+test("a finished prompt's /history status gives its own error, or words that agree with ComfyUI", () => {
+  const status = { status_str: "error", messages: [["execution_start", { prompt_id: "p1" }],
+    ["execution_error", { prompt_id: "p1", node_id: "4", node_type: "ReSpecFlux2Loader", exception_message: MISSING }]] };
+  const events = historyEvents(status, "p1");
+  assert.deepEqual(events.map(([t]) => t), ["execution_start", "execution_error"]);
+  let c = reduceComposer(sent(), { type: "queued", promptId: "p1" });
+  for (const [type, data] of events) c = reduceComposer(c, { type, data });
+  assert.match(pendingCard(c).error, /^ReSpecFlux2Loader: Missing model weights/);
+  const bare = historyEvents({ status_str: "error", messages: [] }, "p1");
+  assert.equal(bare[0][0], "execution_error");
+  assert.match(bare[0][1].exception_message, /"error".*ComfyUI's log/);
+  assert.equal(historyEvents({ status_str: "success", messages: [] }, "p1")[0][0], "execution_success");
 });

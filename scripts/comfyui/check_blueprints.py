@@ -117,9 +117,14 @@ def _execute(url: str, prompt: dict, helpers: dict, check) -> None:
     status, body = http_json("GET", f"{url}/respec/sessions/{SESSION}")
     turns = body.get("turns") if isinstance(body, dict) else []
     steps = [[e.get("step") for e in (t.get("meta") or {}).get("post_edit") or []] for t in turns[1:]]
+    if len(turns) != 3:
+        check("the wrapped graph's session has turns 0-2", False, f"turns {[t.get('index') for t in turns]}")
+        return
     log(f"      wrapped graph: post-edit steps per turn {steps}; sampler ran {[bool(r & SAMPLERS) for r in ran_per_turn]}")
     check("the wrapped graph runs two turns: the edit with Reveal and the guard, then the undo without the editor",
           [t.get("index") for t in turns] == [0, 1, 2] and bool(ran_per_turn[0] & SAMPLERS)
-          and not ran_per_turn[1] & SAMPLERS and "drift_guard" in steps[0] and "history_undo" in steps[1],
+          and not ran_per_turn[1] & SAMPLERS and "drift_guard" in steps[0]
+          and (turns[2].get("meta") or {}).get("editor_run") is False,
           f"turns {[t.get('index') for t in turns]}; steps {steps}; sampler ran per turn "
-          f"{[sorted(r & SAMPLERS) for r in ran_per_turn]}")
+          f"{[sorted(r & SAMPLERS) for r in ran_per_turn]}; turn 2 editor_run "
+          f"{(turns[2].get('meta') or {}).get('editor_run')}")

@@ -341,6 +341,9 @@ def execute_native_klein4b(url: str, pid: int, tiny: dict, helpers: dict, info: 
     if why:
         check("three turns", False, why)
         return problems
+    if len(turns) != 4:
+        check("three turns kept", False, f"session turns {[t.get('index') for t in turns]}")
+        return problems
     steps = [_steps(t) for t in turns[1:]]
     plans = [t.get("plan") or {} for t in turns[1:]]
     check("turn 1 (no VLM): the sampler, Reveal Composite and the Drift Guard ran",
@@ -348,9 +351,10 @@ def execute_native_klein4b(url: str, pid: int, tiny: dict, helpers: dict, info: 
           and not ran[0] & VLM_OPTION and plans[0].get("vlm_called") is False,
           f"sampler {sorted(ran[0] & SAMPLERS)}; post-edit steps {steps[0]}; vlm_called {plans[0].get('vlm_called')}")
     check("turn 2 is taken back from the history: the sampler did not run, the image is I_0",
-          not ran[1] & SAMPLERS and "history_undo" in steps[1] and turns[2].get("image") == turns[0].get("image"),
-          f"sampler {sorted(ran[1] & SAMPLERS)}; steps {steps[1]}; image {str(turns[2].get('image'))[:12]}, "
-          f"I_0 {str(turns[0].get('image'))[:12]}")
+          not ran[1] & SAMPLERS and (turns[2].get("meta") or {}).get("editor_run") is False
+          and turns[2].get("image") == turns[0].get("image"),
+          f"sampler {sorted(ran[1] & SAMPLERS)}; editor_run {(turns[2].get('meta') or {}).get('editor_run')}; "
+          f"image {str(turns[2].get('image'))[:12]}, I_0 {str(turns[0].get('image'))[:12]}")
     check("turn 3 with the VLM option on: the controller planned, the sampler ran",
           VLM_OPTION <= ran[2] and bool(ran[2] & SAMPLERS) and plans[2].get("vlm_called") is True,
           f"ran {sorted(ran[2] & (VLM_OPTION | SAMPLERS))}; vlm_called {plans[2].get('vlm_called')}")
