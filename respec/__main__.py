@@ -645,7 +645,7 @@ def cmd_validate(a) -> int:
     print("  templates:        " + ", ".join(f"{t} {templates.get(t, 0)}" for t in list(TEMPLATES) + ["custom"]
                                             if templates.get(t, 0) or t in TEMPLATES))
     print("  revelation types: " + ", ".join(f"{t} {n}" for t, n in sorted(types.items())))
-    print("  reference distance: " + ", ".join(f"Δ={d} {n}" for d, n in sorted(dists.items())))
+    print("  reference distance: " + ", ".join(f"{d} turns: {n}" for d, n in sorted(dists.items())))
     missing = [t for t in TEMPLATES if not templates.get(t)]
     if missing:
         print(f"  (no scenario for template(s) {', '.join(missing)})")
@@ -742,8 +742,17 @@ def _size(n: float) -> str:
     return f"{n:.1f} {unit}"
 
 
+def _printable_anywhere() -> None:
+    """A character the console's encoding lacks (Windows' cp1252 redirected to a file has no "Δ" or
+    "→") is printed as "?" instead of ending the run with UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
+
+
 def main(argv: list[str] | None = None) -> int:
     """The `python -m respec` command line; returns the exit status (a ReSpecError is one line, not a traceback)."""
+    _printable_anywhere()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     a = _parser().parse_args(argv)
     try:

@@ -246,3 +246,15 @@ def test_bench_help_names_every_config_and_group_and_list_configs_says_what_each
         assert any(line.split()[0] == name and line.endswith(config.label) for line in listed if line), name
     groups = {line.split(None, 1)[0]: line.split(None, 1)[1] for line in listed if len(line.split(None, 1)) == 2}
     assert groups["guard"] == "baseline+guard, respec+guard"
+
+
+def test_the_command_line_prints_on_a_console_without_unicode(tmp_path):
+    """Output redirected on Windows is cp1252: a character it lacks is printed as '?', not a crash (issue 45)."""
+    env = {**os.environ, "PYTHONIOENCODING": "cp1252", "PYTHONUTF8": "0"}
+    code = ("import sys; from respec.__main__ import _printable_anywhere; _printable_anywhere(); "
+            "print('\\u0394 = 2 \\u2192 I\\u2080')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr.decode("cp1252", "replace")
+    assert out.stdout.decode("cp1252").strip() == "? = 2 ? I?"
+    bare = subprocess.run([sys.executable, "-c", "print('\\u0394')"], capture_output=True, env=env, timeout=60)
+    assert bare.returncode != 0     # the failure the helper prevents
