@@ -782,22 +782,8 @@ function buildPending(p, height) {
 
 // --------------------------------------------------------------------------- registration
 
-/** The template browser lists this pack's workflows in A-Z order (conversations first): the one
- * change to a frontend call, and only to this pack's own entry of its answer. */
-function sortOwnTemplates() {
-  const folder = V.packFolder(import.meta.url);
-  const original = typeof api.getWorkflowTemplates === "function" ? api.getWorkflowTemplates.bind(api) : null;
-  if (!folder || !original || original.respecSorted) return;
-  const sorted = async () => V.sortPackTemplates(await original(), folder);
-  sorted.respecSorted = true;
-  api.getWorkflowTemplates = sorted;
-}
-
 app.registerExtension({
   name: "respechistorygroundedconversationalediting.panel", // inside the pack's namespace (its DisplayName)
-  init() {
-    sortOwnTemplates();
-  },
   setup() {
     listen();
     const manager = app.extensionManager;

@@ -743,8 +743,8 @@ def _size(n: float) -> str:
 
 
 def _printable_anywhere() -> None:
-    """A character the console's encoding lacks (Windows' cp1252 redirected to a file has no "Δ" or
-    "→") is printed as "?" instead of ending the run with UnicodeEncodeError."""
+    """A character the console's encoding lacks (Windows' cp1252, output redirected to a file, has no
+    Greek capital delta and no arrow) is printed as "?" instead of ending the run with UnicodeEncodeError."""
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="replace")

@@ -99,9 +99,9 @@ def history_images(history: History, first: int = 0, last: int = -1, fit: str = 
         what = "original image" if k == 0 else f"“{_line(t.instruction)}”"
         line = f"I{k} {size[0]}x{size[1]}: {what}"
         if k > 0 and t.sent_instruction and t.sent_instruction != t.instruction:
-            line += f" → sent “{_line(t.sent_instruction)}”"
+            line += f" \u2192 sent “{_line(t.sent_instruction)}”"
         if size != tuple(target):
-            line += f" [{fit} {size[0]}x{size[1]} → {target[0]}x{target[1]}]"
+            line += f" [{fit} {size[0]}x{size[1]} \u2192 {target[0]}x{target[1]}]"
         lines.append(line)
     return frames, "\n".join(lines), indices
 

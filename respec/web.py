@@ -481,7 +481,7 @@ def _mask_png(mask: Any) -> tuple[bytes, tuple[int, int]]:
 def publish_region_masks(masks: dict[str, Any], panel: PanelState = PANEL) -> dict[str, dict]:
     """Keep region masks (e.g. {"R_restore": bool H×W, "R_preserve": ...}) for the panel's
     overlays and return, per name, {"digest", "url", "width", "height"} (the mask's own size
-    before the ≤512 px downscale) to put into a `respec.scores` event as `regions`.
+    before the <=512 px downscale) to put into a `respec.scores` event as `regions`.
 
     Masks live in this process's memory only (the latest MAX_MASKS), named by content hash.
     """

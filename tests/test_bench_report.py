@@ -192,7 +192,7 @@ def test_table_5_groups_by_reference_distance():
     rows = [_row("a", reference_distance=2, S_TC=0.8), _row("b", reference_distance=4, S_TC=0.4),
             _row("c", reference_distance=4, S_TC=0.2), _row("d", reference_distance=5, S_TC=None)]
     t5 = _table(build_tables(rows), "table5_reference_distance")
-    assert [r[:2] for r in t5.md_rows] == [["Δ = 2", "0.800 (1)"], ["Δ = 4", "0.300 (2)"], ["Δ = 5", "— (NaN 1)"]]
+    assert [r[:2] for r in t5.md_rows] == [["\u0394 = 2", "0.800 (1)"], ["\u0394 = 4", "0.300 (2)"], ["\u0394 = 5", "— (NaN 1)"]]
     assert "NaN values left out: 1" in t5.note
 
 

@@ -49,7 +49,7 @@ def test_region_algebra_follows_appendix_a5_on_hand_made_masks():
     occ = [box(s, 2, 6, 2, 6), box(s, 2, 6, 2, 6), box(s, 2, 4, 6, 8)]  # the occluder moves at turn N=3
     new = [np.zeros(s, bool), box(s, 6, 8, 0, 2), box(s, 4, 6, 2, 4)]    # a new object lands on the old area
     r_restore, r_preserve = occur_regions(traj(occ, new))
-    expected_restore = box(s, 2, 6, 2, 6) & ~box(s, 4, 6, 2, 4)          # M_occ^{1:N} \ (M_occ^N ∪ M_new^N)
+    expected_restore = box(s, 2, 6, 2, 6) & ~box(s, 4, 6, 2, 4)          # M_occ^{1:N} \ (M_occ^N | M_new^N)
     occ_all = box(s, 2, 6, 2, 6) | box(s, 2, 4, 6, 8)
     new_all = box(s, 6, 8, 0, 2) | box(s, 4, 6, 2, 4)
     assert np.array_equal(r_restore, expected_restore) and r_restore.sum() == 12

@@ -487,7 +487,7 @@ def test_history_to_images_outputs_every_turn_and_a_log(pack, nodes):
         assert torch.equal(images[i:i + 1], _image(i, 8, 6))
     lines = log.splitlines()
     assert len(lines) == 4 and "original image" in lines[1] and "“edit 1”" in lines[2] and "sent" not in lines[2]
-    assert "→ sent “sent 2”" in lines[3]
+    assert "\u2192 sent “sent 2”" in lines[3]
     images, log, count = _gallery(pack)().images(hist, 1, 1, "pad")
     assert count == 1 and torch.equal(images, _image(1, 8, 6))
 
@@ -512,7 +512,7 @@ def test_history_to_images_brings_other_sizes_to_the_first_turns_size(pack, node
     frame = images[1]
     # pad: scaled to fit (8x4 stays 8x4), centred on black: rows 0-1 and 6-7 black, 2-5 white
     assert torch.all(frame[:2] == 0) and torch.all(frame[6:] == 0) and torch.all(frame[2:6] == 1)
-    assert "[pad 8x4 → 8x8]" in log.splitlines()[2]
+    assert "[pad 8x4 \u2192 8x8]" in log.splitlines()[2]
     images, _, _ = _gallery(pack)().images(hist, 0, -1, "stretch")
     assert torch.all(images[1] == 1)                  # stretched over the whole frame
     images, _, _ = _gallery(pack)().images(hist, 0, -1, "crop")

@@ -156,7 +156,7 @@ BODIES = {   # hostile POST bodies: none of them is a valid request to any of th
 }
 BRANCH_IDS = {"dots": "../x", "slash": "a/b", "space": " ", "65-chars": "x" * 65, "surrogate": "\ud800", "accent": "é",
               "nul": "a\u0000b", "number": 5, "list": ["a"], "object": {"a": 1}, "true": True, "taken": "demo",
-              "same": "demo-dup", "tab": "a\tb", "newline": "a\nb", "percent": "a%2Fb", "emoji": "😀"}
+              "same": "demo-dup", "tab": "a\tb", "newline": "a\nb", "percent": "a%2Fb", "emoji": "\U0001f600"}
 GC_BODIES = {**{k: v for k, v in BODIES.items() if not k.startswith("turn-") and k != "no-turn"},
              "dry-run-text": b'{"dry_run": "yes"}', "dry-run-number": b'{"dry_run": 1}', "dry-run-null": b'{"dry_run": null}',
              "other-key": b'{"store": "/etc"}', "age": b'{"min_age_s": 0}', "limit": b'{"limit": 100000}'}
@@ -245,7 +245,7 @@ TEXTS = {
     "surrogate-start": "\ud800 add a hat", "surrogate-mid": "add a \udbff hat", "surrogate-end": "add a hat \udfff",
     "low-surrogate": "\udc00", "reversed-pair": "add \udc00\ud800", "nul-start": "\x00add a hat",
     "nul-mid": "add a\x00hat", "ascii-16385": "x" * (16 * 1024 + 1), "accents-16386": "é" * 8193,
-    "emoji-16388": "😀" * 4097, "cjk-16386": "文" * 5462, "megabyte": "m" * (1 << 20),
+    "emoji-16388": "\U0001f600" * 4097, "cjk-16386": "\u6587" * 5462, "megabyte": "m" * (1 << 20),
     "number": 5, "list": ["add a hat"], "bytes": b"add a hat", "dict": {"text": "x"},
 }
 META = {
@@ -489,8 +489,8 @@ def test_plan_from_text_refuses_a_missing_answer_on_a_turn_that_needs_one(pack, 
 
 
 ANSWERS = {
-    "emoji-8192": json.dumps({"synthesis_instruction": "😀" * 8192}), "cjk-6000": json.dumps({"synthesis_instruction": "文" * 6000}),
-    "ascii-20000": json.dumps({"synthesis_instruction": "a" * 20000}), "raw-emoji": "😀" * 9000,
+    "emoji-8192": json.dumps({"synthesis_instruction": "\U0001f600" * 8192}), "cjk-6000": json.dumps({"synthesis_instruction": "\u6587" * 6000}),
+    "ascii-20000": json.dumps({"synthesis_instruction": "a" * 20000}), "raw-emoji": "\U0001f600" * 9000,
     "surrogate-escape": '{"synthesis_instruction": "add \\ud800 a hat"}', "surrogate-raw": "add a \udfff hat",
     "nul-escape": '{"synthesis_instruction": "add\\u0000 a hat"}', "nul-raw": "add\x00 a hat",
     "deep-100000": _deep(100_000), "deep-object": '{"synthesis_instruction": "x", "reasoning": ' + _deep(5000) + "}",

@@ -297,10 +297,10 @@ def test_a_real_emoji_and_other_text_is_stored_as_is(tmp_path):
     from respec.store import SessionStore
     store = SessionStore(tmp_path / "store")
     store.create("s1", np.zeros((6, 5, 3), np.uint8))
-    h = store.append("s1", np.ones((6, 5, 3), np.uint8), "add a 😀 sticker", meta={"ключ": "значение"})
+    h = store.append("s1", np.ones((6, 5, 3), np.uint8), "add a \U0001f600 sticker", meta={"\u043a\u043b\u044e\u0447": "\u0437\u043d\u0430\u0447\u0435\u043d\u0438\u0435"})
     again = SessionStore(tmp_path / "store").load("s1")
-    assert again.turns[1].instruction == h.turns[1].instruction == "add a 😀 sticker"
-    assert again.turns[1].meta == {"ключ": "значение"}
+    assert again.turns[1].instruction == h.turns[1].instruction == "add a \U0001f600 sticker"
+    assert again.turns[1].meta == {"\u043a\u043b\u044e\u0447": "\u0437\u043d\u0430\u0447\u0435\u043d\u0438\u0435"}
 
 
 def test_a_nul_in_the_store_root_is_an_input_error(tmp_path):

@@ -147,7 +147,7 @@ def _call(pack, history, instruction=REQUEST, **kw):
     return _nodes(pack)["ReSpecControllerPrompt"]().build(**inputs)[2]
 
 
-@pytest.mark.parametrize("text", ["😀" * 8192, "文" * 6000, "é" * 8192 + "x"])
+@pytest.mark.parametrize("text", ["\U0001f600" * 8192, "\u6587" * 6000, "é" * 8192 + "x"])
 def test_plan_from_text_sends_an_instruction_history_append_keeps(pack, text):
     history = make_history(2, core(pack, "history").History)
     call = _call(pack, history)

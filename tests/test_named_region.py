@@ -1,5 +1,5 @@
 """The edit region a request names (respec/pixels/named_region.py, nodes/edit_region_nodes.py): the phrase
-Edit Region from Text picks, the rule R = fill_holes(grow(O) ∩ C), and what it changes in the
+Edit Region from Text picks, the rule R = fill_holes(grow(O) & C), and what it changes in the
 Drift Guard: re-drawn details outside the named object go back to I_(t-1)."""
 from __future__ import annotations
 

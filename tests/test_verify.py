@@ -324,8 +324,8 @@ def test_an_edit_that_holds_the_whole_change_is_not_patchwork():
 
 
 def test_a_mend_joins_the_whole_piece_of_old_content_not_only_its_core():
-    # a noisy editor (the content level τ is high): the island's core stands out of τ, the rest of
-    # the same piece of old content (a bridge and a blob, 32/255 off: under τ, over half of it) does
+    # a noisy editor (the content level tau is high): the island's core stands out of tau, the rest of
+    # the same piece of old content (a bridge and a blob, 32/255 off: under tau, over half of it) does
     # not; a mend of the core alone would leave the blob visible inside the edit
     old = textured()
     fallback = with_noise(old, 1, 20)

@@ -450,6 +450,15 @@ def test_every_graph_has_a_thumbnail_kind_and_a_new_key_gets_one_or_a_clear_erro
         thumbs.kind_of("inpainting_flux2")
 
 
+def test_titles_sort_the_same_with_or_without_case_and_the_conversations_come_first():
+    """The template browser shows a pack's list in the server's (directory) order, or sorted A-Z when the
+    user asks; the pack does not re-sort the frontend's list (no shared-object patch, issue 45), so its
+    titles must sort alike whichever A-Z the browser uses."""
+    titles = [e["title"] for e in INDEX.values()]
+    assert sorted(titles) == sorted(titles, key=str.casefold)
+    assert sorted(titles)[0].startswith("ReSpec chat") and sorted(titles)[-1].startswith("ReSpec paper")
+
+
 def test_the_chat_cards_thumbnails_tell_the_graphs_apart():
     """Each conversation's card says what it does differently (its editor, files and route): no two
     chat thumbnails, nor their words, are alike (issue 44: seven cards shared one)."""

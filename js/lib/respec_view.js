@@ -729,21 +729,3 @@ export function unloadMessage(body) {
   return left.length ? `${unloaded}; still held by a running graph: ${left.join(", ")}.` : `${unloaded}; the pack holds no model now.`;
 }
 
-// --------------------------------------------------------------------------- the template browser
-
-/** The /workflow_templates answer ({pack folder: [workflow names]}) with the pack's own list in the
- * browser's A-Z order (its "Alphabetical" compare), so its conversations ("ReSpec chat - ...") come
- * first: ComfyUI lists a pack's files in directory order, which on Linux is no order at all. */
-export function sortPackTemplates(templates, folder) {
-  const list = templates?.[folder];
-  if (!Array.isArray(list)) return templates;
-  const sorted = [...list].sort((a, b) => String(a).localeCompare(String(b), undefined, { numeric: true, sensitivity: "base" }));
-  return { ...templates, [folder]: sorted };
-}
-
-/** The pack's folder under custom_nodes/, from the URL ComfyUI serves an extension file at
- * (/extensions/<folder>/...); null when the URL has no such part. */
-export function packFolder(url) {
-  const m = /\/extensions\/([^/]+)\//.exec(String(url ?? ""));
-  return m ? decodeURIComponent(m[1]) : null;
-}

@@ -13,12 +13,10 @@ import {
   maskLegend,
   normalizeSession,
   outlineRect,
-  packFolder,
   panelMessage,
   planDecided,
   planLines,
   showingLine,
-  sortPackTemplates,
   currentPlan,
   editorReferences,
   fitContain,
@@ -538,20 +536,6 @@ test("a turn mask's legend says how much of the image it marks (from its stored 
   assert.equal(maskLegend("change", 0), "changed by this turn (0 % of the image)");
   assert.equal(maskLegend("change", 0.0004), "changed by this turn (< 0.1 % of the image)");
   assert.equal(maskLegend("reveal_source", undefined), "pasted from history (Reveal Composite)");
-});
-
-test("the template browser gets the pack's own list in A-Z order, conversations first; others untouched", () => {
-  const answer = { "ReSpec-ComfyUI": ["ReSpec paper - klein 9B", "ReSpec eval - OmniGen2", "ReSpec chat - OmniGen2",
-    "ReSpec chat - FLUX.2 klein 9B", "ReSpec eval - FLUX.2 klein 4B"], other: ["b", "a"] };
-  const out = sortPackTemplates(answer, "ReSpec-ComfyUI");
-  assert.deepEqual(out["ReSpec-ComfyUI"], ["ReSpec chat - FLUX.2 klein 9B", "ReSpec chat - OmniGen2",
-    "ReSpec eval - FLUX.2 klein 4B", "ReSpec eval - OmniGen2", "ReSpec paper - klein 9B"]);
-  assert.deepEqual(out.other, ["b", "a"]);
-  assert.deepEqual(answer["ReSpec-ComfyUI"][0], "ReSpec paper - klein 9B");          // the answer itself unchanged
-  assert.equal(sortPackTemplates(answer, "missing"), answer);
-  assert.equal(packFolder("http://127.0.0.1:8188/extensions/ReSpec-ComfyUI/respec_panel.js"), "ReSpec-ComfyUI");
-  assert.equal(packFolder("http://h/extensions/My%20Pack/respec_panel.js"), "My Pack");
-  assert.equal(packFolder("http://h/scripts/app.js"), null);
 });
 
 test("a turn taken back from history says so in words on its card, with the pixels it took", () => {

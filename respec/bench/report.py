@@ -172,7 +172,7 @@ def controller_answers(rows: list[dict]) -> tuple[list[dict], str]:
     sentence = ""
     if total and not any(v["parsed"] for v in per.values()):
         sentence = (f"**No controller answer parsed** ({total} of {total} plans fell back): by C.2 the raw text "
-                    "became the instruction, by C.3 the restoration source is 0 and the anchor t−1. Reference "
+                    "became the instruction, by C.3 the restoration source is 0 and the anchor t\u22121. Reference "
                     "accuracy here is the C.3 fallback's fixed choice, I_0: it is the share of scenarios whose "
                     "I_ref is I_0, not a measure of the controller.")
     return list(per.values()), sentence
@@ -189,7 +189,7 @@ def _answers_markdown(rows: list[dict]) -> list[str]:
         out.append(f"| {CONFIG_SUFFIX.get(v['config'], v['config']).strip(' +') or 'baseline'} | {v['vlm_calls']} | "
                    f"{v['plans']} | {v['parsed']} | {fb} |")
     out += ["", "C.2 (json_parse_failed, result_not_a_dict, synthesis_instruction_missing) and C.3 (identity_anchor_id_"
-            "missing -> t−1, restoration_source_id_missing -> 0, restoration_region_empty, image_ids_missing -> "
+            "missing -> t\u22121, restoration_source_id_missing -> 0, restoration_region_empty, image_ids_missing -> "
             "[source, anchor]) are appendix C's fallback rules; VLM calls are counted from the rows."]
     if sentence:
         out += ["", sentence]
@@ -384,8 +384,8 @@ def build_tables(all_rows: list[dict]) -> list[Table]:
                     if math.isfinite(_num(r.get("reference_distance")))})
     tables.append(_grouped_table("table5_reference_distance", "Table 5: temporal consistency by reference distance",
                                  rows, cols,
-                                 [(f"Δ = {d}", (lambda r, d=d: _num(r.get("reference_distance")) == d)) for d in dists],
-                                 "S_TC", "Δ = turns between the ground-truth reference I_ref and the revelation turn.",
+                                 [(f"\u0394 = {d}", (lambda r, d=d: _num(r.get("reference_distance")) == d)) for d in dists],
+                                 "S_TC", "\u0394 = turns between the ground-truth reference I_ref and the revelation turn.",
                                  psnr=True))
     bins, cuts = area_tertiles(rows)
     unbinned = sum(1 for r in rows if _scenario_key(r) not in bins)

@@ -1,8 +1,8 @@
 """Occluder and new-object masks for OCCUR-Bench (paper appendix B.1).
 
 Per query image and label: YOLO-World v2 open-vocabulary detection (internal confidence 0.001,
-a detection is accepted at ≥ 0.2, the highest-confidence box wins, one class per query), the
-query fallback chain label → last word → simple singular of the last word, then SAM prompted
+a detection is accepted at >= 0.2, the highest-confidence box wins, one class per query), the
+query fallback chain label -> last word -> simple singular of the last word, then SAM prompted
 with the box (clipped to the image). No accepted detection, an invalid box or a SAM failure give
 an all-zero mask of the image's size. Every mask carries a record of what happened.
 
@@ -58,7 +58,7 @@ _YOLO_LOCK = threading.RLock()   # the YOLO model's class embeddings are set per
 # --------------------------------------------------------------------------- the query chain
 
 def simple_singular(word: str) -> str:
-    """A deliberately simple English singular: berries→berry, boxes→box, cups→cup; glass, bus stay."""
+    """A deliberately simple English singular: berries->berry, boxes->box, cups->cup; glass, bus stay."""
     w = word.strip()
     low = w.lower()
     if len(low) <= 3:
@@ -276,7 +276,7 @@ class Masker:
         return str(d.index or 0) if d.type == "cuda" else d.type
 
     def detect(self, image: Any, query: str, digest: str | None = None) -> Detection:
-        """Run YOLO-World with this one query as its only class; the best box (any confidence ≥ conf)."""
+        """Run YOLO-World with this one query as its only class; the best box (any confidence >= conf)."""
         from PIL import Image
         arr = rgb_array(image)
         digest = digest or content_hash(arr)
@@ -422,7 +422,7 @@ class Masker:
 
         `images[i]` is turn `turns[i]` (default i+1). `new_labels_per_turn[i]` are the objects newly
         introduced at that turn (a list per turn or a {turn: labels} mapping; see labels_per_turn). With
-        `cumulative_new` (default) turn t looks for every object introduced at turns ≤ t, so
+        `cumulative_new` (default) turn t looks for every object introduced at turns <= t, so
         M_new^N covers all new objects still in the final image; an absent object gives an empty mask.
         """
         images = list(images)

@@ -3,13 +3,13 @@
 Everything a reader needs to recompute the numbers is here and in docs/evaluation.md:
 
 * the region algebra of A.5 (`occur_regions`):
-  M_occ^{1:N} = ∪_t M_occ^t, M_new^{1:N} = ∪_t M_new^t,
-  R_restore  = M_occ^{1:N} \\ (M_occ^N ∪ M_new^N),
-  R_preserve = Ω \\ (M_occ^{1:N} ∪ M_new^{1:N});
+  M_occ^{1:N} = |_t M_occ^t, M_new^{1:N} = |_t M_new^t,
+  R_restore  = M_occ^{1:N} \\ (M_occ^N | M_new^N),
+  R_preserve = Omega \\ (M_occ^{1:N} | M_new^{1:N});
 * the three masked measures and their normalisation to [0, 1]
   (`masked_psnr`, `Scorer.masked_lpips`, `Scorer.masked_clip`);
-* sim = mean(PSNR_norm, 1 − LPIPS_norm, CLIP_norm), S_TC = mean(S_restore, S_preserve);
-* the whole-image measures of D.5 (the same measures with R = Ω);
+* sim = mean(PSNR_norm, 1 - LPIPS_norm, CLIP_norm), S_TC = mean(S_restore, S_preserve);
+* the whole-image measures of D.5 (the same measures with R = Omega);
 * reference-selection accuracy of D.4.
 
 An empty region never raises: its scores are NaN and the record says why. The LPIPS and CLIP
@@ -90,7 +90,7 @@ def occur_regions(traj_masks: Any, size: tuple[int, int] | None = None) -> tuple
     shape_hw = (size[1], size[0]) if size is not None else as_mask(occ[-1]).shape
     occ_all = _union(occ, shape_hw)                  # M_occ^{1:N}
     new_all = _union(new, shape_hw)                  # M_new^{1:N}
-    final_cover = resize_mask(occ[-1], shape_hw) | resize_mask(new[-1], shape_hw)  # M_occ^N ∪ M_new^N
+    final_cover = resize_mask(occ[-1], shape_hw) | resize_mask(new[-1], shape_hw)  # M_occ^N | M_new^N
     r_restore = occ_all & ~final_cover
     r_preserve = ~(occ_all | new_all)
     return r_restore, r_preserve
@@ -134,7 +134,7 @@ def masked_psnr(generated: np.ndarray, reference: np.ndarray, mask: np.ndarray |
 
 
 def sim_from_parts(psnr_norm: float, lpips_norm: float, clip_norm: float) -> float:
-    """sim = (PSNR_norm + (1 − LPIPS_norm) + CLIP_norm) / 3 (paper eq. 21); NaN if any part is NaN."""
+    """sim = (PSNR_norm + (1 - LPIPS_norm) + CLIP_norm) / 3 (paper eq. 21); NaN if any part is NaN."""
     return (psnr_norm + (1.0 - lpips_norm) + clip_norm) / 3.0
 
 
@@ -305,7 +305,7 @@ class Scorer:
         return {**self.region_score(gen, ref, mask, psnr_cap).to_dict(), **info}
 
     def whole_image(self, generated: Any, reference: Any, psnr_cap: float | None = None) -> dict:
-        """The same measures over the whole image (R = Ω), for contrast with the masked ones (D.5)."""
+        """The same measures over the whole image (R = Omega), for contrast with the masked ones (D.5)."""
         return self.sim(generated, reference, None, psnr_cap)
 
     # -- OCCUR scores --------------------------------------------------------------------

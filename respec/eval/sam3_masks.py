@@ -5,13 +5,13 @@ runs SAM3 itself (a checkpoint in models/checkpoints, `CLIPTextEncode` of the qu
 `SAM3_Detect`). The graph does the detection; this module does what B.1 asks of it:
 
 - **One label at a time, each query its own detection.** `sam3_prompt(label)` writes the label's
-  query chain (label → last word → the last word's singular, `masks.query_chain`) as one SAM3 text
+  query chain (label -> last word -> the last word's singular, `masks.query_chain`) as one SAM3 text
   prompt, "a, b, c": SAM3's tokenizer splits it at the commas and `SAM3_Detect` runs one detection
   per part, keeping at most one object each.
 - **A low internal threshold, a stated acceptance.** B.1 runs YOLO-World at confidence 0.001 and
   accepts a box at 0.2. Here SAM3_Detect runs at `SAM3_THRESHOLD` = 0 (every part returns its best
   object, in the prompt's order) with `individual_masks` on, and `accept_detections` accepts the
-  first query in the chain whose score is ≥ `accept` (0.2): its mask is the label's mask. No
+  first query in the chain whose score is >= `accept` (0.2): its mask is the label's mask. No
   accepted query gives an all-zero mask, recorded with every attempt's best score.
 
 The paper-exact benchmark keeps YOLO-World + SAM-H; scores from this route are another detector's,
@@ -75,7 +75,7 @@ def _box_of(det: Any, size: tuple[int, int]) -> tuple[float | None, list[float] 
 def accept_detections(label: str, masks: Sequence[np.ndarray], boxes: Sequence[Any], size: tuple[int, int],
                       accept: float = ACCEPT_CONF) -> MaskResult:
     """B.1's acceptance on one image's SAM3 detections of `sam3_prompt(label)` (run at SAM3_THRESHOLD,
-    individual masks): the first query of the chain whose score is ≥ `accept` gives the mask.
+    individual masks): the first query of the chain whose score is >= `accept` gives the mask.
 
     masks: that image's H×W masks, one per returned object, in the prompt's order; boxes: the
     matching SAM3 bounding-box dicts (x, y, width, height, score); size: (width, height). When SAM3

@@ -26,7 +26,7 @@ In the order a turn uses them (the numbered steps of respec/turn.py's run_turn):
 Shared by all of them (one home for each rule):
       masks             the one mask coercion (`mask_at`), the history's mask size, square morphology,
                         the clean-up of a thresholded mask
-      colour_fit        the robust colour fit I_t ≈ gain · I_{t-1} + bias and its one application
+      colour_fit        the robust colour fit I_t ~ gain · I_{t-1} + bias and its one application
                         (`ColourFit.apply`, `ColourFit.from_info` for a stored record), robust scale
       work_images       a turn's images as float RGB at the working size (above 4 MP: scaled down)
       analysis_cache    what the steps keep between them, in one object (`AnalysisCache`, passed in;

@@ -18,14 +18,14 @@ had a source.
 
 How `estimate_alignment` finds it, robust to the edited region and to photometric drift:
 
-1. Grey images at a coarse size (longer side ≤ COARSE_SIDE), lightly blurred (VAE noise).
+1. Grey images at a coarse size (longer side <= COARSE_SIDE), lightly blurred (VAE noise).
 2. Block motion: phase correlation of windowed blocks (unit-magnitude cross-power spectrum, so
    a gain, an offset or a blur of either image does not move the peak) gives each textured block
    a displacement, sub-pixel by a parabola through the peak.
 3. A robust fit of the model to the block displacements (RANSAC on pairs of blocks, then least
    squares on the inliers): the edited region's blocks move differently and are outliers; an
    `ignore` mask can exclude known changes.
-4. Refinement at the fine size (longer side ≤ FINE_SIDE): Gauss-Newton on (scale, dx, dy) plus a
+4. Refinement at the fine size (longer side <= FINE_SIDE): Gauss-Newton on (scale, dx, dy) plus a
    grey gain and offset, with Tukey weights (the edit's pixels get weight 0), a few rounds.
 5. Motions below SNAP_PX at every image corner are no motion: the identity is returned (an
    editor that keeps the frame gets no resampling blur).
@@ -532,7 +532,7 @@ def _refine(ref: np.ndarray, cur: np.ndarray, a: Alignment, ignore: np.ndarray |
         Ix = np.gradient(wp[::step], axis=1)[:, ::step][u_s]
         Iy = np.gradient(wp[:, ::step], axis=0)[::step][u_s]
         Rx, Ry = rx[u_s], ry[u_s]
-        # cur ≈ g · W(p - δ(p)) + b, δ = (da · rx + ddx, da · ry + ddy): linear in (g, b, g·δ...).
+        # cur ~ g · W(p - delta(p)) + b, delta = (da · rx + ddx, da · ry + ddy): linear in (g, b, g·delta...).
         M = np.stack([W, np.ones_like(W), -(Ix * Rx + Iy * Ry), -Ix, -Iy], axis=1).astype(np.float64)
         wts = None
         for k in range(IRLS_ROUNDS):      # IRLS with Tukey weights on the normal equations (5×5)

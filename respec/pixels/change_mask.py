@@ -4,7 +4,7 @@ to an editor's global drift, and whether the editor kept the scene (beyond the p
 How C_t is computed (`change_mask`):
 1. Both images at one size: the history's (I_0's). A turn of another size is resized
    (bilinear), so every mask of a history lines up.
-2. A per-channel affine colour transform T (I_t ≈ gain · I_{t-1} + bias) is fitted on the whole
+2. A per-channel affine colour transform T (I_t ~ gain · I_{t-1} + bias) is fitted on the whole
    image by least squares, then refitted on the pixels whose residual lies within INLIER_K robust
    standard deviations (three rounds). A brightness / contrast / white-balance drift of the whole
    image is absorbed by T and is no change. The fit breaks down only when the edit covers about

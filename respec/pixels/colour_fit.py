@@ -1,7 +1,7 @@
 """The colour fit and the robust statistics every pixel rule measures with (beyond the paper).
 
 An editor drifts the whole picture's colours on every call (a VAE round trip, a grade). The change
-record absorbs that drift with a per-channel affine map I_t ≈ gain · I_{t-1} + bias fitted robustly
+record absorbs that drift with a per-channel affine map I_t ~ gain · I_{t-1} + bias fitted robustly
 on the pixels that did not change (`fit_colour`); Reveal fits the source the same way, and the Drift
 Guard reads the fit back from the turn's record (`ColourFit.from_info`). The map is applied in one
 place, `ColourFit.apply`. Noise scales are robust: the median absolute deviation times MAD_TO_SIGMA.
@@ -36,7 +36,7 @@ def grey_of(x: np.ndarray) -> np.ndarray:
 
 
 def smooth(r: np.ndarray, size: int) -> np.ndarray:
-    """The residual averaged over size×size pixels (size ≤ 1: unchanged)."""
+    """The residual averaged over size×size pixels (size <= 1: unchanged)."""
     return ndimage.uniform_filter(r, int(size), mode="nearest") if size > 1 else r
 
 
@@ -48,7 +48,7 @@ def sample_grid(shape: tuple[int, int], n: int) -> tuple[slice, slice]:
 
 @dataclass(frozen=True)
 class ColourFit:
-    """A per-channel affine map dst ≈ gain · src + bias, and the robust noise of its residual."""
+    """A per-channel affine map dst ~ gain · src + bias, and the robust noise of its residual."""
 
     gain: tuple[float, float, float]
     bias: tuple[float, float, float]
@@ -83,7 +83,7 @@ IDENTITY_FIT = ColourFit((1.0, 1.0, 1.0), (0.0, 0.0, 0.0))
 
 def fit_colour(src: np.ndarray, dst: np.ndarray, use: np.ndarray | None = None,
                rounds: int = FIT_ROUNDS, sampled: bool = False) -> ColourFit:
-    """Robustly fit dst ≈ gain · src + bias per channel (float H×W×3 images of one size).
+    """Robustly fit dst ~ gain · src + bias per channel (float H×W×3 images of one size).
 
     `use`: optional boolean H×W of the pixels allowed in the fit (e.g. "not changed by any turn
     since"); the fit then also drops its own outliers. Falls back to the identity when too few
@@ -134,7 +134,7 @@ def _start(s: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _affine(s: np.ndarray, d: np.ndarray, gain: np.ndarray, bias: np.ndarray) -> None:
-    """Least-squares d ≈ gain · s + bias per channel (N×3 samples), written into gain and bias."""
+    """Least-squares d ~ gain · s + bias per channel (N×3 samples), written into gain and bias."""
     for c in range(3):
         x, y = s[:, c], d[:, c]
         vx = x.var()

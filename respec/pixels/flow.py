@@ -10,7 +10,7 @@ region's neighbourhood; `warp_by_flow` resamples an image by it. Reveal Composit
 
 The field. For every pixel p of the box, d(p) = (dx, dy) says where `ref` shows what `cur` shows:
 
-    cur(p) ≈ ref(p + d(p))
+    cur(p) ~ ref(p + d(p))
 
 so `warp_by_flow(ref, flow)` is `ref` moved into `cur`'s geometry.
 
@@ -79,7 +79,7 @@ LEVEL_LIMIT = 1.5          # a level's field is clipped to this many times max_p
 
 @dataclass(frozen=True, eq=False)
 class LocalFlow:
-    """A dense motion field on `box` = (y0, y1, x0, x1) of the full image: cur(p) ≈ ref(p + (dx, dy))
+    """A dense motion field on `box` = (y0, y1, x0, x1) of the full image: cur(p) ~ ref(p + (dx, dy))
     for p in the box (full-image pixel coordinates). `evidence`: pixels whose window had texture
     on valid pixels; `consistent`: evidence pixels where the forward and backward fields cancel."""
 
@@ -365,7 +365,7 @@ def estimate_flow(ref: Any, cur: Any, *, valid: np.ndarray | None = None,
 def warp_by_flow(image: Any, flow: LocalFlow, alignment: Alignment = IDENTITY, box: tuple[int, int, int, int] | None = None,
                  order: int = 1) -> np.ndarray:
     """`image` moved into the target's geometry on `box` (default: the flow's box): the output at p
-    is image(A⁻¹(p + d(p))), with A = `alignment` (the image's frame -> the target's, the global
+    is image(A^-1(p + d(p))), with A = `alignment` (the image's frame -> the target's, the global
     part, composed here so the image is resampled once) and d the flow (extended beyond its box by
     its edge values). float32 h×w×C (0..1 for a uint8 image; order 3: a cubic spline, not clipped)."""
     img = np.asarray(image)
@@ -378,7 +378,7 @@ def warp_by_flow(image: Any, flow: LocalFlow, alignment: Alignment = IDENTITY, b
     dx, dy = flow.crop(box)
     y0, y1, x0, x1 = box
     yy, xx = np.mgrid[y0:y1, x0:x1].astype(np.float64)
-    # p = A⁻¹(q) by the alignment model (respec/pixels/alignment.py): s'·(q - c) + c + d' about the centre c
+    # p = A^-1(q) by the alignment model (respec/pixels/alignment.py): s'·(q - c) + c + d' about the centre c
     back = alignment.inverse()
     cy, cx = (h - 1) / 2.0, (w - 1) / 2.0
     sy = (yy + dy - cy) * back.scale + cy + back.dy

@@ -7,7 +7,7 @@ shift is the edit; on a local request it is drift: the Drift Guard restores the 
 outside the edit region and maps the edit region's colours into the previous image's grade, so the
 hat and the jacket sit in the picture's own colours.
 
-The map is the turn's colour fit (the change record's per-channel `gain`, `bias`: edit ≈ gain ·
+The map is the turn's colour fit (the change record's per-channel `gain`, `bias`: edit ~ gain ·
 previous + bias, fitted robustly on the pixels that did not change), inverted: the same map the
 change record and the seam compare with. `colour_shift` says how far it moves a grey level.
 

@@ -5,7 +5,7 @@ every detail it re-drew elsewhere (a sign edit whose cat's eyes and fur came bac
 request says what the turn changes ("change the sign's text": the sign). Where a segmenter found
 that object (SAM3 on I_{t-1} and on I_t, graph side), the rule is:
 
-    R = fill_holes( grow(O, margin) ∩ C )
+    R = fill_holes( grow(O, margin) & C )
 
 - O: the object's masks, in I_{t-1} and in I_t (carried into I_{t-1}'s frame with the turn's
   alignment), joined: an added object is found in I_t, a removed one in I_{t-1};

@@ -12,12 +12,12 @@ an editor re-invents. `reveal_composite` does this in four steps:
    in: I_t differs from I_{t-1} there (C_t) and agrees better with I_{k-1} than with I_{t-1}
    (local mean colours over `compare_size`² pixels: |mean(I_t - T_src(I_{k-1}))| <
    |mean(I_t - T_prev(I_{t-1}))|, so that re-invented texture is compared by its colour), cleaned
-   up like a change mask, its small enclosed holes within C_k ∩ C_t filled (`hole_frac`).
+   up like a change mask, its small enclosed holes within C_k & C_t filled (`hole_frac`).
 3. **Geometry check.** A ring around R (from `gap` px out, where an occluder's blurred rim has
    faded, to `gap` + `ring` px), on pixels no turn since k-1 changed (and 2 px away from this
    edit's other changes): if the scene did not move, I_t and T_src(I_{k-1})
    differ there only by the editor's noise and blur. That is measured on the rest of the stable
-   image: the residual (3×3 mean, as for change masks) exceeds τ = median + K · 1.4826 · MAD
+   image: the residual (3×3 mean, as for change masks) exceeds tau = median + K · 1.4826 · MAD
    (K = 4, at least `min_delta`) on some share of it; an editor's blur leaves more residual on
    sharp texture, so the expected share p for the ring is the background's share per texture
    decile (gradient magnitude of I_{k-1}), averaged over the ring's pixels by their decile.
@@ -41,7 +41,7 @@ an editor re-invents. `reveal_composite` does this in four steps:
    locally aligned source (the local-motion limit included); otherwise a motion above
    MAX_LOCAL_MOTION is refused with the field's reason (a re-render, more than 2 px).
 
-Cost (issue 20): the source is warped only on a box around C_k ∩ C_t and on an even grid of
+Cost (issue 20): the source is warped only on a box around C_k & C_t and on an even grid of
 samples (with their 3×3 neighbours) for the colour fit and the background's noise; C_t and the
 turn's alignment are computed once (reveal_for) and reused by History Append / run_turn; images
 above WORK_PIXELS are analysed at the working resolution and only the paste is made at full size,
@@ -144,7 +144,7 @@ VERIFY_MIN_REACH_PX = 16  # island, a rim, a speck beside it), at least this man
 class RevealParams:
     """Settings of `reveal_composite` (fractions are of the image's shorter side)."""
 
-    k: float = 4.0                 # noise threshold τ = median + k robust sigmas (as change masks)
+    k: float = 4.0                 # noise threshold tau = median + k robust sigmas (as change masks)
     compare_size: int = 5          # averaging window for "agrees better with I_{k-1}" (px)
     agree_ratio: float = 1.0       # revealed where |I_t - I_{k-1}| < agree_ratio * |I_t - I_{t-1}|
     ring_frac: float = 0.03        # ring width around R for the geometry check
@@ -245,7 +245,7 @@ def _sobel_at(grey: np.ndarray, ys: np.ndarray, xs: np.ndarray) -> np.ndarray:
 
 
 def _expected_exceedance(src: np.ndarray, bg_residual: tuple, tau: float, bg: np.ndarray, ring: np.ndarray) -> float:
-    """How often a ring pixel would exceed τ if the geometry held: the background's exceedance
+    """How often a ring pixel would exceed tau if the geometry held: the background's exceedance
     rate per texture decile (gradient magnitude of I_{k-1}: an editor's blur leaves more residual
     on sharp texture), averaged over the ring's pixels by their decile. bg_residual = (gradient
     magnitude, 3×3-mean residual) at an even sample of the background; the ring's gradient is
@@ -312,7 +312,7 @@ def _rms(d: np.ndarray) -> np.ndarray:
 
 
 def _fill_small_holes(region: np.ndarray, allowed: np.ndarray, frac: float) -> np.ndarray:
-    """`region` with its enclosed holes filled where they lie in `allowed` (C_k ∩ C_t) and are
+    """`region` with its enclosed holes filled where they lie in `allowed` (C_k & C_t) and are
     at most `frac` of the region's area each: inside a revealed area, a speck that agrees better
     with the occluder is a leftover fragment of it or re-invented content that happens to share
     its colour far more often than a new object (which is larger, and is left alone)."""
@@ -449,7 +449,7 @@ def align_locally(src: np.ndarray, cur: np.ndarray, fit, region: np.ndarray, qui
 
 
 def _gauss_small(x: np.ndarray, sig: float) -> tuple[np.ndarray, int]:
-    """x (H×W float) blurred by a Gaussian of `sig` px, computed at 1/q of the size (q ≈ sig / 3;
+    """x (H×W float) blurred by a Gaussian of `sig` px, computed at 1/q of the size (q ~ sig / 3;
     a wide Gaussian has nothing finer to keep): (the blurred image at the small size, q)."""
     q = max(1, int(sig // 3))
     if q == 1:
@@ -499,7 +499,7 @@ def reveal_composite(source: Any, previous: Any, edited: Any, covered: Any, stab
 
         1. colour match      the inputs at the analysis size; C_t once; T_src on quiet pixels
                              (_reveal_inputs -> _Inputs, _colour_match -> _ColourMatch)
-        2. revealed region   R in C_k ∩ C_t, plus a removed object's whole region (_revealed -> _Revealed)
+        2. revealed region   R in C_k & C_t, plus a removed object's whole region (_revealed -> _Revealed)
         3. geometry check    the ring around R (_ring -> _Ring), the source blur-matched and locally
                              aligned (_sharpness_and_flow -> _Aligned), then _ring_exceedance, _ring_shift
         4. paste             I_{k-1}'s pixels colour-fitted, seam-corrected, blended into I_t (_paste_step)
@@ -678,7 +678,7 @@ def _colour_match(inp: _Inputs, change: ChangeResult | None, checks: dict) -> _C
 
 
 def _revealed(inp: _Inputs, colour: _ColourMatch, whole: Any, checks: dict) -> _Revealed:
-    """Step 2: R, computed on the bounding box of C_k ∩ C_t (nothing else can be revealed); on a
+    """Step 2: R, computed on the bounding box of C_k & C_t (nothing else can be revealed); on a
     removal, also the removed object's whole region. The source is warped once on the box B around
     them, where everything below happens (R, its ring, the shift search, the seam)."""
     shape, px, cov = inp.shape, inp.px, inp.cov
@@ -712,7 +712,7 @@ def _revealed(inp: _Inputs, colour: _ColourMatch, whole: Any, checks: dict) -> _
 
 def _agrees_with_source(inp: _Inputs, colour: _ColourMatch, src: np.ndarray, cand: np.ndarray,
                         radii: tuple[int, int]) -> np.ndarray:
-    """R within C_k ∩ C_t (`cand`): where I_t agrees better with I_{k-1} (`src`, warped) than with
+    """R within C_k & C_t (`cand`): where I_t agrees better with I_{k-1} (`src`, warped) than with
     I_{t-1}, cleaned up like a change mask (`radii` o, c), small enclosed holes filled. "Agrees better"
     compares local mean colours (compare_size² windows): a re-invented region has the right colours but
     not the texture, and the mean of |texture differences| would call it closer to whatever occluder is
@@ -787,7 +787,7 @@ def _sharpness_and_flow(inp: _Inputs, colour: _ColourMatch, found: _Revealed, ri
 
 
 def _ring_exceedance(inp: _Inputs, colour: _ColourMatch, ring: _Ring, src: np.ndarray, checks: dict) -> str:
-    """Step 3c: the ring's residual exceeds the background's noise level τ no more often than the
+    """Step 3c: the ring's residual exceeds the background's noise level tau no more often than the
     background's texture predicts (the reason to refuse, '' = ok). The residual (3×3 mean) is needed
     on R's neighbourhood (the ring) and on an even sample of the background only."""
     params, cur, fit_src = inp.params, inp.cur, colour.fit_src

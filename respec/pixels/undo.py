@@ -8,7 +8,7 @@ later kept turn did, the kept picture is
 
     I_t = I_{t-1}, with the pixels of U taken from I_{k-1}
 
-    U = (C_k ∪ unstable_k) grown by the blend margin (UndoParams.margin_px), in I_{t-1}'s frame:
+    U = (C_k | unstable_k) grown by the blend margin (UndoParams.margin_px), in I_{t-1}'s frame:
         what turn k changed (its change mask, and the blocks it moved or redrew beyond it: a
         re-rendering editor's add turn covers most of the picture, and all of it comes back)
 

@@ -3,9 +3,9 @@ SAM, an AlexNet trunk for lpips, open_clip CLIP) at toy sizes, built offline in 
 loaders reach them through respec.models.build_tiny (the "tiny" source); a ready Masker or Scorer of
 them is masks.build_tiny_masker / metric_models.build_tiny_scorer (respec/eval).
 
-Random detectors find nothing: YOLO-World's class head starts with a bias of −10. Two ways to get
+Random detectors find nothing: YOLO-World's class head starts with a bias of -10. Two ways to get
 boxes out of the real detection path:
-  * `zero_class_bias=True` (default): every anchor scores ≈ 0.5 for any query, so every query is
+  * `zero_class_bias=True` (default): every anchor scores ~ 0.5 for any query, so every query is
     accepted at the first stage;
   * `tune_detector(yolo, masker.text_features, concept, ...)`: rewire the class head so the detector
     responds to one text concept only (its class embedding is pinned to that concept's CLIP text

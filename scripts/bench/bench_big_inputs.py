@@ -15,7 +15,7 @@ gallery: History to Images on a history whose turns have extreme aspect ratios (
 10×400, 4000×2 then 2×4000), with each fit (the batch takes the first turn's size).
 
 The guard's outcome says whether it applied, at what working size, the share of the added
-square it kept (weight ≥ 0.5), the mean difference there between its output and the editor's
+square it kept (weight >= 0.5), the mean difference there between its output and the editor's
 pixels (the membrane seam's colour correction near the edge), and whether the output away from
 the square (a quarter of its side around it) is I_(t-1)'s exactly.
 
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         what = r.get("turns") or f"{r['size']}²"
         outcome = (f"frames {r['frames']}" if "frames" in r else
                    f"applied={r['applied']}, working size {r['working_size']}, edit region {r['edit_fraction']}; "
-                   f"added square kept (weight ≥ 0.5) {r['edit_kept']:.2%}, its mean difference to the editor's "
+                   f"added square kept (weight \u2265 0.5) {r['edit_kept']:.2%}, its mean difference to the editor's "
                    f"pixels {r['edit_mean_diff']}/255 (the seam's colour correction); I_(t-1) exact away from it: "
                    f"{r['previous_kept_outside']}")
         print(f"| {r['case']} | {what} | {r['wall_s']} | {r['cpu_s']} | {r['rss_before_mb']} | "

@@ -5,7 +5,7 @@ turn), measuring the colour drift of the kept picture against I_0 turn by turn (
 
     python scripts/bench/bench_colour_drift.py --chains ../shared/realdata/chains [--only kontext] [--save DIR]
 
-Per turn: the kept picture's mean signed RGB difference from I_0 (/255) and mean ΔE (CIELAB) on
+Per turn: the kept picture's mean signed RGB difference from I_0 (/255) and mean deltaE (CIELAB) on
 two regions: `object`, the pixels any add turn's editor output changed (grey difference > 0.1,
 dilated 8 px; after a removal the right picture there is I_0 too), and `rest`, every other pixel
 (no turn asked to change them). A colour fit chained turn on turn shows as a signed offset that
@@ -63,7 +63,7 @@ def object_region(i0: np.ndarray, outputs: list[np.ndarray], adds: list[int]) ->
 
 
 def drift(kept: np.ndarray, i0: np.ndarray, region: np.ndarray) -> dict:
-    """Mean signed RGB difference (/255) and mean ΔE of kept against I_0 on `region`."""
+    """Mean signed RGB difference (/255) and mean deltaE of kept against I_0 on `region`."""
     if not region.any():
         return {"rgb": [0.0, 0.0, 0.0], "dE": 0.0}
     d = (kept.astype(np.float64) - i0.astype(np.float64))[region] / 255.0
@@ -169,7 +169,7 @@ def main(argv=None) -> int:
     index = json.loads((args.chains / "index.json").read_text())
     chains = [c for c in index["chains"] if c["chain_id"].startswith("convergebench_") and args.only in c["chain_id"]]
     rows = []
-    print("| chain | turn | object ΔE | object mean RGB (/255) | rest ΔE | rest mean RGB | editor's rest ΔE | steps |")
+    print("| chain | turn | object \u0394E | object mean RGB (/255) | rest \u0394E | rest mean RGB | editor's rest \u0394E | steps |")
     print("|---|---|---|---|---|---|---|---|")
     found: list | None = [] if args.verify else None
     for c in chains:
@@ -184,8 +184,8 @@ def main(argv=None) -> int:
     for t in range(1, 7):
         sub = [r for r in rows if r["turn"] == t]
         if sub:
-            print(f"turn {t}: mean object ΔE {np.mean([r['object']['dE'] for r in sub]):.2f}, "
-                  f"rest ΔE {np.mean([r['rest']['dE'] for r in sub]):.2f} over {len(sub)} chains")
+            print(f"turn {t}: mean object \u0394E {np.mean([r['object']['dE'] for r in sub]):.2f}, "
+                  f"rest \u0394E {np.mean([r['rest']['dE'] for r in sub]):.2f} over {len(sub)} chains")
     if found is not None:
         verified(found)
     if args.json:

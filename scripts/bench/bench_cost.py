@@ -27,7 +27,7 @@ seconds read the other processes' load too; the wall seconds are given beside th
        rest           the rest of the call (the images' digests, RGB copies, the request's words)
 
 2. **The verification** (respec.pixels.verify.verify) on each guard result of 1, read as a
-   Composite (kept: the guard's output; fallback: the editor's picture; old: I_{t-1}; written: 1 −
+   Composite (kept: the guard's output; fallback: the editor's picture; old: I_{t-1}; written: 1 -
    the kept-edit weight): what it adds per call, whatever checks are registered today.
 
 3. **An undo turn** in the pack: `run_turn` with TurnSwitches.history_first on a ConvergeBench

@@ -18,7 +18,7 @@ pairs/index_more.json's steps (Qwen-Image-Edit, FLUX.2 [klein], LongCat; steps t
 "chain" are one conversation).
 
 Written under --out:
-  sheets/<name>_t<k>.png   previous | editor | kept | |kept − editor| ×4, labelled, each panel at
+  sheets/<name>_t<k>.png   previous | editor | kept | |kept - editor| ×4, labelled, each panel at
                            most 640 px (a person can inspect it); kept/<name>_t<k>.png full size
   turns.csv                a row per turn (docs/harm.md says what the columns mean)
   flags.csv                every turn where a verification check made a step step aside
@@ -224,7 +224,7 @@ def _panel(a: np.ndarray, px: int) -> Image.Image:
 
 def contact_sheet(previous: np.ndarray, editor: np.ndarray, kept: np.ndarray, title: str,
                   panel_px: int = PANEL_PX) -> Image.Image:
-    """previous | editor | kept | |kept − editor| ×4, each labelled, under a title line."""
+    """previous | editor | kept | |kept - editor| ×4, each labelled, under a title line."""
     diff = np.clip(np.abs(kept.astype(np.int16) - editor.astype(np.int16)) * 4, 0, 255).astype(np.uint8) \
         if kept.shape == editor.shape else np.zeros_like(kept)
     panels = [_panel(a, panel_px) for a in (previous, editor, kept, diff)]

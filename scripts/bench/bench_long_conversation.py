@@ -206,11 +206,11 @@ def main(argv=None) -> int:
             c = {t: around(per_turn, t, "covering_ms") for t in at}
             r = {t: restore_ms(per_turn, t) for t in at}
             if 50 in p:
-                verdicts.append(f"{side}² {mode}: pack t50/t5 = {p[50] / p[5]:.2f} (≤ 1.5), "
-                                + (f"t100/t5 = {p[100] / p[5]:.2f} (≤ 2), " if 100 in p else "")
-                                + f"restoration turn t50/t5 = {r[50] / r[5]:.2f} (≤ 1.5)"
-                                + (f", t100/t5 = {r[100] / r[5]:.2f} (≤ 2)" if 100 in r else "")
-                                + f", covering t50/t5 = {c[50] / c[5]:.2f} (≤ 2), images at t50 = {per_turn[50]['images']}")
+                verdicts.append(f"{side}² {mode}: pack t50/t5 = {p[50] / p[5]:.2f} (\u2264 1.5), "
+                                + (f"t100/t5 = {p[100] / p[5]:.2f} (\u2264 2), " if 100 in p else "")
+                                + f"restoration turn t50/t5 = {r[50] / r[5]:.2f} (\u2264 1.5)"
+                                + (f", t100/t5 = {r[100] / r[5]:.2f} (\u2264 2)" if 100 in r else "")
+                                + f", covering t50/t5 = {c[50] / c[5]:.2f} (\u2264 2), images at t50 = {per_turn[50]['images']}")
     print()
     for v in verdicts:
         print(v)

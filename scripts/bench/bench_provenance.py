@@ -73,7 +73,7 @@ def masks_table(args) -> None:
 
 
 def _scene(s: int) -> np.ndarray:
-    """uint8 s×s scene (built at ≤ 1024 and upscaled above)."""
+    """uint8 s×s scene (built at <= 1024 and upscaled above)."""
     base = min(s, 1024)
     img = u8(background(0, (base, base)))
     if base != s:

@@ -197,12 +197,12 @@ def run(pairs: Path) -> list[dict]:
 
 def table(rows: list[dict]) -> str:
     """The per-step table (markdown) and the count of local steps guarded well."""
-    lines = ["| step | editor | request | guard | far changed: editor → guard | edit kept: content (pixel) scale "
+    lines = ["| step | editor | request | guard | far changed: editor \u2192 guard | edit kept: content (pixel) scale "
              "| guarded well | CPU s |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         what = "applied" if r["applied"] else f"stepped aside ({r['why']}: {r['reason']})"
         if "far_changed" in r:
-            far = f"{100 * r['far_changed_editor']:.1f} % → {100 * r['far_changed']:.1f} %"
+            far = f"{100 * r['far_changed_editor']:.1f} % \u2192 {100 * r['far_changed']:.1f} %"
             content, pixel = ("–" if r[k] is None else f"{100 * r[k]:.1f} %" for k in ("edit_kept", "edit_kept_pixel"))
             kept = f"{content} ({pixel})"
             well = ("yes" if r["guarded_well"] else "no") + ("" if r["guarded_well"] == r["guarded_well_pixel"]

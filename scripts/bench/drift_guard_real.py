@@ -401,13 +401,13 @@ def main(pairs: Path, out: Path, quick: bool = False) -> int:
             per_turn.setdefault(a["turn"], []).append(row)
         sys.stdout.flush()
     print("| turn | request | untouched PSNR without the guard (median dB) | with the guard | edit region PSNR, guard vs editor (min dB) | "
-          "edit region vs the stand-in's drawing, editor → guard (min dB) | guard kept | guard CPU s (median) |")
+          "edit region vs the stand-in's drawing, editor \u2192 guard (min dB) | guard kept | guard CPU s (median) |")
     print("|---|---|---|---|---|---|---|---|")
     for t, rows in per_turn.items():
         print(f"| {t} | {rows[0]['request']} | {_fmt(_median([r['untouched_without'] for r in rows]), 2)} | "
               f"{_fmt(_median([r['untouched_with'] for r in rows]), 2)} | "
               f"{_fmt(min(r['edit_region_psnr'] for r in rows if r['edit_region_psnr'] is not None))} | "
-              f"{_fmt(min(r['edit_truth_without'] for r in rows if r['edit_truth_without'] is not None))} → "
+              f"{_fmt(min(r['edit_truth_without'] for r in rows if r['edit_truth_without'] is not None))} \u2192 "
               f"{_fmt(min(r['edit_truth_with'] for r in rows if r['edit_truth_with'] is not None))} | "
               f"{sum(r['guard'] == 'kept' for r in rows)}/{len(rows)} | {_fmt(_median([r['guard_cpu_s'] for r in rows]), 3)} |")
     print("\n| photo | untouched PSNR after turn 1 / 6 without (dB) | with the guard | edit region PSNR min (dB) | stepped aside |")

@@ -4,8 +4,8 @@ of the pack.
 
 check_first_hour(url, chromium, ui_files, shots) runs, one PASS/FAIL line each:
 1. check_template_browser: Workflow > Browse Templates, the pack's category: its cards are exactly
-   the workflows' titles (workflows/api/index.json), in A-Z order with the conversations first, no
-   title is cut (its box is as wide as its text), every thumbnail has loaded (a 512 px JPEG);
+   the workflows' titles (workflows/api/index.json; in the server's order: the pack no longer
+   re-sorts the frontend's list, and its titles sort the same with or without case), no title is cut (its box is as wide as its text), every thumbnail has loaded (a 512 px JPEG);
 2. check_opened_from_the_browser: one conversation opened by clicking its card, as a user does: its
    nodes are drawn with their text (zoom above the frontend's level-of-detail threshold);
 3. check_opened_readable: every UI workflow opened the way the browser opens it (loadGraphData with
@@ -85,9 +85,9 @@ async def check_template_browser(page: Page, check, shots: Path | None) -> None:
                         f"{len(titles)}", 60, "every card and its thumbnail")
     cards = await page.js(CARDS_JS % {"titles": json.dumps(titles)})
     shown = [c["title"] for c in cards]
-    check("the template browser lists every workflow by its title, A-Z, conversations first",
-          shown == want and want[0].startswith("ReSpec chat"),
-          f"{len(shown)} cards: {shown[:3]} ... {shown[-2:]}" + ("" if shown == want else f"; expected {want}"))
+    check("the template browser lists every workflow by its title", sorted(shown, key=str.casefold) == want,
+          f"{len(shown)} cards: {shown[:3]} ... {shown[-2:]}" + ("" if sorted(shown, key=str.casefold) == want
+                                                                 else f"; expected {want}"))
     cut = [c["title"] for c in cards if c["cut"]]
     check("no card title is cut", not cut, f"cut: {cut}" if cut else
           f"every title fits its {len(cards)} card(s)")

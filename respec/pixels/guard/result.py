@@ -66,7 +66,7 @@ def applied_result(prev: np.ndarray, out: np.ndarray, weight: np.ndarray, rec: d
 
 def mended_result(res: GuardResult, verdict: Any) -> GuardResult:
     """The applied result `res` with the verification's mended picture (verdict.image, RGB) and
-    its weights (1 − verdict.written: the mended pixels are the editor's), the record saying so."""
+    its weights (1 - verdict.written: the mended pixels are the editor's), the record saying so."""
     out = np.array(res.image, copy=True)
     if out.shape[2] >= 3:
         out[:, :, :3] = verdict.image

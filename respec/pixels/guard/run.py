@@ -129,7 +129,7 @@ def verified(inputs: GuardInputs, res: GuardResult, view: EditorView, cutout: bo
     """The applied result `res` after its verification (respec/pixels/verify): kept = its image,
     fallback = the editor's picture read in I_{t-1}'s frame (`view`) around the kept edit (I_{t-1}
     beyond VERIFY_REACH_FRAC of it: nothing was kept from the editor there), old = I_{t-1}, written
-    = 1 − weight; cutout: the background route's (the subject kept whole). A failure steps aside and
+    = 1 - weight; cutout: the background route's (the subject kept whole). A failure steps aside and
     names the check; a mend hands back the mended picture."""
     shape = inputs.shape
     edited = res.weight > 0

@@ -5,16 +5,16 @@ new content that old does not have, and the pieces of old content with what surr
 The reading is made on a grid whose longer side is at most GRID_SIDE (a box mean), so that it
 costs a few hundredths of a second at 1024²:
 
-    d      the content difference |fallback − fit(old)| (largest channel, then a 3×3 mean): `fit`
+    d      the content difference |fallback - fit(old)| (largest channel, then a 3×3 mean): `fit`
            is a per-channel gain and offset from old to fallback (a robust fit on an even sample of
            the quieter side of the written edge, where the two sources show one scene), so an
            editor's colour drift is not content
-    τ      the level that is content, not drift: median(d) + NOISE_K robust sigmas on the quieter side
+    tau      the level that is content, not drift: median(d) + NOISE_K robust sigmas on the quieter side
            of the written edge (held or not; on the fit's even sample), at least CONTENT_MIN
-    S      old content kept: written ≥ WRITTEN_FROM, d > τ and fit(kept) differs from the fallback
-           by τ, where old has pixels
-    N      new content kept (the kept edit): written < WRITTEN_FROM, d > τ and kept differs from
-           fit(old) by τ, where the fallback has pixels
+    S      old content kept: written >= WRITTEN_FROM, d > tau and fit(kept) differs from the fallback
+           by tau, where old has pixels
+    N      new content kept (the kept edit): written < WRITTEN_FROM, d > tau and kept differs from
+           fit(old) by tau, where the fallback has pixels
 
 A piece is one 8-connected component of S; around it a ring RING_PX grid pixels wide (inside the
 frame) says what surrounds it: its share of N is how much of it the kept edit surrounds.
@@ -32,7 +32,7 @@ CROP_MARGIN_FRAC = 0.06  # the checks read the box around the written edge grown
 CROP_MIN_PX = 32        # ... at least this many px (the ring, the rim's window, the drift beside the edit)
 GRID_SIDE = 512         # the checks read the pictures with the longer side at most this: at 1024² a 2 px rim
                         # is still a 1 px line, and the reading costs ~0.03 s
-NOISE_K = 4.0           # content, not drift: d above median + 4 robust sigmas (as the change masks' τ) ...
+NOISE_K = 4.0           # content, not drift: d above median + 4 robust sigmas (as the change masks' tau) ...
 CONTENT_MIN = 24 / 255  # ... and above this: an editor's drift and JPEG stay under ~15/255 after the colour fit,
                         # an object's rim (a hat brim, a leaf) is 30/255 and more
 WRITTEN_FROM = 0.5      # a pixel holds old content where the written weight reaches this (half of a seam)
@@ -67,7 +67,7 @@ class Pieces:
 @dataclass(frozen=True, eq=False)
 class ContentRead:
     """A Composite read on the grid (see the module docstring): the grid's factor, the difference
-    d and its level τ, old content kept (S), new content kept (N), the written weight on the grid,
+    d and its level tau, old content kept (S), new content kept (N), the written weight on the grid,
     and S's pieces, all on the box around the written edge."""
 
     factor: int
@@ -84,7 +84,7 @@ class ContentRead:
     valid: np.ndarray | None = None     # where both old and the fallback hold real pixels (None: everywhere)
 
     def record(self) -> dict:
-        """JSON-able: the grid's factor, τ (0..255) and the shares of old and new content kept."""
+        """JSON-able: the grid's factor, tau (0..255) and the shares of old and new content kept."""
         return {"grid_factor": self.factor, "content_level": round(self.tau * 255.0, 2),
                 "old_kept_share": round(float(self.old_kept.mean()), 6),
                 "new_kept_share": round(float(self.new_kept.mean()), 6)}
@@ -186,7 +186,7 @@ def largest(a: np.ndarray) -> np.ndarray:
 
 
 def read_content(c) -> ContentRead:
-    """Read a Composite `c` on the grid (the module docstring): d, τ, S, N and S's pieces, on the
+    """Read a Composite `c` on the grid (the module docstring): d, tau, S, N and S's pieces, on the
     box around the written edge (CROP_MARGIN_FRAC beyond it): a piece of old content the kept edit
     surrounds or runs along lies at that edge, and the cost follows the edit's size, not the picture's."""
     full = c.kept.shape[:2]
@@ -235,8 +235,8 @@ def read_content(c) -> ContentRead:
 
 
 CUT_LEVEL = CONTENT_MIN  # a cut: old and the fallback differ by at least the content floor on both sides of the
-                         # written edge (an editor's drift after the fit stays under ~15/255; τ itself would miss
-                         # the re-posed subjects: their τ is 50-120/255, the quieter side holding content too)
+                         # written edge (an editor's drift after the fit stays under ~15/255; tau itself would miss
+                         # the re-posed subjects: their tau is 50-120/255, the quieter side holding content too)
 CUT_REACH = 2            # grid px: the new side of a cut is read this far into the kept edit
 
 
@@ -341,7 +341,7 @@ def rim_outline(c) -> np.ndarray:
     further out; runs of them (gaps up to RIM_BRIDGE bridged) at least OUTLINE_LEN_FRAC of the
     shorter side long, with the fainter pixels (half of RIM_PIXEL_MIN) of the same run; not where
     that line of old content goes on beyond BEYOND_OUT (`continuing`: an object beside the edit, a
-    lamp's pole). A faint brim ring, one pixel wide, that the grid's box mean would dilute below τ."""
+    lamp's pole). A faint brim ring, one pixel wide, that the grid's box mean would dilute below tau."""
     h, w = c.written.shape
     out = np.zeros((h, w), bool)
     read = c.content

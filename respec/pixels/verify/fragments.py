@@ -43,16 +43,16 @@ CONTACT_PX = 3          # grid px of a piece's ring that are the kept edit's new
 DROPPED_RATIO = 2.0     # the piece's object is gone from the editor's picture: old's edges over it carry twice the
                         # fallback's gradient energy (a lamp's arc over a plain window: ~10x; a re-drawn chair: ~1)
 FAINT_SHARE = 0.5       # the mend follows the fragment's object where the kept picture differs from the fallback by
-                        # this share of τ: the arc's anti-aliased sides and its thinner end (a line the 3×3 mean of
-                        # the content read dilutes below τ) ...
+                        # this share of tau: the arc's anti-aliased sides and its thinner end (a line the 3×3 mean of
+                        # the content read dilutes below tau) ...
 FAINT_REACH = 4         # ... up to this many grid px beyond the piece (drift beyond it differs alike: at 12 px a
                         # window's re-drawn leaves came with the arc, a blocky patch) ...
 ALONG_EDGE_PX = 2       # ... and, within this many grid px of the kept edit, along its edge as far as it goes (a
 ALONG_REACH = 24        # lamp shade's 1-px rim runs ~15 px on from where the content read cut it), at most this far
-RESTYLE_LEVEL = 30 / 255  # the Drift Guard's result: the drift on the side it kept from old (content.py's τ) is this
+RESTYLE_LEVEL = 30 / 255  # the Drift Guard's result: the drift on the side it kept from old (content.py's tau) is this
                           # high: the editor re-drew the picture around the edit, so every old pixel kept is a fragment
                           # of another rendering and the guard steps aside. Looked at one by one (docs/harm.md), the 122
-                          # guard results on the real pairs and chains at τ >= 30/255 were damaged in 20 of 22 (one
+                          # guard results on the real pairs and chains at tau >= 30/255 were damaged in 20 of 22 (one
                           # clean, one unsure: seams, blocks of a re-drawn face, a cut chin); below it 25 of 100.
                           # Restyles read 64-120/255; ConvergeBench's Kontext and Gemini turns 24-52/255, the four at 30
                           # or more all damaged (a rug patchwork, a lamp's pale patch)
@@ -60,7 +60,7 @@ SLIVER_PX = 4           # grid px: a part of the written region that an opening 
                         # wide) and that the kept edit surrounds on SLIVER_SURROUND of its ring is a sliver of old
 SLIVER_SURROUND = 0.5   # content poking into the edit (a tongue of old hair 6-8 px wide into a new hat's crown) ...
 SLIVER_MIN_PX = 16      # ... of at least this many grid px, whose kept pixels differ from the fallback's by
-                        # FAINT_SHARE of τ on average (dark hair on a dark hat: 15-38/255 where τ is 24)
+                        # FAINT_SHARE of tau on average (dark hair on a dark hat: 15-38/255 where tau is 24)
 
 
 def fragment_ids(c: Composite) -> np.ndarray:
@@ -94,7 +94,7 @@ def grid_gradient(rgb: np.ndarray) -> np.ndarray:
 
 def faint_rest(c: Composite, read: ContentRead, ids: np.ndarray) -> np.ndarray:
     """bool H×W (full size): the fainter rest of the fragments `ids`, where old was written and the
-    kept picture differs from the fallback by FAINT_SHARE of τ (on the grid, each pixel its own):
+    kept picture differs from the fallback by FAINT_SHARE of tau (on the grid, each pixel its own):
     within FAINT_REACH grid px of the pieces, and along the kept edit's edge (ALONG_EDGE_PX) up to
     ALONG_REACH px on (over gaps of a pixel); grown by islands.MEND_GROW."""
     y0, y1, x0, x1 = read.box
@@ -114,7 +114,7 @@ def faint_rest(c: Composite, read: ContentRead, ids: np.ndarray) -> np.ndarray:
 def slivers(c: Composite, read: ContentRead) -> np.ndarray:
     """bool H×W (full size): slivers of the written region poking into the kept edit (SLIVER_PX,
     SLIVER_SURROUND, SLIVER_MIN_PX) that show old content (the kept picture differs from the
-    fallback by FAINT_SHARE of τ on average over the sliver), grown by islands.MEND_GROW."""
+    fallback by FAINT_SHARE of tau on average over the sliver), grown by islands.MEND_GROW."""
     held = read.written >= WRITTEN_FROM
     thin = held & ~ndimage.binary_opening(held, np.ones((2 * SLIVER_PX + 1,) * 2, bool))
     labels, n = ndimage.label(thin, EIGHT)

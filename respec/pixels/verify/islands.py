@@ -25,8 +25,8 @@ by the frame-border, seam and colour checks.
 Pieces that touch the frame's edge are borders.py's. When the flagged pieces hold at most
 MEND_SHARE of the content the result holds (old content kept and new), they join the edit (the
 mend); more, and the step's result is mostly the thing that failed: the step steps aside. A mend
-joins the whole piece of old content it found, not only the part above τ: its connected component
-where old and the fallback differ by half of τ (at least the content floor), grown by MEND_MARGIN_FRAC
+joins the whole piece of old content it found, not only the part above tau: its connected component
+where old and the fallback differ by half of tau (at least the content floor), grown by MEND_MARGIN_FRAC
 of the shorter side. The mended picture is checked again, whole: a piece still cut steps aside.
 
 Patchwork (content.edit_pieces): a kept edit that holds what the editor changed meets the old
@@ -63,8 +63,8 @@ RIM_FINAL_PX = 40       # a rim this long (full-size px) is not mended: the edit
                         # a cut ear, a cushion block); the 3 with 25 px were clean, and so was the simulated
                         # benchmark's one rim, 26 px at 256² (a share of the side would have caught it: 10 %, beside
                         # the real damaged ones' 11 % and up)
-MEND_LEVEL = 0.5        # a mend joins the piece's component where the difference reaches this share of τ: its
-                        # soft part (a face's shading, a fur's tips) below τ shows as much as its core
+MEND_LEVEL = 0.5        # a mend joins the piece's component where the difference reaches this share of tau: its
+                        # soft part (a face's shading, a fur's tips) below tau shows as much as its core
 MEND_MARGIN_FRAC = 0.01  # ... grown by this share of the shorter side (grid px, at least MEND_GROW): the few
                          # pixels a mend joined before left the piece's outer half visible
 PATCH_MIN_SHARE = 0.0025  # a kept-edit piece counts toward patchwork from this share of the picture (a block
@@ -111,7 +111,7 @@ def mend_or_aside(c: Composite, ids: np.ndarray, check: str, what: str) -> Check
 
 def whole_pieces(read: ContentRead, ids: np.ndarray) -> np.ndarray:
     """The grid mask a mend of the pieces `ids` joins to the edit: each piece's connected component
-    where old was written and old and the fallback differ by MEND_LEVEL of τ (at least the content
+    where old was written and old and the fallback differ by MEND_LEVEL of tau (at least the content
     floor), grown by MEND_MARGIN_FRAC of the picture's shorter side (grid px, at least MEND_GROW)."""
     p = read.pieces
     seed = np.isin(p.labels, ids)

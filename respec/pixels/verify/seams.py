@@ -1,8 +1,8 @@
 """Seams: the composite has no edge along its boundary that neither source has (issue 43).
 
 Where `written` goes from 0 to >0 the composite passes from the fallback's pixels to `old`'s.
-Blended without a step, kept = w·old + (1 − w)·fallback, and its gradient is
-w·∇old + (1 − w)·∇fallback + (old − fallback)·∇w. The first two terms are never larger than the
+Blended without a step, kept = w·old + (1 - w)·fallback, and its gradient is
+w·gradold + (1 - w)·gradfallback + (old - fallback)·gradw. The first two terms are never larger than the
 larger of the sources' own gradients (the triangle inequality, per channel); the third is the
 seam: a colour or brightness difference between the sources, laid down where the weight changes.
 So the check compares, on the boundary band, the gradient of `kept` with the larger of the
@@ -27,7 +27,7 @@ NAME = "seam"
 GRID_SIDE = 256          # the grid's longer side at most (cells); the block is the smallest integer that fits
 SEAM_STEP = 0.05         # 13/255 per cell of a block-mean gradient beyond both sources': a step a viewer
                          # sees as a line; an editor's noise in a 4×4 mean stays far below it
-SOURCE_SLACK = 1.25      # the sources' gradient may be 25 % steeper in kept: a colour fit's gain (≤ 1.5 in
+SOURCE_SLACK = 1.25      # the sources' gradient may be 25 % steeper in kept: a colour fit's gain (<= 1.5 in
                          # Reveal's checks, near 1 on real turns) scales old's edges
 SEAM_MIN_CELLS = 8       # a connected run of seam cells this long is a line (1/32 of the grid's side)
 WRITTEN_EPS = 1.0 / 255.0  # `written` below this is 0: the fallback's pixel

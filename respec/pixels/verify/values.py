@@ -23,8 +23,8 @@ class Composite:
                editor's picture (after Reveal, for the guard). The undo: I_{t-1} (the editor then runs).
     old:       the earlier picture the step wrote pixels from, warped into kept's frame. Reveal: the
                reference I_{k-1}; the Drift Guard: I_{t-1}; the undo: I_{k-1}.
-    written:   float32 in [0, 1], how much of `old` kept holds at each pixel (kept ≈ written·old +
-               (1 − written)·fallback, up to the step's colour fit and seam correction).
+    written:   float32 in [0, 1], how much of `old` kept holds at each pixel (kept ~ written·old +
+               (1 - written)·fallback, up to the step's colour fit and seam correction).
     old_valid: bool, where `old`'s warped frame holds real pixels; None when the frames agree.
     fallback_valid: bool, where the fallback, read in kept's frame, holds real pixels (the Drift
                Guard: the editor's picture aligned into I_{t-1}'s frame); None everywhere.
