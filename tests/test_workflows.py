@@ -459,6 +459,16 @@ def test_titles_sort_the_same_with_or_without_case_and_the_conversations_come_fi
     assert sorted(titles)[0].startswith("ReSpec chat") and sorted(titles)[-1].startswith("ReSpec paper")
 
 
+def test_the_template_category_is_titled_with_the_packs_display_name():
+    """The frontend titles a pack's template category by its folder name, through its i18n key
+    templateWorkflows.category.<folder>: the pack's locales give it the display name for the folder
+    names a clone or the registry makes."""
+    import tomllib
+    name = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["comfy"]["DisplayName"]
+    categories = json.loads((ROOT / "locales" / "en" / "main.json").read_text(encoding="utf-8"))["templateWorkflows"]["category"]
+    assert categories == {"ReSpec-ComfyUI": name, "respec-comfyui": name, "respec-occur": name}   # the docs', git's, the registry's
+
+
 def test_the_chat_cards_thumbnails_tell_the_graphs_apart():
     """Each conversation's card says what it does differently (its editor, files and route): no two
     chat thumbnails, nor their words, are alike (issue 44: seven cards shared one)."""

@@ -41,6 +41,8 @@ CARDS_JS = """(() => [...document.querySelectorAll('h3')].filter(h => h.closest(
           thumb: img ? img.naturalWidth : 0, shown: img ? Math.round(img.getBoundingClientRect().width) : 0};
 }))()"""
 # Click the category entry whose text is exactly `name`.
+# The template browser titles the pack's category with its display name (locales/en/main.json).
+DISPLAY_NAME = "ReSpec: history-grounded conversational editing"
 CATEGORY_JS = """(() => { const el = [...document.querySelectorAll('*')].find(e => e.children.length === 0 &&
     e.textContent.trim() === %(name)s); if (!el) return false;
   (el.closest('button,a,li,[role=option],[role=button]') || el).click(); return true; })()"""
@@ -80,7 +82,7 @@ async def check_template_browser(page: Page, check, shots: Path | None) -> None:
     titles = [e["title"] for e in index.values()]
     want = sorted(titles, key=str.casefold)
     await page.js(f"{APP}.extensionManager.command.execute('Comfy.BrowseTemplates')")
-    await page.wait_for(CATEGORY_JS % {"name": json.dumps("ReSpec-ComfyUI")}, 30, "the pack's category")
+    await page.wait_for(CATEGORY_JS % {"name": json.dumps(DISPLAY_NAME)}, 30, "the pack's category, by its display name")
     await page.wait_for(f"({CARDS_JS % {'titles': json.dumps(titles)}}).filter(c => c.thumb > 0).length === "
                         f"{len(titles)}", 60, "every card and its thumbnail")
     cards = await page.js(CARDS_JS % {"titles": json.dumps(titles)})
