@@ -120,8 +120,9 @@ async def check_opened_from_the_browser(page: Page, check, shots: Path | None) -
         await page.screenshot(shots / "graph-opened.png")
 
 
-async def check_opened_readable(page: Page, check, ui_files: list[Path]) -> None:
-    """Step 3: every UI workflow as the browser opens it."""
+async def check_opened_readable(page: Page, check, ui_files: list[Path], shots: Path | None = None) -> None:
+    """Step 3: every UI workflow as the browser opens it (with `shots`, each conversation as opened:
+    opened-<title>.png)."""
     for path in ui_files:
         ui = json.loads(path.read_text(encoding="utf-8"))
         await page.js(LOAD_JS % {"app": APP, "ui": json.dumps(ui), "name": json.dumps(path.stem)})
@@ -133,6 +134,8 @@ async def check_opened_readable(page: Page, check, ui_files: list[Path]) -> None
               f"zoom {view['scale']:.2f} ({'text drawn' if not view['low'] else 'nodes drawn without text'}"
               f"{'' if chat else '; a benchmark graph need not fit whole'}); "
               + (f"pictures would cover nodes: {crowded}" if crowded else "every picture has room below it"))
+        if shots is not None and chat:
+            await page.screenshot(shots / f"opened-{path.stem}.png")
 
 
 def check_first_hour(url: str, chromium: str, ui_files: list[Path], shots: str | None = None) -> list[str]:
@@ -153,7 +156,7 @@ def check_first_hour(url: str, chromium: str, ui_files: list[Path], shots: str |
             await page.js(DIALOG_CLOSE)
             await check_template_browser(page, check, shots_dir)
             await check_opened_from_the_browser(page, check, shots_dir)
-            await check_opened_readable(page, check, ui_files)
+            await check_opened_readable(page, check, ui_files, shots_dir)
     log("first hour: the template browser and freshly opened graphs (1920 x 1080)")
     asyncio.run(run())
     return problems
