@@ -98,22 +98,17 @@ def check_blueprints(url: str, pack_dir: str, chromium: str | None, helpers: dic
 
 def _execute(url: str, prompt: dict, helpers: dict, check) -> None:
     """Step 3."""
-    from check_native import _native_tiny
+    from check_native import _native_tiny, turns_watched
     image_name, why = helpers["upload_picture"](url)
     if image_name is None:
         check("upload", False, why)
         return
     wf = _native_tiny(prompt)
-    ran_per_turn = []
-    for label, request in (("turn 1", "add a red box on the left"), ("turn 2", "remove the red box")):
-        p = helpers["conversation_prompt"](wf, image_name, SESSION, request)
-        entry, why = helpers["queue_and_wait"](url, p, timeout=3600)
-        if why:
-            check(f"the wrapped graph's {label}", False, why)
-            return
-        cached = {str(n) for kind, d in (entry.get("status") or {}).get("messages") or []
-                  if kind == "execution_cached" for n in d.get("nodes") or []}
-        ran_per_turn.append({p[n]["class_type"] for n in set(p) - cached})
+    ran_per_turn, _, why = turns_watched(url, SESSION, image_name, helpers, (
+        ("add a red box on the left", wf), ("remove the red box", wf)))
+    if why:
+        check("the wrapped graph's two turns", False, why)
+        return
     status, body = http_json("GET", f"{url}/respec/sessions/{SESSION}")
     turns = body.get("turns") if isinstance(body, dict) else []
     steps = [[e.get("step") for e in (t.get("meta") or {}).get("post_edit") or []] for t in turns[1:]]

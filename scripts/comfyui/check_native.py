@@ -293,20 +293,22 @@ SAMPLERS = {"SamplerCustomAdvanced", "KSampler"}
 VLM_OPTION = {"ReSpecVLMLoader", "ReSpecPreservationTarget"}
 
 
-def _turns(url: str, session: str, image_name: str, helpers: dict, turns) -> tuple[list[set], list[dict], str]:
-    """Queue `turns` ((request, API prompt) pairs) on `session`: ([the classes that ran, per turn], the
-    session's turns, '' or why a turn did not finish)."""
+def turns_watched(url: str, session: str, image_name: str, helpers: dict, turns) -> tuple[list[set], list[dict], str]:
+    """Queue `turns` ((request, API prompt) pairs) on `session`, each followed on ComfyUI's websocket:
+    ([the classes of the nodes that executed, per turn: a lazy input never asked for runs nothing],
+    the session's turns, '' or why a turn did not finish)."""
+    import asyncio
+    import copy
+
+    from check_history_first import _watched
     ran = []
     for request, wf in turns:
         prompt = helpers["conversation_prompt"](wf, image_name, session, request)
-        t0 = time.monotonic()
-        entry, why = helpers["queue_and_wait"](url, prompt, timeout=3600)
-        if why:
-            return ran, [], f"{request!r}: {why}"
-        cached = {str(n) for kind, d in (entry.get("status") or {}).get("messages") or []
-                  if kind == "execution_cached" for n in d.get("nodes") or []}
-        ran.append({prompt[n]["class_type"] for n in set(prompt) - cached})
-        log(f"      {session} {request!r}: {time.monotonic() - t0:.1f} s")
+        run = asyncio.run(_watched(url, copy.deepcopy(prompt), timeout=3600))
+        if run["error"]:
+            return ran, [], f"{request!r}: {run['error']}"
+        ran.append({prompt[n]["class_type"] for n in run["ran"]})
+        log(f"      {session} {request!r}: {run['seconds']:.1f} s")
     status, body = http_json("GET", f"{url}/respec/sessions/{session}")
     return ran, (body.get("turns") or []) if status == 200 and isinstance(body, dict) else [], ""
 
@@ -336,7 +338,7 @@ def execute_native_klein4b(url: str, pid: int, tiny: dict, helpers: dict, info: 
         if node["type"] in VLM_OPTION:
             node["mode"] = 0                 # the user switches the VLM option on (Ctrl+B on its group)
     with_vlm = _native_tiny(helpers["use_tiny_models"](helpers["ui_to_api"](ui, info), tiny))
-    ran, turns, why = _turns(url, KLEIN4B_SESSION, image_name, helpers, (
+    ran, turns, why = turns_watched(url, KLEIN4B_SESSION, image_name, helpers, (
         ("add a red box on the left", plain), ("remove the red box", plain), ("put a blue ball on the right", with_vlm)))
     if why:
         check("three turns", False, why)
@@ -379,7 +381,7 @@ def execute_editor_swap(url: str, pid: int, tiny: dict, helpers: dict) -> list[s
                                ("conversational_qwen_image_edit_2511", KLEIN4B, "SamplerCustomAdvanced")):
         api, block = editor_block.shipped(key)
         wf = _native_tiny(editor_block.swap_editor(api, block, *editor_block.shipped(donor)))
-        ran, turns, why = _turns(url, f"check-swap-{len(problems)}-{key[-6:]}", image_name, helpers,
+        ran, turns, why = turns_watched(url, f"check-swap-{len(problems)}-{key[-6:]}", image_name, helpers,
                                  (("add a red box on the left", wf),))
         if why:
             check(f"{key} with the block of {donor}", False, why)
