@@ -1042,9 +1042,9 @@ def run(args) -> int:
                 failures += check_nodes_2(args, url, python, base, tiny, usable_ui, info)
         if tiny is not None:
             failures += execute_all(args, url, proc.pid, tiny, info, base)
-        failures += check_blueprints.check_blueprints(
+        failures += [f"blueprints: {p}" for p in check_blueprints.check_blueprints(
             url, PACK_DIR_NAME, args.chromium if args.frontend else None, _helpers(), execute=bool(
-                tiny is not None and args.native_klein), shots=Path(args.screenshots) if args.screenshots else None)
+                tiny is not None and args.native_klein), shots=Path(args.screenshots) if args.screenshots else None)]
     finally:
         stop(proc, signal.SIGINT)
         if args.keep:
