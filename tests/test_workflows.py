@@ -615,6 +615,46 @@ def test_no_two_group_boxes_overlap(path):
             assert not (ax < bx + bw and bx < ax + aw and ay < by + bh and by < ay + ah), (a["title"], b["title"])
 
 
+def _segment_meets_box(p, q, box) -> bool:
+    """Whether the segment p-q meets the box (x0, y0, x1, y1) (Liang-Barsky clipping)."""
+    (x0, y0, x1, y1), (dx, dy) = box, (q[0] - p[0], q[1] - p[1])
+    t0, t1 = 0.0, 1.0
+    for pp, qq in ((-dx, p[0] - x0), (dx, x1 - p[0]), (-dy, p[1] - y0), (dy, y1 - p[1])):
+        if pp == 0:
+            if qq < 0:
+                return False
+            continue
+        t = qq / pp
+        t0, t1 = (max(t0, t), t1) if pp < 0 else (t0, min(t1, t))
+        if t0 > t1:
+            return False
+    return True
+
+
+@pytest.mark.parametrize("path", UI_FILES, ids=_ids(UI_FILES))
+def test_no_link_runs_across_a_bypassed_option_group(path):
+    """A switched-off option (a bypassed group) sits where no other link crosses it: a link drawn over a
+    bypassed group reads as if it ran through the option (issue 45). Links as straight lines between
+    their slots (LiteGraph: a slot every 20 px from 14 px under a node's top)."""
+    ui = _load(path)
+    nodes = {n["id"]: n for n in ui["nodes"]}
+    crossing = []
+    for group in ui.get("groups") or []:
+        if not group["title"].startswith("Option:"):
+            continue
+        x, y, w, h = group["bounding"]
+        inside = {i for i, n in nodes.items() if x <= n["pos"][0] < x + w and y <= n["pos"][1] < y + h}
+        for _, src, src_slot, dst, dst_slot, _ in ui["links"]:
+            if src in inside or dst in inside:
+                continue
+            a, b = nodes[src], nodes[dst]
+            start = (a["pos"][0] + a["size"][0], a["pos"][1] + 14 + 20 * src_slot)
+            end = (b["pos"][0], b["pos"][1] + 14 + 20 * dst_slot)
+            if _segment_meets_box(start, end, (x, y, x + w, y + h)):
+                crossing.append((group["title"], a["type"], b["type"]))
+    assert not crossing, crossing
+
+
 def _fit(x0, y0, x1, y1):
     """The zoom the frontend's fitView gives these bounds (LGraphCanvas.fitToBounds fills 75 %)."""
     return min(0.75 * VIEWPORT[0] / max(x1 - x0, 300), 0.75 * VIEWPORT[1] / max(y1 - y0, 300))

@@ -412,8 +412,9 @@ def conversational_provenance_flux2(specs):
     readme = g.note(PROVENANCE_NOTE + "\n\n" + DIFFUSERS_NOTE.format(native=title_of("conversational_flux2")),
                     title="Read me", size=README_SIZE)
     note = g.note(EDIT_REGION_NOTE, title="Option: edit region", size=(280, 300))
-    g.columns([[readme, image, request], [store, editor], [select, preview], [edit, *_option_group(g, option, note)],
-               [reveal, guard], [append, save]], gap_x=CHAT_GAP)
+    # The option's group ends its column, its note beside it: no link runs across the bypassed group.
+    g.columns([[readme, image, request], [store, editor], [select, preview], [edit],
+               [reveal, guard, *_option_group(g, option)], [append, note, save]], gap_x=CHAT_GAP)
     return g
 
 
@@ -695,10 +696,10 @@ def _conversation_any_editor(name: str, editor: str, specs) -> wg.Graph:
     g.group(EDITOR_GROUP % label, block)
     g.editor_block = block
     third = -(-len(block) // 3)
-    g.columns([[readme, image, request], [store, *_option_group(g, [vlm, target], title=VLM_GROUP), select, slots,
-                                          preview],
+    # The options' groups begin or end their columns: no link of the conversation runs across a bypassed group.
+    g.columns([[readme, image, request], [*_option_group(g, [vlm, target], title=VLM_GROUP), store, select, slots, preview],
                [30, *block[:third]], [30, *block[third:2 * third]], [30, *block[2 * third:]],
-               [reveal, *_option_group(g, option), guard], [append, models, save]], gap_x=CHAT_GAP)
+               [reveal, guard, *_option_group(g, option)], [append, models, save]], gap_x=CHAT_GAP)
     return g
 
 
