@@ -52,6 +52,9 @@ MIN_WIDTH = 280
 IMAGE_ROOM = 300
 SHOWS_IMAGE = {"PreviewImage", "SaveImage", "MaskPreview"}
 LOAD_PREVIEW = 240        # Load Image draws the picked picture inside its own box
+# Widgets newer ComfyUIs add to a core node beyond the 0.8.0 specs the files are written from (the
+# frontend draws them, taller): CFGNorm's optional pre_cfg (0.24+).
+NEWER_WIDGETS = {"CFGNorm": 1}
 MULTILINE_EXTRA = 60      # a text box a few lines taller than the frontend's minimum, to read the request
 # The saved view (extra.ds) is fitted to the graph's main chain for this canvas (a 1920 x 1080
 # screen's browser window), at least READABLE_SCALE: the frontend stops drawing node text below
@@ -262,6 +265,7 @@ class Node:
         entries = ordered_inputs(self.spec)
         sockets = sum(1 for name, _, e in entries if not is_widget(e))
         widgets = sum(1 + len(extra_widget_values(name, e)) for name, _, e in entries if is_widget(e))
+        widgets += NEWER_WIDGETS.get(self.class_type, 0)
         multiline = sum(1 for _, _, e in entries if is_widget(e) and input_options(e).get("multiline"))
         rows = max(sockets, len(self.spec["output"]))
         height = 6 + 20 * rows + (8 + 24 * widgets if widgets else 0) + (30 + MULTILINE_EXTRA) * multiline
