@@ -38,6 +38,10 @@ NODE_FACTS_JS = """(() => {
       seen: ws.filter(w => !w.options?.advanced).map(w => w.name), advanced: ws.filter(w => w.options?.advanced).length,
       drawn: el ? el.querySelectorAll('[data-testid="node-widget"]').length : 0,
       title: el?.querySelector('[data-testid="node-title"]')?.innerText?.trim() ?? null,
+      // the element's box in graph units (the canvas zoom divided out), title bar included
+      pos: [n.pos[0], n.pos[1]], box: el ? (() => { const r = el.getBoundingClientRect(),
+        s = %(app)s.canvas?.ds?.scale || 1; return [r.width / s, r.height / s]; })() : null,
+      layout: [n.size[0], n.size[1]],
       images: el ? Array.from(el.querySelectorAll('img')).map(i => i.complete && i.naturalWidth > 0) : []};
   });
 })()"""
@@ -73,6 +77,25 @@ def node_problems(facts: list[dict]) -> list[str]:
         if not all(f["images"]):
             out.append(f"{name}: {f['images'].count(False)} of {len(f['images'])} pictures did not load")
     return out
+
+
+def vue_overlaps(facts: list[dict], title: float = 30.0) -> list[str]:
+    """Pairs of nodes whose Nodes 2.0 elements overlap ("a/b"): each element spans its measured box
+    from its node's pos less the title bar (the element includes the title)."""
+    boxes = [(f["id"], f["pos"][0], f["pos"][1] - title, f["pos"][0] + f["box"][0], f["pos"][1] - title + f["box"][1])
+             for f in facts if f.get("box") and not f.get("collapsed")]
+    return [f"{a[0]}/{b[0]}" for i, a in enumerate(boxes) for b in boxes[i + 1:]
+            if a[1] < b[3] and b[1] < a[3] and a[2] < b[4] and b[2] < a[4]]
+
+
+def taller_than_laid_out(facts: list[dict], title: float = 30.0) -> dict[str, float]:
+    """{node type: how much taller (graph px) its element is than the classic size the file gives it}."""
+    out = {}
+    for f in facts:
+        if f.get("box") and not f.get("collapsed"):
+            extra = f["box"][1] - title - f["layout"][1]
+            out[f["type"]] = max(out.get(f["type"], extra), extra)
+    return {k: round(v) for k, v in sorted(out.items()) if v > 1}
 
 
 def set_vue_nodes(url: str, on: bool) -> None:
@@ -117,6 +140,9 @@ def check_vue_nodes(url: str, chromium: str, ui_files: list[Path], helpers: dict
                     widgets = sum(f["drawn"] for f in facts)
                     log(f"PASS  frontend/nodes-2.0/{path.name}: {len(facts)} nodes drawn as elements, {widgets} "
                         f"widget elements, pictures loaded, no errors; graphToPrompt == {path.stem}.api.json")
+                overlaps = vue_overlaps(facts)
+                log(f"note  frontend/nodes-2.0/{path.name}: overlapping elements {overlaps or 'none'}; taller than "
+                    f"laid out (graph px): {taller_than_laid_out(facts)}")
                 if shots is not None:
                     await helpers["screenshot"](page, shots, Path(f"nodes2-{path.stem}.png"))
             page.console.clear()
