@@ -216,6 +216,16 @@ def test_nodes_2_flags_an_undrawn_node_missing_widgets_and_a_picture_that_did_no
     assert "widget elements" in vue.node_problems([dict(ok, drawn=4, collapsed=True)])[0]
 
 
+def test_nodes_2_measures_overlaps_and_growth_from_the_elements_boxes():
+    vue = _script("check_vue_nodes", "comfyui")
+    a = {"id": 1, "type": "VAELoader", "pos": [0, 30], "box": [300, 120], "layout": [300, 58]}
+    b = {"id": 2, "type": "CLIPLoader", "pos": [0, 140], "box": [300, 100], "layout": [300, 70]}
+    assert vue.vue_overlaps([a, b]) == ["1/2"]                      # a's element ends at y 120, b's starts at 110
+    assert vue.vue_overlaps([a, dict(b, pos=[0, 160])]) == []
+    assert vue.vue_overlaps([a, dict(b, collapsed=True)]) == []
+    assert vue.taller_than_laid_out([a, b, dict(a, id=3, box=[300, 88])]) == {"VAELoader": 32}
+
+
 class _FakeComfyUI(http.server.BaseHTTPRequestHandler):
     version, nodes = "0.24.0", {}
 
