@@ -98,6 +98,10 @@ def taller_than_laid_out(facts: list[dict], title: float = 30.0) -> dict[str, fl
     return {k: round(v) for k, v in sorted(out.items()) if v > 1}
 
 
+class NoNodes2(RuntimeError):
+    """The frontend has no Nodes 2.0 (its setting does not stick): there is nothing to check."""
+
+
 def set_vue_nodes(url: str, on: bool) -> None:
     """Switch Nodes 2.0 on or off for the server's (default) user: the frontend reads it at page load."""
     status, body = http_json("POST", f"{url}/api/settings/{VUE_SETTING}", bool(on))
@@ -123,8 +127,8 @@ def check_vue_nodes(url: str, chromium: str, ui_files: list[Path], helpers: dict
             await asyncio.sleep(3.0)
             page.console.clear()
             if on is not True:
-                return [f"frontend/nodes-2.0: the setting {VUE_SETTING} is {on!r} after switching it on: this "
-                        "frontend has no Nodes 2.0"]
+                raise NoNodes2(f"the setting {VUE_SETTING} is {on!r} after switching it on: this frontend has no "
+                               "Nodes 2.0")
             for path in ui_files:
                 ui = json.loads(path.read_text(encoding="utf-8"))
                 res = await helpers["load_graph"](page, path.name, ui)
