@@ -178,6 +178,17 @@ def _install_files(python: str, comfy: Path, cache: Path, models: Path, files: d
     log(f"{what}: {sizes}")
 
 
+def _begin(url: str, helpers: dict, label: str) -> tuple[list[str], object, str | None]:
+    """A check's start: (its problems list, its PASS/FAIL `check` under `label`, the name of the
+    uploaded picture, or None when the upload failed: then one FAIL line says why)."""
+    problems: list[str] = []
+    check = helpers["checker"](label, problems)
+    image_name, why = helpers["upload_picture"](url)
+    if image_name is None:
+        check("upload", False, why)
+    return problems, check, image_name
+
+
 def _native_tiny(prompt: dict, steps: int = 1) -> dict:
     """A native klein prompt at its smallest: `steps` sampling steps, references at their own size (in place)."""
     for node in prompt.values():
@@ -209,11 +220,8 @@ def _execute_native(url: str, pid: int, tiny: dict, helpers: dict, label: str, c
     import sys
     sys.path.insert(0, str(HERE.parents[1]))
     from respec.bench import workflow
-    problems: list[str] = []
-    check = helpers["checker"](label, problems)
-    image_name, why = helpers["upload_picture"](url)
+    problems, check, image_name = _begin(url, helpers, label)
     if image_name is None:
-        check("upload", False, why)
         return problems
     wf = _native_tiny(helpers["use_tiny_models"](workflow.load_api_workflow(workflow.shipped_workflow(conversation)), tiny))
     rss0 = rss_mb(pid)
@@ -326,11 +334,8 @@ def execute_native_klein4b(url: str, pid: int, tiny: dict, helpers: dict, info: 
     import sys
     sys.path.insert(0, str(HERE.parents[1]))
     from respec.bench import workflow
-    problems: list[str] = []
-    check = helpers["checker"]("execute/native-klein4b", problems)
-    image_name, why = helpers["upload_picture"](url)
+    problems, check, image_name = _begin(url, helpers, "execute/native-klein4b")
     if image_name is None:
-        check("upload", False, why)
         return problems
     plain = _native_tiny(helpers["use_tiny_models"](workflow.load_api_workflow(workflow.shipped_workflow(KLEIN4B)), tiny))
     ui = json.loads((HERE.parents[1] / "workflows" / workflow.shipped_workflows()[KLEIN4B]["ui"]).read_text("utf-8"))
@@ -371,11 +376,8 @@ def execute_editor_swap(url: str, pid: int, tiny: dict, helpers: dict) -> list[s
     import sys
     sys.path.insert(0, str(HERE.parents[1] / "scripts" / "workflows"))
     import editor_block
-    problems: list[str] = []
-    check = helpers["checker"]("execute/editor-swap", problems)
-    image_name, why = helpers["upload_picture"](url)
+    problems, check, image_name = _begin(url, helpers, "execute/editor-swap")
     if image_name is None:
-        check("upload", False, why)
         return problems
     for key, donor, marker in ((KLEIN4B, "conversational_qwen_image_edit_2511", "TextEncodeQwenImageEditPlus"),
                                ("conversational_qwen_image_edit_2511", KLEIN4B, "SamplerCustomAdvanced")):
@@ -405,11 +407,8 @@ def execute_textgen(url: str, pid: int, tiny: dict, helpers: dict) -> list[str]:
     import sys
     sys.path.insert(0, str(HERE.parents[1]))
     from respec.bench import workflow
-    problems: list[str] = []
-    check = helpers["checker"]("execute/textgen", problems)
-    image_name, why = helpers["upload_picture"](url)
+    problems, check, image_name = _begin(url, helpers, "execute/textgen")
     if image_name is None:
-        check("upload", False, why)
         return problems
     wf = _native_tiny(workflow.load_api_workflow(workflow.shipped_workflow("conversational_textgen_flux2")))
     for node in wf.values():
@@ -463,11 +462,8 @@ def execute_sam3(url: str, pid: int, tiny: dict, helpers: dict, info: dict) -> l
     import sys
     sys.path.insert(0, str(HERE.parents[1]))
     from respec.bench import workflow
-    problems: list[str] = []
-    check = helpers["checker"]("execute/sam3", problems)
-    image_name, why = helpers["upload_picture"](url)
+    problems, check, image_name = _begin(url, helpers, "execute/sam3")
     if image_name is None:
-        check("upload", False, why)
         return problems
     wf = workflow.load_api_workflow(workflow.shipped_workflow("occluder_mask_sam3"))
     for node in wf.values():

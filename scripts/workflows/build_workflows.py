@@ -814,10 +814,15 @@ def blueprint(fn):
     return fn
 
 
+def _blueprint_graph(specs, name: str, description: str) -> tuple[wg.Graph, Blueprint]:
+    """An empty graph and the blueprint `name` over it (the pack's category)."""
+    g = wg.Graph(name.lower().replace(": ", "_").replace(" ", "_"), specs)
+    return g, Blueprint(g, name, category=BLUEPRINT_CATEGORY, description=description)
+
+
 @blueprint
 def respec_before_the_edit(specs) -> Blueprint:
-    g = wg.Graph("respec_before_the_edit", specs)
-    bp = Blueprint(g, "ReSpec: before the edit", category=BLUEPRINT_CATEGORY, description=(
+    g, bp = _blueprint_graph(specs, "ReSpec: before the edit", (
         "History -> plan -> the editor's inputs, with no VLM: the session's history (History Store), the "
         "provenance Reference Selector's plan, the instruction to send and the editor's images, as image1..3 "
         "for editors with numbered image inputs and as one batch for reference latents. Connect a VLM "
@@ -838,8 +843,7 @@ def respec_before_the_edit(specs) -> Blueprint:
 
 @blueprint
 def respec_after_the_edit(specs) -> Blueprint:
-    g = wg.Graph("respec_after_the_edit", specs)
-    bp = Blueprint(g, "ReSpec: after the edit", category=BLUEPRINT_CATEGORY, description=(
+    g, bp = _blueprint_graph(specs, "ReSpec: after the edit", (
         "Reveal Composite -> Drift Guard (history first) -> History Append, after any editor: pastes back "
         "exactly what the edit revealed, keeps the previous image where the edit did not change it, answers "
         "'remove what you added' from the history (the editor then does not run), and keeps the turn. "
