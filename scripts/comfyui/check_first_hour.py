@@ -83,9 +83,13 @@ async def check_template_browser(page: Page, check, shots: Path | None) -> None:
     want = sorted(titles, key=str.casefold)
     await page.js(f"{APP}.extensionManager.command.execute('Comfy.BrowseTemplates')")
     await page.wait_for(CATEGORY_JS % {"name": json.dumps(DISPLAY_NAME)}, 30, "the pack's category, by its display name")
-    await page.wait_for(f"({CARDS_JS % {'titles': json.dumps(titles)}}).filter(c => c.thumb > 0).length === "
-                        f"{len(titles)}", 60, "every card and its thumbnail")
-    cards = await page.js(CARDS_JS % {"titles": json.dumps(titles)})
+    # One reading in which every card has its thumbnail (the grid may redraw a card while its picture
+    # loads; a later second reading could catch it mid-load); the last reading when none such comes.
+    every = f"(c => c.filter(x => x.thumb > 0).length === {len(titles)} ? c : null)({CARDS_JS % {'titles': json.dumps(titles)}})"
+    try:
+        cards = await page.wait_for(every, 60, "every card and its thumbnail")
+    except TimeoutError:
+        cards = await page.js(CARDS_JS % {"titles": json.dumps(titles)})
     shown = [c["title"] for c in cards]
     check("the template browser lists every workflow by its title", sorted(shown, key=str.casefold) == want,
           f"{len(shown)} cards: {shown[:3]} ... {shown[-2:]}" + ("" if sorted(shown, key=str.casefold) == want
