@@ -226,6 +226,25 @@ async function findPromptId(target, request) {
   return { id, done: entry?.status ?? null };
 }
 
+function widgetValue(graph, nodeId, name) {
+  const node = graph?.getNodeById?.(nodeId) ?? (graph?._nodes ?? []).find((n) => n.id === nodeId);
+  return node?.widgets?.find((x) => x.name === name)?.value;
+}
+
+/** Set the composer's widget edits and wait until the graph holds them (three tries): Nodes 2.0 keeps
+ * widget values in its own store and once wrote the old seed back after it was set, so a Regenerate
+ * went out unchanged. Returns the edits the graph still does not hold. */
+async function applyEdits(graph, edits) {
+  let left = edits;
+  for (let i = 0; i < 3 && left.length; i++) {
+    for (const e of left) setWidget(graph, e.nodeId, e.widget, e.value);
+    graph?.setDirtyCanvas?.(true, true);
+    await new Promise((r) => setTimeout(r, 60));   // a frame for the renderer to write back, if it does
+    left = C.editsNotHeld(left, (e) => widgetValue(graph, e.nodeId, e.widget));
+  }
+  return left;
+}
+
 /** Send one turn: fill the request node found by type, point the History Store at the shown session,
  * queue through the frontend's own queue call (other extensions and the queue panel see a normal
  * prompt), and follow it on a pending card. */
@@ -243,11 +262,9 @@ async function sendTurn(request, { newSeed = false } = {}) {
   dispatchComposer({ type: "send", request, sessionId: sid, turn: session ? session.turns.length : 1,
     unavailable: C.unavailableChoices(nodes) });
   const seedNow = nodes.flatMap((n) => n.widgets ?? []).find((w) => w.name === "seed" || w.name === "noise_seed")?.value;
-  for (const e of C.graphEdits(nodes, target, request, sid, newSeed ? C.nextSeed(seedNow) : null)) {
-    setWidget(graph, e.nodeId, e.widget, e.value);
-  }
-  graph?.setDirtyCanvas?.(true, true);
   try {
+    const lost = await applyEdits(graph, C.graphEdits(nodes, target, request, sid, newSeed ? C.nextSeed(seedNow) : null));
+    if (lost.length) throw new Error(C.editsLostMessage(lost));
     await app.queuePrompt(0, 1);
     const { id, done } = await findPromptId(target, request);
     if (!id) throw new Error(C.refusalMessage(graphNow().nodes));

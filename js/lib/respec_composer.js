@@ -137,6 +137,18 @@ export function graphEdits(nodes, target, request, sessionId, newSeed = null) {
   return edits;
 }
 
+/** The edits ({nodeId, widget, value}) whose widget does not hold their value (`read(edit)` gives it now). */
+export function editsNotHeld(edits, read) {
+  return (Array.isArray(edits) ? edits : []).filter((e) => read(e) !== e.value);
+}
+
+/** Why a turn was not sent: widgets that would not keep the composer's values. */
+export function editsLostMessage(lost) {
+  const names = lost.map((e) => `node ${e.nodeId}'s ${e.widget}`).join(", ");
+  return `The graph did not keep the values the composer set (${names}): nothing was queued. Send it again; ` +
+    "if it happens again, set them on the node and press Run.";
+}
+
 /**
  * Why ComfyUI would refuse the open graph, as far as the frontend can tell: the active nodes' list
  * widgets (a loader's model file, Load Image's picture) whose value is not one of the choices the

@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 
 import {
   branchPath, cardAction, cardActions, findQueuedPrompt, findRequestTarget, graphEdits, initialComposer, isBusy,
-  firstLine, historyEvents, keyAction, nextSeed, notAddedMessage, pendingCard, pickerRows, reduceComposer, refusalMessage, requestProblem,
+  editsLostMessage, editsNotHeld, firstLine, historyEvents, keyAction, nextSeed, notAddedMessage, pendingCard, pickerRows, reduceComposer, refusalMessage, requestProblem,
   unavailableChoices, utf8Length,
 } from "../lib/respec_composer.js";
 
@@ -340,4 +340,13 @@ test("a finished prompt's /history status gives its own error, or words that agr
   assert.equal(bare[0][0], "execution_error");
   assert.match(bare[0][1].exception_message, /"error".*ComfyUI's log/);
   assert.equal(historyEvents({ status_str: "success", messages: [] }, "p1")[0][0], "execution_success");
+});
+
+test("the composer's edits are checked against what the graph holds, and a lost one is named", () => {
+  const edits = [{ nodeId: 3, widget: "value", value: "add a cat" }, { nodeId: 7, widget: "seed", value: 43 }];
+  const held = { 3: "add a cat", 7: 42 };                 // Nodes 2.0 wrote the old seed back
+  const lost = editsNotHeld(edits, (e) => held[e.nodeId]);
+  assert.deepEqual(lost, [edits[1]]);
+  assert.deepEqual(editsNotHeld(edits, (e) => e.value), []);
+  assert.match(editsLostMessage(lost), /node 7's seed.*nothing was queued/);
 });
