@@ -36,7 +36,8 @@ NODE_FACTS_JS = """(() => {
     const ws = (n.widgets || []).filter(w => !w.hidden && !w.options?.canvasOnly);
     return {id: n.id, type: n.type, element: !!el, collapsed: !!n.flags?.collapsed,
       seen: ws.filter(w => !w.options?.advanced).map(w => w.name), advanced: ws.filter(w => w.options?.advanced).length,
-      drawn: el ? el.querySelectorAll('[data-testid="node-widget"]').length : 0,
+      // frontends before the widgets' test id (1.35, ComfyUI 0.8.0's) mark each widget .lg-node-widget
+      drawn: el ? (el.querySelectorAll('[data-testid="node-widget"]').length || el.querySelectorAll('.lg-node-widget').length) : 0,
       title: el?.querySelector('[data-testid="node-title"]')?.innerText?.trim() ?? null,
       // the element's box in graph units (the canvas zoom divided out), title bar included
       pos: [n.pos[0], n.pos[1]], box: el ? (() => { const r = el.getBoundingClientRect(),
