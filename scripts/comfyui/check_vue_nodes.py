@@ -31,13 +31,14 @@ VUE_SETTING = "Comfy.VueNodes.Enabled"
 # more may be folded away as advanced), how many widget elements are drawn, its pictures.
 NODE_FACTS_JS = """(() => {
   const g = %(app)s.rootGraph ?? %(app)s.graph;
+  // a frontend before the widgets' test id (1.35, ComfyUI 0.8.0's) marks each widget .lg-node-widget only
+  const widgetSel = document.querySelector('[data-testid="node-widget"]') ? '[data-testid="node-widget"]' : '.lg-node-widget';
   return g._nodes.map(n => {
     const el = document.querySelector(`[data-node-id="${n.id}"]`);
     const ws = (n.widgets || []).filter(w => !w.hidden && !w.options?.canvasOnly);
     return {id: n.id, type: n.type, element: !!el, collapsed: !!n.flags?.collapsed,
       seen: ws.filter(w => !w.options?.advanced).map(w => w.name), advanced: ws.filter(w => w.options?.advanced).length,
-      // frontends before the widgets' test id (1.35, ComfyUI 0.8.0's) mark each widget .lg-node-widget
-      drawn: el ? (el.querySelectorAll('[data-testid="node-widget"]').length || el.querySelectorAll('.lg-node-widget').length) : 0,
+      drawn: el ? el.querySelectorAll(widgetSel).length : 0,
       title: el?.querySelector('[data-testid="node-title"]')?.innerText?.trim() ?? null,
       // the element's box in graph units (the canvas zoom divided out), title bar included
       pos: [n.pos[0], n.pos[1]], box: el ? (() => { const r = el.getBoundingClientRect(),
