@@ -106,20 +106,24 @@ async def check_template_browser(page: Page, check, shots: Path | None) -> None:
 
 async def check_opened_from_the_browser(page: Page, check, shots: Path | None) -> None:
     """Step 2: click a conversation's card, as a user does."""
-    title = _index()[OPENED]["title"]
+    entry = _index()[OPENED]
+    title = entry["title"]
+    want = len(json.loads((ROOT / "workflows" / entry["ui"]).read_text(encoding="utf-8"))["nodes"])
     t0 = time.monotonic()
+    # The card is the largest box around the title that holds no other title (its picture may not be
+    # drawn yet: climbing to the first box with a picture once reached the grid and opened another card).
     clicked = await page.js(f"(() => {{ const h = [...document.querySelectorAll('h3')].find(h => "
                             f"h.textContent.trim() === {json.dumps(title)}); if (!h) return false; "
-                            "let card = h; for (let i = 0; i < 8 && card && !card.querySelector('img'); i++) "
-                            "card = card.parentElement; (card.querySelector('img') || h).click(); return true; })()")
+                            "let card = h; while (card.parentElement && card.parentElement.querySelectorAll('h3').length === 1) "
+                            "card = card.parentElement; (card.querySelector('img') || card).click(); return true; })()")
     await page.wait_for(f"({APP}.rootGraph ?? {APP}.graph)._nodes.some(n => n.type === 'ReSpecHistoryAppend')", 60,
                         "the opened graph")
     await asyncio.sleep(1.5)
     await page.js(DIALOG_CLOSE)
     view = await page.js(VIEW_JS % {"app": APP})
-    check(f"{title} opened from its card is drawn readable", clicked and not view["low"],
+    check(f"{title} opened from its card is drawn readable", clicked and not view["low"] and len(view["nodes"]) == want,
           f"{time.monotonic() - t0:.1f} s; zoom {view['scale']:.2f} (text drawn above {view['threshold']:.2f}), "
-          f"{len(view['nodes'])} nodes")
+          f"{len(view['nodes'])} nodes (its file has {want})")
     if shots is not None:
         await page.screenshot(shots / "graph-opened.png")
 
