@@ -2,7 +2,7 @@
 `scripts/comfyui/check_in_comfyui.py --frontend`; not part of the pack).
 
 check_composer(url, chromium, python, base, tiny, shots) loads conversational_provenance_flux2 in the
-page (tiny random-weight FLUX.2 [klein], 2 steps, the artist's picture uploaded through
+page (tiny random-weight FLUX.2 [klein], 4 steps, the artist's picture uploaded through
 /upload/image), opens the ReSpec sidebar tab and, like an artist:
 0. sends a request while the editor's model file is not installed, ten times: each failed card names
    the loader by its title and the file, with no empty picture box and no plan line (check_failed_turn);
@@ -76,7 +76,7 @@ SETUP_JS = """(() => { window.__respecSetup = null; (async () => {
   set('ReSpecHistoryStore', 'session_id', %(session)s);
   set('ReSpecFlux2Loader', 'model', %(model)s);
   set('ReSpecFlux2Loader', 'dtype', 'fp32');
-  set('ReSpecFlux2Edit', 'steps', 2);
+  set('ReSpecFlux2Edit', 'steps', 4);   // long enough for its steps to show: a 2-step turn once ended (0.5 s) before its id was known
   return g._nodes.length; })().then(n => { window.__respecSetup = {n}; },
                                     e => { window.__respecSetup = {error: String(e)}; });
   return true; })()"""
