@@ -308,7 +308,12 @@ async function cardAction(kind, sid, card) {
   const store = state.stores[sid];
   const act = C.cardAction(kind, { sessionId: sid, count, k: card.index, instruction: card.instruction,
     paths: { rewind: V.rewindPath(sid, store), branch: C.branchPath(sid, store) } });
-  if (!act || (act.queue && C.isBusy(composer))) return;
+  if (!act || (act.queue && C.isBusy(composer))) {
+    const why = C.cardActionRefusal(kind, { count, k: card.index, busy: !!act && C.isBusy(composer) });
+    console.warn(`ReSpec: ${why}`);   // the checker reads the console: why a click did nothing, on record
+    toast("warn", "ReSpec", why);
+    return;
+  }
   try {
     const body = await postJson(act.route, act.body);
     dispatch({ type: "session/loaded", data: body });

@@ -381,6 +381,14 @@ export function findQueuedPrompt(items, nodeId, widgetName, request) {
 
 // --------------------------------------------------------------------------- card actions
 
+/** Why a card's action did nothing, in words (a click must not be silent): the panel's turn count
+ * no longer has turn `k` as its latest (`regenerate`), or a turn is being made (`busy`). */
+export function cardActionRefusal(kind, { count, k, busy }) {
+  if (busy) return `${kind}: a turn is being made; wait for it to finish, then try again.`;
+  return `${kind} of turn ${k} is not possible now: the panel shows ${count} turn${count === 1 ? "" : "s"}` +
+    (kind === "regenerate" ? " and only the latest turn after turn 0 can be made again" : "") + "; reload the panel.";
+}
+
 /**
  * What a card's action does, for session `sessionId` with `count` turns (0..count-1), on turn `k`:
  * undo: POST rewind {turn: k}, nothing queued; branch: POST branch {turn: k}, then follow the new

@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 
 import {
   branchPath, cardAction, cardActions, findQueuedPrompt, findRequestTarget, graphEdits, initialComposer, isBusy,
-  editsLostMessage, editsNotHeld, firstLine, historyEvents, keyAction, nextSeed, notAddedMessage, pendingCard, pickerRows, reduceComposer, refusalMessage, requestProblem,
+  cardActionRefusal, editsLostMessage, editsNotHeld, firstLine, historyEvents, keyAction, nextSeed, notAddedMessage, pendingCard, pickerRows, reduceComposer, refusalMessage, requestProblem,
   unavailableChoices, utf8Length,
 } from "../lib/respec_composer.js";
 
@@ -349,4 +349,10 @@ test("the composer's edits are checked against what the graph holds, and a lost 
   assert.deepEqual(lost, [edits[1]]);
   assert.deepEqual(editsNotHeld(edits, (e) => e.value), []);
   assert.match(editsLostMessage(lost), /node 7's seed.*nothing was queued/);
+});
+
+test("a card action that cannot run says why instead of doing nothing", () => {
+  assert.match(cardActionRefusal("regenerate", { count: 2, k: 1, busy: true }), /a turn is being made/);
+  assert.match(cardActionRefusal("regenerate", { count: 0, k: 1, busy: false }), /shows 0 turns.*latest turn/);
+  assert.match(cardActionRefusal("undo", { count: 1, k: 0, busy: false }), /^undo of turn 0 is not possible now: the panel shows 1 turn;/);
 });
