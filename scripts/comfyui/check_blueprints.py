@@ -98,20 +98,18 @@ def check_blueprints(url: str, pack_dir: str, chromium: str | None, helpers: dic
 
 def _execute(url: str, prompt: dict, helpers: dict, check) -> None:
     """Step 3."""
-    from check_native import _native_tiny, turns_watched
+    from check_native import _native_tiny, _steps, turns_watched
     image_name, why = helpers["upload_picture"](url)
     if image_name is None:
         check("upload", False, why)
         return
     wf = _native_tiny(prompt)
-    ran_per_turn, _, why = turns_watched(url, SESSION, image_name, helpers, (
+    ran_per_turn, turns, why = turns_watched(url, SESSION, image_name, helpers, (
         ("add a red box on the left", wf), ("remove the red box", wf)))
     if why:
         check("the wrapped graph's two turns", False, why)
         return
-    status, body = http_json("GET", f"{url}/respec/sessions/{SESSION}")
-    turns = body.get("turns") if isinstance(body, dict) else []
-    steps = [[e.get("step") for e in (t.get("meta") or {}).get("post_edit") or []] for t in turns[1:]]
+    steps = [_steps(t) for t in turns[1:]]
     if len(turns) != 3:
         check("the wrapped graph's session has turns 0-2", False, f"turns {[t.get('index') for t in turns]}")
         return
