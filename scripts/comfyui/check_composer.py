@@ -46,6 +46,10 @@ WATCH_JS = """(() => { window.__respecSeen = []; window.__respecMsgs = []; const
   const obs = new MutationObserver(() => { note(window.__respecSeen, root.querySelector('[data-pending]'));
     note(window.__respecMsgs, root.querySelector('.respec-msg')); });
   obs.observe(root, {subtree: true, childList: true, characterData: true, attributes: true}); return true; })()"""
+# What the panel shows, in a line: for a click that did nothing.
+PANEL_STATE_JS = """(() => { const r = %s; const t = (q) => r.querySelector(q)?.innerText.replace(/\\s+/g, ' ').slice(0, 160);
+  return {cards: r.querySelectorAll('.respec-card').length, session: r.querySelector('select')?.value,
+    status: t('.respec-status'), message: t('.respec-msg'), composer: t('.respec-composer')}; })()"""
 TYPE_JS = """(() => { const t = %(pr)s.querySelector('textarea'); t.focus(); t.value = %(text)s;
   t.dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter', bubbles: true, composed: true})); return true; })()"""
 SET_WIDGET_JS = """(() => { const g = %(app)s.rootGraph ?? %(app)s.graph; const n = g._nodes.find(n => n.type === %(type)s);
@@ -285,11 +289,14 @@ def _check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict
                     check("a new session's first turn says starting…, shows no plan", *first_turn_words(seen, msgs))
                 steps = [s for s in seen if "step " in s]
                 last = (body.get("turns") or [{}])[-1] if turns else {}
+                # A removal that history first answered runs no sampler, so it has no step progress to show.
+                undone = (last.get("meta") or {}).get("editor_run") is False
                 check(f"request {k} typed into the composer", turns == list(range(k + 1))
-                      and last.get("instruction") == request and bool(steps),
+                      and last.get("instruction") == request and (bool(steps) or undone),
                       f"{time.monotonic() - t0:.1f} s; session turns {turns}; turn {k} {last.get('instruction')!r}; "
                       f"pending card showed {len(seen)} states, {len(steps)} with step progress "
-                      f"(e.g. {steps[-1][:90] if steps else seen[:2]!r})")
+                      f"(e.g. {steps[-1][:90] if steps else seen[:2]!r})"
+                      + ("; taken back from history, the editor was not run" if undone else ""))
                 if k == 1 and vue:
                     await asyncio.sleep(1.0)
                     facts = await page.js(NODE_FACTS_JS % {"app": APP})
@@ -334,12 +341,17 @@ def _check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict
             # The panel re-renders the branch's cards once more after showing it: click the new button.
             regenerate = f"{PR}.querySelectorAll('.respec-card')[1]?.querySelector('.respec-regenerate')"
             await page.wait_for(f"!!{regenerate} && !{regenerate}.disabled", 20, "the branch's Regenerate button")
+            page.phase = "regenerate"
             await page.js(f"{regenerate}.click()")
             deadline = time.monotonic() + 600
+            moved = False   # anything happened: the branch rewound, or a card is pending
             while time.monotonic() < deadline:
                 bturns, bbody = _session(url, branch)
                 if bturns == [0, 1] and bbody["turns"][1].get("image") != old.get("image"):
                     break
+                moved = moved or bturns != [0, 1] or bool(await page.js(f"!!{PR}.querySelector('[data-pending]')"))
+                if not moved and time.monotonic() > t0 + 30:
+                    break   # the click did nothing: say what the panel said, not wait 10 minutes
                 await asyncio.sleep(0.5)
             await page.wait_for(f"!{PR}.querySelector('[data-pending]')", 30, "the regenerated card")
             new = bbody["turns"][1] if bturns == [0, 1] else {}
@@ -347,7 +359,10 @@ def _check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict
             check("Regenerate the latest turn of the branch", bturns == [0, 1] and turns == [0, 1]
                   and new.get("instruction") == old.get("instruction") and new.get("image") != old.get("image"),
                   f"{time.monotonic() - t0:.1f} s; branch turns {bturns}, turn 1 {new.get('instruction')!r}, image "
-                  f"{str(old.get('image'))[:10]} -> {str(new.get('image'))[:10]}; source turns {turns}")
+                  f"{str(old.get('image'))[:10]} -> {str(new.get('image'))[:10]}; source turns {turns}"
+                  + ("" if moved else f"; nothing happened after the click; the page said "
+                     f"{[m['text'][:200] for m in page.messages if m['phase'] == 'regenerate'][:5]}; "
+                     f"the panel shows {await page.js(PANEL_STATE_JS % PR)}"))
             if docs is not None:
                 await page.screenshot(docs / "frontend-chat-branch.png")
             errors = [m for m in page.console if "ReSpec" in m or "respec" in m]
