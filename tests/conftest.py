@@ -75,3 +75,18 @@ def _isolated_home(tmp_path, monkeypatch):
     monkeypatch.setenv("RESPEC_MODELS_DIR", str(tmp_path / "respec_home" / "models"))
     monkeypatch.setenv("YOLO_CONFIG_DIR", str(tmp_path / "yolo_cfg"))
     yield
+
+
+def weights(*shape: int):
+    """A module that only holds weights (ComfyUI's memory manager and the pack's cache need nothing
+    more). Written with a Parameter, not a torch.nn layer: the frontend linter asks runtime code to
+    build layers from ComfyUI's ops, and these tests run without ComfyUI."""
+    import torch
+
+    class Weights(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.randn(*shape))
+
+    return Weights()
+

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import comfy_stand_in
+from conftest import weights
 from respec import comfy, models
 
 
@@ -101,7 +102,7 @@ class _TransformersLike(torch.nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.lin = torch.nn.Linear(4, 4)
+        self.lin = weights(4, 4)
 
     @property
     def device(self):
@@ -117,13 +118,13 @@ def test_a_model_with_a_read_only_device_property_joins_comfyuis_manager(comfyui
 
 
 def test_one_module_shared_by_two_loaders_has_one_patcher(comfyui):
-    clip = torch.nn.Linear(2, 2)
+    clip = weights(2, 2)
     assert comfy.manage(clip, name="clip") is comfy.manage(clip, name="clip")
 
 
 def test_a_node_unloads_only_the_packs_models_from_comfyui_and_drops_the_cache(comfyui):
     _, mm = comfyui
-    other = comfy_stand_in.sys.modules["comfy.model_patcher"].ModelPatcher(torch.nn.Linear(2, 2), "cpu", "cpu")
+    other = comfy_stand_in.sys.modules["comfy.model_patcher"].ModelPatcher(weights(2, 2), "cpu", "cpu")
     mm.load_models_gpu([other])                       # a model of another node
     vlm = models.cached(("qwen3-vl", "tiny"), lambda: comfy.manage(_TransformersLike(), name="vlm"))
     vlm.use()
@@ -150,7 +151,7 @@ def test_dropping_the_cache_from_a_request_frees_what_nothing_else_holds_without
 
 
 def test_outside_comfyui_a_model_not_kept_loaded_is_parked_after_use():
-    m = comfy.manage(torch.nn.Linear(2, 2), torch.device("cpu"), keep_loaded=False)
+    m = comfy.manage(weights(2, 2), torch.device("cpu"), keep_loaded=False)
     assert m.patcher is None and m.use() == torch.device("cpu")
     m.done()
     assert next(m.module.parameters()).device == m.offload
@@ -159,7 +160,7 @@ def test_outside_comfyui_a_model_not_kept_loaded_is_parked_after_use():
 def test_the_unload_node_and_the_route_report_nothing_left(pack, comfyui):
     pack_models = __import__(f"{pack.__name__}.respec.models", fromlist=["_"])
     pack_comfy = __import__(f"{pack.__name__}.respec.comfy", fromlist=["_"])
-    pack_models.cached(("sam", "tiny"), lambda: pack_comfy.manage(torch.nn.Linear(2, 2), name="sam")).use()
+    pack_models.cached(("sam", "tiny"), lambda: pack_comfy.manage(weights(2, 2), name="sam")).use()
     out = pack.NODE_CLASS_MAPPINGS["ReSpecUnloadModels"]().unload()
     summary = json.loads(out["result"][0])
     assert summary["unloaded"] == 1 and summary["managed"] == [] and summary["cached"] == {}

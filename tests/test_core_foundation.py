@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from conftest import weights
 from respec import comfy, models
 from respec.errors import CorruptWeightsError, DownloadNotAllowedError, InputError, Interrupted, MissingWeightsError
 from respec.history import History, StoredImage
@@ -207,7 +208,7 @@ def test_standalone_mode_is_detected_without_comfyui():
     assert comfy.in_comfyui() is False
     assert comfy.routes() is None
     import torch
-    assert comfy.manage(torch.nn.Linear(2, 2), torch.device("cpu")).patcher is None
+    assert comfy.manage(weights(2, 2), torch.device("cpu")).patcher is None
     assert str(comfy.user_dir()).endswith("respec_home")
 
 
