@@ -660,13 +660,56 @@ def _fit(x0, y0, x1, y1):
     return min(0.75 * VIEWPORT[0] / max(x1 - x0, 300), 0.75 * VIEWPORT[1] / max(y1 - y0, 300))
 
 
-@pytest.mark.parametrize("key", [k for k in INDEX if k.startswith("conversational_")])
-def test_a_conversational_graph_opened_whole_is_readable(key):
+# The canvas of a 1366 x 768, 1600 x 1000 and 1920 x 1080 page (frontend 1.58.1 fits a graph into the
+# page less ~10 px: a 1690 x 1140 graph opened at 0.50 on the 1366 x 768 page).
+SCREENS = [(1366, 758), (1600, 990), (1920, 1070)]
+CHATS = [k for k in INDEX if k.startswith("conversational_")]
+
+
+@pytest.mark.parametrize("screen", SCREENS, ids=lambda s: f"{s[0]}")
+@pytest.mark.parametrize("key", CHATS)
+def test_a_conversational_graph_opened_whole_is_readable(key, screen):
     """The template browser of frontends >= 1.45 fits every node in the view (it ignores the saved
-    view): a conversation's nodes must then still be drawn with their text."""
+    view): a conversation's nodes must then still be drawn with their text, on a laptop too (issue 45)."""
     boxes = _boxes(_ui(key))
-    scale = _fit(min(b[2] for b in boxes), min(b[3] for b in boxes), max(b[4] for b in boxes), max(b[5] for b in boxes))
-    assert scale >= READABLE, f"{key}: opens whole at {scale:.2f}"
+    x0, y0 = min(b[2] for b in boxes), min(b[3] for b in boxes)
+    x1, y1 = max(b[4] for b in boxes), max(b[5] for b in boxes)
+    scale = min(0.75 * screen[0] / max(x1 - x0, 300), 0.75 * screen[1] / max(y1 - y0, 300))
+    assert scale >= READABLE, f"{key}: opens whole at {scale:.2f} on {screen}"
+
+
+@pytest.mark.parametrize("path", UI_FILES, ids=_ids(UI_FILES))
+def test_no_two_nodes_overlap_in_nodes_2(path):
+    """Nodes 2.0 draws nodes taller than their classic size (workflow_graph.VUE_EXTRA, measured in the
+    frontend): the layout keeps that room free below every open node (issue 45)."""
+    wg = _script("workflow_graph")
+    ui = _load(path)
+    open_ = {n["id"] for n in ui["nodes"] if not n.get("flags", {}).get("collapsed") and n["type"] != "MarkdownNote"}
+    boxes = [(*b[:5], b[5] + (wg.vue_extra(b[1]) if b[0] in open_ else 0)) for b in _boxes(ui)]
+    hits = [(a[0], b[0]) for i, a in enumerate(boxes) for b in boxes[i + 1:] if _overlap(a, b)]
+    assert not hits, f"{path.name}: overlapping nodes in Nodes 2.0 {hits[:5]}"
+
+
+@pytest.mark.parametrize("path", UI_FILES, ids=_ids(UI_FILES))
+def test_a_note_is_as_tall_as_its_text_in_nodes_2(path):
+    """A markdown note grows to its text in Nodes 2.0 (over the node below it when made too short)."""
+    wg = _script("workflow_graph")
+    short = [(n["title"], n["size"][1], wg.note_height(n["widgets_values"][0], n["size"][0]))
+             for n in _load(path)["nodes"] if n["type"] == "MarkdownNote"
+             and n["size"][1] < wg.note_height(n["widgets_values"][0], n["size"][0])]
+    assert not short, short
+
+
+@pytest.mark.parametrize("key", CHATS)
+def test_a_conversation_shows_open_only_what_a_user_sets(key):
+    """The steps that run by themselves are collapsed to their titles; the picture, the request, the
+    session, the model files and the pictures shown stay open (options stay switched off, collapsed)."""
+    users_set = _build_module().USER_SETS
+    for n in _ui(key)["nodes"]:
+        if n["type"] == "MarkdownNote" or n.get("mode") == 4:
+            continue
+        collapsed = bool(n.get("flags", {}).get("collapsed"))
+        assert collapsed == (n["type"] not in users_set), (key, n["id"], n["type"], collapsed)
 
 
 @pytest.mark.parametrize("path", UI_FILES, ids=_ids(UI_FILES))

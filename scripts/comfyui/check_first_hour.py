@@ -51,7 +51,8 @@ VIEW_JS = """(() => { const app = %(app)s; const c = app.canvas; const g = app.r
   const threshold = c._lowQualityZoomThreshold ?? c.low_quality_zoom_threshold ?? (c.min_font_size_for_lod ?? 8) / 14;
   const low = typeof c.low_quality === 'boolean' ? c.low_quality : c.ds.scale < threshold;
   return {scale: c.ds.scale, threshold, low, nodes: g._nodes.map(n => ({id: n.id, type: n.type,
-    collapsed: !!n.flags?.collapsed, pos: [n.pos[0], n.pos[1]], size: [n.size[0], n.size[1]]}))}; })()"""
+    collapsed: !!n.flags?.collapsed, collapsed_width: n.flags?.collapsed ? (n._collapsed_width ?? null) : null,
+    pos: [n.pos[0], n.pos[1]], size: [n.size[0], n.size[1]]}))}; })()"""
 LOAD_JS = """(async () => { await %(app)s.loadGraphData(%(ui)s, true, true, %(name)s, {openSource: 'template'});
   await new Promise(r => setTimeout(r, 1200)); return true; })()"""
 

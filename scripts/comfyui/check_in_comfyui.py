@@ -56,6 +56,7 @@ from pathlib import Path
 import check_blueprints
 import check_composer
 import check_first_hour
+import check_readable
 import check_history_first
 import check_native
 import check_vue_nodes
@@ -1037,10 +1038,15 @@ def run(args) -> int:
         info = check_registration(url, pack, ui_files, failures)
         prompts, usable_ui = prompts_to_validate(api_wfs, ui_files, info, failures, expected)
         validate_prompts(url, prompts, failures, expected)
+        chats = [p for p in usable_ui if p.stem.startswith("ReSpec chat")]
+        if args.readable_only:
+            failures += check_readable.check_readable(url, args.chromium, chats, args.vue_nodes, args.screenshots)
+            args.frontend, tiny = False, None
         if args.frontend:
             failures += check_frontend(url, args.chromium, usable_ui,
                                        Path(args.screenshots) if args.screenshots else None, info)
             failures += check_first_hour.check_first_hour(url, args.chromium, usable_ui, args.screenshots)
+            failures += check_readable.check_readable(url, args.chromium, chats, args.vue_nodes, args.screenshots)
             failures += check_composer.check_composer(url, args.chromium, python, base, tiny, args.screenshots)
             if args.vue_nodes:
                 failures += check_nodes_2(args, url, python, base, tiny, usable_ui, info)
@@ -1102,6 +1108,9 @@ def main(argv=None) -> int:
                     help="one more command-line argument for ComfyUI (repeatable), e.g. --comfyui-arg=--bf16-text-enc: "
                          "ComfyUI computes a text encoder in fp16 on a CPU by default, and fp16 matrix products are "
                          "~300x slower than bf16 on a CPU without fp16 arithmetic (0.2 vs 62 GFLOPS measured here)")
+    ap.add_argument("--readable-only", action="store_true",
+                    help="only the chat graphs' readability at three screen sizes (with --vue-nodes, in Nodes 2.0 "
+                         "too): a quick loop for layout work")
     ap.add_argument("--execute", action="store_true",
                     help="also run the FLUX.2 benchmark workflow on a 2-turn scenario, and the conversational "
                          "workflow for 2 turns, a re-queue and a rewind, with tiny random models")

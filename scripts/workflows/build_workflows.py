@@ -257,12 +257,55 @@ on a turn that uncovers something an earlier edit hid, picks the past image that
 it and rewrites the request (paper §4). Weights: see docs/workflows.md."""
 
 
-# Layout of the conversational graphs (issue 36): columns left to right that follow the turn,
-# compact enough that the whole graph opens readable (the template browser of frontends >= 1.45
-# fits every node in the view: tests/test_workflows.py checks the zoom that gives).
+# Layout of the conversational graphs (issues 36, 45): columns left to right that follow the turn,
+# compact enough that the whole graph opens readable on a 1366 x 768 screen (the template browser of
+# frontends >= 1.45 fits every node in the view: tests/test_workflows.py checks the zoom that gives,
+# in the classic renderer and in Nodes 2.0). What a user sets stays open: the picture, the request,
+# the session, the model files, Steps, the pictures shown. The steps that run by themselves are
+# collapsed to their title bars (a click opens one), and so is the long note on models and options.
 CHAT_GAP = 30
-README_SIZE = (280, 520)
+CHAT_HEIGHT = 900        # the tallest column, title bars and Nodes 2.0's taller nodes included
+README_SIZE = (300, 300)
 MODELS_SIZE = (280, 440)
+USER_SETS = {"LoadImage", "PrimitiveStringMultiline", "PrimitiveInt", "PrimitiveFloat", "ReSpecHistoryStore",
+             "UNETLoader", "CLIPLoader", "VAELoader", "CheckpointLoaderSimple", "ReSpecVLMLoader",
+             "ReSpecFlux2Loader", "ReSpecOmniGen2Loader", "ReSpecFlux2Edit", "PreviewImage", "SaveImage"}
+
+
+def _collapse_what_runs(g: wg.Graph) -> None:
+    """Collapse every node of a conversation a user does not set (USER_SETS); options stay as they are."""
+    for n in g.nodes:
+        if n.class_type not in USER_SETS:
+            n.collapsed = True
+
+
+def _cost(item, room: bool = True) -> int:
+    """The height an item of g.columns takes in its column (a number is space; a list is a block);
+    without `room`, less the room kept below it (a column's last item may reach past CHAT_HEIGHT with
+    its room: a picture grows into it later, and Nodes 2.0 draws below it)."""
+    if isinstance(item, int):
+        return item
+    if isinstance(item, list):
+        return sum(_cost(i) for i in item[:-1]) + _cost(item[-1], room) if item else 0
+    return item.drawn()[1] + (item.room() if room else 0) + 20 + wg.TITLE_H
+
+
+def _flow(*runs: list) -> list[list]:
+    """Columns for g.columns from `runs` of items in the turn's order: each run starts a new column
+    and fills columns of at most CHAT_HEIGHT; a list inside a run (an option's group) is kept whole;
+    None is left out."""
+    columns: list[list] = []
+    for run in runs:
+        column, height = [], 0
+        for item in (i for i in run if i is not None):
+            if column and height + _cost(item, room=False) > CHAT_HEIGHT:
+                columns.append(column)
+                column, height = [], 0
+            column += item if isinstance(item, list) else [item]
+            height += _cost(item)
+        if column:
+            columns.append(column)
+    return columns
 
 
 def _session_controller(g: wg.Graph, request_default: str) -> SimpleNamespace:
@@ -365,10 +408,12 @@ def conversational_flux2_diffusers(specs):
                   current_image=c.select["current_image"], instruction=c.rewrite["instruction"],
                   seed=42, steps=30, guidance=4.0)
     _append_and_save(g, c, edit["image"], "flux2-klein")
-    readme = g.note(SESSION_NOTE + "\n\n" + DIFFUSERS_NOTE.format(native=title_of("conversational_flux2")),
-                    size=README_SIZE)
-    g.columns([[readme, c.image, c.request], [c.store, c.vlm], [c.plan, c.select, c.rewrite, c.preview],
-               [editor, edit], [c.guard, c.append, c.save]], gap_x=CHAT_GAP)
+    readme = g.note(SESSION_NOTE, size=README_SIZE)
+    route = g.note(DIFFUSERS_NOTE.format(native=title_of("conversational_flux2")), title="Models",
+                   size=MODELS_SIZE, collapsed=True)
+    _collapse_what_runs(g)
+    g.columns(_flow([readme, c.image], [c.request, c.store], [c.vlm, c.plan, c.select, c.rewrite, c.preview],
+                    [editor, edit], [c.guard, c.append, route, c.save]), gap_x=CHAT_GAP)
     return g
 
 
@@ -409,12 +454,13 @@ def conversational_provenance_flux2(specs):
                     meta=json.dumps({"editor": "flux2-klein", "selector": "provenance"}),
                     editor_image_ids=select["image_ids"], reveal=reveal["reveal"], guard=guard["guard"])
     save = g.node("SaveImage", images=append["current_image"], filename_prefix="respec/turn")
-    readme = g.note(PROVENANCE_NOTE + "\n\n" + DIFFUSERS_NOTE.format(native=title_of("conversational_flux2")),
-                    title="Read me", size=README_SIZE)
-    note = g.note(EDIT_REGION_NOTE, title="Option: edit region", size=(280, 300))
-    # The option's group ends its column, its note beside it: no link runs across the bypassed group.
-    g.columns([[readme, image, request], [store, editor], [select, preview], [edit],
-               [reveal, guard, *_option_group(g, option)], [append, note, save]], gap_x=CHAT_GAP)
+    readme = g.note(PROVENANCE_NOTE, title="Read me", size=README_SIZE)
+    note = g.note(DIFFUSERS_NOTE.format(native=title_of("conversational_flux2")) + "\n\n" + EDIT_REGION_NOTE,
+                  title="Models and options", size=MODELS_SIZE, collapsed=True)
+    _collapse_what_runs(g)
+    # The option's group has a column of its own: no link runs across the bypassed group.
+    g.columns(_flow([readme, image], [request, store, editor], [select, preview, edit],
+                    [reveal, guard, append, note, save], [_option_group(g, option)]), gap_x=CHAT_GAP)
     return g
 
 
@@ -571,15 +617,15 @@ POST_EDIT_NOTE = ("**Reveal Composite and Drift Guard are on.** On a turn that u
                   "Qwen-Image-Edit adds on a call. Switch either off with its `enabled` widget.")
 
 
-def _native_columns(c: SimpleNamespace, parts: "NativeParts", edit: list) -> list[list]:
-    """The columns of a native conversation from the controller chain on: the loaders and text
-    encoders, the conditioning and sampler inputs, then sampling -> Drift Guard -> History Append,
-    then Save Image."""
+def _native_runs(c: SimpleNamespace, parts: "NativeParts", edit: list, models) -> list[list]:
+    """The runs (_flow) of a native conversation from the controller on: the VLM and its plan, then the
+    loaders and the editor's steps -> Drift Guard -> History Append -> the `models` note -> Save Image."""
     positive, pos, neg, size, guider, *schedule, latent, noise, sample, decoded, resized = edit
     loaders = [parts.unet, parts.clip, parts.vae, parts.negative, parts.sampler]
     loaders += [parts.scheduler] if parts.scheduler else []
-    return [[c.plan, c.select, c.rewrite, c.preview], loaders + [positive, size],
-            [pos, neg, guider, *schedule, latent, noise], [sample, decoded, resized, c.guard, c.append]]
+    return [[getattr(c, "vlm", None), c.plan, c.select, c.rewrite, c.preview],
+            loaders + [positive, size, pos, neg, guider, *schedule, latent, noise, sample, decoded, resized,
+                       c.guard, c.append, models, c.save]]
 
 
 def _conversation_native(name: str, editor: str, specs) -> wg.Graph:
@@ -592,13 +638,12 @@ def _conversation_native(name: str, editor: str, specs) -> wg.Graph:
     steps = g.node("PrimitiveInt", title="Steps", value=EDITORS[editor][2]["steps"])
     parts = NativeParts(g, editor, steps[0])
     edit = native_edit(g, parts, c.select["editor_images"], c.select["current_image"], c.rewrite["instruction"], 42)
-    if editor == QWEN:
-        return _conversation_qwen(g, c, steps, parts, edit)
     _append_and_save(g, c, edit[-1][0], f"{editor}-native")
     readme = g.note(SESSION_NOTE, title="Read me", size=README_SIZE)
-    models = g.note(NATIVE_NOTE[editor], title="Models", size=MODELS_SIZE)
-    g.columns([[readme, c.image, c.request], [c.store, c.vlm, steps], *_native_columns(c, parts, edit),
-               [c.save, models]], gap_x=CHAT_GAP)
+    models = g.note(NATIVE_NOTE[editor], title="Models", size=MODELS_SIZE, collapsed=True)
+    _collapse_what_runs(g)
+    g.columns(_flow([readme, c.image], [c.request, c.store, steps], *_native_runs(c, parts, edit, models)),
+              gap_x=CHAT_GAP)
     return g
 
 
@@ -692,14 +737,15 @@ def _conversation_any_editor(name: str, editor: str, specs) -> wg.Graph:
     save = g.node("SaveImage", images=append["current_image"], filename_prefix="respec/turn")
     readme = g.note(ANY_EDITOR_NOTE, title="Read me", size=README_SIZE)
     models = g.note(NATIVE_NOTE[editor] + "\n\n" + VLM_OPTION_NOTE + "\n\n" + EDIT_REGION_NOTE,
-                    title="Models and options", size=MODELS_SIZE)
+                    title="Models and options", size=MODELS_SIZE, collapsed=True)
     g.group(EDITOR_GROUP % label, block)
     g.editor_block = block
-    third = -(-len(block) // 3)
-    # The options' groups begin or end their columns: no link of the conversation runs across a bypassed group.
-    g.columns([[readme, image, request], [*_option_group(g, [vlm, target], title=VLM_GROUP), store, select, slots, preview],
-               [30, *block[:third]], [30, *block[third:2 * third]], [30, *block[2 * third:]],
-               [reveal, guard, *_option_group(g, option)], [append, models, save]], gap_x=CHAT_GAP)
+    _collapse_what_runs(g)
+    # The options' groups begin their columns: no link of the conversation runs across a bypassed group.
+    # The editor's group has columns of its own (30: room for its title).
+    g.columns(_flow([readme, image], [_option_group(g, [vlm, target], title=VLM_GROUP), request, store,
+                                       select, slots, preview],
+                    [30, *block], [_option_group(g, option), reveal, guard, append, models, save]), gap_x=CHAT_GAP)
     return g
 
 
@@ -760,13 +806,14 @@ def conversational_textgen_flux2(specs):
     parts = NativeParts(g, "flux2", steps[0])
     edit = native_edit(g, parts, c.select["editor_images"], c.select["current_image"], c.rewrite["instruction"], 42)
     _append_and_save(g, c, edit[-1][0], "flux2-native")
-    readme = g.note(TEXTGEN_NOTE + "\n\n" + SESSION_NOTE.split("\n\nThe controller")[0], title="Read me",
-                    size=README_SIZE)
-    models = g.note(NATIVE_NOTE["flux2"], title="Models", size=MODELS_SIZE)
-    chain = _native_columns(c, parts, edit)
-    chain[0] = [answer, c.plan, c.select, c.rewrite, c.preview]
-    g.columns([[readme, c.image, c.request], [c.store, controller, prompt, steps], *chain, [c.save, models]],
-              gap_x=CHAT_GAP)
+    about, model = TEXTGEN_NOTE.split("\n\nController model: ")
+    readme = g.note(about, title="Read me", size=README_SIZE)
+    models = g.note("**Controller model:** " + model + "\n\n" + NATIVE_NOTE["flux2"], title="Models",
+                    size=MODELS_SIZE, collapsed=True)
+    _collapse_what_runs(g)
+    runs = _native_runs(c, parts, edit, models)
+    runs[0] = [controller, prompt, answer, c.plan, c.select, c.rewrite, c.preview]
+    g.columns(_flow([readme, c.image], [c.request, c.store, steps], *runs), gap_x=CHAT_GAP)
     return g
 
 

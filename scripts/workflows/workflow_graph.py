@@ -65,6 +65,33 @@ READABLE_SCALE = 0.6
 # the boxes of groups in neighbouring columns do not overlap.
 GROUP_PAD_X = 12
 FIT_ZOOM = 0.75           # the frontend's own fitView fills 75 % of the canvas (LGraphCanvas.fitToBounds)
+# Nodes 2.0 (the frontend's Vue nodes) draws a node taller than its classic size: a pack node by its
+# "ReSpec" badge row and the widgets it shows unfolded, a core node by a few px. Graph px, measured in
+# frontend 1.58.1 (check_vue_nodes' "taller than laid out" notes, 2026-12-07) and rounded up; the
+# layout keeps that much free below an open node, so neither renderer overlaps nodes.
+VUE_EXTRA = {"CFGNorm": 36, "DualCFGGuider": 16, "FluxKontextMultiReferenceLatentMethod": 32, "MarkdownNote": 0,
+             "ReSpecDriftGuard": 36, "ReSpecEditorImageSlots": 36, "ReSpecFlux2Loader": 68, "ReSpecHistoryStore": 72,
+             "ReSpecInstructionRewriter": 32, "ReSpecMaskerLoader": 56, "ReSpecOccurScore": 32,
+             "ReSpecOmniGen2Loader": 44, "ReSpecPlanFromText": 32, "ReSpecReferenceConditioning": 32,
+             "ReSpecReferenceSelector": 32, "ReSpecResultsWriter": 56, "ReSpecSam3OccluderMask": 32,
+             "ReSpecSam3Query": 40, "ReSpecScenarioLoader": 24, "ReSpecScenarioMasks": 36, "ReSpecScenarioTurn": 32,
+             "ReSpecScorerLoader": 44, "ReSpecTurnSwitch": 36, "ReSpecVLMLoader": 80, "SAM3_Detect": 16}
+VUE_EXTRA_PACK, VUE_EXTRA_CORE = 40, 12   # a type not measured yet
+# A markdown note in Nodes 2.0 grows to its text: about this many px² per character (measured: 1916
+# characters at 280 px wide drew 720 px tall); a note is made at least that tall.
+NOTE_CHAR_AREA = 105
+NOTE_MARGIN = 40
+
+
+def vue_extra(class_type: str) -> int:
+    """Graph px Nodes 2.0 draws a node of `class_type` taller than its classic size (VUE_EXTRA)."""
+    default = VUE_EXTRA_PACK if class_type.startswith("ReSpec") else VUE_EXTRA_CORE
+    return VUE_EXTRA.get(class_type, default)
+
+
+def note_height(text: str, width: int) -> int:
+    """The height a markdown note of `text` takes at `width` px in Nodes 2.0 (NOTE_CHAR_AREA)."""
+    return int(NOTE_CHAR_AREA * len(text) / max(width - 20, 100)) + NOTE_MARGIN
 
 
 def fit_scale(bounds: tuple[float, float, float, float], viewport=REFERENCE_VIEWPORT, zoom: float = FIT_ZOOM) -> float:
@@ -274,8 +301,11 @@ class Node:
         return [max(MIN_WIDTH, _text_width(self.shown_title())), height]
 
     def room(self) -> int:
-        """Free space to keep below the node: a picture it receives makes it grow."""
-        return IMAGE_ROOM if self.class_type in SHOWS_IMAGE else 0
+        """Free space to keep below the node: a picture it receives makes it grow; Nodes 2.0 draws an
+        open node taller (vue_extra)."""
+        if self.class_type in SHOWS_IMAGE:
+            return IMAGE_ROOM
+        return 0 if self.collapsed else vue_extra(self.class_type)
 
     def drawn(self) -> list[int]:
         """[width, height] of the body as first drawn: a collapsed node is its title bar alone (no
@@ -317,10 +347,12 @@ class Node:
 class Note:
     """A markdown note in the UI file (not a node of the prompt)."""
 
-    def __init__(self, title: str, text: str, size: tuple[int, int]):
+    def __init__(self, title: str, text: str, size: tuple[int, int], collapsed: bool = False):
         self.title, self.text, self.at = title, text, None
         self.id: int | None = None   # given when the UI file is written (after the graph's nodes)
-        self._size = [int(size[0]), int(size[1])]
+        # At least as tall as Nodes 2.0 draws its text, so it does not grow over the node below it.
+        self._size = [int(size[0]), max(int(size[1]), note_height(text, int(size[0])))]
+        self.collapsed = collapsed
 
     def size(self) -> list[int]:
         return list(self._size)
@@ -329,7 +361,7 @@ class Note:
         return 0
 
     def drawn(self) -> list[int]:
-        return self.size()
+        return [self._size[0], 0] if self.collapsed else self.size()
 
 
 def _text_width(title: str) -> int:
@@ -428,9 +460,11 @@ class Graph:
             if "min" in opts and value < opts["min"] or "max" in opts and value > opts["max"]:
                 raise ValueError(f"{where} = {value} is outside [{opts.get('min')}, {opts.get('max')}]")
 
-    def note(self, text: str, title: str = "Read me", size: tuple[int, int] = (500, 380)) -> Note:
-        """A markdown note shown in the UI file only (placed by columns(), else above the graph)."""
-        note = Note(title, text, size)
+    def note(self, text: str, title: str = "Read me", size: tuple[int, int] = (500, 380),
+             collapsed: bool = False) -> Note:
+        """A markdown note shown in the UI file only (placed by columns(), else above the graph);
+        `collapsed`: its title bar only, until the user opens it."""
+        note = Note(title, text, size, collapsed)
         self.notes.append(note)
         return note
 
@@ -562,7 +596,8 @@ class Graph:
             note.id = next_id + k
             pos = list(note.at) if note.at is not None else [60 + 520 * k, -420]
             ui_nodes.append({"id": next_id + k, "type": "MarkdownNote", "pos": pos,
-                             "size": note.size(), "flags": {}, "order": len(self.nodes) + k, "mode": 0,
+                             "size": note.size(), "flags": {"collapsed": True} if note.collapsed else {},
+                             "order": len(self.nodes) + k, "mode": 0,
                              "inputs": [], "outputs": [], "properties": {}, "title": note.title,
                              "widgets_values": [note.text], "color": "#432", "bgcolor": "#653"})
         by_id = {u["id"]: u for u in ui_nodes}   # the notes too: a group may hold one
