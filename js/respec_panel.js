@@ -267,7 +267,7 @@ async function sendTurn(request, { newSeed = false } = {}) {
     if (lost.length) throw new Error(C.editsLostMessage(lost));
     await app.queuePrompt(0, 1);
     const { id, done } = await findPromptId(target, request);
-    if (!id) throw new Error(C.refusalMessage(graphNow().nodes));
+    if (!id) throw new Error(C.refusalMessage(graphNow().nodes, app.lastNodeErrors));
     dispatchComposer({ type: "queued", promptId: id });
     if (done) {
       // It had finished already: its events were replayed on "queued". Should the socket have lost

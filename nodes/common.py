@@ -13,6 +13,7 @@ import re
 
 import numpy as np
 
+from ..respec import models
 from ..respec.errors import InputError
 from ..respec.images import as_array, images_from_array, masks_from_array
 
@@ -124,3 +125,21 @@ def labels_from_text(text: str):
     if named and all(named):
         return {m.group(1): m.group(2) for m in named}
     return lines
+
+
+def validate_loader(choices: dict, values: dict, check) -> bool | str:
+    """A loader's VALIDATE_INPUTS (ComfyUI runs it on a prompt before any node runs, so a missing model
+    fails the prompt at once, before any other model loads). Declaring an input there turns off
+    ComfyUI's own drop-down check for it, so `values` (input name -> value; None when linked) are
+    checked against `choices` (input name -> the drop-down's list) here. Then `check` (a resolution
+    that loads and fetches nothing) runs: its missing-weights words, or True."""
+    for name, allowed in choices.items():
+        value = values.get(name)
+        if value is not None and value not in allowed:
+            return f"{name} {value!r} is not one of its choices ({', '.join(map(str, allowed[:6]))}" + (
+                ", ..." if len(allowed) > 6 else "") + ")"
+    try:
+        return models.missing_words(check) or True
+    except InputError as e:
+        return str(e)
+

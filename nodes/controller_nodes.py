@@ -8,20 +8,20 @@ from pathlib import Path
 
 import numpy as np
 
-from ..respec import comfy, paths
+from ..respec import comfy, models, paths
 from ..respec.controller import (DEFAULT_MAX_NEW_TOKENS, DEFAULT_MAX_PIXELS, RESTORATION_MODES,
                                  PlanOptions, decide_restoration, load_backend, load_templates, plan_turn,
                                  rewrite_instruction, select_references, skips_controller)
 from ..respec.controller.backends import DEFAULT_MODELS
 from ..respec.controller.backends.openai_compat import RESPONSE_FORMATS
-from ..respec.controller.backends.transformers_vlm import QUANTIZATIONS
+from ..respec.controller.backends.transformers_vlm import QUANTIZATIONS, resolve_model_dir
 from ..respec.controller.history_images import BOUNDED, DEFAULT_MAX_HISTORY_IMAGES, HISTORY_MODES, MIN_HISTORY_IMAGES
 from ..respec.controller.prompts import template_fingerprint
 from ..respec.controller.request import ON_PARSE_FAILURE, REQUEST
 from ..respec.errors import InputError
 from ..respec.images import as_array, as_rgb, resize
 from .boundary import controller_in, history_in, plan_for_history, plan_in
-from .common import HISTORY, PLAN, VLM, images_to_comfy
+from .common import HISTORY, PLAN, VLM, images_to_comfy, validate_loader
 
 CATEGORY = "ReSpec/controller"
 # The max_pixels widget every node that sends history images to a controller shares (the VLM
@@ -54,10 +54,13 @@ def template_path(choice: str, kind: str) -> Path | None:
     return paths.confine(choice, paths.templates_dir(), f"the {kind} prompt template")
 
 
-def _llm_choices() -> list[str]:
-    """The known Hugging Face ids first (valid before a download), then the folders in models/LLM."""
-    known = [DEFAULT_MODELS["qwen3-vl"], DEFAULT_MODELS["internvl3"]]
-    return known + [n for n in comfy.list_models("LLM") if n not in known]
+BACKENDS = ["qwen3-vl", "internvl3"]
+
+
+def _llm_choices() -> tuple[list[str], str]:
+    """What is installed first (the known Hugging Face ids in the local cache, the folders in
+    models/LLM), then the known ids that are not (valid before a download); and the tooltip line."""
+    return models.installed_first("LLM", [DEFAULT_MODELS["qwen3-vl"], DEFAULT_MODELS["internvl3"]])
 
 
 def plan_json(plan) -> str:
@@ -80,13 +83,14 @@ class ReSpecVLMLoader:
 
     @classmethod
     def INPUT_TYPES(cls):
+        listed, installed = _llm_choices()
         return {"required": {
-            "backend": (["qwen3-vl", "internvl3"], {"default": "qwen3-vl", "tooltip":
+            "backend": (BACKENDS, {"default": "qwen3-vl", "tooltip":
                         "qwen3-vl: Qwen3-VL (the paper's controller). internvl3: InternVL3 '-hf' checkpoints."}),
-            "model": (_llm_choices(), {"default": DEFAULT_MODELS["qwen3-vl"], "tooltip":
+            "model": (listed, {"default": DEFAULT_MODELS["qwen3-vl"], "tooltip":
                       "A model folder in ComfyUI's models/LLM (sub-folders and extra_model_paths.yaml "
-                      "included), or one of the Hugging Face ids listed first (found in the local Hugging "
-                      "Face cache, downloaded only with allow_download)."}),
+                      "included), or a Hugging Face id (found in the local Hugging Face cache, downloaded only "
+                      "with allow_download). " + installed}),
             "dtype": (["auto", "bf16", "fp16", "fp32"], {"default": "auto", "tooltip":
                       "Weight precision. auto: bf16 on a GPU, fp32 on the CPU."}),
             "device": (["auto", "cpu", "cuda", "mps"], {"default": "auto", "tooltip":
@@ -113,6 +117,17 @@ class ReSpecVLMLoader:
                          "overrides 'model' when set. Ids are found in the local Hugging Face cache, downloaded "
                          "only with allow_download; paths outside the LLM model folders are refused."}),
         }}
+
+    @classmethod
+    def VALIDATE_INPUTS(cls, backend=None, model=None, allow_download=False, hf_model=""):
+        """A model not on this machine, with downloads off, fails the prompt before anything loads."""
+        def check():
+            source = (paths.model_source(hf_model, "LLM", "the VLM loader's hf_model")
+                      if (hf_model or "").strip() else model)
+            if source is not None and not allow_download and models.tiny_seed(source) is None:
+                resolve_model_dir(backend or BACKENDS[0], source, allow_download=False)
+        return validate_loader({"backend": BACKENDS, "model": _llm_choices()[0]},
+                               {"backend": backend, "model": model}, check)
 
     def load(self, backend, model, dtype, device, keep_loaded, allow_download, max_pixels, max_new_tokens,
              json_constrained, quantization="none", hf_model=""):

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 
-from ..respec import comfy, paths
+from ..respec import comfy, models, paths
 from ..respec.editors import FLUX2_DEFAULT_SOURCE, KLEIN_VARIANTS, OFFLOAD_MODES, load_flux2, load_omnigen2
 from ..respec.editors.image_slots import image_slots
+from ..respec.editors.flux2 import resolve_source as flux2_source
 from ..respec.editors.omnigen2 import DEFAULT_SOURCE as OMNIGEN2_DEFAULT_SOURCE
+from ..respec.editors.omnigen2 import HOW_TO_GET as OMNIGEN2_HOW_TO_GET
 from ..respec.errors import InputError
 from .boundary import editor_images_in
-from .common import EDITOR, image_from_comfy, images_from_comfy, images_to_comfy
+from .common import EDITOR, image_from_comfy, images_from_comfy, images_to_comfy, validate_loader
 from .conditioning import append_reference_latents
 
 CATEGORY = "ReSpec/editors"
@@ -26,8 +28,9 @@ _OFFLOAD_TIP = ("Where the weights live while editing. auto: inside ComfyUI its 
                 "group_offload: blocks streamed to the GPU, between the two.")
 
 
-def _sources(known: list[str]) -> list[str]:
-    return known + [n for n in comfy.list_models("diffusers") if n not in known]
+def _sources(known: list[str]) -> tuple[list[str], str]:
+    """A diffusers drop-down: what is installed first, then the known ids that are not; the tooltip line."""
+    return models.installed_first("diffusers", known)
 
 
 def _files(kind: str) -> list[str]:
@@ -91,13 +94,15 @@ class ReSpecFlux2Loader:
 
     @classmethod
     def INPUT_TYPES(cls):
+        listed, installed = _sources(list(KLEIN_VARIANTS))
         return {
             "required": {
-                "model": (_sources(list(KLEIN_VARIANTS)), {"default": FLUX2_DEFAULT_SOURCE, "tooltip":
+                "model": (listed, {"default": FLUX2_DEFAULT_SOURCE, "tooltip":
                           "Diffusers pipeline: a Hugging Face id or a folder in models/diffusers. klein-base-* "
                           "are the undistilled models the paper used (real CFG, ~30 steps); klein-9B/4B are "
                           "step-distilled (4 steps, guidance ignored). 9B: FLUX Non-Commercial License; 4B: "
-                          "Apache-2.0. With single files below, only this model's configs and tokenizer are read."}),
+                          "Apache-2.0. With single files below, only this model's configs and tokenizer are "
+                          "read. " + installed}),
                 "transformer_file": (_files("diffusion_models"), {"default": NONE, "tooltip":
                                      "Optional ComfyUI single file from models/diffusion_models (e.g. "
                                      "flux-2-klein-base-9b.safetensors) replacing the pipeline's transformer."}),
@@ -119,6 +124,22 @@ class ReSpecFlux2Loader:
                                  "models/diffusers; paths outside the diffusers model folders are refused."}),
             },
         }
+
+    @classmethod
+    def VALIDATE_INPUTS(cls, model=None, transformer_file=None, text_encoder_file=None, vae_file=None,
+                        allow_download=False, custom_model=""):
+        """A pipeline not on this machine, with downloads off, fails the prompt before anything loads."""
+        files = {"transformer_file": transformer_file, "text_encoder_file": text_encoder_file, "vae_file": vae_file}
+
+        def check():
+            source = (paths.model_source(custom_model, "diffusers", "the Flux.2 loader's custom_model")
+                      if (custom_model or "").strip() else model)
+            if source is not None and not allow_download and models.tiny_seed(source) is None:
+                configs_only = all(_file(v or NONE) is not None for v in files.values())
+                flux2_source(source, False, configs_only=configs_only)
+        return validate_loader({"model": _sources(list(KLEIN_VARIANTS))[0], "transformer_file": _files("diffusion_models"),
+                                "text_encoder_file": _files("text_encoders"), "vae_file": _files("vae")},
+                               {"model": model, **files}, check)
 
     def load(self, model, transformer_file, text_encoder_file, vae_file, dtype, offload, allow_download,
              custom_model=""):
@@ -179,16 +200,26 @@ class ReSpecOmniGen2Loader:
 
     @classmethod
     def INPUT_TYPES(cls):
+        listed, installed = _sources([OMNIGEN2_DEFAULT_SOURCE])
         return {
             "required": {
-                "model": (_sources([OMNIGEN2_DEFAULT_SOURCE]), {"default": OMNIGEN2_DEFAULT_SOURCE, "tooltip":
-                          "OmniGen2 weights in diffusers layout: a Hugging Face id or a folder in models/diffusers."}),
+                "model": (listed, {"default": OMNIGEN2_DEFAULT_SOURCE, "tooltip":
+                          "OmniGen2 weights in diffusers layout: a Hugging Face id or a folder in models/diffusers. "
+                          + installed}),
                 "dtype": (DTYPES, {"default": "auto", "tooltip": "Weight precision. auto: bf16 on CUDA, fp32 on CPU."}),
                 "offload": (list(OFFLOAD_MODES), {"default": "auto", "tooltip": _OFFLOAD_TIP}),
                 "allow_download": ("BOOLEAN", {"default": False, "tooltip":
                                    "Download the weights from Hugging Face when they are not local."}),
             },
         }
+
+    @classmethod
+    def VALIDATE_INPUTS(cls, model=None, allow_download=False):
+        """Weights not on this machine, with downloads off, fail the prompt before anything loads."""
+        def check():
+            if model is not None and not allow_download and models.tiny_seed(model) is None:
+                models.resolve_hf(model, "diffusers", False, OMNIGEN2_HOW_TO_GET)
+        return validate_loader({"model": _sources([OMNIGEN2_DEFAULT_SOURCE])[0]}, {"model": model}, check)
 
     def load(self, model, dtype, offload, allow_download):
         return (load_omnigen2(model, dtype=dtype, offload=offload, allow_download=allow_download),)

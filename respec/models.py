@@ -235,6 +235,45 @@ def resolve(kind: str, name: str, how_to_get: str, *, want: str = "file", url: s
         return fetch()
 
 
+def on_this_machine(kind: str, name: str) -> bool:
+    """Whether the model `name` is here, without loading or fetching anything: a folder or file in the
+    model folders of `kind`, or a Hugging Face id in the local cache."""
+    if tiny_seed(name) is not None or comfy.find_model(kind, name, "any") is not None:
+        return True
+    if not is_hub_id(name):
+        return False
+    try:
+        import huggingface_hub
+        huggingface_hub.snapshot_download(name, local_files_only=True)
+        return True
+    except Exception:
+        return False
+
+
+def installed_first(kind: str, known: Sequence[str]) -> tuple[list[str], str]:
+    """A loader's drop-down for `kind`: what is on this machine first (the `known` Hugging Face ids in
+    the local cache, then the model folders of `kind`), then the known ids that are not; with a
+    tooltip line naming what is installed (the drop-down's values stay the ids saved graphs use)."""
+    local = comfy.list_models(kind)
+    here = [k for k in known if k in local or on_this_machine(kind, k)]
+    here += [n for n in local if n not in here]
+    absent = [k for k in known if k not in here]
+    line = (f"Installed here: {', '.join(here)}." if here else "Nothing installed here yet.") + (
+        f" Not installed: {', '.join(absent)} (a run fails at once unless allow_download is on)." if absent else "")
+    return here + absent, line
+
+
+def missing_words(check: Callable[[], Any]) -> str | None:
+    """What a loader's run would fail with when its weights are not here and may not be downloaded:
+    the words of the MissingWeightsError / DownloadNotAllowedError that `check` (a resolution that
+    loads and fetches nothing) raises; None when it finds them."""
+    try:
+        check()
+    except (MissingWeightsError, DownloadNotAllowedError) as e:
+        return str(e)
+    return None
+
+
 def resolve_hf(repo_or_path: str, kind: str, allow_download: bool | None, how_to_get: str,
                patterns: Sequence[str] | None = None) -> str:
     """A local folder (absolute, or in the model folders of `kind`) or a Hugging Face id: from the

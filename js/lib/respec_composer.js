@@ -168,7 +168,17 @@ export function unavailableChoices(nodes) {
 
 /** The error of a prompt ComfyUI refused to queue: its first line names what the frontend can see
  * is wrong (unavailableChoices), else says where ComfyUI shows the reason. */
-export function refusalMessage(nodes) {
+export function refusalMessage(nodes, nodeErrors = null) {
+  // ComfyUI's own answer first (the frontend keeps it as app.lastNodeErrors): a loader that checks its
+  // files before the prompt runs refuses it with the run's words, which the card shows with the title.
+  const refused = Object.entries(nodeErrors ?? {}).find(([, e]) => Array.isArray(e?.errors) && e.errors.length);
+  if (refused) {
+    const [id, e] = refused;
+    const node = (Array.isArray(nodes) ? nodes : []).find((n) => String(n.id) === String(id));
+    // A custom validation's words follow its input's name: "model - Missing model weights: ...".
+    const words = String(e.errors[0].details || e.errors[0].message || "").replace(/^\w+ - /, "");
+    return [`${node?.title || e.class_type || `node ${id}`}: ${words}`, "Nothing was queued and no turn was added."].join("\n");
+  }
   const bad = unavailableChoices(nodes);
   const first = bad.length
     ? `${bad[0].title}: ${bad[0].widget} "${bad[0].value}" is not installed (not among the files ComfyUI lists)`

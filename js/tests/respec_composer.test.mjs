@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 
 import {
   branchPath, cardAction, cardActions, findQueuedPrompt, findRequestTarget, graphEdits, initialComposer, isBusy,
-  cardActionRefusal, editsLostMessage, editsNotHeld, firstLine, historyEvents, keyAction, nextSeed, notAddedMessage, pendingCard, pickerRows, reduceComposer, refusalMessage, requestProblem,
+  cardActionRefusal, editsLostMessage, errorLines, editsNotHeld, firstLine, historyEvents, keyAction, nextSeed, notAddedMessage, pendingCard, pickerRows, reduceComposer, refusalMessage, requestProblem,
   unavailableChoices, utf8Length,
 } from "../lib/respec_composer.js";
 
@@ -249,6 +249,20 @@ test("a refused prompt names the model file that is not installed in the error's
     'Flux.2 [klein] Loader (ReSpec): model "no-such-model" is not installed (not among the files ComfyUI lists)');
   assert.match(message, /no turn was added/);
   assert.match(firstLine(refusalMessage([])), /ComfyUI refused the prompt/);
+});
+
+test("a prompt a loader refused at validation says the node's title and the loader's own words", () => {
+  const nodes = [{ id: 6, type: "ReSpecFlux2Loader", title: "Flux.2 [klein] Loader (ReSpec)", mode: 0, widgets: [] }];
+  const words = "Missing model weights: black-forest-labs/FLUX.2-klein-base-9B (diffusers)\nLooked in:\n  /m/diffusers\n" +
+    "How to get it: download the pipeline into models/diffusers.\nIt is not in the Hugging Face cache either, and downloads are off.";
+  const errors = { 6: { class_type: "ReSpecFlux2Loader", errors: [{ type: "custom_validation_failed",
+    message: "Custom validation failed for node", details: `model - ${words}` }] } };
+  const message = refusalMessage(nodes, errors);
+  assert.equal(firstLine(message), "Flux.2 [klein] Loader (ReSpec): Missing model weights: black-forest-labs/FLUX.2-klein-base-9B (diffusers)");
+  assert.deepEqual(errorLines(message).slice(1), ["Looked in: /m/diffusers", "How to get it: download the pipeline into models/diffusers."]);
+  assert.match(message, /no turn was added/);
+  // No node errors (an older frontend): the graph's own drop-downs say what is missing, as before.
+  assert.match(firstLine(refusalMessage(nodes, {})), /ComfyUI refused the prompt/);
 });
 
 test("a prompt that ends without History Append announcing the turn added nothing, and says why", () => {

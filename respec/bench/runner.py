@@ -115,7 +115,7 @@ def _stage_checks(settings: BenchSettings) -> list[tuple[str, Callable[[], Any]]
 
 
 def _flux2_files(flux2: Any, source: str) -> None:
-    folder = flux2._resolve_source(source, False, configs_only=False)
+    folder = flux2.resolve_source(source, False, configs_only=False)
     for part in ("transformer", "text_encoder", "vae"):
         if not flux2._weights_present(folder / part):
             raise MissingWeightsError(f"{part} weights of the FLUX.2 pipeline {source}", [str(folder / part)],

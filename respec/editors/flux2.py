@@ -190,7 +190,7 @@ def load_flux2(source: str = DEFAULT_SOURCE, *, transformer_file: str = "", text
     files = {k: v for k, v in files.items() if v}
     resolved = {k: models.resolve_path(_FILE_KIND[k], v, HOW_TO_GET_FILES[k], want="file") for k, v in files.items()}
     need_weights = len(resolved) < 3
-    folder = _resolve_source(source, allow_download, configs_only=not need_weights)
+    folder = resolve_source(source, allow_download, configs_only=not need_weights)
     key = ("flux2", str(folder), tuple(sorted((k, _file_id(p)) for k, p in resolved.items())),
            str(torch_dtype), str(device), offload)
     return models.cached(key, lambda: _build_editor(source, folder, resolved, torch_dtype, device, offload))
@@ -212,7 +212,7 @@ def _file_id(path: Path) -> tuple:
     return (str(path), st.st_size, st.st_mtime_ns)
 
 
-def _resolve_source(source: str, allow_download: bool | None, configs_only: bool) -> Path:
+def resolve_source(source: str, allow_download: bool | None, configs_only: bool) -> Path:
     """The local folder for `source`; when only configs are needed, a download fetches only those."""
     source = (source or "").strip()
     if not source:

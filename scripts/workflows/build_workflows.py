@@ -1043,6 +1043,7 @@ def _benchmark(name: str, editor_name: str, specs: dict, *, respec: bool, native
         guard_on = g.node("PrimitiveBoolean", title="Drift Guard", value=True)
         left += [reveal_on, guard_on]
     stack(left, 60)
+    first = 60 + max(n.size()[0] for n in left) + 40   # the turn slots start clear of the widest (the VLM loader)
     history, current = store["history"], store["current_image"]
     row_editor = f"{editor_name}-native" if native else editor_name
     for t in range(1, TURN_SLOTS + 1):
@@ -1087,7 +1088,7 @@ def _benchmark(name: str, editor_name: str, specs: dict, *, respec: bool, native
         switch = g.node("ReSpecTurnSwitch", title=f"Turn {t} switch", exists=turn["exists"],
                         history_before=history, history_after=append["history"])
         chain += edit_nodes + [append, switch]
-        stack(chain, 500 + 420 * (t - 1))
+        stack(chain, first + 420 * (t - 1))
         g.group(f"Turn {t}", chain)
         # The next slot starts from this slot's result. Its current image is this slot's
         # edit: a slot only runs when every earlier slot ran (turns are consecutive).
@@ -1095,7 +1096,7 @@ def _benchmark(name: str, editor_name: str, specs: dict, *, respec: bool, native
         if t == 1:
             first_slot = chain
     config = ("respec+reveal+guard" if post_edit else "respec") if respec else "baseline"
-    _scenario_end(g, loader, history, config, row_editor, 500 + 420 * TURN_SLOTS)
+    _scenario_end(g, loader, history, config, row_editor, first + 420 * TURN_SLOTS)
     edit_text = f"{label} edit" if not native else f"native {label} sampling (reference latents)"
     chain_text = ("Preservation Target VLM (ReSpec) -> Reference Selector + Instruction Rewriter -> " + edit_text
                   if respec else edit_text + " (user instruction, current image)")
