@@ -908,6 +908,13 @@ def prompts_to_validate(api_wfs: dict, ui_files: list[Path], info: dict, failure
     return prompts, usable_ui
 
 
+def _model_missing(error: dict) -> bool:
+    """A validation error that says only that a model is not installed: a core loader's file not in
+    its list, or a pack loader's own check (VALIDATE_INPUTS) with its missing-weights words."""
+    return error.get("type") == "value_not_in_list" or (
+        error.get("type") == "custom_validation_failed" and "Missing model weights" in str(error.get("details")))
+
+
 def validate_prompts(url: str, prompts: list[tuple[str, dict]], failures: list[str], expected: list[str]) -> None:
     """POST each prompt to /prompt and take it out again: validation passes, or is refused only for
     model files that are not installed (expected); anything else joins `failures`."""
@@ -923,8 +930,7 @@ def validate_prompts(url: str, prompts: list[tuple[str, dict]], failures: list[s
             log(f"PASS  {label}: /prompt accepted it (prompt_id {pid})")
             continue
         reasons = describe_rejection(status, body)
-        model_only = bool(node_errors) and all(
-            e.get("type") == "value_not_in_list" for ne in node_errors.values() for e in ne.get("errors", []))
+        model_only = bool(node_errors) and all(_model_missing(e) for ne in node_errors.values() for e in ne.get("errors", []))
         tag = "EXPECTED (model files not installed)" if model_only else "FAIL"
         log(f"{tag}  {label}: HTTP {status}")
         for r in reasons:
