@@ -132,7 +132,9 @@ def validate_loader(choices: dict, values: dict, check) -> bool | str:
     fails the prompt at once, before any other model loads). Declaring an input there turns off
     ComfyUI's own drop-down check for it, so `values` (input name -> value; None when linked) are
     checked against `choices` (input name -> the drop-down's list) here. Then `check` (a resolution
-    that loads and fetches nothing) runs: its missing-weights words, or True."""
+    that loads and fetches nothing) runs: its missing-weights words, or True. A linked input is left
+    out of what ComfyUI passes, so a loader's VALIDATE_INPUTS defaults each to None, "not known
+    yet", and leaves that case to the run."""
     for name, allowed in choices.items():
         value = values.get(name)
         if value is not None and value not in allowed:

@@ -119,12 +119,12 @@ class ReSpecVLMLoader:
         }}
 
     @classmethod
-    def VALIDATE_INPUTS(cls, backend=None, model=None, allow_download=False, hf_model=""):
+    def VALIDATE_INPUTS(cls, backend=None, model=None, allow_download=None, hf_model=""):
         """A model not on this machine, with downloads off, fails the prompt before anything loads."""
         def check():
             source = (paths.model_source(hf_model, "LLM", "the VLM loader's hf_model")
                       if (hf_model or "").strip() else model)
-            if source is not None and not allow_download and models.tiny_seed(source) is None:
+            if source is not None and allow_download is False and models.tiny_seed(source) is None:
                 resolve_model_dir(backend or BACKENDS[0], source, allow_download=False)
         return validate_loader({"backend": BACKENDS, "model": _llm_choices()[0]},
                                {"backend": backend, "model": model}, check)

@@ -127,14 +127,14 @@ class ReSpecFlux2Loader:
 
     @classmethod
     def VALIDATE_INPUTS(cls, model=None, transformer_file=None, text_encoder_file=None, vae_file=None,
-                        allow_download=False, custom_model=""):
+                        allow_download=None, custom_model=""):
         """A pipeline not on this machine, with downloads off, fails the prompt before anything loads."""
         files = {"transformer_file": transformer_file, "text_encoder_file": text_encoder_file, "vae_file": vae_file}
 
         def check():
             source = (paths.model_source(custom_model, "diffusers", "the Flux.2 loader's custom_model")
                       if (custom_model or "").strip() else model)
-            if source is not None and not allow_download and models.tiny_seed(source) is None:
+            if source is not None and allow_download is False and models.tiny_seed(source) is None:
                 configs_only = all(_file(v or NONE) is not None for v in files.values())
                 flux2_source(source, False, configs_only=configs_only)
         return validate_loader({"model": _sources(list(KLEIN_VARIANTS))[0], "transformer_file": _files("diffusion_models"),
@@ -214,10 +214,10 @@ class ReSpecOmniGen2Loader:
         }
 
     @classmethod
-    def VALIDATE_INPUTS(cls, model=None, allow_download=False):
+    def VALIDATE_INPUTS(cls, model=None, allow_download=None):
         """Weights not on this machine, with downloads off, fail the prompt before anything loads."""
         def check():
-            if model is not None and not allow_download and models.tiny_seed(model) is None:
+            if model is not None and allow_download is False and models.tiny_seed(model) is None:
                 models.resolve_hf(model, "diffusers", False, OMNIGEN2_HOW_TO_GET)
         return validate_loader({"model": _sources([OMNIGEN2_DEFAULT_SOURCE])[0]}, {"model": model}, check)
 

@@ -94,3 +94,12 @@ def test_the_vlm_and_omnigen2_loaders_fail_fast_too(pack):
     said = omni.VALIDATE_INPUTS(model="OmniGen2/OmniGen2", allow_download=False)
     assert isinstance(said, str) and "OmniGen2" in said and "How to get it" in said
     assert omni.VALIDATE_INPUTS(model="OmniGen2/OmniGen2", allow_download=True) is True
+
+
+def test_a_linked_allow_download_is_left_to_the_run(pack):
+    """ComfyUI leaves a linked widget out of what VALIDATE_INPUTS gets: its value is not known yet."""
+    flux = pack.NODE_CLASS_MAPPINGS["ReSpecFlux2Loader"]
+    assert flux.VALIDATE_INPUTS(model=KLEIN_9B, transformer_file="(none)", text_encoder_file="(none)",
+                                vae_file="(none)") is True
+    assert isinstance(flux.VALIDATE_INPUTS(model=KLEIN_9B, transformer_file="(none)", text_encoder_file="(none)",
+                                           vae_file="(none)", allow_download=False), str)
