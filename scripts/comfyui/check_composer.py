@@ -50,6 +50,9 @@ WATCH_JS = """(() => { window.__respecSeen = []; window.__respecMsgs = []; const
 PANEL_STATE_JS = """(() => { const r = %s; const t = (q) => r.querySelector(q)?.innerText.replace(/\\s+/g, ' ').slice(0, 160);
   return {cards: r.querySelectorAll('.respec-card').length, session: r.querySelector('select')?.value,
     status: t('.respec-status'), message: t('.respec-msg'), composer: t('.respec-composer')}; })()"""
+# The graph's seed widgets, "<node id>:<value>" (Regenerate must give them a new value).
+SEEDS_JS = """(() => { const g = %(app)s.rootGraph ?? %(app)s.graph; return g._nodes.flatMap(n => (n.widgets ?? [])
+  .filter(w => w.name === 'seed' || w.name === 'noise_seed').map(w => `${n.id}:${w.value}`)); })()"""
 TYPE_JS = """(() => { const t = %(pr)s.querySelector('textarea'); t.focus(); t.value = %(text)s;
   t.dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter', bubbles: true, composed: true})); return true; })()"""
 SET_WIDGET_JS = """(() => { const g = %(app)s.rootGraph ?? %(app)s.graph; const n = g._nodes.find(n => n.type === %(type)s);
@@ -343,11 +346,12 @@ def _check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict
                   f"{time.monotonic() - t0:.1f} s; branch {branch} turns {bturns}, source turns {turns}, panel shows it")
             # 4. Regenerate the branch's latest turn: same request, new seed.
             t0 = time.monotonic()
-            old = bbody["turns"][1]
+            old, bversion = bbody["turns"][1], bbody.get("version")
             # The panel re-renders the branch's cards once more after showing it: click the new button.
             regenerate = f"{PR}.querySelectorAll('.respec-card')[1]?.querySelector('.respec-regenerate')"
             await page.wait_for(f"!!{regenerate} && !{regenerate}.disabled", 20, "the branch's Regenerate button")
             page.phase = "regenerate"
+            seeds = await page.js(SEEDS_JS % {"app": APP})
             await page.js(f"{regenerate}.click()")
             deadline = time.monotonic() + 600
             moved = False   # anything happened: the branch rewound, or a card is pending
@@ -368,7 +372,10 @@ def _check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict
                   f"{str(old.get('image'))[:10]} -> {str(new.get('image'))[:10]}; source turns {turns}"
                   + ("" if moved else f"; nothing happened after the click; the page said "
                      f"{[m['text'][:200] for m in page.messages if m['phase'] == 'regenerate'][:5]}; "
-                     f"the panel shows {await page.js(PANEL_STATE_JS % PR)}"))
+                     f"the panel shows {await page.js(PANEL_STATE_JS % PR)}")
+                  + ("" if new.get("image") != old.get("image") else
+                     f"; branch version {bbody.get('version')} (was {bversion}); seeds {seeds} -> "
+                     f"{await page.js(SEEDS_JS % {'app': APP})}"))
             if docs is not None:
                 await page.screenshot(docs / "frontend-chat-branch.png")
             errors = [m for m in page.console if "ReSpec" in m or "respec" in m]
