@@ -268,7 +268,8 @@ async function sendTurn(request, { newSeed = false } = {}) {
     await app.queuePrompt(0, 1);
     const { id, done } = await findPromptId(target, request);
     if (!id) throw new Error(C.refusalMessage(graphNow().nodes, app.lastNodeErrors));
-    dispatchComposer({ type: "queued", promptId: id });
+    // Queued with some outputs refused (ComfyUI runs the rest): why, should no turn come of it.
+    dispatchComposer({ type: "queued", promptId: id, refused: C.nodeErrorText(graphNow().nodes, app.lastNodeErrors) });
     if (done) {
       // It had finished already: its events were replayed on "queued". Should the socket have lost
       // them, /history keeps the prompt's own messages, its execution_error among them.

@@ -166,19 +166,25 @@ export function unavailableChoices(nodes) {
   return out;
 }
 
-/** The error of a prompt ComfyUI refused to queue: its first line names what the frontend can see
- * is wrong (unavailableChoices), else says where ComfyUI shows the reason. */
-export function refusalMessage(nodes, nodeErrors = null) {
-  // ComfyUI's own answer first (the frontend keeps it as app.lastNodeErrors): a loader that checks its
-  // files before the prompt runs refuses it with the run's words, which the card shows with the title.
+/** ComfyUI's answer to /prompt about its nodes (the frontend keeps it as app.lastNodeErrors; ComfyUI
+ * gives it when it refuses the prompt, and when it queues only the outputs whose inputs are valid):
+ * the first refused node's title and its own words, or null. A loader that checks its model before
+ * the prompt runs refuses with the run's words (Looked in, How to get it), which errorLines keeps. */
+export function nodeErrorText(nodes, nodeErrors) {
   const refused = Object.entries(nodeErrors ?? {}).find(([, e]) => Array.isArray(e?.errors) && e.errors.length);
-  if (refused) {
-    const [id, e] = refused;
-    const node = (Array.isArray(nodes) ? nodes : []).find((n) => String(n.id) === String(id));
-    // A custom validation's words follow its input's name: "model - Missing model weights: ...".
-    const words = String(e.errors[0].details || e.errors[0].message || "").replace(/^\w+ - /, "");
-    return [`${node?.title || e.class_type || `node ${id}`}: ${words}`, "Nothing was queued and no turn was added."].join("\n");
-  }
+  if (!refused) return null;
+  const [id, e] = refused;
+  const node = (Array.isArray(nodes) ? nodes : []).find((n) => String(n.id) === String(id));
+  // A custom validation's words follow its input's name: "model - Missing model weights: ...".
+  const words = String(e.errors[0].details || e.errors[0].message || "").replace(/^\w+ - /, "");
+  return `${node?.title || e.class_type || `node ${id}`}: ${words}`;
+}
+
+/** The error of a prompt ComfyUI refused to queue: ComfyUI's own words about the node (nodeErrorText),
+ * else what the frontend can see is wrong (unavailableChoices), else where ComfyUI shows the reason. */
+export function refusalMessage(nodes, nodeErrors = null) {
+  const said = nodeErrorText(nodes, nodeErrors);
+  if (said) return [said, "Nothing was queued and no turn was added."].join("\n");
   const bad = unavailableChoices(nodes);
   const first = bad.length
     ? `${bad[0].title}: ${bad[0].widget} "${bad[0].value}" is not installed (not among the files ComfyUI lists)`
@@ -187,11 +193,13 @@ export function refusalMessage(nodes, nodeErrors = null) {
   return [first, ...more, "Nothing was queued and no turn was added."].join("\n");
 }
 
-/** Why a prompt that ran to its end added no turn: the files the frontend saw missing when it was
- * sent (unavailableChoices), else the other reasons. */
-export function notAddedMessage(unavailable = []) {
+/** Why a prompt that ran to its end added no turn: what ComfyUI said about a node when it queued
+ * the prompt (`refused`, nodeErrorText), the files the frontend saw missing when it was sent
+ * (unavailableChoices), else the other reasons. */
+export function notAddedMessage(unavailable = [], refused = null) {
   const lines = (Array.isArray(unavailable) ? unavailable : []).map((b) =>
     `${b.title}: ${b.widget} "${b.value}" is not installed (not among the files ComfyUI lists)`);
+  if (typeof refused === "string" && refused) lines.unshift(refused);
   if (lines.length) return [...lines, "ComfyUI ran only the parts of the graph that do not need it: no turn was added."].join("\n");
   return "The prompt ended without adding a turn: History Append did not run (nothing new to do: the same request " +
     "as the last turn, taken from ComfyUI's cache; or its inputs were refused).";
@@ -208,7 +216,7 @@ export function nextSeed(previous, random = Math.random()) {
 /** The composer before anything was sent. */
 export function initialComposer() {
   return { phase: "idle", request: "", sessionId: null, turn: null, promptId: null, progress: null,
-    node: null, plan: null, error: null, unavailable: [], early: [] };
+    node: null, plan: null, error: null, unavailable: [], refused: null, early: [] };
 }
 
 // ComfyUI's events of a prompt. Those that come while the composer does not know its prompt's id yet
@@ -253,7 +261,8 @@ export function reduceComposer(c, action) {
       if (c.phase !== "queueing") return c;
       const id = action.promptId ?? null;
       const early = (c.early ?? []).filter((e) => e.data.prompt_id === id);
-      return early.reduce(reduceComposer, { ...c, phase: "queued", promptId: id, early: [] });
+      const refused = typeof action.refused === "string" && action.refused ? action.refused : null;
+      return early.reduce(reduceComposer, { ...c, phase: "queued", promptId: id, refused, early: [] });
     }
     case "refused":
       return c.phase === "queueing" || c.phase === "queued" ? { ...c, phase: "error", error: String(action.message) } : c;
@@ -280,7 +289,7 @@ export function reduceComposer(c, action) {
       // ends without it added nothing (ComfyUI runs only the outputs whose inputs are valid, and
       // runs nothing that is cached).
       if (!mine(c, d) || c.phase === "done") return c;
-      return isBusy(c) ? { ...c, phase: "error", error: notAddedMessage(c.unavailable) } : c;
+      return isBusy(c) ? { ...c, phase: "error", error: notAddedMessage(c.unavailable, c.refused) } : c;
     case "history":
       // The appended turn arrived (respec.history from History Append): the real card replaces the pending one.
       if (!isBusy(c) || d.session_id !== c.sessionId || !Array.isArray(d.turns) || c.turn === null) return c;

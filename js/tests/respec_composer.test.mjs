@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 
 import {
   branchPath, cardAction, cardActions, findQueuedPrompt, findRequestTarget, graphEdits, initialComposer, isBusy,
-  cardActionRefusal, editsLostMessage, errorLines, editsNotHeld, firstLine, historyEvents, keyAction, nextSeed, notAddedMessage, pendingCard, pickerRows, reduceComposer, refusalMessage, requestProblem,
+  cardActionRefusal, editsLostMessage, errorLines, nodeErrorText, editsNotHeld, firstLine, historyEvents, keyAction, nextSeed, notAddedMessage, pendingCard, pickerRows, reduceComposer, refusalMessage, requestProblem,
   unavailableChoices, utf8Length,
 } from "../lib/respec_composer.js";
 
@@ -263,6 +263,22 @@ test("a prompt a loader refused at validation says the node's title and the load
   assert.match(message, /no turn was added/);
   // No node errors (an older frontend): the graph's own drop-downs say what is missing, as before.
   assert.match(firstLine(refusalMessage(nodes, {})), /ComfyUI refused the prompt/);
+});
+
+test("a prompt queued with the loader refused (ComfyUI runs the other outputs) ends in the loader's words", () => {
+  const nodes = [{ id: 6, type: "ReSpecFlux2Loader", title: "Flux.2 [klein] Loader (ReSpec)", mode: 0, widgets: [] }];
+  const errors = { 6: { class_type: "ReSpecFlux2Loader", errors: [{ type: "custom_validation_failed",
+    details: "model - Missing model weights: black-forest-labs/FLUX.2-klein-base-9B (diffusers)\nLooked in:\n  /m/diffusers\nHow to get it: download it." }] } };
+  const refused = nodeErrorText(nodes, errors);
+  // The prompt ends before the panel knows its id: its events are kept and replayed on "queued".
+  let c = reduceComposer(sent({ turn: 1 }), { type: "execution_success", data: { prompt_id: "p1" } });
+  c = reduceComposer(c, { type: "queued", promptId: "p1", refused });
+  assert.equal(c.phase, "error");
+  assert.equal(firstLine(c.error), "Flux.2 [klein] Loader (ReSpec): Missing model weights: black-forest-labs/FLUX.2-klein-base-9B (diffusers)");
+  assert.deepEqual(errorLines(c.error).slice(1), ["Looked in: /m/diffusers", "How to get it: download it."]);
+  assert.match(c.error, /no turn was added/);
+  assert.equal(nodeErrorText(nodes, null), null);
+  assert.equal(nodeErrorText(nodes, { 6: { errors: [] } }), null);
 });
 
 test("a prompt that ends without History Append announcing the turn added nothing, and says why", () => {
