@@ -36,7 +36,9 @@ What it does, touching nothing inside the checkout:
    UI -> API conversion (app.graphToPrompt) must equal the shipped .api.json file. A graph with
    an unknown node type is loaded first as a control: the check must flag it; with --vue-nodes, the
    workflows, every pack node and the sidebar's composer again with the frontend's Nodes 2.0 on
-   (check_vue_nodes.py);
+   (check_vue_nodes.py); every chat graph opened as the template browser opens it on 1366 x 768,
+   1600 x 1000 and 1920 x 1080 pages, classic and (with --vue-nodes) Nodes 2.0: node text drawn,
+   nothing overlapping (check_readable.py; --readable-only runs just that);
 7. stops the server and prints a summary; exit status 0 only when everything passed.
 """
 from __future__ import annotations
