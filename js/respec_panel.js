@@ -807,6 +807,14 @@ function buildPending(p, height) {
 
 app.registerExtension({
   name: "respechistorygroundedconversationalediting.panel", // inside the pack's namespace (its DisplayName)
+  nodeCreated(node) {
+    // The pack's loaders: each entry of the model drop-down says whether it is installed (the label
+    // only: the value, which saved graphs hold, stays the id).
+    const labels = C.installedLabellers(node?.constructor?.nodeData);
+    for (const w of node?.widgets ?? []) {
+      if (labels[w.name] && w.options) w.options.getOptionLabel = labels[w.name];
+    }
+  },
   setup() {
     listen();
     const manager = app.extensionManager;

@@ -57,9 +57,10 @@ def template_path(choice: str, kind: str) -> Path | None:
 BACKENDS = ["qwen3-vl", "internvl3"]
 
 
-def _llm_choices() -> tuple[list[str], str]:
+def _llm_choices() -> tuple[list[str], dict]:
     """What is installed first (the known Hugging Face ids in the local cache, the folders in
-    models/LLM), then the known ids that are not (valid before a download); and the tooltip line."""
+    models/LLM), then the known ids that are not (valid before a download); and the options that
+    say which are installed (models.installed_first)."""
     return models.installed_first("LLM", [DEFAULT_MODELS["qwen3-vl"], DEFAULT_MODELS["internvl3"]])
 
 
@@ -87,10 +88,10 @@ class ReSpecVLMLoader:
         return {"required": {
             "backend": (BACKENDS, {"default": "qwen3-vl", "tooltip":
                         "qwen3-vl: Qwen3-VL (the paper's controller). internvl3: InternVL3 '-hf' checkpoints."}),
-            "model": (listed, {"default": DEFAULT_MODELS["qwen3-vl"], "tooltip":
+            "model": (listed, {**installed, "default": DEFAULT_MODELS["qwen3-vl"], "tooltip":
                       "A model folder in ComfyUI's models/LLM (sub-folders and extra_model_paths.yaml "
                       "included), or a Hugging Face id (found in the local Hugging Face cache, downloaded only "
-                      "with allow_download). " + installed}),
+                      "with allow_download). " + installed["tooltip"]}),
             "dtype": (["auto", "bf16", "fp16", "fp32"], {"default": "auto", "tooltip":
                       "Weight precision. auto: bf16 on a GPU, fp32 on the CPU."}),
             "device": (["auto", "cpu", "cuda", "mps"], {"default": "auto", "tooltip":

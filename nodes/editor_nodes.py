@@ -28,8 +28,9 @@ _OFFLOAD_TIP = ("Where the weights live while editing. auto: inside ComfyUI its 
                 "group_offload: blocks streamed to the GPU, between the two.")
 
 
-def _sources(known: list[str]) -> tuple[list[str], str]:
-    """A diffusers drop-down: what is installed first, then the known ids that are not; the tooltip line."""
+def _sources(known: list[str]) -> tuple[list[str], dict]:
+    """A diffusers drop-down: what is installed first, then the known ids that are not; the options
+    that say which are installed (models.installed_first)."""
     return models.installed_first("diffusers", known)
 
 
@@ -97,12 +98,12 @@ class ReSpecFlux2Loader:
         listed, installed = _sources(list(KLEIN_VARIANTS))
         return {
             "required": {
-                "model": (listed, {"default": FLUX2_DEFAULT_SOURCE, "tooltip":
+                "model": (listed, {**installed, "default": FLUX2_DEFAULT_SOURCE, "tooltip":
                           "Diffusers pipeline: a Hugging Face id or a folder in models/diffusers. klein-base-* "
                           "are the undistilled models the paper used (real CFG, ~30 steps); klein-9B/4B are "
                           "step-distilled (4 steps, guidance ignored). 9B: FLUX Non-Commercial License; 4B: "
                           "Apache-2.0. With single files below, only this model's configs and tokenizer are "
-                          "read. " + installed}),
+                          "read. " + installed["tooltip"]}),
                 "transformer_file": (_files("diffusion_models"), {"default": NONE, "tooltip":
                                      "Optional ComfyUI single file from models/diffusion_models (e.g. "
                                      "flux-2-klein-base-9b.safetensors) replacing the pipeline's transformer."}),
@@ -203,9 +204,9 @@ class ReSpecOmniGen2Loader:
         listed, installed = _sources([OMNIGEN2_DEFAULT_SOURCE])
         return {
             "required": {
-                "model": (listed, {"default": OMNIGEN2_DEFAULT_SOURCE, "tooltip":
+                "model": (listed, {**installed, "default": OMNIGEN2_DEFAULT_SOURCE, "tooltip":
                           "OmniGen2 weights in diffusers layout: a Hugging Face id or a folder in models/diffusers. "
-                          + installed}),
+                          + installed["tooltip"]}),
                 "dtype": (DTYPES, {"default": "auto", "tooltip": "Weight precision. auto: bf16 on CUDA, fp32 on CPU."}),
                 "offload": (list(OFFLOAD_MODES), {"default": "auto", "tooltip": _OFFLOAD_TIP}),
                 "allow_download": ("BOOLEAN", {"default": False, "tooltip":

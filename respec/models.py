@@ -250,17 +250,22 @@ def on_this_machine(kind: str, name: str) -> bool:
         return False
 
 
-def installed_first(kind: str, known: Sequence[str]) -> tuple[list[str], str]:
+INSTALLED_OPTION = "respec_installed"   # a drop-down's options key: the values on this machine (the panel marks them)
+
+
+def installed_first(kind: str, known: Sequence[str]) -> tuple[list[str], dict]:
     """A loader's drop-down for `kind`: what is on this machine first (the `known` Hugging Face ids in
-    the local cache, then the model folders of `kind`), then the known ids that are not; with a
-    tooltip line naming what is installed (the drop-down's values stay the ids saved graphs use)."""
+    the local cache, then the model folders of `kind`), then the known ids that are not; with the
+    options that say so: a tooltip line naming what is installed and INSTALLED_OPTION, the values
+    installed, which the frontend extension shows beside each entry (the values stay the ids saved
+    graphs use)."""
     local = comfy.list_models(kind)
     here = [k for k in known if k in local or on_this_machine(kind, k)]
     here += [n for n in local if n not in here]
     absent = [k for k in known if k not in here]
     line = (f"Installed here: {', '.join(here)}." if here else "Nothing installed here yet.") + (
         f" Not installed: {', '.join(absent)} (a run fails at once unless allow_download is on)." if absent else "")
-    return here + absent, line
+    return here + absent, {"tooltip": line, INSTALLED_OPTION: here}
 
 
 def missing_words(check: Callable[[], Any]) -> str | None:

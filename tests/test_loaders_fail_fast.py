@@ -33,6 +33,7 @@ def test_nothing_installed_the_list_says_so_and_a_run_fails_at_validation_in_the
     loader = pack.NODE_CLASS_MAPPINGS["ReSpecFlux2Loader"]
     choices, options = _spec(pack, "ReSpecFlux2Loader", "model")
     assert KLEIN_9B in choices and "Nothing installed here yet" in options["tooltip"]
+    assert options["respec_installed"] == []
     assert KLEIN_9B in options["tooltip"].split("Not installed:")[1]
     said = loader.VALIDATE_INPUTS(model=KLEIN_9B, transformer_file="(none)", text_encoder_file="(none)",
                                   vae_file="(none)", allow_download=False)
@@ -55,6 +56,7 @@ def test_an_installed_pipeline_comes_first_marked_installed_and_validates(pack):
     choices, options = _spec(pack, "ReSpecFlux2Loader", "model")
     assert choices[0] == files["config"], choices
     assert f"Installed here: {files['config']}." in options["tooltip"]
+    assert options["respec_installed"] == [files["config"]]   # what the panel marks "installed" in the list
     loader = pack.NODE_CLASS_MAPPINGS["ReSpecFlux2Loader"]
     assert loader.VALIDATE_INPUTS(model=files["config"], transformer_file=files["transformer"],
                                   text_encoder_file=files["text_encoder"], vae_file=files["vae"],

@@ -166,6 +166,31 @@ export function unavailableChoices(nodes) {
   return out;
 }
 
+/** The key of a loader's drop-down options that lists the values installed on the server
+ * (respec/models.py INSTALLED_OPTION). */
+export const INSTALLED_OPTION = "respec_installed";
+
+/** For a node definition (the frontend's nodeData: V1 `input.required/optional` specs, or V2
+ * `inputs`), the drop-downs that say which of their values are installed: {input name: label}, where
+ * label(value) is what the drop-down shows for it, "(installed) <value>" or "(not installed)
+ * <value>"; the value itself, which saved graphs hold, does not change. */
+export function installedLabellers(nodeData) {
+  const v1 = { ...(nodeData?.input?.required ?? {}), ...(nodeData?.input?.optional ?? {}) };
+  const specs = Object.keys(v1).length
+    ? Object.fromEntries(Object.entries(v1).map(([name, spec]) => [name, Array.isArray(spec) ? spec[1] : null]))
+    : (nodeData?.inputs ?? {});
+  const out = {};
+  for (const [name, options] of Object.entries(specs)) {
+    const installed = options?.[INSTALLED_OPTION];
+    if (!Array.isArray(installed)) continue;
+    const here = new Set(installed);
+    // The mark comes first: a node's widget cuts a long value at its right end.
+    out[name] = (value) => (typeof value === "string" && value
+      ? `(${here.has(value) ? "installed" : "not installed"}) ${value}` : value);
+  }
+  return out;
+}
+
 /** ComfyUI's answer to /prompt about its nodes (the frontend keeps it as app.lastNodeErrors; ComfyUI
  * gives it when it refuses the prompt, and when it queues only the outputs whose inputs are valid):
  * the first refused node's title and its own words, or null. A loader that checks its model before

@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 
 import {
   branchPath, cardAction, cardActions, findQueuedPrompt, findRequestTarget, graphEdits, initialComposer, isBusy,
-  cardActionRefusal, editsLostMessage, errorLines, nodeErrorText, editsNotHeld, firstLine, historyEvents, keyAction, nextSeed, notAddedMessage, pendingCard, pickerRows, reduceComposer, refusalMessage, requestProblem,
+  cardActionRefusal, editsLostMessage, errorLines, installedLabellers, nodeErrorText, editsNotHeld, firstLine, historyEvents, keyAction, nextSeed, notAddedMessage, pendingCard, pickerRows, reduceComposer, refusalMessage, requestProblem,
   unavailableChoices, utf8Length,
 } from "../lib/respec_composer.js";
 
@@ -386,3 +386,22 @@ test("a card action that cannot run says why instead of doing nothing", () => {
   assert.match(cardActionRefusal("regenerate", { count: 0, k: 1, busy: false }), /shows 0 turns.*latest turn/);
   assert.match(cardActionRefusal("undo", { count: 1, k: 0, busy: false }), /^undo of turn 0 is not possible now: the panel shows 1 turn;/);
 });
+
+test("a loader's model drop-down says which entries are installed, without changing the values", () => {
+  const v1 = { input: { required: {
+    model: [["local-klein", "black-forest-labs/FLUX.2-klein-base-9B"], { default: "black-forest-labs/FLUX.2-klein-base-9B",
+      respec_installed: ["local-klein"] }],
+    dtype: [["auto", "fp32"], { default: "auto" }],
+  } } };
+  const labels = installedLabellers(v1);
+  assert.deepEqual(Object.keys(labels), ["model"]);
+  assert.equal(labels.model("local-klein"), "(installed) local-klein");
+  assert.equal(labels.model("black-forest-labs/FLUX.2-klein-base-9B"), "(not installed) black-forest-labs/FLUX.2-klein-base-9B");
+  assert.equal(labels.model(null), null);
+  // The V2 definition (inputs by name) carries the same options.
+  const v2 = { inputs: { model: { name: "model", type: "COMBO", respec_installed: [] } } };
+  assert.equal(installedLabellers(v2).model("x"), "(not installed) x");
+  assert.deepEqual(installedLabellers({ input: { required: { image: [["a.png"], {}] } } }), {});
+  assert.deepEqual(installedLabellers(undefined), {});
+});
+

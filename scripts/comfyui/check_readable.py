@@ -8,7 +8,9 @@ Per graph, size and mode, one PASS/FAIL line:
   1.45+ fit every node in the view when a template opens; 1.35 restores the graph's saved view);
 - no two nodes overlap as drawn (classic: the nodes' boxes, title bars included; Nodes 2.0: the nodes'
   elements as measured), and every Preview / Save Image has 300 px free below it for its picture.
-With `shots`, each is saved as readable-<mode>-<width>x<height>-<title>.png.
+With `shots`, each is saved as readable-<mode>-<width>x<height>-<title>.png. Once per mode, the Flux.2
+loader of the provenance graph must mark its model "(not installed)" in its drop-down (the pack's
+extension labels each entry from the loader's INSTALLED_OPTION).
 Returns the problems found.
 """
 from __future__ import annotations
@@ -57,6 +59,27 @@ async def _one(page: Page, check, path: Path, mode: str, size: tuple[int, int], 
     return view
 
 
+# The Flux.2 loader's model drop-down as the page shows it: the label of its value and of each entry
+# (the pack's extension marks each "(installed)" / "(not installed)"), and, in Nodes 2.0, the node's text.
+LOADER_LABELS_JS = """(() => { const g = %(app)s.rootGraph ?? %(app)s.graph;
+  const n = g._nodes.find(n => n.type === 'ReSpecFlux2Loader'); if (!n) return null;
+  const w = n.widgets.find(w => w.name === 'model'); const f = w.options?.getOptionLabel;
+  return {value: w.value, shown: f ? f(w.value) : null, entries: (w.options?.values ?? []).map(v => f ? f(v) : v),
+          element: document.querySelector(`[data-node-id="${n.id}"]`)?.innerText ?? null}; })()"""
+PROVENANCE = "ReSpec chat - No VLM, provenance"
+
+
+async def check_installed_labels(page: Page, check, mode: str) -> None:
+    """The loader's drop-down says which entries are installed (none is, on the checker's server)."""
+    got = await page.js(LOADER_LABELS_JS % {"app": APP})
+    ok = bool(got) and str(got["shown"]).startswith("(not installed) ") and all(
+        str(e).startswith(("(installed) ", "(not installed) ")) for e in got["entries"]) and (
+        mode == "classic" or "(not installed)" in (got["element"] or ""))
+    check(f"the Flux.2 loader marks its model not installed ({mode})", ok,
+          f"shows {got and got['shown']!r}; entries {got and got['entries'][:3]}"
+          + (f"; the node's text has it: {'(not installed)' in (got['element'] or '')}" if got and mode != "classic" else ""))
+
+
 def check_readable(url: str, chromium: str, chat_files: list[Path], vue_nodes: bool,
                    shots: str | None = None) -> list[str]:
     """Every chat graph in `chat_files` at SIZES, classic and (with `vue_nodes`) Nodes 2.0; the problems."""
@@ -85,6 +108,8 @@ def check_readable(url: str, chromium: str, chat_files: list[Path], vue_nodes: b
                         return
                     for path in chat_files:
                         await _one(page, check, path, mode, size, shots_dir)
+                        if path.stem == PROVENANCE and size == SIZES[-1]:
+                            await check_installed_labels(page, check, mode)
 
     log(f"readable: {len(chat_files)} conversations at {', '.join(f'{w} x {h}' for w, h in SIZES)} ({', '.join(modes)})")
     try:
