@@ -87,7 +87,10 @@ function loadSession(sid) {
   inFlight.add(sid);
   getJson(V.sessionPath(sid, state.stores[sid]))
     .then((data) => dispatch({ type: "session/loaded", data }))
-    .catch((e) => dispatch({ type: "error", message: `Could not load session "${sid}": ${e.message}` }))
+    .catch((e) => {
+      console.warn(`ReSpec: could not load session "${sid}": ${e.message}`);   // on record, as the panel says it
+      dispatch({ type: "error", message: `Could not load session "${sid}": ${e.message}` });
+    })
     .finally(() => {
       inFlight.delete(sid);
       schedule(); // a newer version may have been announced meanwhile
@@ -305,8 +308,12 @@ async function postJson(path, body) {
 
 /** A card's Branch from here / Regenerate (Undo to here is rewind()). */
 async function cardAction(kind, sid, card) {
-  const count = state.session?.turns.length ?? 0;
   const store = state.stores[sid];
+  // The card's own session decides (the panel may hold another one for a moment, e.g. just after a
+  // branch, while it loads the session it follows).
+  const shown = state.session?.session_id === sid ? state.session
+    : await getJson(V.sessionPath(sid, store)).catch(() => null);
+  const count = Array.isArray(shown?.turns) ? shown.turns.length : 0;
   const act = C.cardAction(kind, { sessionId: sid, count, k: card.index, instruction: card.instruction,
     paths: { rewind: V.rewindPath(sid, store), branch: C.branchPath(sid, store) } });
   if (!act || (act.queue && C.isBusy(composer))) {
@@ -329,6 +336,7 @@ async function cardAction(kind, sid, card) {
     loadSessions(true);
     if (act.queue) await sendTurn(act.request, { newSeed: act.newSeed });
   } catch (e) {
+    console.warn(`ReSpec: ${kind} failed: ${e.message}`);   // on record, as the toast says it
     dispatch({ type: "error", message: `${kind} failed: ${e.message}` });
     toast("error", "ReSpec", `${kind} failed: ${e.message}`);
   }

@@ -49,7 +49,8 @@ WATCH_JS = """(() => { window.__respecSeen = []; window.__respecMsgs = []; const
 # What the panel shows, in a line: for a click that did nothing.
 PANEL_STATE_JS = """(() => { const r = %s; const t = (q) => r.querySelector(q)?.innerText.replace(/\\s+/g, ' ').slice(0, 160);
   return {cards: r.querySelectorAll('.respec-card').length, session: r.querySelector('select')?.value,
-    status: t('.respec-status'), message: t('.respec-msg'), composer: t('.respec-composer')}; })()"""
+    status: t('.respec-status'), message: t('.respec-msg'), composer: t('.respec-composer'),
+    toasts: [...document.querySelectorAll('.p-toast-message')].map(e => e.innerText.replace(/\\s+/g, ' ').slice(0, 200))}; })()"""
 # The graph's seed widgets, "<node id>:<value>" (Regenerate must give them a new value).
 SEEDS_JS = """(() => { const g = %(app)s.rootGraph ?? %(app)s.graph; return g._nodes.flatMap(n => (n.widgets ?? [])
   .filter(w => w.name === 'seed' || w.name === 'noise_seed').map(w => `${n.id}:${w.value}`)); })()"""
