@@ -50,7 +50,9 @@ WATCH_JS = """(() => { window.__respecSeen = []; window.__respecMsgs = []; const
 PANEL_STATE_JS = """(() => { const r = %s; const t = (q) => r.querySelector(q)?.innerText.replace(/\\s+/g, ' ').slice(0, 160);
   return {cards: r.querySelectorAll('.respec-card').length, session: r.querySelector('select')?.value,
     status: t('.respec-status'), message: t('.respec-msg'), composer: t('.respec-composer'),
-    toasts: [...document.querySelectorAll('.p-toast-message')].map(e => e.innerText.replace(/\\s+/g, ' ').slice(0, 200))}; })()"""
+    toasts: [...document.querySelectorAll('.p-toast-message')].map(e => e.innerText.replace(/\\s+/g, ' ').slice(0, 200)),
+    panels: document.querySelectorAll('[data-respec-panel]').length,
+    regenerate: [...r.querySelectorAll('.respec-regenerate')].map(b => ({disabled: b.disabled, connected: b.isConnected}))}; })()"""
 # The graph's seed widgets, "<node id>:<value>" (Regenerate must give them a new value).
 SEEDS_JS = """(() => { const g = %(app)s.rootGraph ?? %(app)s.graph; return g._nodes.flatMap(n => (n.widgets ?? [])
   .filter(w => w.name === 'seed' || w.name === 'noise_seed').map(w => `${n.id}:${w.value}`)); })()"""
@@ -354,7 +356,9 @@ def _check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict
             await page.wait_for(f"!!{regenerate} && !{regenerate}.disabled", 20, "the branch's Regenerate button")
             page.phase = "regenerate"
             seeds = await page.js(SEEDS_JS % {"app": APP})
-            await page.js(f"{regenerate}.click()")
+            # Was the button enabled at the click itself (a disabled button ignores click())?
+            clicked = await page.js(f"(() => {{ const b = {regenerate}; const d = b?.disabled; b?.click(); "
+                                    "return {found: !!b, disabled: d}; })()")
             deadline = time.monotonic() + 600
             moved = False   # anything happened: the branch rewound, or a card is pending
             while time.monotonic() < deadline:
@@ -372,7 +376,7 @@ def _check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict
                   and new.get("instruction") == old.get("instruction") and new.get("image") != old.get("image"),
                   f"{time.monotonic() - t0:.1f} s; branch turns {bturns}, turn 1 {new.get('instruction')!r}, image "
                   f"{str(old.get('image'))[:10]} -> {str(new.get('image'))[:10]}; source turns {turns}"
-                  + ("" if moved else f"; nothing happened after the click; the page said "
+                  + ("" if moved else f"; nothing happened after the click {clicked}; the page said "
                      f"{[m['text'][:200] for m in page.messages if m['phase'] == 'regenerate'][:5]}; "
                      f"the panel shows {await page.js(PANEL_STATE_JS % PR)}")
                   + ("" if new.get("image") != old.get("image") else
