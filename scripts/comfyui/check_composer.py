@@ -276,7 +276,7 @@ def _check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict
             await check_failed_turn(page, check, Path(tiny["klein"]).name, None)
             # The graph as a new user opens it: the default klein id, listed, not on this machine (issue 45);
             # the docs' picture of a failed turn is this one.
-            await check_failed_turn(page, check, Path(tiny["klein"]).name, docs, sends=3,
+            await check_failed_turn(page, check, Path(tiny["klein"]).name, docs,
                                     missing="black-forest-labs/FLUX.2-klein-base-9B", how=True)
             await page.js(WATCH_JS % {"pr": PR})
 
