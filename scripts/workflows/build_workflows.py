@@ -617,13 +617,14 @@ POST_EDIT_NOTE = ("**Reveal Composite and Drift Guard are on.** On a turn that u
                   "Qwen-Image-Edit adds on a call. Switch either off with its `enabled` widget.")
 
 
-def _native_runs(c: SimpleNamespace, parts: "NativeParts", edit: list, models) -> list[list]:
-    """The runs (_flow) of a native conversation from the controller on: the VLM and its plan, then the
-    loaders and the editor's steps -> Drift Guard -> History Append -> the `models` note -> Save Image."""
+def _native_runs(c: SimpleNamespace, parts: "NativeParts", edit: list, controller: list, models) -> list[list]:
+    """The runs (_flow) of a native conversation from the controller on: `controller` (its nodes up to
+    the plan) with the selector, rewriter and preview, then the loaders and the editor's steps ->
+    Drift Guard -> History Append -> the `models` note -> Save Image."""
     positive, pos, neg, size, guider, *schedule, latent, noise, sample, decoded, resized = edit
     loaders = [parts.unet, parts.clip, parts.vae, parts.negative, parts.sampler]
     loaders += [parts.scheduler] if parts.scheduler else []
-    return [[getattr(c, "vlm", None), c.plan, c.select, c.rewrite, c.preview],
+    return [[*controller, c.select, c.rewrite, c.preview],
             loaders + [positive, size, pos, neg, guider, *schedule, latent, noise, sample, decoded, resized,
                        c.guard, c.append, models, c.save]]
 
@@ -642,8 +643,8 @@ def _conversation_native(name: str, editor: str, specs) -> wg.Graph:
     readme = g.note(SESSION_NOTE, title="Read me", size=README_SIZE)
     models = g.note(NATIVE_NOTE[editor], title="Models", size=MODELS_SIZE, collapsed=True)
     _collapse_what_runs(g)
-    g.columns(_flow([readme, c.image], [c.request, c.store, steps], *_native_runs(c, parts, edit, models)),
-              gap_x=CHAT_GAP)
+    g.columns(_flow([readme, c.image], [c.request, c.store, steps],
+                    *_native_runs(c, parts, edit, [c.vlm, c.plan], models)), gap_x=CHAT_GAP)
     return g
 
 
@@ -811,9 +812,8 @@ def conversational_textgen_flux2(specs):
     models = g.note("**Controller model:** " + model + "\n\n" + NATIVE_NOTE["flux2"], title="Models",
                     size=MODELS_SIZE, collapsed=True)
     _collapse_what_runs(g)
-    runs = _native_runs(c, parts, edit, models)
-    runs[0] = [controller, prompt, answer, c.plan, c.select, c.rewrite, c.preview]
-    g.columns(_flow([readme, c.image], [c.request, c.store, steps], *runs), gap_x=CHAT_GAP)
+    g.columns(_flow([readme, c.image], [c.request, c.store, steps],
+                    *_native_runs(c, parts, edit, [controller, prompt, answer, c.plan], models)), gap_x=CHAT_GAP)
     return g
 
 
