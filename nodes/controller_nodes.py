@@ -55,13 +55,14 @@ def template_path(choice: str, kind: str) -> Path | None:
 
 
 BACKENDS = ["qwen3-vl", "internvl3"]
+LLM_KNOWN = [DEFAULT_MODELS["qwen3-vl"], DEFAULT_MODELS["internvl3"]]   # valid before a download
 
 
 def _llm_choices() -> tuple[list[str], dict]:
     """What is installed first (the known Hugging Face ids in the local cache, the folders in
     models/LLM), then the known ids that are not (valid before a download); and the options that
     say which are installed (models.installed_first)."""
-    return models.installed_first("LLM", [DEFAULT_MODELS["qwen3-vl"], DEFAULT_MODELS["internvl3"]])
+    return models.installed_first("LLM", LLM_KNOWN)
 
 
 def plan_json(plan) -> str:
@@ -127,7 +128,7 @@ class ReSpecVLMLoader:
                       if (hf_model or "").strip() else model)
             if source is not None and allow_download is False and models.tiny_seed(source) is None:
                 resolve_model_dir(backend or BACKENDS[0], source, allow_download=False)
-        return validate_loader({"backend": BACKENDS, "model": _llm_choices()[0]},
+        return validate_loader({"backend": BACKENDS, "model": models.listed("LLM", LLM_KNOWN)},
                                {"backend": backend, "model": model}, check)
 
     def load(self, backend, model, dtype, device, keep_loaded, allow_download, max_pixels, max_new_tokens,

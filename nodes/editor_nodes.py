@@ -138,7 +138,8 @@ class ReSpecFlux2Loader:
             if source is not None and allow_download is False and models.tiny_seed(source) is None:
                 configs_only = all(_file(v or NONE) is not None for v in files.values())
                 flux2_source(source, False, configs_only=configs_only)
-        return validate_loader({"model": _sources(list(KLEIN_VARIANTS))[0], "transformer_file": _files("diffusion_models"),
+        return validate_loader({"model": models.listed("diffusers", list(KLEIN_VARIANTS)),
+                                "transformer_file": _files("diffusion_models"),
                                 "text_encoder_file": _files("text_encoders"), "vae_file": _files("vae")},
                                {"model": model, **files}, check)
 
@@ -220,7 +221,7 @@ class ReSpecOmniGen2Loader:
         def check():
             if model is not None and allow_download is False and models.tiny_seed(model) is None:
                 models.resolve_hf(model, "diffusers", False, OMNIGEN2_HOW_TO_GET)
-        return validate_loader({"model": _sources([OMNIGEN2_DEFAULT_SOURCE])[0]}, {"model": model}, check)
+        return validate_loader({"model": models.listed("diffusers", [OMNIGEN2_DEFAULT_SOURCE])}, {"model": model}, check)
 
     def load(self, model, dtype, offload, allow_download):
         return (load_omnigen2(model, dtype=dtype, offload=offload, allow_download=allow_download),)

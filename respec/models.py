@@ -253,15 +253,20 @@ def on_this_machine(kind: str, name: str) -> bool:
 INSTALLED_OPTION = "respec_installed"   # a drop-down's options key: the values on this machine (the panel marks them)
 
 
+def listed(kind: str, known: Sequence[str]) -> list[str]:
+    """Every value a loader's drop-down for `kind` offers: the `known` Hugging Face ids and the model
+    folders of `kind` (installed_first orders them; a validation needs only this, no cache lookup)."""
+    return list(known) + [n for n in comfy.list_models(kind) if n not in known]
+
+
 def installed_first(kind: str, known: Sequence[str]) -> tuple[list[str], dict]:
     """A loader's drop-down for `kind`: what is on this machine first (the `known` Hugging Face ids in
     the local cache, then the model folders of `kind`), then the known ids that are not; with the
     options that say so: a tooltip line naming what is installed and INSTALLED_OPTION, the values
     installed, which the frontend extension shows beside each entry (the values stay the ids saved
     graphs use)."""
-    local = comfy.list_models(kind)
-    here = [k for k in known if k in local or on_this_machine(kind, k)]
-    here += [n for n in local if n not in here]
+    every = listed(kind, known)
+    here = [k for k in known if on_this_machine(kind, k)] + every[len(known):]
     absent = [k for k in known if k not in here]
     line = (f"Installed here: {', '.join(here)}." if here else "Nothing installed here yet.") + (
         f" Not installed: {', '.join(absent)} (a run fails at once unless allow_download is on)." if absent else "")

@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 
 from check_first_hour import APP, DIALOG_CLOSE, LOAD_JS, VIEW_JS, crowded_pictures
-from check_vue_nodes import NODE_FACTS_JS, VUE_SETTING, set_vue_nodes, vue_overlaps
+from check_vue_nodes import NODE_FACTS_JS, VUE_SETTING, overlapping_pairs, set_vue_nodes, vue_overlaps
 from comfyui_harness import Page, browser_page, checker, http_json, log
 
 SIZES = ((1366, 768), (1600, 1000), (1920, 1080))
@@ -31,10 +31,9 @@ def classic_overlaps(nodes: list[dict]) -> list[str]:
     """Pairs of nodes ("a/b") whose boxes overlap as the classic renderer draws them: a node spans its
     title bar and, unless collapsed, its size (VIEW_JS's nodes; a collapsed node's width is its
     title's, at most its open width)."""
-    boxes = [(n["id"], n["pos"][0], n["pos"][1] - TITLE_BAR, n["pos"][0] + (n.get("collapsed_width") or n["size"][0]),
-              n["pos"][1] + (0 if n["collapsed"] else n["size"][1])) for n in nodes]
-    return [f"{a[0]}/{b[0]}" for i, a in enumerate(boxes) for b in boxes[i + 1:]
-            if a[1] < b[3] and b[1] < a[3] and a[2] < b[4] and b[2] < a[4]]
+    return overlapping_pairs([(n["id"], n["pos"][0], n["pos"][1] - TITLE_BAR,
+                               n["pos"][0] + (n.get("collapsed_width") or n["size"][0]),
+                               n["pos"][1] + (0 if n["collapsed"] else n["size"][1])) for n in nodes])
 
 
 async def _one(page: Page, check, path: Path, mode: str, size: tuple[int, int], shots: Path | None) -> dict:

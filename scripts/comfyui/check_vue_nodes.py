@@ -85,8 +85,12 @@ def node_problems(facts: list[dict]) -> list[str]:
 def vue_overlaps(facts: list[dict], title: float = 30.0) -> list[str]:
     """Pairs of nodes whose Nodes 2.0 elements overlap ("a/b"): each element spans its measured box
     from its node's pos less the title bar (the element includes the title)."""
-    boxes = [(f["id"], f["pos"][0], f["pos"][1] - title, f["pos"][0] + f["box"][0], f["pos"][1] - title + f["box"][1])
-             for f in facts if f.get("box") and not f.get("collapsed")]
+    return overlapping_pairs([(f["id"], f["pos"][0], f["pos"][1] - title, f["pos"][0] + f["box"][0],
+                               f["pos"][1] - title + f["box"][1]) for f in facts if f.get("box") and not f.get("collapsed")])
+
+
+def overlapping_pairs(boxes: list[tuple]) -> list[str]:
+    """"a/b" for every two boxes (id, x0, y0, x1, y1) that overlap."""
     return [f"{a[0]}/{b[0]}" for i, a in enumerate(boxes) for b in boxes[i + 1:]
             if a[1] < b[3] and b[1] < a[3] and a[2] < b[4] and b[2] < a[4]]
 

@@ -283,11 +283,9 @@ def _cost(item, room: bool = True) -> int:
     """The height an item of g.columns takes in its column (a number is space; a list is a block);
     without `room`, less the room kept below it (a column's last item may reach past CHAT_HEIGHT with
     its room: a picture grows into it later, and Nodes 2.0 draws below it)."""
-    if isinstance(item, int):
-        return item
     if isinstance(item, list):
         return sum(_cost(i) for i in item[:-1]) + _cost(item[-1], room) if item else 0
-    return item.drawn()[1] + (item.room() if room else 0) + 20 + wg.TITLE_H
+    return wg.Graph.column_height(item, room=room)
 
 
 def _flow(*runs: list) -> list[list]:

@@ -468,6 +468,14 @@ class Graph:
         self.notes.append(note)
         return note
 
+    @staticmethod
+    def column_height(item, gap_y: int = 20, room: bool = True) -> int:
+        """How far down a column `item` reaches (a number is that much space): its title bar, its body
+        as drawn, the gap, and (with `room`) the room kept free below it (Node.room)."""
+        if isinstance(item, int):
+            return item
+        return item.drawn()[1] + (item.room() if room else 0) + gap_y + TITLE_H
+
     def columns(self, columns: list[list], x: int = 0, y: int = 0, gap_x: int = 40, gap_y: int = 20) -> int:
         """Place nodes and notes in columns, left to right, each top to bottom: a column is as wide
         as its widest member, the next starts gap_x further; a member's title bar and the room a
@@ -476,11 +484,9 @@ class Graph:
         for column in columns:
             top = y + TITLE_H
             for item in column:
-                if isinstance(item, int):
-                    top += item
-                    continue
-                item.at = (x, top)
-                top += item.drawn()[1] + item.room() + gap_y + TITLE_H
+                if not isinstance(item, int):
+                    item.at = (x, top)
+                top += self.column_height(item, gap_y)
             x += max(item.drawn()[0] for item in column if not isinstance(item, int)) + gap_x
         return x
 
