@@ -7,7 +7,9 @@ page (tiny random-weight FLUX.2 [klein], 4 steps, the artist's picture uploaded 
 0. sends a request while the editor's model file is not installed, ten times: each failed card names
    the loader by its title and the file, with no empty picture box and no plan line (check_failed_turn);
 1. types three requests into the composer and presses Enter after each: each turn must show a
-   pending card with step progress (ComfyUI's progress events for the composer's prompt) and then
+   pending card with step progress (ComfyUI's progress events for the composer's prompt; a turn
+   that ended before the panel learnt its id may go from "sending…" straight to its card, but one
+   of the three must show steps) and then
    appear as a turn card; the session read back through GET /respec/sessions/<id> must have turns
    0..k after request k; the first says "starting…" and shows no plan line; then the panel's text
    holds no fallback identifier and cuts no label, and every "show changes" shows the change's
@@ -49,10 +51,17 @@ WATCH_JS = """(() => { window.__respecSeen = []; window.__respecMsgs = []; const
 # What the panel shows, in a line: for a click that did nothing.
 PANEL_STATE_JS = """(() => { const r = %s; const t = (q) => r.querySelector(q)?.innerText.replace(/\\s+/g, ' ').slice(0, 160);
   return {cards: r.querySelectorAll('.respec-card').length, session: r.querySelector('select')?.value,
-    status: t('.respec-status'), message: t('.respec-msg'), composer: t('.respec-composer'),
+    status: t('.respec-status'), message: r.querySelector('.respec-msg')?.hidden ? null : t('.respec-msg'),
+    composer: t('.respec-composer'),
     toasts: [...document.querySelectorAll('.p-toast-message')].map(e => e.innerText.replace(/\\s+/g, ' ').slice(0, 200)),
     panels: document.querySelectorAll('[data-respec-panel]').length,
-    regenerate: [...r.querySelectorAll('.respec-regenerate')].map(b => ({disabled: b.disabled, connected: b.isConnected}))}; })()"""
+    regenerate: [...r.querySelectorAll('.respec-regenerate')].map(b => ({disabled: b.disabled, connected: b.isConnected})),
+    fetches: Object.values(window.__respecFetches ?? {}).map(f => `${f.url} ${((Date.now() - f.t) / 1000).toFixed(1)} s`)}; })()"""
+# The page's requests still open, by URL and age (a panel that waits on a request that never ends).
+FETCH_WATCH_JS = """(() => { if (window.__respecFetches) return true; window.__respecFetches = {}; let n = 0;
+  const orig = window.fetch; window.fetch = function (input, init) { const id = ++n;
+    window.__respecFetches[id] = {url: String(input?.url ?? input).replace(location.origin, ''), t: Date.now()};
+    return orig.call(this, input, init).finally(() => { delete window.__respecFetches[id]; }); }; return true; })()"""
 # The graph's seed widgets, "<node id>:<value>" (Regenerate must give them a new value).
 SEEDS_JS = """(() => { const g = %(app)s.rootGraph ?? %(app)s.graph; return g._nodes.flatMap(n => (n.widgets ?? [])
   .filter(w => w.name === 'seed' || w.name === 'noise_seed').map(w => `${n.id}:${w.value}`)); })()"""
@@ -111,6 +120,14 @@ async def _wait_turns(page: Page, url: str, sid: str, want: list[int], timeout: 
         await asyncio.sleep(0.5)
         turns, body = _session(url, sid)
     return turns, body
+
+
+async def _wait_panel(page: Page, expression: str, timeout: float, what: str) -> object:
+    """page.wait_for, and on a timeout what the panel showed then (cards, message, open requests)."""
+    try:
+        return await page.wait_for(expression, timeout, what)
+    except TimeoutError as e:
+        raise TimeoutError(f"{e}; the panel shows {await page.js(PANEL_STATE_JS % PR)}") from None
 
 
 async def _send(page: Page, text: str) -> None:
@@ -271,6 +288,7 @@ def _check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict
             await page.js(f"{APP}.extensionManager.command.execute('Workspace.ToggleSidebarTab.respec-history')")
             await page.wait_for(f"!!{PR}?.querySelector('textarea')", 30, "the composer")
             log(f"composer: graph loaded ({n} nodes), panel open")
+            await page.js(FETCH_WATCH_JS)
             page.console.clear()
             # 0. A request while the model file is missing fails in words.
             await check_failed_turn(page, check, Path(tiny["klein"]).name, None)
@@ -281,6 +299,7 @@ def _check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict
             await page.js(WATCH_JS % {"pr": PR})
 
             # 1. Three requests typed into the composer.
+            stepped = 0
             for k, request in enumerate(REQUESTS, start=1):
                 t0 = time.monotonic()
                 await _send(page, request)
@@ -293,7 +312,7 @@ def _check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict
                     except TimeoutError:
                         log("composer: no step progress caught for the running screenshot")
                 turns, body = await _wait_turns(page, url, session, list(range(k + 1)), 600)
-                await page.wait_for(f"!{PR}.querySelector('[data-pending]') && "
+                await _wait_panel(page, f"!{PR}.querySelector('[data-pending]') && "
                                     f"{PR}.querySelectorAll('.respec-card').length === {k + 1}", 30,
                                     f"turn card {k}")
                 seen = await page.js("window.__respecSeen.splice(0)")
@@ -304,12 +323,20 @@ def _check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict
                 last = (body.get("turns") or [{}])[-1] if turns else {}
                 # A removal that history first answered runs no sampler, so it has no step progress to show.
                 undone = (last.get("meta") or {}).get("editor_run") is False
+                # A turn can end before the panel learns its prompt's id (from /queue or /history): its
+                # events, kept by id, are then replayed at once and the card goes from "sending…" to
+                # the turn. That is shown as no step progress; at least one request must show steps.
+                quick = bool(seen) and all("sending" in s for s in seen)
+                stepped += bool(steps)
                 check(f"request {k} typed into the composer", turns == list(range(k + 1))
-                      and last.get("instruction") == request and (bool(steps) or undone),
+                      and last.get("instruction") == request and (bool(steps) or undone or quick)
+                      and (k < len(REQUESTS) or stepped > 0),
                       f"{time.monotonic() - t0:.1f} s; session turns {turns}; turn {k} {last.get('instruction')!r}; "
                       f"pending card showed {len(seen)} states, {len(steps)} with step progress "
                       f"(e.g. {steps[-1][:90] if steps else seen[:2]!r})"
-                      + ("; taken back from history, the editor was not run" if undone else ""))
+                      + ("; taken back from history, the editor was not run" if undone else "")
+                      + ("; it ended before the panel learnt its id" if quick and not steps else "")
+                      + ("" if k < len(REQUESTS) or stepped else "; no request showed step progress"))
                 if k == 1 and vue:
                     await asyncio.sleep(1.0)
                     facts = await page.js(NODE_FACTS_JS % {"app": APP})
@@ -335,14 +362,14 @@ def _check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict
             await page.wait_for(f"!!{dialog}", 15, "the confirmation")
             await page.js(f"[...{dialog}.querySelectorAll('button')].find(b => b.innerText.includes('Confirm')).click()")
             turns, body = await _wait_turns(page, url, session, [0, 1], 30)
-            await page.wait_for(f"{PR}.querySelectorAll('.respec-card').length === 2", 20, "2 cards after undo")
+            await _wait_panel(page, f"{PR}.querySelectorAll('.respec-card').length === 2", 20, "2 cards after undo")
             check("Undo to here on turn 1", turns == [0, 1], f"{time.monotonic() - t0:.1f} s; session turns {turns}")
             # 3. Branch from here on turn 1.
             t0 = time.monotonic()
             await page.js(f"{PR}.querySelectorAll('.respec-card')[1].querySelector('.respec-branch').click()")
             branch = f"{session}-b1"
             bturns, bbody = await _wait_turns(page, url, branch, [0, 1], 30)
-            shown = await page.wait_for(f"{PR}.querySelector('select').value === {json.dumps(branch)} && "
+            shown = await _wait_panel(page, f"{PR}.querySelector('select').value === {json.dumps(branch)} && "
                                         f"{PR}.querySelectorAll('.respec-card').length === 2", 20, "the branch shown")
             turns, _ = _session(url, session)
             check("Branch from here on turn 1", bturns == [0, 1] and turns == [0, 1] and bool(shown)
@@ -353,7 +380,7 @@ def _check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict
             old, bversion = bbody["turns"][1], bbody.get("version")
             # The panel re-renders the branch's cards once more after showing it: click the new button.
             regenerate = f"{PR}.querySelectorAll('.respec-card')[1]?.querySelector('.respec-regenerate')"
-            await page.wait_for(f"!!{regenerate} && !{regenerate}.disabled", 20, "the branch's Regenerate button")
+            await _wait_panel(page, f"!!{regenerate} && !{regenerate}.disabled", 20, "the branch's Regenerate button")
             page.phase = "regenerate"
             seeds = await page.js(SEEDS_JS % {"app": APP})
             # Was the button enabled at the click itself (a disabled button ignores click())?
@@ -369,7 +396,7 @@ def _check_composer(url: str, chromium: str, python: str, base: Path, tiny: dict
                 if not moved and time.monotonic() > t0 + 30:
                     break   # the click did nothing: say what the panel said, not wait 10 minutes
                 await asyncio.sleep(0.5)
-            await page.wait_for(f"!{PR}.querySelector('[data-pending]')", 30, "the regenerated card")
+            await _wait_panel(page, f"!{PR}.querySelector('[data-pending]')", 30, "the regenerated card")
             new = bbody["turns"][1] if bturns == [0, 1] else {}
             turns, _ = _session(url, session)
             check("Regenerate the latest turn of the branch", bturns == [0, 1] and turns == [0, 1]
