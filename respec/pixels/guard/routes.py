@@ -17,7 +17,6 @@ from ..masks import dilate
 from ..structure import StructureWarp, plain_warp
 from .arrays import bbox, float_rgb, rgb3
 from .beyond_request import largest_groups
-from .boundary import agreed_region, reach_px
 from .compose import compose, seam_reach
 from .params import NEAR_FRAC, NO_MOTION_FOUND, GuardParams
 from .result import GuardResult, applied_result
@@ -90,8 +89,7 @@ def coarse_route(prev: np.ndarray, cur3: np.ndarray, sw: StructureWarp, user: np
     (sw, the structure warp). The edit region is the change of content at the coarse scale
     (edit_region.main_change, grown over its surroundings that changed less but still clearly: the
     subject the hat sits on; the largest `places` ones when the request says how many) or the user's
-    mask; it grows to where the two pictures agree (boundary.agreed_region); the editor's pixels there
-    are mapped into the previous image's grade; the rest is I_(t-1).
+    mask; the editor's pixels there are mapped into the previous image's grade; the rest is I_(t-1).
     Steps aside when no change of content stands out or when the picture around the edit moved.
     prev: I_{t-1} as given; cur3: I_t's RGB."""
     prev3 = rgb3(prev)
@@ -125,15 +123,11 @@ def coarse_route(prev: np.ndarray, cur3: np.ndarray, sw: StructureWarp, user: np
     checks: dict = {}
     out = prev3.copy()
     weight = np.zeros(shape, np.float32)
-    grow = 0 if user is not None else reach_px(px, min(shape)) + 2     # the crop holds K grown to agreement
-    sl = bbox(K_all, px["margin"] + seam_reach(px) + grow)
+    sl = bbox(K_all, px["margin"] + seam_reach(px))
     box = (sl[0].start, sl[0].stop, sl[1].start, sl[1].stop)
     src = sw.support(box)
     K = K_all[sl] & src
     E = sw.sample(cur3, box)
-    if grow and K.any():
-        K = agreed_region(float_rgb(prev3[sl]), E, K, src, cc.fit, px, min(shape), checks)
-        edit_fraction = float(K.sum()) / float(K_all.size)
     if colour_shift(grade) > GRADE_FROM and invertible(grade):
         E = into_grade(E, grade)
         checks.update(graded=f"the edit mapped into the previous image's colours (a shift of "

@@ -8,8 +8,7 @@ that the driver passes on:
     3. frame     Frame         a re-framing steps aside; a re-render is read through the structure warp
                                (frame.py)
     4. region    the edit region K in I_{t-1}'s frame, read on the tiles near the change (region.py:
-                 seed_of, warp_near, change_kept, edit_region, pose; the tiles: tiles.py), grown
-                 to where the two pictures agree (boundary.py: follow_agreement)
+                 seed_of, warp_near, change_kept, edit_region, pose; the tiles: tiles.py)
     5. compose   I_{t-1} outside K, the editor's aligned pixels inside, a seam without a step (compose.py)
     6. verify    the result, read against I_{t-1} and the editor's picture in I_{t-1}'s frame
                  (respec/pixels/verify): a failure steps aside and names the check, a mend is handed
@@ -31,7 +30,6 @@ from ..grade import colour_shift, into_grade, invertible
 from ..masks import mask_at
 from ..verify import Composite, verify
 from .arrays import bbox, float_rgb, rgb3
-from .boundary import follow_agreement
 from .compose import compose_edit
 from .frame import read_frame, read_structure
 from .params import DEFAULT_GUARD, METHOD, SEAMS, GuardParams
@@ -76,7 +74,6 @@ def drift_guard(previous: Any, edited: Any, change: ChangeRecord, *, user_mask: 
         tiles = warp_near(inputs, frame, seed, extra, checks)
         c_all, cc = change_kept(inputs, read, frame, tiles, seed, extra, checks)
         sl, K, region = edit_region(inputs, tiles, c_all)
-        sl, K, region = follow_agreement(inputs, frame, tiles, sl, K, region, checks)
         edit_fraction = float(region.sum()) / float(seed.size)
         ended = pose(inputs, frame, K, sl, cc, edit_fraction)
         if ended is not None:
