@@ -14,6 +14,7 @@ import re
 import numpy as np
 
 from ..respec import models
+from ..respec.comfy import io
 from ..respec.errors import InputError
 from ..respec.images import as_array, images_from_array, masks_from_array
 
@@ -31,6 +32,10 @@ EDITOR = "RESPEC_EDITOR"    # a loaded in-context editor
 MASKER = "RESPEC_MASKER"    # loaded YOLO-World + SAM
 SCORER = "RESPEC_SCORER"    # loaded LPIPS + CLIP
 MASK_RECORDS = "RESPEC_MASKS"  # masks of every turn of a trajectory (for the score)
+
+# The same socket types for nodes declared with the V3 schema (io.Custom(...).Input / .Output).
+History, Plan, Scenario, Vlm, Editor, Masker, Scorer, MaskRecords = (
+    io.Custom(t) for t in (HISTORY, PLAN, SCENARIO, VLM, EDITOR, MASKER, SCORER, MASK_RECORDS))
 
 
 def _numpy(value):

@@ -4,37 +4,36 @@ from __future__ import annotations
 import json
 
 from ..respec import models
+from ..respec.comfy import io, node_schema
 
 CATEGORY = "ReSpec"
 
 
-class ReSpecUnloadModels:
+class ReSpecUnloadModels(io.ComfyNode):
     """Unload the pack's models and drop its caches; other nodes' models stay loaded."""
 
-    CATEGORY = CATEGORY
-    FUNCTION = "unload"
-    OUTPUT_NODE = True
-    RETURN_TYPES = ("STRING",)
-    RETURN_NAMES = ("summary",)
-    OUTPUT_TOOLTIPS = ("JSON: how many models ComfyUI unloaded, and what the pack still holds (should be nothing).",)
-    DESCRIPTION = ("Unloads every ReSpec model (controller VLM, editors, YOLO-World, SAM, LPIPS, CLIP) from "
-                   "ComfyUI's memory manager and forgets the pack's model cache, so the memory goes back. "
-                   "Connect 'after' to the output that must be finished first. The next prompt reloads the "
-                   "models from disk. The ReSpec panel's 'Unload models' button does the same.")
+    @classmethod
+    def define_schema(cls):
+        return node_schema(
+            node_id="ReSpecUnloadModels", display_name="Unload Models (ReSpec)", category=CATEGORY,
+            is_output_node=True,
+            description=("Unloads every ReSpec model (controller VLM, editors, YOLO-World, SAM, LPIPS, CLIP) from "
+                         "ComfyUI's memory manager and forgets the pack's model cache, so the memory goes back. "
+                         "Connect 'after' to the output that must be finished first. The next prompt reloads the "
+                         "models from disk. The ReSpec panel's 'Unload models' button does the same."),
+            inputs=[io.AnyType.Input(id="after", optional=True,
+                                     tooltip="Any output: the unload runs after the node that makes it.")],
+            outputs=[io.String.Output(id="summary", tooltip=(
+                "JSON: how many models ComfyUI unloaded, and what the pack still holds (should be nothing)."))])
 
     @classmethod
-    def INPUT_TYPES(cls):
-        return {"required": {}, "optional": {
-            "after": ("*", {"tooltip": "Any output: the unload runs after the node that makes it."}),
-        }}
-
-    @classmethod
-    def IS_CHANGED(cls, **_):
+    def fingerprint_inputs(cls, **_):
         return float("nan")  # unload every time it is queued
 
-    def unload(self, after=None):
+    @classmethod
+    def execute(cls, after=None):
         summary = models.unload_all(unload_from_comfyui=True)   # on ComfyUI's prompt worker
-        return {"ui": {"text": [json.dumps(summary)]}, "result": (json.dumps(summary, indent=1),)}
+        return io.NodeOutput(json.dumps(summary, indent=1), ui={"text": [json.dumps(summary)]})
 
 
 NODE_CLASS_MAPPINGS = {"ReSpecUnloadModels": ReSpecUnloadModels}

@@ -7,6 +7,7 @@ models directory and in-process listeners.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -53,6 +54,32 @@ def _model_management():
 def in_comfyui() -> bool:
     """True when running inside a ComfyUI process (folder_paths and comfy.model_management import)."""
     return _model_management() is not None
+
+
+# --------------------------------------------------------------------------- node schema
+
+def _node_api():
+    """ComfyUI's V3 node schema (`comfy_api.latest`: io, ComfyExtension) inside a server, else the
+    pack's stand-in with the same surface (respec/comfy_io.py)."""
+    latest = _try_import("comfy_api.latest") if _folder_paths() is not None else None
+    if latest is not None and hasattr(latest, "io"):
+        return latest.io, latest.ComfyExtension
+    from . import comfy_io
+    return comfy_io, comfy_io.ComfyExtension
+
+
+io, ComfyExtension = _node_api()
+
+
+def node_schema(**fields):
+    """io.Schema(**fields), less the fields this ComfyUI's Schema lacks and that only add to the
+    listing (0.8.0 has no search_aliases: its search finds the display name and the id)."""
+    known = {f.name for f in dataclasses.fields(io.Schema)}
+    optional = {"search_aliases"}
+    unknown = set(fields) - known - optional
+    if unknown:
+        raise TypeError(f"io.Schema has no field {sorted(unknown)}")
+    return io.Schema(**{k: v for k, v in fields.items() if k in known})
 
 
 # --------------------------------------------------------------------------- directories

@@ -161,8 +161,10 @@ def test_the_unload_node_and_the_route_report_nothing_left(pack, comfyui):
     pack_models = __import__(f"{pack.__name__}.respec.models", fromlist=["_"])
     pack_comfy = __import__(f"{pack.__name__}.respec.comfy", fromlist=["_"])
     pack_models.cached(("sam", "tiny"), lambda: pack_comfy.manage(weights(2, 2), name="sam")).use()
-    out = pack.NODE_CLASS_MAPPINGS["ReSpecUnloadModels"]().unload()
-    summary = json.loads(out["result"][0])
+    node = pack.NODE_CLASS_MAPPINGS["ReSpecUnloadModels"]
+    out = getattr(node, node.FUNCTION)()   # as ComfyUI calls a V3 node
+    summary = json.loads(out.result[0])
+    assert json.loads(out.ui["text"][0]) == summary
     assert summary["unloaded"] == 1 and summary["managed"] == [] and summary["cached"] == {}
     pack_web = __import__(f"{pack.__name__}.respec.web", fromlist=["_"])
     assert pack_web.models_status().json() == {"cached": {}, "managed": [], "comfyui_loaded": []}

@@ -110,17 +110,27 @@ def test_every_input_is_well_formed_and_has_a_tooltip(node):
                 assert opts["min"] <= opts["default"] <= opts["max"], f"{name}.{inp}: default outside [min, max]"
             if typ == "BOOLEAN":
                 assert isinstance(opts.get("default"), bool), f"{name}.{inp}: BOOLEAN needs a bool default"
-            if isinstance(typ, list) and typ and "default" in opts:
-                assert opts["default"] in typ, f"{name}.{inp}: default not among the choices"
+            choices = opts.get("options") if typ == "COMBO" else typ   # V3 lists a drop-down's choices in options
+            if isinstance(choices, list) and choices and "default" in opts:
+                assert opts["default"] in choices, f"{name}.{inp}: default not among the choices"
+
+
+def _is_v3(cls) -> bool:
+    return hasattr(cls, "define_schema")
+
+
+def _sections(cls) -> tuple[str, ...]:
+    # ComfyUI passes a V1 node its hidden values as arguments; a V3 node reads them from cls.hidden.
+    return ("required", "optional") if _is_v3(cls) else ("required", "optional", "hidden")
 
 
 def test_function_takes_exactly_the_declared_inputs(node):
     name, cls = node
     spec = _inputs(cls)
     declared = set()
-    for section in ("required", "optional", "hidden"):
+    for section in _sections(cls):
         declared |= set(spec.get(section, {}))
-    fn = getattr(cls, cls.FUNCTION, None)
+    fn = cls.execute if _is_v3(cls) else getattr(cls, cls.FUNCTION, None)
     assert callable(fn), f"{name}.FUNCTION names {cls.FUNCTION!r}, which is not a method"
     params = inspect.signature(fn).parameters
     kinds = {p.kind for p in params.values()}
@@ -135,8 +145,11 @@ def test_function_takes_exactly_the_declared_inputs(node):
 def test_is_changed_and_validate_inputs_accept_what_comfyui_passes(node):
     name, cls = node
     spec = _inputs(cls)
-    declared = set(spec["required"]) | set(spec.get("optional", {})) | set(spec.get("hidden", {}))
-    for hook in ("IS_CHANGED", "VALIDATE_INPUTS"):
+    declared = set().union(*(spec.get(section, {}) for section in _sections(cls)))
+    hooks = ("fingerprint_inputs", "validate_inputs", "check_lazy_status") if _is_v3(cls) else ("IS_CHANGED", "VALIDATE_INPUTS")
+    for hook in hooks:
+        if _is_v3(cls) and hook not in vars(cls):
+            continue   # the base class's own, which ComfyUI does not call
         fn = getattr(cls, hook, None)
         if fn is None:
             continue

@@ -62,6 +62,7 @@ import check_readable
 import check_history_first
 import check_native
 import check_vue_nodes
+import object_info_listing
 from comfyui_harness import (HarnessError, Page, build_tiny_models, checker, free_port, http_json, log,
                              require_check_packages, start_chromium, start_comfyui, stop, upload_picture)
 
@@ -105,8 +106,8 @@ CORE_MODEL_INPUTS = {
 
 
 def pack_nodes(python: str) -> dict:
-    """Names and model-folder inputs of the pack's nodes, read by importing the pack (outside
-    ComfyUI) with the given python."""
+    """Names and model-folder inputs of the pack's nodes, and the V3 nodes' listing by the pack's
+    stand-in schema, read by importing the pack (outside ComfyUI) with the given python."""
     code = (
         "import importlib.util, json, sys\n"
         f"root = {str(ROOT)!r}\n"
@@ -115,7 +116,9 @@ def pack_nodes(python: str) -> dict:
         "m = importlib.util.module_from_spec(spec); sys.modules['respec_pack_check'] = m\n"
         "spec.loader.exec_module(m)\n"
         "folders = getattr(sys.modules.get('respec_pack_check.respec.comfy'), 'MODEL_FOLDERS', {})\n"
-        "print(json.dumps({'nodes': sorted(m.NODE_CLASS_MAPPINGS), 'folders': folders}))\n")
+        # The V3 nodes as the pack's stand-in for ComfyUI's schema lists them (respec/comfy_io.py).
+        "v3 = {n: c.GET_NODE_INFO_V1() for n, c in m.NODE_CLASS_MAPPINGS.items() if hasattr(c, 'define_schema')}\n"
+        "print(json.dumps({'nodes': sorted(m.NODE_CLASS_MAPPINGS), 'folders': folders, 'v3': v3}))\n")
     out = subprocess.run([python, "-c", code], capture_output=True, text=True, cwd=str(ROOT), timeout=600)
     if out.returncode != 0:
         raise SystemExit(f"could not import the pack with {python}:\n{out.stderr[-3000:]}")
@@ -1044,6 +1047,15 @@ def run(args) -> int:
         log(f"ComfyUI up after {time.monotonic() - started:.1f} s at {url}")
         failures += check_startup(url, base, front_end)
         info = check_registration(url, pack, ui_files, failures)
+        if args.object_info_out:
+            object_info_listing.write(Path(args.object_info_out), info, pack["nodes"])
+            log(f"the pack's /object_info listing written to {args.object_info_out}")
+        failures += object_info_listing.check_standin(info, pack["v3"], python, comfy)
+        if args.object_info_baseline:
+            changed = object_info_listing.compare(Path(args.object_info_baseline), info, pack["nodes"])
+            log(f"{'FAIL' if changed else 'PASS'}  /object_info: the pack's {len(pack['nodes'])} nodes against "
+                f"{args.object_info_baseline}: {len(changed)} difference(s) {changed[:20]}")
+            failures += [f"/object_info differs from the baseline: {c}" for c in changed]
         prompts, usable_ui = prompts_to_validate(api_wfs, ui_files, info, failures, expected)
         validate_prompts(url, prompts, failures, expected)
         chats = [p for p in usable_ui if p.stem.startswith("ReSpec chat")]
@@ -1116,6 +1128,11 @@ def main(argv=None) -> int:
                     help="one more command-line argument for ComfyUI (repeatable), e.g. --comfyui-arg=--bf16-text-enc: "
                          "ComfyUI computes a text encoder in fp16 on a CPU by default, and fp16 matrix products are "
                          "~300x slower than bf16 on a CPU without fp16 arithmetic (0.2 vs 62 GFLOPS measured here)")
+    ap.add_argument("--object-info-out", default=None, metavar="FILE",
+                    help="write the pack's nodes as /object_info lists them (normalised: object_info_listing.py)")
+    ap.add_argument("--object-info-baseline", default=None, metavar="FILE",
+                    help="fail on any difference between the pack's /object_info listing and this file's "
+                         "(written by --object-info-out), V3's own listing differences aside")
     ap.add_argument("--readable-only", action="store_true",
                     help="only the chat graphs' readability at three screen sizes (with --vue-nodes, in Nodes 2.0 "
                          "too): a quick loop for layout work")

@@ -117,9 +117,21 @@ def load_pack(name: str = PACK_MODULE):
     return module
 
 
+def _v1_entry(entry):
+    """An input as a V1 node declares it: a V3 drop-down ("COMBO", {"options": [...]}) as its list."""
+    kind, *rest = entry
+    opts = dict(rest[0]) if rest else {}
+    if kind == "COMBO" and "options" in opts:
+        kind = opts.pop("options")
+        opts.pop("multiselect", None)
+    return (kind, opts) if rest else (kind,)
+
+
 def spec_of_class(name: str, cls, display_name: str | None = None) -> dict:
-    """What ComfyUI's /object_info says about a V1 node class."""
-    inputs = cls.INPUT_TYPES()
+    """What ComfyUI's /object_info says about a node class (a V3 one's drop-downs written the V1 way,
+    as the graphs hold the same values for both)."""
+    inputs = {section: {k: _v1_entry(v) if section != "hidden" else v for k, v in specs.items()}
+              for section, specs in cls.INPUT_TYPES().items()}
     outputs = list(cls.RETURN_TYPES)
     return {
         "input": inputs,
