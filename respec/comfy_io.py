@@ -39,6 +39,10 @@ class HiddenHolder:
     def __getattr__(self, name):
         return None
 
+    @classmethod
+    def from_dict(cls, d: dict | None) -> "HiddenHolder":
+        return cls(**{h.name: (d or {}).get(h) for h in Hidden})
+
 
 class Input:
     """A socket input; `extra_dict` keys reach the listing as they are."""
@@ -244,6 +248,13 @@ class ComfyNode:
     RETURN_NAMES = _ClassProperty(lambda cls: tuple(o.display_name or o.kind.io_type for o in cls.GET_SCHEMA().outputs))
     OUTPUT_TOOLTIPS = _ClassProperty(lambda cls: tuple(o.tooltip or None for o in cls.GET_SCHEMA().outputs))
     OUTPUT_IS_LIST = _ClassProperty(lambda cls: tuple(o.is_output_list for o in cls.GET_SCHEMA().outputs))
+
+    @classmethod
+    def PREPARE_CLASS_CLONE(cls, v3_data: dict | None) -> type:
+        """The class for one call, as ComfyUI makes it: a subclass whose `hidden` holds the call's
+        hidden values ({"hidden_inputs": {Hidden.unique_id: "7"}})."""
+        return type(f"{cls.__name__}Clone", (cls,), {
+            "hidden": HiddenHolder.from_dict((v3_data or {}).get("hidden_inputs"))})
 
     @classmethod
     def INPUT_TYPES(cls) -> dict:

@@ -70,3 +70,11 @@ def test_the_unload_node_runs_every_time_it_is_queued_and_shows_its_summary():
     assert math.isnan(node.fingerprint_inputs(after=None))
     out = getattr(node, node.FUNCTION)(after=None)
     assert out.ui["text"][0] == json.dumps(json.loads(out.result[0]))
+
+
+def test_a_call_reads_its_hidden_values_from_its_own_class_clone():
+    comfy = __import__(f"{load_pack().__name__}.respec.comfy", fromlist=["_"])
+    node = dict(_v3_nodes())["ReSpecUnloadModels"]
+    call = node.PREPARE_CLASS_CLONE({"hidden_inputs": {comfy.io.Hidden.unique_id: "7"}})
+    assert call.hidden.unique_id == "7" and call.hidden.prompt is None
+    assert node.hidden.unique_id is None      # the node class itself is left as it was
