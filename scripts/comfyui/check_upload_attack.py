@@ -55,6 +55,8 @@ def defaults(info: dict) -> dict:
     out = {}
     for name, spec in info["input"]["required"].items():
         kind, opts = spec[0], (spec[1] if len(spec) > 1 else {})
+        if kind == "COMBO":   # a V3 node's drop-down lists its choices in its options
+            kind = opts.get("options") or []
         if isinstance(kind, list):
             out[name] = opts.get("default", kind[0])
         elif "default" in opts:
