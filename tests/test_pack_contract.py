@@ -259,7 +259,9 @@ def test_pyproject_reads_its_dependencies_and_the_eval_extra_from_the_requiremen
 def test_every_display_name_ends_in_respec_and_search_aliases_are_plain_words(pack):
     for name, shown in pack.NODE_DISPLAY_NAME_MAPPINGS.items():
         assert shown.endswith(" (ReSpec)") and shown.count("(") == 1, (name, shown)
-    with_aliases = {n: c.SEARCH_ALIASES for n, c in pack.NODE_CLASS_MAPPINGS.items() if hasattr(c, "SEARCH_ALIASES")}
+    aliases_of = {n: (c.define_schema().search_aliases if _is_v3(c) else getattr(c, "SEARCH_ALIASES", None))
+                  for n, c in pack.NODE_CLASS_MAPPINGS.items()}
+    with_aliases = {n: a for n, a in aliases_of.items() if a}
     assert {"ReSpecHistoryStore", "ReSpecPreservationTarget", "ReSpecOccluderMask"} <= set(with_aliases)
     for name, aliases in with_aliases.items():
         assert isinstance(aliases, list) and all(isinstance(a, str) and a == a.lower() and a for a in aliases), name

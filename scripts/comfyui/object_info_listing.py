@@ -50,7 +50,7 @@ def normalise(entry: dict) -> dict:
             if section == "hidden":
                 if name in V3_HIDDEN and entry.get("output_node"):
                     continue
-                spec = spec[0] if isinstance(spec, list) and len(spec) == 1 else spec
+                spec = spec[0] if isinstance(spec, (list, tuple)) and len(spec) == 1 else spec
                 items[name] = spec
             else:
                 items[name] = _input(spec)
