@@ -48,14 +48,11 @@ def _masker_input():
 class ReSpecMaskerLoader(io.ComfyNode):
     """Load YOLO-World v2 + SAM (+ the CLIP text encoder for YOLO-World's class names)."""
 
-    # Kept on the class (tests/test_pack_contract.py reads it); the schema lists the same aliases.
-    SEARCH_ALIASES = ["yolo", "sam", "yolo-world", "segment anything", "occlusion"]
-
     @classmethod
     def define_schema(cls):
         return node_schema(
             node_id="ReSpecMaskerLoader", display_name="Masker Loader: YOLO-World + SAM (ReSpec)", category=CATEGORY,
-            search_aliases=cls.SEARCH_ALIASES,
+            search_aliases=["yolo", "sam", "yolo-world", "segment anything", "occlusion"],
             description=("Loads the mask models of OCCUR-Bench (appendix B.1): YOLO-World v2 for detection and SAM "
                          "for segmentation, from ComfyUI/models/ultralytics and ComfyUI/models/sams; YOLO-World's "
                          "class names are embedded with OpenAI CLIP ViT-B/32 from ComfyUI/models/respec_metrics. "
@@ -93,14 +90,11 @@ class ReSpecMaskerLoader(io.ComfyNode):
 class ReSpecOccluderMask(io.ComfyNode):
     """One label's mask in an image (or in each image of a batch)."""
 
-    # Kept on the class (tests/test_pack_contract.py reads it); the schema lists the same aliases.
-    SEARCH_ALIASES = ["yolo", "sam", "occlusion", "mask", "segmentation"]
-
     @classmethod
     def define_schema(cls):
         return node_schema(
             node_id="ReSpecOccluderMask", display_name="Occluder Mask (ReSpec)", category=CATEGORY,
-            search_aliases=cls.SEARCH_ALIASES,
+            search_aliases=["yolo", "sam", "occlusion", "mask", "segmentation"],
             description=("Finds an object by name and segments it (appendix B.1): YOLO-World with the label, then "
                          "its last word, then that word's singular; the best box at confidence >= the threshold "
                          "goes to SAM. No detection, a bad box or a SAM failure give an all-zero mask."),
@@ -127,14 +121,11 @@ class ReSpecOccluderMask(io.ComfyNode):
 class ReSpecTrajectoryMasks(io.ComfyNode):
     """M_occ^t and M_new^t for every turn 1..N of a history, in one call."""
 
-    # Kept on the class (tests/test_pack_contract.py reads it); the schema lists the same aliases.
-    SEARCH_ALIASES = ["yolo", "sam", "occlusion", "mask"]
-
     @classmethod
     def define_schema(cls):
         return node_schema(
             node_id="ReSpecTrajectoryMasks", display_name="Trajectory Masks: occluder + new objects (ReSpec)",
-            category=CATEGORY, search_aliases=cls.SEARCH_ALIASES,
+            category=CATEGORY, search_aliases=["yolo", "sam", "occlusion", "mask"],
             description=("Masks for the OCCUR score (appendix A.5): on each edited image I_1..I_N of the history, "
                          "the target occluder's mask and the union of the new objects' masks. Turn 0 (the original "
                          "image) is not part of the trajectory."),
@@ -199,14 +190,11 @@ class ReSpecScorerLoader(io.ComfyNode):
 class ReSpecOccurScore(io.ComfyNode):
     """S_restore, S_preserve and S_TC of the final image against I_ref (appendix A.5)."""
 
-    # Kept on the class (tests/test_pack_contract.py reads it); the schema lists the same aliases.
-    SEARCH_ALIASES = ["occlusion", "restore", "metric", "psnr", "lpips", "clip"]
-
     @classmethod
     def define_schema(cls):
         return node_schema(
             node_id="ReSpecOccurScore", display_name="OCCUR Score (ReSpec)", category=CATEGORY,
-            search_aliases=cls.SEARCH_ALIASES, is_output_node=True,
+            search_aliases=["occlusion", "restore", "metric", "psnr", "lpips", "clip"], is_output_node=True,
             description=("OCCUR-Bench scores: R_restore = occluder area over the trajectory minus what the occluder "
                          "and new objects cover in the final image; R_preserve = everything never covered. On each, "
                          "sim = mean(PSNR/cap, 1 - LPIPS, CLIP) between the final image and the reference I_ref."),
