@@ -23,7 +23,7 @@ def masker(pack):
 
 
 def _load(nodes, index=0, dataset="occur_sample", max_side=96):
-    return nodes.ReSpecScenarioLoader().load(dataset, index, max_side)
+    return nodes.ReSpecScenarioLoader.execute(dataset, index, max_side).result
 
 
 def test_the_loader_gives_the_scenario_its_image_and_annotations(pack, nodes):
@@ -61,11 +61,11 @@ def test_the_loader_reruns_when_the_dataset_file_changes(nodes, pack):
     p = _datasets_dir(pack) / "set.json"
     data = json.loads(core_sample_text())
     p.write_text(json.dumps(data))
-    before = nodes.ReSpecScenarioLoader.IS_CHANGED("set.json", 0, 96)
+    before = nodes.ReSpecScenarioLoader.fingerprint_inputs("set.json", 0, 96)
     data["scenarios"][0]["notes"] = "edited"
     p.write_text(json.dumps(data))
-    assert nodes.ReSpecScenarioLoader.IS_CHANGED("set.json", 0, 96) != before
-    assert nodes.ReSpecScenarioLoader.IS_CHANGED("set.json", 1, 96) != nodes.ReSpecScenarioLoader.IS_CHANGED("set.json", 0, 96)
+    assert nodes.ReSpecScenarioLoader.fingerprint_inputs("set.json", 0, 96) != before
+    assert nodes.ReSpecScenarioLoader.fingerprint_inputs("set.json", 1, 96) != nodes.ReSpecScenarioLoader.fingerprint_inputs("set.json", 0, 96)
 
 
 def _one_scenario_set(image_ref: str) -> str:
@@ -114,27 +114,27 @@ def core_sample_text() -> str:
 
 def test_a_turn_gives_its_instruction_and_ground_truth_flags(nodes):
     scenario = _load(nodes, 0)[0]
-    turn = nodes.ReSpecScenarioTurn()
-    assert turn.turn(scenario, 1) == (scenario.turns[0].instruction, False, True, "", "O")
-    assert turn.turn(scenario, 2) == (scenario.turns[1].instruction, True, True, "", "R")
+    turn = nodes.ReSpecScenarioTurn
+    assert turn.execute(scenario, 1).result == (scenario.turns[0].instruction, False, True, "", "O")
+    assert turn.execute(scenario, 2).result == (scenario.turns[1].instruction, True, True, "", "R")
 
 
 def test_a_turn_beyond_the_scenario_does_not_exist(nodes):
     scenario = _load(nodes, 0)[0]
     assert scenario.num_turns == 2
-    assert nodes.ReSpecScenarioTurn().turn(scenario, 3) == ("", False, False, "", "")
+    assert nodes.ReSpecScenarioTurn.execute(scenario, 3).result == ("", False, False, "", "")
 
 
 def test_the_turn_switch_never_asks_for_a_missing_turns_chain(pack, nodes):
     History = core(pack, "history").History
     before = History.start(np.zeros((8, 8, 3), np.uint8))
     after = before.append(np.ones((8, 8, 3), np.uint8), "x")
-    sw = nodes.ReSpecTurnSwitch()
+    sw = nodes.ReSpecTurnSwitch
     assert sw.check_lazy_status(False, before, None) == []
-    assert sw.switch(False, before, None) == (before,)
+    assert sw.execute(False, before, None).result == (before,)
     assert sw.check_lazy_status(True, before, None) == ["history_after"]
     assert sw.check_lazy_status(True, before, after) == []
-    assert sw.switch(True, before, after) == (after,)
+    assert sw.execute(True, before, after).result == (after,)
     assert nodes.ReSpecTurnSwitch.INPUT_TYPES()["required"]["history_after"][1]["lazy"] is True
 
 
@@ -169,7 +169,7 @@ def _history_for(pack, scenario, chosen=None, hrs=True):
 def test_the_scenario_masks_node_masks_every_turn_with_each_occluder(pack, nodes, masker):
     ds = core(pack, "occur.scenario").load_dataset("occur_sample")
     scenario = ds.by_id("chelsea_2t_multi")
-    tm, occ, new, records = nodes.ReSpecScenarioMasks().masks(masker, _history_for(pack, scenario), scenario)
+    tm, occ, new, records = nodes.ReSpecScenarioMasks.execute(masker, _history_for(pack, scenario), scenario).result
     assert len(tm.occ) == 2 and tuple(occ.shape) == (2, 64, 96) and tuple(new.shape) == (2, 64, 96)
     assert "other_occluders" in json.loads(records)["records"][0]
 
@@ -178,7 +178,7 @@ def test_the_scenario_masks_node_masks_every_turn_with_each_occluder(pack, nodes
 def test_the_scenario_masks_node_refuses_a_history_of_another_length(pack, nodes, masker):
     ds = core(pack, "occur.scenario").load_dataset("occur_sample")
     with pytest.raises(core(pack, "errors").InputError, match="2 turns"):
-        nodes.ReSpecScenarioMasks().masks(masker, _history_for(pack, ds.by_id("coffee_3t_move")),
+        nodes.ReSpecScenarioMasks.execute(masker, _history_for(pack, ds.by_id("coffee_3t_move")),
                                           ds.by_id("chelsea_2t_multi"))
 
 
@@ -186,22 +186,33 @@ SCORE = {"S_restore": 0.4, "S_preserve": 0.6, "S_TC": 0.5, "restore": {"psnr_db"
          "whole_image": {}, "areas": {"R_restore": 0.12, "R_preserve": 0.7}, "reasons": []}
 
 
+def _writer(nodes, unique_id):
+    """The Results Writer as ComfyUI calls it: a class clone holding the call's hidden unique_id."""
+    return nodes.ReSpecResultsWriter.PREPARE_CLASS_CLONE({"hidden_inputs": {nodes.io.Hidden.unique_id: unique_id}})
+
+
 def test_the_results_writer_appends_one_row_in_the_output_folder(pack, nodes):
     ds = core(pack, "occur.scenario").load_dataset("occur_sample")
     scenario = ds.by_id("coffee_3t_move")
     hist = _history_for(pack, scenario, chosen=0)
-    out = nodes.ReSpecResultsWriter().write(scenario, hist, json.dumps(SCORE), "respec", "flux2",
-                                            "bench/results.jsonl", "", "7")
-    row = json.loads(out["ui"]["respec_results"][0])
+    events = []
+    remove = core(pack, "comfy").add_listener(lambda name, data: events.append((name, data)))
+    try:
+        out = _writer(nodes, "7").execute(scenario, hist, json.dumps(SCORE), "respec", "flux2",
+                                          "bench/results.jsonl", "")
+    finally:
+        remove()
+    assert [d["node"] for n, d in events if n == "respec.bench.row"] == ["7"]
+    row = json.loads(out.ui["respec_results"][0])
     path = core(pack, "comfy").output_dir() / "bench" / "results.jsonl"
-    assert out["result"][1] == str(path) and path.is_file()
+    assert out.result[1] == str(path) and path.is_file()
     assert row["written"] is True and row["S_TC"] == 0.5 and row["restore_area_ratio"] == 0.12
     assert row["reference_chosen"] == 0 and row["reference_correct"] is True
     assert row["vlm_calls"] == 2 and row["controller"] == "qwen3-vl:test" and row["config"] == "respec"
     assert row["editor_reference_ids"] == [0, 2] and row["reference_distance"] == 3
-    again = nodes.ReSpecResultsWriter().write(scenario, hist, json.dumps(SCORE), "respec", "flux2",
-                                              "bench/results.jsonl", "", "7")
-    assert json.loads(again["result"][0])["written"] is False
+    again = _writer(nodes, "7").execute(scenario, hist, json.dumps(SCORE), "respec", "flux2",
+                                        "bench/results.jsonl", "")
+    assert json.loads(again.result[0])["written"] is False
     assert len(path.read_text().splitlines()) == 1
 
 
@@ -209,9 +220,9 @@ def test_the_results_writer_averages_per_turn_judge_records(pack, nodes):
     ds = core(pack, "occur.scenario").load_dataset("occur_sample")
     scenario = ds.by_id("coffee_3t_move")
     judges = json.dumps([{"S_IF": 1.0, "score": 3}, {"S_IF": 1 / 3, "score": 1}, {"S_IF": None, "score": None}])
-    out = nodes.ReSpecResultsWriter().write(scenario, _history_for(pack, scenario, chosen=1), json.dumps(SCORE),
-                                            "baseline", "flux2", "b/r.jsonl", judges, None)
-    row = json.loads(out["result"][0])
+    out = nodes.ReSpecResultsWriter.execute(scenario, _history_for(pack, scenario, chosen=1), json.dumps(SCORE),
+                                            "baseline", "flux2", "b/r.jsonl", judges)
+    row = json.loads(out.result[0])
     assert row["S_IF"] == pytest.approx(2 / 3) and row["S_IF_turns"][2] is None and row["judge_calls"] == 3
 
 
@@ -226,7 +237,7 @@ def test_the_results_writer_only_writes_inside_the_output_folder(pack, nodes, tm
     (out / "link").symlink_to(tmp_path / "target")
     for bad in ("/tmp/x.jsonl", "../x.jsonl", "bench/results.txt", "link/r.jsonl"):
         with pytest.raises(InputError, match="inside|outside"):
-            nodes.ReSpecResultsWriter().write(scenario, hist, json.dumps(SCORE), "respec", "flux2", bad, "", None)
+            nodes.ReSpecResultsWriter.execute(scenario, hist, json.dumps(SCORE), "respec", "flux2", bad, "")
     assert list((tmp_path / "target").iterdir()) == []
 
 
@@ -235,8 +246,8 @@ def test_the_results_writer_refuses_an_incomplete_history(pack, nodes):
     scenario = ds.by_id("coffee_3t_move")
     short = _history_for(pack, ds.by_id("chelsea_2t_multi"))
     with pytest.raises(core(pack, "errors").InputError, match="3 turns"):
-        nodes.ReSpecResultsWriter().write(scenario, short, json.dumps(SCORE), "respec", "flux2",
-                                          "bench/results.jsonl", "", None)
+        nodes.ReSpecResultsWriter.execute(scenario, short, json.dumps(SCORE), "respec", "flux2",
+                                          "bench/results.jsonl", "")
 
 
 def test_the_results_writer_reports_what_the_editor_got_under_each_config(pack, nodes):
@@ -245,9 +256,9 @@ def test_the_results_writer_reports_what_the_editor_got_under_each_config(pack, 
     ids = {}
     for config, hrs in (("respec", True), ("pti", False)):
         hist = _history_for(pack, scenario, chosen=0, hrs=hrs)
-        out = nodes.ReSpecResultsWriter().write(scenario, hist, json.dumps(SCORE), config, "flux2",
-                                                f"b/{config}.jsonl", "", None)
-        row = json.loads(out["result"][0])
+        out = nodes.ReSpecResultsWriter.execute(scenario, hist, json.dumps(SCORE), config, "flux2",
+                                                f"b/{config}.jsonl", "")
+        row = json.loads(out.result[0])
         ids[config] = row["editor_reference_ids"]
         assert [t["is_restoration"] for t in row["turns"]] == [False, False, True]
         assert [t["stage"] for t in row["turns"]] == ["O", "M", "R"]
@@ -261,6 +272,6 @@ def test_the_results_writer_says_none_where_a_history_did_not_record_the_editors
     h = History.start(np.zeros((64, 96, 3), np.uint8))
     for turn in scenario.turns:       # appended without the selector's ids: nothing is guessed
         h = h.append(np.ones((64, 96, 3), np.uint8), turn.instruction)
-    row = json.loads(nodes.ReSpecResultsWriter().write(scenario, h, json.dumps(SCORE), "respec", "flux2",
-                                                       "b/none.jsonl", "", None)["result"][0])
+    row = json.loads(nodes.ReSpecResultsWriter.execute(scenario, h, json.dumps(SCORE), "respec", "flux2",
+                                                       "b/none.jsonl", "").result[0])
     assert row["editor_reference_ids"] is None and [t["editor_image_ids"] for t in row["turns"]] == [None] * 3

@@ -87,18 +87,18 @@ def test_a_batch_is_split_by_each_images_box_list():
 
 
 def test_the_node_masks_each_image_of_a_batch_and_records_why(pack):
-    node = pack.NODE_CLASS_MAPPINGS["ReSpecSam3OccluderMask"]()
-    query = pack.NODE_CLASS_MAPPINGS["ReSpecSam3Query"]()
-    prompt, label = query.query("red boxes")
+    node = pack.NODE_CLASS_MAPPINGS["ReSpecSam3OccluderMask"]
+    query = pack.NODE_CLASS_MAPPINGS["ReSpecSam3Query"]
+    prompt, label = query.execute("red boxes").result
     assert prompt == "red boxes, boxes, box" and label == "red boxes"
     images = torch.zeros((2, H, W, 3))
     masks = torch.from_numpy(np.stack([_mask(0, 0, 5, 5), _mask(1, 1, 4, 4), _mask(2, 2, 9, 9),
                                        _mask(0, 0, 1, 1), _mask(0, 0, 2, 2), _mask(0, 0, 3, 3)]))
     boxes = [[_box(0, 0, 5, 5, 0.1), _box(1, 1, 3, 3, 0.1), _box(2, 2, 7, 7, 0.7)],
              [_box(0, 0, 1, 1, 0.0), _box(0, 0, 2, 2, 0.0), _box(0, 0, 3, 3, 0.1)]]
-    res = node.mask(images, masks, boxes, label, 0.2)
-    out, record = res["result"]
+    res = node.execute(images, masks, boxes, label, 0.2)
+    out, record = res.result
     rec = json.loads(record)
-    assert json.loads(res["ui"]["respec_masks"][0]) == rec     # in the prompt's /history too
+    assert json.loads(res.ui["respec_masks"][0]) == rec     # in the prompt's /history too
     assert out.shape == (2, H, W) and out[0].sum() == 49 and out[1].sum() == 0
     assert rec[0]["accepted_prompt"] == "box" and rec[1]["status"] == "no_detection"
