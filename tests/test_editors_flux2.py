@@ -28,7 +28,7 @@ def editor(pack, tiny_pipe):
 
 @pytest.fixture
 def edit_node(pack):
-    return pack.NODE_CLASS_MAPPINGS["ReSpecFlux2Edit"]()
+    return pack.NODE_CLASS_MAPPINGS["ReSpecFlux2Edit"]
 
 
 @pytest.fixture
@@ -43,8 +43,8 @@ def test_node_edits_current_image_with_two_references_and_returns_current_size(e
     # current image 72x88 is not a multiple of 16: generated at 64x80, returned at 72x88
     current = _image(0, 72, 88)
     refs = _comfy(_image(1, 72, 88), current)  # [restoration source, identity anchor]
-    image, info = edit_node.edit(editor, refs, _comfy(current), "remove the cup, revealing the book from the "
-                                 "first image", seed=3, steps=2, guidance=4.0)
+    image, info = edit_node.execute(editor, refs, _comfy(current), "remove the cup, revealing the book from the "
+                                    "first image", seed=3, steps=2, guidance=4.0).result
     assert tuple(image.shape) == (1, 72, 88, 3)
     assert image.dtype == torch.float32 and 0.0 <= float(image.min()) and float(image.max()) <= 1.0
     assert '"generation_size": [80, 64]' in info and '"seed": 3' in info
@@ -147,10 +147,11 @@ def test_image_smaller_than_the_model_minimum_is_refused_clearly(pack, editor, e
         editor.edit([_image(1, 48, 64)], "x", output_size=(64, 64), seed=0, steps=1)
     small = _comfy(_image(1, 32, 32))
     with pytest.raises(errors.InputError, match="32x32 pixels"):
-        edit_node.edit(editor, small, small, "x", seed=0, steps=1, guidance=4.0)
+        edit_node.execute(editor, small, small, "x", seed=0, steps=1, guidance=4.0)
 
 
 def test_output_size_override_returns_that_size(editor, edit_node):
     current = _comfy(_image(0, 64, 64))
-    image, _ = edit_node.edit(editor, current, current, "x", seed=0, steps=1, guidance=1.0, width=96, height=80)
+    image, _ = edit_node.execute(editor, current, current, "x", seed=0, steps=1, guidance=1.0, width=96,
+                                 height=80).result
     assert tuple(image.shape) == (1, 80, 96, 3)

@@ -37,9 +37,9 @@ def files(pack):
 
 
 def _editor(pack, files, transformer, text_encoder):
-    loader = pack.NODE_CLASS_MAPPINGS["ReSpecFlux2Loader"]()
-    return loader.load(model=files["config"], transformer_file=transformer, text_encoder_file=text_encoder,
-                       vae_file=files["vae"], dtype="fp32", offload="none", allow_download=False)[0]
+    loader = pack.NODE_CLASS_MAPPINGS["ReSpecFlux2Loader"]
+    return loader.execute(model=files["config"], transformer_file=transformer, text_encoder_file=text_encoder,
+                          vae_file=files["vae"], dtype="fp32", offload="none", allow_download=False).result[0]
 
 
 def _run(editor, seed=5):

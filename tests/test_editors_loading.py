@@ -52,14 +52,14 @@ def single_files(pack):
 
 @pytest.fixture
 def loader(pack):
-    return pack.NODE_CLASS_MAPPINGS["ReSpecFlux2Loader"]()
+    return pack.NODE_CLASS_MAPPINGS["ReSpecFlux2Loader"]
 
 
 def _load(loader, files, **over):
     args = dict(model=files["config"], transformer_file=files["transformer"], text_encoder_file=files["text_encoder"],
                 vae_file=files["vae"], dtype="fp32", offload="none", allow_download=False)
     args.update(over)
-    return loader.load(**args)[0]
+    return loader.execute(**args).result[0]
 
 
 @pytest.mark.slow
@@ -73,10 +73,11 @@ def test_single_files_load_through_the_loader_and_match_the_in_memory_pipeline(p
 
 def test_single_file_names_are_listed_for_the_loader(pack, single_files):
     inputs = pack.NODE_CLASS_MAPPINGS["ReSpecFlux2Loader"].INPUT_TYPES()["required"]
-    assert single_files["transformer"] in inputs["transformer_file"][0]
-    assert single_files["text_encoder"] in inputs["text_encoder_file"][0]
-    assert single_files["vae"] in inputs["vae_file"][0]
-    assert single_files["config"] in inputs["model"][0]
+    choices = {name: spec[1]["options"] for name, spec in inputs.items() if spec[0] == "COMBO"}  # V3 drop-downs
+    assert single_files["transformer"] in choices["transformer_file"]
+    assert single_files["text_encoder"] in choices["text_encoder_file"]
+    assert single_files["vae"] in choices["vae_file"]
+    assert single_files["config"] in choices["model"]
 
 
 @pytest.mark.slow
@@ -84,8 +85,8 @@ def test_diffusers_folder_loads_and_matches_the_in_memory_pipeline(pack, loader)
     tiny = core(pack, "tiny.klein")
     pipe = tiny.build_tiny_klein_pipeline(seed=1)
     tiny.save_tiny_klein_diffusers(_models_dir() / "diffusers" / "tiny-klein", pipe)
-    editor = loader.load(model="tiny-klein", transformer_file="(none)", text_encoder_file="(none)",
-                         vae_file="(none)", dtype="fp32", offload="none", allow_download=False)[0]
+    editor = loader.execute(model="tiny-klein", transformer_file="(none)", text_encoder_file="(none)",
+                            vae_file="(none)", dtype="fp32", offload="none", allow_download=False).result[0]
     _assert_same_weights(editor.pipe, pipe)
     _assert_same_image(_run(editor), _run(core(pack, "editors").Flux2Editor(pipe)))
 
@@ -153,9 +154,9 @@ def test_hugging_face_id_not_cached_locally_needs_download_consent(pack, loader,
     import huggingface_hub.constants
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hf"))  # an empty cache
     with pytest.raises(errors.DownloadNotAllowedError, match="allow"):
-        loader.load(model="black-forest-labs/FLUX.2-klein-base-4B", transformer_file="(none)",
-                    text_encoder_file="(none)", vae_file="(none)", dtype="fp32", offload="none",
-                    allow_download=False)
+        loader.execute(model="black-forest-labs/FLUX.2-klein-base-4B", transformer_file="(none)",
+                       text_encoder_file="(none)", vae_file="(none)", dtype="fp32", offload="none",
+                       allow_download=False)
 
 
 @pytest.mark.parametrize("damage", ["truncated", "empty", "not_an_object"])

@@ -35,7 +35,7 @@ def _conditioning():
 
 @pytest.fixture
 def node(pack):
-    return pack.NODE_CLASS_MAPPINGS["ReSpecReferenceConditioning"]()
+    return pack.NODE_CLASS_MAPPINGS["ReSpecReferenceConditioning"]
 
 
 def _images():
@@ -45,7 +45,7 @@ def _images():
 
 def test_reference_latents_are_appended_in_selector_order(node):
     vae, cond, images = ConvVAE(), _conditioning(), _images()
-    (out,) = node.append(cond, vae, images, megapixels=0.0)
+    (out,) = node.execute(cond, vae, images, megapixels=0.0).result
     first = out[0][1]["reference_latents"]
     assert len(first) == 3 and first[0] is cond[0][1]["reference_latents"][0]  # earlier references stay first
     assert torch.equal(first[1], vae.conv(images[0:1].movedim(-1, 1)).detach())
@@ -58,7 +58,7 @@ def test_reference_latents_are_appended_in_selector_order(node):
 def test_input_conditioning_is_not_mutated(node):
     vae, cond, images = ConvVAE(), _conditioning(), _images()
     before = [(entry[0].clone(), dict(entry[1]), list(entry[1].get("reference_latents", []))) for entry in cond]
-    (out,) = node.append(cond, vae, images, megapixels=0.0)
+    (out,) = node.execute(cond, vae, images, megapixels=0.0).result
     for (tensor, values, refs), entry in zip(before, cond):
         assert torch.equal(tensor, entry[0])
         assert entry[1].keys() == values.keys()
@@ -68,7 +68,7 @@ def test_input_conditioning_is_not_mutated(node):
 
 def test_references_are_scaled_to_the_megapixel_budget(node):
     vae = ConvVAE()
-    node.append(_conditioning(), vae, torch.rand(1, 512, 768, 3), megapixels=0.0625)  # 65536 pixels
+    node.execute(_conditioning(), vae, torch.rand(1, 512, 768, 3), megapixels=0.0625)  # 65536 pixels
     (shape,) = vae.seen
     _, h, w, c = shape
     assert c == 3 and h % 16 == 0 and w % 16 == 0
@@ -77,11 +77,11 @@ def test_references_are_scaled_to_the_megapixel_budget(node):
 
 def test_alpha_channel_is_dropped_before_encoding(node):
     vae = ConvVAE()
-    node.append(_conditioning(), vae, torch.rand(1, 64, 64, 4), megapixels=0.0)
+    node.execute(_conditioning(), vae, torch.rand(1, 64, 64, 4), megapixels=0.0)
     assert vae.seen == [(1, 64, 64, 3)]
 
 
 def test_not_a_conditioning_is_refused_clearly(pack, node):
     errors = core(pack, "errors")
     with pytest.raises(errors.InputError, match="CONDITIONING"):
-        node.append(torch.zeros(1, 3), ConvVAE(), _images(), megapixels=0.0)
+        node.execute(torch.zeros(1, 3), ConvVAE(), _images(), megapixels=0.0)

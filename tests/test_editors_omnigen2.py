@@ -25,9 +25,9 @@ def no_omnigen2(monkeypatch):
 
 def test_omnigen2_absent_gives_install_instructions(pack, no_omnigen2):
     omnigen2 = core(pack, "editors.omnigen2")
-    loader = pack.NODE_CLASS_MAPPINGS["ReSpecOmniGen2Loader"]()
+    loader = pack.NODE_CLASS_MAPPINGS["ReSpecOmniGen2Loader"]
     with pytest.raises(omnigen2.OmniGen2NotInstalled) as info:
-        loader.load(model="OmniGen2/OmniGen2", dtype="auto", offload="none", allow_download=False)
+        loader.execute(model="OmniGen2/OmniGen2", dtype="auto", offload="none", allow_download=False)
     message = str(info.value)
     assert "not installed" in message
     assert "git clone https://github.com/VectorSpaceLab/OmniGen2" in message
@@ -44,7 +44,7 @@ def test_omnigen2_env_folder_without_the_package_is_named(pack, no_omnigen2, tmp
 def _comfyui_call(node_cls, widget_values: dict):
     """Call a node the way ComfyUI's executor does: only the inputs INPUT_TYPES declares reach it."""
     declared = {k for section in ("required", "optional") for k in node_cls.INPUT_TYPES().get(section, {})}
-    return getattr(node_cls(), node_cls.FUNCTION)(**{k: v for k, v in widget_values.items() if k in declared})
+    return getattr(node_cls, node_cls.FUNCTION)(**{k: v for k, v in widget_values.items() if k in declared})
 
 
 def _plant_payload(folder, marker):

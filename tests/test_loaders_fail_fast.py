@@ -25,8 +25,13 @@ def _models_dir() -> Path:
 
 
 def _spec(pack, node: str, name: str):
+    """A drop-down's (choices, options), from a V1 `[choices, options]` or a V3 `("COMBO", {"options": ...})`."""
     section = pack.NODE_CLASS_MAPPINGS[node].INPUT_TYPES()
-    return {**section["required"], **section.get("optional", {})}[name]
+    kind, options = {**section["required"], **section.get("optional", {})}[name]
+    if kind == "COMBO":
+        options = dict(options)
+        return options.pop("options"), options
+    return kind, options
 
 
 def test_nothing_installed_the_list_says_so_and_a_run_fails_at_validation_in_the_runs_words(pack):
@@ -35,19 +40,19 @@ def test_nothing_installed_the_list_says_so_and_a_run_fails_at_validation_in_the
     assert KLEIN_9B in choices and "Nothing installed here yet" in options["tooltip"]
     assert options["respec_installed"] == []
     assert KLEIN_9B in options["tooltip"].split("Not installed:")[1]
-    said = loader.VALIDATE_INPUTS(model=KLEIN_9B, transformer_file="(none)", text_encoder_file="(none)",
+    said = loader.validate_inputs(model=KLEIN_9B, transformer_file="(none)", text_encoder_file="(none)",
                                   vae_file="(none)", allow_download=False)
     errors = core(pack, "errors")
     with pytest.raises(errors.DownloadNotAllowedError) as run:
-        loader().load(model=KLEIN_9B, transformer_file="(none)", text_encoder_file="(none)", vae_file="(none)",
-                      dtype="fp32", offload="none", allow_download=False)
+        loader.execute(model=KLEIN_9B, transformer_file="(none)", text_encoder_file="(none)", vae_file="(none)",
+                       dtype="fp32", offload="none", allow_download=False)
     assert said == str(run.value), "validation fails with the words of the run"
     assert "Looked in" in said and "How to get it" in said and "allow_download" in said
 
 
 def test_with_downloads_allowed_validation_lets_the_loader_fetch(pack):
     loader = pack.NODE_CLASS_MAPPINGS["ReSpecFlux2Loader"]
-    assert loader.VALIDATE_INPUTS(model=KLEIN_9B, transformer_file="(none)", text_encoder_file="(none)",
+    assert loader.validate_inputs(model=KLEIN_9B, transformer_file="(none)", text_encoder_file="(none)",
                                   vae_file="(none)", allow_download=True) is True
 
 
@@ -58,7 +63,7 @@ def test_an_installed_pipeline_comes_first_marked_installed_and_validates(pack):
     assert f"Installed here: {files['config']}." in options["tooltip"]
     assert options["respec_installed"] == [files["config"]]   # what the panel marks "installed" in the list
     loader = pack.NODE_CLASS_MAPPINGS["ReSpecFlux2Loader"]
-    assert loader.VALIDATE_INPUTS(model=files["config"], transformer_file=files["transformer"],
+    assert loader.validate_inputs(model=files["config"], transformer_file=files["transformer"],
                                   text_encoder_file=files["text_encoder"], vae_file=files["vae"],
                                   allow_download=False) is True
 
@@ -67,10 +72,10 @@ def test_validation_still_refuses_values_outside_the_lists(pack):
     """Declaring an input in VALIDATE_INPUTS turns ComfyUI's own drop-down check off for it: the
     loader checks the lists itself (an API prompt cannot name an arbitrary path)."""
     flux = pack.NODE_CLASS_MAPPINGS["ReSpecFlux2Loader"]
-    said = flux.VALIDATE_INPUTS(model="/etc", transformer_file="(none)", text_encoder_file="(none)",
+    said = flux.validate_inputs(model="/etc", transformer_file="(none)", text_encoder_file="(none)",
                                 vae_file="(none)", allow_download=True)
     assert isinstance(said, str) and "is not one of its choices" in said
-    said = flux.VALIDATE_INPUTS(model=KLEIN_9B, transformer_file="../../x.safetensors", text_encoder_file="(none)",
+    said = flux.validate_inputs(model=KLEIN_9B, transformer_file="../../x.safetensors", text_encoder_file="(none)",
                                 vae_file="(none)", allow_download=True)
     assert isinstance(said, str) and "transformer_file" in said
     vlm = pack.NODE_CLASS_MAPPINGS["ReSpecVLMLoader"]
@@ -83,7 +88,7 @@ def test_validation_still_refuses_values_outside_the_lists(pack):
 def test_a_linked_model_is_left_to_the_run(pack):
     """A linked input has no value at validation (ComfyUI leaves it out): nothing to check yet."""
     assert pack.NODE_CLASS_MAPPINGS["ReSpecVLMLoader"].VALIDATE_INPUTS(backend="qwen3-vl") is True
-    assert pack.NODE_CLASS_MAPPINGS["ReSpecOmniGen2Loader"].VALIDATE_INPUTS() is True
+    assert pack.NODE_CLASS_MAPPINGS["ReSpecOmniGen2Loader"].validate_inputs() is True
 
 
 def test_the_vlm_and_omnigen2_loaders_fail_fast_too(pack):
@@ -93,15 +98,15 @@ def test_the_vlm_and_omnigen2_loaders_fail_fast_too(pack):
     choices, options = _spec(pack, "ReSpecVLMLoader", "model")
     assert "Not installed: Qwen/Qwen3-VL-8B-Instruct" in options["tooltip"]
     omni = pack.NODE_CLASS_MAPPINGS["ReSpecOmniGen2Loader"]
-    said = omni.VALIDATE_INPUTS(model="OmniGen2/OmniGen2", allow_download=False)
+    said = omni.validate_inputs(model="OmniGen2/OmniGen2", allow_download=False)
     assert isinstance(said, str) and "OmniGen2" in said and "How to get it" in said
-    assert omni.VALIDATE_INPUTS(model="OmniGen2/OmniGen2", allow_download=True) is True
+    assert omni.validate_inputs(model="OmniGen2/OmniGen2", allow_download=True) is True
 
 
 def test_a_linked_allow_download_is_left_to_the_run(pack):
     """ComfyUI leaves a linked widget out of what VALIDATE_INPUTS gets: its value is not known yet."""
     flux = pack.NODE_CLASS_MAPPINGS["ReSpecFlux2Loader"]
-    assert flux.VALIDATE_INPUTS(model=KLEIN_9B, transformer_file="(none)", text_encoder_file="(none)",
+    assert flux.validate_inputs(model=KLEIN_9B, transformer_file="(none)", text_encoder_file="(none)",
                                 vae_file="(none)") is True
-    assert isinstance(flux.VALIDATE_INPUTS(model=KLEIN_9B, transformer_file="(none)", text_encoder_file="(none)",
+    assert isinstance(flux.validate_inputs(model=KLEIN_9B, transformer_file="(none)", text_encoder_file="(none)",
                                            vae_file="(none)", allow_download=False), str)

@@ -126,7 +126,7 @@ def test_flux2_loader_refuses_custom_model_outside_the_diffusers_folders(pack, i
     (_models_dir() / "diffusers").mkdir(parents=True)
     (_models_dir() / "diffusers" / "link").symlink_to(tmp_path / "outside", target_is_directory=True)
     with pytest.raises(input_error) as err:
-        pack.NODE_CLASS_MAPPINGS["ReSpecFlux2Loader"]().load(
+        pack.NODE_CLASS_MAPPINGS["ReSpecFlux2Loader"].execute(
             "unused", "(none)", "(none)", "(none)", "fp32", "none", False, custom_model=value.format(outside=tmp_path))
     assert "custom_model" in str(err.value) and str((_models_dir() / "diffusers").resolve()) in str(err.value)
 
@@ -139,6 +139,6 @@ def test_flux2_loader_hands_accepted_sources_to_the_core_loader(pack, monkeypatc
     seen = []
     adapter = sys.modules[f"{pack.__name__}.nodes.editor_nodes"]
     monkeypatch.setattr(adapter, "load_flux2", lambda source, **kw: seen.append(source) or "editor")
-    out = pack.NODE_CLASS_MAPPINGS["ReSpecFlux2Loader"]().load(
+    out = pack.NODE_CLASS_MAPPINGS["ReSpecFlux2Loader"].execute(
         "the-model", "(none)", "(none)", "(none)", "fp32", "none", False, custom_model=value.format(dir=folder))
-    assert out == ("editor",) and seen == [expected.format(dir=folder.resolve())]
+    assert out.result == ("editor",) and seen == [expected.format(dir=folder.resolve())]

@@ -289,11 +289,11 @@ def test_the_editor_images_go_in_as_image1_to_3_in_the_plans_order_and_a_fourth_
         image_slots([1, 2, 3, 4])
     with pytest.raises(InputError, match="no editor images"):
         image_slots([])
-    node = pack.NODE_CLASS_MAPPINGS["ReSpecEditorImageSlots"]()
+    node = pack.NODE_CLASS_MAPPINGS["ReSpecEditorImageSlots"]
     with pytest.raises(core(pack, "errors").InputError, match="connect the Reference Selector's editor_images"):
-        node.slots(torch.zeros((0, 8, 8, 3)))
+        node.execute(torch.zeros((0, 8, 8, 3)))
     batch = torch.stack([torch.full((8, 8, 3), v) for v in (0.1, 0.9)])
-    one, two, three = node.slots(batch)
+    one, two, three = node.execute(batch).result
     assert one.shape == (1, 8, 8, 3) and float(one.mean()) == pytest.approx(0.1)
     assert float(two.mean()) == pytest.approx(0.9) and three is None
 
