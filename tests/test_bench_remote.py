@@ -239,8 +239,9 @@ def with_model_files(info, skip=()):
     for key, names in remote.model_files(shipped).items():
         node, _, name = key.rpartition(".")
         spec = info[node]["input"].get("required", {}).get(name) or info[node]["input"].get("optional", {}).get(name)
-        if isinstance(spec, (list, tuple)) and spec and isinstance(spec[0], (list, tuple)):
-            spec[0][:] = sorted((set(spec[0]) | set(names)) - set(skip))
+        choices = remote.combo_choices(spec)
+        if choices is not None:
+            choices[:] = sorted((set(choices) | set(names)) - set(skip))
     return info
 
 

@@ -200,7 +200,7 @@ async def _check_nodes(session, server: _Server, class_types: set[str], timeout:
         for key, names in (files or {}).items():
             node, _, name = key.rpartition(".")
             spec = inputs.get(name) if node == ct else None
-            choices = spec[0] if isinstance(spec, list) and spec and isinstance(spec[0], list) else None
+            choices = combo_choices(spec)
             if choices is not None:
                 absent += [f"{n} ({key})" for n in names if n not in choices]
     if missing:
@@ -209,6 +209,17 @@ async def _check_nodes(session, server: _Server, class_types: set[str], timeout:
     if absent:
         raise _ScenarioFailure(f"the server lacks the model file(s) {', '.join(absent)} the workflow uses: put "
                                f"the same files in its model folders, or leave this server out")
+
+
+def combo_choices(spec) -> list | None:
+    """A drop-down's choices in an /object_info input spec: a V1 node lists them first
+    ([choices, options]), a V3 node in its options (["COMBO", {"options": choices}]); None otherwise."""
+    if not isinstance(spec, list) or not spec:
+        return None
+    if isinstance(spec[0], list):
+        return spec[0]
+    options = spec[1] if spec[0] == "COMBO" and len(spec) > 1 and isinstance(spec[1], dict) else {}
+    return options.get("options") if isinstance(options.get("options"), list) else None
 
 
 async def _run_prompt(session, server: _Server, prompt: dict, *, timeout: float | None,

@@ -98,7 +98,7 @@ from comfy_api.latest import io as real
 spec = importlib.util.spec_from_file_location('standin', sys.argv[1]); mine = importlib.util.module_from_spec(spec)
 sys.modules['standin'] = mine; spec.loader.exec_module(mine)
 out = []
-for name in ('Image', 'Mask', 'Latent', 'Conditioning', 'AnyType', 'Int', 'Float', 'String', 'Boolean', 'Combo'):
+for name in ('Image', 'Mask', 'Latent', 'Conditioning', 'Vae', 'AnyType', 'Int', 'Float', 'String', 'Boolean', 'Combo'):
     for part in ('Input', 'Output'):
         a, b = getattr(getattr(mine, name), part), getattr(getattr(real, name), part)
         pa, pb = inspect.signature(a.__init__).parameters, inspect.signature(b.__init__).parameters
