@@ -52,7 +52,7 @@ def _added(nodes):
 def _turn(nodes, hist, request):
     """The chat graph's turn up to the guard: the provenance selector's (plan, current image, image ids)
     and the guard's inputs with history first on and the editor's branch not yet evaluated (None)."""
-    plan, _, current, ids, _, _ = nodes["ReSpecProvenanceSelector"]().select(hist, request, "auto", True)
+    plan, _, current, ids, _, _ = nodes["ReSpecProvenanceSelector"].execute(hist, request, "auto", True).result
     inputs = dict(previous=current, edited=None, enabled=True, instruction=request, plan=plan, reveal=None,
                   history=hist, history_first=True)
     return plan, ids, inputs
@@ -152,7 +152,8 @@ def test_hostile_history_first_inputs_are_refused_clearly_and_change_nothing(nod
     if change.get("previous") == "shifted":
         change = {"previous": torch.roll(inputs["previous"], 3, dims=2)}
     if change.get("plan") == "other turn":
-        change = {"plan": nodes["ReSpecProvenanceSelector"]().select(hist.rewind(0), REMOVE, "auto", True)[0]}
+        change = {"plan": nodes["ReSpecProvenanceSelector"].execute(hist.rewind(0), REMOVE, "auto",
+                                                                      True).result[0]}
     bad = {**inputs, **change}
     guard = nodes["ReSpecDriftGuard"]()
     for call in (guard.check_lazy_status, guard.guard):

@@ -584,7 +584,7 @@ def test_the_drift_guard_uses_a_mask_in_every_known_layout(pack, nodes, layout):
 @pytest.mark.parametrize("name", list(IMAGES))
 def test_reveal_composite_refuses_a_hostile_picture(pack, nodes, errors, chat, name):
     image = _hostile_image(*IMAGES[name])
-    refused(lambda: nodes["ReSpecRevealComposite"]().composite(chat, image, REQUEST, True, "restoration"),
+    refused(lambda: nodes["ReSpecRevealComposite"].execute(chat, image, REQUEST, True, "restoration"),
             ("image",), None, errors)
 
 
@@ -599,7 +599,7 @@ def test_reveal_composite_refuses_hostile_inputs(pack, nodes, errors, chat, case
                  "instruction-megabyte": {"instruction": "m" * (1 << 20)}, "instruction-number": {"instruction": 5},
                  "mode-maybe": {"restoration_mode": "maybe"}, "mode-number": {"restoration_mode": 5},
                  "plan-text": {"plan": "plan"}}[case])
-    refused(lambda: nodes["ReSpecRevealComposite"]().composite(**args),
+    refused(lambda: nodes["ReSpecRevealComposite"].execute(**args),
             ("history", "instruction", "request", "restoration mode", "plan"), None, errors)
 
 

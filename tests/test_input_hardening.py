@@ -227,7 +227,7 @@ def test_one_row_or_one_column_pictures_are_refused_clearly(pack, shape):
         core(pack, "pixels.reveal").reveal_composite(pic, pic, pic, np.ones(shape, bool), source_id=0)
     history = make_history(3, core(pack, "history").History)
     with pytest.raises(errors.InputError, match="at least 2×2"):
-        _nodes(pack)["ReSpecRevealComposite"]().composite(history, _tensor(pic), REQUEST, True, "restoration")
+        _nodes(pack)["ReSpecRevealComposite"].execute(history, _tensor(pic), REQUEST, True, "restoration")
 
 
 def _edit_pair(size=96):

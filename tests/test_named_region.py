@@ -49,21 +49,21 @@ def _sign_edit():
     ("delete the red box on the left", "the red box"),
 ])
 def test_edit_region_from_text_names_the_object_the_request_changes(pack, request_, phrase):
-    node = pack.NODE_CLASS_MAPPINGS["ReSpecEditRegionFromText"]()
-    assert node.phrase(instruction=request_) == (phrase,)
+    node = pack.NODE_CLASS_MAPPINGS["ReSpecEditRegionFromText"]
+    assert node.execute(instruction=request_).result == (phrase,)
 
 
 @pytest.mark.parametrize("request_", ["make it night", "turn the photo into a watercolor painting",
                                       "change the lighting to golden hour", "make the image darker"])
 def test_a_global_request_names_no_object(pack, request_):
-    assert pack.NODE_CLASS_MAPPINGS["ReSpecEditRegionFromText"]().phrase(instruction=request_) == ("",)
+    assert pack.NODE_CLASS_MAPPINGS["ReSpecEditRegionFromText"].execute(instruction=request_).result == ("",)
 
 
 def test_without_an_instruction_the_plans_request_is_read(pack):
     # The node takes the pack's own Plan (the node layer checks the socket's type: nodes/boundary.py).
     Plan = core(pack, "plan").Plan
     plan = Plan(turn=2, user_instruction="remove the flowers", synthesis_instruction="remove them, revealing ...")
-    assert pack.NODE_CLASS_MAPPINGS["ReSpecEditRegionFromText"]().phrase(plan=plan) == ("the flowers",)
+    assert pack.NODE_CLASS_MAPPINGS["ReSpecEditRegionFromText"].execute(plan=plan).result == ("the flowers",)
 
 
 def test_the_region_is_the_change_inside_the_grown_object():
@@ -122,11 +122,11 @@ def test_with_the_region_the_guard_restores_details_the_editor_redrew_elsewhere(
 
 def test_the_mask_node_gives_the_guard_its_mask_and_a_report(pack):
     prev, edit, sign = _sign_edit()
-    node = pack.NODE_CLASS_MAPPINGS["ReSpecEditRegionMask"]()
+    node = pack.NODE_CLASS_MAPPINGS["ReSpecEditRegionMask"]
     t = lambda a: torch.from_numpy(a[None].astype(np.float32) / 255.0)   # noqa: E731
     masks = torch.from_numpy(np.stack([sign, sign]).astype(np.float32))
-    mask, report = node.region(t(prev), t(edit), "the sign", 0.03, masks)
+    mask, report = node.execute(t(prev), t(edit), "the sign", 0.03, masks).result
     rec = json.loads(report.split("\n", 1)[1])
     assert mask.shape == (1, S, S) and rec["used"] and mask[0, 30, 40] == 1 and mask[0, 100, 95] == 0
-    empty, report = node.region(t(prev), t(edit), "", 0.03, masks)
+    empty, report = node.execute(t(prev), t(edit), "", 0.03, masks).result
     assert empty.sum() == 0 and "global" in report

@@ -44,8 +44,8 @@ _HISTORY_CALLS = {
                                                       "(built-in)"),
     "ReSpecControllerPrompt": lambda n, bad: n.build(bad, "remove the hat", "auto", False, 262144, "(built-in)",
                                                      "(built-in)"),
-    "ReSpecProvenanceSelector": lambda n, bad: n.select(bad, "remove the hat", "auto", True),
-    "ReSpecRevealComposite": lambda n, bad: n.composite(bad, _t(_picture(2)), "remove the hat", True, "auto"),
+    "ReSpecProvenanceSelector": lambda n, bad: n.execute(bad, "remove the hat", "auto", True),
+    "ReSpecRevealComposite": lambda n, bad: n.execute(bad, _t(_picture(2)), "remove the hat", True, "auto"),
     "ReSpecHistoryAppend": lambda n, bad: n.append(bad, _t(_picture(2)), "remove the hat"),
     "ReSpecHistoryToImages": lambda n, bad: n.images(bad, 0, -1, "pad"),
 }
@@ -69,10 +69,10 @@ def test_a_node_refuses_a_plan_that_no_controller_node_made_and_names_them(pack,
     calls = [lambda: m["ReSpecReferenceSelector"]().select(history, bad, True),
              lambda: m["ReSpecInstructionRewriter"]().rewrite(bad, True),
              lambda: m["ReSpecHistoryAppend"]().append(history, _t(_picture(2)), "remove the hat", plan=bad),
-             lambda: m["ReSpecRevealComposite"]().composite(history, _t(_picture(2)), "remove the hat", True, "auto",
+             lambda: m["ReSpecRevealComposite"].execute(history, _t(_picture(2)), "remove the hat", True, "auto",
                                                             plan=bad),
              lambda: m["ReSpecDriftGuard"]().guard(_t(_picture(1)), _t(_picture(2)), True, plan=bad),
-             lambda: m["ReSpecEditRegionFromText"]().phrase(plan=bad)]
+             lambda: m["ReSpecEditRegionFromText"].execute(plan=bad)]
     for call in calls:
         with pytest.raises(errors.InputError, match=r"must come from a controller node \(RESPEC_PLAN"):
             call()
@@ -83,7 +83,7 @@ def test_a_plan_made_for_another_turn_is_refused_naming_what_to_connect(pack, m,
     with pytest.raises(errors.InputError, match="made for turn 5.*next turn is 2.*Reference Selector"):
         m["ReSpecReferenceSelector"]().select(history, _plan(pack, 5), True)
     with pytest.raises(errors.InputError, match="made for turn 5.*next turn is 2.*provenance Reference Selector"):
-        m["ReSpecProvenanceSelector"]().select(history, "remove the hat", "auto", True, plan=_plan(pack, 5))
+        m["ReSpecProvenanceSelector"].execute(history, "remove the hat", "auto", True, plan=_plan(pack, 5))
 
 
 def test_a_turn_that_calls_the_controller_without_one_names_the_loader_nodes(pack, m, history):

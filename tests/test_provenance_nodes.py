@@ -51,13 +51,13 @@ def test_a_restoration_turn_through_the_nodes_needs_no_vlm_and_keeps_what_was_pa
     _, Append, Selector, Reveal = nodes
     hist, scene = _two_turns(nodes)
     request = "Remove the suitcase."
-    plan, editor_images, current, ids, instruction, pj = Selector().select(hist, request, "auto", True)
+    plan, editor_images, current, ids, instruction, pj = Selector.execute(hist, request, "auto", True).result
     assert json.loads(ids) == [0, 2] and editor_images.shape[0] == 2
     assert plan.vlm_calls == 0 and not plan.vlm_called and plan.is_restoration
     assert instruction == "Remove the suitcase, revealing what was there in the first image exactly as it was."
     assert json.loads(pj)["meta"]["provenance"]["turn"] == 1
     edited = _reinvent(current)
-    image, reveal, source_mask, report = Reveal().composite(hist, edited, request, True, "auto", plan=plan)
+    image, reveal, source_mask, report = Reveal.execute(hist, edited, request, True, "auto", plan=plan).result
     rep = json.loads(report)
     assert rep["applied"] and rep["covering_turn"] == 1 and rep["source_id"] == 0
     box = rect_mask(SHAPE, SUITCASE)
@@ -80,9 +80,9 @@ def test_reveal_composite_switched_off_or_on_another_turn_passes_the_edit_throug
     _, _, _, Reveal = nodes
     hist, _ = _two_turns(nodes)
     edited = _reinvent(_t(hist.current.image.array))
-    image, reveal, mask, report = Reveal().composite(hist, edited, "Remove the suitcase.", False, "auto")
+    image, reveal, mask, report = Reveal.execute(hist, edited, "Remove the suitcase.", False, "auto").result
     assert image is edited and json.loads(report) == {"applied": False, "reason": "switched off"}
-    image, reveal, mask, report = Reveal().composite(hist, edited, "Make the sky bluer.", True, "auto")
+    image, reveal, mask, report = Reveal.execute(hist, edited, "Make the sky bluer.", True, "auto").result
     assert image is edited and "not a restoration turn" in json.loads(report)["reason"] and not mask.any()
 
 
@@ -93,9 +93,23 @@ def test_with_a_vlm_plan_the_selector_keeps_its_instruction_and_picks_the_ids(pa
     vlm_plan = Plan(turn=3, user_instruction="Remove the suitcase.", synthesis_instruction="VLM text",
                     is_restoration=True, restoration_source_id=2, identity_anchor_id=2, image_ids=(2,),
                     vlm_called=True, vlm_calls=1)
-    plan, _, _, ids, instruction, _ = Selector().select(hist, "Remove the suitcase.", "auto", True, plan=vlm_plan)
+    plan, _, _, ids, instruction, _ = Selector.execute(hist, "Remove the suitcase.", "auto", True, plan=vlm_plan).result
     assert json.loads(ids) == [0, 2] and instruction == "VLM text"
     assert plan.meta["vlm_choice"]["restoration_source_id"] == 2
+
+
+def test_the_selectors_panel_events_name_the_node_from_its_hidden_unique_id(pack, nodes):
+    _, _, Selector, _ = nodes
+    hist, _ = _two_turns(nodes)
+    comfy = core(pack, "comfy")
+    seen = []
+    remove = comfy.add_listener(lambda name, data: seen.append((name, data["node"])))
+    try:
+        Selector.PREPARE_CLASS_CLONE({"hidden_inputs": {comfy.io.Hidden.unique_id: "12"}}).execute(
+            hist, "Remove the suitcase.", "auto", True)
+    finally:
+        remove()
+    assert seen == [("respec.plan", "12"), ("respec.references", "12")]
 
 
 def test_history_append_refuses_a_reveal_value_from_elsewhere(nodes):
@@ -111,8 +125,8 @@ def _revealed_removal(nodes):
     _, _, Selector, Reveal = nodes
     hist, scene = _two_turns(nodes)
     request = "Remove the suitcase."
-    plan, _, current, _, _, _ = Selector().select(hist, request, "auto", True)
-    image, reveal, _, _ = Reveal().composite(hist, _reinvent(current), request, True, "auto", plan=plan)
+    plan, _, current, _, _, _ = Selector.execute(hist, request, "auto", True).result
+    image, reveal, _, _ = Reveal.execute(hist, _reinvent(current), request, True, "auto", plan=plan).result
     return scene, request, plan, current, image, reveal
 
 
