@@ -13,6 +13,7 @@ import json
 
 import numpy as np
 
+from ..respec.comfy import io, node_schema
 from ..respec.errors import InputError
 from ..respec.pixels.undo import UNDO_SOURCE
 from ..respec.post_edit.guard_step import guard_images, guard_result
@@ -20,103 +21,118 @@ from ..respec.post_edit.reveal_step import RevealStep
 from ..respec.post_edit.undo_step import answers_turn, history_answer
 from .boundary import (UNCONNECTED, history_in, optional_plan_in, plan_for_history, step_in, switch_in,
                        unevaluated)
-from .common import HISTORY, PLAN, image_from_comfy, images_to_comfy, mask_from_comfy, masks_to_comfy, read_only
+from .common import History, Plan, image_from_comfy, images_to_comfy, mask_from_comfy, masks_to_comfy, read_only
+from .provenance_nodes import REVEAL
 
 CATEGORY = "ReSpec/provenance"
 GUARD = "RESPEC_GUARD"   # what the guard did (for History Append to keep with the turn)
+# The guard's record and Reveal Composite's, as V3 socket types (History Append takes both).
+GuardRecord, Reveal = io.Custom(GUARD), io.Custom(REVEAL)
 
 
-class ReSpecDriftGuard:
+class ReSpecDriftGuard(io.ComfyNode):
     """Keep the previous image's own pixels wherever the edit did not change the picture."""
 
-    CATEGORY = CATEGORY
-    FUNCTION = "guard"
+    # Read by the schema, and by the pack's contract test (plain lower-case words).
     SEARCH_ALIASES = ["drift", "guard", "preserve", "composite", "paste back", "zoom", "shift", "colour drift"]
-    RETURN_TYPES = ("IMAGE", "MASK", "STRING", GUARD)
-    RETURN_NAMES = ("image", "edit_mask", "report", "guard")
-    OUTPUT_TOOLTIPS = ("The edit inside its region and the previous image's own pixels everywhere else, in the "
-                       "previous image's frame (the editor's image unchanged when the guard stepped aside; the "
-                       "history's answer when history first answered the turn).",
-                       "The kept edit per pixel (1 = the editor's pixel, 0 = the previous image's; in between, "
-                       "the seam). All 1 when the guard stepped aside. When history first answered: the pixels "
-                       "taken from the picture before the turn it took back.",
-                       "One line of what it did or why it stepped aside, then its record as JSON.",
-                       "Its record for History Append's 'guard' input: kept with the turn (meta.post_edit, "
-                       "and the kept-edit mask; history first's record before it when that switch is on).")
-    DESCRIPTION = ("After any editor: aligns the edit to the previous image (undoing a zoom-out or a shift), finds "
-                   "the pixels the edit changed (grown by a small margin, holes filled; your MASK instead when you "
-                   "connect one), and returns the editor's pixels there and the previous image's own pixels "
-                   "everywhere else, with a colour-matched seam. So colours, detail and framing do not drift over a "
-                   "conversation. On a local request a re-render, a zoom or a whole-picture colour shift is drift: the "
-                   "edit is read on the scene's structure and put back in the picture's own colours, and re-drawn "
-                   "detail far from what the request names is restored. A new background keeps the subject. It steps "
-                   "aside and keeps the edit as it is on a global edit (lighting, style, season), when the scene's "
-                   "structure moved (a new pose, a re-framing), or on an alignment it does not trust; the report says why. "
-                   "With history_first on and the history connected, a request that removes what an earlier turn "
-                   "added is answered from the history before any of this, and the editor is not run.")
 
     @classmethod
-    def INPUT_TYPES(cls):
-        return {
-            "required": {
-                "previous": ("IMAGE", {"tooltip": "The image the edit was made from, I_(t-1) (one image)."}),
-                "edited": ("IMAGE", {"lazy": True, "tooltip": "The editor's output I_t (any editor; after Reveal "
-                                     "Composite when it runs). Resized to the previous image's size when it differs. "
-                                     "Not asked for on a turn history first answers: the editor does not run."}),
-                "enabled": ("BOOLEAN", {"default": True, "tooltip":
-                            "On by default: outside the edit the previous image's pixels are kept. Off: the "
-                            "editor's image passes through unchanged (compare with and without)."}),
-            },
-            "optional": {
-                "mask": ("MASK", {"lazy": True, "tooltip": "Optional: your own mask of what this turn may change (in the "
-                                  "previous image's frame). It wins over the change mask: only these pixels keep "
-                                  "the editor's, and the global-edit rules are skipped."}),
-                "instruction": ("STRING", {"forceInput": True, "default": "", "tooltip":
-                                "Optional: this turn's request, read clause by clause: a lighting, style or season "
-                                "request makes the guard step aside; 'keep the same ...' clauses do not; a new "
-                                "background keeps the subject; the objects it names bound the edit region."}),
-                "plan": (PLAN, {"tooltip": "Optional: this turn's plan (its instruction goes through the same rule)."}),
-                "reveal": ("RESPEC_REVEAL", {"lazy": True, "tooltip": "Optional: Reveal Composite's record of this "
-                           "turn. Its pasted pixels count as the edit, and inside the paste the output is I_(k-1)'s "
-                           "own pixels (not colour-matched to the editor's drift: around them the guard keeps yours)."}),
-                "history": (HISTORY, {"tooltip": "Optional: the history before this turn (the one 'previous' is the "
-                            "current image of). Needed by history_first."}),
-                "history_first": ("BOOLEAN", {"default": False, "tooltip":
-                                  "On (the chat graphs): a request that removes or takes back what an earlier turn "
-                                  "added is answered from 'history' (the picture before that turn, in its region), "
-                                  "and the editor's image is never asked for, so ComfyUI does not run the editor. "
-                                  "Other turns go through the guard as before. Off: the editor always runs. "
-                                  "Independent of 'enabled'."}),
-            },
-        }
+    def define_schema(cls):
+        return node_schema(
+            node_id="ReSpecDriftGuard", display_name="Drift Guard (ReSpec)", category=CATEGORY,
+            search_aliases=cls.SEARCH_ALIASES,
+            description=(
+                "After any editor: aligns the edit to the previous image (undoing a zoom-out or a shift), finds "
+                "the pixels the edit changed (grown by a small margin, holes filled; your MASK instead when you "
+                "connect one), and returns the editor's pixels there and the previous image's own pixels "
+                "everywhere else, with a colour-matched seam. So colours, detail and framing do not drift over a "
+                "conversation. On a local request a re-render, a zoom or a whole-picture colour shift is drift: the "
+                "edit is read on the scene's structure and put back in the picture's own colours, and re-drawn "
+                "detail far from what the request names is restored. A new background keeps the subject. It steps "
+                "aside and keeps the edit as it is on a global edit (lighting, style, season), when the scene's "
+                "structure moved (a new pose, a re-framing), or on an alignment it does not trust; the report says "
+                "why. With history_first on and the history connected, a request that removes what an earlier turn "
+                "added is answered from the history before any of this, and the editor is not run."),
+            inputs=[
+                io.Image.Input(id="previous", tooltip="The image the edit was made from, I_(t-1) (one image)."),
+                io.Image.Input(id="edited", lazy=True, tooltip=(
+                    "The editor's output I_t (any editor; after Reveal "
+                    "Composite when it runs). Resized to the previous image's size when it differs. "
+                    "Not asked for on a turn history first answers: the editor does not run.")),
+                io.Boolean.Input(id="enabled", default=True, tooltip=(
+                    "On by default: outside the edit the previous image's pixels are kept. Off: the "
+                    "editor's image passes through unchanged (compare with and without).")),
+                io.Mask.Input(id="mask", optional=True, lazy=True, tooltip=(
+                    "Optional: your own mask of what this turn may change (in the "
+                    "previous image's frame). It wins over the change mask: only these pixels keep "
+                    "the editor's, and the global-edit rules are skipped.")),
+                io.String.Input(id="instruction", optional=True, force_input=True, default="", multiline=None,
+                                tooltip=(
+                    "Optional: this turn's request, read clause by clause: a lighting, style or season "
+                    "request makes the guard step aside; 'keep the same ...' clauses do not; a new "
+                    "background keeps the subject; the objects it names bound the edit region.")),
+                Plan.Input(id="plan", optional=True,
+                           tooltip="Optional: this turn's plan (its instruction goes through the same rule)."),
+                Reveal.Input(id="reveal", optional=True, lazy=True, tooltip=(
+                    "Optional: Reveal Composite's record of this "
+                    "turn. Its pasted pixels count as the edit, and inside the paste the output is I_(k-1)'s "
+                    "own pixels (not colour-matched to the editor's drift: around them the guard keeps yours).")),
+                History.Input(id="history", optional=True, tooltip=(
+                    "Optional: the history before this turn (the one 'previous' is the "
+                    "current image of). Needed by history_first.")),
+                io.Boolean.Input(id="history_first", optional=True, default=False, tooltip=(
+                    "On (the chat graphs): a request that removes or takes back what an earlier turn "
+                    "added is answered from 'history' (the picture before that turn, in its region), "
+                    "and the editor's image is never asked for, so ComfyUI does not run the editor. "
+                    "Other turns go through the guard as before. Off: the editor always runs. "
+                    "Independent of 'enabled'.")),
+            ],
+            outputs=[
+                io.Image.Output(id="image", tooltip=(
+                    "The edit inside its region and the previous image's own pixels everywhere else, in the "
+                    "previous image's frame (the editor's image unchanged when the guard stepped aside; the "
+                    "history's answer when history first answered the turn).")),
+                io.Mask.Output(id="edit_mask", tooltip=(
+                    "The kept edit per pixel (1 = the editor's pixel, 0 = the previous image's; in between, "
+                    "the seam). All 1 when the guard stepped aside. When history first answered: the pixels "
+                    "taken from the picture before the turn it took back.")),
+                io.String.Output(id="report",
+                                 tooltip="One line of what it did or why it stepped aside, then its record as JSON."),
+                GuardRecord.Output(id="guard", tooltip=(
+                    "Its record for History Append's 'guard' input: kept with the turn (meta.post_edit, "
+                    "and the kept-edit mask; history first's record before it when that switch is on).")),
+            ])
 
-    def check_lazy_status(self, previous, edited=None, enabled=True, mask=UNCONNECTED, instruction="", plan=None,
+    @classmethod
+    def check_lazy_status(cls, previous, edited=None, enabled=True, mask=UNCONNECTED, instruction="", plan=None,
                           reveal=UNCONNECTED, history=None, history_first=False):
         """Ask ComfyUI for the editor's image (and the mask and record made from it) unless history first
-        answers the turn (computed once: history_answer keeps it for guard())."""
+        answers the turn (computed once: history_answer keeps it for execute())."""
         if answers_turn(_history_first(previous, history, history_first, plan, instruction)):
             return []
         return unevaluated(edited=edited, mask=mask, reveal=reveal)
 
-    def guard(self, previous, edited=None, enabled=True, mask=None, instruction="", plan=None, reveal=None,
-              history=None, history_first=False):
+    @classmethod
+    def execute(cls, previous, edited=None, enabled=True, mask=None, instruction="", plan=None, reveal=None,
+                history=None, history_first=False):
         undo = _history_first(previous, history, history_first, plan, instruction)
         if answers_turn(undo):
-            return (images_to_comfy([undo.image]), masks_to_comfy([undo.masks[UNDO_SOURCE].mask]),
-                    undo.entry["words"] + "\n" + json.dumps(undo.record()), undo)
+            return io.NodeOutput(images_to_comfy([undo.image]), masks_to_comfy([undo.masks[UNDO_SOURCE].mask]),
+                                 undo.entry["words"] + "\n" + json.dumps(undo.record()), undo)
         if edited is None:
             raise InputError("the Drift Guard needs 'edited': connect the editor's image")
         if not switch_in(enabled, "enabled"):
             cur = image_from_comfy(edited, "edited")
             image_from_comfy(previous, "previous")
             entry = {"applied": False, "reason": "switched off"}
-            return (edited, masks_to_comfy([np.ones(cur.shape[:2], np.float32)]),
-                    "Drift Guard switched off\n" + json.dumps(entry), _record(undo, guard_result(None, entry)))
+            return io.NodeOutput(edited, masks_to_comfy([np.ones(cur.shape[:2], np.float32)]),
+                                 "Drift Guard switched off\n" + json.dumps(entry),
+                                 _record(undo, guard_result(None, entry)))
         res = _guarded(previous, edited, mask, instruction, optional_plan_in(plan), reveal)
         # The weight has the size of the image returned (the editor's own when it stepped aside).
         image = images_to_comfy([res.image]) if res.applied else edited
-        return (image, masks_to_comfy([res.weight]), res.line() + "\n" + json.dumps(res.record),
-                _record(undo, guard_result(res)))
+        return io.NodeOutput(image, masks_to_comfy([res.weight]), res.line() + "\n" + json.dumps(res.record),
+                             _record(undo, guard_result(res)))
 
 
 def _record(undo, guarded):
