@@ -144,7 +144,7 @@ def _history_for(pack, scenario, chosen=None, hrs=True):
     records [0] in the meta, as the baseline graph does)."""
     import importlib
     selector = importlib.import_module(f"{pack.__name__}.nodes.controller_nodes").ReSpecReferenceSelector()
-    append = importlib.import_module(f"{pack.__name__}.nodes.history_nodes").ReSpecHistoryAppend()
+    append = importlib.import_module(f"{pack.__name__}.nodes.history_nodes").ReSpecHistoryAppend
     to_comfy = importlib.import_module(f"{pack.__name__}.nodes.common").images_to_comfy
     History = core(pack, "history").History
     Plan = core(pack, "plan").Plan
@@ -153,7 +153,8 @@ def _history_for(pack, scenario, chosen=None, hrs=True):
     for t, turn in enumerate(scenario.turns, start=1):
         image = to_comfy([rng.integers(0, 256, (64, 96, 3), dtype=np.uint8)])
         if t == 1:
-            h, _ = append.append(h, image, turn.instruction, meta=json.dumps({"seed": 5, "editor_image_ids": [0]}))
+            h, _ = append.execute(h, image, turn.instruction,
+                                  meta=json.dumps({"seed": 5, "editor_image_ids": [0]})).result
             continue
         plan = Plan(turn=t, user_instruction=turn.instruction, synthesis_instruction="rewritten " + turn.instruction,
                     is_restoration=scenario.is_restoration(t), vlm_called=True, controller="qwen3-vl:test",
@@ -161,7 +162,7 @@ def _history_for(pack, scenario, chosen=None, hrs=True):
                     image_ids=(chosen, t - 1) if scenario.is_restoration(t) and chosen is not None else (),
                     vlm_calls=1)
         ids = selector.select(h, plan, hrs)[2]
-        h, _ = append.append(h, image, turn.instruction, plan.synthesis_instruction, plan, '{"seed": 5}', ids)
+        h, _ = append.execute(h, image, turn.instruction, plan.synthesis_instruction, plan, '{"seed": 5}', ids).result
     return h
 
 

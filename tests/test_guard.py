@@ -289,30 +289,30 @@ def test_run_turn_guard_step_shares_the_turns_change_record(scene, monkeypatch):
 def test_the_node_after_any_editor(pack, scene):
     import json
     import torch
-    node = pack.NODE_CLASS_MAPPINGS["ReSpecDriftGuard"]()
+    node = pack.NODE_CLASS_MAPPINGS["ReSpecDriftGuard"]
     prev = u8(scene)
     edited = realistic(draw_rect(scene, BOX, RED))
     t = lambda a: torch.from_numpy(a).float()[None] / 255.0      # noqa: E731
-    image, mask, report, guard = node.guard(t(prev), t(edited), True, instruction="add a red box")
+    image, mask, report, guard = node.execute(t(prev), t(edited), True, instruction="add a red box").result
     out = np.round(image[0].numpy() * 255).astype(np.uint8)
     far = ~ndimage.binary_dilation(rect_mask(SHAPE, BOX), iterations=10)
     assert psnr(out, prev, far) == 99.0 and mask[0].numpy()[BOX[0] + 10, BOX[1] + 10] == 1.0
     assert report.startswith("Drift Guard kept") and json.loads(report.split("\n", 1)[1])["applied"]
-    image, _, report, _ = node.guard(t(prev), t(edited), False)
+    image, _, report, _ = node.execute(t(prev), t(edited), False).result
     assert "switched off" in report and np.allclose(image.numpy(), t(edited).numpy())
-    _, _, report, _ = node.guard(t(prev), t(edited), True, instruction="make it a watercolor painting")
+    _, _, report, _ = node.execute(t(prev), t(edited), True, instruction="make it a watercolor painting").result
     assert "stepped aside" in report
     # History Append keeps the guard's record (meta.post_edit) and its kept-edit mask with the turn.
-    Store = pack.NODE_CLASS_MAPPINGS["ReSpecHistoryStore"]()
-    Append = pack.NODE_CLASS_MAPPINGS["ReSpecHistoryAppend"]()
-    hist = Store.run("in-graph", "s", -1, "", "", image=t(prev))[0]
-    h, _ = Append.append(hist, image, "add a red box", guard=guard)
+    Store = pack.NODE_CLASS_MAPPINGS["ReSpecHistoryStore"]
+    Append = pack.NODE_CLASS_MAPPINGS["ReSpecHistoryAppend"]
+    hist = Store.execute("in-graph", "s", -1, "", "", image=t(prev)).result[0]
+    h, _ = Append.execute(hist, image, "add a red box", guard=guard).result
     entry = h.current.meta["post_edit"][-1]
     assert entry["step"] == "drift_guard" and entry["applied"] and "result" not in entry
     kept = h.current.masks[GUARD_MASK].mask
     assert kept[BOX[0] + 10, BOX[1] + 10] and not kept[far].any()
     with pytest.raises(Exception, match="Drift Guard node"):
-        Append.append(hist, image, "add a red box", guard={"step": "reveal"})
+        Append.execute(hist, image, "add a red box", guard={"step": "reveal"}).result
 
 
 def test_realistic_sim_defects_are_a_preset_of_the_sim_editors_fields():
@@ -605,13 +605,13 @@ def test_the_guards_change_record_comes_with_its_step_result(scene):
 
 def test_history_append_keeps_the_change_record_the_guard_node_derived(pack, scene):
     import torch
-    node = pack.NODE_CLASS_MAPPINGS["ReSpecDriftGuard"]()
+    node = pack.NODE_CLASS_MAPPINGS["ReSpecDriftGuard"]
     t = lambda a: torch.from_numpy(a).float()[None] / 255.0      # noqa: E731
     prev = u8(scene)
-    image, _, _, guard = node.guard(t(prev), t(realistic(draw_rect(scene, BOX, RED))), True,
-                                    instruction="add a red box")
-    hist = pack.NODE_CLASS_MAPPINGS["ReSpecHistoryStore"]().run("in-graph", "s", -1, "", "", image=t(prev))[0]
-    h, _ = pack.NODE_CLASS_MAPPINGS["ReSpecHistoryAppend"]().append(hist, image, "add a red box", guard=guard)
+    image, _, _, guard = node.execute(t(prev), t(realistic(draw_rect(scene, BOX, RED))), True,
+                                      instruction="add a red box").result
+    hist = pack.NODE_CLASS_MAPPINGS["ReSpecHistoryStore"].execute("in-graph", "s", -1, "", "", image=t(prev)).result[0]
+    h, _ = pack.NODE_CLASS_MAPPINGS["ReSpecHistoryAppend"].execute(hist, image, "add a red box", guard=guard).result
     # the guard's output is in I_0's frame and changed only inside the kept edit: its record says so
     change = h.current.masks[CHANGE].info
     assert change["derived_by"] == "drift-guard-v2" and change["alignment"]["scale"] == 1.0

@@ -5,6 +5,7 @@ keeps the turn as run_turn does (editor_run false, no editor images, the undo_so
 from __future__ import annotations
 
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -17,6 +18,13 @@ SHAPE = (96, 128)
 BOX = (30, 12, 62, 44)                    # (y0, x0, y1, x1): the red box, on the left
 ADD, REMOVE = "Add a red box on the left.", "Remove the red box."
 WORDS = "taken back from history: the red box added at turn 1; the editor was not run"
+
+
+def _hidden(node, **values):
+    """The node's class for one call, holding that call's hidden values (unique_id, prompt) as ComfyUI
+    gives them to a V3 node (which reads them as cls.hidden)."""
+    io = sys.modules[node.__module__].io
+    return node.PREPARE_CLASS_CLONE({"hidden_inputs": {io.Hidden[k]: v for k, v in values.items()}})
 
 
 def _t(arr: np.ndarray) -> torch.Tensor:
@@ -43,9 +51,10 @@ def cold(pack):
 def _added(nodes):
     """An in-graph history whose turn 1 added a red box (through History Append): (history, I_0)."""
     scene = background(7, SHAPE)
-    hist, *_ = nodes["ReSpecHistoryStore"]().run("in-graph", "s", -1, "", "", image=_t(u8(scene)), unique_id="1")
-    hist, _ = nodes["ReSpecHistoryAppend"]().append(hist, _t(u8(drift(draw_rect(scene, BOX, (0.9, 0.1, 0.1)),
-                                                                      noise=0.004))), ADD)
+    hist, *_ = _hidden(nodes["ReSpecHistoryStore"], unique_id="1").execute("in-graph", "s", -1, "", "",
+                                                                           image=_t(u8(scene))).result
+    hist, _ = nodes["ReSpecHistoryAppend"].execute(hist, _t(u8(drift(draw_rect(scene, BOX, (0.9, 0.1, 0.1)),
+                                                                     noise=0.004))), ADD).result
     return hist, u8(scene)
 
 
@@ -61,13 +70,13 @@ def _turn(nodes, hist, request):
 def test_check_lazy_status_asks_for_nothing_on_a_turn_the_history_answers(nodes):
     hist, _ = _added(nodes)
     _, _, inputs = _turn(nodes, hist, REMOVE)
-    assert nodes["ReSpecDriftGuard"]().check_lazy_status(**inputs) == []
+    assert nodes["ReSpecDriftGuard"].check_lazy_status(**inputs) == []
 
 
 def test_check_lazy_status_asks_for_the_editors_image_on_any_other_turn(nodes):
     hist, _ = _added(nodes)
     _, _, inputs = _turn(nodes, hist, "Add a blue ball on the right.")
-    guard = nodes["ReSpecDriftGuard"]()
+    guard = nodes["ReSpecDriftGuard"]
     assert guard.check_lazy_status(**inputs) == ["edited", "reveal"]
     # mask and reveal not connected (absent) are never asked for: ComfyUI refuses a request for them
     del inputs["reveal"]
@@ -80,7 +89,7 @@ def test_check_lazy_status_asks_for_the_editors_image_on_any_other_turn(nodes):
 def test_the_answer_is_the_image_before_the_addition_exactly_with_no_editors_image(nodes):
     hist, i0 = _added(nodes)
     _, _, inputs = _turn(nodes, hist, REMOVE)
-    image, mask, report, value = nodes["ReSpecDriftGuard"]().guard(**inputs)
+    image, mask, report, value = nodes["ReSpecDriftGuard"].execute(**inputs).result
     assert np.array_equal(_u8(image), i0)                       # I_{k-1} = I_0, byte for byte
     assert value.step == "history_undo" and value.entry["applied"] is True
     assert report.split("\n", 1)[0] == WORDS
@@ -94,9 +103,9 @@ def test_the_answer_is_computed_once_for_check_lazy_status_and_the_outputs(nodes
     monkeypatch.setattr(undo_step, "undo_turn", lambda *a, **k: calls.append(1) or real(*a, **k))
     hist, _ = _added(nodes)
     _, _, inputs = _turn(nodes, hist, REMOVE)
-    guard = nodes["ReSpecDriftGuard"]()
+    guard = nodes["ReSpecDriftGuard"]
     guard.check_lazy_status(**inputs)
-    guard.guard(**inputs)
+    guard.execute(**inputs).result
     assert len(calls) == 1
     # keyed by the turn: another request on the same history is answered on its own
     _, _, other = _turn(nodes, hist, "Add a blue ball on the right.")
@@ -107,11 +116,11 @@ def test_the_answer_is_computed_once_for_check_lazy_status_and_the_outputs(nodes
 def test_history_append_keeps_the_turn_as_run_turn_does(nodes):
     hist, i0 = _added(nodes)
     plan, ids, inputs = _turn(nodes, hist, REMOVE)
-    image, _, _, value = nodes["ReSpecDriftGuard"]().guard(**inputs)
-    append = nodes["ReSpecHistoryAppend"]()
+    image, _, _, value = nodes["ReSpecDriftGuard"].execute(**inputs).result
+    append = nodes["ReSpecHistoryAppend"]
     assert append.check_lazy_status(history=hist, image=image, instruction=REMOVE, reveal=None, guard=value) == []
-    new, _ = append.append(hist, image, REMOVE, sent_instruction="Remove the red box, revealing ...", plan=plan,
-                           meta=json.dumps({"editor": "flux2-klein"}), editor_image_ids=ids, guard=value)
+    new, _ = append.execute(hist, image, REMOVE, sent_instruction="Remove the red box, revealing ...", plan=plan,
+                            meta=json.dumps({"editor": "flux2-klein"}), editor_image_ids=ids, guard=value).result
     turn = new.current
     assert np.array_equal(turn.image.array, i0)
     assert turn.meta["editor_run"] is False and turn.meta["editor_image_ids"] == []
@@ -125,12 +134,12 @@ def test_history_append_asks_for_reveals_record_on_a_turn_the_editor_made(nodes)
     hist, _ = _added(nodes)
     _, _, inputs = _turn(nodes, hist, "Add a blue ball on the right.")
     edited = _t(u8(draw_rect(background(7, SHAPE), (40, 80, 70, 110), (0.1, 0.2, 0.9))))
-    image, _, _, value = nodes["ReSpecDriftGuard"]().guard(**{**inputs, "edited": edited, "reveal": None})
+    image, _, _, value = nodes["ReSpecDriftGuard"].execute(**{**inputs, "edited": edited, "reveal": None}).result
     assert [v.step for v in value] == ["history_undo", "drift_guard"]     # history first said why not
-    append = nodes["ReSpecHistoryAppend"]()
+    append = nodes["ReSpecHistoryAppend"]
     assert append.check_lazy_status(reveal=None, guard=value) == ["reveal"]
     assert append.check_lazy_status(guard=value) == []                   # not connected: never asked for
-    new, _ = append.append(hist, image, "Add a blue ball on the right.", guard=value)
+    new, _ = append.execute(hist, image, "Add a blue ball on the right.", guard=value).result
     steps = [e["step"] for e in new.current.meta["post_edit"]]
     assert steps == ["history_undo", "drift_guard"] and "editor_run" not in new.current.meta
     assert new.current.meta["post_edit"][0]["applied"] is False
@@ -155,8 +164,8 @@ def test_hostile_history_first_inputs_are_refused_clearly_and_change_nothing(nod
         change = {"plan": nodes["ReSpecProvenanceSelector"].execute(hist.rewind(0), REMOVE, "auto",
                                                                       True).result[0]}
     bad = {**inputs, **change}
-    guard = nodes["ReSpecDriftGuard"]()
-    for call in (guard.check_lazy_status, guard.guard):
+    guard = nodes["ReSpecDriftGuard"]
+    for call in (guard.check_lazy_status, guard.execute):
         with pytest.raises(errors.InputError, match=message):
             call(**bad)
     assert len(cache) == 0 and len(hist) == 2          # nothing answered, nothing kept
@@ -166,16 +175,16 @@ def test_history_append_refuses_an_answered_turn_with_another_image_or_a_reveal_
     errors = core(pack, "errors")
     hist, _ = _added(nodes)
     plan, _, inputs = _turn(nodes, hist, REMOVE)
-    image, _, _, value = nodes["ReSpecDriftGuard"]().guard(**inputs)
-    append = nodes["ReSpecHistoryAppend"]()
+    image, _, _, value = nodes["ReSpecDriftGuard"].execute(**inputs).result
+    append = nodes["ReSpecHistoryAppend"]
     with pytest.raises(errors.InputError, match="'image' is not its image"):
-        append.append(hist, inputs["previous"], REMOVE, plan=plan, guard=value)
+        append.execute(hist, inputs["previous"], REMOVE, plan=plan, guard=value).result
     with pytest.raises(errors.InputError, match="Reveal Composite's record"):
         reveal = core(pack, "post_edit.reveal_step").reveal_result(None, {"applied": False, "reason": "x"})
-        append.append(hist, image, REMOVE, plan=plan, guard=value, reveal=reveal)
+        append.execute(hist, image, REMOVE, plan=plan, guard=value, reveal=reveal).result
     for bad in ("a record", (value, value, value), ()):
         with pytest.raises(errors.InputError, match="Drift Guard"):
-            append.append(hist, image, REMOVE, plan=plan, guard=bad)
+            append.execute(hist, image, REMOVE, plan=plan, guard=bad).result
 
 
 def test_the_panel_reads_history_firsts_step_and_mask_by_the_cores_names(pack):

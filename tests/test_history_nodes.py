@@ -1,14 +1,23 @@
-"""History Store / History Append nodes: modes, ComfyUI caching (IS_CHANGED), no duplicate turns."""
+"""History Store / History Append nodes: modes, ComfyUI caching (fingerprint_inputs, V1's IS_CHANGED), no
+duplicate turns."""
 from __future__ import annotations
 
 import json
 import math
+import sys
 
 import numpy as np
 import pytest
 import torch
 
 from conftest import core
+
+
+def _hidden(node, **values):
+    """The node's class for one call, holding that call's hidden values (unique_id, prompt) as ComfyUI
+    gives them to a V3 node (which reads them as cls.hidden)."""
+    io = sys.modules[node.__module__].io
+    return node.PREPARE_CLASS_CLONE({"hidden_inputs": {io.Hidden[k]: v for k, v in values.items()}})
 
 
 @pytest.fixture
@@ -31,12 +40,13 @@ def _store(pack, root=None):
 
 
 def _run(Store, mode, session_id="s", turn=-1, new_session_id="", store_dir="", image=None):
-    return Store().run(mode, session_id, turn, new_session_id, store_dir, image=image, unique_id="1")
+    return _hidden(Store, unique_id="1").execute(mode, session_id, turn, new_session_id, store_dir,
+                                                 image=image).result
 
 
 def _changed(Store, mode="load", session_id="s", turn=-1, new_session_id="", store_dir=""):
-    return Store.IS_CHANGED(mode=mode, session_id=session_id, turn=turn, new_session_id=new_session_id,
-                            store_dir=store_dir)
+    return Store.fingerprint_inputs(mode=mode, session_id=session_id, turn=turn, new_session_id=new_session_id,
+                                    store_dir=store_dir)
 
 
 def _edit(current: torch.Tensor, instruction: str) -> torch.Tensor:
@@ -47,7 +57,7 @@ def _edit(current: torch.Tensor, instruction: str) -> torch.Tensor:
 
 class Queue:
     """Queues Store(load) -> edit -> Append the way ComfyUI's cache runs it: nothing re-runs when
-    the prompt and every IS_CHANGED value are the same as last time; otherwise the Store node and
+    the prompt and every fingerprint_inputs value are the same as last time; otherwise the Store node and
     everything after it run again."""
 
     def __init__(self, Store, Append, session="s"):
@@ -69,8 +79,8 @@ class Queue:
         for i, text in enumerate(instructions):
             if fail_after is not None and i == fail_after:
                 raise RuntimeError("editor crashed")
-            hist, current = self.Append().append(hist, _edit(current, text), text, prompt=prompt,
-                                                 unique_id=str(10 + i))
+            hist, current = _hidden(self.Append, prompt=prompt, unique_id=str(10 + i)).execute(
+                hist, _edit(current, text), text).result
         self.last = key
         return hist
 
@@ -80,7 +90,7 @@ class Queue:
 def test_in_graph_mode_keeps_the_history_in_memory_and_saves_nothing(pack, nodes, tmp_path):
     Store, Append = nodes
     hist, current, count, info = _run(Store, "in-graph", image=_image(0), store_dir=str(tmp_path / "st"))
-    h2, cur2 = Append().append(hist, _image(1), "add a hat")
+    h2, cur2 = Append.execute(hist, _image(1), "add a hat").result
     assert hist.session_id is None and count == 0 and len(h2) == 2 and len(hist) == 1
     assert np.array_equal(h2.current.image.array, _uint8(_image(1)))
     assert torch.equal(cur2, _image(1)) and not (tmp_path / "st").exists()
@@ -90,7 +100,7 @@ def test_new_mode_starts_a_session_and_continues_it_with_the_same_image(pack, no
     Store, Append = nodes
     hist, current, count, info = _run(Store, "new", image=_image(0))
     assert json.loads(info)["session_id"] == "s" and count == 0 and torch.equal(current, _image(0))
-    Append().append(hist, _image(1), "add a hat")
+    Append.execute(hist, _image(1), "add a hat").result
     hist, current, count, info = _run(Store, "new", image=_image(0))
     assert count == 1 and torch.equal(current, _image(1)) and json.loads(info)["turns"] == 2
     assert len(_store(pack).load("s")) == 2
@@ -99,7 +109,7 @@ def test_new_mode_starts_a_session_and_continues_it_with_the_same_image(pack, no
 def test_new_mode_refuses_a_different_original_for_an_existing_session(pack, nodes):
     Store, Append = nodes
     hist, *_ = _run(Store, "new", image=_image(0))
-    Append().append(hist, _image(1), "add a hat")
+    Append.execute(hist, _image(1), "add a hat").result
     with pytest.raises(core(pack, "errors").StoreError, match="different original image"):
         _run(Store, "new", image=_image(5))
 
@@ -114,7 +124,7 @@ def test_modes_that_start_from_an_image_need_one(pack, nodes):
 def test_store_dir_chooses_a_store_inside_the_sessions_folder(pack, nodes):
     Store, Append = nodes
     hist, *_ = _run(Store, "new", image=_image(0), store_dir="mine")
-    Append().append(hist, _image(1), "edit")
+    Append.execute(hist, _image(1), "edit").result
     sessions = core(pack, "paths").sessions_dir()
     assert len(_store(pack, sessions / "mine").load("s")) == 2
     assert not _store(pack).exists("s")
@@ -154,7 +164,7 @@ def test_rewind_mode_keeps_turns_up_to_k(pack, nodes):
     Store, Append = nodes
     hist, *_ = _run(Store, "new", image=_image(0))
     for i in range(1, 4):
-        hist, _ = Append().append(hist, _image(i), f"edit {i}")
+        hist, _ = Append.execute(hist, _image(i), f"edit {i}").result
     outputs = _run(Store, "rewind", turn=1)
     # An undo, not a turn: every output is ComfyUI's silent blocker, so nothing downstream runs.
     blocker = pack.nodes.history_nodes.Blocked
@@ -171,7 +181,7 @@ def test_branch_mode_creates_the_branch_then_reuses_it(pack, nodes):
     Store, Append = nodes
     hist, *_ = _run(Store, "new", image=_image(0))
     for i in range(1, 3):
-        hist, _ = Append().append(hist, _image(i), f"edit {i}")
+        hist, _ = Append.execute(hist, _image(i), f"edit {i}").result
     b, current, count, info = _run(Store, "branch", turn=1, new_session_id="alt")
     assert b.session_id == "alt" and count == 1 and torch.equal(current, _image(1))
     again, *_ = _run(Store, "branch", turn=1, new_session_id="alt")    # queued again: same branch
@@ -257,8 +267,8 @@ def test_a_prompt_that_failed_midway_resumes_without_duplicating(pack, nodes):
 def test_re_running_append_on_the_same_inputs_adds_nothing(pack, nodes):
     Store, Append = nodes
     hist, *_ = _run(Store, "new", image=_image(0))
-    a, _ = Append().append(hist, _image(1), "add a hat")
-    b, cur = Append().append(hist, _image(1), "add a hat")    # no PROMPT: the idempotency key decides
+    a, _ = Append.execute(hist, _image(1), "add a hat").result
+    b, cur = Append.execute(hist, _image(1), "add a hat").result    # no PROMPT: the idempotency key decides
     assert len(a) == len(b) == 2 and b.version == a.version and torch.equal(cur, _image(1))
     assert len(_store(pack).load("s")) == 2
 
@@ -266,10 +276,10 @@ def test_re_running_append_on_the_same_inputs_adds_nothing(pack, nodes):
 def test_append_on_a_stale_history_is_refused(pack, nodes):
     Store, Append = nodes
     hist, *_ = _run(Store, "new", image=_image(0))
-    hist, _ = Append().append(hist, _image(3), "first")
+    hist, _ = Append.execute(hist, _image(3), "first").result
     _store(pack, hist.store_root).append("s", _uint8(_image(7)), "someone else's turn")
     with pytest.raises(core(pack, "errors").StoreError, match="changed since"):
-        Append().append(hist, _image(1), "add a hat")
+        Append.execute(hist, _image(1), "add a hat").result
     assert _store(pack).load("s").instructions == ["first", "someone else's turn"]
 
 
@@ -281,7 +291,7 @@ def test_append_keeps_sent_instruction_plan_and_meta(pack, nodes):
     plan = Plan(turn=1, user_instruction="add a hat", synthesis_instruction="add a hat; keep the face",
                 image_ids=(0,))
     hist, *_ = _run(Store, "new", image=_image(0))
-    Append().append(hist, _image(1), "add a hat", "add a hat; keep the face", plan, '{"seed": 7}')
+    Append.execute(hist, _image(1), "add a hat", "add a hat; keep the face", plan, '{"seed": 7}').result
     t = _store(pack, hist.store_root).load("s").current   # fresh object: read back from disk
     meta = dict(t.meta)
     assert meta.pop("alignment")["method"].startswith("identity")   # every turn keeps its alignment (issue 20)
@@ -291,17 +301,17 @@ def test_append_keeps_sent_instruction_plan_and_meta(pack, nodes):
 def test_append_records_the_editors_image_ids_and_refuses_anything_else(pack, nodes):
     Store, Append = nodes
     hist, *_ = _run(Store, "in-graph", image=_image(0))
-    h, _ = Append().append(hist, _image(1), "add a hat", meta='{"seed": 3}', editor_image_ids="[0]")
+    h, _ = Append.execute(hist, _image(1), "add a hat", meta='{"seed": 3}', editor_image_ids="[0]").result
     assert {k: v for k, v in h.current.meta.items() if k != "alignment"} == {"seed": 3, "editor_image_ids": [0]}
     for bad in ("0", "[0, \"1\"]", "[true]", "{not json"):
         with pytest.raises(core(pack, "errors").InputError, match="image ids"):
-            Append().append(hist, _image(1), "add a hat", editor_image_ids=bad)
+            Append.execute(hist, _image(1), "add a hat", editor_image_ids=bad).result
 
 
 def test_an_empty_sent_instruction_means_the_user_instruction(pack, nodes):
     Store, Append = nodes
     hist, *_ = _run(Store, "in-graph", image=_image(0))
-    h, _ = Append().append(hist, _image(1), "add a hat", "  ")
+    h, _ = Append.execute(hist, _image(1), "add a hat", "  ").result
     assert h.current.sent_instruction == "add a hat"
 
 
@@ -310,14 +320,14 @@ def test_meta_must_be_a_json_object(pack, nodes, meta):
     Store, Append = nodes
     hist, *_ = _run(Store, "in-graph", image=_image(0))
     with pytest.raises(core(pack, "errors").InputError, match="JSON object"):
-        Append().append(hist, _image(1), "x", meta=meta)
+        Append.execute(hist, _image(1), "x", meta=meta).result
 
 
 def test_append_takes_exactly_one_image(pack, nodes):
     Store, Append = nodes
     hist, *_ = _run(Store, "in-graph", image=_image(0))
     with pytest.raises(core(pack, "errors").InputError, match="batch of 2"):
-        Append().append(hist, torch.cat([_image(1), _image(2)]), "x")
+        Append.execute(hist, torch.cat([_image(1), _image(2)]), "x").result
 
 
 def test_history_events_carry_ids_text_and_digests_but_no_pixels(pack, nodes):
@@ -327,7 +337,7 @@ def test_history_events_carry_ids_text_and_digests_but_no_pixels(pack, nodes):
     remove = comfy.add_listener(lambda name, data: got.append((name, data)))
     try:
         hist, *_ = _run(Store, "new", image=_image(0, 64, 64))
-        Append().append(hist, _image(1, 64, 64), "add a hat", unique_id="9")
+        _hidden(Append, unique_id="9").execute(hist, _image(1, 64, 64), "add a hat").result
     finally:
         remove()
     # The Store sends nothing for a session it has not stored yet; the Append that creates it does.
@@ -349,7 +359,7 @@ def test_the_history_event_has_the_shape_the_session_route_returns(pack, nodes):
     try:
         hist, *_ = _run(Store, "new", image=_image(0, 8, 6))
         plan = Plan(turn=1, user_instruction="add a hat", synthesis_instruction="add a hat", image_ids=(0,))
-        Append().append(hist, _image(1, 8, 6), "add a hat", plan=plan, unique_id="9")
+        _hidden(Append, unique_id="9").execute(hist, _image(1, 8, 6), "add a hat", plan=plan).result
     finally:
         remove()
     data = got[-1]
@@ -375,7 +385,7 @@ def test_history_append_records_the_turns_change_mask(pack, nodes, mode):
     Store, Append = nodes
     before, after, (y0, x0, y1, x1) = _scene_pair()
     hist, *_ = _run(Store, mode, session_id="cm", image=before)
-    h2, _ = Append().append(hist, after, "add a red box")
+    h2, _ = Append.execute(hist, after, "add a red box").result
     change = h2.turns[1].change
     assert change is not None and change.info["method"]
     box = np.zeros((48, 64), bool)
@@ -406,8 +416,8 @@ def test_history_append_keeps_a_turn_as_run_turn_does(pack, nodes, mode):
     record, by_turn = turn.run_turn(start, "add a red box", turn.TurnParts(editor=Edited()),
                                     turn.TurnSwitches(use_controller=False), seed=5)
     hist, *_ = _run(Store, mode, session_id="same", image=before)
-    by_node, _ = Append().append(hist, after, "add a red box", meta=json.dumps(record.meta()),
-                                 editor_image_ids=json.dumps(record.editor_image_ids))
+    by_node, _ = Append.execute(hist, after, "add a red box", meta=json.dumps(record.meta()),
+                                editor_image_ids=json.dumps(record.editor_image_ids)).result
     kept = _store(pack).load("same").current if mode == "new" else by_node.current
     expected = by_turn.current
     assert kept.meta == expected.meta and {"editor_image_ids", "alignment"} <= set(kept.meta)
@@ -426,7 +436,7 @@ def test_a_prompt_failing_before_history_append_leaves_no_session(pack, nodes):
     assert not store.exists("s") and store.list_sessions() == []
     # The next prompt succeeds: the session is created with turn 0 and turn 1 together.
     hist, *_ = _run(Store, "new", image=_image(0))
-    new, _ = Append().append(hist, _image(1), "add a hat")
+    new, _ = Append.execute(hist, _image(1), "add a hat").result
     loaded = store.load("s")
     assert loaded.instructions == ["add a hat"] and loaded.version == new.version == 2
     assert np.array_equal(loaded.turns[0].image.array, _uint8(_image(0)))
@@ -435,11 +445,11 @@ def test_a_prompt_failing_before_history_append_leaves_no_session(pack, nodes):
 def test_the_pending_session_is_created_once_by_a_rerun_append(pack, nodes):
     Store, Append = nodes
     hist, *_ = _run(Store, "new", image=_image(0))
-    a, _ = Append().append(hist, _image(1), "add a hat")
-    b, _ = Append().append(hist, _image(1), "add a hat")     # the same Append re-run on the same inputs
+    a, _ = Append.execute(hist, _image(1), "add a hat").result
+    b, _ = Append.execute(hist, _image(1), "add a hat").result     # the same Append re-run on the same inputs
     assert len(a) == len(b) == 2 and _store(pack).load("s").instructions == ["add a hat"]
     with pytest.raises(core(pack, "errors").StoreError, match="changed since"):
-        Append().append(hist, _image(2), "another request on the stale pending history")
+        Append.execute(hist, _image(2), "another request on the stale pending history").result
 
 
 def test_a_requeued_first_turn_of_a_new_session_is_kept_once(pack, nodes):
@@ -450,7 +460,8 @@ def test_a_requeued_first_turn_of_a_new_session_is_kept_once(pack, nodes):
               "2": {"class_type": "ReSpecHistoryAppend", "inputs": {"instruction": "add a hat"}}}
     for _ in range(2):
         hist, current, *_ = _run(Store, "new", image=_image(0))
-        new, _ = Append().append(hist, _edit(current, "add a hat"), "add a hat", prompt=prompt, unique_id="2")
+        new, _ = _hidden(Append, prompt=prompt, unique_id="2").execute(hist, _edit(current, "add a hat"),
+                                                                       "add a hat").result
         assert len(new) == 2
     assert _store(pack).load("s").instructions == ["add a hat"]
 
@@ -461,12 +472,12 @@ def test_an_instruction_over_16_kib_is_refused_and_nothing_is_stored(pack, nodes
     hist, *_ = _run(Store, "new", image=_image(0))
     limit = core(pack, "controller.request").MAX_REQUEST_BYTES
     ok = "é" * (limit // 2)                      # exactly 16 KiB of UTF-8 (2 bytes a character)
-    Append().append(hist, _image(1), ok)
+    Append.execute(hist, _image(1), ok).result
     big = {"instruction": "add a hat", "sent_instruction": ""}
     big[field] = ok + "x"
     hist, *_ = _run(Store, "new", image=_image(0))
     with pytest.raises(core(pack, "errors").InputError, match=r"16,385 bytes.*16 KiB"):
-        Append().append(hist, _image(2), big["instruction"], sent_instruction=big["sent_instruction"])
+        Append.execute(hist, _image(2), big["instruction"], sent_instruction=big["sent_instruction"]).result
     assert len(_store(pack).load("s")) == 2
 
 
@@ -480,15 +491,16 @@ def test_history_to_images_outputs_every_turn_and_a_log(pack, nodes):
     Store, Append = nodes
     hist, *_ = _run(Store, "in-graph", image=_image(0, 8, 6))
     for i in (1, 2):
-        hist, _ = Append().append(hist, _image(i, 8, 6), f"edit {i}", sent_instruction=f"sent {i}" if i == 2 else "")
-    images, log, count = _gallery(pack)().images(hist, 0, -1, "pad")
+        hist, _ = Append.execute(hist, _image(i, 8, 6), f"edit {i}",
+                                 sent_instruction=f"sent {i}" if i == 2 else "").result
+    images, log, count = _gallery(pack).execute(hist, 0, -1, "pad").result
     assert count == 3 and tuple(images.shape) == (3, 8, 6, 3)
     for i in range(3):   # same-size turns are passed through bit-exactly
         assert torch.equal(images[i:i + 1], _image(i, 8, 6))
     lines = log.splitlines()
     assert len(lines) == 4 and "original image" in lines[1] and "“edit 1”" in lines[2] and "sent" not in lines[2]
     assert "\u2192 sent “sent 2”" in lines[3]
-    images, log, count = _gallery(pack)().images(hist, 1, 1, "pad")
+    images, log, count = _gallery(pack).execute(hist, 1, 1, "pad").result
     assert count == 1 and torch.equal(images, _image(1, 8, 6))
 
 
@@ -496,24 +508,24 @@ def test_history_to_images_outputs_every_turn_and_a_log(pack, nodes):
 def test_history_to_images_refuses_a_range_outside_the_history(pack, nodes, first, last, match):
     Store, Append = nodes
     hist, *_ = _run(Store, "in-graph", image=_image(0))
-    hist, _ = Append().append(hist, _image(1), "a")
-    hist, _ = Append().append(hist, _image(2), "b")
+    hist, _ = Append.execute(hist, _image(1), "a").result
+    hist, _ = Append.execute(hist, _image(2), "b").result
     with pytest.raises(core(pack, "errors").InputError, match=match):
-        _gallery(pack)().images(hist, first, last, "pad")
+        _gallery(pack).execute(hist, first, last, "pad").result
 
 
 def test_history_to_images_brings_other_sizes_to_the_first_turns_size(pack, nodes):
     Store, Append = nodes
     hist, *_ = _run(Store, "in-graph", image=_image(0, 8, 8))
     white_wide = torch.ones(1, 4, 8, 3)               # 8 wide, 4 high: half the height of I0
-    hist, _ = Append().append(hist, white_wide, "widen")
-    images, log, _ = _gallery(pack)().images(hist, 0, -1, "pad")
+    hist, _ = Append.execute(hist, white_wide, "widen").result
+    images, log, _ = _gallery(pack).execute(hist, 0, -1, "pad").result
     assert tuple(images.shape) == (2, 8, 8, 3)
     frame = images[1]
     # pad: scaled to fit (8x4 stays 8x4), centred on black: rows 0-1 and 6-7 black, 2-5 white
     assert torch.all(frame[:2] == 0) and torch.all(frame[6:] == 0) and torch.all(frame[2:6] == 1)
     assert "[pad 8x4 \u2192 8x8]" in log.splitlines()[2]
-    images, _, _ = _gallery(pack)().images(hist, 0, -1, "stretch")
+    images, _, _ = _gallery(pack).execute(hist, 0, -1, "stretch").result
     assert torch.all(images[1] == 1)                  # stretched over the whole frame
-    images, _, _ = _gallery(pack)().images(hist, 0, -1, "crop")
+    images, _, _ = _gallery(pack).execute(hist, 0, -1, "crop").result
     assert tuple(images.shape) == (2, 8, 8, 3) and torch.all(images[1] == 1)

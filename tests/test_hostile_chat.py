@@ -22,6 +22,7 @@ import importlib
 import json
 import os
 import signal
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +37,13 @@ pytestmark = pytest.mark.skipif(os.name != "posix", reason="SIGALRM bounds each 
 
 REQUEST = "remove the large cardboard box"
 MAX_MESSAGE = 300
+
+
+def _hidden(node, **values):
+    """The node's class for one call, holding that call's hidden values (unique_id, prompt) as ComfyUI
+    gives them to a V3 node (which reads them as cls.hidden)."""
+    io = sys.modules[node.__module__].io
+    return node.PREPARE_CLASS_CLONE({"hidden_inputs": {io.Hidden[k]: v for k, v in values.items()}})
 
 
 @contextlib.contextmanager
@@ -289,15 +297,16 @@ def _hostile_image(kind: str, value):
 def session(request, pack, nodes):
     """A History Store 'new' history whose session is not stored yet (the first turn creates it),
     or a stored session with one turn."""
-    hist = nodes["ReSpecHistoryStore"]().run("new", "s", -1, "", "", image=_tensor(_picture(0)), unique_id="1")[0]
+    hist = _hidden(nodes["ReSpecHistoryStore"], unique_id="1").execute("new", "s", -1, "", "",
+                                                                       image=_tensor(_picture(0))).result[0]
     if request.param == "later turn":
-        hist = nodes["ReSpecHistoryAppend"]().append(hist, _tensor(_picture(1)), "add a hat")[0]
+        hist = nodes["ReSpecHistoryAppend"].execute(hist, _tensor(_picture(1)), "add a hat").result[0]
     return hist
 
 
 def _append(nodes, hist, **kw):
     args = {"image": _tensor(_picture(7)), "instruction": "add a scarf", **kw}
-    return lambda: nodes["ReSpecHistoryAppend"]().append(hist, **args)
+    return lambda: nodes["ReSpecHistoryAppend"].execute(hist, **args).result
 
 
 @pytest.mark.parametrize("name", list(TEXTS))
@@ -358,14 +367,16 @@ SESSION_IDS = {"empty": "", "space": " ", "dots": "../x", "slash": "a/b", "65-ch
 @pytest.mark.parametrize("name", list(STORE_DIRS))
 @pytest.mark.parametrize("mode", ["new", "load"])
 def test_history_store_refuses_a_hostile_store_dir(pack, nodes, errors, mode, name):
-    run = lambda: nodes["ReSpecHistoryStore"]().run(mode, "s", -1, "", STORE_DIRS[name], image=_tensor(_picture(0)))
+    run = lambda: nodes["ReSpecHistoryStore"].execute(mode, "s", -1, "", STORE_DIRS[name],
+                                                      image=_tensor(_picture(0))).result
     refused(run, ("store_dir",), _default_root(pack), errors)
 
 
 @pytest.mark.parametrize("name", list(SESSION_IDS))
 @pytest.mark.parametrize("mode", ["new", "load", "rewind", "branch"])
 def test_history_store_refuses_a_hostile_session_id(pack, nodes, errors, mode, name):
-    run = lambda: nodes["ReSpecHistoryStore"]().run(mode, SESSION_IDS[name], 0, "b", "", image=_tensor(_picture(0)))
+    run = lambda: nodes["ReSpecHistoryStore"].execute(mode, SESSION_IDS[name], 0, "b", "",
+                                                      image=_tensor(_picture(0))).result
     refused(run, ("session id",), _default_root(pack), errors)
 
 
@@ -374,8 +385,8 @@ def test_history_store_refuses_a_hostile_session_id(pack, nodes, errors, mode, n
                                   "in-graph-without-image"])
 def test_history_store_refuses_hostile_turns_ids_and_modes(pack, nodes, errors, case):
     Store, Append = nodes["ReSpecHistoryStore"], nodes["ReSpecHistoryAppend"]
-    hist = Store().run("new", "s", -1, "", "", image=_tensor(_picture(0)))[0]
-    Append().append(hist, _tensor(_picture(1)), "add a hat")
+    hist = Store.execute("new", "s", -1, "", "", image=_tensor(_picture(0))).result[0]
+    Append.execute(hist, _tensor(_picture(1)), "add a hat").result
     args = {"rewind-negative": ("rewind", "s", -1, ""), "rewind-range": ("rewind", "s", 5, ""),
             "branch-range": ("branch", "s", 5, "b"), "branch-same-id": ("branch", "s", 0, "s"),
             "branch-dots": ("branch", "s", 0, "../b"), "branch-surrogate": ("branch", "s", 0, "\udfff"),
@@ -383,7 +394,7 @@ def test_history_store_refuses_hostile_turns_ids_and_modes(pack, nodes, errors, 
             "mode-number": (5, "s", -1, ""), "new-without-image": ("new", "t", -1, ""),
             "in-graph-without-image": ("in-graph", "t", -1, "")}[case]
     image = None if case.endswith("without-image") else _tensor(_picture(0))
-    refused(lambda: Store().run(*args, "", image=image), ("turn", "session", "branch", "mode", "image"),
+    refused(lambda: Store.execute(*args, "", image=image).result, ("turn", "session", "branch", "mode", "image"),
             _default_root(pack), errors)
 
 
@@ -400,7 +411,7 @@ def test_history_to_images_refuses_a_hostile_range_or_fit(pack, nodes, errors, c
             "last-text": (hist, 0, "x", "pad"), "fit-zoom": (hist, 0, -1, "zoom"), "fit-number": (hist, 0, -1, 5),
             "fit-none": (hist, 0, -1, None), "history-none": (None, 0, -1, "pad"),
             "history-text": ("h", 0, -1, "pad")}[case]
-    refused(lambda: nodes["ReSpecHistoryToImages"]().images(*args), ("turn", "fit", "history"), None, errors)
+    refused(lambda: nodes["ReSpecHistoryToImages"].execute(*args).result, ("turn", "fit", "history"), None, errors)
 
 
 @pytest.mark.parametrize("sizes", [((600, 2), (2, 600)), ((2, 600), (600, 2)), ((1000, 3), (3, 1000)),
@@ -412,7 +423,7 @@ def test_history_to_images_handles_extreme_aspect_ratios(pack, nodes, sizes, fit
     for k, (w, h) in enumerate(sizes[1:], 1):
         hist = hist.append(_picture(k, h, w), "resize it")
     with deadline():
-        images, log, count = nodes["ReSpecHistoryToImages"]().images(hist, 0, -1, fit)
+        images, log, count = nodes["ReSpecHistoryToImages"].execute(hist, 0, -1, fit).result
     assert tuple(images.shape) == (len(sizes), sizes[0][1], sizes[0][0], 3) and count == len(sizes)
     assert f"({fit})" in log
 
@@ -506,8 +517,8 @@ def test_a_hostile_answer_makes_a_plan_history_append_keeps(pack, nodes, chat, n
     with deadline():
         plan, plan_json, instruction = nodes["ReSpecPlanFromText"]().plan(call, ANSWERS[name], on_parse_failure)
         json.loads(plan_json)
-        new, _ = nodes["ReSpecHistoryAppend"]().append(chat, _tensor(_picture(9, 48, 64)), REQUEST,
-                                                       sent_instruction=instruction, plan=plan)
+        new, _ = nodes["ReSpecHistoryAppend"].execute(chat, _tensor(_picture(9, 48, 64)), REQUEST,
+                                                      sent_instruction=instruction, plan=plan).result
     assert new.current.sent_instruction == instruction and len(instruction.encode("utf-8")) <= 16 * 1024
 
 
@@ -529,7 +540,7 @@ def _guard_inputs(**over):
 @pytest.mark.parametrize("which", ["previous", "edited"])
 def test_the_drift_guard_refuses_a_hostile_picture_naming_it(pack, nodes, errors, which, name):
     args = _guard_inputs(**{which: _hostile_image(*IMAGES[name])})
-    refused(lambda: nodes["ReSpecDriftGuard"]().guard(**args), (which,), None, errors)
+    refused(lambda: nodes["ReSpecDriftGuard"].execute(**args).result, (which,), None, errors)
 
 
 MASKS = {"empty-batch": torch.zeros((0, 48, 48)), "nan": torch.full((1, 48, 48), float("nan")),
@@ -542,7 +553,7 @@ MASKS = {"empty-batch": torch.zeros((0, 48, 48)), "nan": torch.full((1, 48, 48),
 @pytest.mark.parametrize("name", list(MASKS))
 def test_the_drift_guard_refuses_a_hostile_mask(pack, nodes, errors, name):
     args = _guard_inputs(mask=MASKS[name])
-    refused(lambda: nodes["ReSpecDriftGuard"]().guard(**args), ("mask",), None, errors)
+    refused(lambda: nodes["ReSpecDriftGuard"].execute(**args).result, ("mask",), None, errors)
 
 
 @pytest.mark.parametrize("case", ["instruction-surrogate", "instruction-nul", "instruction-megabyte",
@@ -553,7 +564,7 @@ def test_the_drift_guard_refuses_a_hostile_request_or_plan(pack, nodes, errors, 
             "instruction-list": {"instruction": ["x"]}, "plan-text": {"plan": "plan"}, "plan-dict": {"plan": {}},
             "plan-number": {"plan": 5}}[case]
     args = _guard_inputs(**over)
-    refused(lambda: nodes["ReSpecDriftGuard"]().guard(**args), ("instruction", "plan"), None, errors)
+    refused(lambda: nodes["ReSpecDriftGuard"].execute(**args).result, ("instruction", "plan"), None, errors)
 
 
 @pytest.mark.parametrize("size", [(40, 48), (64, 80), (48, 2), (2, 48)], ids=lambda s: f"{s[1]}x{s[0]}")
@@ -562,8 +573,8 @@ def test_the_drift_guard_outputs_match_the_image_it_returns(pack, nodes, size, r
     from PIL import Image
     edited = np.asarray(Image.fromarray(_textured()).resize((size[1], size[0])))
     with deadline():
-        image, mask, report, value = nodes["ReSpecDriftGuard"]().guard(
-            _tensor(_textured()), _tensor(edited), True, instruction=request_text)
+        image, mask, report, value = nodes["ReSpecDriftGuard"].execute(
+            _tensor(_textured()), _tensor(edited), True, instruction=request_text).result
     assert tuple(mask.shape[1:]) == tuple(image.shape[1:3])
     json.loads(report.split("\n", 1)[1])
 
@@ -574,7 +585,7 @@ def test_the_drift_guard_uses_a_mask_in_every_known_layout(pack, nodes, layout):
     m[8:40, 8:40] = 1.0
     shaped = {"H,W": m, "1,H,W": m[None], "H,W,1": m[..., None], "1,H,W,1": m[None, ..., None]}[layout]
     with deadline():
-        _, _, report, _ = nodes["ReSpecDriftGuard"]().guard(**_guard_inputs(mask=torch.from_numpy(shaped)))
+        _, _, report, _ = nodes["ReSpecDriftGuard"].execute(**_guard_inputs(mask=torch.from_numpy(shaped))).result
     rec = json.loads(report.split("\n", 1)[1])
     assert rec.get("region_from") == "the user's mask" or rec.get("applied") is False
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import sys
 import threading
 
 import numpy as np
@@ -20,6 +21,13 @@ from conftest import core
 from controller_helpers import make_history
 
 REQUEST = "remove the large cardboard box"
+
+
+def _hidden(node, **values):
+    """The node's class for one call, holding that call's hidden values (unique_id, prompt) as ComfyUI
+    gives them to a V3 node (which reads them as cls.hidden)."""
+    io = sys.modules[node.__module__].io
+    return node.PREPARE_CLASS_CLONE({"hidden_inputs": {io.Hidden[k]: v for k, v in values.items()}})
 
 
 def _tensor(arr: np.ndarray) -> torch.Tensor:
@@ -36,7 +44,8 @@ def _nodes(pack):
 
 def _new_session(pack, session_id="s", store_dir=""):
     Store = _nodes(pack)["ReSpecHistoryStore"]
-    return Store().run("new", session_id, -1, "", store_dir, image=_tensor(_picture(0)), unique_id="1")[0]
+    return _hidden(Store, unique_id="1").execute("new", session_id, -1, "", store_dir,
+                                                 image=_tensor(_picture(0))).result[0]
 
 
 def _files(root) -> set:
@@ -115,7 +124,7 @@ def test_a_first_turn_refused_for_its_text_leaves_no_session_behind(pack, where)
         args["meta"] = '{"_respec_run": {"prompt": "x", "node": "1"}}'
     store = _store(pack)
     with pytest.raises(core(pack, "errors").InputError):
-        _nodes(pack)["ReSpecHistoryAppend"]().append(hist, _tensor(_picture(1)), **args)
+        _nodes(pack)["ReSpecHistoryAppend"].execute(hist, _tensor(_picture(1)), **args).result
     assert not store.exists("s") and store.list_sessions() == []
     assert not (store.root / "images").exists() or _files(store.root) == set()
 
@@ -133,7 +142,7 @@ def test_history_to_images_is_sized_from_its_output(pack, monkeypatch):
         return real(self, size, *a, **kw)
     monkeypatch.setattr(Image.Image, "resize", spy)
     for fit in ("crop", "pad", "stretch"):
-        images, _, count = _nodes(pack)["ReSpecHistoryToImages"]().images(hist, 0, -1, fit)
+        images, _, count = _nodes(pack)["ReSpecHistoryToImages"].execute(hist, 0, -1, fit).result
         assert tuple(images.shape) == (2, 10, 4000, 3) and count == 2
     assert made and max(w * h for w, h in made) <= 4000 * 10
 
@@ -154,8 +163,8 @@ def test_plan_from_text_sends_an_instruction_history_append_keeps(pack, text):
     answer = json.dumps({"synthesis_instruction": text, "image_ids": [0, 1]}, ensure_ascii=False)
     plan, _, instruction = _nodes(pack)["ReSpecPlanFromText"]().plan(call, answer, "request")
     assert len(instruction.encode("utf-8")) <= 16 * 1024 and "synthesis_instruction" in plan.meta["truncated"]
-    new, _ = _nodes(pack)["ReSpecHistoryAppend"]().append(history, _tensor(_picture(9, 48, 64)), REQUEST,
-                                                         sent_instruction=instruction, plan=plan)
+    new, _ = _nodes(pack)["ReSpecHistoryAppend"].execute(history, _tensor(_picture(9, 48, 64)), REQUEST,
+                                                         sent_instruction=instruction, plan=plan).result
     assert new.current.sent_instruction == instruction
 
 
@@ -184,13 +193,13 @@ def test_history_append_refuses_a_plan_made_for_another_turn(pack):
     assert plan.turn == 4
     history = make_history(2, History)
     with pytest.raises(core(pack, "errors").InputError, match="turn 4.*next turn is 2"):
-        _nodes(pack)["ReSpecHistoryAppend"]().append(history, _tensor(_picture(5, 48, 64)), REQUEST, plan=plan)
+        _nodes(pack)["ReSpecHistoryAppend"].execute(history, _tensor(_picture(5, 48, 64)), REQUEST, plan=plan).result
 
 
 # ------------------------------------------------------------------------------ Drift Guard / Reveal / alignment
 
 def _guard(pack, previous, edited, **kw):
-    return _nodes(pack)["ReSpecDriftGuard"]().guard(previous, edited, True, **kw)
+    return _nodes(pack)["ReSpecDriftGuard"].execute(previous, edited, True, **kw).result
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
@@ -209,7 +218,7 @@ def test_history_append_refuses_non_finite_pixels(pack):
     bad[0, 0, 0, 0] = float("nan")
     hist = _new_session(pack)
     with pytest.raises(core(pack, "errors").InputError, match="image holds NaN"):
-        _nodes(pack)["ReSpecHistoryAppend"]().append(hist, bad, "add a hat")
+        _nodes(pack)["ReSpecHistoryAppend"].execute(hist, bad, "add a hat").result
     assert not _store(pack).exists("s")
 
 
@@ -284,9 +293,9 @@ def test_a_store_dir_that_is_no_text_or_a_megabyte_long_is_a_short_input_error(p
     errors = core(pack, "errors")
     Store = _nodes(pack)["ReSpecHistoryStore"]
     with pytest.raises(errors.InputError, match="store_dir.*lone surrogate"):
-        Store().run("new", "s", -1, "", "mine\ud800", image=_tensor(_picture(0)))
+        Store.execute("new", "s", -1, "", "mine\ud800", image=_tensor(_picture(0))).result
     with pytest.raises(errors.InputError, match="store_dir") as got:
-        Store().run("new", "s", -1, "", "d" * (1 << 20), image=_tensor(_picture(0)))
+        Store.execute("new", "s", -1, "", "d" * (1 << 20), image=_tensor(_picture(0))).result
     sessions = str(core(pack, "paths").sessions_dir().resolve())
     assert len(str(got.value)) <= 300 and sessions not in str(got.value)
 
@@ -297,7 +306,7 @@ def test_json_nested_thousands_deep_is_an_input_error(pack, depth, field):
     hist = _new_session(pack)
     text = "[" * depth + "]" * depth if field == "editor_image_ids" else '{"a": ' + "[" * depth + "]" * depth + "}"
     with pytest.raises(core(pack, "errors").InputError, match=f"{field} is (nested more than|[0-9,]+ bytes long)"):
-        _nodes(pack)["ReSpecHistoryAppend"]().append(hist, _tensor(_picture(1)), "add a hat", **{field: text})
+        _nodes(pack)["ReSpecHistoryAppend"].execute(hist, _tensor(_picture(1)), "add a hat", **{field: text}).result
     assert not _store(pack).exists("s")
 
 
@@ -305,9 +314,10 @@ def test_json_nested_thousands_deep_is_an_input_error(pack, depth, field):
 def test_a_meta_too_deep_to_serve_is_refused_so_the_session_stays_readable(pack, depth):
     hist = _new_session(pack)
     Append = _nodes(pack)["ReSpecHistoryAppend"]
-    hist, _ = Append().append(hist, _tensor(_picture(1)), "add a hat")
+    hist, _ = Append.execute(hist, _tensor(_picture(1)), "add a hat").result
     with pytest.raises(core(pack, "errors").InputError, match="meta is nested more than"):
-        Append().append(hist, _tensor(_picture(2)), "add a scarf", meta='{"a": ' + "[" * depth + "]" * depth + "}")
+        Append.execute(hist, _tensor(_picture(2)), "add a scarf",
+                       meta='{"a": ' + "[" * depth + "]" * depth + "}").result
     web = core(pack, "web")
     resp = web.get_session(_store(pack), "s")
     assert resp.status == 200 and len(resp.json()["turns"]) == 2

@@ -27,8 +27,8 @@ def m(pack):
 
 @pytest.fixture
 def history(m):
-    hist, *_ = m["ReSpecHistoryStore"]().run("in-graph", "s", -1, "", "", image=_t(_picture(0)))
-    hist, _ = m["ReSpecHistoryAppend"]().append(hist, _t(_picture(1)), "add a hat")
+    hist, *_ = m["ReSpecHistoryStore"].execute("in-graph", "s", -1, "", "", image=_t(_picture(0))).result
+    hist, _ = m["ReSpecHistoryAppend"].execute(hist, _t(_picture(1)), "add a hat").result
     return hist
 
 
@@ -46,8 +46,8 @@ _HISTORY_CALLS = {
                                                      "(built-in)"),
     "ReSpecProvenanceSelector": lambda n, bad: n.execute(bad, "remove the hat", "auto", True),
     "ReSpecRevealComposite": lambda n, bad: n.execute(bad, _t(_picture(2)), "remove the hat", True, "auto"),
-    "ReSpecHistoryAppend": lambda n, bad: n.append(bad, _t(_picture(2)), "remove the hat"),
-    "ReSpecHistoryToImages": lambda n, bad: n.images(bad, 0, -1, "pad"),
+    "ReSpecHistoryAppend": lambda n, bad: n.execute(bad, _t(_picture(2)), "remove the hat"),
+    "ReSpecHistoryToImages": lambda n, bad: n.execute(bad, 0, -1, "pad"),
 }
 
 
@@ -68,10 +68,10 @@ def test_a_node_refuses_a_plan_that_no_controller_node_made_and_names_them(pack,
     errors = core(pack, "errors")
     calls = [lambda: m["ReSpecReferenceSelector"]().select(history, bad, True),
              lambda: m["ReSpecInstructionRewriter"]().rewrite(bad, True),
-             lambda: m["ReSpecHistoryAppend"]().append(history, _t(_picture(2)), "remove the hat", plan=bad),
+             lambda: m["ReSpecHistoryAppend"].execute(history, _t(_picture(2)), "remove the hat", plan=bad).result,
              lambda: m["ReSpecRevealComposite"].execute(history, _t(_picture(2)), "remove the hat", True, "auto",
                                                             plan=bad),
-             lambda: m["ReSpecDriftGuard"]().guard(_t(_picture(1)), _t(_picture(2)), True, plan=bad),
+             lambda: m["ReSpecDriftGuard"].execute(_t(_picture(1)), _t(_picture(2)), True, plan=bad).result,
              lambda: m["ReSpecEditRegionFromText"].execute(plan=bad)]
     for call in calls:
         with pytest.raises(errors.InputError, match=r"must come from a controller node \(RESPEC_PLAN"):

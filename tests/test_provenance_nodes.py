@@ -3,6 +3,7 @@ Reveal Composite pasted: a whole restoration turn through the nodes with no VLM.
 from __future__ import annotations
 
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -13,6 +14,13 @@ from synthetic_scenes import background, draw_rect, drift, rect_mask, u8
 
 SHAPE = (96, 128)
 SUITCASE = (30, 40, 70, 90)
+
+
+def _hidden(node, **values):
+    """The node's class for one call, holding that call's hidden values (unique_id, prompt) as ComfyUI
+    gives them to a V3 node (which reads them as cls.hidden)."""
+    io = sys.modules[node.__module__].io
+    return node.PREPARE_CLASS_CLONE({"hidden_inputs": {io.Hidden[k]: v for k, v in values.items()}})
 
 
 def _t(arr: np.ndarray) -> torch.Tensor:
@@ -29,11 +37,11 @@ def _two_turns(nodes):
     """An in-graph history: I_0, turn 1 adds a suitcase, turn 2 adds a lamp (through History Append)."""
     Store, Append, _, _ = nodes
     scene = background(31, SHAPE)
-    hist, *_ = Store().run("in-graph", "s", -1, "", "", image=_t(u8(scene)), unique_id="1")
+    hist, *_ = _hidden(Store, unique_id="1").execute("in-graph", "s", -1, "", "", image=_t(u8(scene))).result
     i1 = draw_rect(scene, SUITCASE, (0.2, 0.8, 0.3))
     i2 = draw_rect(i1, (5, 5, 25, 25), (0.9, 0.9, 0.1))
     for img, text in ((i1, "Add a large suitcase in the middle."), (i2, "Add a yellow lamp in the corner.")):
-        hist, _ = Append().append(hist, _t(u8(drift(img, noise=0.006))), text)
+        hist, _ = Append.execute(hist, _t(u8(drift(img, noise=0.006))), text).result
     return hist, scene
 
 
@@ -65,7 +73,7 @@ def test_a_restoration_turn_through_the_nodes_needs_no_vlm_and_keeps_what_was_pa
     out = np.round(image[0].numpy() * 255)[box]
     truth = u8(scene)[box].astype(float)
     assert min(np.corrcoef(out[:, c], truth[:, c])[0, 1] for c in range(3)) > 0.95
-    new, _ = Append().append(hist, image, request, instruction, plan, editor_image_ids=ids, reveal=reveal)
+    new, _ = Append.execute(hist, image, request, instruction, plan, editor_image_ids=ids, reveal=reveal).result
     turn = new.current
     history_mod = core(pack, "history")
     assert set(turn.masks) == {history_mod.CHANGE, history_mod.REVEAL_SOURCE}
@@ -116,7 +124,7 @@ def test_history_append_refuses_a_reveal_value_from_elsewhere(nodes):
     _, Append, _, _ = nodes
     hist, _ = _two_turns(nodes)
     with pytest.raises(Exception, match="Reveal Composite"):
-        Append().append(hist, _t(hist.current.image.array), "x", reveal="not a reveal")
+        Append.execute(hist, _t(hist.current.image.array), "x", reveal="not a reveal").result
 
 
 def _revealed_removal(nodes):
@@ -135,11 +143,11 @@ def test_the_drift_guard_node_given_reveals_record_keeps_the_sources_own_pixels_
     scene, request, plan, current, image, reveal = _revealed_removal(nodes)
     inside = torch.from_numpy(rect_mask(SHAPE, (SUITCASE[0] + 3, SUITCASE[1] + 3, SUITCASE[2] - 3, SUITCASE[3] - 3)))
     i0 = torch.from_numpy(u8(scene))
-    with_reveal = Guard().guard(current, image, True, instruction=request, plan=plan, reveal=reveal)
+    with_reveal = Guard.execute(current, image, True, instruction=request, plan=plan, reveal=reveal).result
     assert "exact_inside" in json.loads(with_reveal[2].split("\n", 1)[1])
     out = torch.round(with_reveal[0][0] * 255).to(torch.uint8)
     assert torch.equal(out[inside], i0[inside])                    # I_0's bytes: no tint towards the drift
-    without = torch.round(Guard().guard(current, image, True, instruction=request, plan=plan)[0][0] * 255)
+    without = torch.round(Guard.execute(current, image, True, instruction=request, plan=plan).result[0][0] * 255)
     assert not torch.equal(without.to(torch.uint8)[inside], i0[inside])
 
 
@@ -150,8 +158,8 @@ def test_the_drift_guard_given_an_edit_region_and_reveals_record_keeps_both(pack
     scene, request, plan, current, image, reveal = _revealed_removal(nodes)
     y0, x0, y1, x1 = SUITCASE
     region = torch.from_numpy(rect_mask(SHAPE, (y0 - 4, x0 - 4, y1 + 4, x1 + 4)).astype(np.float32))[None]
-    out, weight, report, _ = Guard().guard(current, image, True, mask=region, instruction=request, plan=plan,
-                                           reveal=reveal)
+    out, weight, report, _ = Guard.execute(current, image, True, mask=region, instruction=request, plan=plan,
+                                           reveal=reveal).result
     record = json.loads(report.split("\n", 1)[1])
     assert record["region_from"] == "the user's mask" and "exact_inside" in record
     out = torch.round(out[0] * 255).to(torch.uint8)
