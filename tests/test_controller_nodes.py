@@ -24,8 +24,8 @@ def history_cls(pack):
 
 @pytest.fixture()
 def vlm(nodes, tiny_qwen_dir):
-    (backend,) = nodes["ReSpecVLMLoader"]().load("qwen3-vl", str(tiny_qwen_dir), "auto", "cpu", True, False,
-                                                  65536, 16, "off")
+    (backend,) = nodes["ReSpecVLMLoader"].execute("qwen3-vl", str(tiny_qwen_dir), "auto", "cpu", True, False,
+                                                  65536, 16, "off").result
     return backend
 
 
@@ -35,29 +35,29 @@ def target_inputs(history, instruction, vlm, mode="auto", skip=False):
 
 
 def test_loader_returns_the_same_backend_for_the_same_settings(nodes, vlm, tiny_qwen_dir):
-    (again,) = nodes["ReSpecVLMLoader"]().load("qwen3-vl", str(tiny_qwen_dir), "auto", "cpu", True, False,
-                                                65536, 16, "off")
+    (again,) = nodes["ReSpecVLMLoader"].execute("qwen3-vl", str(tiny_qwen_dir), "auto", "cpu", True, False,
+                                                65536, 16, "off").result
     assert again is vlm and vlm.max_pixels == 65536 and vlm.max_new_tokens == 16
 
 
 def test_openai_node_builds_a_remote_backend(nodes):
-    (remote,) = nodes["ReSpecOpenAIController"]().connect("http://127.0.0.1:8000/v1", "served", "MY_KEY_VAR",
-                                                          30, 1, 65536, 256, "json_object")
+    (remote,) = nodes["ReSpecOpenAIController"].execute("http://127.0.0.1:8000/v1", "served", "MY_KEY_VAR",
+                                                          30, 1, 65536, 256, "json_object").result
     assert remote.url == "http://127.0.0.1:8000/v1/chat/completions" and remote.api_key_env == "MY_KEY_VAR"
 
 
 def test_preservation_target_turn_1_needs_no_vlm(nodes, history_cls):
-    node = nodes["ReSpecPreservationTarget"]()
+    node = nodes["ReSpecPreservationTarget"]
     h = make_history(1, history_cls)
     inputs = target_inputs(h, "add a box in front of the chest", None)
     assert node.check_lazy_status(**inputs) == []
-    plan, plan_json, text = node.plan(**inputs)
+    plan, plan_json, text = node.execute(**inputs).result
     assert plan.vlm_called is False and text == "add a box in front of the chest"
     assert json.loads(plan_json)["meta"]["vlm_calls"] == 0
 
 
 def test_preservation_target_asks_for_the_vlm_only_when_it_will_call_it(nodes, history_cls):
-    node = nodes["ReSpecPreservationTarget"]()
+    node = nodes["ReSpecPreservationTarget"]
     h = make_history(3, history_cls)  # turn 1 added a cardboard box
     assert node.check_lazy_status(**target_inputs(h, "make the sky pink", None)) == ["vlm"]
     assert node.check_lazy_status(**target_inputs(h, "make the sky pink", None, skip=True)) == []
@@ -65,9 +65,9 @@ def test_preservation_target_asks_for_the_vlm_only_when_it_will_call_it(nodes, h
 
 
 def test_preservation_target_auto_mode_plans_a_restoration_turn(nodes, history_cls, vlm):
-    node = nodes["ReSpecPreservationTarget"]()
+    node = nodes["ReSpecPreservationTarget"]
     h = make_history(3, history_cls)
-    plan, plan_json, text = node.plan(**target_inputs(h, "remove the cardboard box", vlm))
+    plan, plan_json, text = node.execute(**target_inputs(h, "remove the cardboard box", vlm)).result
     assert plan.is_restoration and plan.vlm_called and plan.vlm_calls == 1
     assert plan.meta["restoration_decided_by"] == "auto" and plan.meta["restoration_mode"] == "auto"
     assert text == plan.synthesis_instruction
@@ -75,9 +75,10 @@ def test_preservation_target_auto_mode_plans_a_restoration_turn(nodes, history_c
 
 
 def test_preservation_target_ground_truth_input_overrides_the_mode(nodes, history_cls, vlm):
-    node = nodes["ReSpecPreservationTarget"]()
+    node = nodes["ReSpecPreservationTarget"]
     h = make_history(3, history_cls)
-    plan, _, _ = node.plan(**target_inputs(h, "make the sky pink", vlm, mode="not restoration"), is_restoration=True)
+    inputs = target_inputs(h, "make the sky pink", vlm, mode="not restoration")
+    plan, _, _ = node.execute(**inputs, is_restoration=True).result
     assert plan.is_restoration and plan.meta["restoration_decided_by"] == "ground_truth"
 
 
@@ -90,11 +91,11 @@ def _templates_dir(pack):
 def test_preservation_target_reads_a_template_file_from_the_templates_folder(nodes, history_cls, vlm, pack):
     f = _templates_dir(pack) / "mid.txt"
     f.write_text("My own rewrite prompt.", encoding="utf-8")
-    choices = nodes["ReSpecPreservationTarget"].INPUT_TYPES()["required"]["midturn_template"][0]
+    choices = nodes["ReSpecPreservationTarget"].INPUT_TYPES()["required"]["midturn_template"][1]["options"]
     assert choices == ["(built-in)", "mid.txt"]
     inputs = target_inputs(make_history(2, history_cls), "make the sky pink", vlm)
     inputs["midturn_template"] = "mid.txt"
-    plan, _, _ = nodes["ReSpecPreservationTarget"]().plan(**inputs)
+    plan, _, _ = nodes["ReSpecPreservationTarget"].execute(**inputs).result
     assert plan.meta["template"]["source"] == str(f.resolve())
 
 
@@ -107,21 +108,23 @@ def test_preservation_target_refuses_a_template_outside_the_templates_folder(nod
     inputs = target_inputs(make_history(2, history_cls), "make the sky pink", vlm)
     inputs["midturn_template"] = outside
     with pytest.raises(core(pack, "errors").InputError, match="outside"):
-        nodes["ReSpecPreservationTarget"]().plan(**inputs)
-    assert math.isnan(nodes["ReSpecPreservationTarget"].IS_CHANGED(instruction="x", midturn_template=outside))
+        nodes["ReSpecPreservationTarget"].execute(**inputs).result
+    assert math.isnan(nodes["ReSpecPreservationTarget"].fingerprint_inputs(instruction="x", midturn_template=outside))
     # a link leaving the folder is not offered either
-    assert "link.txt" not in nodes["ReSpecPreservationTarget"].INPUT_TYPES()["required"]["midturn_template"][0]
+    listed = nodes["ReSpecPreservationTarget"].INPUT_TYPES()["required"]["midturn_template"][1]["options"]
+    assert "link.txt" not in listed
 
 
 def test_preservation_target_reruns_when_a_template_file_changes(nodes, pack):
     cls = nodes["ReSpecPreservationTarget"]
     f = _templates_dir(pack) / "rest.txt"
     f.write_text("v1", encoding="utf-8")
-    first = cls.IS_CHANGED(instruction="x", restoration_template="rest.txt", midturn_template="(built-in)")
-    assert cls.IS_CHANGED(instruction="x", restoration_template="rest.txt", midturn_template="(built-in)") == first
+    fingerprint = cls.fingerprint_inputs
+    first = fingerprint(instruction="x", restoration_template="rest.txt", midturn_template="(built-in)")
+    assert fingerprint(instruction="x", restoration_template="rest.txt", midturn_template="(built-in)") == first
     f.write_text("v2", encoding="utf-8")
-    assert cls.IS_CHANGED(instruction="x", restoration_template="rest.txt", midturn_template="(built-in)") != first
-    assert cls.IS_CHANGED(instruction="x", restoration_template="(built-in)", midturn_template="(built-in)") == ""
+    assert fingerprint(instruction="x", restoration_template="rest.txt", midturn_template="(built-in)") != first
+    assert fingerprint(instruction="x", restoration_template="(built-in)", midturn_template="(built-in)") == ""
 
 
 def test_reference_selector_outputs_the_plan_order_as_one_batch(nodes, history_cls, pack):
@@ -130,20 +133,20 @@ def test_reference_selector_outputs_the_plan_order_as_one_batch(nodes, history_c
     h = h.append(np.zeros((32, 40, 3), np.uint8), "add a shipping label to the box")  # a different size
     plan = Plan(turn=3, user_instruction="remove the box", synthesis_instruction="x", is_restoration=True,
                 image_ids=(0, 2))
-    editor_images, current, ids = nodes["ReSpecReferenceSelector"]().select(h, plan, True)
+    editor_images, current, ids = nodes["ReSpecReferenceSelector"].execute(h, plan, True).result
     assert json.loads(ids) == [0, 2]
     assert tuple(editor_images.shape) == (2, 32, 40, 3) and tuple(current.shape) == (1, 32, 40, 3)
     assert torch.equal(editor_images[1], current[0])
-    off_images, _, off_ids = nodes["ReSpecReferenceSelector"]().select(h, plan, False)
+    off_images, _, off_ids = nodes["ReSpecReferenceSelector"].execute(h, plan, False).result
     assert json.loads(off_ids) == [2] and tuple(off_images.shape) == (1, 32, 40, 3)
 
 
 def test_instruction_rewriter_switches_with_pti(nodes, pack):
     Plan = core(pack, "plan").Plan
     plan = Plan(turn=2, user_instruction="remove the box", synthesis_instruction="Remove it, revealing X.")
-    node = nodes["ReSpecInstructionRewriter"]()
-    assert node.rewrite(plan, True) == ("Remove it, revealing X.",)
-    assert node.rewrite(plan, False) == ("remove the box",)
+    node = nodes["ReSpecInstructionRewriter"]
+    assert node.execute(plan, True).result == ("Remove it, revealing X.",)
+    assert node.execute(plan, False).result == ("remove the box",)
 
 
 def test_the_vlm_stays_loaded_by_default_in_the_loader_and_every_shipped_workflow(nodes):
@@ -154,3 +157,19 @@ def test_the_vlm_stays_loaded_by_default_in_the_loader_and_every_shipped_workflo
     for path in sorted((Path(__file__).resolve().parents[1] / "workflows" / "api").glob("*.api.json")):
         loaders += [n for n in json.loads(path.read_text()).values() if n["class_type"] == "ReSpecVLMLoader"]
     assert loaders and all(n["inputs"]["keep_loaded"] is True for n in loaders)
+
+
+def test_the_plan_and_references_events_name_the_node_from_its_hidden_unique_id(nodes, history_cls, pack):
+    comfy = core(pack, "comfy")
+    events = []
+    remove = comfy.add_listener(lambda name, data: events.append((name, data["node"])))
+    try:
+        h = make_history(1, history_cls)
+        target = nodes["ReSpecPreservationTarget"].PREPARE_CLASS_CLONE({"hidden_inputs": {comfy.io.Hidden.unique_id: "7"}})
+        plan = target.execute(**target_inputs(h, "add a box in front of the chest", None)).result[0]
+        selector = nodes["ReSpecReferenceSelector"].PREPARE_CLASS_CLONE({"hidden_inputs": {comfy.io.Hidden.unique_id: "8"}})
+        selector.execute(h, plan, True)
+        nodes["ReSpecReferenceSelector"].execute(h, plan, True)      # outside ComfyUI: no id
+    finally:
+        remove()
+    assert events == [("respec.plan", "7"), ("respec.references", "8"), ("respec.references", None)]

@@ -36,7 +36,7 @@ def prompt_inputs(history, instruction, mode="auto", skip=False, max_pixels=2621
 
 
 def build(nodes, history, instruction, **kw):
-    return nodes["ReSpecControllerPrompt"]().build(**prompt_inputs(history, instruction, **kw))
+    return nodes["ReSpecControllerPrompt"].execute(**prompt_inputs(history, instruction, **kw)).result
 
 
 def test_restoration_turn_gets_the_restoration_prompt_and_every_history_image(nodes, history_cls, pack):
@@ -70,9 +70,9 @@ def test_max_pixels_shrinks_the_shared_size(nodes, history_cls):
 
 def test_turn_1_asks_for_no_generated_text_and_plans_without_a_call(nodes, history_cls):
     _, images, call = build(nodes, make_history(1, history_cls), "add a red balloon")
-    node = nodes["ReSpecPlanFromText"]()
+    node = nodes["ReSpecPlanFromText"]
     assert node.check_lazy_status(call, None, "request") == []
-    plan, plan_json, instruction = node.plan(call, None, "request")
+    plan, plan_json, instruction = node.execute(call, None, "request").result
     assert plan.vlm_called is False and plan.meta["skipped"] == "first_turn" and plan.vlm_calls == 0
     assert instruction == "add a red balloon" and json.loads(plan_json)["turn"] == 1
     assert tuple(images.shape) == (1, 48, 64, 3)
@@ -80,19 +80,19 @@ def test_turn_1_asks_for_no_generated_text_and_plans_without_a_call(nodes, histo
 
 def test_skipped_non_restoration_turn_asks_for_no_generated_text(nodes, history_cls):
     _, _, call = build(nodes, make_history(3, history_cls), "make the sky pink", mode="not restoration", skip=True)
-    node = nodes["ReSpecPlanFromText"]()
+    node = nodes["ReSpecPlanFromText"]
     assert node.check_lazy_status(call, None, "request") == []
-    plan = node.plan(call, None, "request")[0]
+    plan = node.execute(call, None, "request").result[0]
     assert plan.meta["skipped"] == "non_restoration_turn_skipped" and plan.synthesis_instruction == "make the sky pink"
 
 
 def test_a_turn_that_calls_the_controller_asks_for_generated_text(nodes, history_cls):
     _, _, call = build(nodes, make_history(3, history_cls), REQUEST)
-    node = nodes["ReSpecPlanFromText"]()
+    node = nodes["ReSpecPlanFromText"]
     assert node.check_lazy_status(call, None, "request") == ["generated_text"]
     assert node.check_lazy_status(call, "{}", "request") == []
     with pytest.raises(Exception, match="generated_text"):
-        node.plan(call, None, "request")
+        node.execute(call, None, "request")
 
 
 @pytest.mark.parametrize("answer", ["```json\n" + json.dumps(FULL) + "\n```",
@@ -100,12 +100,12 @@ def test_a_turn_that_calls_the_controller_asks_for_generated_text(nodes, history
                                     "no json at all", '["not", "an", "object"]'])
 def test_plan_from_text_makes_the_plan_preservation_target_makes(nodes, history_cls, answer):
     h = make_history(4, history_cls)
-    vlm_plan = nodes["ReSpecPreservationTarget"]().plan(
+    vlm_plan = nodes["ReSpecPreservationTarget"].execute(
         history=h, instruction=REQUEST, vlm=ScriptedAnswer(answer), restoration_mode="auto",
         skip_non_restoration=False, restoration_template="(built-in)", midturn_template="(built-in)",
-        on_parse_failure="paper")[0]
+        on_parse_failure="paper").result[0]
     _, _, call = build(nodes, h, REQUEST)
-    text_plan = nodes["ReSpecPlanFromText"]().plan(call, answer, "paper")[0]
+    text_plan = nodes["ReSpecPlanFromText"].execute(call, answer, "paper").result[0]
     skip = {"controller", "seconds", "meta"}
     a, b = vlm_plan.to_dict(), text_plan.to_dict()
     assert {k: v for k, v in a.items() if k not in skip} == {k: v for k, v in b.items() if k not in skip}
@@ -116,9 +116,9 @@ def test_plan_from_text_makes_the_plan_preservation_target_makes(nodes, history_
 
 def test_on_parse_failure_request_sends_the_users_words_and_says_so(nodes, history_cls):
     _, _, call = build(nodes, make_history(4, history_cls), REQUEST)
-    node = nodes["ReSpecPlanFromText"]()
-    paper = node.plan(call, "I would bring back the patch.", "paper")[0]
-    request = node.plan(call, "I would bring back the patch.", "request")[0]
+    node = nodes["ReSpecPlanFromText"]
+    paper = node.execute(call, "I would bring back the patch.", "paper").result[0]
+    request = node.execute(call, "I would bring back the patch.", "request").result[0]
     assert paper.synthesis_instruction == "I would bring back the patch."
     assert request.synthesis_instruction == REQUEST
     assert request.fallbacks == paper.fallbacks + ("parse_failure_used_request",)
@@ -128,5 +128,18 @@ def test_on_parse_failure_request_sends_the_users_words_and_says_so(nodes, histo
 
 def test_on_parse_failure_changes_nothing_when_the_answer_parses(nodes, history_cls):
     _, _, call = build(nodes, make_history(4, history_cls), REQUEST)
-    plan = nodes["ReSpecPlanFromText"]().plan(call, json.dumps(FULL), "request")[0]
+    plan = nodes["ReSpecPlanFromText"].execute(call, json.dumps(FULL), "request").result[0]
     assert plan.synthesis_instruction == FULL["synthesis_instruction"] and plan.fallbacks == ()
+
+
+def test_the_plan_event_names_the_node_from_its_hidden_unique_id(nodes, history_cls, pack):
+    comfy = core(pack, "comfy")
+    _, _, call = build(nodes, make_history(1, history_cls), "add a red balloon")
+    events = []
+    remove = comfy.add_listener(lambda name, data: events.append((name, data["node"])))
+    try:
+        node = nodes["ReSpecPlanFromText"].PREPARE_CLASS_CLONE({"hidden_inputs": {comfy.io.Hidden.unique_id: "5"}})
+        node.execute(call, None, "request")
+    finally:
+        remove()
+    assert events == [("respec.plan", "5")]
