@@ -161,7 +161,7 @@ def _history_for(pack, scenario, chosen=None, hrs=True):
                     restoration_source_id=chosen if scenario.is_restoration(t) else None,
                     image_ids=(chosen, t - 1) if scenario.is_restoration(t) and chosen is not None else (),
                     vlm_calls=1)
-        ids = selector.select(h, plan, hrs)[2]
+        ids = selector.execute(h, plan, hrs).result[2]
         h, _ = append.execute(h, image, turn.instruction, plan.synthesis_instruction, plan, '{"seed": 5}', ids).result
     return h
 

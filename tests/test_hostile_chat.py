@@ -445,7 +445,7 @@ def chat(pack):
 @pytest.mark.parametrize("name", list(TEXTS) + ["empty", "blank"])
 def test_controller_prompt_refuses_a_hostile_request(pack, nodes, errors, chat, name):
     text = {"empty": "", "blank": " \n\t "}.get(name, TEXTS.get(name))
-    refused(lambda: nodes["ReSpecControllerPrompt"]().build(**_prompt_inputs(chat, instruction=text)),
+    refused(lambda: nodes["ReSpecControllerPrompt"].execute(**_prompt_inputs(chat, instruction=text)),
             ("request", "instruction"), None, errors)
 
 
@@ -466,7 +466,7 @@ def test_controller_prompt_refuses_hostile_settings(pack, nodes, errors, chat, c
         over.update({f"{kind}-escape": {key: "../secret.txt"}, f"{kind}-etc": {key: "/etc/hostname"},
                      f"{kind}-surrogate": {key: "t\ud800.txt"}, f"{kind}-nul": {key: "t\x00.txt"},
                      f"{kind}-long": {key: "t" * 5000 + ".txt"}})
-    refused(lambda: nodes["ReSpecControllerPrompt"]().build(**_prompt_inputs(chat, **over[case])),
+    refused(lambda: nodes["ReSpecControllerPrompt"].execute(**_prompt_inputs(chat, **over[case])),
             ("history", "restoration mode", "max_pixels", "template"), None, errors)
 
 
@@ -478,25 +478,25 @@ CALLS = {"number": 5, "text": "a call", "dict": {"needed": True}, "true": True, 
 def test_plan_from_text_asks_nothing_of_what_is_no_controller_call(pack, nodes, name):
     value = CALLS[name] if name != "plan" else core(pack, "plan").Plan(turn=2, user_instruction="x", synthesis_instruction="x")
     with deadline():
-        assert nodes["ReSpecPlanFromText"]().check_lazy_status(value, None, "request") == []
+        assert nodes["ReSpecPlanFromText"].check_lazy_status(value, None, "request") == []
 
 
 @pytest.mark.parametrize("name", list(CALLS))
 def test_plan_from_text_refuses_what_is_no_controller_call(pack, nodes, errors, name):
     value = CALLS[name] if name != "plan" else core(pack, "plan").Plan(turn=2, user_instruction="x", synthesis_instruction="x")
-    refused(lambda: nodes["ReSpecPlanFromText"]().plan(value, "{}", "request"), ("controller_call", "Controller Prompt"),
+    refused(lambda: nodes["ReSpecPlanFromText"].execute(value, "{}", "request"), ("controller_call", "Controller Prompt"),
             None, errors)
 
 
 @pytest.mark.parametrize("value", ["maybe", 5, None, ""])
 def test_plan_from_text_refuses_a_hostile_parse_failure_choice(pack, nodes, errors, chat, value):
-    call = nodes["ReSpecControllerPrompt"]().build(**_prompt_inputs(chat))[2]
-    refused(lambda: nodes["ReSpecPlanFromText"]().plan(call, "{}", value), ("on_parse_failure",), None, errors)
+    call = nodes["ReSpecControllerPrompt"].execute(**_prompt_inputs(chat)).result[2]
+    refused(lambda: nodes["ReSpecPlanFromText"].execute(call, "{}", value), ("on_parse_failure",), None, errors)
 
 
 def test_plan_from_text_refuses_a_missing_answer_on_a_turn_that_needs_one(pack, nodes, errors, chat):
-    call = nodes["ReSpecControllerPrompt"]().build(**_prompt_inputs(chat))[2]
-    refused(lambda: nodes["ReSpecPlanFromText"]().plan(call, None, "request"), ("generated_text",), None, errors)
+    call = nodes["ReSpecControllerPrompt"].execute(**_prompt_inputs(chat)).result[2]
+    refused(lambda: nodes["ReSpecPlanFromText"].execute(call, None, "request"), ("generated_text",), None, errors)
 
 
 ANSWERS = {
@@ -513,9 +513,9 @@ ANSWERS = {
 @pytest.mark.parametrize("name", list(ANSWERS))
 @pytest.mark.parametrize("on_parse_failure", ["request", "paper"])
 def test_a_hostile_answer_makes_a_plan_history_append_keeps(pack, nodes, chat, name, on_parse_failure):
-    call = nodes["ReSpecControllerPrompt"]().build(**_prompt_inputs(chat))[2]
+    call = nodes["ReSpecControllerPrompt"].execute(**_prompt_inputs(chat)).result[2]
     with deadline():
-        plan, plan_json, instruction = nodes["ReSpecPlanFromText"]().plan(call, ANSWERS[name], on_parse_failure)
+        plan, plan_json, instruction = nodes["ReSpecPlanFromText"].execute(call, ANSWERS[name], on_parse_failure).result
         json.loads(plan_json)
         new, _ = nodes["ReSpecHistoryAppend"].execute(chat, _tensor(_picture(9, 48, 64)), REQUEST,
                                                       sent_instruction=instruction, plan=plan).result

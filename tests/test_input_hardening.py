@@ -153,7 +153,7 @@ def _call(pack, history, instruction=REQUEST, **kw):
     inputs = dict(history=history, instruction=instruction, restoration_mode="restoration",
                   skip_non_restoration=False, max_pixels=262144, restoration_template="(built-in)",
                   midturn_template="(built-in)", **kw)
-    return _nodes(pack)["ReSpecControllerPrompt"]().build(**inputs)[2]
+    return _nodes(pack)["ReSpecControllerPrompt"].execute(**inputs).result[2]
 
 
 @pytest.mark.parametrize("text", ["\U0001f600" * 8192, "\u6587" * 6000, "é" * 8192 + "x"])
@@ -161,7 +161,7 @@ def test_plan_from_text_sends_an_instruction_history_append_keeps(pack, text):
     history = make_history(2, core(pack, "history").History)
     call = _call(pack, history)
     answer = json.dumps({"synthesis_instruction": text, "image_ids": [0, 1]}, ensure_ascii=False)
-    plan, _, instruction = _nodes(pack)["ReSpecPlanFromText"]().plan(call, answer, "request")
+    plan, _, instruction = _nodes(pack)["ReSpecPlanFromText"].execute(call, answer, "request").result
     assert len(instruction.encode("utf-8")) <= 16 * 1024 and "synthesis_instruction" in plan.meta["truncated"]
     new, _ = _nodes(pack)["ReSpecHistoryAppend"].execute(history, _tensor(_picture(9, 48, 64)), REQUEST,
                                                          sent_instruction=instruction, plan=plan).result
@@ -172,10 +172,10 @@ def test_plan_from_text_sends_an_instruction_history_append_keeps(pack, text):
 def test_plan_from_text_refuses_anything_but_a_controller_call_without_a_raw_error(pack, bad):
     if bad == "plan":
         bad = core(pack, "plan").Plan(turn=2, user_instruction="x", synthesis_instruction="x")
-    node = _nodes(pack)["ReSpecPlanFromText"]()
+    node = _nodes(pack)["ReSpecPlanFromText"]
     assert node.check_lazy_status(bad, None, "request") == []
     with pytest.raises(core(pack, "errors").InputError, match="controller_call|Controller Prompt"):
-        node.plan(bad, None, "request")
+        node.execute(bad, None, "request")
 
 
 @pytest.mark.parametrize("text", ["x" * (16 * 1024 + 1), "y" * (1 << 20), "add a \ud800 hat", "add\x00 a hat"])
@@ -189,7 +189,7 @@ def test_controller_prompt_applies_the_request_rule(pack, text):
 def test_history_append_refuses_a_plan_made_for_another_turn(pack):
     History = core(pack, "history").History
     other = make_history(4, History)
-    plan = _nodes(pack)["ReSpecPlanFromText"]().plan(_call(pack, other), '{"synthesis_instruction": "x"}', "request")[0]
+    plan = _nodes(pack)["ReSpecPlanFromText"].execute(_call(pack, other), '{"synthesis_instruction": "x"}', "request").result[0]
     assert plan.turn == 4
     history = make_history(2, History)
     with pytest.raises(core(pack, "errors").InputError, match="turn 4.*next turn is 2"):

@@ -79,21 +79,21 @@ def test_validation_still_refuses_values_outside_the_lists(pack):
                                 vae_file="(none)", allow_download=True)
     assert isinstance(said, str) and "transformer_file" in said
     vlm = pack.NODE_CLASS_MAPPINGS["ReSpecVLMLoader"]
-    assert "backend" in vlm.VALIDATE_INPUTS(backend="evil", model="Qwen/Qwen3-VL-8B-Instruct", allow_download=True)
-    said = vlm.VALIDATE_INPUTS(backend="qwen3-vl", model="Qwen/Qwen3-VL-8B-Instruct", allow_download=True,
+    assert "backend" in vlm.validate_inputs(backend="evil", model="Qwen/Qwen3-VL-8B-Instruct", allow_download=True)
+    said = vlm.validate_inputs(backend="qwen3-vl", model="Qwen/Qwen3-VL-8B-Instruct", allow_download=True,
                                hf_model="/etc/passwd")
     assert isinstance(said, str) and said is not True
 
 
 def test_a_linked_model_is_left_to_the_run(pack):
     """A linked input has no value at validation (ComfyUI leaves it out): nothing to check yet."""
-    assert pack.NODE_CLASS_MAPPINGS["ReSpecVLMLoader"].VALIDATE_INPUTS(backend="qwen3-vl") is True
+    assert pack.NODE_CLASS_MAPPINGS["ReSpecVLMLoader"].validate_inputs(backend="qwen3-vl") is True
     assert pack.NODE_CLASS_MAPPINGS["ReSpecOmniGen2Loader"].validate_inputs() is True
 
 
 def test_the_vlm_and_omnigen2_loaders_fail_fast_too(pack):
     vlm = pack.NODE_CLASS_MAPPINGS["ReSpecVLMLoader"]
-    said = vlm.VALIDATE_INPUTS(backend="qwen3-vl", model="Qwen/Qwen3-VL-8B-Instruct", allow_download=False)
+    said = vlm.validate_inputs(backend="qwen3-vl", model="Qwen/Qwen3-VL-8B-Instruct", allow_download=False)
     assert isinstance(said, str) and "Qwen/Qwen3-VL-8B-Instruct" in said and "How to get it" in said
     choices, options = _spec(pack, "ReSpecVLMLoader", "model")
     assert "Not installed: Qwen/Qwen3-VL-8B-Instruct" in options["tooltip"]

@@ -90,8 +90,8 @@ def test_inside_comfyui_the_registered_folders_and_extra_paths_are_the_allowed_o
 # ----------------------------------------------------------------------------- at the nodes
 
 def _vlm_load(pack, model, hf_model):
-    return pack.NODE_CLASS_MAPPINGS["ReSpecVLMLoader"]().load("qwen3-vl", model, "auto", "cpu", True, False,
-                                                              65536, 16, "off", hf_model=hf_model)[0]
+    return pack.NODE_CLASS_MAPPINGS["ReSpecVLMLoader"].execute("qwen3-vl", model, "auto", "cpu", True, False,
+                                                               65536, 16, "off", hf_model=hf_model).result[0]
 
 
 def test_vlm_loader_loads_hf_model_from_the_llm_folder_and_refuses_it_outside(pack, tiny_qwen_dir, input_error):

@@ -40,9 +40,9 @@ def _plan(pack, turn: int):
 
 # Each node that takes a history, called with something else in its place.
 _HISTORY_CALLS = {
-    "ReSpecPreservationTarget": lambda n, bad: n.plan(bad, "remove the hat", None, "auto", False, "(built-in)",
+    "ReSpecPreservationTarget": lambda n, bad: n.execute(bad, "remove the hat", None, "auto", False, "(built-in)",
                                                       "(built-in)"),
-    "ReSpecControllerPrompt": lambda n, bad: n.build(bad, "remove the hat", "auto", False, 262144, "(built-in)",
+    "ReSpecControllerPrompt": lambda n, bad: n.execute(bad, "remove the hat", "auto", False, 262144, "(built-in)",
                                                      "(built-in)"),
     "ReSpecProvenanceSelector": lambda n, bad: n.execute(bad, "remove the hat", "auto", True),
     "ReSpecRevealComposite": lambda n, bad: n.execute(bad, _t(_picture(2)), "remove the hat", True, "auto"),
@@ -60,14 +60,14 @@ def test_a_node_refuses_a_history_that_no_history_node_made_and_names_them(pack,
 
 def test_the_reference_selector_refuses_a_history_before_it_reads_the_plan(pack, m):
     with pytest.raises(core(pack, "errors").InputError, match="History Store or Append node"):
-        m["ReSpecReferenceSelector"]().select("my-session", _plan(pack, 2), True)
+        m["ReSpecReferenceSelector"].execute("my-session", _plan(pack, 2), True)
 
 
 @pytest.mark.parametrize("bad", ["remove the hat", {"turn": 2}, 1.5])
 def test_a_node_refuses_a_plan_that_no_controller_node_made_and_names_them(pack, m, history, bad):
     errors = core(pack, "errors")
-    calls = [lambda: m["ReSpecReferenceSelector"]().select(history, bad, True),
-             lambda: m["ReSpecInstructionRewriter"]().rewrite(bad, True),
+    calls = [lambda: m["ReSpecReferenceSelector"].execute(history, bad, True),
+             lambda: m["ReSpecInstructionRewriter"].execute(bad, True),
              lambda: m["ReSpecHistoryAppend"].execute(history, _t(_picture(2)), "remove the hat", plan=bad).result,
              lambda: m["ReSpecRevealComposite"].execute(history, _t(_picture(2)), "remove the hat", True, "auto",
                                                             plan=bad),
@@ -81,20 +81,20 @@ def test_a_node_refuses_a_plan_that_no_controller_node_made_and_names_them(pack,
 def test_a_plan_made_for_another_turn_is_refused_naming_what_to_connect(pack, m, history):
     errors = core(pack, "errors")
     with pytest.raises(errors.InputError, match="made for turn 5.*next turn is 2.*Reference Selector"):
-        m["ReSpecReferenceSelector"]().select(history, _plan(pack, 5), True)
+        m["ReSpecReferenceSelector"].execute(history, _plan(pack, 5), True)
     with pytest.raises(errors.InputError, match="made for turn 5.*next turn is 2.*provenance Reference Selector"):
         m["ReSpecProvenanceSelector"].execute(history, "remove the hat", "auto", True, plan=_plan(pack, 5))
 
 
 def test_a_turn_that_calls_the_controller_without_one_names_the_loader_nodes(pack, m, history):
     with pytest.raises(core(pack, "errors").InputError, match="turn 2 needs a controller: connect a VLM"):
-        m["ReSpecPreservationTarget"]().plan(history, "make it pink", None, "not restoration", False, "(built-in)",
-                                             "(built-in)")
+        m["ReSpecPreservationTarget"].execute(history, "make it pink", None, "not restoration", False, "(built-in)",
+                                              "(built-in)")
 
 
 def test_plan_from_text_names_controller_prompt_when_its_call_is_missing(pack, m):
     with pytest.raises(core(pack, "errors").InputError, match="connect Controller Prompt"):
-        m["ReSpecPlanFromText"]().plan(None, "{}", "request")
+        m["ReSpecPlanFromText"].execute(None, "{}", "request")
 
 
 def test_the_core_takes_typed_values_and_its_messages_name_no_node(pack, history):
