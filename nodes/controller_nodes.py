@@ -252,24 +252,14 @@ def plan_input():
     return Plan.Input(id="plan", tooltip="This turn's plan (Preservation Target).")
 
 
-# The same inputs as V1 declarations, for the nodes still declared with INPUT_TYPES (provenance_nodes.py).
-HISTORY_INPUT = (HISTORY, {"tooltip": _HISTORY_TOOLTIP})
-REQUEST_INPUT = ("STRING", {"multiline": True, "default": "", "tooltip": _REQUEST_TOOLTIP})
-RESTORATION_MODE_INPUT = (list(RESTORATION_MODES), {"default": "auto", "tooltip": _RESTORATION_MODE_TOOLTIP})
-GROUND_TRUTH_INPUT = ("BOOLEAN", {"forceInput": True, "default": False, "tooltip": _GROUND_TRUTH_TOOLTIP})
-
-
 class ReSpecPreservationTarget(io.ComfyNode):
     """One controller call for this turn -> the plan (paper §4.1-4.3, appendix C)."""
-
-    # Also read by the pack's contract test (tests/test_pack_contract.py); V3 lists it from the schema.
-    SEARCH_ALIASES = ["restore", "reveal", "occlusion", "controller", "planner", "vlm"]
 
     @classmethod
     def define_schema(cls):
         return node_schema(
             node_id="ReSpecPreservationTarget", display_name="Preservation Target VLM (ReSpec)", category=CATEGORY,
-            search_aliases=cls.SEARCH_ALIASES,
+            search_aliases=["restore", "reveal", "occlusion", "controller", "planner", "vlm"],
             description=("Reads the editing history and this turn's request and asks the VLM, once, what must be "
                          "preserved: on a restoration turn it names the hidden content, the past image that shows "
                          "it and the anchor image, and rewrites the request; on other turns it only rewrites the "
@@ -337,14 +327,11 @@ class ReSpecPreservationTarget(io.ComfyNode):
 class ReSpecReferenceSelector(io.ComfyNode):
     """The editor's images for this turn, in the plan's order (paper §4.2, appendix C.3)."""
 
-    # Also read by the pack's contract test (tests/test_pack_contract.py); V3 lists it from the schema.
-    SEARCH_ALIASES = ["reference", "restore", "reveal", "history image"]
-
     @classmethod
     def define_schema(cls):
         return node_schema(
             node_id="ReSpecReferenceSelector", display_name="Reference Selector (ReSpec)", category=CATEGORY,
-            search_aliases=cls.SEARCH_ALIASES,
+            search_aliases=["reference", "restore", "reveal", "history image"],
             description=("Turns the plan into the editor's reference images. On restoration turns with HRS on it "
                          "passes the plan's image_ids that exist (none left: the latest image); otherwise the "
                          "current image alone. No model call."),
@@ -387,14 +374,11 @@ def selection_outputs(chosen, plan, unique_id=None) -> tuple:
 class ReSpecInstructionRewriter(io.ComfyNode):
     """The instruction the editor receives (paper §4.3)."""
 
-    # Also read by the pack's contract test (tests/test_pack_contract.py); V3 lists it from the schema.
-    SEARCH_ALIASES = ["rewrite", "prompt", "instruction"]
-
     @classmethod
     def define_schema(cls):
         return node_schema(
             node_id="ReSpecInstructionRewriter", display_name="Instruction Rewriter (ReSpec)", category=CATEGORY,
-            search_aliases=cls.SEARCH_ALIASES,
+            search_aliases=["rewrite", "prompt", "instruction"],
             description=("PTI on: the plan's restoration-aware synthesis instruction. PTI off: the user's own "
                          "request (ablation). With the Reference Selector's HRS switch this gives the paper's "
                          "table 2 rows: base, +HRS, +PTI, +PTI+HRS."),

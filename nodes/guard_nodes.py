@@ -33,14 +33,11 @@ GuardRecord, Reveal = io.Custom(GUARD), io.Custom(REVEAL)
 class ReSpecDriftGuard(io.ComfyNode):
     """Keep the previous image's own pixels wherever the edit did not change the picture."""
 
-    # Read by the schema, and by the pack's contract test (plain lower-case words).
-    SEARCH_ALIASES = ["drift", "guard", "preserve", "composite", "paste back", "zoom", "shift", "colour drift"]
-
     @classmethod
     def define_schema(cls):
         return node_schema(
             node_id="ReSpecDriftGuard", display_name="Drift Guard (ReSpec)", category=CATEGORY,
-            search_aliases=cls.SEARCH_ALIASES,
+            search_aliases=["drift", "guard", "preserve", "composite", "paste back", "zoom", "shift", "colour drift"],
             description=(
                 "After any editor: aligns the edit to the previous image (undoing a zoom-out or a shift), finds "
                 "the pixels the edit changed (grown by a small margin, holes filled; your MASK instead when you "

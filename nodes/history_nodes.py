@@ -57,14 +57,11 @@ def _info(hist: History, mode: str) -> str:
 class ReSpecHistoryStore(io.ComfyNode):
     """Start, load, rewind or branch an editing session; or start a history inside this graph."""
 
-    # Read by the schema, and by the pack's contract test (plain lower-case words).
-    SEARCH_ALIASES = ["undo", "rewind", "branch", "session", "history", "conversation"]
-
     @classmethod
     def define_schema(cls):
         return node_schema(
             node_id="ReSpecHistoryStore", display_name="History Store (ReSpec)", category=CATEGORY,
-            search_aliases=cls.SEARCH_ALIASES,
+            search_aliases=["undo", "rewind", "branch", "session", "history", "conversation"],
             description=("Holds the editing history. 'new' starts a session from an image (or continues it "
                          "when it already exists with the same original image); 'load' continues a session; "
                          "'rewind' undoes the turns after a given turn and stops there (nothing fed by this node "
@@ -157,14 +154,11 @@ class ReSpecHistoryStore(io.ComfyNode):
 class ReSpecHistoryAppend(io.ComfyNode):
     """Add this turn (instruction, sent instruction, plan, edited image) to the history."""
 
-    # Read by the schema, and by the pack's contract test (plain lower-case words).
-    SEARCH_ALIASES = ["history", "session", "save turn"]
-
     @classmethod
     def define_schema(cls):
         return node_schema(
             node_id="ReSpecHistoryAppend", display_name="History Append (ReSpec)", category=CATEGORY,
-            search_aliases=cls.SEARCH_ALIASES,
+            search_aliases=["history", "session", "save turn"],
             description=("Appends turn t to the history. A session history is saved to its store; queueing "
                          "the same prompt again, or re-running this node on the same inputs, never adds "
                          "the turn twice. An in-graph history is extended in memory only. The turn keeps "
@@ -282,14 +276,11 @@ class ReSpecHistoryAppend(io.ComfyNode):
 class ReSpecHistoryToImages(io.ComfyNode):
     """Every turn (or a range) of a history as one IMAGE batch plus a text log."""
 
-    # Read by the schema, and by the pack's contract test (plain lower-case words).
-    SEARCH_ALIASES = ["gallery", "conversation", "all turns", "timeline", "history images"]
-
     @classmethod
     def define_schema(cls):
         return node_schema(
             node_id="ReSpecHistoryToImages", display_name="History to Images (ReSpec)", category=CATEGORY,
-            search_aliases=cls.SEARCH_ALIASES,
+            search_aliases=["gallery", "conversation", "all turns", "timeline", "history images"],
             description=("Outputs the images of a whole conversation (or of turns first..last) as one IMAGE batch, "
                          "for Save Image or Preview Image, and a text log of the turns. A batch holds one size: "
                          "every image is brought to the size of the first turn of the range ('fit')."),

@@ -9,32 +9,18 @@ import numpy as np
 
 from ..respec import comfy
 from ..respec.comfy import io, node_schema
-from ..respec.controller import RESTORATION_MODES, decide_restoration
+from ..respec.controller import decide_restoration
 from ..respec.controller.provenance_selector import provenance_selection
 from ..respec.pixels.reveal import exact_patch
 from ..respec.post_edit.reveal_step import reveal_result, reveal_turn
 from .boundary import history_in, optional_plan_in, plan_for_history
 from .common import History, Plan, image_from_comfy, images_to_comfy, masks_to_comfy
-from .controller_nodes import plan_json, selection_outputs
+from .controller_nodes import (ground_truth_input, history_input, plan_json, request_input,
+                               restoration_mode_input, selection_outputs)
 
 CATEGORY = "ReSpec/provenance"
 REVEAL = "RESPEC_REVEAL"   # what Reveal Composite did (for History Append to keep with the turn)
 Reveal = io.Custom(REVEAL)
-
-
-def _restoration_mode_input():
-    """The restoration_mode drop-down, as the controller nodes declare it."""
-    return io.Combo.Input(id="restoration_mode", options=list(RESTORATION_MODES), default="auto", tooltip=(
-        "Is this a restoration turn (the request uncovers something an earlier edit hid)? auto: decided from "
-        "the requests' words (a remove / move / shrink / replace verb acting on something an earlier turn "
-        "added). Or force it either way."))
-
-
-def _ground_truth_input():
-    """The optional ground-truth restoration flag, as the controller nodes declare it."""
-    return io.Boolean.Input(id="is_restoration", optional=True, force_input=True, default=False, tooltip=(
-        "Ground-truth restoration flag (the benchmark's revelation turn). When connected it overrides "
-        "restoration_mode."))
 
 
 class ReSpecProvenanceSelector(io.ComfyNode):
@@ -54,17 +40,16 @@ class ReSpecProvenanceSelector(io.ComfyNode):
                          "ambiguous the plan's ids stand."),
             search_aliases=["provenance", "reference", "no vlm", "restore", "reveal", "occlusion"],
             inputs=[
-                History.Input(id="history", tooltip="The editing history up to the previous turn (I_0 ... I_{t-1})."),
-                io.String.Input(id="instruction", multiline=True, default="",
-                                tooltip="This turn's request P_t, as the user wrote it."),
-                _restoration_mode_input(),
+                history_input(),
+                request_input(),
+                restoration_mode_input(),
                 io.Boolean.Input(id="use_history_reference", default=True, tooltip=(
                     "HRS: on restoration turns give the editor I_{k-1} and the current image. Off: only the "
                     "current image (ablation).")),
                 Plan.Input(id="plan", optional=True, tooltip=(
                     "Optional: a Preservation Target plan for this turn (hybrid: the VLM writes the "
                     "instruction, provenance picks the images).")),
-                _ground_truth_input(),
+                ground_truth_input(),
             ],
             outputs=[
                 Plan.Output(id="plan", tooltip="This turn's plan (no VLM call; or the connected plan with "
@@ -119,11 +104,11 @@ class ReSpecRevealComposite(io.ComfyNode):
                 io.Boolean.Input(id="enabled", default=True, tooltip=(
                     "Off: pass the edit through unchanged (compare with and without). Only restoration turns "
                     "are composited.")),
-                _restoration_mode_input(),
+                restoration_mode_input(),
                 Plan.Input(id="plan", optional=True, tooltip=(
                     "This turn's plan (its provenance evidence or restoration source helps find the covering "
                     "turn).")),
-                _ground_truth_input(),
+                ground_truth_input(),
             ],
             outputs=[
                 io.Image.Output(id="image", tooltip=(

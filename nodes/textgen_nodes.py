@@ -20,14 +20,11 @@ ControllerCallType = io.Custom(CONTROLLER_CALL)
 class ReSpecControllerPrompt(io.ComfyNode):
     """This turn's controller prompt and history images, for ComfyUI's TextGenerate (paper §4, C.2)."""
 
-    # Also read by the pack's contract test (tests/test_pack_contract.py); V3 lists it from the schema.
-    SEARCH_ALIASES = ["textgenerate", "text generate", "controller prompt", "qwen3.5", "gemma"]
-
     @classmethod
     def define_schema(cls):
         return node_schema(
             node_id="ReSpecControllerPrompt", display_name="Controller Prompt (ReSpec)", category=CATEGORY,
-            search_aliases=cls.SEARCH_ALIASES,
+            search_aliases=["textgenerate", "text generate", "controller prompt", "qwen3.5", "gemma"],
             description=("Builds the controller's request for ComfyUI's own TextGenerate node (Qwen3.5, Gemma 3/4, "
                          "Qwen2.5-VL ... loaded with CLIPLoader): the restoration prompt on restoration turns, the "
                          "rewrite prompt otherwise, with the history images. Plan from Text reads the answer. Turn 1 "
@@ -78,14 +75,11 @@ class ReSpecControllerPrompt(io.ComfyNode):
 class ReSpecPlanFromText(io.ComfyNode):
     """TextGenerate's answer -> this turn's plan, with the paper's C.2/C.3 rules (appendix C)."""
 
-    # Also read by the pack's contract test (tests/test_pack_contract.py); V3 lists it from the schema.
-    SEARCH_ALIASES = ["textgenerate", "generated text", "parse plan", "controller"]
-
     @classmethod
     def define_schema(cls):
         return node_schema(
             node_id="ReSpecPlanFromText", display_name="Plan from Text (ReSpec)", category=CATEGORY,
-            search_aliases=cls.SEARCH_ALIASES,
+            search_aliases=["textgenerate", "generated text", "parse plan", "controller"],
             description=("Reads TextGenerate's generated_text as the controller's answer: the JSON plan is found "
                          "and read exactly as the pack's own VLM node reads it (C.2), missing ids are filled (C.3), "
                          "and every rule that fired is recorded in the plan. generated_text is asked for only on "

@@ -95,11 +95,11 @@ def one_guard(size: int, path: str) -> dict:
     else:
         import torch
         from conftest import load_pack
-        node = load_pack().NODE_CLASS_MAPPINGS["ReSpecDriftGuard"]()
+        node = load_pack().NODE_CLASS_MAPPINGS["ReSpecDriftGuard"]
         previous = torch.from_numpy(prev[None]).to(torch.float32).div_(255.0)
         edited = torch.from_numpy(cur[None]).to(torch.float32).div_(255.0)
         del prev, cur
-        m = _measure(lambda: node.guard(previous, edited, True))
+        m = _measure(lambda: node.execute(previous, edited, True).result)
         image, mask, _report, value = m.pop("result")
         res = value["result"]
         m["outputs"] = [list(image.shape), list(mask.shape)]
