@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from pathlib import Path
 
 import pytest
@@ -19,23 +18,6 @@ from conftest import load_pack, load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 BASELINE = ROOT / "scripts" / "comfyui" / "object_info" / "pack_v1_0.24.json"
-
-
-MODEL_FILE = re.compile(r"\.(safetensors|sft|pt|pth|bin|ckpt|gguf)$")
-
-
-def _without_model_files(entry: dict) -> dict:
-    """The listing less the model files a drop-down found on the server that made the baseline
-    (placeholder files of the checker; the tests' model folder is empty). The real-server check
-    compares them too (check_in_comfyui.py --object-info-baseline)."""
-    entry = json.loads(json.dumps(entry))
-    for section in ("required", "optional"):
-        for spec in (entry["input"].get(section) or {}).values():
-            if isinstance(spec[0], list):
-                spec[0] = [c for c in spec[0] if not MODEL_FILE.search(str(c))]
-            if isinstance(spec[-1], dict) and isinstance(spec[-1].get("respec_installed"), list):
-                spec[-1]["respec_installed"] = [c for c in spec[-1]["respec_installed"] if not MODEL_FILE.search(str(c))]
-    return entry
 
 
 def _v3_nodes():
@@ -57,7 +39,7 @@ def test_a_v3_node_is_listed_as_its_v1_form_was(name):
     for key in ("python_module", "has_intermediate_output"):
         before.pop(key, None)
         mine.pop(key, None)
-    assert listing.differences({name: _without_model_files(before)}, {name: _without_model_files(mine)}) == []
+    assert listing.differences({name: before}, {name: mine}) == []
 
 
 def test_the_listing_comparison_sees_a_changed_default_and_ignores_v3s_own_keys():
@@ -96,3 +78,19 @@ def test_a_call_reads_its_hidden_values_from_its_own_class_clone():
     call = node.PREPARE_CLASS_CLONE({"hidden_inputs": {comfy.io.Hidden.unique_id: "7"}})
     assert call.hidden.unique_id == "7" and call.hidden.prompt is None
     assert node.hidden.unique_id is None      # the node class itself is left as it was
+
+
+def test_the_listing_comparison_leaves_out_what_this_machine_has_installed_and_nothing_else():
+    listing = load_script("scripts/comfyui/object_info_listing.py")
+
+    def loader(choices, installed, default="a"):
+        tip = "A model. " + (f"Installed here: {', '.join(installed)}." if installed else "Nothing installed here yet.")
+        return {"input": {"required": {"model": [choices, {"tooltip": tip, "default": default,
+                                                           "respec_installed": installed}],
+                                       "vae_file": [["(none)", "vae.safetensors"], {}]}}}
+    here = loader(["tiny-folder", "b/id", "a/id"], ["tiny-folder", "b/id"], default="a/id")
+    there = loader(["a/id", "b/id"], [], default="a/id")
+    there["input"]["required"]["vae_file"][0] = ["(none)"]
+    assert listing.differences({"n": here}, {"n": there}) == []
+    assert listing.differences({"n": here}, {"n": loader(["a/id", "b/id"], [], default="b/id")})   # a default
+    assert listing.differences({"n": here}, {"n": loader(["a/id", "c/id"], [], default="a/id")})   # a known id

@@ -18,6 +18,7 @@ both forms alike so that the comparison sees only real changes:
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 # Top-level keys a V3 listing adds with an empty value (nothing a graph depends on).
@@ -63,13 +64,42 @@ def normalise(entry: dict) -> dict:
     return out
 
 
+MODEL_FILE = re.compile(r"\.(safetensors|sft|pt|pth|bin|ckpt|gguf)$")
+INSTALLED_LINE = re.compile(r"\s*(Installed here: |Nothing installed here yet\.).*$", re.S)
+
+
+def machine_neutral(entry: dict) -> dict:
+    """A normalised entry less what depends on the machine that lists it: the model files its model
+    folders hold, and on a loader's model drop-down the installed / not installed split (its order,
+    its tooltip's last line and `respec_installed`; respec.models.installed_first). The known ids,
+    the options' names and the defaults are still compared."""
+    entry = json.loads(json.dumps(entry))
+    for section in ("required", "optional"):
+        for spec in (entry.get("input", {}).get(section) or {}).values():
+            opts = spec[-1] if len(spec) > 1 and isinstance(spec[-1], dict) else {}
+            if isinstance(spec[0], list):
+                spec[0] = [c for c in spec[0] if not MODEL_FILE.search(str(c))]
+            if "respec_installed" in opts:
+                # The model folders found here (no "/": a Hugging Face id has one) come and go with
+                # the machine; the known ids stay, in any order.
+                local = {c for c in opts["respec_installed"] or [] if "/" not in str(c)}
+                opts["respec_installed"] = "(this machine's)"
+                opts["tooltip"] = INSTALLED_LINE.sub("", opts.get("tooltip", ""))
+                if isinstance(spec[0], list):
+                    spec[0] = sorted(c for c in spec[0] if c not in local)
+    return entry
+
+
 def listing(info: dict, nodes: list[str]) -> dict:
     """The pack's nodes (`nodes`: their ids) from /object_info, normalised, by id."""
     return {n: normalise(info[n]) for n in sorted(nodes) if n in info}
 
 
 def differences(before: dict, after: dict) -> list[str]:
-    """Every difference between two listings, one line each ([] = the same)."""
+    """Every difference between two listings, one line each ([] = the same), what depends on the
+    machine left out (machine_neutral)."""
+    before = {n: machine_neutral(e) for n, e in before.items()}
+    after = {n: machine_neutral(e) for n, e in after.items()}
     out = [f"{n}: gone" for n in sorted(set(before) - set(after))]
     out += [f"{n}: new" for n in sorted(set(after) - set(before))]
     for n in sorted(set(before) & set(after)):
