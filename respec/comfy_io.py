@@ -204,11 +204,8 @@ class Schema:
         return out
 
 
-@dataclasses.dataclass
 class NodeOutput:
     """What `execute` returns: the outputs in order, and what the UI shows (`ui`)."""
-    args: tuple
-    ui: dict | None
 
     def __init__(self, *args, ui: dict | None = None):
         self.args, self.ui = args, ui
