@@ -94,3 +94,11 @@ def test_the_listing_comparison_leaves_out_what_this_machine_has_installed_and_n
     assert listing.differences({"n": here}, {"n": there}) == []
     assert listing.differences({"n": here}, {"n": loader(["a/id", "b/id"], [], default="b/id")})   # a default
     assert listing.differences({"n": here}, {"n": loader(["a/id", "c/id"], [], default="a/id")})   # a known id
+
+
+def test_the_stand_in_refuses_a_schema_with_two_inputs_of_one_id_as_comfyui_does():
+    comfy = __import__(f"{load_pack().__name__}.respec.comfy", fromlist=["_"])
+    io = comfy.io
+    schema = comfy.node_schema(node_id="X", inputs=[io.Int.Input(id="a", default=1), io.String.Input(id="a")])
+    with pytest.raises(ValueError, match="unique"):
+        schema.finalize()
