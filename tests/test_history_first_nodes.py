@@ -195,3 +195,18 @@ def test_the_panel_reads_history_firsts_step_and_mask_by_the_cores_names(pack):
     assert f'export const HISTORY_STEP = "{core(pack, "post_edit.undo_step").UndoStep.name}";' in js
     overlays = js.split("export const TURN_OVERLAYS = {", 1)[1].split("};", 1)[0]
     assert f"  {core(pack, 'pixels.undo').UNDO_SOURCE}: {{" in overlays
+
+
+def test_the_same_request_after_its_undo_is_answered_with_its_picture_and_the_editor_is_not_asked_for(nodes):
+    hist, i0 = _added(nodes)
+    plan, ids, inputs = _turn(nodes, hist, REMOVE)
+    image, _, _, value = nodes["ReSpecDriftGuard"].execute(**inputs).result
+    hist, _ = nodes["ReSpecHistoryAppend"].execute(hist, image, REMOVE, plan=plan, editor_image_ids=ids,
+                                                   guard=value).result
+    _, _, again = _turn(nodes, hist, ADD)
+    guard = nodes["ReSpecDriftGuard"]
+    assert guard.check_lazy_status(**again) == []                   # the sampler is not run
+    image, _, report, value = guard.execute(**again).result
+    assert np.array_equal(_u8(image), hist.image(1).array)           # turn 1's picture, byte for byte
+    assert report.startswith("repeated from history: turn 1 asked the same of the same picture")
+    assert guard.check_lazy_status(**{**again, "history_first": False}) == ["edited", "reveal"]

@@ -12,8 +12,8 @@ from respec.errors import InputError
 from respec.history import History
 from respec.pixels.alignment import Alignment, warp_float
 from respec.pixels.masks import dilate
-from respec.pixels.undo import UNDO_SOURCE, UndoParams, undo_from_history
-from respec.post_edit.undo_step import added_object_phrase, takes_back
+from respec.pixels.undo import UNDO_SOURCE, UndoParams, repeat_from_history, undo_from_history
+from respec.post_edit.undo_step import added_object_phrase, same_request, takes_back
 from respec.turn import TurnParts, TurnSwitches, run_turn
 from synthetic_scenes import background, drift, moved, rect_mask, u8
 
@@ -128,14 +128,69 @@ def test_add_remove_add_again_remove_takes_back_the_second_addition():
     scene = background(3, SHAPE)
     h, records, editor, _ = converse([("Add a hat to the person", paint(HAT, RED, 1)),
                                       ("Remove the hat", unpaint(scene, HAT, 2)),
-                                      ("Add a hat to the person", paint(AGAIN, BLUE, 3)),
+                                      ("Add a blue hat to the person", paint(AGAIN, BLUE, 3)),
                                       ("Add a green frame in the corner", paint(FAR, GREEN, 4)),
                                       ("Remove the hat", unpaint(scene, AGAIN, 5))])
     again, far = rect_mask(SHAPE, AGAIN), rect_mask(SHAPE, FAR)
     assert _undo_entry(records[4])["covering_turn"] == 3 and _undo_entry(records[4])["source_id"] == 2
     assert np.array_equal(h.image(5).array[again], h.image(2).array[again])
     assert np.array_equal(h.image(5).array[far], h.image(4).array[far])
-    assert editor.calls == ["Add a hat to the person", "Add a hat to the person", "Add a green frame in the corner"]
+    assert editor.calls == ["Add a hat to the person", "Add a blue hat to the person",
+                            "Add a green frame in the corner"]
+
+
+def test_a_request_asked_again_of_the_same_picture_gets_the_same_answer_and_the_editor_is_not_run():
+    scene = background(3, SHAPE)
+    h, records, editor, _ = converse([("Add a hat to the person", paint(HAT, RED, 1)),
+                                      ("Remove the hat", unpaint(scene, HAT, 2)),
+                                      ("add a hat to the person.", paint(AGAIN, BLUE, 3)),   # case, full stop
+                                      ("Remove the hat", unpaint(scene, AGAIN, 4))])
+    assert np.array_equal(h.image(2).array, h.image(0).array)         # the exact undo: I_2 is I_0
+    assert np.array_equal(h.image(3).array, h.image(1).array)         # turn 1's answer, not a new drawing
+    assert editor.calls == ["Add a hat to the person"]
+    entry = _undo_entry(records[2])
+    assert entry["method"] == "history-repeat-v1" and entry["covering_turn"] == 1 and entry["source_id"] == 1
+    assert entry["words"].startswith("repeated from history: turn 1 asked the same of the same picture")
+    assert records[2].editor_was_run is False and h.current.meta["editor_run"] is False
+    assert h.turns[3].masks[UNDO_SOURCE].info["method"] == "history-repeat-v1"
+    # the repeated turn is an addition like any other: its removal is taken back from history
+    assert _undo_entry(records[3])["method"] == "history-undo-v1" and _undo_entry(records[3])["covering_turn"] == 3
+    assert np.array_equal(h.image(4).array, h.image(0).array)
+
+
+@pytest.mark.parametrize("third", ["Add a blue hat to the person",     # other words: the editor draws it
+                                   "Add a green frame in the corner"])
+def test_another_request_on_the_same_picture_goes_to_the_editor(third):
+    scene = background(3, SHAPE)
+    h, records, editor, _ = converse([("Add a hat to the person", paint(HAT, RED, 1)),
+                                      ("Remove the hat", unpaint(scene, HAT, 2)),
+                                      (third, paint(AGAIN, BLUE, 3))])
+    assert editor.calls == ["Add a hat to the person", third]
+    assert _undo_entry(records[2])["applied"] is False
+
+
+def test_the_same_request_on_another_picture_goes_to_the_editor_and_the_switch_off_always_does():
+    scene = background(3, SHAPE)
+    # turn 2 changed the picture elsewhere: I_2 is not I_0, so turn 1's answer would drop the frame
+    h, records, editor, _ = converse([("Add a hat to the person", paint(HAT, RED, 1)),
+                                      ("Add a green frame in the corner", paint(FAR, GREEN, 2)),
+                                      ("Add a hat to the person", paint(AGAIN, BLUE, 3))])
+    assert len(editor.calls) == 3 and _undo_entry(records[2])["applied"] is False
+    _, _, editor, _ = converse([("Add a hat to the person", paint(HAT, RED, 1)),
+                                ("Remove the hat", unpaint(scene, HAT, 2)),
+                                ("Add a hat to the person", paint(AGAIN, BLUE, 3))], history_first=False)
+    assert len(editor.calls) == 3
+
+
+def test_repeat_from_history_refuses_another_picture_and_a_turn_out_of_range():
+    scene = background(3, SHAPE)
+    h, _, _, _ = converse([("Add a hat to the person", paint(HAT, RED, 1)),
+                           ("Add a green frame in the corner", paint(FAR, GREEN, 2))])
+    res = repeat_from_history(h, 1)
+    assert res.applied is False and "I_2 is not I_0" in res.reason and res.image is None
+    with pytest.raises(InputError, match="one of 1..2"):
+        repeat_from_history(h, 3)
+    assert same_request("Add a hat, please!", "add a hat please") and not same_request("", "")
 
 
 def test_a_later_turn_that_changed_part_of_the_region_sends_the_turn_to_the_editor_and_says_why():

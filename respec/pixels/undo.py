@@ -28,6 +28,11 @@ Guard left: Gemini shifts and zooms) is taken back with its frame, where warping
 I_k's frame would leave a border it never showed. (With the frames agreeing it is the same
 picture as the rule above.)
 
+The same request asked again of the same picture has its answer in the history too
+(`repeat_from_history`): after an exact undo brought I_{k-1} back, "add a hat" asked once more, word
+for word, is answered with I_k, the picture the conversation kept for it at turn k. The editor would
+draw the hat anew, and the guard would patch a new drawing into a picture the editor drifted from.
+
 The history cannot answer alone (`applied` False, the reason says which) when:
 - a later turn j (k < j < t) changed part of U (its change mask C_j or its unstable blocks, carried
   into I_{t-1}'s frame): I_{k-1}'s pixels there would take back turn j's edit too; `touched` gives
@@ -54,6 +59,7 @@ from .provenance import Provenance, provenance_of
 from .verify import Composite, verify
 
 METHOD = "history-undo-v1"
+REPEAT_METHOD = "history-repeat-v1"   # the same request asked again of the same picture (repeat_from_history)
 UNDO_SOURCE = "undo_source"     # the turn's mask: the pixels taken from I_{k-1}
 MARGIN_FRAC = 0.01              # the blend margin around C_k: this share of the shorter side ...
 MIN_MARGIN_PX = 3               # ... at least this many px (an object's soft rim and shadow outlive its mask)
@@ -97,11 +103,12 @@ class UndoResult:
     touched: dict = field(default_factory=dict)      # {j: share of U turn j changed}, k < j < t
     whole: bool = False                              # k = t-1: the kept image is I_{k-1} itself
     verify: dict = field(default_factory=dict)       # the verification's record (respec/pixels/verify)
+    repeated: bool = False                           # repeat_from_history: the kept image is I_k itself
 
     @property
     def source_id(self) -> int:
-        """The image the pixels come from: I_{k-1}."""
-        return self.covering_turn - 1
+        """The image the pixels come from: I_{k-1} (a repeat: I_k)."""
+        return self.covering_turn if self.repeated else self.covering_turn - 1
 
     @property
     def exact(self) -> bool:
@@ -111,7 +118,7 @@ class UndoResult:
     def record(self) -> dict:
         """JSON-able: method, applied, reason, the covering turn, source, region size, margin, exact,
         the alignment and the later turns that changed the region."""
-        out = {"method": METHOD, "applied": self.applied, "reason": self.reason,
+        out = {"method": REPEAT_METHOD if self.repeated else METHOD, "applied": self.applied, "reason": self.reason,
                "covering_turn": self.covering_turn, "source_id": self.source_id, "margin_px": self.margin_px,
                "exact": self.exact, "whole": self.whole}
         if self.region is not None:
@@ -129,7 +136,8 @@ class UndoResult:
         """The `undo_source` mask to keep with the turn (None when nothing was taken)."""
         if not self.applied or self.region is None:
             return None
-        return TurnMask.from_mask(self.region, {"method": METHOD, "source_id": self.source_id,
+        method = REPEAT_METHOD if self.repeated else METHOD
+        return TurnMask.from_mask(self.region, {"method": method, "source_id": self.source_id,
                                                 "exact": self.exact})
 
 
@@ -217,6 +225,32 @@ def undo_from_history(history: History, covering_turn: int, params: UndoParams =
     how = "exactly (the frames agree)" if a.is_identity else "aligned (I_{k-1} warped into I_{t-1}'s frame)"
     return verified(history, UndoResult(True, f"I_{t - 1} with turn {k}'s region taken from I_{k - 1} {how}", k,
                                         image=image, region=region, alignment=a, margin_px=margin))
+
+
+def repeat_from_history(history: History, k: int) -> UndoResult:
+    """Turn k's answer again, for the turn about to be appended to `history` whose request is turn k's
+    asked again: when I_{t-1} is I_{k-1} pixel for pixel (an exact undo brought the picture back), the
+    history holds the answer to that request on that picture, I_k, the picture the conversation
+    kept then. The kept image is I_k itself (its frame and size); U is every pixel where it differs
+    from I_{t-1}. Nothing is composed, so there is nothing to verify: I_k was handed back at turn k.
+    A refusal (`applied` False) says why: another picture, or turn k changed nothing."""
+    t = history.next_turn
+    k = int(k)
+    if not 1 <= k < t:
+        raise InputError(f"the repeated turn must be one of 1..{t - 1} (an earlier edit), got {k!r}")
+    before, answer, now = history.image(k - 1), history.image(k), history.image(t - 1)
+    if before != now:
+        return UndoResult(False, f"I_{t - 1} is not I_{k - 1}: turn {k}'s answer was made from another picture",
+                          k, repeated=True)
+    if answer.array.shape != now.array.shape:
+        region = np.ones(answer.array.shape[:2], bool)
+    else:
+        region = np.any(answer.array[..., :3] != now.array[..., :3], axis=-1)
+    if not region.any():
+        return UndoResult(False, f"turn {k} changed no pixel: nothing to repeat", k, repeated=True)
+    return UndoResult(True, f"the same request as turn {k} on the same picture (I_{t - 1} is I_{k - 1}): I_{k} again",
+                      k, image=np.array(answer.array[..., :3], copy=True), region=region, alignment=IDENTITY,
+                      whole=True, repeated=True)
 
 
 def verified(history: History, res: UndoResult) -> UndoResult:

@@ -3,7 +3,9 @@ pixel rule of respec/pixels/undo.py (whose module docstring describes it).
 
     undo_turn      reads the request: a restoration turn that removes (or takes back) what an
                    earlier turn k added, k the covering turn (the plan's provenance record, else
-                   located now); then pixels.undo.undo_from_history
+                   located now), then pixels.undo.undo_from_history; when that does not answer, a
+                   request asked word for word at an earlier turn k whose picture I_{k-1} is I_{t-1}
+                   again (pixels.undo.repeat_from_history)
     UndoStep       the part respec/turn.py's run_turn asks first when TurnSwitches.history_first is
                    on: when it answers, the editor and the post-edit steps are not run
     undo_result    its StepResult (respec/post_edit/result.py)
@@ -28,7 +30,8 @@ from ..controller.request import check_request
 from ..controller.restoration import decide_restoration, request_words, revealing_action
 from ..history import History
 from ..pixels.analysis_cache import CACHE, AnalysisCache
-from ..pixels.undo import DEFAULT_UNDO, METHOD, UNDO_SOURCE, UndoParams, UndoResult, undo_from_history
+from ..pixels.undo import (DEFAULT_UNDO, METHOD, UNDO_SOURCE, UndoParams, UndoResult, repeat_from_history,
+                           undo_from_history)
 from .record import TurnSoFar
 from .result import StepResult
 from .reveal_step import removes_addition
@@ -60,10 +63,26 @@ def covering_for_undo(history: History, plan: Any, request: str) -> tuple[int | 
 def undo_turn(history: History, plan: Any, request: str, is_restoration: bool,
               params: UndoParams = DEFAULT_UNDO) -> tuple[UndoResult | None, dict]:
     """History first for one turn: (the undo's result, or None when it did not apply to this
-    request, and the record entry saying what happened and why, in words)."""
+    request, and the record entry saying what happened and why, in words). A take-back first; when
+    it does not answer, a request repeated word for word on the same picture (`repeated_turn`)."""
     check_request(request or "", "the instruction")
     if history.next_turn < 2:
         return None, {"method": METHOD, "applied": False, "reason": "turn 1: nothing to take back"}
+    res, entry = take_back(history, plan, request, is_restoration, params)
+    if res is not None and res.applied:
+        return res, entry
+    k = repeated_turn(history, request)
+    if k is not None:
+        repeat = repeat_from_history(history, k)
+        if repeat.applied:
+            return repeat, {**repeat.record(), "words": undo_words(history, repeat)}
+    return res, entry
+
+
+def take_back(history: History, plan: Any, request: str, is_restoration: bool,
+              params: UndoParams) -> tuple[UndoResult | None, dict]:
+    """undo_turn's take-back: a restoration turn that removes (or takes back) what one earlier turn
+    added, answered by undo_from_history (None and why when the request is not one)."""
     if not (is_restoration or takes_back(request)):
         return None, {"method": METHOD, "applied": False, "reason": "not a restoration turn"}
     k, found_by = covering_for_undo(history, plan, request)
@@ -82,6 +101,23 @@ def undo_turn(history: History, plan: Any, request: str, is_restoration: bool,
     if not res.applied:
         entry["reason"] = f"history could not answer: {res.reason}; the editor was run"
     return res, entry
+
+
+def same_request(a: str, b: str) -> bool:
+    """Whether two requests are the same words (case, spacing and punctuation aside)."""
+    def words(s: str) -> list[str]:
+        return re.findall(r"[\w']+", (s or "").lower())
+    return bool(words(a)) and words(a) == words(b)
+
+
+def repeated_turn(history: History, request: str) -> int | None:
+    """The latest earlier turn k that asked `request` word for word of the picture the conversation
+    shows now (I_{k-1} is I_{t-1}, pixel for pixel), or None."""
+    now = history.current.image
+    for k in range(history.next_turn - 1, 0, -1):
+        if same_request(history.turns[k].instruction or "", request) and history.image(k - 1) == now:
+            return k
+    return None
 
 
 def only_takes_back(history: History, request: str, k: int) -> str:
@@ -107,6 +143,10 @@ def undo_words(history: History, res: UndoResult) -> str:
     """What the turn's record says, in words: "taken back from history: the hat added at turn 2;
     the editor was not run" (or why the history could not answer)."""
     what = added_object_phrase(history, res.covering_turn)
+    if res.repeated:
+        return (f"repeated from history: turn {res.covering_turn} asked the same of the same picture, so its "
+                f"picture again; the editor was not run (reword the request, or switch history first off, "
+                f"for a new drawing)")
     if res.applied:
         how = "" if res.exact else " (aligned: the frame had moved)"
         return f"taken back from history: the {what} added at turn {res.covering_turn}{how}; the editor was not run"

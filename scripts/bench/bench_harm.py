@@ -48,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from chat_replay import ReplayedTurn, psnr, replay  # noqa: E402
 from respec.errors import InputError  # noqa: E402
+from respec.pixels.undo import REPEAT_METHOD  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = {"history_undo": "undo", "reveal_composite": "reveal", "drift_guard": "guard"}
@@ -167,14 +168,15 @@ def step_reads(post_edit: list[dict]) -> dict:
         if step is None:
             continue
         reads[step] = {"status": "applied" if e.get("applied") else "aside", "reason": str(e.get("reason", "")),
-                       "verify": verification(e)}
+                       "verify": verification(e), "method": e.get("method", "")}
     return reads
 
 
 def changed_by(reads: dict) -> str:
-    """Which step changed the editor's picture: undo, reveal, guard, reveal+guard or none."""
+    """Which step changed the editor's picture: undo, repeat (history first's answer to a request
+    repeated on the same picture), reveal, guard, reveal+guard or none."""
     if reads["undo"]["status"] == "applied":
-        return "undo"
+        return "repeat" if reads["undo"].get("method") == REPEAT_METHOD else "undo"
     done = [s for s in ("reveal", "guard") if reads[s]["status"] == "applied"]
     return "+".join(done) or "none"
 
@@ -290,9 +292,9 @@ def run(convs: list[Conversation], out: Path | None, history_first: bool = True,
 
 def editor_counts(rows: list[dict]) -> list[str]:
     """The table of counts per editor (markdown lines)."""
-    lines = ["| editor | turns | changed by undo | by reveal | by guard | by reveal+guard | unchanged | "
+    lines = ["| editor | turns | changed by undo | by repeat | by reveal | by guard | by reveal+guard | unchanged | "
              "editor not called | mended and passed | stepped aside per check |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     by: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         by[r["editor"]].append(r)
@@ -301,7 +303,7 @@ def editor_counts(rows: list[dict]) -> list[str]:
         aside = Counter(x.split(":", 1)[1] for r in rs for x in r["failed_checks"].split(";") if x
                         if r[x.split(":", 1)[0]] == "aside")
         checks = ", ".join(f"{k} {n}" for k, n in sorted(aside.items())) or "-"
-        lines.append(f"| {ed} | {len(rs)} | {c['undo']} | {c['reveal']} | {c['guard']} | {c['reveal+guard']} | "
+        lines.append(f"| {ed} | {len(rs)} | {c['undo']} | {c['repeat']} | {c['reveal']} | {c['guard']} | {c['reveal+guard']} | "
                      f"{c['none']} | {sum(str(r['editor_called']) == '0' for r in rs)} | "
                      f"{sum(bool(r['mended']) for r in rs)} | {checks} |")
     return lines
