@@ -776,7 +776,7 @@ function buildCard(view, sid, c, side, height) {
       actions.append(h("button", { class: "respec-branch", title: `A new session with turns 0..${c.index}; the panel follows it`,
         onclick: () => cardAction("branch", sid, c) }, "Branch from here"));
     } else if (kind === "regenerate") {
-      const b = h("button", { class: "respec-regenerate", title: "Make this turn again: same request, new seed (replaces it)",
+      const b = h("button", { class: "respec-regenerate", title: V.regenerateTitle(c.history),
         onclick: () => cardAction("regenerate", sid, c) }, "↻ Regenerate");
       b.disabled = C.isBusy(composer);
       actions.append(b);

@@ -96,6 +96,18 @@ export function historyNote(meta) {
   return { text, applied: entry.applied === true };
 }
 
+/**
+ * The Regenerate button's tooltip for a card whose history note is `history` (historyNote's value):
+ * a turn history first answered is answered again (the same request of the same picture), so the
+ * tooltip says so and how to have the editor draw it anew.
+ */
+export function regenerateTitle(history) {
+  const base = "Make this turn again: same request, new seed (replaces it)";
+  if (!history?.applied) return base;
+  return `${base}. History first answered this turn, and it answers the same request again with the same ` +
+    "picture: reword the request, or switch history_first off on the Drift Guard, for a new drawing";
+}
+
 /** A turn's stored masks as {name: digest} (only the known names with a valid digest). */
 export function turnMasks(masks) {
   const out = {};
@@ -538,7 +550,7 @@ export function overlayList(scores) {
 export const TURN_OVERLAYS = {
   change: { label: "changed by this turn", color: [241, 196, 15] },
   reveal_source: { label: "pasted from history (Reveal Composite)", color: [155, 89, 182] },
-  undo_source: { label: "taken back from history (the editor was not run)", color: [26, 188, 156] },
+  undo_source: { label: "answered from history (the editor was not run)", color: [26, 188, 156] },
 };
 
 /**

@@ -25,6 +25,7 @@ import {
   gcQuestion,
   highlights,
   historyNote,
+  regenerateTitle,
   imagePath,
   initialState,
   isDigest,
@@ -550,7 +551,7 @@ test("a turn taken back from history says so in words on its card, with the pixe
   assert.equal(cards[3].rewritten, false);                            // the editor was sent nothing
   assert.deepEqual(cards[2].history, null);
   assert.deepEqual(turnOverlays("p", cards[3]).map((o) => o.name), ["change", "undo_source"]);
-  assert.equal(maskLegend("undo_source", 0.1), "taken back from history (the editor was not run) (10 % of the image)");
+  assert.equal(maskLegend("undo_source", 0.1), "answered from history (the editor was not run) (10 % of the image)");
 });
 
 test("history first's words: a refusal is shown too, anything malformed or absent is not", () => {
@@ -566,4 +567,15 @@ test("history first's words: a refusal is shown too, anything malformed or absen
   const long = historyNote({ post_edit: [{ step: "history_undo", applied: true, words: "w".repeat(5000) }] });
   assert.equal(long.text.length, 400);
   assert.ok(long.text.endsWith("…"));
+});
+
+test("Regenerate on a turn history first answered says that it is answered again, and how to get a new drawing", () => {
+  const plain = "Make this turn again: same request, new seed (replaces it)";
+  assert.equal(regenerateTitle(null), plain);
+  assert.equal(regenerateTitle({ text: "history could not take back the hat", applied: false }), plain);
+  const answered = regenerateTitle(historyNote({ post_edit: [{ step: "history_undo", applied: true,
+    words: "repeated from history: turn 1 asked the same of the same picture, so its picture again" }] }));
+  assert.ok(answered.startsWith(plain));
+  assert.match(answered, /answers the same request again with the same picture/);
+  assert.match(answered, /switch history_first off/);
 });

@@ -18,7 +18,9 @@ Checks: on the removal turn the editor (ReSpecFlux2Edit), its loader and Reveal 
 run, the Drift Guard and History Append did (in the provenance graph, and in the VLM graph
 conversational_flux2_diffusers with the tiny controller); the session's turn 2 is I_0 byte for byte (its digest),
 with editor_run false, no editor images, the undo_source mask and the words "taken back from history:
-the hat added at turn 1; the editor was not run". A control session, the same turns with the guard's
+the hat added at turn 1; the editor was not run". On the first session a turn 3 then asks turn 1's
+request again: history first answers with I_1 (a repeat: respec/pixels/undo.py repeat_from_history),
+the editor not run. A control session, the same turns with the guard's
 history_first off, must run the editor (so the check can see it run).
 """
 from __future__ import annotations
@@ -136,10 +138,11 @@ async def _watched(url: str, prompt: dict, timeout: float) -> dict:
     return out
 
 
-def removal_prompt(wf: dict, image_name: str, session: str, history_first: bool, helpers: dict) -> dict:
-    """The shipped graph for the removal turn on the seeded `session` (History Store 'load'), with the
-    Drift Guard's history_first as given."""
-    prompt = helpers["conversation_prompt"](wf, image_name, session, REMOVE)
+def removal_prompt(wf: dict, image_name: str, session: str, history_first: bool, helpers: dict,
+                   request: str = REMOVE) -> dict:
+    """The shipped graph for the next turn (the removal, unless `request` says another) on the seeded
+    `session` (History Store 'load'), with the Drift Guard's history_first as given."""
+    prompt = helpers["conversation_prompt"](wf, image_name, session, request)
     for node in prompt.values():
         if node["class_type"] == "ReSpecHistoryStore":
             node["inputs"]["mode"] = "load"
@@ -185,11 +188,35 @@ def execute_history_first(url: str, base: Path, tiny: dict, helpers: dict) -> li
         last = turns[-1] if len(turns) == 3 else {}
         if history_first:
             _check_answered(check, session, ran, last, i0)
+            if session == SESSIONS[0][0]:
+                _check_repeated(check, url, session, removal_prompt(wf, image_name, session, True, helpers, ADD),
+                                turns[1].get("image") if len(turns) > 1 else None)
         else:
             check(f"{session}: with history_first off the editor runs (the control)",
                   "ReSpecFlux2Edit" in ran and last.get("image") != i0 and (last.get("meta") or {}).get(
                       "editor_run") is not False, f"ran {sorted(set(ran) & EDITOR_BRANCH)}")
     return problems
+
+
+def _check_repeated(check, url: str, session: str, prompt: dict, i1: str | None) -> None:
+    """Turn 3 asks turn 1's request again of I_2 = I_0: history first answers with I_1 (a repeat), and
+    ComfyUI runs neither the editor nor its branch."""
+    run = asyncio.run(_watched(url, copy.deepcopy(prompt), timeout=900))
+    if run["error"]:
+        check(f"{session}: turn 3 (turn 1's request again) ran", False, run["error"])
+        return
+    ran = [prompt[n]["class_type"] for n in run["ran"]]
+    log(f"      {session} turn 3 ({ADD!r} again): prompt queued -> done {run['seconds']:.3f} s; nodes that ran: "
+        f"{[prompt[n]['class_type'] for n in run['ran']]}")
+    _, body = http_json("GET", f"{url}/respec/sessions/{session}")
+    turns = body.get("turns") or [] if isinstance(body, dict) else []
+    turn = turns[3] if len(turns) == 4 else {}
+    entry = next((e for e in (turn.get("meta") or {}).get("post_edit") or [] if e.get("step") == "history_undo"), {})
+    check(f"{session}: turn 1's request asked again after its undo is answered with I_1, the editor not run",
+          not set(ran) & EDITOR_BRANCH and turn.get("image") == i1 and i1 is not None
+          and entry.get("method") == "history-repeat-v1",
+          f"editor branch that ran: {sorted(set(ran) & EDITOR_BRANCH) or 'none'}; turn 3 image "
+          f"{str(turn.get('image'))[:12]}, I_1 {str(i1)[:12]}; method {entry.get('method')!r}")
 
 
 def _check_answered(check, session: str, ran: list[str], turn: dict, i0: str) -> None:
