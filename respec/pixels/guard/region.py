@@ -129,8 +129,9 @@ def edit_region(inputs: GuardInputs, tiles: Tiles,
                 c_all: np.ndarray) -> tuple[tuple[slice, slice], np.ndarray, np.ndarray]:
     """Step 4d: (the crop around the change, K: the pixels that keep the editor's, the region: the
     change grown by the margin, holes filled), on the crop. In the margin the editor's pixels are
-    kept only where they differ from I_(t-1) beyond its drift (a soft shadow the threshold missed);
-    elsewhere the margin is I_(t-1)'s."""
+    kept where they differ from I_(t-1) beyond its drift (a soft shadow the threshold missed) and
+    within the rim (px["rim"]) of the change, where an old object's outline ends; elsewhere the
+    margin is I_(t-1)'s."""
     px = inputs.px
     sl = bbox(c_all, px["margin"] + seam_reach(px)) if c_all.any() else (slice(0, 1), slice(0, 1))
     src, c = tiles.src[sl], c_all[sl]
@@ -139,7 +140,8 @@ def edit_region(inputs: GuardInputs, tiles: Tiles,
     else:
         grown = dilate(c, px["margin"])
         region = ndimage.binary_fill_holes(grown) & src
-        K = ndimage.binary_fill_holes(c | (grown & ~tiles.explained[sl])) & src
+        rim = dilate(c, min(px["rim"], px["margin"]))     # the change's own outline, drift or not
+        K = ndimage.binary_fill_holes(rim | (grown & ~tiles.explained[sl])) & src
     if K.any():     # a filled hole can reach beyond the tiles warped so far: warp those too
         k_all = np.zeros(inputs.shape, bool)
         k_all[sl] = K
