@@ -238,11 +238,49 @@ def test_the_moved_edge_of_an_area_is_not_a_line():
     strip = rect_mask(shape, (20, 90, 140, 92))                  # 2 px wide, touching it, 120 px long
     explained = ~strip
     E = np.full(shape + (3,), 0.8, np.float32)
+    P = E.copy()
     E[:, :92] = 0.1                                              # a dark area whose edge moved by 2 px
-    assert not thin_lines(c, explained, E).any()
+    P[:, :90] = 0.1
+    assert not thin_lines(c, explained, E, P).any()
     E[:] = 0.1
+    P[:] = 0.1
     E[strip] = 0.9                                               # a bright line on the dark area
-    assert np.array_equal(thin_lines(c, explained, E), strip)
+    assert np.array_equal(thin_lines(c, explained, E, P), strip)
+
+
+def test_a_pale_wire_from_the_top_edge_to_the_edit_is_kept_whole():
+    """A wire the edit hung from the top edge (Kontext's red ball): 3 px wide, its soft sides nearly
+    the wall's colour, shorter than the reach (24 px at 400 px) but running out of the picture: it
+    joins the edit. The same line ending inside the picture does not (a streak by the edit)."""
+    from respec.pixels.guard import thin_lines
+    shape = (400, 400)
+    c = rect_mask(shape, (16, 180, 60, 220))                      # the ball, 16 px below the top edge
+    wire = rect_mask(shape, (0, 199, 16, 202))
+    P = np.full(shape + (3,), 0.5, np.float32)                    # the wall
+    E = P.copy()
+    E[rect_mask(shape, (0, 199, 16, 200))] = E[rect_mask(shape, (0, 201, 16, 202))] = 0.56   # soft sides
+    E[rect_mask(shape, (0, 200, 16, 201))] = 0.75                                          # the core
+    assert np.array_equal(thin_lines(c, ~wire, E, P), wire)
+    inside = rect_mask(shape, (20, 199, 36, 202))                 # the same line 20 px lower, by a lower ball
+    low = rect_mask(shape, (36, 180, 80, 220))
+    E2, P2 = np.roll(E, 20, axis=0), P
+    assert not thin_lines(low, ~inside, E2, P2).any()
+
+
+def test_a_stretch_of_a_removed_line_the_change_missed_between_two_it_caught_joins_the_change():
+    """A removed red annotation line (3 px): the change mask caught both ends but not 17 px between
+    them, which drift does not explain: that gap joins the change (left to I_(t-1) it stays as a red
+    fragment, longcat_annot3). A piece touching the change at one place only does not."""
+    from respec.pixels.guard.thin_lines import change_gaps
+    shape = (512, 512)
+    line = rect_mask(shape, (484, 300, 487, 420))
+    gap = rect_mask(shape, (484, 369, 487, 386))
+    c = line & ~gap
+    assert np.array_equal(change_gaps(c, ~line), gap)
+    spur = rect_mask(shape, (470, 380, 484, 383))                # a stub off the line: one contact
+    assert not change_gaps(line, ~spur).any()
+    big = rect_mask(shape, (400, 369, 487, 386))                 # a large area between the ends: not a gap
+    assert not change_gaps(c & ~big, ~(line | big)).any()
 
 
 def test_an_untrusted_alignment_keeps_the_editors_image(scene):

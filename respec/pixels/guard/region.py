@@ -29,7 +29,7 @@ from .drift import drop_drift
 from .params import NEAR_FRAC
 from .result import GuardResult, stepped_aside
 from .routes import ring_changed
-from .thin_lines import thin_lines
+from .thin_lines import change_gaps, thin_lines
 from .tiles import Tiles, padded, tiles_near
 from .values import Frame, GuardInputs, ScopeRead
 
@@ -110,16 +110,20 @@ def change_kept(inputs: GuardInputs, read: ScopeRead, frame: Frame, tiles: Tiles
         if beyond.any():
             checks["beyond_request_px_dropped"] = int(beyond.sum())
             c_all &= ~beyond
-    lines = thin_lines(c_all, tiles.explained, tiles.E)
+    lines = thin_lines(c_all, tiles.explained, tiles.E, inputs.prev3)
     for _ in range(THIN_FOLLOW):      # a line that leaves the tested tiles is followed onto the next ones
         more = tiles_near(lines, px["margin"] + 1) - tiles.test
         if not more:
             break
         tiles.tell(more)
-        lines = thin_lines(c_all, tiles.explained, tiles.E)
+        lines = thin_lines(c_all, tiles.explained, tiles.E, inputs.prev3)
     if lines.any():
         checks["thin_lines_px_joined"] = int(lines.sum())
         c_all |= lines
+    gaps = change_gaps(c_all, tiles.explained)
+    if gaps.any():
+        checks["change_gaps_px_joined"] = int(gaps.sum())
+        c_all |= gaps
     if extra is not None:
         c_all = c_all | extra
     return c_all, cc
