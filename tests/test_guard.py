@@ -376,18 +376,18 @@ def test_no_pixel_outside_the_edit_region_is_touched(scene):
     res = guard_images(prev, edited, request="add a red box")
     outside = res.weight == 0
     assert np.array_equal(res.image[outside], prev[outside])          # not blended, not colour-matched: I_(t-1)
-    # the kept edit reaches the change's rim (2 px here, all of the margin) and the seam band beyond it
-    near = ndimage.binary_dilation(rect_mask(SHAPE, BOX), iterations=res.record["margin_px"] + res.record["band_px"] + 2)
+    near = ndimage.binary_dilation(rect_mask(SHAPE, BOX), iterations=res.record["margin_px"] + 2)
     assert (res.weight > 0).sum() > 0.9 * rect_mask(SHAPE, BOX).sum() and not (res.weight[~near] > 0).any()
 
 
 def test_an_old_objects_faint_outline_beside_the_change_is_not_left_behind():
-    """A removed box's 1-px outline differs from the editor's background by 6/255, less than drift: the
-    rim rule keeps the editor's pixels there (without it the outline stays, a visible line)."""
+    """A removed box's 1-px outline differs from the editor's background by 6/255, under drift's level:
+    the rim rule keeps the editor's pixels there, where I_(t-1) has an edge the editor's image has not
+    (without it the outline stays, a visible line)."""
     side = (240, 240)
     flat = np.full((*side, 3), 0.45)
     box = (90, 90, 150, 150)
-    ring = ndimage.binary_dilation(rect_mask(side, box), iterations=2) & ~rect_mask(side, box)
+    ring = ndimage.binary_dilation(rect_mask(side, box), iterations=1) & ~rect_mask(side, box)
     prev = flat.copy()
     prev[rect_mask(side, box)] = RED
     prev[ring] -= 6 / 255
@@ -597,10 +597,7 @@ def test_a_global_gain_on_a_flat_photo_is_not_a_change(gain):
     truth = rect_mask((256, 384), box)
     assert iou(change.mask, truth) >= 0.95
     res = guard_images(prev, edited, request="add a brown boat on the horizon")
-    kept = res.weight >= 0.5
-    # the boat, its rim (2 px) and the seam band: no water (the whole kept edit IoU was 0.87-0.88 here)
-    reach = ndimage.distance_transform_edt(~truth)[kept]
-    assert res.applied and (kept & truth).sum() >= 0.95 * truth.sum() and reach.max() <= 2 + res.record["band_px"] + 1
+    assert res.applied and iou(res.weight >= 0.5, truth) >= 0.9
     assert np.array_equal(res.image[res.weight == 0], prev[res.weight == 0])
 
 

@@ -17,10 +17,10 @@ class GuardParams:
     """Settings of the drift guard (pixel sizes are fractions of the image's shorter side)."""
 
     margin_frac: float = 0.012       # the change mask is grown by this (at least 2 px)
-    rim_frac: float = 0.002          # the editor's pixels this close to the change are always kept (at least
-                                     # 2 px; 0: none): an old object's anti-aliased outline differs from what
-                                     # replaced it by less than drift, and left beside the edit it is a visible
-                                     # line (a letter's dark edge beside the new word, step1x_0004)
+    rim_frac: float = 0.002          # within this of the change (at least 2 px; 0: off) the editor's pixels are
+                                     # kept where I_(t-1) has an edge they have not (region.dropped_edges): an old
+                                     # object's anti-aliased outline, under drift's level, left beside the edit
+                                     # as a visible line (a letter's dark edge beside the new word, step1x_0004)
     band_frac: float = 0.012         # seam band beyond the edit region (at least 2 px)
     global_share: float = 0.5        # an edit region above this share of the picture is a global edit
     global_colour: float = 0.1       # the whole picture's colour map moves a grey level by more: global

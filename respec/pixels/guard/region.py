@@ -129,12 +129,31 @@ def change_kept(inputs: GuardInputs, read: ScopeRead, frame: Frame, tiles: Tiles
     return c_all, cc
 
 
+DROPPED_EDGE = 0.5        # a Sobel response of the channels' sum (0..1 each) this strong in I_(t-1): an edge (a step
+                          # of about 10/255 in every channel) ...
+DROPPED_OVER = 4.0        # ... that the editor's image has less than a quarter of: an edge the edit dropped
+
+
+def dropped_edges(P: np.ndarray, E: np.ndarray) -> np.ndarray:
+    """bool H×W: where I_(t-1) `P` (uint8) has an edge that the editor's image `E` (float 0..1, same
+    frame) has not (DROPPED_EDGE, DROPPED_OVER): an old object's anti-aliased outline beside a
+    change that removed or replaced it, which differs from the editor's background by less than
+    drift and, left in place, is a visible line (step1x_0004's letter edge). An added object's own
+    edge is the editor's, not I_(t-1)'s: its rim stays I_(t-1)'s."""
+    def strength(rgb: np.ndarray) -> np.ndarray:
+        g = rgb.sum(axis=2, dtype=np.float32)
+        return np.hypot(ndimage.sobel(g, 0), ndimage.sobel(g, 1))
+    old = strength(P.astype(np.float32) / 255.0)
+    return (old > DROPPED_EDGE) & (old > DROPPED_OVER * strength(E))
+
+
 def edit_region(inputs: GuardInputs, tiles: Tiles,
                 c_all: np.ndarray) -> tuple[tuple[slice, slice], np.ndarray, np.ndarray]:
     """Step 4d: (the crop around the change, K: the pixels that keep the editor's, the region: the
     change grown by the margin, holes filled), on the crop. In the margin the editor's pixels are
-    kept where they differ from I_(t-1) beyond its drift (a soft shadow the threshold missed) and
-    within the rim (px["rim"]) of the change, where an old object's outline ends; elsewhere the
+    kept where they differ from I_(t-1) beyond its drift (a soft shadow the threshold missed) and,
+    within the rim (px["rim"]) of the change, where I_(t-1) has an edge the editor's image does not
+    (`dropped_edges`: the outline of an old object the edit removed or replaced); elsewhere the
     margin is I_(t-1)'s."""
     px = inputs.px
     sl = bbox(c_all, px["margin"] + seam_reach(px)) if c_all.any() else (slice(0, 1), slice(0, 1))
@@ -144,8 +163,8 @@ def edit_region(inputs: GuardInputs, tiles: Tiles,
     else:
         grown = dilate(c, px["margin"])
         region = ndimage.binary_fill_holes(grown) & src
-        rim = dilate(c, min(px["rim"], px["margin"]))     # the change's own outline, drift or not
-        K = ndimage.binary_fill_holes(rim | (grown & ~tiles.explained[sl])) & src
+        rim = dilate(c, min(px["rim"], px["margin"])) & dropped_edges(inputs.prev3[sl], tiles.E[sl])
+        K = ndimage.binary_fill_holes(c | rim | (grown & ~tiles.explained[sl])) & src
     if K.any():     # a filled hole can reach beyond the tiles warped so far: warp those too
         k_all = np.zeros(inputs.shape, bool)
         k_all[sl] = K
