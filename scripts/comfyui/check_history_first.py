@@ -173,18 +173,16 @@ def execute_history_first(url: str, base: Path, tiny: dict, helpers: dict) -> li
             check(f"{session}: seeded", False, f"GET /respec/sessions/{session} answered {status}: {str(body)[:300]}")
             return problems
         prompt = removal_prompt(wf, image_name, session, history_first, helpers)
-        run = asyncio.run(_watched(url, copy.deepcopy(prompt), timeout=900))
+        run, ran = _queued(url, prompt)
         if run["error"]:
             check(f"{session}: turn 2 ran", False, run["error"])
             continue
-        ran = [prompt[n]["class_type"] for n in run["ran"]]
         log(f"      {session} ({graph}, {size[0]}x{size[1]}, history_first {history_first}): prompt queued -> done "
             f"{run['seconds']:.3f} s (server: execution_start -> success {run['server_seconds']:.3f} s); nodes that "
             f"ran, in order, with their seconds: "
             f"{[(prompt[n]['class_type'], round(sec, 3)) for n, sec in run['node_seconds']]}; "
             f"from cache: {sorted(prompt[n]['class_type'] for n in run['cached'])}")
-        _, body = http_json("GET", f"{url}/respec/sessions/{session}")
-        turns = body.get("turns") or [] if isinstance(body, dict) else []
+        turns = _session_turns(url, session)
         last = turns[-1] if len(turns) == 3 else {}
         if history_first:
             _check_answered(check, session, ran, last, i0)
@@ -198,18 +196,27 @@ def execute_history_first(url: str, base: Path, tiny: dict, helpers: dict) -> li
     return problems
 
 
+def _queued(url: str, prompt: dict) -> tuple[dict, list[str]]:
+    """Queue `prompt` and follow it (_watched): its run and the class types of the nodes that ran, in order."""
+    run = asyncio.run(_watched(url, copy.deepcopy(prompt), timeout=900))
+    return run, [prompt[n]["class_type"] for n in run["ran"]]
+
+
+def _session_turns(url: str, session: str) -> list[dict]:
+    """The session's turns as the server's session route lists them ([] when it answers otherwise)."""
+    _, body = http_json("GET", f"{url}/respec/sessions/{session}")
+    return body.get("turns") or [] if isinstance(body, dict) else []
+
+
 def _check_repeated(check, url: str, session: str, prompt: dict, i1: str | None) -> None:
     """Turn 3 asks turn 1's request again of I_2 = I_0: history first answers with I_1 (a repeat), and
     ComfyUI runs neither the editor nor its branch."""
-    run = asyncio.run(_watched(url, copy.deepcopy(prompt), timeout=900))
+    run, ran = _queued(url, prompt)
     if run["error"]:
         check(f"{session}: turn 3 (turn 1's request again) ran", False, run["error"])
         return
-    ran = [prompt[n]["class_type"] for n in run["ran"]]
-    log(f"      {session} turn 3 ({ADD!r} again): prompt queued -> done {run['seconds']:.3f} s; nodes that ran: "
-        f"{[prompt[n]['class_type'] for n in run['ran']]}")
-    _, body = http_json("GET", f"{url}/respec/sessions/{session}")
-    turns = body.get("turns") or [] if isinstance(body, dict) else []
+    log(f"      {session} turn 3 ({ADD!r} again): prompt queued -> done {run['seconds']:.3f} s; nodes that ran: {ran}")
+    turns = _session_turns(url, session)
     turn = turns[3] if len(turns) == 4 else {}
     entry = next((e for e in (turn.get("meta") or {}).get("post_edit") or [] if e.get("step") == "history_undo"), {})
     check(f"{session}: turn 1's request asked again after its undo is answered with I_1, the editor not run",
