@@ -141,12 +141,13 @@ def only_takes_back(history: History, request: str, k: int) -> str:
 
 def undo_words(history: History, res: UndoResult) -> str:
     """What the turn's record says, in words: "taken back from history: the hat added at turn 2;
-    the editor was not run" (or why the history could not answer)."""
-    what = added_object_phrase(history, res.covering_turn)
+    the editor was not run" (or why the history could not answer; or "repeated from history: ..."
+    for a request asked again of the same picture)."""
     if res.repeated:
         return (f"repeated from history: turn {res.covering_turn} asked the same of the same picture, so its "
                 f"picture again; the editor was not run (reword the request, or switch history first off, "
                 f"for a new drawing)")
+    what = added_object_phrase(history, res.covering_turn)
     if res.applied:
         how = "" if res.exact else " (aligned: the frame had moved)"
         return f"taken back from history: the {what} added at turn {res.covering_turn}{how}; the editor was not run"
