@@ -60,6 +60,18 @@ def test_a_row_per_turn_says_the_undo_changed_the_removal_and_its_figure_against
     assert np.array_equal(kept, np.asarray(Image.open(conv.source)))
 
 
+def test_the_add_asked_again_after_the_undo_is_counted_as_a_repeat_and_keeps_turn_1s_picture(tmp_path):
+    harm = _harm()
+    conv = _conversation(harm, tmp_path)
+    again = tmp_path / "t3.png"
+    Image.open(conv.outputs[0]).save(again)          # the editor's recorded add, once more
+    conv = harm.Conversation(conv.editor, conv.name, conv.kind, conv.source, conv.outputs + (again,),
+                             conv.instructions + (conv.instructions[0],), convergebench=True)
+    rows, _ = harm.run([conv], None, history_first=True)
+    assert [r["changed_by"] for r in rows][1:] == ["undo", "repeat"] and rows[2]["editor_called"] == 0
+    assert "repeat" in harm.editor_counts(rows)[0]
+
+
 def test_history_first_off_sends_the_removal_to_the_editor(tmp_path):
     harm = _harm()
     rows, _ = harm.run([_conversation(harm, tmp_path)], None, history_first=False)
