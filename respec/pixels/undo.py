@@ -111,6 +111,11 @@ class UndoResult:
         return self.covering_turn if self.repeated else self.covering_turn - 1
 
     @property
+    def method(self) -> str:
+        """The record's method: the take-back's, or the repeat's."""
+        return REPEAT_METHOD if self.repeated else METHOD
+
+    @property
     def exact(self) -> bool:
         """Whether the pixels are I_{k-1}'s own (the frames agree: no resampling)."""
         return self.applied and self.alignment is not None and self.alignment.is_identity
@@ -118,7 +123,7 @@ class UndoResult:
     def record(self) -> dict:
         """JSON-able: method, applied, reason, the covering turn, source, region size, margin, exact,
         the alignment and the later turns that changed the region."""
-        out = {"method": REPEAT_METHOD if self.repeated else METHOD, "applied": self.applied, "reason": self.reason,
+        out = {"method": self.method, "applied": self.applied, "reason": self.reason,
                "covering_turn": self.covering_turn, "source_id": self.source_id, "margin_px": self.margin_px,
                "exact": self.exact, "whole": self.whole}
         if self.region is not None:
@@ -136,8 +141,7 @@ class UndoResult:
         """The `undo_source` mask to keep with the turn (None when nothing was taken)."""
         if not self.applied or self.region is None:
             return None
-        method = REPEAT_METHOD if self.repeated else METHOD
-        return TurnMask.from_mask(self.region, {"method": method, "source_id": self.source_id,
+        return TurnMask.from_mask(self.region, {"method": self.method, "source_id": self.source_id,
                                                 "exact": self.exact})
 
 

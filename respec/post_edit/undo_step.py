@@ -103,19 +103,24 @@ def take_back(history: History, plan: Any, request: str, is_restoration: bool,
     return res, entry
 
 
+def word_list(text: str) -> list[str]:
+    """A request's words in order, lower case, without spacing and punctuation (what `same_request`
+    compares; restoration.request_words is their set, stemmed)."""
+    return re.findall(r"[\w']+", (text or "").lower())
+
+
 def same_request(a: str, b: str) -> bool:
     """Whether two requests are the same words (case, spacing and punctuation aside)."""
-    def words(s: str) -> list[str]:
-        return re.findall(r"[\w']+", (s or "").lower())
-    return bool(words(a)) and words(a) == words(b)
+    wa = word_list(a)
+    return bool(wa) and wa == word_list(b)
 
 
 def repeated_turn(history: History, request: str) -> int | None:
     """The latest earlier turn k that asked `request` word for word of the picture the conversation
     shows now (I_{k-1} is I_{t-1}, pixel for pixel), or None."""
-    now = history.current.image
+    now, want = history.current.image, word_list(request)
     for k in range(history.next_turn - 1, 0, -1):
-        if same_request(history.turns[k].instruction or "", request) and history.image(k - 1) == now:
+        if want and word_list(history.turns[k].instruction) == want and history.image(k - 1) == now:
             return k
     return None
 
